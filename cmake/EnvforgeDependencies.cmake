@@ -1,0 +1,13 @@
+# Every dependency comes from a Debian package installed by scripts/setup.sh.
+find_package(Threads REQUIRED)
+find_package(SQLite3 REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(Boost 1.74 REQUIRED)
+# Debian's CPython (/usr/bin/python3), never whatever python3 comes first on PATH.
+set(Python3_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "Debian's python3" FORCE)
+find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Embed)
+find_package(pybind11 CONFIG REQUIRED)
+find_path(ENVFORGE_DOCTEST_INCLUDE doctest/doctest.h REQUIRED)
+find_library(ENVFORGE_SECCOMP_LIB seccomp REQUIRED)
+find_path(ENVFORGE_SECCOMP_INCLUDE seccomp.h REQUIRED)

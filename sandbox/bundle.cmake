@@ -1,0 +1,1 @@
+add_library(envforge_sandbox_bundle INTERFACE)
