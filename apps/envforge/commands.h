@@ -1,0 +1,20 @@
+// The envforge CLI's command groups. Each takes the words after its group name and returns the
+// process exit code: 0 success, 1 the command ran and its check failed (a verdict that did not
+// pass, an environment that does not check), 2 bad usage or bad input, 3 infrastructure failure.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace envforge::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitCheckFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitInfra = 3;
+
+int RunEnvCommand(const std::vector<std::string>& args);      // env pack|show|check
+int RunSessionCommand(const std::vector<std::string>& args);  // session solve|run
+int RunBenchCommand(const std::vector<std::string>& args);    // bench sandbox
+
+}  // namespace envforge::cli

@@ -1,0 +1,45 @@
+// envforge: synthesize agentic RL environments and run them for RL trainers.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "apps/envforge/commands.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(envforge — agentic RL environments: pack, run, verify.
+
+usage:
+  envforge env pack DIR -o OUT.envdb          pack an environment source directory into a bundle
+  envforge env show X.envdb [--json]          manifest, tools, tasks and content hash
+  envforge env check X.envdb [--json]         sources compile, schemas valid, every gold solution
+                                              passes its verifier in a sandbox session
+  envforge session solve X.envdb --task ID [--json]
+                                              run the task's gold solution in a session, submit it,
+                                              print the verifier's verdict
+  envforge session run X.envdb --task ID --calls FILE.jsonl [--json]
+                                              play tool calls ({"name","arguments"} per line) in one
+                                              session, print each typed result
+  envforge bench sandbox X.envdb [--sessions N] [--calls N] [--json]
+                                              session create and tool call latency, memory per session
+
+exit codes: 0 ok, 1 check failed (e.g. a verdict that did not pass), 2 bad usage or input,
+            3 infrastructure failure. Logs: ENVFORGE_LOG=debug|info|warn|error.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? envforge::cli::kExitUsage : envforge::cli::kExitOk;
+  }
+  std::string group = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (group == "env") return envforge::cli::RunEnvCommand(rest);
+  if (group == "session") return envforge::cli::RunSessionCommand(rest);
+  if (group == "bench") return envforge::cli::RunBenchCommand(rest);
+  std::fprintf(stderr, "envforge: unknown command '%s' (try envforge help)\n", group.c_str());
+  return envforge::cli::kExitUsage;
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian packages envforge needs to build and test. Idempotent: when everything is
+# present it only checks and exits. Must run as root (or with sudo available) on a fresh machine.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config
+  libboost-dev libboost-system-dev
+  libsqlite3-dev sqlite3
+  libssl-dev
+  nlohmann-json3-dev
+  doctest-dev
+  pybind11-dev python3 python3-dev libpython3-dev
+  libseccomp-dev
+  libcurl4-openssl-dev
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"
