@@ -2,14 +2,15 @@
 (price, name)."""
 
 CITY = "Suzhou"
-MIN_RATING_TENTHS = 40  # ratings have one decimal; compare in tenths to avoid float noise
+MIN_RATING = 4.0
+EPS = 1e-9  # tolerate float noise only
 
 
 def solve(tools):
     best = None
     for name in tools.get_all_hotels_by_city(CITY):
         info = tools.get_infos_by_hotel(["price", "rating"], name)
-        if int(round(float(info["rating"]) * 10)) < MIN_RATING_TENTHS:
+        if float(info["rating"]) < MIN_RATING - EPS:
             continue
         key = (info["price"], name)
         if best is None or key < best:

@@ -13,7 +13,7 @@ import math
 import re
 
 CITY = "Suzhou"
-MIN_RATING_TENTHS = 40
+MIN_RATING = 4.0
 FIELDS = ("hotel",)
 
 
@@ -59,9 +59,11 @@ def _num(v):
     return x if math.isfinite(x) else None
 
 
-def _tenths(v):
+def _at_least(v, bound):
+    """v >= bound for ratings given with one decimal; tolerant of float noise only
+    (3.99 is below 4.0, 3.2 stored as 3.2000000000000002 or 3.1999999999999997 is not)."""
     x = _num(v)
-    return None if x is None else int(round(x * 10))
+    return x is not None and x >= bound - 1e-9
 
 
 def _verify(answer, db):
@@ -89,17 +91,17 @@ def _verify(answer, db):
     if row.get("city") is None or row.get("city") != CITY:
         reasons.append("hotel %r is in %r, not in %s" % (name, row.get("city"), CITY))
     price = _num(row.get("price_per_night"))
-    rating = _tenths(row.get("rating"))
-    if price is None or rating is None:
+    if price is None or _num(row.get("rating")) is None:
         reasons.append("hotel %r has no usable price or rating in the database" % name)
         return _result(reasons)
-    if rating < MIN_RATING_TENTHS:
+    if not _at_least(row.get("rating"), MIN_RATING):
         reasons.append("hotel %r is rated %s, below 4.0" % (name, row.get("rating")))
 
     qualifying = []
     for r in db.query("SELECT name, price_per_night, rating FROM hotels WHERE city = ?", (CITY,)):
-        p, t = _num(r.get("price_per_night")), _tenths(r.get("rating"))
-        if p is not None and t is not None and t >= MIN_RATING_TENTHS and isinstance(r.get("name"), str):
+        p = _num(r.get("price_per_night"))
+        name_ok = isinstance(r.get("name"), str)
+        if p is not None and name_ok and _at_least(r.get("rating"), MIN_RATING):
             qualifying.append((p, r["name"]))
     if not qualifying:
         reasons.append("no hotel in %s is rated >= 4.0 (data problem)" % CITY)

@@ -12,19 +12,19 @@ START = "Hangzhou"
 DATES = ["2025-10-01", "2025-10-02", "2025-10-03"]
 
 
-def _tenths(x):
-    return int(round(float(x) * 10))
+def _at_least(x, bound):
+    return float(x) >= bound - 1e-9
 
 
 def _day2_ok(p, lunch, dinner, ticket):
-    """lunch, dinner: (price per person, rating tenths). ticket: CNY. p: hotel price."""
+    """lunch, dinner: (price per person CNY, rating). ticket: CNY. p: hotel price."""
     if p >= 800:
-        return (lunch[0] + dinner[0] < 350 and lunch[1] >= 40 and dinner[1] >= 40
-                and ticket < 120)
+        return (lunch[0] + dinner[0] < 350 and _at_least(lunch[1], 4.0)
+                and _at_least(dinner[1], 4.0) and ticket < 120)
     if p >= 500:
-        return max(lunch[1], dinner[1]) >= 40 and ticket < 180
+        return (_at_least(lunch[1], 4.0) or _at_least(dinner[1], 4.0)) and ticket < 180
     # 200 <= p < 500, and (by the task's rule d) also p < 200
-    return max(lunch[1], dinner[1]) >= 32
+    return _at_least(lunch[1], 3.2) or _at_least(dinner[1], 3.2)
 
 
 def _plain_day(tools, date, city):
@@ -42,7 +42,7 @@ def _day2(tools, city):
     rests = []
     for n in tools.get_all_restaurants_by_city(city):
         info = tools.get_infos_by_restaurant(["price", "rating"], n)
-        rests.append((n, (info["price"], _tenths(info["rating"]))))
+        rests.append((n, (info["price"], info["rating"])))
     attrs = [(n, tools.get_infos_by_attraction(["price"], n)["price"])
              for n in tools.get_all_attractions_by_city(city)]
     for hotel, p in hotels:

@@ -14,7 +14,7 @@ answer. Constraint ids follow the design notes:
        500 <= p < 800: max(restaurant rating) >= 4.0, ticket < 180;
        200 <= p < 500: max(restaurant rating) >= 3.2;
        p < 200: same rule as 200 <= p < 500 (stated in the task);
-  C6 missing numbers (price, rating, ticket) fail the rule; ratings compared in tenths;
+  C6 missing numbers (price, rating, ticket) fail the rule; numeric text is normalised;
   C7 transport and weather are not checked (the task says they are not constraints).
 """
 
@@ -77,9 +77,11 @@ def _num(v):
     return x if math.isfinite(x) else None
 
 
-def _tenths(v):
+def _at_least(v, bound):
+    """v >= bound for ratings given with one decimal; tolerant of float noise only
+    (3.99 is below 4.0, 3.2 stored as 3.2000000000000002 or 3.1999999999999997 is not)."""
     x = _num(v)
-    return None if x is None else int(round(x * 10))
+    return x is not None and x >= bound - 1e-9
 
 
 def _lookup(db, table, price_col, name):
@@ -106,8 +108,9 @@ def _check_day2(rec, rows, reasons):
         reasons.append("day 2: budget rule cannot be checked because a name is unknown")
         return
     p = _num(hotel.get("price"))
-    lp, dp, ticket = _num(lunch.get("price")), _num(dinner.get("price")), _num(attraction.get("price"))
-    lr, dr = _tenths(lunch.get("rating")), _tenths(dinner.get("rating"))
+    lp, dp = _num(lunch.get("price")), _num(dinner.get("price"))
+    ticket = _num(attraction.get("price"))
+    lr, dr = lunch.get("rating"), dinner.get("rating")
     if p is None:
         reasons.append("day 2: hotel %r has no usable price" % rec["hotel"])
         return
@@ -118,15 +121,15 @@ def _check_day2(rec, rows, reasons):
             reasons.append("day 2 (hotel %g CNY >= 800): lunch + dinner = %g CNY, must be < 350"
                            % (p, lp + dp))
         for field, r in (("afternoon_restaurant", lr), ("evening_restaurant", dr)):
-            if r is None or r < 40:
-                reasons.append("day 2 (hotel %g CNY >= 800): %s %r is rated %s, must be >= 4.0"
-                               % (p, field, rec[field], None if r is None else r / 10.0))
+            if not _at_least(r, 4.0):
+                reasons.append("day 2 (hotel %g CNY >= 800): %s %r is rated %r, must be >= 4.0"
+                               % (p, field, rec[field], r))
         if ticket is None or not ticket < 120:
             reasons.append("day 2 (hotel %g CNY >= 800): attraction ticket %s CNY, must be < 120"
                            % (p, None if ticket is None else "%g" % ticket))
         return
     if p >= 500:
-        if lr is None or dr is None or max(lr, dr) < 40:
+        if not (_at_least(lr, 4.0) or _at_least(dr, 4.0)):
             reasons.append("day 2 (hotel %g CNY in [500, 800)): no day-2 restaurant rated >= 4.0"
                            % p)
         if ticket is None or not ticket < 180:
@@ -134,7 +137,7 @@ def _check_day2(rec, rows, reasons):
                            "must be < 180" % (p, None if ticket is None else "%g" % ticket))
         return
     tier = "[200, 500)" if p >= 200 else "< 200, rule of [200, 500)"
-    if lr is None or dr is None or max(lr, dr) < 32:
+    if not (_at_least(lr, 3.2) or _at_least(dr, 3.2)):
         reasons.append("day 2 (hotel %g CNY %s): no day-2 restaurant rated >= 3.2" % (p, tier))
 
 

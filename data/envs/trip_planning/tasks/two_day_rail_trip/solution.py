@@ -1,19 +1,19 @@
 """Reference solution: for every reachable day-2 city (direct train <= 180 min, dry weather on
 2025-10-02), combine the cheapest qualifying hotels/attractions and the cheapest train, and
-return the cheapest plan overall (ties broken by names). Cheapest plan <= 800 CNY is valid."""
+return the cheapest plan overall (ties broken by names). Cheapest plan <= 1000 CNY is valid."""
 
 ORIGIN = "Shanghai"
 DAY2 = "2025-10-02"
 MAX_MINUTES = 180
 DRY = ("Sunny", "Partly Cloudy", "Cloudy", "Overcast")
-BUDGET = 800
+BUDGET = 1000
 
 
 def _cheapest_rated(tools, names, info_fn):
     best = None
     for name in names:
         info = info_fn(["price", "rating"], name)
-        if int(round(float(info["rating"]) * 10)) >= 40:
+        if float(info["rating"]) >= 4.0 - 1e-9:
             key = (info["price"], name)
             if best is None or key < best:
                 best = key

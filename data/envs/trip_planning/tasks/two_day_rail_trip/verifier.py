@@ -6,7 +6,7 @@ rated >= 4.0; day2_city exists and differs from Shanghai; train_code is an
 inter_city_transport row with mode 'train', from Shanghai to day2_city, duration <= 180
 minutes; the weather in day2_city on 2025-10-02 is Sunny, Partly Cloudy, Cloudy or
 Overcast; day-2 hotel and attraction exist, are in day2_city and are rated >= 4.0; the
-two hotel nights + train price + two tickets <= 800 CNY.
+two hotel nights + train price + two tickets <= 1000 CNY.
 """
 
 import json
@@ -17,8 +17,8 @@ ORIGIN = "Shanghai"
 DAY2 = "2025-10-02"
 MAX_MINUTES = 180
 DRY = ("Sunny", "Partly Cloudy", "Cloudy", "Overcast")
-BUDGET = 800.0
-MIN_TENTHS = 40
+BUDGET = 1000.0
+MIN_RATING = 4.0
 FIELDS = ("day1_hotel", "day1_attraction", "train_code", "day2_city", "day2_hotel",
           "day2_attraction")
 
@@ -65,9 +65,11 @@ def _num(v):
     return x if math.isfinite(x) else None
 
 
-def _tenths(v):
+def _at_least(v, bound):
+    """v >= bound for ratings given with one decimal; tolerant of float noise only
+    (3.99 is below 4.0, 3.2 stored as 3.2000000000000002 or 3.1999999999999997 is not)."""
     x = _num(v)
-    return None if x is None else int(round(x * 10))
+    return x is not None and x >= bound - 1e-9
 
 
 def _place(db, reasons, field, table, kind, price_col, name, city):
@@ -80,11 +82,11 @@ def _place(db, reasons, field, table, kind, price_col, name, city):
     row = rows[0]
     if city is None or row.get("city") is None or row.get("city") != city:
         reasons.append("%s: %r is in %r, not in %r" % (field, name, row.get("city"), city))
-    price, rating = _num(row.get("price")), _tenths(row.get("rating"))
-    if price is None or rating is None:
+    price = _num(row.get("price"))
+    if price is None or _num(row.get("rating")) is None:
         reasons.append("%s: %r has no usable price or rating in the database" % (field, name))
         return None
-    if rating < MIN_TENTHS:
+    if not _at_least(row.get("rating"), MIN_RATING):
         reasons.append("%s: %r is rated %s, below 4.0" % (field, name, row.get("rating")))
     return price
 
@@ -159,7 +161,7 @@ def _verify(answer, db):
     else:
         total = sum(prices)
         if total > BUDGET:
-            reasons.append("total cost %g CNY exceeds the 800 CNY budget" % total)
+            reasons.append("total cost %g CNY exceeds the 1000 CNY budget" % total)
     return _result(reasons)
 
 

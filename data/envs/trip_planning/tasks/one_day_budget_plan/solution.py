@@ -1,31 +1,31 @@
-"""Reference solution: fetch every Guilin hotel, attraction and restaurant once, keep the
+"""Reference solution: fetch every Chengdu hotel, attraction and restaurant once, keep the
 ones meeting the rating bars, and return the cheapest plan (ties broken by names)."""
 
 import itertools
 
-CITY = "Guilin"
+CITY = "Chengdu"
 BUDGET = 700
 
 
-def _tenths(x):
-    return int(round(float(x) * 10))
+def _at_least(x, bound):
+    return float(x) >= bound - 1e-9
 
 
 def solve(tools):
     hotels = []
     for name in tools.get_all_hotels_by_city(CITY):
         info = tools.get_infos_by_hotel(["price", "rating"], name)
-        if _tenths(info["rating"]) >= 40:
+        if _at_least(info["rating"], 4.0):
             hotels.append((info["price"], name))
     attractions = []
     for name in tools.get_all_attractions_by_city(CITY):
         info = tools.get_infos_by_attraction(["price", "rating"], name)
-        if _tenths(info["rating"]) >= 40:
+        if _at_least(info["rating"], 4.0):
             attractions.append((info["price"], name))
     restaurants = []
     for name in tools.get_all_restaurants_by_city(CITY):
         info = tools.get_infos_by_restaurant(["price", "rating"], name)
-        if _tenths(info["rating"]) >= 35:
+        if _at_least(info["rating"], 3.5):
             restaurants.append((info["price"], name))
 
     best = None

@@ -1,8 +1,8 @@
-"""Verifier for one_day_guilin_budget.
+"""Verifier for one_day_budget_plan.
 
 Checks against the pristine database (never against a stored answer): a JSON object with
 exactly the string fields hotel, attraction, lunch_restaurant, dinner_restaurant; every
-name exists in its table and is in Guilin; hotel rating >= 4.0; attraction rating >= 4.0;
+name exists in its table and is in Chengdu; hotel rating >= 4.0; attraction rating >= 4.0;
 both restaurants rated >= 3.5; lunch != dinner; hotel night + ticket + lunch price per
 person + dinner price per person <= 700 CNY.
 """
@@ -11,14 +11,14 @@ import json
 import math
 import re
 
-CITY = "Guilin"
+CITY = "Chengdu"
 BUDGET = 700.0
-# field -> (table, kind, price column, minimum rating in tenths)
+# field -> (table, kind, price column, minimum rating)
 SLOTS = {
-    "hotel": ("hotels", "hotel", "price_per_night", 40),
-    "attraction": ("attractions", "attraction", "ticket_price", 40),
-    "lunch_restaurant": ("restaurants", "restaurant", "price_per_person", 35),
-    "dinner_restaurant": ("restaurants", "restaurant", "price_per_person", 35),
+    "hotel": ("hotels", "hotel", "price_per_night", 4.0),
+    "attraction": ("attractions", "attraction", "ticket_price", 4.0),
+    "lunch_restaurant": ("restaurants", "restaurant", "price_per_person", 3.5),
+    "dinner_restaurant": ("restaurants", "restaurant", "price_per_person", 3.5),
 }
 ORDER = ("hotel", "attraction", "lunch_restaurant", "dinner_restaurant")
 
@@ -65,9 +65,11 @@ def _num(v):
     return x if math.isfinite(x) else None
 
 
-def _tenths(v):
+def _at_least(v, bound):
+    """v >= bound for ratings given with one decimal; tolerant of float noise only
+    (3.99 is below 4.0, 3.2 stored as 3.2000000000000002 or 3.1999999999999997 is not)."""
     x = _num(v)
-    return None if x is None else int(round(x * 10))
+    return x is not None and x >= bound - 1e-9
 
 
 def _verify(answer, db):
@@ -90,7 +92,7 @@ def _verify(answer, db):
     total = 0.0
     total_known = True
     for field in ORDER:
-        table, kind, price_col, min_tenths = SLOTS[field]
+        table, kind, price_col, min_rating = SLOTS[field]
         name = data[field]
         rows = db.query("SELECT city, %s AS price, rating FROM %s WHERE name = ?"
                         % (price_col, table), (name,))
@@ -101,14 +103,14 @@ def _verify(answer, db):
         row = rows[0]
         if row.get("city") is None or row.get("city") != CITY:
             reasons.append("%s: %r is in %r, not in %s" % (field, name, row.get("city"), CITY))
-        price, rating = _num(row.get("price")), _tenths(row.get("rating"))
-        if price is None or rating is None:
+        price = _num(row.get("price"))
+        if price is None or _num(row.get("rating")) is None:
             reasons.append("%s: %r has no usable price or rating in the database" % (field, name))
             total_known = False
             continue
-        if rating < min_tenths:
+        if not _at_least(row.get("rating"), min_rating):
             reasons.append("%s: %r is rated %s, below %.1f"
-                           % (field, name, row.get("rating"), min_tenths / 10.0))
+                           % (field, name, row.get("rating"), min_rating))
         total += price
     if data["lunch_restaurant"] == data["dinner_restaurant"]:
         reasons.append("lunch and dinner must be at different restaurants")
