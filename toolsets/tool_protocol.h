@@ -52,6 +52,7 @@ struct ToolResult {
   double duration_us = 0;     // measured by the manager, call sent -> result received
 
   bool ok() const { return outcome == Outcome::kOk; }
+  // A result with `outcome` and `message`; session_alive is false for kCrashed, true otherwise.
   static ToolResult Error(Outcome outcome, std::string message, std::string call_id = {});
 };
 
@@ -59,12 +60,21 @@ struct ToolResult {
 //   ToolSpec   -> {"name", "description", "inputSchema"}
 //   ToolCall   -> {"id", "name", "arguments"}
 //   ToolResult -> {"id", "outcome", "content"?, "message"?, "limit"?, "session_alive", "duration_us"}
+//                 ("content" always for ok, otherwise only when not null; "message" and "limit"
+//                 only when not empty)
+// The *FromJson functions accept what ToJson writes and return InvalidArgument naming the
+// offending field ("tool call: 'arguments' must be a JSON object"). Unknown members are ignored.
 Json ToJson(const ToolSpec& spec);
 Json ToJson(const ToolCall& call);
 Json ToJson(const ToolResult& result);
+// Requires a valid tool name (IsValidToolName) and an object inputSchema; description optional.
+// Does not run CheckSchema on inputSchema.
 Result<ToolSpec> ToolSpecFromJson(const Json& json);
-// Accepts {"name", "arguments"?, "id"?}; arguments must be an object when present.
+// Accepts {"name", "arguments"?, "id"?}: name a non-empty string, id a string, arguments an object
+// when present (null is rejected too).
 Result<ToolCall> ToolCallFromJson(const Json& json);
+// Requires "outcome" (a name ParseOutcome knows); the other members are optional with the
+// ToolResult defaults, each type-checked.
 Result<ToolResult> ToolResultFromJson(const Json& json);
 
 // MCP tool names: 1-128 characters of [A-Za-z0-9_.-].
