@@ -1,6 +1,8 @@
 # Owner: the bundle work (env_bundle.*, env_pack.*). worker_locator is here because packing runs
 # `envforge-worker analyze`.
 add_library(envforge_sandbox_bundle STATIC
+  ${CMAKE_CURRENT_SOURCE_DIR}/env_bundle.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/env_pack.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/worker_locator.cc
 )
 target_compile_definitions(envforge_sandbox_bundle PRIVATE ENVFORGE_BUILD_BIN_DIR="${PROJECT_BINARY_DIR}/bin")

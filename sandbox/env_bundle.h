@@ -15,9 +15,11 @@
 //   _files(path TEXT PRIMARY KEY, data BLOB NOT NULL)
 //
 // Versions: the content hash is the SHA-256 over a canonical dump of every data table (schema
-// SQL and rows in rowid order), _env without content_hash, _tools, and the sources, prompts,
-// schemas, difficulty and knobs of _tasks (never passk/audit, which later stages fill in). A
-// task's version is SHA-256(content_hash, prompt, solution, verifier), field-separated.
+// SQL and rows in rowid order), _env without content_hash, _tools, the sources, prompts,
+// schemas, difficulty and knobs of _tasks (never passk/audit, which later stages fill in), and
+// _files (path, data); _env.provenance enters without its source_dir key, so the same sources
+// packed from two checkouts get one version. A task's version is SHA-256(content_hash, prompt,
+// solution, verifier), field-separated.
 #pragma once
 
 #include <cstdint>

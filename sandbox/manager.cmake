@@ -1,6 +1,15 @@
-# Owner: the session manager work.
+# Owner: the session manager work. Asio and Boost.Process stay inside the .cc files (the public
+# headers session_manager.h and sandbox_limits.h include neither), so dependents compile fast.
 add_library(envforge_sandbox STATIC
+  ${CMAKE_CURRENT_SOURCE_DIR}/sandbox_limits.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/session_manager.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/internal/frame_channel.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/internal/pidfd.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/internal/session_channel.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/wire.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/internal/zygote_process.cc
 )
-target_link_libraries(envforge_sandbox PUBLIC envforge_base envforge_toolsets envforge_sandbox_bundle)
+target_link_libraries(envforge_sandbox
+  PUBLIC envforge_base envforge_toolsets envforge_sandbox_bundle
+  PRIVATE Boost::headers Threads::Threads)
 envforge_target_warnings(envforge_sandbox)

@@ -10,47 +10,132 @@
 // channel). The zygote embeds CPython, loads the bundle, compiles tools.py and every task's
 // solution and verifier once, enters an empty network namespace, then serves the control channel.
 // A session is a fork() of the zygote; it talks to the manager over its own socket pair.
+// The zygote drops the reserved tables (_env, _tools, _tasks, _files) from its in-memory copy
+// of the data before any tool code runs: tools never see verifiers, solutions or prompts.
+// tools.py's module body runs once, in the zygote (root, inside the empty network namespace,
+// before the per-session layers): bundles must come from `envforge env pack`, which analyzes it.
 //
 // CONTROL CHANNEL (manager <-> zygote)
 //   zygote -> {"op":"ready","pid":P,"python":"3.11.2","isolation":{"network":S,"landlock":S,
-//              "seccomp":S,"cgroup":S,"uid":S}}   S = "on" or "off: <why>" (logged by the manager)
-//          or {"op":"fatal","error":"<what failed>"} and exit(1)
+//              "seccomp":S,"cgroup":S,"uid":S},"landlock_abi":N,"cgroup_version":"v1"|"v2"|"",
+//              "tools":N,"tasks":N,"data_bytes":N}
+//              S = "on" or "off: <why>" (logged by the manager); a layer is never skipped silently
+//          or {"op":"fatal","error":"<what failed, naming the bundle file>"} and exit(1)
 //   manager -> {"op":"spawn","id":K,"task":"<task id or empty>","limits":LIMITS}
 //              with the session's socket end attached (SCM_RIGHTS)
 //   zygote -> {"op":"spawned","id":K,"pid":P}  |  {"op":"spawn_failed","id":K,"error":"..."}
+//              (spawn_failed: no socket attached, unknown task, malformed LIMITS, no process)
 //   manager -> {"op":"adopt","id":K,"pid":P,"limits":LIMITS}  (a session forked from a session:
-//              the zygote moves it into its own cgroup and scratch directory)
+//              the zygote moves it into its own cgroup with LIMITS' memory_bytes/max_processes
+//              and sets its RLIMIT_CPU to cpu_seconds; wall_time_ms and max_output_bytes stay
+//              the parent's, and scratch_dir is ignored: the copy already has its own)
 //   zygote -> {"op":"adopted","id":K,"pid":P} | {"op":"adopt_failed","id":K,"error":"..."}
-//   zygote -> {"op":"exited","pid":P,"exit_code":C|null,"signal":S|null,"limit":L|null}
-//              for every session process it reaps; L = "memory" (cgroup OOM / failcnt),
-//              "cpu_time" (SIGXCPU or RLIMIT_CPU kill), "processes", or null.
+//              Adopt before closing the parent: a copy not yet adopted still sits in its parent's
+//              cgroup and dies with the parent.
+//   zygote -> {"op":"exited","id":K,"pid":P,"exit_code":C|null,"signal":S|null,"limit":L|null,
+//              "cpu_ms":N,"max_rss_kb":N} for every session process it reaps (K: the spawn's or
+//              adopt's id); L = "memory" (cgroup OOM kill), "cpu_time" (SIGXCPU or the SIGKILL
+//              of RLIMIT_CPU's hard limit), "processes" (pids.max was hit and the session died of
+//              a signal other than SIGKILL), or null. Before reporting, the zygote kills whatever
+//              is left in the session's cgroup and removes its scratch directory.
 //   manager -> {"op":"shutdown"}: the zygote kills every session, reaps them and exits(0).
-//   The zygote also exits (killing its sessions) when the control channel closes.
+//   The zygote also exits (killing its sessions) when the control channel closes, and on
+//   SIGTERM/SIGINT/SIGHUP. Sessions die with the zygote (PR_SET_PDEATHSIG), whatever the cause.
 //
 //   LIMITS = {"wall_time_ms":10000,"cpu_seconds":60,"memory_bytes":536870912,
-//             "max_output_bytes":1048576,"max_processes":16,"scratch_dir":"/abs/path"}
+//             "max_output_bytes":1048576,"max_processes":16,"scratch_dir":"/abs/path",
+//             "max_file_bytes":N (RLIMIT_FSIZE, default memory_bytes),
+//             "max_open_files":256 (RLIMIT_NOFILE)}     every key optional (these defaults);
+//   0 for memory_bytes or max_processes means unlimited.
+//
+// ISOLATION of a session (worker side; applied before "ready", in this order):
+//   cgroup     joined first: <cgroup mount>/{memory,pids}/envforge/<zygote pid>/s<N> on v1
+//              (memory.limit_in_bytes = memory_bytes, pids.max = max_processes), or
+//              /sys/fs/cgroup/envforge/<zygote pid>/s<N> on v2 (memory.max, memory.swap.max=0,
+//              pids.max). The zygote forks session processes ahead of demand ("warm", 2 of them)
+//              so the cgroup join, slow on v1, is off the spawn path.
+//   rlimits    RLIMIT_CPU cpu_seconds (hard: +1 s), RLIMIT_CORE 0, RLIMIT_FSIZE max_file_bytes,
+//              RLIMIT_NOFILE max_open_files, RLIMIT_DATA = the zygote's data + 7/8 of
+//              memory_bytes: Python raises MemoryError (tool_error, limit "memory", the session
+//              lives on) before the cgroup, which also counts copy-on-write copies, OOM-kills.
+//              Without a pids cgroup: RLIMIT_NPROC = 8 * max_processes (per uid: per family).
+//   scratch    A fork FAMILY is one spawned session and the copies forked from it. Its
+//              directory is scratch_dir's parent; the session works in scratch_dir (its cwd).
+//              Without scratch_dir: <scratch-root>/z<zygote pid>/f<N>/s<N> (--scratch-root,
+//              default /tmp/envforge-scratch). When the family directory does not exist yet the
+//              zygote creates it (mode 0700, owned by the family uid), grants Landlock
+//              read-write on it, and removes it with the family's last member; copies then get
+//              sibling scratch directories in it. When it already exists, only scratch_dir is
+//              granted and "fork" fails (infra_error): give every spawn its own family
+//              directory, e.g. <root>/f<id>/s<id>, and its forks <root>/f<id>/s<fork id>.
+//   uid        one per family, 200000 + (zygote pid % 32768) * 65536 + family slot (gid the
+//              same, no supplementary groups): families cannot signal or read each other, across
+//              zygotes too; copies share their family's uid.
+//   landlock   no_new_privs, then read-only /usr, /lib*, /bin, /sbin, read-write /dev/null and
+//              the family directory, nothing else (/etc, /tmp, /proc, /root: denied); TCP bind
+//              and connect denied (ABI >= 4); abstract unix sockets and signals scoped to the
+//              session (ABI >= 6).
+//   seccomp    default allow; EPERM for ptrace, process_vm_*, mount family, pivot_root, chroot,
+//              io_uring_*, bpf, perf_event_open, keyctl/add_key/request_key, module and kexec
+//              calls, unshare, setns, userfaultfd, personality, clone with any CLONE_NEW* flag
+//              (masked compare), ioctl TIOCSTI/TIOCLINUX; ENOSYS for clone3; other
+//              architectures' syscalls kill the process.
+//   network    the zygote unshares an empty network namespace once at start (loopback down).
+//   Python-level rules for solutions and verifiers (restricted builtins, import allow-list) are
+//   checks of generated code, not a security boundary; the layers above are.
 //
 // SESSION CHANNEL (manager <-> one session)
-//   session -> {"op":"ready","pid":P}  first frame, with a pidfd of the session attached, sent once
-//              isolation is in place (cgroup joined, rlimits, uid, landlock, seccomp).
+//   session -> {"op":"ready","pid":P,"scratch_dir":D}  first frame, with a pidfd of the session
+//              attached, sent once isolation is in place (cgroup joined, rlimits, uid, landlock,
+//              seccomp). A failure before that: {"op":"fatal","error":"..."}, then exit(1).
+//   The session answers requests one at a time, in order.
 //   manager -> {"op":"call","id":K,"name":N,"arguments":{...}}   (arguments already validated
 //              against the tool's schema by the manager; name may be "submit_result")
 //   session -> {"id":K,"outcome":"ok","content":JSON,"stdout":"..."?}
-//            | {"id":K,"outcome":"tool_error","message":"ValueError: unknown hotel 'X'","limit":L?}
+//            | {"id":K,"outcome":"tool_error","message":"ValueError: unknown hotel 'X'","limit":L?,
+//               "where":"tools.py:12 (get_hotel)"?}
 //            | {"id":K,"outcome":"timeout","limit":"wall_time","message":"..."}  (soft timeout:
 //              the session interrupted the tool itself and lives on)
 //            | {"id":K,"outcome":"infra_error","message":"..."}  (e.g. the verifier raised or
 //              returned something that is not a verdict)
-//            | {"id":K,"outcome":"invalid_call","message":"..."}  (unknown tool)
+//            | {"id":K,"outcome":"invalid_call","message":"..."}  (unknown tool; submit_result
+//              in a session without a task or without a string answer_text)
+//     stdout: what the call printed (sys.stdout and sys.stderr), at most 4 MiB, marked when cut.
+//     tool_error limits: "memory" (MemoryError), "output_size" (the JSON result is larger than
+//     max_output_bytes; the message gives both sizes), "processes" (a fork refused at pids.max).
+//     A result that is not JSON (a set, NaN) is a tool_error saying so.
+//     Wall time: SIGALRM raises a BaseException in the running tool, verifier or solution (so
+//     `except Exception` cannot swallow it) and interrupts a running SQLite statement; a call that
+//     swallowed it anyway is still reported as a timeout. Code stuck in C is the manager's hard
+//     deadline's job.
 //     submit_result's ok content: {"passed":bool,"score":float,"reasons":[str],"verifier_version":V}
+//     answer_text is parsed as JSON when it is valid JSON, else passed as the raw string; the
+//     verifier runs under the same wall time on a read-only view of the pristine data; a bool is
+//     {"passed":b,"score":1.0|0.0,"reasons":[]}; a dict needs a bool "passed" (score defaults
+//     from it, reasons a list of strings). A verifier that raises, times out, breaks a rule or
+//     returns anything else is an infra_error naming the task's verifier. Its prints are
+//     discarded (they could reveal the expected answer).
 //   manager -> {"op":"solve","id":K}  runs the task's gold solution with the tools proxy
-//   session -> {"id":K,"outcome":"ok","answer":JSON,"answer_text":"<json text submitted>"}
+//   session -> {"id":K,"outcome":"ok","answer":JSON,"answer_text":"<json text submitted>",
+//               "stdout":"..."?}
 //            | {"id":K,"outcome":"tool_error","message":"..."}  (solution raised or broke a rule)
-//   manager -> {"op":"fork","id":K}  with a new socket end attached: the session clones itself
-//              (CLONE_PARENT: the copy is the zygote's child) and the copy serves that socket,
-//              starting with its own "ready" frame (with its pidfd).
-//   session -> {"id":K,"outcome":"ok","pid":P}
-//   manager -> {"op":"close"}: the session exits(0) at once, no reply.
+//            | {"id":K,"outcome":"timeout","limit":"wall_time","message":"..."}
+//     The solution runs in a restricted namespace: safe builtins only (no open, eval, exec,
+//     compile, getattr, globals, vars, input, ...), imports limited to json, math, itertools,
+//     functools, collections, re, datetime, statistics, heapq, bisect; sources that break the
+//     static rules of `envforge-worker analyze` are refused before they run. `tools.name(...)`
+//     takes keyword or positional arguments (mapped by the tool's parameter order), validates
+//     them against the tool's schema like an agent's call (ToolCallError otherwise), raises
+//     ToolError("name: ExcType: message") when the tool raises, and returns the result JSON
+//     round-tripped. A rule violation fails the solve even when the solution caught it.
+//     answer_text = the answer itself when it is a str, else its compact JSON.
+//   manager -> {"op":"fork","id":K,"scratch_dir":D?}  with a new socket end attached: the session
+//              copies its scratch directory to D (default <family dir>/c<pid>-<n>; D must be
+//              directly in the family directory), clones itself (CLONE_PARENT: the copy is the
+//              zygote's child) and the copy serves that socket, starting with its own "ready"
+//              frame (with its pidfd). Then send "adopt" to the zygote.
+//   session -> {"id":K,"outcome":"ok","pid":P,"scratch_dir":D} | {"id":K,"outcome":"infra_error",...}
+//   manager -> {"op":"close"}: the session exits(0) at once, no reply. So does the end of stream.
 //   The manager enforces a hard deadline of wall_time_ms + grace per call: past it, it kills the
 //   session (pidfd) and the call's outcome is "timeout" with session_alive = false.
 #pragma once

@@ -1,0 +1,131 @@
+// envforge env pack|show|check
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "apps/envforge/cli_args.h"
+#include "apps/envforge/commands.h"
+#include "apps/envforge/env_check.h"
+#include "base/json.h"
+#include "sandbox/env_bundle.h"
+#include "sandbox/env_pack.h"
+
+namespace envforge::cli {
+namespace {
+
+int Fail(const Status& status, int code) {
+  std::fprintf(stderr, "envforge: %s\n", status.message().c_str());
+  return code;
+}
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kDataLoss:
+    case StatusCode::kAlreadyExists:
+      return kExitUsage;
+    default:
+      return kExitInfra;
+  }
+}
+
+int Pack(const std::vector<std::string>& args) {
+  auto parsed = ParseArgs("envforge env pack", args, {.value_options = {"-o", "--output", "--provenance"}, .flags = {"--json"},
+                                                       .min_positional = 1, .max_positional = 1});
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
+  std::string output = parsed->OptionOr("-o", parsed->OptionOr("--output", ""));
+  if (output.empty()) return Fail(InvalidArgumentError("envforge env pack: -o OUT.envdb is required"), kExitUsage);
+  sandbox::PackOptions options;
+  if (auto provenance = parsed->Option("--provenance")) {
+    auto json = ParseJson(*provenance, "--provenance");
+    if (!json.ok()) return Fail(json.status(), kExitUsage);
+    options.provenance = *json;
+  }
+  Status packed = sandbox::PackEnvironment(parsed->positional[0], output, options);
+  if (!packed.ok()) return Fail(packed, ExitCodeFor(packed));
+  auto bundle = sandbox::EnvBundle::Load(output);
+  if (!bundle.ok()) return Fail(bundle.status(), kExitInfra);
+  if (parsed->Has("--json")) {
+    std::printf("%s\n", DumpJson(Json{{"output", output},
+                                      {"name", bundle->manifest.name},
+                                      {"tools", bundle->tools.size()},
+                                      {"tasks", bundle->tasks.size()},
+                                      {"hash", bundle->manifest.content_hash}})
+                            .c_str());
+  } else {
+    std::printf("packed %s: %zu tools, %zu tasks, hash %s -> %s\n", bundle->manifest.name.c_str(), bundle->tools.size(),
+                bundle->tasks.size(), bundle->manifest.content_hash.c_str(), output.c_str());
+  }
+  return kExitOk;
+}
+
+std::string FirstLine(const std::string& text, size_t max_chars) {
+  std::string line = text.substr(0, text.find('\n'));
+  if (line.size() > max_chars) line = line.substr(0, max_chars - 3) + "...";
+  return line;
+}
+
+int Show(const std::vector<std::string>& args) {
+  auto parsed = ParseArgs("envforge env show", args, {.flags = {"--json"}, .min_positional = 1, .max_positional = 1});
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
+  auto bundle = sandbox::EnvBundle::Load(parsed->positional[0]);
+  if (!bundle.ok()) return Fail(bundle.status(), ExitCodeFor(bundle.status()));
+  if (parsed->Has("--json")) {
+    std::printf("%s\n", bundle->ToJson().dump(2).c_str());
+    return kExitOk;
+  }
+  const auto& m = bundle->manifest;
+  std::printf("%s (%s, %s) format %d\n  %s\n  hash %s\n", m.name.c_str(), m.kind.c_str(), m.category.c_str(),
+              m.format_version, m.description.c_str(), m.content_hash.c_str());
+  std::printf("\ntools (%zu):\n", bundle->tools.size());
+  for (const auto& tool : bundle->tools) {
+    std::string params;
+    const Json& schema = tool.spec.input_schema;
+    if (schema.contains("properties")) {
+      for (const auto& [name, property] : schema["properties"].items()) {
+        if (!params.empty()) params += ", ";
+        params += name + ": " + property.value("type", std::string("any"));
+      }
+    }
+    std::printf("  %-28s (%s)%s\n      %s\n", tool.spec.name.c_str(), params.c_str(), tool.builtin ? " [runtime]" : "",
+                FirstLine(tool.spec.description, 100).c_str());
+  }
+  std::printf("\ntasks (%zu):\n", bundle->tasks.size());
+  for (const auto& task : bundle->tasks) {
+    std::printf("  %-28s difficulty %d%s  version %s\n      %s\n", task.id.c_str(), task.difficulty,
+                task.oracle_source.empty() ? "" : ", oracle", task.version.substr(0, 12).c_str(),
+                FirstLine(task.prompt, 100).c_str());
+  }
+  return kExitOk;
+}
+
+int Check(const std::vector<std::string>& args) {
+  auto parsed = ParseArgs("envforge env check", args, {.flags = {"--json"}, .min_positional = 1, .max_positional = 1});
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
+  EnvCheckReport report = CheckEnvironment(parsed->positional[0], /*show_progress=*/!parsed->Has("--json"));
+  if (parsed->Has("--json")) {
+    std::printf("%s\n", report.ToJson().dump(2).c_str());
+  } else {
+    report.PrintHuman(stdout);
+  }
+  if (report.infra_failure) return kExitInfra;
+  return report.ok ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace
+
+int RunEnvCommand(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    std::fprintf(stderr, "envforge env: expected pack, show or check\n");
+    return kExitUsage;
+  }
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "pack") return Pack(rest);
+  if (args[0] == "show") return Show(rest);
+  if (args[0] == "check") return Check(rest);
+  std::fprintf(stderr, "envforge env: unknown subcommand '%s' (expected pack, show or check)\n", args[0].c_str());
+  return kExitUsage;
+}
+
+}  // namespace envforge::cli

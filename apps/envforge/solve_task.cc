@@ -1,0 +1,37 @@
+#include "apps/envforge/solve_task.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+
+namespace envforge::cli {
+
+Result<SolvedTask> SolveAndSubmit(sandbox::SessionManager& manager, const std::string& env_id, const std::string& task_id) {
+  auto start = std::chrono::steady_clock::now();
+  ENVFORGE_ASSIGN_OR_RETURN(auto session, manager.CreateSession(env_id, task_id));
+  auto solved = manager.Solve(session);
+  if (!solved.ok()) {
+    (void)manager.CloseSession(session);
+    return solved.status().WithContext("task " + task_id + ": gold solution failed");
+  }
+  SolvedTask result;
+  result.answer_text = solved->answer_text;
+  toolsets::ToolCall call;
+  call.id = "submit";
+  call.name = std::string(toolsets::kSubmitResultTool);
+  call.arguments = Json{{"answer_text", solved->answer_text}};
+  result.submit = manager.CallTool(session, std::move(call));
+  (void)manager.CloseSession(session);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+void RaiseFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+}  // namespace envforge::cli

@@ -1,0 +1,40 @@
+#include "sandbox/internal/pidfd.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace envforge::sandbox::internal {
+
+Result<UniqueFd> PidfdOpen(pid_t pid) {
+  // Raw syscalls: glibc 2.36's <sys/pidfd.h> lacks C linkage for C++. pidfds are close-on-exec.
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) {
+    if (errno == ESRCH) return NotFoundError("no process " + std::to_string(pid));
+    return ErrnoError("pidfd_open(" + std::to_string(pid) + ")", errno);
+  }
+  return UniqueFd(fd);
+}
+
+Status PidfdSignal(int pidfd, int sig) {
+  if (::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0) != 0 && errno != ESRCH) {
+    return ErrnoError("pidfd_send_signal", errno);
+  }
+  return Status::Ok();
+}
+
+bool PidfdExited(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+}
+
+std::string SignalName(int sig) {
+  if (const char* abbrev = ::sigabbrev_np(sig)) return std::string("SIG") + abbrev;
+  return "signal " + std::to_string(sig);
+}
+
+}  // namespace envforge::sandbox::internal

@@ -1,0 +1,22 @@
+// Process handles by pidfd (Linux >= 5.3): open, signal, and name a signal for messages.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "base/fd.h"
+#include "base/status.h"
+
+namespace envforge::sandbox::internal {
+
+// A pidfd for `pid` (close-on-exec). NotFound when the process is gone.
+Result<UniqueFd> PidfdOpen(pid_t pid);
+// Sends `sig` through the pidfd. A process that already exited is not an error.
+Status PidfdSignal(int pidfd, int sig);
+// True when the process behind the pidfd has exited (the pidfd polls readable).
+bool PidfdExited(int pidfd);
+// "SIGSEGV" for 11; "signal 77" for a number with no name.
+std::string SignalName(int sig);
+
+}  // namespace envforge::sandbox::internal

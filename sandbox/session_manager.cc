@@ -1,0 +1,800 @@
+#include "sandbox/session_manager.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "base/log.h"
+#include "sandbox/internal/session_channel.h"
+#include "sandbox/internal/wire.h"
+#include "sandbox/internal/zygote_process.h"
+#include "sandbox/worker_locator.h"
+#include "toolsets/json_schema.h"
+
+namespace envforge::sandbox {
+namespace {
+
+namespace asio = boost::asio;
+using internal::ExitReport;
+using internal::SessionChannel;
+using internal::SessionFailure;
+using internal::SessionReply;
+using internal::ZygoteProcess;
+using toolsets::Outcome;
+using toolsets::ToolResult;
+
+// An opened environment: the bundle and each tool's compiled input schema. Immutable once
+// registered, shared by the io thread and callers of FindEnvironment.
+struct Environment {
+  std::string id;
+  std::string label;  // "environment NAME (HASH8)"
+  EnvBundle bundle;
+  std::map<std::string, toolsets::CompiledSchema, std::less<>> schemas;
+  std::string tool_names;  // "a, b, c" for unknown-tool messages
+};
+
+std::chrono::milliseconds HardDeadline(const SandboxLimits& limits) { return limits.wall_time + limits.kill_grace; }
+
+ToolResult ResultFromReply(SessionReply reply, std::string call_id) {
+  ToolResult result;
+  result.call_id = std::move(call_id);
+  result.duration_us = reply.duration_us;
+  if (reply.failure) {
+    result.outcome = reply.failure->outcome;
+    result.message = std::move(reply.failure->message);
+    result.limit = std::move(reply.failure->limit);
+    result.session_alive = false;
+    return result;
+  }
+  Json& frame = reply.frame;
+  result.outcome = toolsets::ParseOutcome(frame["outcome"].get<std::string>()).value();  // checked by the channel
+  if (result.outcome == Outcome::kOk) {
+    if (auto it = frame.find("content"); it != frame.end()) result.content = std::move(*it);
+  } else if (auto it = frame.find("message"); it != frame.end()) {
+    result.message = it->is_string() ? it->get<std::string>() : DumpJson(*it);
+  }
+  if (auto it = frame.find("limit"); it != frame.end() && it->is_string()) result.limit = it->get<std::string>();
+  return result;
+}
+
+}  // namespace
+
+class SessionManager::Impl {
+ public:
+  Impl(ManagerOptions options, bool owns_scratch_root);
+  ~Impl();
+
+  Result<std::string> OpenEnvironment(const std::string& path);
+  std::shared_ptr<const Environment> FindEnv(const std::string& env_id) const;
+  std::vector<std::string> EnvironmentIds() const;
+
+  // Runs `fn` on the io thread and waits for its result (from any other thread).
+  template <typename T>
+  Result<T> RunOnIo(std::function<Result<T>()> fn) const;
+  bool OnIoThread() const { return std::this_thread::get_id() == io_thread_id_; }
+  template <typename Fn>
+  void Post(Fn&& fn) {
+    asio::post(io_, std::forward<Fn>(fn));
+  }
+
+  // The rest runs on the io thread.
+  struct Session;
+  void DoCreate(const std::string& env_id, SessionOptions options, std::function<void(Result<SessionId>)> done);
+  void DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done);
+  void DoSolve(SessionId id, std::function<void(Result<SolveOutput>)> done);
+  void DoFork(SessionId id, std::function<void(Result<SessionId>)> done);
+  void DoClose(SessionId id, std::function<void(Status)> done);
+  void DoReset(SessionId id, std::function<void(Result<SessionId>)> done);
+  Result<SessionInfo> DoInfo(SessionId id) const;
+  std::vector<SessionId> DoList() const;
+  std::vector<ZygoteInfo> DoZygotes() const;
+  ManagerStats DoStats() const;
+  void BeginShutdown(std::function<void()> done);
+
+  const ManagerOptions& options() const { return options_; }
+
+ private:
+  Result<std::shared_ptr<ZygoteProcess>> EnsureZygote(const std::shared_ptr<const Environment>& env);
+  // A session object in the starting state with its channel started; `worker_end` receives the
+  // session's end of the socket pair.
+  Result<std::shared_ptr<Session>> NewSession(const std::shared_ptr<const Environment>& env, std::string task_id,
+                                              SandboxLimits limits, const std::shared_ptr<ZygoteProcess>& zygote,
+                                              const Session* parent, UniqueFd* worker_end);
+  void OnSessionReady(const std::shared_ptr<Session>& session, Result<int> pid);
+  // The session's pid, from whichever answer names it first (spawned / fork reply / ready).
+  void RecordPid(const std::shared_ptr<Session>& session, pid_t pid);
+  void MaybeFinishFork(const std::shared_ptr<Session>& session);
+  void FailCreate(const std::shared_ptr<Session>& session, const Status& status);
+  // Moves a session from sessions_ to closing_ and closes it; `then` runs once it is reaped.
+  void Forget(std::shared_ptr<Session> session, std::function<void()> then);
+  void OnZygoteExited(const ExitReport& report);
+  void OnZygoteDeath(const std::string& env_id, const std::shared_ptr<ZygoteProcess>& zygote, const Status& why);
+  Session* FindCreated(SessionId id) const;
+
+  ManagerOptions options_;  // worker_path and scratch_root resolved by Create
+  bool owns_scratch_root_;
+
+  mutable std::mutex env_mu_;
+  std::map<std::string, std::shared_ptr<const Environment>> envs_;  // guarded by env_mu_
+
+  // Declared before every member holding Asio objects, so it is destroyed after them.
+  mutable asio::io_context io_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::thread thread_;
+  std::thread::id io_thread_id_;
+
+  // io thread only.
+  std::map<SessionId, std::shared_ptr<Session>> sessions_;  // starting, or created and not closed
+  std::map<SessionId, std::shared_ptr<Session>> closing_;   // closed (or failed), until reaped
+  std::unordered_map<pid_t, std::weak_ptr<Session>> by_pid_;
+  std::map<std::string, std::shared_ptr<ZygoteProcess>> zygotes_;  // by environment id
+  SessionId next_id_ = 1;
+  size_t live_ = 0;
+  ManagerStats stats_;
+  bool shutting_down_ = false;
+};
+
+struct SessionManager::Impl::Session {
+  SessionId id = 0;
+  std::shared_ptr<const Environment> env;
+  std::string task_id;
+  SandboxLimits limits;
+  // <scratch_root>/f<family>/s<id>: a fresh session founds family f<id>; its forks get
+  // siblings in the same family directory (the worker copies the scratch directory over).
+  std::string scratch_dir;
+  std::shared_ptr<SessionChannel> channel;
+  std::weak_ptr<ZygoteProcess> zygote;
+  pid_t zygote_pid = 0;
+  SessionId parent = 0;
+  pid_t pid = 0;
+  uint64_t calls = 0;
+  bool live = true;      // counted in live_
+  bool created = false;  // handed to the caller
+  bool closing = false;
+  // Pending creation (fresh or fork).
+  std::function<void(Result<SessionId>)> on_created;
+  bool ready = false;  // its "ready" frame arrived
+  // The session's socket failed before "ready" while the zygote (or the parent, for a fork) had
+  // not answered yet: that answer says more (spawn_failed, the zygote's death), so it decides.
+  std::optional<Status> start_error;
+  bool fork_answered = false;
+  bool adopted = false;
+};
+
+SessionManager::Impl::Impl(ManagerOptions options, bool owns_scratch_root)
+    : options_(std::move(options)), owns_scratch_root_(owns_scratch_root) {
+  work_.emplace(asio::make_work_guard(io_));
+  std::promise<std::thread::id> started;
+  thread_ = std::thread([this, &started] {
+    started.set_value(std::this_thread::get_id());
+    io_.run();
+  });
+  io_thread_id_ = started.get_future().get();
+}
+
+SessionManager::Impl::~Impl() {
+  std::promise<void> finished;
+  Post([this, &finished] { BeginShutdown([&finished] { finished.set_value(); }); });
+  finished.get_future().wait();
+  work_.reset();
+  io_.stop();
+  thread_.join();
+  // Destroyed here, with the io_context alive and stopped.
+  for (auto* registry : {&sessions_, &closing_}) {
+    for (auto& [id, session] : *registry) session->channel->Detach();
+    registry->clear();
+  }
+  by_pid_.clear();
+  zygotes_.clear();
+  if (owns_scratch_root_) {
+    std::error_code ignored;
+    std::filesystem::remove_all(options_.scratch_root, ignored);
+  }
+}
+
+template <typename T>
+Result<T> SessionManager::Impl::RunOnIo(std::function<Result<T>()> fn) const {
+  if (OnIoThread()) return fn();
+  std::promise<Result<T>> answer;
+  asio::post(io_, [&] { answer.set_value(fn()); });
+  return answer.get_future().get();
+}
+
+Result<std::string> SessionManager::Impl::OpenEnvironment(const std::string& path) {
+  ENVFORGE_ASSIGN_OR_RETURN(EnvBundle bundle, EnvBundle::Load(path));
+  std::string id = bundle.manifest.content_hash;
+  if (FindEnv(id)) return id;
+  auto env = std::make_shared<Environment>();
+  env->id = id;
+  env->label = "environment " + bundle.manifest.name + " (" + id.substr(0, 8) + ")";
+  for (const ToolRecord& tool : bundle.tools) {
+    Result<toolsets::CompiledSchema> schema = toolsets::CompiledSchema::Compile(tool.spec.input_schema);
+    if (!schema.ok()) {
+      return InvalidArgumentError(path + ": tool '" + tool.spec.name + "': input schema: " + schema.status().message());
+    }
+    env->schemas.emplace(tool.spec.name, std::move(schema).value());
+    if (!env->tool_names.empty()) env->tool_names += ", ";
+    env->tool_names += tool.spec.name;
+  }
+  env->bundle = std::move(bundle);
+  std::lock_guard lock(env_mu_);
+  envs_.emplace(id, std::move(env));  // a concurrent open of the same content keeps the first
+  return id;
+}
+
+std::shared_ptr<const Environment> SessionManager::Impl::FindEnv(const std::string& env_id) const {
+  std::lock_guard lock(env_mu_);
+  auto it = envs_.find(env_id);
+  return it == envs_.end() ? nullptr : it->second;
+}
+
+std::vector<std::string> SessionManager::Impl::EnvironmentIds() const {
+  std::lock_guard lock(env_mu_);
+  std::vector<std::string> ids;
+  for (const auto& [id, env] : envs_) ids.push_back(id);
+  return ids;
+}
+
+Result<std::shared_ptr<ZygoteProcess>> SessionManager::Impl::EnsureZygote(
+    const std::shared_ptr<const Environment>& env) {
+  if (auto it = zygotes_.find(env->id); it != zygotes_.end()) {
+    auto state = it->second->state();
+    if (state == ZygoteProcess::State::kStarting || state == ZygoteProcess::State::kReady) return it->second;
+    zygotes_.erase(it);  // dead or stopping: start a fresh one
+  }
+  internal::ZygoteOptions zygote_options;
+  zygote_options.worker_path = options_.worker_path;
+  zygote_options.bundle_path = env->bundle.path;
+  zygote_options.scratch_root = options_.scratch_root;
+  zygote_options.label = env->label;
+  zygote_options.startup_timeout = options_.zygote_start_timeout;
+  zygote_options.request_timeout = options_.spawn_timeout;
+  auto holder = std::make_shared<std::weak_ptr<ZygoteProcess>>();
+  internal::ZygoteProcess::Callbacks callbacks;
+  callbacks.on_exited = [this](const ExitReport& report) { OnZygoteExited(report); };
+  callbacks.on_death = [this, env_id = env->id, holder](const Status& why) {
+    OnZygoteDeath(env_id, holder->lock(), why);
+  };
+  ENVFORGE_ASSIGN_OR_RETURN(auto zygote, ZygoteProcess::Launch(io_, std::move(zygote_options), std::move(callbacks)));
+  *holder = zygote;
+  ++stats_.zygote_starts;
+  ENVFORGE_LOG(kInfo) << "started zygote " << zygote->pid() << " for " << env->label;
+  zygotes_[env->id] = zygote;
+  return zygote;
+}
+
+Result<std::shared_ptr<SessionManager::Impl::Session>> SessionManager::Impl::NewSession(
+    const std::shared_ptr<const Environment>& env, std::string task_id, SandboxLimits limits,
+    const std::shared_ptr<ZygoteProcess>& zygote, const Session* parent, UniqueFd* worker_end) {
+  ENVFORGE_ASSIGN_OR_RETURN(auto sockets, MakeSocketPair());
+  auto session = std::make_shared<Session>();
+  session->id = next_id_++;
+  session->env = env;
+  session->task_id = std::move(task_id);
+  session->limits = limits;
+  std::string family_dir = parent == nullptr ? options_.scratch_root + "/f" + std::to_string(session->id)
+                                             : std::filesystem::path(parent->scratch_dir).parent_path().string();
+  session->scratch_dir = family_dir + "/s" + std::to_string(session->id);
+  session->zygote = zygote;
+  session->zygote_pid = zygote->pid();
+  session->parent = parent != nullptr ? parent->id : 0;
+  internal::SessionChannelOptions channel_options;
+  // The worker keeps its replies under 48 MiB (content within max_output_bytes, stdout capped);
+  // anything past the wire's limit is a protocol violation.
+  channel_options.max_frame_bytes = wire::kMaxFrameBytes;
+  // A session spawned while its zygote starts waits for that start too.
+  channel_options.ready_timeout = options_.spawn_timeout;
+  if (zygote->state() == ZygoteProcess::State::kStarting)
+    channel_options.ready_timeout += options_.zygote_start_timeout;
+  channel_options.kill_grace = limits.kill_grace;
+  channel_options.label = "session " + std::to_string(session->id);
+  session->channel = SessionChannel::Create(io_, std::move(sockets.first), std::move(channel_options));
+  *worker_end = std::move(sockets.second);
+  std::weak_ptr<Session> weak = session;
+  session->channel->Start(
+      [this, weak](Result<int> pid) {
+        if (auto s = weak.lock()) OnSessionReady(s, std::move(pid));
+      },
+      [this, weak] {
+        auto s = weak.lock();
+        if (!s || !s->live) return;
+        s->live = false;
+        --live_;
+        if (s->created && !s->closing) ++stats_.sessions_died;
+      });
+  sessions_[session->id] = session;
+  ++live_;
+  return session;
+}
+
+void SessionManager::Impl::OnSessionReady(const std::shared_ptr<Session>& session, Result<int> pid) {
+  if (!pid.ok()) {
+    if (session->pid == 0 && pid.status().code() == StatusCode::kUnavailable) {
+      session->start_error = pid.status();
+      return;
+    }
+    return FailCreate(session, pid.status());
+  }
+  session->ready = true;
+  RecordPid(session, *pid);
+  if (session->parent != 0) return MaybeFinishFork(session);
+  session->created = true;
+  ++stats_.sessions_created;
+  if (auto done = std::move(session->on_created)) done(session->id);
+}
+
+void SessionManager::Impl::RecordPid(const std::shared_ptr<Session>& session, pid_t pid) {
+  if (session->start_error) return FailCreate(session, *session->start_error);
+  if (session->pid != 0) return;
+  session->pid = pid;
+  by_pid_[pid] = session;
+  session->channel->SetPid(pid);
+}
+
+void SessionManager::Impl::MaybeFinishFork(const std::shared_ptr<Session>& session) {
+  if (!session->ready || !session->fork_answered || !session->adopted || session->created) return;
+  session->created = true;
+  ++stats_.sessions_forked;
+  if (auto done = std::move(session->on_created)) done(session->id);
+}
+
+void SessionManager::Impl::FailCreate(const std::shared_ptr<Session>& session, const Status& status) {
+  auto done = std::move(session->on_created);
+  session->on_created = nullptr;
+  if (session->created || !done) return;
+  ENVFORGE_LOG(kInfo) << "session " << session->id << " failed to start: " << status.message();
+  Forget(session, nullptr);
+  done(status);
+}
+
+void SessionManager::Impl::Forget(std::shared_ptr<Session> session, std::function<void()> then) {
+  sessions_.erase(session->id);
+  closing_[session->id] = session;
+  session->closing = true;
+  if (session->live) {
+    // A closed session no longer counts against max_sessions, even while its process exits.
+    session->live = false;
+    --live_;
+  }
+  std::weak_ptr<Session> weak = session;
+  session->channel->Close([this, weak, then = std::move(then)] {
+    auto s = weak.lock();
+    if (!s) return;
+    if (s->pid != 0) {
+      auto it = by_pid_.find(s->pid);
+      if (it != by_pid_.end() && it->second.lock() == s) by_pid_.erase(it);
+    }
+    // The zygote removes a reaped session's directory (and its family's with the last member);
+    // without a zygote, the manager does.
+    auto zygote = s->zygote.lock();
+    if (!zygote || zygote->state() == ZygoteProcess::State::kDead) {
+      std::error_code ignored;
+      std::filesystem::remove_all(s->scratch_dir, ignored);
+      std::filesystem::remove(std::filesystem::path(s->scratch_dir).parent_path(), ignored);  // when empty
+    }
+    closing_.erase(s->id);
+    if (then) then();
+  });
+}
+
+void SessionManager::Impl::DoCreate(const std::string& env_id, SessionOptions options,
+                                    std::function<void(Result<SessionId>)> done) {
+  if (shutting_down_) return done(UnavailableError("the session manager is shutting down"));
+  auto env = FindEnv(env_id);
+  if (!env) return done(NotFoundError("unknown environment '" + env_id + "' (open it first)"));
+  if (!options.task_id.empty() && env->bundle.FindTask(options.task_id) == nullptr) {
+    return done(NotFoundError("no task '" + options.task_id + "' in " + env->label));
+  }
+  SandboxLimits limits = options.limits.value_or(options_.limits);
+  if (Status valid = ValidateLimits(limits); !valid.ok()) return done(valid);
+  if (live_ >= options_.max_sessions) {
+    return done(ResourceExhaustedError("session limit reached: " + std::to_string(live_) + " of max_sessions " +
+                                       std::to_string(options_.max_sessions) + " are live; retry after closing one"));
+  }
+  Result<std::shared_ptr<ZygoteProcess>> zygote = EnsureZygote(env);
+  if (!zygote.ok()) return done(zygote.status());
+  UniqueFd worker_end;
+  Result<std::shared_ptr<Session>> created = NewSession(env, options.task_id, limits, *zygote, nullptr, &worker_end);
+  if (!created.ok()) return done(created.status());
+  std::shared_ptr<Session> session = *created;
+  session->on_created = std::move(done);
+  std::weak_ptr<Session> weak = session;
+  (*zygote)->Spawn(session->id, session->task_id, ToWireLimits(limits, session->scratch_dir), std::move(worker_end),
+                   [this, weak](Result<int> pid) {
+                     auto s = weak.lock();
+                     if (!s) return;
+                     if (!pid.ok()) return FailCreate(s, pid.status());
+                     RecordPid(s, *pid);
+                   });
+}
+
+SessionManager::Impl::Session* SessionManager::Impl::FindCreated(SessionId id) const {
+  auto it = sessions_.find(id);
+  return it == sessions_.end() || !it->second->created ? nullptr : it->second.get();
+}
+
+void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
+  Session* session = FindCreated(id);
+  if (session == nullptr) {
+    ToolResult result =
+        ToolResult::Error(Outcome::kInvalidCall,
+                          "unknown session " + std::to_string(id) + " (never created, or already closed)", call.id);
+    result.session_alive = false;
+    return done(std::move(result));
+  }
+  if (const auto& death = session->channel->death()) {
+    ToolResult result = ToolResult::Error(death->outcome, death->message, call.id);
+    result.limit = death->limit;
+    result.session_alive = false;
+    return done(std::move(result));
+  }
+  auto schema = session->env->schemas.find(call.name);
+  if (schema == session->env->schemas.end()) {
+    return done(ToolResult::Error(Outcome::kInvalidCall,
+                                  "unknown tool '" + call.name + "'; tools: " + session->env->tool_names, call.id));
+  }
+  std::vector<toolsets::SchemaViolation> violations = schema->second.Validate(call.arguments);
+  if (!violations.empty()) {
+    return done(ToolResult::Error(Outcome::kInvalidCall, toolsets::DescribeViolations(violations), call.id));
+  }
+  Json request = {{"op", "call"}, {"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}};
+  std::weak_ptr<Session> weak = sessions_.at(id);
+  session->channel->Request(
+      std::move(request), HardDeadline(session->limits), {},
+      [this, weak, call_id = std::move(call.id), done = std::move(done)](SessionReply reply) mutable {
+        if (auto s = weak.lock(); s && !reply.failure) ++s->calls;
+        ++stats_.calls;
+        done(ResultFromReply(std::move(reply), std::move(call_id)));
+      });
+}
+
+void SessionManager::Impl::DoSolve(SessionId id, std::function<void(Result<SolveOutput>)> done) {
+  Session* session = FindCreated(id);
+  if (session == nullptr) return done(NotFoundError("unknown session " + std::to_string(id)));
+  if (session->task_id.empty()) {
+    return done(FailedPreconditionError("session " + std::to_string(id) + " has no task: nothing to solve"));
+  }
+  if (const auto& death = session->channel->death()) return done(UnavailableError(death->message));
+  session->channel->Request(Json{{"op", "solve"}}, HardDeadline(session->limits), {},
+                            [done = std::move(done)](SessionReply reply) {
+                              if (reply.failure) {
+                                if (reply.failure->outcome == Outcome::kTimeout) {
+                                  return done(DeadlineExceededError(reply.failure->message));
+                                }
+                                return done(UnavailableError(reply.failure->message));
+                              }
+                              Json& frame = reply.frame;
+                              std::string outcome = frame["outcome"].get<std::string>();
+                              std::string message = frame.value("message", std::string());
+                              if (outcome == "ok") {
+                                SolveOutput output;
+                                if (auto it = frame.find("answer"); it != frame.end()) output.answer = std::move(*it);
+                                output.answer_text = frame.value("answer_text", std::string());
+                                return done(std::move(output));
+                              }
+                              if (outcome == "timeout") return done(DeadlineExceededError("gold solution: " + message));
+                              if (outcome == "infra_error") return done(InternalError("gold solution: " + message));
+                              return done(FailedPreconditionError("gold solution failed: " + message));
+                            });
+}
+
+void SessionManager::Impl::DoFork(SessionId id, std::function<void(Result<SessionId>)> done) {
+  if (shutting_down_) return done(UnavailableError("the session manager is shutting down"));
+  Session* parent = FindCreated(id);
+  if (parent == nullptr) return done(NotFoundError("unknown session " + std::to_string(id)));
+  if (const auto& death = parent->channel->death()) {
+    return done(UnavailableError("cannot fork session " + std::to_string(id) + ": " + death->message));
+  }
+  auto zygote = parent->zygote.lock();
+  if (!zygote || zygote->state() != ZygoteProcess::State::kReady) {
+    return done(UnavailableError("cannot fork session " + std::to_string(id) + ": its zygote is gone"));
+  }
+  if (live_ >= options_.max_sessions) {
+    return done(ResourceExhaustedError("session limit reached: " + std::to_string(live_) + " of max_sessions " +
+                                       std::to_string(options_.max_sessions) + " are live; retry after closing one"));
+  }
+  UniqueFd worker_end;
+  Result<std::shared_ptr<Session>> created =
+      NewSession(parent->env, parent->task_id, parent->limits, zygote, parent, &worker_end);
+  if (!created.ok()) return done(created.status());
+  std::shared_ptr<Session> child = *created;
+  child->on_created = std::move(done);
+  std::weak_ptr<Session> weak_child = child;
+  std::weak_ptr<ZygoteProcess> weak_zygote = zygote;
+  parent->channel->Request(
+      Json{{"op", "fork"}, {"scratch_dir", child->scratch_dir}}, HardDeadline(parent->limits), std::move(worker_end),
+      [this, weak_child, weak_zygote, id](SessionReply reply) {
+        auto forked = weak_child.lock();
+        if (!forked || forked->on_created == nullptr) return;
+        std::string prefix = "cannot fork session " + std::to_string(id) + ": ";
+        if (reply.failure) return FailCreate(forked, UnavailableError(prefix + reply.failure->message));
+        const Json& frame = reply.frame;
+        auto pid = frame.find("pid");
+        if (frame["outcome"] != "ok" || pid == frame.end() || !pid->is_number_integer()) {
+          return FailCreate(forked,
+                            UnavailableError(prefix + frame.value("message", std::string("no pid in the answer"))));
+        }
+        forked->fork_answered = true;
+        RecordPid(forked, pid->get<int>());
+        if (forked->on_created == nullptr) return;  // its socket had failed: FailCreate ran
+        auto owner = weak_zygote.lock();
+        if (!owner) return FailCreate(forked, UnavailableError(prefix + "its zygote is gone"));
+        owner->Adopt(forked->id, pid->get<int>(), ToWireLimits(forked->limits, forked->scratch_dir),
+                     [this, weak_child](Status adopted) {
+                       auto c = weak_child.lock();
+                       if (!c) return;
+                       if (!adopted.ok()) return FailCreate(c, adopted);
+                       c->adopted = true;
+                       MaybeFinishFork(c);
+                     });
+        MaybeFinishFork(forked);
+      });
+}
+
+void SessionManager::Impl::DoClose(SessionId id, std::function<void(Status)> done) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || !it->second->created)
+    return done(NotFoundError("unknown session " + std::to_string(id)));
+  Forget(it->second, [done = std::move(done)] { done(Status::Ok()); });
+}
+
+void SessionManager::Impl::DoReset(SessionId id, std::function<void(Result<SessionId>)> done) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || !it->second->created)
+    return done(NotFoundError("unknown session " + std::to_string(id)));
+  std::shared_ptr<Session> old = it->second;
+  SessionOptions options{old->task_id, old->limits};
+  std::string env_id = old->env->id;
+  Forget(old, nullptr);  // the old process exits (and is reaped) while the new one starts
+  DoCreate(env_id, std::move(options), std::move(done));
+}
+
+void SessionManager::Impl::OnZygoteExited(const ExitReport& report) {
+  auto it = by_pid_.find(report.pid);
+  if (it == by_pid_.end()) return;
+  auto session = it->second.lock();
+  by_pid_.erase(it);
+  if (session) session->channel->OnExitReport(report);
+}
+
+void SessionManager::Impl::OnZygoteDeath(const std::string& env_id, const std::shared_ptr<ZygoteProcess>& zygote,
+                                         const Status& why) {
+  if (auto it = zygotes_.find(env_id); it != zygotes_.end() && it->second == zygote) zygotes_.erase(it);
+  std::vector<std::shared_ptr<Session>> affected;
+  for (const auto& [id, session] : sessions_) {
+    if (session->zygote.lock() == zygote) affected.push_back(session);
+  }
+  for (const auto& [id, session] : closing_) {
+    if (session->zygote.lock() == zygote) affected.push_back(session);
+  }
+  for (const auto& session : affected) {
+    session->channel->Abort(SessionFailure{Outcome::kInfraError, "the session's zygote died: " + why.message(), ""});
+  }
+}
+
+Result<SessionInfo> SessionManager::Impl::DoInfo(SessionId id) const {
+  Session* session = FindCreated(id);
+  if (session == nullptr) return NotFoundError("unknown session " + std::to_string(id));
+  SessionInfo info;
+  info.id = session->id;
+  info.env_id = session->env->id;
+  info.task_id = session->task_id;
+  info.pid = session->pid;
+  info.zygote_pid = session->zygote_pid;
+  info.alive = session->channel->alive();
+  info.calls = session->calls;
+  info.parent = session->parent;
+  info.scratch_dir = session->scratch_dir;
+  info.limits = session->limits;
+  return info;
+}
+
+std::vector<SessionManager::SessionId> SessionManager::Impl::DoList() const {
+  std::vector<SessionId> ids;
+  for (const auto& [id, session] : sessions_) {
+    if (session->created) ids.push_back(id);
+  }
+  return ids;
+}
+
+std::vector<ZygoteInfo> SessionManager::Impl::DoZygotes() const {
+  std::vector<ZygoteInfo> zygotes;
+  for (const auto& [env_id, zygote] : zygotes_) {
+    if (zygote->state() == ZygoteProcess::State::kDead) continue;
+    zygotes.push_back(
+        ZygoteInfo{env_id, zygote->pid(), zygote->state() == ZygoteProcess::State::kReady, zygote->isolation()});
+  }
+  return zygotes;
+}
+
+ManagerStats SessionManager::Impl::DoStats() const {
+  ManagerStats stats = stats_;
+  stats.live_sessions = live_;
+  stats.sessions_open = DoList().size();
+  stats.zygotes_running = DoZygotes().size();
+  return stats;
+}
+
+void SessionManager::Impl::BeginShutdown(std::function<void()> done) {
+  shutting_down_ = true;
+  // Sessions first: every pending callback gets its error now, every process is killed. They
+  // stay registered until the destructor detaches them.
+  std::vector<std::shared_ptr<Session>> all;
+  for (auto& [id, session] : sessions_) all.push_back(session);
+  for (auto& [id, session] : closing_) all.push_back(session);
+  for (auto& session : all) {
+    session->closing = true;
+    auto created = std::move(session->on_created);
+    session->on_created = nullptr;
+    session->channel->Abort(SessionFailure{Outcome::kInfraError, "the session manager is shutting down", ""});
+    if (created) created(UnavailableError("the session manager is shutting down"));
+  }
+  // Then the zygotes: each kills and reaps what is left of its sessions and exits.
+  auto remaining = std::make_shared<size_t>(zygotes_.size());
+  auto finish = std::make_shared<std::function<void()>>(std::move(done));
+  if (*remaining == 0) return (*finish)();
+  for (auto& [env_id, zygote] : zygotes_) {
+    zygote->Shutdown(std::chrono::milliseconds(2000), [remaining, finish] {
+      if (--*remaining == 0) (*finish)();
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+SessionManager::SessionManager(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SessionManager::~SessionManager() = default;
+
+Result<std::unique_ptr<SessionManager>> SessionManager::Create(ManagerOptions options) {
+  ENVFORGE_RETURN_IF_ERROR(ValidateLimits(options.limits));
+  if (options.max_sessions == 0) return InvalidArgumentError("max_sessions must be at least 1");
+  if (options.worker_path.empty()) {
+    ENVFORGE_ASSIGN_OR_RETURN(options.worker_path, FindWorkerExecutable());
+  } else if (::access(options.worker_path.c_str(), X_OK) != 0) {
+    return NotFoundError("envforge-worker not executable: " + options.worker_path);
+  }
+  bool owns_scratch_root = options.scratch_root.empty();
+  if (owns_scratch_root) options.scratch_root = "/tmp/envforge-scratch-" + std::to_string(::getpid());
+  std::error_code ec;
+  std::filesystem::create_directories(options.scratch_root, ec);
+  if (ec) return InternalError("cannot create the scratch root " + options.scratch_root + ": " + ec.message());
+  // The worker accepts only clean absolute paths: no "..", no "//", no trailing slash.
+  options.scratch_root = std::filesystem::absolute(options.scratch_root).lexically_normal().string();
+  while (options.scratch_root.size() > 1 && options.scratch_root.back() == '/') options.scratch_root.pop_back();
+  // The zygote creates each session's directory below it, owned by the session's uid; others
+  // may traverse the root but not list it.
+  if (owns_scratch_root) ::chmod(options.scratch_root.c_str(), 0711);
+  return std::unique_ptr<SessionManager>(
+      new SessionManager(std::make_unique<Impl>(std::move(options), owns_scratch_root)));
+}
+
+Result<std::string> SessionManager::OpenEnvironment(const std::string& envdb_path) {
+  return impl_->OpenEnvironment(envdb_path);
+}
+
+const EnvBundle* SessionManager::FindEnvironment(const std::string& env_id) const {
+  auto env = impl_->FindEnv(env_id);
+  return env ? &env->bundle : nullptr;  // environments are never dropped before the manager
+}
+
+std::vector<std::string> SessionManager::EnvironmentIds() const { return impl_->EnvironmentIds(); }
+
+void SessionManager::CreateSessionAsync(const std::string& env_id, SessionOptions options,
+                                        std::function<void(Result<SessionId>)> done) {
+  impl_->Post([impl = impl_.get(), env_id, options = std::move(options), done = std::move(done)]() mutable {
+    impl->DoCreate(env_id, std::move(options), std::move(done));
+  });
+}
+
+void SessionManager::CreateSessionAsync(const std::string& env_id, const std::string& task_id,
+                                        std::function<void(Result<SessionId>)> done) {
+  CreateSessionAsync(env_id, SessionOptions{task_id, std::nullopt}, std::move(done));
+}
+
+void SessionManager::CallToolAsync(SessionId session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
+  impl_->Post([impl = impl_.get(), session, call = std::move(call), done = std::move(done)]() mutable {
+    impl->DoCall(session, std::move(call), std::move(done));
+  });
+}
+
+void SessionManager::SolveAsync(SessionId session, std::function<void(Result<SolveOutput>)> done) {
+  impl_->Post(
+      [impl = impl_.get(), session, done = std::move(done)]() mutable { impl->DoSolve(session, std::move(done)); });
+}
+
+void SessionManager::ForkSessionAsync(SessionId session, std::function<void(Result<SessionId>)> done) {
+  impl_->Post(
+      [impl = impl_.get(), session, done = std::move(done)]() mutable { impl->DoFork(session, std::move(done)); });
+}
+
+void SessionManager::CloseSessionAsync(SessionId session, std::function<void(Status)> done) {
+  impl_->Post(
+      [impl = impl_.get(), session, done = std::move(done)]() mutable { impl->DoClose(session, std::move(done)); });
+}
+
+void SessionManager::ResetSessionAsync(SessionId session, std::function<void(Result<SessionId>)> done) {
+  impl_->Post(
+      [impl = impl_.get(), session, done = std::move(done)]() mutable { impl->DoReset(session, std::move(done)); });
+}
+
+namespace {
+
+// Blocks on an async form. `on_io` is what a call from the io thread gets instead of a deadlock.
+template <typename T, typename Start>
+T Wait(bool on_io_thread, T on_io, Start start) {
+  if (on_io_thread) return on_io;
+  std::promise<T> answer;
+  start([&answer](T value) { answer.set_value(std::move(value)); });
+  return answer.get_future().get();
+}
+
+const char kFromIoThread[] = "sync SessionManager calls must not be made from the manager's io thread (a callback)";
+
+}  // namespace
+
+Result<SessionManager::SessionId> SessionManager::CreateSession(const std::string& env_id, SessionOptions options) {
+  return Wait<Result<SessionId>>(impl_->OnIoThread(), FailedPreconditionError(kFromIoThread),
+                                 [&](auto done) { CreateSessionAsync(env_id, std::move(options), std::move(done)); });
+}
+
+Result<SessionManager::SessionId> SessionManager::CreateSession(const std::string& env_id, const std::string& task_id) {
+  return CreateSession(env_id, SessionOptions{task_id, std::nullopt});
+}
+
+toolsets::ToolResult SessionManager::CallTool(SessionId session, toolsets::ToolCall call) {
+  return Wait<ToolResult>(impl_->OnIoThread(), ToolResult::Error(Outcome::kInfraError, kFromIoThread, call.id),
+                          [&](auto done) { CallToolAsync(session, std::move(call), std::move(done)); });
+}
+
+Result<SolveOutput> SessionManager::Solve(SessionId session) {
+  return Wait<Result<SolveOutput>>(impl_->OnIoThread(), FailedPreconditionError(kFromIoThread),
+                                   [&](auto done) { SolveAsync(session, std::move(done)); });
+}
+
+Result<SessionManager::SessionId> SessionManager::ForkSession(SessionId session) {
+  return Wait<Result<SessionId>>(impl_->OnIoThread(), FailedPreconditionError(kFromIoThread),
+                                 [&](auto done) { ForkSessionAsync(session, std::move(done)); });
+}
+
+Status SessionManager::CloseSession(SessionId session) {
+  return Wait<Status>(impl_->OnIoThread(), FailedPreconditionError(kFromIoThread),
+                      [&](auto done) { CloseSessionAsync(session, std::move(done)); });
+}
+
+Result<SessionManager::SessionId> SessionManager::ResetSession(SessionId session) {
+  return Wait<Result<SessionId>>(impl_->OnIoThread(), FailedPreconditionError(kFromIoThread),
+                                 [&](auto done) { ResetSessionAsync(session, std::move(done)); });
+}
+
+Result<SessionInfo> SessionManager::GetSessionInfo(SessionId session) const {
+  return impl_->RunOnIo<SessionInfo>([&] { return impl_->DoInfo(session); });
+}
+
+std::vector<SessionManager::SessionId> SessionManager::ListSessions() const {
+  return std::move(
+             impl_->RunOnIo<std::vector<SessionId>>([&] { return Result<std::vector<SessionId>>(impl_->DoList()); }))
+      .value();
+}
+
+std::vector<ZygoteInfo> SessionManager::Zygotes() const {
+  return std::move(impl_->RunOnIo<std::vector<ZygoteInfo>>(
+                       [&] { return Result<std::vector<ZygoteInfo>>(impl_->DoZygotes()); }))
+      .value();
+}
+
+ManagerStats SessionManager::Stats() const {
+  return std::move(impl_->RunOnIo<ManagerStats>([&] { return Result<ManagerStats>(impl_->DoStats()); })).value();
+}
+
+const ManagerOptions& SessionManager::options() const { return impl_->options(); }
+
+}  // namespace envforge::sandbox

@@ -1,0 +1,201 @@
+// The session manager: environments, their worker zygotes, and the sessions (episodes) forked
+// from them (ARCHITECTURE.md, "Sessions").
+//
+// One SessionManager owns one Boost.Asio io_context and one background thread running it; every
+// session socket and zygote control channel is driven there (no thread per session). Zygotes are
+// started lazily, one per environment content hash, on the first CreateSession, and reused; a
+// zygote that dies is restarted by the next CreateSession of its environment.
+//
+// Async and sync forms. Every XxxAsync method may be called from any thread, including from a
+// callback; its callback runs on the manager's io thread, exactly once, never inline in the
+// caller (even for an immediate error). Callbacks must not block (no sync wrappers inside them);
+// they may call other XxxAsync methods. The sync wrappers (CreateSession, CallTool, ...) block
+// the calling thread until the answer; called on the io thread they return FailedPrecondition
+// (or an infra_error ToolResult) instead of deadlocking.
+//
+// Tool calls. CallToolAsync checks, in order: the session exists (else invalid_call,
+// session_alive false, "unknown session N"); the session is alive (else the outcome of its death:
+// crashed, timeout's follow-up crashed, or infra_error when its zygote died); the tool exists
+// (else invalid_call); the arguments satisfy the tool's input schema (else invalid_call with
+// toolsets::DescribeViolations text) -- all before anything is sent. Calls on one session are
+// serialised FIFO; duration_us is measured here, from writing the call to reading its result.
+// Each call has a hard deadline of limits.wall_time + limits.kill_grace: past it the session is
+// killed and the call answers timeout, limit wall_time, session_alive false. When a session dies
+// (crash, memory limit, ...) the call in flight, every queued call and every later call answer
+// crashed, session_alive false, with the zygote's exit report folded into the message and limit
+// ("session process killed by SIGSEGV", limit "memory"); the manager waits up to 200 ms for that
+// report. A session that sends an oversized or malformed frame is killed (crashed, "protocol
+// violation ..."). When a zygote dies, its sessions' calls answer infra_error.
+//
+// Session lifecycle, as callers see it:
+//
+//   CreateSession / ForkSession / ResetSession --> alive --crash, kill, zygote death--> dead
+//                                                    |                                  |
+//                                                    +----------- CloseSession ---------+--> unknown
+//
+//   alive: calls run. dead: every call answers the death (see above); the session no longer
+//   counts against max_sessions but keeps its id until closed. unknown: after CloseSession (or
+//   ResetSession) every call answers invalid_call "unknown session N".
+//
+// Reset = close + create: a fresh fork of the environment's zygote (ResetSession does both,
+// without waiting for the old process to be reaped). Session ids are never reused within one
+// SessionManager.
+//
+// Not carried: the "stdout" a tool printed and the "where" of a tool_error, which the worker
+// sends beside a result; toolsets::ToolResult has no field for them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "base/status.h"
+#include "sandbox/env_bundle.h"
+#include "sandbox/sandbox_limits.h"
+#include "toolsets/tool_protocol.h"
+
+namespace envforge::sandbox {
+
+struct ManagerOptions {
+  SandboxLimits limits;  // default limits of every session (a session may override them)
+  // Parent of the scratch directories: a fresh session N works in <scratch_root>/fN/sN (fN is
+  // its family's directory), a fork M of it in <scratch_root>/fN/sM, starting as a copy of its
+  // parent's. The zygote creates them (owned by the session's uid) and removes each when its
+  // session is reaped. Empty: a fresh /tmp/envforge-scratch-<pid>, removed by the destructor.
+  std::string scratch_root;
+  // Sessions alive or starting at once (closed ones no longer count, even while their processes
+  // exit); creating or forking beyond it is ResourceExhausted (retryable).
+  size_t max_sessions = 4096;
+  // Empty: sandbox/worker_locator.h's FindWorkerExecutable().
+  std::string worker_path;
+  std::chrono::milliseconds zygote_start_timeout{60'000};  // launch -> "ready"
+  std::chrono::milliseconds spawn_timeout{15'000};         // spawn sent -> session "ready"
+};
+
+struct SessionOptions {
+  std::string task_id;                  // empty: a session with no task (Solve unavailable)
+  std::optional<SandboxLimits> limits;  // overrides ManagerOptions::limits for this session
+};
+
+// The gold solution's answer: answer_text is what the solution submitted, answer its JSON.
+struct SolveOutput {
+  Json answer;
+  std::string answer_text;
+};
+
+struct SessionInfo {
+  uint64_t id = 0;
+  std::string env_id;
+  std::string task_id;
+  pid_t pid = 0;         // the session process (0 until known)
+  pid_t zygote_pid = 0;  // the zygote it was forked from
+  bool alive = false;    // false once the process is gone or killed
+  uint64_t calls = 0;    // tool calls answered by the session (validation failures excluded)
+  uint64_t parent = 0;   // the session it was forked from, 0 for a fresh one
+  std::string scratch_dir;
+  SandboxLimits limits;
+};
+
+struct ZygoteInfo {
+  std::string env_id;
+  pid_t pid = 0;
+  bool ready = false;  // false while it starts
+  Json isolation;      // the ready report's isolation object ({"network": "on", ...})
+};
+
+struct ManagerStats {
+  size_t live_sessions = 0;  // starting or alive (what max_sessions bounds)
+  size_t sessions_open = 0;  // not closed yet (dead ones included)
+  uint64_t sessions_created = 0;
+  uint64_t sessions_forked = 0;
+  uint64_t sessions_died = 0;  // died or were killed before being closed
+  uint64_t calls = 0;          // tool calls sent to a session (answered, timed out or failed)
+  uint64_t zygote_starts = 0;
+  size_t zygotes_running = 0;
+};
+
+class SessionManager {
+ public:
+  using SessionId = uint64_t;
+
+  // Finds the worker, creates the scratch root and starts the io thread. InvalidArgument for bad
+  // limits; NotFound when no envforge-worker can be found; Internal when the scratch root cannot
+  // be created.
+  static Result<std::unique_ptr<SessionManager>> Create(ManagerOptions options);
+  // Closes every session (SIGKILL), shuts every zygote down (it reaps its sessions; SIGKILL
+  // after 2 s), reaps the zygotes, joins the io thread and removes the scratch directories it
+  // created. Pending callbacks run first with an error (Unavailable / infra_error). Must not be
+  // called from a callback, nor concurrently with other methods.
+  ~SessionManager();
+  SessionManager(const SessionManager&) = delete;
+  SessionManager& operator=(const SessionManager&) = delete;
+
+  // Loads an *.envdb (EnvBundle::Load) and registers it; returns its id, the content hash.
+  // Opening the same content again (any path) returns the same id. Errors are EnvBundle::Load's
+  // (NotFound, DataLoss, InvalidArgument), or InvalidArgument when a tool's input schema does not
+  // compile. Blocking (reads the file on the calling thread); any thread.
+  Result<std::string> OpenEnvironment(const std::string& envdb_path);
+  // nullptr when unknown. The bundle lives as long as the manager. Any thread.
+  const EnvBundle* FindEnvironment(const std::string& env_id) const;
+  std::vector<std::string> EnvironmentIds() const;
+
+  // A new session of env_id (a fork of its zygote, started on first use). Errors: NotFound
+  // (unknown environment or task), InvalidArgument (bad limits), ResourceExhausted (max_sessions
+  // reached; retryable), Unavailable (the zygote or the session failed to start; the message
+  // says why), DeadlineExceeded (the session did not become ready within spawn_timeout).
+  void CreateSessionAsync(const std::string& env_id, SessionOptions options,
+                          std::function<void(Result<SessionId>)> done);
+  void CreateSessionAsync(const std::string& env_id, const std::string& task_id,
+                          std::function<void(Result<SessionId>)> done);
+  // See the file comment for the checks and outcomes. call.id is echoed as call_id.
+  void CallToolAsync(SessionId session, toolsets::ToolCall call, std::function<void(toolsets::ToolResult)> done);
+  // Runs the task's gold solution in the session (its tool calls go to this session's state).
+  // Errors: NotFound (unknown session), FailedPrecondition (the session has no task, or the
+  // solution raised / broke a rule: the message says which), DeadlineExceeded (hard deadline; the
+  // session was killed), Unavailable (the session is dead or died), Internal (infra error).
+  void SolveAsync(SessionId session, std::function<void(Result<SolveOutput>)> done);
+  // A copy of a live session, mid-episode: same task, limits and state (database, Python
+  // globals), diverging from then on. Queued behind the session's pending calls. Errors:
+  // NotFound, ResourceExhausted (max_sessions), Unavailable (the parent is dead, or the fork or
+  // its adoption failed).
+  void ForkSessionAsync(SessionId session, std::function<void(Result<SessionId>)> done);
+  // Ends a session: {"op":"close"} to an idle one, SIGKILL to a busy one (its pending calls answer
+  // crashed); done once the zygote has reaped it. The id is unknown afterwards. NotFound for an
+  // unknown id. Closing a dead session only forgets it (OK).
+  void CloseSessionAsync(SessionId session, std::function<void(Status)> done);
+  // Reset: closes the session (as CloseSessionAsync, but without waiting for the reap) and creates
+  // a fresh one of the same environment, task and limits; done(new id). Errors: NotFound for an
+  // unknown id, then CreateSessionAsync's. The old id is unknown afterwards even on error.
+  void ResetSessionAsync(SessionId session, std::function<void(Result<SessionId>)> done);
+
+  // Sync wrappers: block until the async form answers. Not from the io thread (callbacks).
+  Result<SessionId> CreateSession(const std::string& env_id, SessionOptions options);
+  Result<SessionId> CreateSession(const std::string& env_id, const std::string& task_id = {});
+  toolsets::ToolResult CallTool(SessionId session, toolsets::ToolCall call);
+  Result<SolveOutput> Solve(SessionId session);
+  Result<SessionId> ForkSession(SessionId session);
+  Status CloseSession(SessionId session);
+  Result<SessionId> ResetSession(SessionId session);
+
+  // Introspection: sync, from any thread (callbacks included: on the io thread they run inline).
+  Result<SessionInfo> GetSessionInfo(SessionId session) const;
+  std::vector<SessionId> ListSessions() const;  // every session not closed yet, ascending
+  std::vector<ZygoteInfo> Zygotes() const;
+  ManagerStats Stats() const;
+  const ManagerOptions& options() const;
+
+ private:
+  class Impl;
+  explicit SessionManager(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace envforge::sandbox

@@ -1,0 +1,298 @@
+// `_envforge`: the database object handed to tools (module global `db`) and verifiers.
+#include "sandbox/worker/db_module.h"
+
+#include "sandbox/worker/limit_counters.h"
+
+#include <pybind11/embed.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+
+namespace py = pybind11;
+
+namespace envforge::sandbox::worker {
+namespace {
+
+// Exception classes, created when the module is imported (before any Db exists).
+PyObject* g_database_error = nullptr;
+PyObject* g_operational_error = nullptr;
+PyObject* g_integrity_error = nullptr;
+PyObject* g_programming_error = nullptr;
+
+[[noreturn]] void Raise(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw py::error_already_set();
+}
+
+// Lets the session's SIGALRM handler (a Python function) run during long statements: when it
+// raises, the statement is interrupted and the exception propagates from query()/execute().
+int ProgressHandler(void*) { return PyErr_CheckSignals() != 0 ? 1 : 0; }
+
+// Tools may read and write their own copy of the data, never other files.
+int Authorizer(void*, int action, const char*, const char*, const char*, const char*) {
+  return (action == SQLITE_ATTACH || action == SQLITE_DETACH) ? SQLITE_DENY : SQLITE_OK;
+}
+
+class Db {
+ public:
+  Db(sqlite3* db, bool read_only) : db_(db), read_only_(read_only) {
+    sqlite3_progress_handler(db_, 1000, &ProgressHandler, nullptr);
+    sqlite3_set_authorizer(db_, &Authorizer, nullptr);
+  }
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+  ~Db() {
+    for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+  }
+
+  py::list Query(const std::string& sql, py::handle params) {
+    sqlite3_stmt* stmt = Prepare(sql);
+    Bind(stmt, params);
+    py::list rows;
+    int columns = sqlite3_column_count(stmt);
+    py::list names;
+    for (int i = 0; i < columns; ++i) names.append(py::str(sqlite3_column_name(stmt, i)));
+    for (;;) {
+      int rc = sqlite3_step(stmt);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) Fail(stmt, rc);
+      py::dict row;
+      for (int i = 0; i < columns; ++i) {
+        py::object value = ColumnValue(stmt, i);
+        if (PyDict_SetItem(row.ptr(), PyList_GET_ITEM(names.ptr(), i), value.ptr()) != 0) {
+          Finish(stmt);
+          throw py::error_already_set();
+        }
+      }
+      rows.append(std::move(row));
+    }
+    Finish(stmt);
+    return rows;
+  }
+
+  int Execute(const std::string& sql, py::handle params) {
+    if (read_only_) Raise(PyExc_PermissionError, "this database is read-only (the verifier's view)");
+    sqlite3_stmt* stmt = Prepare(sql);
+    Bind(stmt, params);
+    for (;;) {
+      int rc = sqlite3_step(stmt);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) Fail(stmt, rc);
+    }
+    Finish(stmt);
+    return sqlite3_changes(db_);
+  }
+
+  int64_t LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
+  bool read_only() const { return read_only_; }
+
+ private:
+  sqlite3_stmt* Prepare(const std::string& sql) {
+    auto it = cache_.find(sql);
+    if (it != cache_.end()) {
+      sqlite3_reset(it->second);
+      return it->second;
+    }
+    sqlite3_stmt* stmt = nullptr;
+    const char* tail = nullptr;
+    int rc = sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt, &tail);
+    if (rc != SQLITE_OK) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      Raise(ErrorType(rc), sqlite3_errmsg(db_));
+    }
+    if (stmt == nullptr) Raise(g_programming_error, "empty SQL statement");
+    if (tail != nullptr && *tail != '\0') {
+      sqlite3_stmt* next = nullptr;
+      int tail_rc = sqlite3_prepare_v2(db_, tail, -1, &next, nullptr);
+      bool more = tail_rc != SQLITE_OK || next != nullptr;
+      sqlite3_finalize(next);
+      if (more) {
+        sqlite3_finalize(stmt);
+        Raise(g_programming_error, "only one SQL statement per call is allowed");
+      }
+    }
+    // A small cache: tools repeat the same few statements, and preparing dominates short calls.
+    if (cache_.size() >= 64) {
+      for (auto& [cached_sql, cached] : cache_) sqlite3_finalize(cached);
+      cache_.clear();
+    }
+    cache_.emplace(sql, stmt);
+    return stmt;
+  }
+
+  void Bind(sqlite3_stmt* stmt, py::handle params) {
+    int wanted = sqlite3_bind_parameter_count(stmt);
+    if (params.is_none()) {
+      if (wanted != 0) BindError(stmt, "the statement has " + std::to_string(wanted) + " parameters, none given");
+      return;
+    }
+    if (PyDict_Check(params.ptr())) {
+      for (int i = 1; i <= wanted; ++i) {
+        const char* name = sqlite3_bind_parameter_name(stmt, i);
+        if (name == nullptr) BindError(stmt, "positional parameter ? used with a dict of parameters");
+        PyObject* value = PyDict_GetItemString(params.ptr(), name + 1);
+        if (value == nullptr) BindError(stmt, std::string("no value for the parameter ") + name);
+        BindValue(stmt, i, value);
+      }
+      return;
+    }
+    if (!PyTuple_Check(params.ptr()) && !PyList_Check(params.ptr())) {
+      sqlite3_clear_bindings(stmt);
+      Raise(PyExc_TypeError, std::string("params must be a tuple, a list or a dict, not ") +
+                                 Py_TYPE(params.ptr())->tp_name);
+    }
+    Py_ssize_t given = PySequence_Fast_GET_SIZE(params.ptr());
+    if (given != wanted) {
+      BindError(stmt, "the statement has " + std::to_string(wanted) + " parameters, " +
+                          std::to_string(given) + " given");
+    }
+    for (Py_ssize_t i = 0; i < given; ++i) {
+      BindValue(stmt, static_cast<int>(i + 1), PySequence_Fast_GET_ITEM(params.ptr(), i));
+    }
+  }
+
+  void BindValue(sqlite3_stmt* stmt, int index, PyObject* value) {
+    int rc;
+    if (value == Py_None) {
+      rc = sqlite3_bind_null(stmt, index);
+    } else if (PyLong_Check(value)) {
+      long long v = PyLong_AsLongLong(value);
+      if (v == -1 && PyErr_Occurred()) {
+        Finish(stmt);
+        throw py::error_already_set();
+      }
+      rc = sqlite3_bind_int64(stmt, index, v);
+    } else if (PyFloat_Check(value)) {
+      rc = sqlite3_bind_double(stmt, index, PyFloat_AS_DOUBLE(value));
+    } else if (PyUnicode_Check(value)) {
+      Py_ssize_t size = 0;
+      const char* text = PyUnicode_AsUTF8AndSize(value, &size);
+      if (text == nullptr) {
+        Finish(stmt);
+        throw py::error_already_set();
+      }
+      rc = sqlite3_bind_text64(stmt, index, text, static_cast<sqlite3_uint64>(size), SQLITE_TRANSIENT,
+                               SQLITE_UTF8);
+    } else if (PyBytes_Check(value)) {
+      rc = sqlite3_bind_blob64(stmt, index, PyBytes_AS_STRING(value),
+                               static_cast<sqlite3_uint64>(PyBytes_GET_SIZE(value)), SQLITE_TRANSIENT);
+    } else if (PyByteArray_Check(value)) {
+      rc = sqlite3_bind_blob64(stmt, index, PyByteArray_AS_STRING(value),
+                               static_cast<sqlite3_uint64>(PyByteArray_GET_SIZE(value)), SQLITE_TRANSIENT);
+    } else {
+      Finish(stmt);
+      Raise(PyExc_TypeError, std::string("unsupported type for a SQL parameter: ") + Py_TYPE(value)->tp_name);
+    }
+    if (rc != SQLITE_OK) Fail(stmt, rc);
+  }
+
+  static py::object ColumnValue(sqlite3_stmt* stmt, int i) {
+    switch (sqlite3_column_type(stmt, i)) {
+      case SQLITE_INTEGER: return py::reinterpret_steal<py::object>(PyLong_FromLongLong(sqlite3_column_int64(stmt, i)));
+      case SQLITE_FLOAT: return py::reinterpret_steal<py::object>(PyFloat_FromDouble(sqlite3_column_double(stmt, i)));
+      case SQLITE_TEXT: {
+        const char* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, i));
+        PyObject* s = PyUnicode_DecodeUTF8(text, sqlite3_column_bytes(stmt, i), "replace");
+        if (s == nullptr) throw py::error_already_set();
+        return py::reinterpret_steal<py::object>(s);
+      }
+      case SQLITE_BLOB: {
+        const void* data = sqlite3_column_blob(stmt, i);
+        return py::reinterpret_steal<py::object>(
+            PyBytes_FromStringAndSize(static_cast<const char*>(data), sqlite3_column_bytes(stmt, i)));
+      }
+      default: return py::none();
+    }
+  }
+
+  static void Finish(sqlite3_stmt* stmt) {
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+  }
+
+  [[noreturn]] void BindError(sqlite3_stmt* stmt, const std::string& message) {
+    Finish(stmt);
+    Raise(g_programming_error, message);
+  }
+
+  [[noreturn]] void Fail(sqlite3_stmt* stmt, int rc) {
+    std::string message = sqlite3_errmsg(db_);
+    Finish(stmt);
+    // The progress handler ran the alarm handler, which raised: that exception wins.
+    if (PyErr_Occurred()) throw py::error_already_set();
+    if ((rc & 0xff) == SQLITE_NOMEM) {
+      PyErr_NoMemory();
+      throw py::error_already_set();
+    }
+    Raise(ErrorType(rc), message);
+  }
+
+  static PyObject* ErrorType(int rc) {
+    switch (rc & 0xff) {
+      case SQLITE_CONSTRAINT: return g_integrity_error;
+      case SQLITE_READONLY: return PyExc_PermissionError;
+      case SQLITE_MISUSE:
+      case SQLITE_RANGE: return g_programming_error;
+      default: return g_operational_error;
+    }
+  }
+
+  sqlite3* db_;
+  bool read_only_;
+  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+};
+
+int g_pids_events_fd = -1;
+
+// "max 3\n" (v1 and v2 pids.events) -> 3; -1 when unknown.
+long long PidsLimitHits() {
+  if (g_pids_events_fd < 0) return -1;
+  char buffer[128];
+  ssize_t n = pread(g_pids_events_fd, buffer, sizeof buffer - 1, 0);
+  if (n <= 0) return -1;
+  buffer[n] = '\0';
+  const char* max = strstr(buffer, "max ");
+  return max ? strtoll(max + 4, nullptr, 10) : -1;
+}
+
+PyObject* NewException(py::module_& m, const char* name, PyObject* base) {
+  std::string qualified = std::string("_envforge.") + name;
+  PyObject* type = PyErr_NewException(qualified.c_str(), base, nullptr);
+  if (type == nullptr) throw py::error_already_set();
+  Py_INCREF(type);  // one reference for the module, one kept here for the process's lifetime
+  if (PyModule_AddObject(m.ptr(), name, type) != 0) throw py::error_already_set();
+  return type;
+}
+
+}  // namespace
+
+void SetPidsEventsFd(int fd) {
+  if (g_pids_events_fd >= 0 && g_pids_events_fd != fd) close(g_pids_events_fd);
+  g_pids_events_fd = fd;
+}
+
+py::object NewDbObject(sqlite3* db, bool read_only) {
+  py::module_::import("_envforge");  // creates the exception classes
+  return py::cast(new Db(db, read_only), py::return_value_policy::take_ownership);
+}
+
+}  // namespace envforge::sandbox::worker
+
+PYBIND11_EMBEDDED_MODULE(_envforge, m) {
+  using envforge::sandbox::worker::Db;
+  namespace w = envforge::sandbox::worker;
+  w::g_database_error = w::NewException(m, "DatabaseError", PyExc_Exception);
+  w::g_operational_error = w::NewException(m, "OperationalError", w::g_database_error);
+  w::g_integrity_error = w::NewException(m, "IntegrityError", w::g_database_error);
+  w::g_programming_error = w::NewException(m, "ProgrammingError", w::g_database_error);
+  py::class_<Db>(m, "Db")
+      .def("query", &Db::Query, py::arg("sql"), py::arg("params") = py::tuple())
+      .def("execute", &Db::Execute, py::arg("sql"), py::arg("params") = py::tuple())
+      .def("last_insert_rowid", &Db::LastInsertRowId)
+      .def_property_readonly("read_only", &Db::read_only);
+  m.def("pids_limit_hits", &w::PidsLimitHits);
+}

@@ -1,0 +1,722 @@
+"""Session runtime of envforge-worker (embedded in the binary; see sandbox/internal/wire.h).
+
+The zygote calls load() once; every session (a fork of the zygote) calls start_session() and
+then handle() for each frame. handle() never raises: every failure becomes a typed reply.
+Kept lean on purpose: one json.loads, one dict lookup, the call, one encode per tool call.
+"""
+
+import builtins
+import gc
+import inspect
+import json
+import signal
+import sys
+import types
+
+import _envforge
+import _envforge_analyze as _analysis
+
+_loads = json.loads
+_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+_setitimer = signal.setitimer
+_ITIMER_REAL = signal.ITIMER_REAL
+
+# Modules imported once in the zygote, so sessions share them and never touch the file system
+# to import them after isolation.
+_PREIMPORT = (
+    "json", "math", "itertools", "functools", "collections", "collections.abc", "re",
+    "datetime", "statistics", "heapq", "bisect", "ctypes", "signal", "os", "os.path", "random",
+    "string", "decimal", "fractions", "operator", "copy", "time", "typing", "dataclasses",
+    "enum", "textwrap", "unicodedata", "hashlib", "base64", "uuid", "csv", "io", "struct",
+    "array", "socket", "subprocess", "errno", "traceback", "numbers", "zlib", "difflib",
+    "calendar", "locale", "contextlib", "weakref", "pprint",
+)
+_FRAME_LIMIT = 48 << 20       # keeps a reply far below the wire's 64 MiB frame limit
+_STDOUT_LIMIT = 4 << 20
+
+
+class WallTimeExceeded(BaseException):
+    """Raised by the SIGALRM handler; a BaseException so `except Exception` cannot swallow it."""
+
+
+class RuleViolation(BaseException):
+    """A solution or verifier reached for something forbidden (import, open, eval, ...)."""
+
+
+class ToolError(Exception):
+    """A tool called from a solution raised; the message is "tool: ExcType: message"."""
+
+
+class ToolCallError(Exception):
+    """A solution called an unknown tool or passed arguments that fail the tool's schema."""
+
+
+class _Capture:
+    """sys.stdout/sys.stderr of a session: bounded, drained after every call."""
+
+    __slots__ = ("parts", "size", "limit", "dropped")
+
+    def __init__(self):
+        self.parts = []
+        self.size = 0
+        self.limit = _STDOUT_LIMIT
+        self.dropped = 0
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError("write() argument must be str, not %s" % type(text).__name__)
+        n = len(text)
+        room = self.limit - self.size
+        if n <= room:
+            self.parts.append(text)
+            self.size += n
+        else:
+            if room > 0:
+                self.parts.append(text[:room])
+                self.size += room
+            self.dropped += n - max(room, 0)
+        return n
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def take(self):
+        if not self.parts:
+            return None
+        text = "".join(self.parts)
+        if self.dropped:
+            text += "\n[... %d more characters of output dropped]" % self.dropped
+        self.parts = []
+        self.size = 0
+        self.dropped = 0
+        return text
+
+
+class _Task:
+    __slots__ = ("id", "version", "solution", "solution_problem", "verifier", "verifier_problem")
+
+
+_out = _Capture()
+_tools = {}          # name -> function
+_schemas = {}        # name -> inputSchema (dict)
+_params = {}         # name -> parameter names a solution may pass positionally, in order
+_tasks = {}          # id -> _Task
+_session_db = None
+_verifier_db = None
+_task = None
+_wall = 10.0
+_wall_ms = 10000
+_max_output = 1 << 20
+_memory_bytes = 0
+_fired = False
+_context = "solution"
+_violations = []
+_safe_builtins = {}
+_real_import = builtins.__import__
+
+
+def _on_alarm(signum, frame):
+    global _fired
+    _fired = True
+    raise WallTimeExceeded()
+
+
+def _arm():
+    global _fired
+    _fired = False
+    _setitimer(_ITIMER_REAL, _wall)
+
+
+def _disarm():
+    _setitimer(_ITIMER_REAL, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Replies (JSON text built by concatenation: the content is encoded once).
+
+def _reply(cid, outcome, message, limit=None, extra=None):
+    out = {"id": cid, "outcome": outcome, "message": message}
+    if limit:
+        out["limit"] = limit
+    if extra:
+        out.update(extra)
+    stdout = _out.take()
+    if stdout and outcome != "infra_error":
+        out["stdout"] = stdout
+    return _dumps(out)
+
+
+def _describe(exc):
+    try:
+        text = str(exc)
+    except BaseException:  # a broken __str__ must not break the reply
+        text = ""
+    name = type(exc).__name__
+    return "%s: %s" % (name, text) if text else name
+
+
+def _where(exc, filename):
+    """ "tools.py:12 (get_hotel)" for the last frame of `filename` in the traceback."""
+    tb = exc.__traceback__
+    found = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename == filename:
+            found = "%s:%d (%s)" % (filename, tb.tb_lineno, code.co_name)
+        tb = tb.tb_next
+    return found
+
+
+def _error_message(exc):
+    if isinstance(exc, MemoryError):
+        text = _describe(exc)
+        return "%s (the session's memory limit is %d bytes)" % (
+            text if text != "MemoryError" else "MemoryError: out of memory", _memory_bytes)
+    return _describe(exc)
+
+
+def _limit_of(exc):
+    global _pids_hits_seen
+    if isinstance(exc, MemoryError):
+        return "memory"
+    if isinstance(exc, BlockingIOError):
+        # The pids cgroup counts the forks it refused; read only on this (rare) error path.
+        hits = _envforge.pids_limit_hits()
+        if hits < 0:  # no counter (a fork copy, or no pids cgroup): EAGAIN from fork is the limit
+            return "processes" if exc.errno == 11 else None
+        if hits > _pids_hits_seen:
+            _pids_hits_seen = hits
+            return "processes"
+    return None
+
+
+def _encode(text):
+    return text.encode("utf-8", "replace")
+
+
+_pids_hits_seen = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Ops
+
+def _call(msg):
+    cid = msg.get("id")
+    name = msg.get("name")
+    fn = _tools.get(name)
+    if fn is None:
+        if name == "submit_result":
+            return _submit(cid, msg.get("arguments"))
+        return _reply(cid, "invalid_call", "unknown tool %r" % (name,))
+    args = msg.get("arguments", {})
+    if type(args) is not dict:
+        return _reply(cid, "invalid_call", "arguments of %r must be a JSON object" % (name,))
+    try:
+        try:
+            _arm()
+            try:
+                result = fn(**args)
+            finally:
+                _disarm()
+        except WallTimeExceeded:
+            return _timeout(cid, "tool %r" % name)
+        except BaseException as exc:
+            if _fired:
+                return _timeout(cid, "tool %r" % name)
+            where = _where(exc, "tools.py")
+            return _reply(cid, "tool_error", _error_message(exc), _limit_of(exc),
+                          {"where": where} if where else None)
+        if _fired:  # the tool swallowed the alarm and returned anyway
+            return _timeout(cid, "tool %r" % name)
+        try:
+            content = _dumps(result)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return _reply(cid, "tool_error", "tool %r returned a value that is not "
+                          "JSON-serialisable: %s" % (name, _describe(exc)))
+        return _ok_content(cid, name, content)
+    except WallTimeExceeded:  # the alarm raced with the return path
+        return _timeout(cid, "tool %r" % name)
+    except MemoryError:
+        return _reply(cid, "tool_error", "MemoryError while encoding the result of %r" % name,
+                      "memory")
+
+
+def _ok_content(cid, name, content):
+    size = len(content)
+    if size * 4 > _max_output:  # cheap pre-check; the exact size needs the UTF-8 encoding
+        size = len(_encode(content))
+        if size > _max_output:
+            return _reply(cid, "tool_error", "tool %r returned %d bytes of JSON, over the output "
+                          "limit of %d bytes" % (name, size, _max_output), "output_size")
+    head = '{"id":' + _dumps(cid) + ',"outcome":"ok","content":'
+    stdout = _out.take()
+    if stdout:
+        return head + content + ',"stdout":' + _dumps(stdout) + "}"
+    return head + content + "}"
+
+
+def _timeout(cid, what):
+    return _reply(cid, "timeout", "%s exceeded the wall-time limit of %d ms and was interrupted"
+                  % (what, _wall_ms), "wall_time")
+
+
+def _restricted_globals(name):
+    return {"__builtins__": _safe_builtins, "__name__": name}
+
+
+def _submit(cid, args):
+    global _context
+    task = _task
+    if task is None:
+        return _reply(cid, "invalid_call", "submit_result: this session has no task")
+    if type(args) is not dict or not isinstance(args.get("answer_text"), str):
+        return _reply(cid, "invalid_call", "submit_result needs {\"answer_text\": string}")
+    text = args["answer_text"]
+    who = "the verifier of task %r" % task.id
+    if task.verifier_problem:
+        return _reply(cid, "infra_error", "%s breaks the rules: %s" % (who, task.verifier_problem))
+    try:
+        answer = _loads(text)
+    except (ValueError, RecursionError):
+        answer = text
+    _out.take()
+    del _violations[:]
+    _context = "verifier"
+    try:
+        try:
+            _arm()
+            try:
+                namespace = _restricted_globals("verifier")
+                exec(task.verifier, namespace)
+                verify = namespace.get("verify")
+                if not callable(verify):
+                    return _reply(cid, "infra_error", "%s does not define verify(answer, db)" % who)
+                verdict = verify(answer, _verifier_db)
+            finally:
+                _disarm()
+        except WallTimeExceeded:
+            return _reply(cid, "infra_error", "%s exceeded the wall-time limit of %d ms"
+                          % (who, _wall_ms), "wall_time")
+        except RuleViolation as exc:
+            return _reply(cid, "infra_error", "%s broke a rule: %s" % (who, exc))
+        except BaseException as exc:
+            if _fired:
+                return _reply(cid, "infra_error", "%s exceeded the wall-time limit of %d ms"
+                              % (who, _wall_ms), "wall_time")
+            where = _where(exc, task.verifier.co_filename)
+            return _reply(cid, "infra_error", "%s raised %s%s" % (
+                who, _describe(exc), " at " + where if where else ""), _limit_of(exc))
+    except WallTimeExceeded:
+        return _reply(cid, "infra_error", "%s exceeded the wall-time limit of %d ms"
+                      % (who, _wall_ms), "wall_time")
+    _out.take()  # a verifier's prints may reveal the expected answer: never returned
+    if _violations:
+        return _reply(cid, "infra_error", "%s broke a rule: %s" % (who, _violations[0]))
+    content, why = _normalise_verdict(verdict)
+    if content is None:
+        return _reply(cid, "infra_error", "%s returned %s" % (who, why))
+    content["verifier_version"] = task.version
+    return '{"id":' + _dumps(cid) + ',"outcome":"ok","content":' + _dumps(content) + "}"
+
+
+def _normalise_verdict(verdict):
+    """({"passed","score","reasons"}, None) or (None, why)."""
+    if isinstance(verdict, bool):
+        return {"passed": verdict, "score": 1.0 if verdict else 0.0, "reasons": []}, None
+    if not isinstance(verdict, dict):
+        return None, ("%s; expected a bool or {\"passed\": bool, \"score\": float, "
+                      "\"reasons\": [str]}" % type(verdict).__name__)
+    passed = verdict.get("passed")
+    if not isinstance(passed, bool):
+        return None, "a verdict whose \"passed\" is not a bool (%r)" % (passed,)
+    score = verdict.get("score", None)
+    if score is None:
+        score = 1.0 if passed else 0.0
+    elif isinstance(score, bool) or not isinstance(score, (int, float)) or score != score \
+            or score in (float("inf"), float("-inf")):
+        return None, "a verdict whose \"score\" is not a finite number (%r)" % (score,)
+    reasons = verdict.get("reasons", [])
+    if reasons is None:
+        reasons = []
+    if not isinstance(reasons, (list, tuple)) or not all(isinstance(r, str) for r in reasons):
+        return None, "a verdict whose \"reasons\" is not a list of strings"
+    return {"passed": passed, "score": float(score), "reasons": list(reasons)}, None
+
+
+def _solve(cid):
+    global _context
+    task = _task
+    if task is None:
+        return _reply(cid, "tool_error", "solve: this session has no task")
+    who = "the solution of task %r" % task.id
+    if task.solution_problem:
+        return _reply(cid, "tool_error", "%s breaks the rules: %s" % (who, task.solution_problem))
+    _out.take()
+    del _violations[:]
+    _context = "solution"
+    try:
+        try:
+            _arm()
+            try:
+                namespace = _restricted_globals("solution")
+                exec(task.solution, namespace)
+                solve = namespace.get("solve")
+                if not callable(solve):
+                    return _reply(cid, "tool_error", "%s does not define solve(tools)" % who)
+                answer = solve(_PROXY)
+            finally:
+                _disarm()
+        except WallTimeExceeded:
+            return _timeout(cid, who)
+        except RuleViolation as exc:
+            return _reply(cid, "tool_error", "%s broke a rule: %s" % (who, exc))
+        except BaseException as exc:
+            if _fired:
+                return _timeout(cid, who)
+            where = _where(exc, task.solution.co_filename)
+            return _reply(cid, "tool_error", "%s raised %s%s" % (
+                who, _describe(exc), " at " + where if where else ""), _limit_of(exc))
+        if _violations:  # the solution caught the violation and went on: still a violation
+            return _reply(cid, "tool_error", "%s broke a rule: %s" % (who, _violations[0]))
+        try:
+            answer_json = _dumps(answer)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return _reply(cid, "tool_error", "%s returned an answer that is not "
+                          "JSON-serialisable: %s" % (who, _describe(exc)))
+        text = answer if isinstance(answer, str) else answer_json
+        out = ('{"id":' + _dumps(cid) + ',"outcome":"ok","answer":' + answer_json +
+               ',"answer_text":' + _dumps(text))
+        stdout = _out.take()
+        if stdout:
+            out += ',"stdout":' + _dumps(stdout)
+        return out + "}"
+    except WallTimeExceeded:
+        return _timeout(cid, who)
+
+
+def handle(frame):
+    """One frame -> (0, reply bytes) | (1, fork request bytes) | (2, b"") to close."""
+    try:
+        try:
+            msg = _loads(frame)
+        except (ValueError, RecursionError) as exc:
+            return 0, _encode(_reply(None, "infra_error", "malformed frame: %s" % exc))
+        if type(msg) is not dict:
+            return 0, _encode(_reply(None, "infra_error", "a frame must be a JSON object"))
+        op = msg.get("op")
+        if op == "call":
+            return 0, _encode(_call(msg))
+        if op == "solve":
+            return 0, _encode(_solve(msg.get("id")))
+        if op == "fork":
+            return 1, frame
+        if op == "close":
+            return 2, b""
+        return 0, _encode(_reply(msg.get("id"), "infra_error", "unknown op %r" % (op,)))
+    except BaseException as exc:  # WallTimeExceeded racing, MemoryError while replying, ...
+        _disarm()
+        try:
+            cid = msg.get("id")  # noqa: F821 (msg may be unbound)
+        except BaseException:
+            cid = None
+        return 0, _encode(_reply(cid, "infra_error", "worker runtime failed: %s" % _describe(exc)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Solutions' view of the tools
+
+def _violation(message):
+    _violations.append(message)
+    raise RuleViolation(message)
+
+
+def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+    if level != 0:
+        _violation("relative import is not allowed in a %s" % _context)
+    if name.partition(".")[0] not in _analysis.ALLOWED_MODULES:
+        _violation("import of %r is not allowed in a %s" % (name, _context))
+    return _real_import(name, globals, locals, fromlist, level)
+
+
+def _forbidden(name):
+    def forbidden(*args, **kwargs):
+        _violation("%s() is not allowed in a %s" % (name, _context))
+    forbidden.__name__ = name
+    return forbidden
+
+
+_SAFE_BUILTIN_NAMES = (
+    "abs", "all", "any", "ascii", "bin", "bool", "bytearray", "bytes", "callable", "chr",
+    "classmethod", "complex", "dict", "dir", "divmod", "enumerate", "filter", "float", "format",
+    "frozenset", "hasattr", "hash", "hex", "id", "int", "isinstance", "issubclass", "iter",
+    "len", "list", "map", "max", "min", "next", "object", "oct", "ord", "pow", "print",
+    "property", "range", "repr", "reversed", "round", "set", "slice", "sorted", "staticmethod",
+    "str", "sum", "super", "tuple", "type", "zip", "aiter", "anext", "NotImplemented",
+    "Ellipsis", "__build_class__",
+)
+
+
+def _build_safe_builtins():
+    safe = {}
+    for name in _SAFE_BUILTIN_NAMES:
+        if hasattr(builtins, name):
+            safe[name] = getattr(builtins, name)
+    for name, value in vars(builtins).items():
+        if isinstance(value, type) and issubclass(value, BaseException):
+            safe[name] = value
+    for name in _analysis.FORBIDDEN_NAMES:
+        safe[name] = _forbidden(name)
+    safe["__import__"] = _guarded_import
+    safe["ToolError"] = ToolError
+    safe["ToolCallError"] = ToolCallError
+    return safe
+
+
+def _type_name(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _has_type(value, kind):
+    if kind == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer())
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return _type_name(value) == kind
+
+
+def _validate(schema, value, pointer, errors):
+    """JSON Schema subset of toolsets/json_schema.h; appends "pointer: message" strings."""
+    if schema is True or not isinstance(schema, dict):
+        return
+    where = pointer + ": " if pointer else ""
+    kind = schema.get("type")
+    if kind is not None:
+        kinds = kind if isinstance(kind, list) else [kind]
+        if not any(_has_type(value, k) for k in kinds):
+            errors.append("%sexpected %s, got %s" % (where, " or ".join(kinds), _type_name(value)))
+            return
+    if "enum" in schema and value not in schema["enum"]:
+        errors.append("%smust be one of %s" % (where, json.dumps(schema["enum"])))
+    if "const" in schema and value != schema["const"]:
+        errors.append("%smust be %s" % (where, json.dumps(schema["const"])))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        for key, ok, text in (("minimum", lambda b: value >= b, ">="),
+                              ("maximum", lambda b: value <= b, "<="),
+                              ("exclusiveMinimum", lambda b: value > b, ">"),
+                              ("exclusiveMaximum", lambda b: value < b, "<")):
+            if key in schema and not ok(schema[key]):
+                errors.append("%smust be %s %s" % (where, text, schema[key]))
+    if isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            errors.append("%sshorter than %d characters" % (where, schema["minLength"]))
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            errors.append("%slonger than %d characters" % (where, schema["maxLength"]))
+    if isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            errors.append("%sfewer than %d items" % (where, schema["minItems"]))
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            errors.append("%smore than %d items" % (where, schema["maxItems"]))
+        if schema.get("uniqueItems"):
+            seen = []
+            for item in value:
+                if item in seen:
+                    errors.append("%sitems are not unique" % where)
+                    break
+                seen.append(item)
+        if "items" in schema:
+            for i, item in enumerate(value):
+                _validate(schema["items"], item, "%s/%d" % (pointer, i), errors)
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        for key in schema.get("required", []):
+            if key not in value:
+                errors.append("%smissing required property %r" % (where, key))
+        extra = schema.get("additionalProperties", True)
+        for key, item in value.items():
+            escaped = key.replace("~", "~0").replace("/", "~1")
+            if key in properties:
+                _validate(properties[key], item, pointer + "/" + escaped, errors)
+            elif extra is False:
+                errors.append("%sunexpected property %r" % (where, key))
+            else:
+                _validate(extra, item, pointer + "/" + escaped, errors)
+
+
+def _proxy_call(name, args, kwargs):
+    fn = _tools.get(name)
+    if fn is None:
+        raise ToolCallError("unknown tool %r" % name)
+    params = _params[name]
+    if len(args) > len(params):
+        raise ToolCallError("tool %r takes at most %d positional arguments (%d given)"
+                            % (name, len(params), len(args)))
+    arguments = dict(zip(params, args))
+    for key, value in kwargs.items():
+        if key in arguments:
+            raise ToolCallError("tool %r got multiple values for argument %r" % (name, key))
+        arguments[key] = value
+    try:  # the agent's arguments arrive as JSON: so do the solution's
+        arguments = _loads(_dumps(arguments))
+    except (TypeError, ValueError) as exc:
+        raise ToolCallError("arguments of %r are not JSON: %s" % (name, exc)) from None
+    errors = []
+    _validate(_schemas[name], arguments, "", errors)
+    if errors:
+        raise ToolCallError("invalid call to tool %r: arguments invalid: %s"
+                            % (name, "; ".join(errors[:16])))
+    try:
+        result = fn(**arguments)
+    except (WallTimeExceeded, RuleViolation, MemoryError):
+        raise
+    except BaseException as exc:
+        raise ToolError("%s: %s" % (name, _describe(exc))) from None
+    try:
+        return _loads(_dumps(result))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ToolError("%s returned a value that is not JSON-serialisable: %s"
+                        % (name, _describe(exc))) from None
+
+
+class _ToolsProxy:
+    """`tools` in solve(tools): tools.name(*args, **kwargs). Has no attributes of its own."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def call(*args, **kwargs):
+            return _proxy_call(name, args, kwargs)
+        call.__name__ = name
+        return call
+
+
+_PROXY = _ToolsProxy()
+
+
+# ---------------------------------------------------------------------------------------------
+# Zygote and session set-up
+
+class LoadError(Exception):
+    pass
+
+
+def _compile_task_file(path, source, kind):
+    """(code, None) or (None, problem text)."""
+    if not source.strip():
+        return None, "the task has no %s" % kind
+    problems = _analysis.check_task_source(path, source, kind)
+    if problems:
+        text = "; ".join("line %d: %s" % (p["line"], p["message"]) for p in problems[:3])
+        if len(problems) > 3:
+            text += "; and %d more" % (len(problems) - 3)
+        return None, text
+    return compile(source, path, "exec", dont_inherit=True), None
+
+
+def _positional_params(fn):
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name for p in signature.parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def load(bundle_path, tools_source, tools, tasks, session_db, verifier_db):
+    """Zygote start-up. tools: [(name, schema_json)], tasks: [(id, solution, verifier, version)].
+    Raises LoadError naming the bundle and the problem."""
+    global _session_db, _verifier_db, _safe_builtins
+    gc.disable()
+    for name in _PREIMPORT:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    _session_db = session_db
+    _verifier_db = verifier_db
+    _safe_builtins = _build_safe_builtins()
+    sys.stdout = sys.stderr = _out
+    module = types.ModuleType("tools")
+    module.__file__ = "tools.py"
+    module.db = session_db
+    sys.modules["tools"] = module
+    try:
+        code = compile(tools_source, "tools.py", "exec", dont_inherit=True)
+        exec(code, module.__dict__)
+    except SyntaxError as exc:
+        raise LoadError("%s: tools_module does not compile: line %s: %s"
+                        % (bundle_path, exc.lineno, exc.msg)) from None
+    except BaseException as exc:
+        where = _where(exc, "tools.py")
+        raise LoadError("%s: tools_module failed to load: %s%s" % (
+            bundle_path, _describe(exc), " at " + where if where else "")) from None
+    for name, schema_text in tools:
+        fn = module.__dict__.get(name)
+        if not callable(fn):
+            raise LoadError("%s: tool %r of _tools is not a function of tools_module"
+                            % (bundle_path, name))
+        try:
+            schema = _loads(schema_text)
+        except ValueError as exc:
+            raise LoadError("%s: input_schema of tool %r is not JSON: %s"
+                            % (bundle_path, name, exc)) from None
+        _tools[name] = fn
+        _schemas[name] = schema
+        _params[name] = _positional_params(fn)
+    for task_id, solution, verifier, version in tasks:
+        task = _Task()
+        task.id = task_id
+        task.version = version
+        task.solution, task.solution_problem = _compile_task_file(
+            "tasks/%s/solution.py" % task_id, solution, "solution")
+        task.verifier, task.verifier_problem = _compile_task_file(
+            "tasks/%s/verifier.py" % task_id, verifier, "verifier")
+        _tasks[task_id] = task
+    signal.signal(signal.SIGALRM, _on_alarm)
+    _out.take()
+    # Everything allocated so far is shared copy-on-write by every session: move it out of the
+    # collector's reach so a session's collections never write to (and so copy) those pages.
+    gc.collect()
+    gc.freeze()
+    gc.enable()
+
+
+def start_session(task_id, wall_ms, max_output, memory_bytes=0):
+    global _task, _wall, _wall_ms, _max_output, _memory_bytes
+    if task_id:
+        task = _tasks.get(task_id)
+        if task is None:
+            raise LoadError("unknown task %r" % task_id)
+        _task = task
+    _wall_ms = max(1, int(wall_ms))
+    _wall = _wall_ms / 1000.0
+    _max_output = max(1, min(int(max_output), _FRAME_LIMIT))
+    _out.limit = min(_max_output, _STDOUT_LIMIT)
+    _memory_bytes = int(memory_bytes)
+
+
+def has_task(task_id):
+    return task_id in _tasks

@@ -1,0 +1,206 @@
+// The envforge CLI as a user runs it: the real binary, real bundles, real sandbox sessions.
+// Asserts exit codes, JSON output and error messages.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/fd.h"
+#include "base/json.h"
+#include "base/subprocess.h"
+
+namespace envforge {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string SourceDir() {
+  const char* dir = std::getenv("ENVFORGE_SOURCE_DIR");
+  return dir != nullptr ? dir : ENVFORGE_TEST_SOURCE_DIR;
+}
+
+CommandOutput Envforge(std::vector<std::string> args) {
+  args.insert(args.begin(), ExecutableDirectory() + "/envforge");
+  CommandOptions options;
+  options.timeout = std::chrono::seconds(120);
+  auto output = RunCommand(args, options);
+  REQUIRE(output.ok());
+  return *output;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("envforge_cli_test_" + std::to_string(::getpid()) + "_" + std::to_string(rand()));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// One packed reference bundle for the whole suite: packing is tested once, used everywhere.
+const std::string& TripBundle() {
+  static TempDir dir;
+  static std::string path = [] {
+    std::string out = (dir.path / "trip.envdb").string();
+    auto packed = Envforge({"env", "pack", SourceDir() + "/data/envs/trip_planning", "-o", out, "--json"});
+    INFO(packed.stderr_text);
+    REQUIRE(packed.exit_code == 0);
+    auto summary = ParseJson(packed.stdout_text).value();
+    CHECK(summary["tools"] == 15);
+    CHECK(summary["tasks"] == 4);
+    return out;
+  }();
+  return path;
+}
+
+TEST_CASE("env show --json lists the manifest, the 15 trip tools with submit_result, the tasks and the hash") {
+  auto shown = Envforge({"env", "show", TripBundle(), "--json"});
+  REQUIRE(shown.exit_code == 0);
+  Json json = ParseJson(shown.stdout_text).value();
+  CHECK(json["manifest"]["name"] == "trip_planning");
+  CHECK(json["manifest"]["kind"] == "general");
+  std::vector<std::string> tools;
+  for (const auto& tool : json["tools"]) tools.push_back(tool["name"]);
+  CHECK(tools.size() == 15);
+  CHECK(std::find(tools.begin(), tools.end(), "get_inter_city_transport") != tools.end());
+  CHECK(tools.back() == "submit_result");
+  CHECK(json["tasks"].size() == 4);
+  CHECK(json["hash"].get<std::string>().size() == 64);
+}
+
+TEST_CASE("env check passes the reference environment and session solve prints a passing verdict") {
+  auto checked = Envforge({"env", "check", TripBundle(), "--json"});
+  INFO(checked.stdout_text, checked.stderr_text);
+  REQUIRE(checked.exit_code == 0);
+  Json report = ParseJson(checked.stdout_text).value();
+  CHECK(report["ok"] == true);
+  size_t task_checks = 0;
+  for (const auto& item : report["checks"]) {
+    CHECK(item["ok"] == true);
+    if (item["check"].get<std::string>().starts_with("task ")) ++task_checks;
+  }
+  CHECK(task_checks == 4);
+
+  auto solved = Envforge({"session", "solve", TripBundle(), "--task", "three_day_trip", "--json"});
+  REQUIRE(solved.exit_code == 0);
+  Json verdict = ParseJson(solved.stdout_text).value();
+  CHECK(verdict["passed"] == true);
+  CHECK(verdict["score"] == 1.0);
+  CHECK(verdict["reasons"].empty());
+  CHECK(verdict["verifier_version"].get<std::string>().size() == 64);
+}
+
+TEST_CASE("session solve names the known tasks when the task does not exist") {
+  auto solved = Envforge({"session", "solve", TripBundle(), "--task", "no_such_task"});
+  CHECK(solved.exit_code == 2);
+  CHECK(solved.stderr_text.find("no task 'no_such_task'") != std::string::npos);
+  CHECK(solved.stderr_text.find("three_day_trip") != std::string::npos);
+}
+
+TEST_CASE("session run plays each call and prints its typed outcome, in order") {
+  TempDir dir;
+  std::string calls = (dir.path / "calls.jsonl").string();
+  REQUIRE(WriteFileAtomically(calls,
+                              "{\"name\": \"get_all_cities\"}\n"
+                              "\n"
+                              "{\"name\": \"no_such_tool\", \"arguments\": {}}\n"
+                              "{\"name\": \"get_all_hotels_by_city\", \"arguments\": {\"city\": 7}}\n"
+                              "{\"name\": \"get_city_by_hotel\", \"arguments\": {\"hotel\": \"Nowhere Inn\"}}\n"
+                              "{\"name\": \"submit_result\", \"arguments\": {\"answer_text\": \"[]\"}}\n")
+              .ok());
+  auto run = Envforge({"session", "run", TripBundle(), "--task", "three_day_trip", "--calls", calls, "--json"});
+  INFO(run.stderr_text);
+  REQUIRE(run.exit_code == 0);
+  std::vector<Json> results;
+  size_t start = 0;
+  while (start < run.stdout_text.size()) {
+    size_t end = run.stdout_text.find('\n', start);
+    results.push_back(ParseJson(run.stdout_text.substr(start, end - start)).value());
+    start = end + 1;
+  }
+  REQUIRE(results.size() == 5);
+  CHECK(results[0]["outcome"] == "ok");
+  CHECK(results[0]["content"].size() >= 20);
+  CHECK(results[0]["id"] == "1");
+  CHECK(results[1]["outcome"] == "invalid_call");
+  CHECK(results[2]["outcome"] == "invalid_call");
+  CHECK(results[2]["message"].get<std::string>().find("/city") != std::string::npos);
+  CHECK(results[3]["outcome"] == "tool_error");
+  CHECK(results[3]["message"].get<std::string>().find("Nowhere Inn") != std::string::npos);
+  CHECK(results[4]["outcome"] == "ok");
+  CHECK(results[4]["content"]["passed"] == false);
+}
+
+TEST_CASE("session run rejects a malformed calls file before running anything, naming the line") {
+  TempDir dir;
+  std::string calls = (dir.path / "calls.jsonl").string();
+  REQUIRE(WriteFileAtomically(calls, "{\"name\": \"get_all_cities\"}\n{\"name\": \n").ok());
+  auto run = Envforge({"session", "run", TripBundle(), "--task", "three_day_trip", "--calls", calls});
+  CHECK(run.exit_code == 2);
+  CHECK(run.stdout_text.empty());
+  CHECK(run.stderr_text.find("calls.jsonl:2") != std::string::npos);
+}
+
+TEST_CASE("a failed pack exits 2, lists the problems and writes nothing") {
+  TempDir dir;
+  std::string out = (dir.path / "broken.envdb").string();
+  auto packed = Envforge({"env", "pack", SourceDir() + "/tests/fixtures/envs/broken_many", "-o", out});
+  CHECK(packed.exit_code == 2);
+  CHECK(packed.stderr_text.find("problems") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 0);
+}
+
+TEST_CASE("a truncated bundle is refused by show, check and solve with a message naming the file") {
+  TempDir dir;
+  std::string cut = (dir.path / "cut.envdb").string();
+  std::string bytes = ReadFileToString(TripBundle()).value();
+  REQUIRE(WriteFileAtomically(cut, bytes.substr(0, bytes.size() / 2)).ok());
+  for (std::vector<std::string> args : {std::vector<std::string>{"env", "show", cut},
+                                        std::vector<std::string>{"session", "solve", cut, "--task", "three_day_trip"}}) {
+    auto result = Envforge(args);
+    CHECK(result.exit_code == 2);
+    CHECK(result.stderr_text.find("cut.envdb") != std::string::npos);
+  }
+  auto checked = Envforge({"env", "check", cut, "--json"});
+  CHECK(checked.exit_code == 1);
+  Json report = ParseJson(checked.stdout_text).value();
+  CHECK(report["ok"] == false);
+  CHECK(report["checks"][0]["check"] == "bundle");
+  CHECK(report["checks"][0]["ok"] == false);
+}
+
+TEST_CASE("env check fails, naming the task, when a gold solution does not satisfy its verifier") {
+  TempDir dir;
+  fs::path source = dir.path / "mini";
+  fs::copy(SourceDir() + "/tests/fixtures/envs/mini", source, fs::copy_options::recursive);
+  // A plausible but wrong gold answer: the newest book instead of the oldest.
+  REQUIRE(WriteFileAtomically((source / "tasks/oldest_book/solution.py").string(),
+                              "def solve(tools):\n    return {\"title\": tools.list_books(\"Alan Turing\")[-1]}\n")
+              .ok());
+  std::string out = (dir.path / "mini.envdb").string();
+  REQUIRE(Envforge({"env", "pack", source.string(), "-o", out}).exit_code == 0);
+  auto checked = Envforge({"env", "check", out});
+  CHECK(checked.exit_code == 1);
+  CHECK(checked.stdout_text.find("[FAIL] task oldest_book") != std::string::npos);
+  CHECK(checked.stdout_text.find("[ok] task count_books") != std::string::npos);
+  auto solved = Envforge({"session", "solve", out, "--task", "oldest_book", "--json"});
+  CHECK(solved.exit_code == 1);
+  CHECK(ParseJson(solved.stdout_text).value()["passed"] == false);
+}
+
+TEST_CASE("usage errors name the offending option") {
+  auto unknown = Envforge({"env", "show", TripBundle(), "--jsn"});
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.stderr_text.find("unknown option --jsn") != std::string::npos);
+  auto bad_count = Envforge({"bench", "sandbox", TripBundle(), "--sessions", "many"});
+  CHECK(bad_count.exit_code == 2);
+  CHECK(bad_count.stderr_text.find("--sessions expects an integer") != std::string::npos);
+  CHECK(Envforge({"frobnicate"}).exit_code == 2);
+}
+
+}  // namespace
+}  // namespace envforge

@@ -1,0 +1,14 @@
+# Owner: the session manager work. The suites drive the real envforge-worker (built alongside).
+envforge_add_test(sandbox_manager_test
+  SOURCES
+    ${CMAKE_CURRENT_SOURCE_DIR}/manager_limits_test.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/manager_session_test.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/manager_fault_test.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/manager_fork_test.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/manager_frame_channel_test.cc
+  LIBS envforge_sandbox Boost::headers
+  LABELS integration
+  TIMEOUT 180)
+if(TARGET envforge-worker)
+  add_dependencies(sandbox_manager_test envforge-worker)
+endif()
