@@ -79,7 +79,7 @@ std::string DefaultTool(const sandbox::EnvBundle& bundle) {
 
 int BenchSandbox(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge bench sandbox", args,
-                          {.value_options = {"--sessions", "--calls", "--concurrency", "--tool", "--arguments"},
+                          {.value_options = {"--sessions", "--calls", "--concurrency", "--tool", "--arguments", "--limits"},
                            .flags = {"--json"},
                            .min_positional = 1,
                            .max_positional = 1});
@@ -93,7 +93,9 @@ int BenchSandbox(const std::vector<std::string>& args) {
   bool json_output = parsed->Has("--json");
 
   RaiseFileLimit();
-  sandbox::ManagerOptions options;
+  auto limited = ManagerOptionsFromLimitsOption(parsed->Option("--limits"));
+  if (!limited.ok()) return Fail(limited.status(), kExitUsage);
+  sandbox::ManagerOptions options = *limited;
   options.max_sessions = static_cast<size_t>(*sessions_wanted) + 8;
   auto manager = sandbox::SessionManager::Create(options);
   if (!manager.ok()) return Fail(manager.status(), kExitInfra);

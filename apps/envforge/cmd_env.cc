@@ -6,6 +6,7 @@
 #include "apps/envforge/cli_args.h"
 #include "apps/envforge/commands.h"
 #include "apps/envforge/env_check.h"
+#include "apps/envforge/solve_task.h"
 #include "base/json.h"
 #include "sandbox/env_bundle.h"
 #include "sandbox/env_pack.h"
@@ -101,9 +102,12 @@ int Show(const std::vector<std::string>& args) {
 }
 
 int Check(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge env check", args, {.flags = {"--json"}, .min_positional = 1, .max_positional = 1});
+  auto parsed = ParseArgs("envforge env check", args,
+                          {.value_options = {"--limits"}, .flags = {"--json"}, .min_positional = 1, .max_positional = 1});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  EnvCheckReport report = CheckEnvironment(parsed->positional[0], /*show_progress=*/!parsed->Has("--json"));
+  auto options = ManagerOptionsFromLimitsOption(parsed->Option("--limits"));
+  if (!options.ok()) return Fail(options.status(), kExitUsage);
+  EnvCheckReport report = CheckEnvironment(parsed->positional[0], /*show_progress=*/!parsed->Has("--json"), *options);
   if (parsed->Has("--json")) {
     std::printf("%s\n", report.ToJson().dump(2).c_str());
   } else {

@@ -34,9 +34,10 @@ struct OpenedEnv {
   std::string env_id;
 };
 
-Result<OpenedEnv> OpenEnv(const std::string& path, const std::string& task_id) {
+Result<OpenedEnv> OpenEnv(const std::string& path, const std::string& task_id, const ParsedArgs& args) {
   RaiseFileLimit();
-  ENVFORGE_ASSIGN_OR_RETURN(auto manager, sandbox::SessionManager::Create({}));
+  ENVFORGE_ASSIGN_OR_RETURN(auto options, ManagerOptionsFromLimitsOption(args.Option("--limits")));
+  ENVFORGE_ASSIGN_OR_RETURN(auto manager, sandbox::SessionManager::Create(std::move(options)));
   ENVFORGE_ASSIGN_OR_RETURN(std::string env_id, manager->OpenEnvironment(path));
   const auto* bundle = manager->FindEnvironment(env_id);
   if (!task_id.empty() && (bundle == nullptr || bundle->FindTask(task_id) == nullptr)) {
@@ -51,11 +52,11 @@ Result<OpenedEnv> OpenEnv(const std::string& path, const std::string& task_id) {
 
 int Solve(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge session solve", args,
-                          {.value_options = {"--task"}, .flags = {"--json"}, .min_positional = 1, .max_positional = 1});
+                          {.value_options = {"--task", "--limits"}, .flags = {"--json"}, .min_positional = 1, .max_positional = 1});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
   auto task = parsed->Option("--task");
   if (!task) return Fail(InvalidArgumentError("envforge session solve: --task ID is required"), kExitUsage);
-  auto env = OpenEnv(parsed->positional[0], *task);
+  auto env = OpenEnv(parsed->positional[0], *task, *parsed);
   if (!env.ok()) return Fail(env.status(), UsageOrInfra(env.status()));
   auto solved = SolveAndSubmit(*env->manager, env->env_id, *task);
   if (!solved.ok()) return Fail(solved.status(), kExitCheckFailed);
@@ -100,7 +101,7 @@ Result<std::vector<toolsets::ToolCall>> ReadCalls(const std::string& path) {
 
 int Run(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge session run", args,
-                          {.value_options = {"--task", "--calls"}, .flags = {"--json"}, .min_positional = 1, .max_positional = 1});
+                          {.value_options = {"--task", "--calls", "--limits"}, .flags = {"--json"}, .min_positional = 1, .max_positional = 1});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
   auto task = parsed->Option("--task");
   auto calls_path = parsed->Option("--calls");
@@ -109,7 +110,7 @@ int Run(const std::vector<std::string>& args) {
   }
   auto calls = ReadCalls(*calls_path);
   if (!calls.ok()) return Fail(calls.status(), kExitUsage);
-  auto env = OpenEnv(parsed->positional[0], *task);
+  auto env = OpenEnv(parsed->positional[0], *task, *parsed);
   if (!env.ok()) return Fail(env.status(), UsageOrInfra(env.status()));
   auto session = env->manager->CreateSession(env->env_id, *task);
   if (!session.ok()) return Fail(session.status(), kExitInfra);

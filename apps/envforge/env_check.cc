@@ -28,7 +28,7 @@ void EnvCheckReport::PrintHuman(std::FILE* out) const {
   }
 }
 
-EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progress) {
+EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progress, const sandbox::ManagerOptions& options) {
   EnvCheckReport report;
   report.path = envdb_path;
   auto add = [&report](std::string name, bool ok, std::string message, Json detail = nullptr) {
@@ -69,7 +69,7 @@ EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progres
   }
 
   RaiseFileLimit();
-  auto manager = sandbox::SessionManager::Create({});
+  auto manager = sandbox::SessionManager::Create(options);
   if (!manager.ok()) {
     report.infra_failure = true;
     add("zygote", false, manager.status().message());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/json.h"
+#include "sandbox/session_manager.h"
 
 namespace envforge::cli {
 
@@ -33,6 +34,7 @@ struct EnvCheckReport {
   void PrintHuman(std::FILE* out) const;
 };
 
-EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progress);
+EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progress,
+                                const sandbox::ManagerOptions& options = {});
 
 }  // namespace envforge::cli

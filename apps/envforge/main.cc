@@ -23,6 +23,10 @@ usage:
   envforge bench sandbox X.envdb [--sessions N] [--calls N] [--json]
                                               session create and tool call latency, memory per session
 
+options: --limits JSON on check, solve, run and bench sets per-session limits, e.g.
+  '{"wall_time_ms": 2000, "cpu_seconds": 30, "memory_bytes": 268435456, "max_output_bytes": 65536,
+    "max_processes": 8}' (defaults: 10 s per call, 60 s CPU, 512 MiB, 1 MiB output, 16 processes)
+
 exit codes: 0 ok, 1 check failed (e.g. a verdict that did not pass), 2 bad usage or input,
             3 infrastructure failure. Logs: ENVFORGE_LOG=debug|info|warn|error.
 )";

@@ -26,6 +26,15 @@ Result<SolvedTask> SolveAndSubmit(sandbox::SessionManager& manager, const std::s
   return result;
 }
 
+Result<sandbox::ManagerOptions> ManagerOptionsFromLimitsOption(const std::optional<std::string>& limits_json) {
+  sandbox::ManagerOptions options;
+  if (!limits_json) return options;
+  ENVFORGE_ASSIGN_OR_RETURN(Json json, ParseJson(*limits_json, "--limits"));
+  ENVFORGE_ASSIGN_OR_RETURN(options.limits, sandbox::SandboxLimitsFromJson(json, options.limits));
+  ENVFORGE_RETURN_IF_ERROR(sandbox::ValidateLimits(options.limits));
+  return options;
+}
+
 void RaiseFileLimit() {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {

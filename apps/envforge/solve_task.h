@@ -2,6 +2,7 @@
 // `env check` and `session solve`.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "base/json.h"
@@ -21,6 +22,11 @@ struct SolvedTask {
 // Fails (Status) when the session cannot be created or the solution itself fails (raises,
 // breaks a sandbox rule, times out); a verdict that does not pass is a successful SolvedTask.
 Result<SolvedTask> SolveAndSubmit(sandbox::SessionManager& manager, const std::string& env_id, const std::string& task_id);
+
+// ManagerOptions with the per-session limits of a `--limits JSON` option laid over the defaults,
+// e.g. --limits '{"wall_time_ms": 2000, "memory_bytes": 268435456, "max_processes": 8}'. The
+// error names the offending field.
+Result<sandbox::ManagerOptions> ManagerOptionsFromLimitsOption(const std::optional<std::string>& limits_json);
 
 // Raises RLIMIT_NOFILE to its hard limit: every live session holds two descriptors here.
 void RaiseFileLimit();

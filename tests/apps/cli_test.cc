@@ -192,6 +192,25 @@ TEST_CASE("env check fails, naming the task, when a gold solution does not satis
   CHECK(ParseJson(solved.stdout_text).value()["passed"] == false);
 }
 
+TEST_CASE("--limits sets per-session limits, and each hit limit is reported as a typed outcome") {
+  TempDir dir;
+  std::string calls = (dir.path / "calls.jsonl").string();
+  REQUIRE(WriteFileAtomically(calls, "{\"name\": \"get_all_cities\"}\n{\"name\": \"get_city_by_hotel\", \"arguments\": {\"hotel\": \"x\"}}\n").ok());
+  auto run = Envforge({"session", "run", TripBundle(), "--task", "three_day_trip", "--calls", calls, "--json", "--limits",
+                       "{\"max_output_bytes\": 64}"});
+  INFO(run.stderr_text);
+  REQUIRE(run.exit_code == 0);
+  Json first = ParseJson(run.stdout_text.substr(0, run.stdout_text.find('\n'))).value();
+  CHECK(first["outcome"] == "tool_error");
+  CHECK(first["limit"] == "output_size");
+  CHECK(first["session_alive"] == true);
+
+  auto bad = Envforge({"session", "run", TripBundle(), "--task", "three_day_trip", "--calls", calls, "--limits",
+                       "{\"memory_bytes\": \"lots\"}"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.stderr_text.find("memory_bytes") != std::string::npos);
+}
+
 TEST_CASE("usage errors name the offending option") {
   auto unknown = Envforge({"env", "show", TripBundle(), "--jsn"});
   CHECK(unknown.exit_code == 2);
