@@ -63,6 +63,8 @@ ToolResult ResultFromReply(SessionReply reply, std::string call_id) {
     result.message = it->is_string() ? it->get<std::string>() : DumpJson(*it);
   }
   if (auto it = frame.find("limit"); it != frame.end() && it->is_string()) result.limit = it->get<std::string>();
+  if (auto it = frame.find("stdout"); it != frame.end() && it->is_string()) result.stdout_text = it->get<std::string>();
+  if (auto it = frame.find("where"); it != frame.end() && it->is_string()) result.where = it->get<std::string>();
   return result;
 }
 

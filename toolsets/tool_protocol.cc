@@ -69,6 +69,8 @@ Json ToJson(const ToolResult& result) {
   if (result.ok() || !result.content.is_null()) json["content"] = result.content;
   if (!result.message.empty()) json["message"] = result.message;
   if (!result.limit.empty()) json["limit"] = result.limit;
+  if (!result.stdout_text.empty()) json["stdout"] = result.stdout_text;
+  if (!result.where.empty()) json["where"] = result.where;
   json["session_alive"] = result.session_alive;
   json["duration_us"] = result.duration_us;
   return json;
@@ -125,6 +127,8 @@ Result<ToolResult> ToolResultFromJson(const Json& json) {
   if (auto content = json.find("content"); content != json.end()) result.content = *content;
   ENVFORGE_RETURN_IF_ERROR(ReadOptionalString(json, kWhat, "message", &result.message));
   ENVFORGE_RETURN_IF_ERROR(ReadOptionalString(json, kWhat, "limit", &result.limit));
+  ENVFORGE_RETURN_IF_ERROR(ReadOptionalString(json, kWhat, "stdout", &result.stdout_text));
+  ENVFORGE_RETURN_IF_ERROR(ReadOptionalString(json, kWhat, "where", &result.where));
   if (auto alive = json.find("session_alive"); alive != json.end()) {
     if (!alive->is_boolean()) return FieldError(kWhat, "session_alive", "must be a boolean");
     result.session_alive = alive->get<bool>();

@@ -48,6 +48,12 @@ struct ToolResult {
   // Which configured limit produced this result, when one did: "wall_time", "cpu_time",
   // "memory", "output_size", "processes". Empty otherwise.
   std::string limit;
+  // What the tool printed (stdout and stderr, bounded by the session's output limit), any
+  // outcome; empty when it printed nothing. For debugging a tool, not part of its result.
+  std::string stdout_text;
+  // Where a tool_error came from in the environment's code ("tools.py:42 in get_book"), when
+  // the session could tell.
+  std::string where;
   bool session_alive = true;  // false once the session process is gone (crashed, killed)
   double duration_us = 0;     // measured by the manager, call sent -> result received
 
@@ -59,7 +65,8 @@ struct ToolResult {
 // JSON forms.
 //   ToolSpec   -> {"name", "description", "inputSchema"}
 //   ToolCall   -> {"id", "name", "arguments"}
-//   ToolResult -> {"id", "outcome", "content"?, "message"?, "limit"?, "session_alive", "duration_us"}
+//   ToolResult -> {"id", "outcome", "content"?, "message"?, "limit"?, "stdout"?, "where"?,
+//                  "session_alive", "duration_us"}
 //                 ("content" always for ok, otherwise only when not null; "message" and "limit"
 //                 only when not empty)
 // The *FromJson functions accept what ToJson writes and return InvalidArgument naming the

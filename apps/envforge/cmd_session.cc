@@ -127,6 +127,8 @@ int Run(const std::vector<std::string>& args) {
       std::printf("[%s] %s -> %s%s%s  (%.0f us)\n    %s\n", result.call_id.c_str(), name.c_str(),
                   std::string(toolsets::OutcomeName(result.outcome)).c_str(), result.limit.empty() ? "" : " limit=",
                   result.limit.c_str(), result.duration_us, body.c_str());
+      if (!result.where.empty()) std::printf("    at %s\n", result.where.c_str());
+      if (!result.stdout_text.empty()) std::printf("    printed: %s\n", result.stdout_text.c_str());
     }
     std::fflush(stdout);
   }

@@ -153,6 +153,23 @@ TEST_CASE("an ok tool result round-trips with its content") {
   CHECK(ToJson(empty_ok).contains("content"));
 }
 
+TEST_CASE("a tool's printed output and error location travel with the result, and only when present") {
+  ToolResult result = ToolResult::Error(Outcome::kToolError, "ValueError: unknown hotel 'X'", "c-2");
+  result.stdout_text = "looking up X\n";
+  result.where = "tools.py:42 in get_city_by_hotel";
+  Json json = ToJson(result);
+  CHECK(json["stdout"] == "looking up X\n");
+  CHECK(json["where"] == "tools.py:42 in get_city_by_hotel");
+  Result<ToolResult> back = ToolResultFromJson(json);
+  REQUIRE(back.ok());
+  CHECK(back->stdout_text == result.stdout_text);
+  CHECK(back->where == result.where);
+  CHECK_FALSE(ToJson(ToolResult{}).contains("stdout"));
+  CHECK_FALSE(ToJson(ToolResult{}).contains("where"));
+  json["stdout"] = 7;
+  CHECK_FALSE(ToolResultFromJson(json).ok());
+}
+
 TEST_CASE("every outcome's error result round-trips") {
   for (Outcome outcome : kAllOutcomes) {
     CAPTURE(OutcomeName(outcome));
