@@ -93,6 +93,8 @@ class SessionManager::Impl {
   void DoCreate(const std::string& env_id, SessionOptions options, std::function<void(Result<SessionId>)> done);
   void DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done);
   void DoSolve(SessionId id, std::function<void(Result<SolveOutput>)> done);
+  void DoJudge(SessionId id, Judge judge, std::vector<std::string> answers,
+               std::function<void(Result<std::vector<JudgeVerdict>>)> done);
   void DoFork(SessionId id, std::function<void(Result<SessionId>)> done);
   void DoClose(SessionId id, std::function<void(Status)> done);
   void DoReset(SessionId id, std::function<void(Result<SessionId>)> done);
@@ -489,6 +491,72 @@ void SessionManager::Impl::DoSolve(SessionId id, std::function<void(Result<Solve
                             });
 }
 
+// Reads one entry of a judge reply's "verdicts" array (see wire.h, op "judge").
+Result<JudgeVerdict> JudgeVerdictFromJson(const Json& entry) {
+  if (!entry.is_object()) return InternalError("judge reply: a verdict is not an object");
+  JudgeVerdict verdict;
+  if (auto defect = entry.find("defect"); defect != entry.end()) {
+    verdict.defect = true;
+    verdict.defect_message = defect->is_string() ? defect->get<std::string>() : DumpJson(*defect);
+    if (auto limit = entry.find("limit"); limit != entry.end() && limit->is_string()) verdict.limit = *limit;
+    return verdict;
+  }
+  auto passed = entry.find("passed");
+  auto score = entry.find("score");
+  if (passed == entry.end() || !passed->is_boolean() || score == entry.end() || !score->is_number()) {
+    return InternalError("judge reply: a verdict without a boolean passed and a numeric score");
+  }
+  verdict.passed = passed->get<bool>();
+  verdict.score = score->get<double>();
+  if (auto reasons = entry.find("reasons"); reasons != entry.end() && reasons->is_array()) {
+    for (const auto& reason : *reasons) {
+      if (reason.is_string()) verdict.reasons.push_back(reason.get<std::string>());
+    }
+  }
+  return verdict;
+}
+
+void SessionManager::Impl::DoJudge(SessionId id, Judge judge, std::vector<std::string> answers,
+                                   std::function<void(Result<std::vector<JudgeVerdict>>)> done) {
+  Session* session = FindCreated(id);
+  if (session == nullptr) return done(NotFoundError("unknown session " + std::to_string(id)));
+  if (session->task_id.empty()) {
+    return done(FailedPreconditionError("session " + std::to_string(id) + " has no task: nothing to judge"));
+  }
+  if (const auto& death = session->channel->death()) return done(UnavailableError(death->message));
+  if (judge == Judge::kOracle) {
+    const TaskRecord* task = session->env ? session->env->bundle.FindTask(session->task_id) : nullptr;
+    if (task == nullptr || task->oracle_source.empty()) {
+      return done(FailedPreconditionError("task " + session->task_id + " has no oracle"));
+    }
+  }
+  if (answers.empty()) return done(std::vector<JudgeVerdict>{});
+  auto deadline = session->limits.wall_time * static_cast<int64_t>(answers.size()) + session->limits.kill_grace;
+  size_t expected = answers.size();
+  Json request{{"op", "judge"}, {"judge", judge == Judge::kOracle ? "oracle" : "verifier"}, {"answers", std::move(answers)}};
+  session->channel->Request(
+      std::move(request), deadline, {}, [done = std::move(done), expected](SessionReply reply) {
+        if (reply.failure) {
+          if (reply.failure->outcome == Outcome::kTimeout) return done(DeadlineExceededError(reply.failure->message));
+          return done(UnavailableError(reply.failure->message));
+        }
+        Json& frame = reply.frame;
+        if (frame["outcome"] != "ok") return done(InternalError("judge: " + frame.value("message", std::string("failed"))));
+        auto verdicts_json = frame.find("verdicts");
+        if (verdicts_json == frame.end() || !verdicts_json->is_array() || verdicts_json->size() != expected) {
+          return done(InternalError("judge reply: expected " + std::to_string(expected) + " verdicts"));
+        }
+        std::vector<JudgeVerdict> verdicts;
+        verdicts.reserve(expected);
+        for (const auto& entry : *verdicts_json) {
+          auto verdict = JudgeVerdictFromJson(entry);
+          if (!verdict.ok()) return done(verdict.status());
+          verdicts.push_back(std::move(*verdict));
+        }
+        return done(std::move(verdicts));
+      });
+}
+
 void SessionManager::Impl::DoFork(SessionId id, std::function<void(Result<SessionId>)> done) {
   if (shutting_down_) return done(UnavailableError("the session manager is shutting down"));
   Session* parent = FindCreated(id);
@@ -713,6 +781,13 @@ void SessionManager::SolveAsync(SessionId session, std::function<void(Result<Sol
       [impl = impl_.get(), session, done = std::move(done)]() mutable { impl->DoSolve(session, std::move(done)); });
 }
 
+void SessionManager::JudgeAsync(SessionId session, Judge judge, std::vector<std::string> answer_texts,
+                                std::function<void(Result<std::vector<JudgeVerdict>>)> done) {
+  impl_->Post([impl = impl_.get(), session, judge, answers = std::move(answer_texts), done = std::move(done)]() mutable {
+    impl->DoJudge(session, judge, std::move(answers), std::move(done));
+  });
+}
+
 void SessionManager::ForkSessionAsync(SessionId session, std::function<void(Result<SessionId>)> done) {
   impl_->Post(
       [impl = impl_.get(), session, done = std::move(done)]() mutable { impl->DoFork(session, std::move(done)); });
@@ -760,6 +835,13 @@ toolsets::ToolResult SessionManager::CallTool(SessionId session, toolsets::ToolC
 Result<SolveOutput> SessionManager::Solve(SessionId session) {
   return Wait<Result<SolveOutput>>(impl_->OnIoThread(), FailedPreconditionError(kFromIoThread),
                                    [&](auto done) { SolveAsync(session, std::move(done)); });
+}
+
+Result<std::vector<JudgeVerdict>> SessionManager::JudgeAnswers(SessionId session, Judge judge,
+                                                                std::vector<std::string> answer_texts) {
+  return Wait<Result<std::vector<JudgeVerdict>>>(
+      impl_->OnIoThread(), FailedPreconditionError(kFromIoThread),
+      [&](auto done) { JudgeAsync(session, judge, std::move(answer_texts), std::move(done)); });
 }
 
 Result<SessionManager::SessionId> SessionManager::ForkSession(SessionId session) {

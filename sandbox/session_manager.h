@@ -91,6 +91,20 @@ struct SolveOutput {
   std::string answer_text;
 };
 
+// One judgment of an answer by a task's verifier or oracle (SessionManager::JudgeAnswers).
+struct JudgeVerdict {
+  // The judge raised, ran past the wall-time limit, broke a sandbox rule or returned something
+  // that is not a verdict: a defect of the task, never a "fail" of the answer.
+  bool defect = false;
+  std::string defect_message;  // "the verifier of task 'x' raised TypeError: ... at verifier.py:12"
+  std::string limit;           // the limit behind a defect ("wall_time", "memory"), if any
+  bool passed = false;         // the verdict, when !defect
+  double score = 0;
+  std::vector<std::string> reasons;
+};
+
+enum class Judge { kVerifier, kOracle };
+
 struct SessionInfo {
   uint64_t id = 0;
   std::string env_id;
@@ -167,6 +181,16 @@ class SessionManager {
   // NotFound, ResourceExhausted (max_sessions), Unavailable (the parent is dead, or the fork or
   // its adoption failed).
   void ForkSessionAsync(SessionId session, std::function<void(Result<SessionId>)> done);
+  // Runs the session's task's verifier (or oracle) on each answer text -- parsed as JSON when it
+  // is JSON, else the raw string, exactly as submit_result does -- in order, each under the
+  // session's wall-time limit, without ending or changing the session. The judge's module is
+  // executed once per batch, so module-level state persists across the answers of one batch
+  // (and nondeterminism can show). The hard deadline of a batch is
+  // answer_texts.size() * wall_time + kill_grace; when the session dies the whole batch fails
+  // with that Status (re-judge its answers one by one, in fresh sessions, to pinpoint the one).
+  // FailedPrecondition for a session without a task, or kOracle on a task without an oracle.
+  void JudgeAsync(SessionId session, Judge judge, std::vector<std::string> answer_texts,
+                  std::function<void(Result<std::vector<JudgeVerdict>>)> done);
   // Ends a session: {"op":"close"} to an idle one, SIGKILL to a busy one (its pending calls answer
   // crashed); done once the zygote has reaped it. The id is unknown afterwards. NotFound for an
   // unknown id. Closing a dead session only forgets it (OK).
@@ -182,6 +206,7 @@ class SessionManager {
   toolsets::ToolResult CallTool(SessionId session, toolsets::ToolCall call);
   Result<SolveOutput> Solve(SessionId session);
   Result<SessionId> ForkSession(SessionId session);
+  Result<std::vector<JudgeVerdict>> JudgeAnswers(SessionId session, Judge judge, std::vector<std::string> answer_texts);
   Status CloseSession(SessionId session);
   Result<SessionId> ResetSession(SessionId session);
 

@@ -129,6 +129,14 @@
 //     ToolError("name: ExcType: message") when the tool raises, and returns the result JSON
 //     round-tripped. A rule violation fails the solve even when the solution caught it.
 //     answer_text = the answer itself when it is a str, else its compact JSON.
+//   manager -> {"op":"judge","id":K,"judge":"verifier"|"oracle","answers":["<answer text>",...]}
+//   session -> {"id":K,"outcome":"ok","verdicts":[V,...]}  one V per answer, in order:
+//              {"passed":b,"score":f,"reasons":[...]} or {"defect":"<what the judge did>",
+//              "limit":L?}. Each answer is parsed and judged exactly as submit_result does, under
+//              the wall time per answer, on the pristine read-only data; the session's state is
+//              untouched. The judge's module is executed once per batch (module-level state
+//              persists across one batch's answers). Reasons are capped (16, 400 characters
+//              each). A task without the requested judge -> invalid_call.
 //   manager -> {"op":"fork","id":K,"scratch_dir":D?}  with a new socket end attached: the session
 //              copies its scratch directory to D (default <family dir>/c<pid>-<n>; D must be
 //              directly in the family directory), clones itself (CLONE_PARENT: the copy is the

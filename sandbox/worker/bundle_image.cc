@@ -46,7 +46,7 @@ Status ReadReservedTables(Database& db, const std::string& path, RuntimeEnvironm
   ENVFORGE_RETURN_IF_ERROR(RequireColumns(db, path, "_env", {"key", "value"}));
   ENVFORGE_RETURN_IF_ERROR(RequireColumns(db, path, "_tools", {"position", "name", "input_schema", "builtin"}));
   ENVFORGE_RETURN_IF_ERROR(
-      RequireColumns(db, path, "_tasks", {"id", "solution_source", "verifier_source", "version"}));
+      RequireColumns(db, path, "_tasks", {"id", "solution_source", "verifier_source", "version", "oracle_source"}));
   std::string format_version;
   bool has_tools_module = false;
   {
@@ -83,11 +83,13 @@ Status ReadReservedTables(Database& db, const std::string& path, RuntimeEnvironm
   }
   {
     ENVFORGE_ASSIGN_OR_RETURN(
-        Statement tasks, db.Prepare("SELECT id, solution_source, verifier_source, version FROM _tasks ORDER BY id"));
+        Statement tasks,
+        db.Prepare("SELECT id, solution_source, verifier_source, version, coalesce(oracle_source, '') FROM _tasks ORDER BY id"));
     for (;;) {
       ENVFORGE_ASSIGN_OR_RETURN(bool row, tasks.Step());
       if (!row) break;
-      env->tasks.push_back({tasks.ColumnText(0), tasks.ColumnText(1), tasks.ColumnText(2), tasks.ColumnText(3)});
+      env->tasks.push_back({tasks.ColumnText(0), tasks.ColumnText(1), tasks.ColumnText(2), tasks.ColumnText(3),
+                            tasks.ColumnText(4)});
     }
   }
   return Status::Ok();

@@ -90,7 +90,7 @@ Status LoadEnvironment(const RuntimeEnvironment& environment, sqlite3* session_d
     for (const RuntimeTool& tool : environment.tools) tools.append(py::make_tuple(tool.name, tool.input_schema));
     py::list tasks;
     for (const RuntimeTask& task : environment.tasks) {
-      tasks.append(py::make_tuple(task.id, task.solution_source, task.verifier_source, task.version));
+      tasks.append(py::make_tuple(task.id, task.solution_source, task.verifier_source, task.version, task.oracle_source));
     }
     runtime.attr("load")(environment.bundle_path, environment.tools_module, tools, tasks,
                          NewDbObject(session_db, false), NewDbObject(verifier_db, true));

@@ -38,6 +38,7 @@ struct RuntimeTask {
   std::string solution_source;
   std::string verifier_source;
   std::string version;
+  std::string oracle_source;  // empty: the task has no oracle
 };
 struct RuntimeEnvironment {
   std::string bundle_path;  // for messages

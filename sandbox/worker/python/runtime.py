@@ -99,7 +99,8 @@ class _Capture:
 
 
 class _Task:
-    __slots__ = ("id", "version", "solution", "solution_problem", "verifier", "verifier_problem")
+    __slots__ = ("id", "version", "solution", "solution_problem", "verifier", "verifier_problem",
+                 "oracle", "oracle_problem")
 
 
 _out = _Capture()
@@ -270,59 +271,128 @@ def _restricted_globals(name):
     return {"__builtins__": _safe_builtins, "__name__": name}
 
 
-def _submit(cid, args):
+def _load_judge(code, who):
+    """verify() of a compiled verifier or oracle, executed in a fresh restricted namespace.
+    Returns (verify, None) or (None, (defect message, limit))."""
     global _context
+    _context = "verifier"
+    del _violations[:]
+    try:
+        _arm()
+        try:
+            namespace = _restricted_globals("verifier")
+            exec(code, namespace)
+        finally:
+            _disarm()
+    except WallTimeExceeded:
+        return None, ("%s exceeded the wall-time limit of %d ms while loading" % (who, _wall_ms), "wall_time")
+    except BaseException as exc:
+        if _fired:
+            return None, ("%s exceeded the wall-time limit of %d ms while loading" % (who, _wall_ms), "wall_time")
+        return None, ("%s raised %s while loading" % (who, _describe(exc)), _limit_of(exc))
+    verify = namespace.get("verify")
+    if not callable(verify):
+        return None, ("%s does not define verify(answer, db)" % who, None)
+    return verify, None
+
+
+def _judge_one(verify, who, filename, text):
+    """Runs verify on one answer text. Returns (verdict content, None) or (None, (defect, limit))."""
+    try:
+        answer = _loads(text)
+    except (ValueError, RecursionError):
+        answer = text
+    del _violations[:]
+    try:
+        try:
+            _arm()
+            try:
+                verdict = verify(answer, _verifier_db)
+            finally:
+                _disarm()
+        except WallTimeExceeded:
+            return None, ("%s exceeded the wall-time limit of %d ms" % (who, _wall_ms), "wall_time")
+        except RuleViolation as exc:
+            return None, ("%s broke a rule: %s" % (who, exc), None)
+        except BaseException as exc:
+            if _fired:
+                return None, ("%s exceeded the wall-time limit of %d ms" % (who, _wall_ms), "wall_time")
+            where = _where(exc, filename)
+            return None, ("%s raised %s%s" % (who, _describe(exc), " at " + where if where else ""),
+                          _limit_of(exc))
+    except WallTimeExceeded:
+        return None, ("%s exceeded the wall-time limit of %d ms" % (who, _wall_ms), "wall_time")
+    _out.take()  # a verifier's prints may reveal the expected answer: never returned
+    if _violations:
+        return None, ("%s broke a rule: %s" % (who, _violations[0]), None)
+    content, why = _normalise_verdict(verdict)
+    if content is None:
+        return None, ("%s returned %s" % (who, why), None)
+    return content, None
+
+
+def _submit(cid, args):
     task = _task
     if task is None:
         return _reply(cid, "invalid_call", "submit_result: this session has no task")
     if type(args) is not dict or not isinstance(args.get("answer_text"), str):
         return _reply(cid, "invalid_call", "submit_result needs {\"answer_text\": string}")
-    text = args["answer_text"]
     who = "the verifier of task %r" % task.id
     if task.verifier_problem:
         return _reply(cid, "infra_error", "%s breaks the rules: %s" % (who, task.verifier_problem))
-    try:
-        answer = _loads(text)
-    except (ValueError, RecursionError):
-        answer = text
     _out.take()
-    del _violations[:]
-    _context = "verifier"
-    try:
-        try:
-            _arm()
-            try:
-                namespace = _restricted_globals("verifier")
-                exec(task.verifier, namespace)
-                verify = namespace.get("verify")
-                if not callable(verify):
-                    return _reply(cid, "infra_error", "%s does not define verify(answer, db)" % who)
-                verdict = verify(answer, _verifier_db)
-            finally:
-                _disarm()
-        except WallTimeExceeded:
-            return _reply(cid, "infra_error", "%s exceeded the wall-time limit of %d ms"
-                          % (who, _wall_ms), "wall_time")
-        except RuleViolation as exc:
-            return _reply(cid, "infra_error", "%s broke a rule: %s" % (who, exc))
-        except BaseException as exc:
-            if _fired:
-                return _reply(cid, "infra_error", "%s exceeded the wall-time limit of %d ms"
-                              % (who, _wall_ms), "wall_time")
-            where = _where(exc, task.verifier.co_filename)
-            return _reply(cid, "infra_error", "%s raised %s%s" % (
-                who, _describe(exc), " at " + where if where else ""), _limit_of(exc))
-    except WallTimeExceeded:
-        return _reply(cid, "infra_error", "%s exceeded the wall-time limit of %d ms"
-                      % (who, _wall_ms), "wall_time")
-    _out.take()  # a verifier's prints may reveal the expected answer: never returned
-    if _violations:
-        return _reply(cid, "infra_error", "%s broke a rule: %s" % (who, _violations[0]))
-    content, why = _normalise_verdict(verdict)
-    if content is None:
-        return _reply(cid, "infra_error", "%s returned %s" % (who, why))
+    verify, defect = _load_judge(task.verifier, who)
+    if defect is None:
+        content, defect = _judge_one(verify, who, task.verifier.co_filename, args["answer_text"])
+    if defect is not None:
+        return _reply(cid, "infra_error", defect[0], defect[1])
     content["verifier_version"] = task.version
     return '{"id":' + _dumps(cid) + ',"outcome":"ok","content":' + _dumps(content) + "}"
+
+
+_MAX_REASONS = 16
+_MAX_REASON_CHARS = 400
+
+
+def _judge(cid, msg):
+    """op "judge": the task's verifier or oracle on a batch of answer texts, the session unchanged."""
+    task = _task
+    if task is None:
+        return _reply(cid, "invalid_call", "judge: this session has no task")
+    which = msg.get("judge")
+    answers = msg.get("answers")
+    if which not in ("verifier", "oracle") or type(answers) is not list \
+            or not all(isinstance(a, str) for a in answers):
+        return _reply(cid, "invalid_call", "judge needs {\"judge\": \"verifier\"|\"oracle\", \"answers\": [string]}")
+    code = task.verifier if which == "verifier" else task.oracle
+    problem = task.verifier_problem if which == "verifier" else task.oracle_problem
+    who = "the %s of task %r" % (which, task.id)
+    if code is None and problem is None:
+        return _reply(cid, "invalid_call", "task %r has no %s" % (task.id, which))
+    verdicts = []
+    if problem:
+        verdicts = [{"defect": "%s breaks the rules: %s" % (who, problem)}] * len(answers)
+    else:
+        _out.take()
+        verify, defect = _load_judge(code, who)
+        for text in answers:
+            if defect is None:
+                content, one_defect = _judge_one(verify, who, code.co_filename, text)
+            else:
+                content, one_defect = None, defect
+            if one_defect is not None:
+                entry = {"defect": one_defect[0]}
+                if one_defect[1]:
+                    entry["limit"] = one_defect[1]
+                verdicts.append(entry)
+                continue
+            reasons = content["reasons"]
+            if len(reasons) > _MAX_REASONS:
+                reasons = reasons[:_MAX_REASONS] + ["... %d more" % (len(reasons) - _MAX_REASONS)]
+            content["reasons"] = [r if len(r) <= _MAX_REASON_CHARS else r[:_MAX_REASON_CHARS] + "..."
+                                  for r in reasons]
+            verdicts.append(content)
+    return '{"id":' + _dumps(cid) + ',"outcome":"ok","verdicts":' + _dumps(verdicts) + "}"
 
 
 def _normalise_verdict(verdict):
@@ -414,6 +484,8 @@ def handle(frame):
             return 0, _encode(_call(msg))
         if op == "solve":
             return 0, _encode(_solve(msg.get("id")))
+        if op == "judge":
+            return 0, _encode(_judge(msg.get("id"), msg))
         if op == "fork":
             return 1, frame
         if op == "close":
@@ -686,7 +758,7 @@ def load(bundle_path, tools_source, tools, tasks, session_db, verifier_db):
         _tools[name] = fn
         _schemas[name] = schema
         _params[name] = _positional_params(fn)
-    for task_id, solution, verifier, version in tasks:
+    for task_id, solution, verifier, version, oracle in tasks:
         task = _Task()
         task.id = task_id
         task.version = version
@@ -694,6 +766,10 @@ def load(bundle_path, tools_source, tools, tasks, session_db, verifier_db):
             "tasks/%s/solution.py" % task_id, solution, "solution")
         task.verifier, task.verifier_problem = _compile_task_file(
             "tasks/%s/verifier.py" % task_id, verifier, "verifier")
+        task.oracle, task.oracle_problem = None, None
+        if oracle.strip():
+            task.oracle, task.oracle_problem = _compile_task_file(
+                "tasks/%s/oracle.py" % task_id, oracle, "oracle")
         _tasks[task_id] = task
     signal.signal(signal.SIGALRM, _on_alarm)
     _out.take()
