@@ -12,14 +12,17 @@
 // A session is a fork() of the zygote; it talks to the manager over its own socket pair.
 // The zygote drops the reserved tables (_env, _tools, _tasks, _files) from its in-memory copy
 // of the data before any tool code runs: tools never see verifiers, solutions or prompts.
-// tools.py's module body runs once, in the zygote (root, inside the empty network namespace,
-// before the per-session layers): bundles must come from `envforge env pack`, which analyzes it.
+// tools.py's module body runs once, in the zygote, after the zygote confined itself (ISOLATION
+// of the zygote below): bundles must come from `envforge env pack`, which analyzes it, but the
+// zygote does not rely on that.
 //
 // CONTROL CHANNEL (manager <-> zygote)
 //   zygote -> {"op":"ready","pid":P,"python":"3.11.2","isolation":{"network":S,"landlock":S,
-//              "seccomp":S,"cgroup":S,"uid":S},"landlock_abi":N,"cgroup_version":"v1"|"v2"|"",
-//              "tools":N,"tasks":N,"data_bytes":N}
-//              S = "on" or "off: <why>" (logged by the manager); a layer is never skipped silently
+//              "seccomp":S,"cgroup":S,"uid":S,"zygote_caps":S,"zygote_uid":S,
+//              "zygote_landlock":S,"zygote_scope":S,"zygote_seccomp":S},"landlock_abi":N,
+//              "cgroup_version":"v1"|"v2"|"","tools":N,"tasks":N,"data_bytes":N}
+//              S = "on" or "off: <why>" (logged by the manager); a layer is never skipped silently.
+//              network..uid: the sessions' layers; zygote_*: the zygote's own (see below).
 //          or {"op":"fatal","error":"<what failed, naming the bundle file>"} and exit(1)
 //   manager -> {"op":"spawn","id":K,"task":"<task id or empty>","limits":LIMITS}
 //              with the session's socket end attached (SCM_RIGHTS)
@@ -27,8 +30,9 @@
 //              (spawn_failed: no socket attached, unknown task, malformed LIMITS, no process)
 //   manager -> {"op":"adopt","id":K,"pid":P,"limits":LIMITS}  (a session forked from a session:
 //              the zygote moves it into its own cgroup with LIMITS' memory_bytes/max_processes
-//              and sets its RLIMIT_CPU to cpu_seconds; wall_time_ms and max_output_bytes stay
-//              the parent's, and scratch_dir is ignored: the copy already has its own)
+//              and sets its RLIMIT_CPU to cpu_seconds (best effort: it cannot raise the hard
+//              limit the copy inherited); wall_time_ms and max_output_bytes stay the parent's,
+//              and scratch_dir is ignored: the copy already has its own)
 //   zygote -> {"op":"adopted","id":K,"pid":P} | {"op":"adopt_failed","id":K,"error":"..."}
 //              Adopt before closing the parent: a copy not yet adopted still sits in its parent's
 //              cgroup and dies with the parent.
@@ -47,6 +51,20 @@
 //             "max_file_bytes":N (RLIMIT_FSIZE, default memory_bytes),
 //             "max_open_files":256 (RLIMIT_NOFILE)}     every key optional (these defaults);
 //   0 for memory_bytes or max_processes means unlimited.
+//
+// ISOLATION of the zygote (before it runs any environment code; every process below inherits it):
+//   zygote_caps      bounding/permitted/effective = CAP_SETUID, CAP_SETGID, CAP_DAC_OVERRIDE,
+//                    CAP_KILL, CAP_SYS_PTRACE, CAP_SETPCAP (none when not root); no_new_privs.
+//   zygote_uid       as root it becomes its own uid (its uid block's slot 0, see "uid" below).
+//   zygote_landlock  read-only /usr, /lib*, /bin, /sbin, /etc/ld.so.cache, /proc; read-write
+//                    /dev/null, the scratch root (--scratch-root) and its envforge/<pid> cgroup
+//                    directories; nothing else; TCP denied.
+//   zygote_scope     Landlock ABI >= 6: signals and abstract unix sockets only within its own
+//                    domain: it kills its sessions, no other process.
+//   zygote_seccomp   the sessions' deny-list (below) plus: set*id calls other than setresuid/
+//                    setresgid to its families' uids, setgroups with groups, socket(AF_UNIX),
+//                    socket(AF_VSOCK), inotify_add_watch, xattr writes.
+//   Threat model and what the zygote can still do: sandbox/worker/README.md.
 //
 // ISOLATION of a session (worker side; applied before "ready", in this order):
 //   cgroup     joined first: <cgroup mount>/{memory,pids}/envforge/<zygote pid>/s<N> on v1
@@ -68,18 +86,21 @@
 //              sibling scratch directories in it. When it already exists, only scratch_dir is
 //              granted and "fork" fails (infra_error): give every spawn its own family
 //              directory, e.g. <root>/f<id>/s<id>, and its forks <root>/f<id>/s<fork id>.
+//              scratch_dir must be inside --scratch-root (spawn_failed otherwise, when the
+//              zygote's Landlock is on). The session creates both as its family's uid.
 //   uid        one per family, 200000 + (zygote pid % 32768) * 65536 + family slot (gid the
 //              same, no supplementary groups): families cannot signal or read each other, across
 //              zygotes too; copies share their family's uid.
+//   caps       then every capability set is emptied (bounding included).
 //   landlock   no_new_privs, then read-only /usr, /lib*, /bin, /sbin, read-write /dev/null and
 //              the family directory, nothing else (/etc, /tmp, /proc, /root: denied); TCP bind
 //              and connect denied (ABI >= 4); abstract unix sockets and signals scoped to the
-//              session (ABI >= 6).
+//              session (ABI >= 6). A domain nested in the zygote's.
 //   seccomp    default allow; EPERM for ptrace, process_vm_*, mount family, pivot_root, chroot,
 //              io_uring_*, bpf, perf_event_open, keyctl/add_key/request_key, module and kexec
 //              calls, unshare, setns, userfaultfd, personality, clone with any CLONE_NEW* flag
 //              (masked compare), ioctl TIOCSTI/TIOCLINUX; ENOSYS for clone3; other
-//              architectures' syscalls kill the process.
+//              architectures' syscalls kill the process. Stacked on the zygote's filter.
 //   network    the zygote unshares an empty network namespace once at start (loopback down).
 //   Python-level rules for solutions and verifiers (restricted builtins, import allow-list) are
 //   checks of generated code, not a security boundary; the layers above are.

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "sandbox/worker/isolation.h"
 #include "sandbox/worker/scratch_dirs.h"
 
 namespace envforge::sandbox::worker {
@@ -159,9 +161,41 @@ Status Cgroups::JoinSelf(CgroupSlot& slot) {
   return Status::Ok();
 }
 
-Status Cgroups::Move(const CgroupSlot& slot, pid_t pid) {
+Status Cgroups::Move(const CgroupSlot& slot, pid_t pid, int as_uid) {
   std::string text = std::to_string(pid);
-  for (const std::string& dir : slot.dirs) ENVFORGE_RETURN_IF_ERROR(WriteValue(dir + "/cgroup.procs", text));
+  if (as_uid < 0) {
+    for (const std::string& dir : slot.dirs) ENVFORGE_RETURN_IF_ERROR(WriteValue(dir + "/cgroup.procs", text));
+    return Status::Ok();
+  }
+  // Everything the helper needs is prepared here: it may only make raw system calls.
+  struct Writes {
+    std::vector<std::string> paths;
+    const std::string* text;
+    size_t failed = 0;
+  } writes{{}, &text, 0};
+  for (const std::string& dir : slot.dirs) writes.paths.push_back(dir + "/cgroup.procs");
+  int error = RunAsUid(static_cast<uid_t>(as_uid), [](void* arg) -> int {
+    auto* w = static_cast<Writes*>(arg);
+    for (size_t i = 0; i < w->paths.size(); ++i) {
+      long fd = syscall(SYS_openat, AT_FDCWD, w->paths[i].c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0) {
+        w->failed = i;
+        return errno;
+      }
+      long n = syscall(SYS_write, fd, w->text->data(), w->text->size());
+      int write_error = errno;
+      syscall(SYS_close, fd);
+      if (n != static_cast<long>(w->text->size())) {
+        w->failed = i;
+        return n < 0 ? write_error : EIO;
+      }
+    }
+    return 0;
+  }, &writes);
+  if (error != 0) {
+    return ErrnoError("write " + (writes.paths.empty() ? std::string("cgroup.procs") : writes.paths[writes.failed]),
+                      error);
+  }
   return Status::Ok();
 }
 

@@ -44,6 +44,8 @@ class Cgroups {
   bool enabled() const { return enabled_; }
   const std::string& status() const { return status_; }  // "on" or "off: <why>"
   const char* version() const { return v2_ ? "v2" : "v1"; }
+  // envforge/<zygote pid> of each hierarchy (empty when disabled).
+  const std::vector<std::string>& roots() const { return roots_; }
 
   // A new slot with its limits written (memory_bytes <= 0 or max_processes <= 0: unlimited).
   Result<CgroupSlot> NewSlot();
@@ -51,8 +53,10 @@ class Cgroups {
   static Status SetLimits(const CgroupSlot& slot, int64_t memory_bytes, int64_t max_processes);
   // In the session: joins the slot (every hierarchy), then closes the procs descriptors.
   static Status JoinSelf(CgroupSlot& slot);
-  // Moves another process into the slot (slow on v1: an RCU grace period per write).
-  Status Move(const CgroupSlot& slot, pid_t pid);
+  // Moves another process into the slot (slow on v1: an RCU grace period per write). With
+  // as_uid >= 0 the writes are made by a helper running as that uid (RunAsUid): cgroup v1 lets
+  // a non-root writer move only processes of its own uid, and the confined zygote is not root.
+  Status Move(const CgroupSlot& slot, pid_t pid, int as_uid = -1);
   CgroupUsage Inspect(const CgroupSlot& slot) const;
   // SIGKILLs every process left in the slot (forks blocked first), a few rounds.
   void KillAll(const CgroupSlot& slot);

@@ -1,4 +1,5 @@
-// Isolation layers: network namespace, rlimits, uid switch, Landlock, seccomp.
+// Isolation layers: network namespace, the zygote's confinement, rlimits, uid switch,
+// capabilities, Landlock, seccomp.
 #include "sandbox/worker/isolation.h"
 
 #include <fcntl.h>
@@ -11,11 +12,16 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "base/fd.h"
 
@@ -75,8 +81,88 @@ std::string Off(std::string_view why, int error) {
   return "off: " + std::string(why) + ": " + std::strerror(error);
 }
 
-// The deny-list (real-envs.md §5.2 step 3), compiled once into BPF.
-Result<std::vector<uint64_t>> BuildSeccompProgram() {
+// Capability sets through the raw system calls (no libcap), 64 bits each.
+int CapGet(uint64_t* effective, uint64_t* permitted) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return errno;
+  *effective = data[0].effective | uint64_t{data[1].effective} << 32;
+  *permitted = data[0].permitted | uint64_t{data[1].permitted} << 32;
+  return 0;
+}
+
+int CapSet(uint64_t effective, uint64_t permitted) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  data[0].effective = static_cast<uint32_t>(effective);
+  data[1].effective = static_cast<uint32_t>(effective >> 32);
+  data[0].permitted = static_cast<uint32_t>(permitted);
+  data[1].permitted = static_cast<uint32_t>(permitted >> 32);
+  return syscall(SYS_capset, &header, data) == 0 ? 0 : errno;
+}
+
+// The capabilities in the calling thread's bounding set.
+std::vector<int> BoundingSet() {
+  std::vector<int> caps;
+  for (int cap = 0; cap < 64; ++cap) {
+    int present = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+    if (present < 0) break;  // past the kernel's last capability
+    if (present == 1) caps.push_back(cap);
+  }
+  return caps;
+}
+
+// "cap_dac_override,cap_kill" for messages.
+std::string CapNames(uint64_t mask) {
+  static const char* const kNames[] = {
+      "chown", "dac_override", "dac_read_search", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap",
+      "linux_immutable", "net_bind_service", "net_broadcast", "net_admin", "net_raw", "ipc_lock", "ipc_owner",
+      "sys_module", "sys_rawio", "sys_chroot", "sys_ptrace", "sys_pacct", "sys_admin", "sys_boot", "sys_nice",
+      "sys_resource", "sys_time", "sys_tty_config", "mknod", "lease", "audit_write", "audit_control", "setfcap",
+      "mac_override", "mac_admin", "syslog", "wake_alarm", "block_suspend", "audit_read", "perfmon", "bpf",
+      "checkpoint_restore"};
+  std::string names;
+  for (int cap = 0; cap < 64; ++cap) {
+    if (!(mask >> cap & 1)) continue;
+    if (!names.empty()) names += ",";
+    names += "cap_";
+    names += cap < static_cast<int>(std::size(kNames)) ? std::string(kNames[cap]) : std::to_string(cap);
+  }
+  return names.empty() ? "none" : names;
+}
+
+// Adds a path-beneath rule for `path` (a directory, or a file with file rights only).
+// ENOENT is not an error when `optional`.
+Status AddPathRule(int ruleset, const std::string& path, uint64_t rights, bool optional = false) {
+  UniqueFd fd(open(path.c_str(), O_PATH | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (optional && errno == ENOENT) return Status::Ok();
+    return ErrnoError("open " + path, errno);
+  }
+  LandlockPathBeneathAttr rule{rights, fd.get()};
+  if (LandlockAddRule(ruleset, kLandlockRulePathBeneath, &rule) != 0) {
+    return ErrnoError("landlock_add_rule " + path, errno);
+  }
+  return Status::Ok();
+}
+
+// Threads of the calling process (from /proc/self/status; 0 when unreadable).
+int ThreadCount() {
+  auto status = ReadFileToString("/proc/self/status");
+  if (!status.ok()) return 0;
+  auto at = status->find("\nThreads:");
+  return at == std::string::npos ? 0 : std::atoi(status->c_str() + at + 9);
+}
+
+// The zygote's extra rules (ConfineZygote): which uids its processes may still take.
+struct ZygoteSyscallRules {
+  uid_t family_uid_first = 0;
+  uid_t family_uid_last = 0;
+};
+
+// The deny-list (real-envs.md §5.2 step 3), compiled once into BPF; with `zygote`, the zygote's
+// program: the same list plus the rules ConfineZygote documents.
+Result<std::vector<uint64_t>> BuildSeccompProgram(const ZygoteSyscallRules* zygote = nullptr) {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (ctx == nullptr) return InternalError("seccomp_init failed");
   // Syscalls of another architecture (i386, x32 numbers) kill the process: a classic bypass.
@@ -112,6 +198,35 @@ Result<std::vector<uint64_t>> BuildSeccompProgram() {
   for (uint64_t request : {uint64_t{TIOCSTI}, uint64_t{TIOCLINUX}}) {
     scmp_arg_cmp masked = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, request);
     deny(seccomp_syscall_resolve_name("ioctl"), eperm, 1, &masked);
+  }
+  if (zygote != nullptr) {
+    // Credentials: only setresuid/setresgid, and only to the families' uids (64-bit compares:
+    // high bits the kernel would drop make the value out of range, hence denied).
+    for (const char* name : {"setuid", "setgid", "setreuid", "setregid", "setfsuid", "setfsgid"}) {
+      deny(seccomp_syscall_resolve_name(name), eperm);
+    }
+    for (const char* name : {"setresuid", "setresgid"}) {
+      for (unsigned arg = 0; arg < 3; ++arg) {
+        scmp_arg_cmp below{arg, SCMP_CMP_LT, zygote->family_uid_first, 0};
+        scmp_arg_cmp above{arg, SCMP_CMP_GT, zygote->family_uid_last, 0};
+        deny(seccomp_syscall_resolve_name(name), eperm, 1, &below);
+        deny(seccomp_syscall_resolve_name(name), eperm, 1, &above);
+      }
+    }
+    scmp_arg_cmp some_groups = SCMP_A0(SCMP_CMP_NE, 0);
+    deny(seccomp_syscall_resolve_name("setgroups"), eperm, 1, &some_groups);
+    // Sockets that leave the (empty) network namespace: unix sockets on the file system (with
+    // CAP_DAC_OVERRIDE, root's sockets would accept a connect) and vsock (not namespaced).
+    // socketpair() stays: the zygote's channels are socket pairs.
+    for (uint64_t family : {uint64_t{AF_UNIX}, uint64_t{AF_VSOCK}}) {
+      scmp_arg_cmp masked = SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, family);
+      deny(seccomp_syscall_resolve_name("socket"), SCMP_ACT_ERRNO(EACCES), 1, &masked);
+    }
+    // Checked against DAC permissions only (CAP_DAC_OVERRIDE passes), not against Landlock.
+    for (const char* name : {"inotify_add_watch", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
+                             "lremovexattr", "fremovexattr"}) {
+      deny(seccomp_syscall_resolve_name(name), eperm);
+    }
   }
   if (!status.ok()) {
     seccomp_release(ctx);
@@ -181,7 +296,156 @@ Isolation Isolation::Prepare() {
       isolation.seccomp_status_ = "off: " + program.status().message();
     }
   }
+  isolation.bounding_caps_ = BoundingSet();
   return isolation;
+}
+
+void Isolation::SetAllZygoteStatuses(const std::string& status) {
+  zygote_caps_status_ = zygote_uid_status_ = zygote_landlock_status_ = status;
+  zygote_scope_status_ = zygote_seccomp_status_ = status;
+}
+
+void Isolation::ConfineZygote(const ZygoteConfinement& confinement) {
+  // Per-thread state (capabilities, Landlock) cannot be applied to threads that already exist.
+  if (int threads = ThreadCount(); threads != 1) {
+    std::string why = "off: the zygote has " + std::to_string(threads) + " threads before confinement";
+    SetAllZygoteStatuses(why);
+    return;
+  }
+  // Landlock and a seccomp filter without CAP_SYS_ADMIN need it; the zygote never executes a
+  // program, and sessions set it anyway.
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    std::string why = Off("prctl(PR_SET_NO_NEW_PRIVS)", errno);
+    SetAllZygoteStatuses(why);
+    return;
+  }
+
+  // Capabilities and uid. As root the zygote keeps kZygoteCapabilities and becomes its own uid;
+  // otherwise it needs none (its sessions share its uid).
+  uint64_t keep = 0;
+  if (can_switch_uid_) {
+    for (int cap : kZygoteCapabilities) keep |= uint64_t{1} << cap;
+  }
+  std::string caps_error;
+  for (int cap : BoundingSet()) {
+    if (keep >> cap & 1) continue;
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+      // Without CAP_SETPCAP (a plain user) the bounding set stays; with nothing permitted and
+      // no_new_privs it grants nothing.
+      if (errno != EPERM) caps_error = Off("prctl(PR_CAPBSET_DROP)", errno);
+      break;
+    }
+  }
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  if (!can_switch_uid_) {
+    zygote_uid_status_ = "off: the worker does not run as root (sessions share its uid)";
+  } else if (confinement.uid == static_cast<uid_t>(-1) || confinement.uid == 0) {
+    zygote_uid_status_ = "off: no uid given for the zygote";
+  } else {
+    // Permitted capabilities survive the switch from root with PR_SET_KEEPCAPS; effective
+    // ones are restored by the capset below.
+    uid_t uid = confinement.uid;
+    if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) {
+      zygote_uid_status_ = Off("prctl(PR_SET_KEEPCAPS)", errno);
+    } else if (setgroups(0, nullptr) != 0) {
+      zygote_uid_status_ = Off("setgroups", errno);
+    } else if (setresgid(uid, uid, uid) != 0) {
+      zygote_uid_status_ = Off("setresgid", errno);
+    } else if (setresuid(uid, uid, uid) != 0) {
+      zygote_uid_status_ = Off("setresuid", errno);
+    } else {
+      zygote_uid_status_ = "on";
+    }
+    prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+  }
+  uint64_t effective = 0;
+  uint64_t permitted = 0;
+  if (int error = CapSet(keep, keep); error != 0) {
+    // The uid switch failed and left some set smaller than `keep`: keep whatever is left of it.
+    if (CapGet(&effective, &permitted) == 0) error = CapSet(permitted & keep, permitted & keep);
+    if (error != 0 && caps_error.empty()) caps_error = Off("capset", error);
+  }
+  if (caps_error.empty() && CapGet(&effective, &permitted) == 0 && (permitted & ~keep) != 0) {
+    caps_error = "off: capabilities left after capset: " + CapNames(permitted & ~keep);
+  }
+  zygote_caps_status_ = caps_error.empty() ? "on" : caps_error;
+  // What sessions drop from their bounding set; nothing when they could not (no CAP_SETPCAP:
+  // a plain user, whose bounding set grants nothing under no_new_privs).
+  bounding_caps_ = BoundingSet();
+  if (CapGet(&effective, &permitted) != 0 || !(effective >> CAP_SETPCAP & 1)) bounding_caps_.clear();
+
+  // Landlock: the zygote's domain; every session's nests inside it.
+  if (landlock_abi_ < 1) {
+    zygote_landlock_status_ = zygote_scope_status_ = landlock_status_;
+  } else {
+    LandlockRulesetAttr attr{};
+    attr.handled_access_fs = HandledFs(landlock_abi_);
+    size_t size = sizeof(uint64_t);
+    if (landlock_abi_ >= 4) {
+      attr.handled_access_net = kNetBindTcp | kNetConnectTcp;
+      size = 2 * sizeof(uint64_t);
+    }
+    if (landlock_abi_ >= 6) {
+      attr.scoped = kScopeAbstractUnixSocket | kScopeSignal;
+      size = sizeof attr;
+    }
+    UniqueFd ruleset(LandlockCreateRuleset(&attr, size, 0));
+    Status status = ruleset.valid() ? Status::Ok() : ErrnoError("landlock_create_ruleset", errno);
+    const uint64_t read_only = kFsExecute | kFsReadFile | kFsReadDir;
+    const uint64_t read_write_file = kFsReadFile | kFsWriteFile | (landlock_abi_ >= 3 ? kFsTruncate : 0);
+    for (const char* path : {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"}) {
+      if (status.ok()) status = AddPathRule(ruleset.get(), path, read_only, true);
+    }
+    if (status.ok()) status = AddPathRule(ruleset.get(), "/etc/ld.so.cache", kFsReadFile, true);
+    for (const std::string& path : confinement.read_only) {
+      // A directory or a zip file: file rights are the only ones a file rule may carry.
+      struct stat info {};
+      if (!status.ok() || path == "/" || stat(path.c_str(), &info) != 0) continue;
+      status = AddPathRule(ruleset.get(), path, S_ISDIR(info.st_mode) ? kFsReadFile | kFsReadDir : kFsReadFile);
+    }
+    if (status.ok()) status = AddPathRule(ruleset.get(), "/dev/null", read_write_file);
+    // /proc: the zygote reads its own status and children, and a copy's status and cwd at adopt.
+    // Other processes' sensitive files (environ, mem, fd, ...) are ptrace-mode checked, and
+    // Landlock denies ptrace-mode access outside the zygote's own domain.
+    if (status.ok()) status = AddPathRule(ruleset.get(), "/proc", kFsReadFile | kFsReadDir);
+    if (status.ok()) status = AddPathRule(ruleset.get(), confinement.scratch_root, attr.handled_access_fs);
+    for (const std::string& dir : confinement.cgroup_dirs) {
+      if (status.ok()) status = AddPathRule(ruleset.get(), dir, attr.handled_access_fs);
+    }
+    if (status.ok() && LandlockRestrictSelf(ruleset.get()) != 0) status = ErrnoError("landlock_restrict_self", errno);
+    zygote_landlock_status_ = status.ok() ? "on" : "off: " + status.message();
+    if (!status.ok()) {
+      zygote_scope_status_ = zygote_landlock_status_;
+    } else if (landlock_abi_ < 6) {
+      zygote_scope_status_ = "off: Landlock ABI " + std::to_string(landlock_abi_) +
+                             " has no signal or abstract unix socket scoping (needs 6): the zygote can signal any "
+                             "process its capabilities allow";
+    } else {
+      zygote_scope_status_ = "on";
+    }
+  }
+
+  // seccomp, last: it restricts the uid switches done above.
+  if (seccomp_status_ != "on") {
+    zygote_seccomp_status_ = seccomp_status_;
+  } else {
+    ZygoteSyscallRules rules;
+    rules.family_uid_first = confinement.family_uid_first;
+    rules.family_uid_last = confinement.family_uid_last;
+    if (!can_switch_uid_) {
+      // No uid is ever taken: any set*id call is refused.
+      rules.family_uid_first = 1;
+      rules.family_uid_last = 0;
+    }
+    auto program = BuildSeccompProgram(&rules);
+    if (!program.ok()) {
+      zygote_seccomp_status_ = "off: " + program.status().message();
+    } else {
+      sock_fprog fprog{static_cast<unsigned short>(program->size()), reinterpret_cast<sock_filter*>(program->data())};
+      zygote_seccomp_status_ =
+          prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog, 0, 0) == 0 ? "on" : Off("prctl(PR_SET_SECCOMP)", errno);
+    }
+  }
 }
 
 Status Isolation::ApplyRlimits(const ResourceLimits& limits, int64_t data_base, bool pids_cgroup) const {
@@ -210,10 +474,54 @@ Status Isolation::ApplyRlimits(const ResourceLimits& limits, int64_t data_base, 
 }
 
 Status Isolation::SwitchUser(uid_t uid) const {
+  if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) return ErrnoError("prctl(PR_SET_KEEPCAPS)", errno);
   if (setgroups(0, nullptr) != 0) return ErrnoError("setgroups", errno);
   if (setresgid(uid, uid, uid) != 0) return ErrnoError("setresgid", errno);
   if (setresuid(uid, uid, uid) != 0) return ErrnoError("setresuid", errno);
+  prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+  // Leaving uid 0 empties the effective set; the permitted one is still there.
+  uint64_t effective = 0;
+  uint64_t permitted = 0;
+  if (int error = CapGet(&effective, &permitted); error != 0) return ErrnoError("capget", error);
+  if (effective != permitted) {
+    if (int error = CapSet(permitted, permitted); error != 0) return ErrnoError("capset", error);
+  }
   return Status::Ok();
+}
+
+Status Isolation::DropCapabilities() const {
+  for (int cap : bounding_caps_) {
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EPERM) return ErrnoError("prctl(PR_CAPBSET_DROP)", errno);
+  }
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  if (int error = ClearCapabilitySets(); error != 0) return ErrnoError("capset", error);
+  return Status::Ok();
+}
+
+int ClearCapabilitySets() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  return syscall(SYS_capset, &header, data) == 0 ? 0 : errno;
+}
+
+int RunAsUid(uid_t uid, int (*fn)(void*), void* arg) {
+  volatile int result = 0;  // written by the helper, which shares this memory
+  long id = static_cast<long>(uid);
+  pid_t helper = vfork();
+  if (helper == 0) {
+    // Raw system calls: glibc's wrappers would signal the other threads of the caller.
+    if (syscall(SYS_setgroups, 0L, nullptr) != 0 || syscall(SYS_setresgid, id, id, id) != 0 ||
+        syscall(SYS_setresuid, id, id, id) != 0) {
+      result = errno;
+    } else {
+      result = fn(arg);
+    }
+    _exit(0);
+  }
+  if (helper < 0) return errno;
+  while (waitpid(helper, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  return result;
 }
 
 Status Isolation::ApplyLandlock(const std::string& writable_dir) const {

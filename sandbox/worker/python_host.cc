@@ -68,6 +68,20 @@ std::string PythonVersion() {
   return space == std::string::npos ? version : version.substr(0, space);
 }
 
+std::vector<std::string> PythonImportPaths() {
+  std::vector<std::string> paths;
+  try {
+    for (py::handle entry : py::module_::import("sys").attr("path")) {
+      if (!py::isinstance<py::str>(entry)) continue;
+      std::string path = entry.cast<std::string>();
+      if (path.size() > 1 && path[0] == '/') paths.push_back(path);
+    }
+  } catch (py::error_already_set&) {
+    PyErr_Clear();
+  }
+  return paths;
+}
+
 Result<std::string> RunAnalyze(std::string_view request) {
   try {
     py::module_ analysis = AnalysisModule();

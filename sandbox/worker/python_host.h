@@ -23,6 +23,10 @@ namespace envforge::sandbox::worker {
 Status StartPython();
 // "3.11.2".
 std::string PythonVersion();
+// The absolute entries of sys.path (the standard library, lib-dynload, the zip): where the
+// interpreter imports from, which the confined zygote must still be able to read. It depends on
+// where CPython found its prefix, not necessarily /usr.
+std::vector<std::string> PythonImportPaths();
 
 // `envforge-worker analyze`: the request JSON text -> the result JSON text. InvalidArgument when
 // the request is malformed (the analysis could not run).

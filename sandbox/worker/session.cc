@@ -311,15 +311,19 @@ void RunWarmChild(WarmChildContext context) {
   setsid();  // no controlling terminal: no TIOCSTI injection into the manager's tty
   const Isolation& isolation = *context.isolation;
   if (Status s = isolation.ApplyRlimits(limits, context.data_base, context.slot.has_value()); !s.ok()) Fatal(fd, s.message());
-  if (create_family) {
-    if (Status s = MakeDirs(g_family_dir, 0700, uid); !s.ok()) Fatal(fd, s.message());
-  }
-  if (Status s = MakeDirs(g_scratch_dir, 0700, uid); !s.ok()) Fatal(fd, s.message());
   if (context.slot) SetPidsEventsFd(context.slot->pids_events.Release());
   if (uid >= 0) {
+    // The family's uid first, capabilities kept: the directories are then the family's own
+    // (no chown), created with CAP_DAC_OVERRIDE in the scratch root, which is not.
     if (Status s = isolation.SwitchUser(static_cast<uid_t>(uid)); !s.ok()) Fatal(fd, s.message());
     SetDeathSignal();  // a credential change clears it
   }
+  if (create_family) {
+    if (Status s = MakeDirs(g_family_dir, 0700, -1); !s.ok()) Fatal(fd, s.message());
+  }
+  if (Status s = MakeDirs(g_scratch_dir, 0700, -1); !s.ok()) Fatal(fd, s.message());
+  // From here on the session has no capability at all, in any set.
+  if (Status s = isolation.DropCapabilities(); !s.ok()) Fatal(fd, "capabilities: " + s.message());
   if (Status s = isolation.ApplyLandlock(landlock_dir); !s.ok()) Fatal(fd, "landlock: " + s.message());
   for (int kept : context.keep_fds) close(kept);
   if (Status s = isolation.ApplySeccomp(); !s.ok()) Fatal(fd, "seccomp: " + s.message());

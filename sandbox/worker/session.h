@@ -3,9 +3,10 @@
 // Life of a session process:
 //   1. forked by the zygote ahead of demand ("warm"): joins its cgroup slot (the slow part on
 //      cgroup v1), then waits on a private channel for an assignment;
-//   2. assigned (a spawn): binds its task, applies rlimits, creates its scratch directory,
-//      switches to its family's uid, no_new_privs, Landlock, seccomp, then sends "ready" with a
-//      pidfd of itself on the session socket;
+//   2. assigned (a spawn): binds its task, applies rlimits, switches to its family's uid,
+//      creates its scratch directory (as that uid), drops every capability, no_new_privs,
+//      Landlock (nested in the zygote's domain), seccomp (stacked on the zygote's filter), then
+//      sends "ready" with a pidfd of itself on the session socket;
 //   3. serves frames until "close" or the end of the stream; "fork" clones it (CLONE_PARENT:
 //      the copy is the zygote's child) into a copy that serves a new socket.
 // A failure before "ready" is reported on the session socket as {"op":"fatal","error":...},

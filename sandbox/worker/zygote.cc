@@ -9,6 +9,10 @@
 //     released when its last member is reaped.
 //  4. Warm children are not sessions: they have no uid, no scratch directory and no limits until
 //     assigned; they are killed when the zygote exits.
+//  5. No environment code (tools.py's module body, solutions, verifiers) runs before the zygote
+//     confined itself (Isolation::ConfineZygote). What needs more than the confined zygote may
+//     do happens before: the stale sweeps of dead zygotes' cgroups and scratch directories, and
+//     forking the janitor, which removes this zygote's cgroup directories after it is gone.
 #include "sandbox/worker/zygote.h"
 
 #include <dirent.h>
@@ -112,6 +116,52 @@ int64_t VmDataBytes() {
   return at == std::string::npos ? 0 : std::atoll(status->c_str() + at + 7) * 1024;
 }
 
+// The uid a helper must take to act on a process of a family with uid `family_uid` (cgroup v1
+// migration, prlimit): the family's own, unless the zygote is still root (it may do both itself)
+// or families have no uid of their own.
+int AdoptHelperUid(int family_uid) { return family_uid >= 0 && geteuid() != 0 ? family_uid : -1; }
+
+// The janitor: forked before the zygote confines itself, so it is outside the zygote's Landlock
+// domain, which cannot reach envforge/ (the parent of the zygote's cgroup directories, shared
+// with other zygotes). It waits for the end of `release` (the zygote closed it, or died), then
+// removes whatever is left of those directories (rmdir only: a cgroup that still holds a
+// process stays, for the next zygote's stale sweep). It reads nothing else, holds no
+// capability, and the zygote's domain cannot signal it (Landlock scoping).
+[[noreturn]] void RunJanitor(int release, const std::vector<std::string>& dirs, const Isolation& isolation) {
+  for (int sig : {SIGINT, SIGHUP, SIGTERM, SIGPIPE}) signal(sig, SIG_IGN);  // outlive a ^C on the group
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (release > 0) syscall(SYS_close_range, 0u, static_cast<unsigned>(release) - 1, 0u);
+  syscall(SYS_close_range, static_cast<unsigned>(release) + 1, ~0u, 0u);
+  prctl(PR_SET_NAME, "envforge-janitor", 0, 0, 0);
+  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  (void)isolation.DropCapabilities();  // root owns envforge/: rmdir needs no capability
+  char byte;
+  for (;;) {
+    ssize_t n = read(release, &byte, 1);
+    if (n == 0 || (n < 0 && errno != EINTR)) break;
+  }
+  // Processes killed a moment ago may still hold their groups: retry for up to 2 s.
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    bool left = false;
+    for (const std::string& root : dirs) {
+      if (DIR* dir = opendir(root.c_str())) {
+        std::vector<std::string> slots;
+        while (dirent* entry = readdir(dir)) {
+          if (entry->d_type == DT_DIR && entry->d_name[0] != '.') slots.push_back(root + "/" + entry->d_name);
+        }
+        closedir(dir);
+        for (const std::string& slot : slots) rmdir(slot.c_str());
+      }
+      if (rmdir(root.c_str()) != 0 && errno != ENOENT) left = true;
+    }
+    if (!left) break;
+    poll(nullptr, 0, 10);
+  }
+  _exit(0);
+}
+
 struct Family {
   int slot = 0;
   int uid = -1;
@@ -141,6 +191,9 @@ class Zygote {
 
  private:
   [[noreturn]] void Fatal(const std::string& error);
+  void StartJanitor();
+  void ReleaseJanitor();
+  Json IsolationReport() const;
   void Send(const Json& frame);
   bool HandleControlFrame();
   void HandleSpawn(const Json& message, UniqueFd socket);
@@ -155,12 +208,16 @@ class Zygote {
   ZygoteOptions options_;
   UniqueFd control_;
   UniqueFd signals_;
+  std::string network_;  // the network namespace's status
   pid_t pid_ = getpid();
   std::optional<BundleImage> bundle_;
   std::set<std::string> task_ids_;
   Isolation isolation_;
   std::unique_ptr<Cgroups> cgroups_;
+  std::string scratch_root_;  // --scratch-root
   std::string scratch_base_;  // <scratch-root>/z<pid>
+  pid_t janitor_pid_ = 0;
+  UniqueFd janitor_release_;  // closing it lets the janitor remove the cgroup directories
   int64_t data_base_ = 0;
   std::deque<WarmChild> warm_;
   std::map<pid_t, Session> sessions_;
@@ -179,14 +236,57 @@ void Zygote::Send(const Json& frame) {
 void Zygote::Fatal(const std::string& error) {
   (void)wire::WriteFrame(control_.get(), DumpJson(Json{{"op", "fatal"}, {"error", error}}));
   ENVFORGE_LOG(kError) << "envforge-worker zygote: " << error;
-  std::_Exit(1);
+  ShutdownAndExit(1);  // removes what start-up created (cgroups, scratch directory)
+}
+
+void Zygote::StartJanitor() {
+  if (!cgroups_->enabled() || isolation_.landlock_abi() < 1) return;  // the zygote can remove them itself
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return;
+  pid_t pid = fork();
+  if (pid == 0) RunJanitor(pipe_fds[0], cgroups_->roots(), isolation_);
+  close(pipe_fds[0]);
+  if (pid < 0) {
+    close(pipe_fds[1]);
+    return;
+  }
+  janitor_pid_ = pid;
+  janitor_release_.Reset(pipe_fds[1]);
+}
+
+void Zygote::ReleaseJanitor() {
+  if (janitor_pid_ <= 0) return;
+  janitor_release_.Reset();
+  timespec start{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    pid_t reaped = waitpid(janitor_pid_, nullptr, WNOHANG);
+    if (reaped == janitor_pid_ || (reaped < 0 && errno != EINTR)) break;
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec > 3) break;  // it goes on alone
+    poll(nullptr, 0, 1);
+  }
+  janitor_pid_ = 0;
+}
+
+Json Zygote::IsolationReport() const {
+  return {{"network", network_},
+          {"landlock", isolation_.landlock_status()},
+          {"seccomp", isolation_.seccomp_status()},
+          {"cgroup", cgroups_->status()},
+          {"uid", isolation_.uid_status()},
+          {"zygote_caps", isolation_.zygote_caps_status()},
+          {"zygote_uid", isolation_.zygote_uid_status()},
+          {"zygote_landlock", isolation_.zygote_landlock_status()},
+          {"zygote_scope", isolation_.zygote_scope_status()},
+          {"zygote_seccomp", isolation_.zygote_seccomp_status()}};
 }
 
 int Zygote::Run() {
   (void)SetCloseOnExec(control_.get(), true);
   signal(SIGPIPE, SIG_IGN);  // a closed socket is an error return, never a death
-  std::string network = EnterEmptyNetworkNamespace();
-  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);  // orphans of sessions come back here to be reaped
+  network_ = EnterEmptyNetworkNamespace();
   int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null_fd >= 0) {
     dup2(null_fd, STDIN_FILENO);
@@ -194,11 +294,38 @@ int Zygote::Run() {
     close(null_fd);
   }
 
+  // Everything that needs more than the confined zygote may do (invariant 5).
+  scratch_root_ = options_.scratch_root.empty() ? "/tmp/envforge-scratch" : options_.scratch_root;
+  if (!IsCleanAbsolutePath(scratch_root_)) {
+    Fatal("--scratch-root must be a normalised absolute path: '" + scratch_root_ + "'");
+  }
+  isolation_ = Isolation::Prepare();
+  cgroups_ = Cgroups::Create(pid_);  // also sweeps dead zygotes' cgroups
+  RemoveStaleScratch(scratch_root_);
+  scratch_base_ = scratch_root_ + "/z" + std::to_string(pid_);
+  if (Status s = MakeDirs(scratch_base_, 0711, -1); !s.ok()) Fatal("scratch root: " + s.message());
+  StartJanitor();
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);  // orphans of sessions come back here to be reaped
+
   auto bundle = LoadBundleImage(options_.bundle_path);
   if (!bundle.ok()) Fatal(bundle.status().message());
   bundle_ = std::move(*bundle);
   for (const RuntimeTask& task : bundle_->environment.tasks) task_ids_.insert(task.id);
   if (Status s = StartPython(); !s.ok()) Fatal(s.message());
+  PrepareRawClone();
+
+  // Confined from here on: tools.py's module body is the first environment code to run.
+  // Relative paths it writes land in the zygote's own scratch directory.
+  if (chdir(scratch_base_.c_str()) != 0) Fatal(ErrnoError("chdir " + scratch_base_, errno).message());
+  ZygoteConfinement confinement;
+  confinement.scratch_root = scratch_root_;
+  confinement.cgroup_dirs = cgroups_->roots();
+  confinement.read_only = PythonImportPaths();
+  confinement.uid = SessionUidBlock(pid_);  // slot 0 of the block: no family uses it
+  confinement.family_uid_first = SessionUidBlock(pid_) + 1;
+  confinement.family_uid_last = SessionUidBlock(pid_) + kMaxFamilies;
+  isolation_.ConfineZygote(confinement);
+
   if (Status s = LoadEnvironment(bundle_->environment, bundle_->session_db.handle(), bundle_->verifier_db.handle());
       !s.ok()) {
     Fatal(s.message());
@@ -206,15 +333,6 @@ int Zygote::Run() {
   size_t tool_count = bundle_->environment.tools.size();
   // Sources are compiled; the zygote keeps no copy of them.
   bundle_->environment = RuntimeEnvironment{};
-
-  isolation_ = Isolation::Prepare();
-  cgroups_ = Cgroups::Create(pid_);
-  std::string root = options_.scratch_root.empty() ? "/tmp/envforge-scratch" : options_.scratch_root;
-  if (!IsCleanAbsolutePath(root)) Fatal("--scratch-root must be a normalised absolute path: '" + root + "'");
-  RemoveStaleScratch(root);
-  scratch_base_ = root + "/z" + std::to_string(pid_);
-  if (Status s = MakeDirs(scratch_base_, 0711, -1); !s.ok()) Fatal("scratch root: " + s.message());
-  PrepareRawClone();
   data_base_ = VmDataBytes();
 
   sigset_t mask;
@@ -224,15 +342,10 @@ int Zygote::Run() {
   signals_.Reset(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signals_.valid()) Fatal(ErrnoError("signalfd", errno).message());
 
-  Json isolation = {{"network", network},
-                    {"landlock", isolation_.landlock_status()},
-                    {"seccomp", isolation_.seccomp_status()},
-                    {"cgroup", cgroups_->status()},
-                    {"uid", isolation_.uid_status()}};
   Json ready = {{"op", "ready"},
                 {"pid", pid_},
                 {"python", PythonVersion()},
-                {"isolation", isolation},
+                {"isolation", IsolationReport()},
                 {"landlock_abi", isolation_.landlock_abi()},
                 {"cgroup_version", cgroups_->enabled() ? cgroups_->version() : ""},
                 {"tools", tool_count},
@@ -375,6 +488,11 @@ void Zygote::HandleSpawn(const Json& message, UniqueFd socket) {
     while (families_.count(family.slot)) ++family.slot;
   }
   next_family_ = family.slot % kMaxFamilies + 1;
+  if (!limits->scratch_dir.empty() && isolation_.zygote_landlocked() &&
+      limits->scratch_dir.rfind(scratch_root_ + "/", 0) != 0) {
+    return failed("limits.scratch_dir must be inside the zygote's scratch root " + scratch_root_ + ": '" +
+                  limits->scratch_dir + "'");
+  }
   uint64_t n = ++spawn_count_;
   std::string scratch = limits->scratch_dir;
   if (scratch.empty()) {
@@ -472,16 +590,32 @@ void Zygote::HandleAdopt(const Json& message) {
     made->procs.clear();
     made->pids_events.Reset();
     Status s = cgroups_->SetLimits(*made, limits->memory_bytes, limits->max_processes);
-    if (s.ok()) s = cgroups_->Move(*made, pid);
+    if (s.ok()) s = cgroups_->Move(*made, pid, AdoptHelperUid(family->uid));
     if (!s.ok()) {
       cgroups_->Release(std::move(*made));
       return failed("cannot move process " + std::to_string(pid) + " into its cgroup: " + s.message());
     }
     slot = std::move(*made);
   }
-  rlimit cpu{static_cast<rlim_t>(std::max<int64_t>(1, limits->cpu_seconds)),
-             static_cast<rlim_t>(std::max<int64_t>(1, limits->cpu_seconds) + 1)};
-  prlimit(pid, RLIMIT_CPU, &cpu, nullptr);
+  // Best effort, as the copy already has its parent's limit: raising the hard limit needs
+  // CAP_SYS_RESOURCE, which the zygote does not keep.
+  struct CpuLimit {
+    pid_t pid;
+    rlimit cpu;
+  } cpu_limit{pid,
+              {static_cast<rlim_t>(std::max<int64_t>(1, limits->cpu_seconds)),
+               static_cast<rlim_t>(std::max<int64_t>(1, limits->cpu_seconds) + 1)}};
+  if (int helper_uid = AdoptHelperUid(family->uid); helper_uid >= 0) {
+    // prlimit() on another process needs the same uid (or CAP_SYS_RESOURCE).
+    (void)RunAsUid(static_cast<uid_t>(helper_uid), [](void* arg) -> int {
+      auto* limit = static_cast<CpuLimit*>(arg);
+      long rc = syscall(SYS_prlimit64, static_cast<long>(limit->pid), static_cast<long>(RLIMIT_CPU), &limit->cpu,
+                        nullptr);
+      return rc == 0 ? 0 : errno;
+    }, &cpu_limit);
+  } else {
+    prlimit(pid, RLIMIT_CPU, &cpu_limit.cpu, nullptr);
+  }
   family->members++;
   sessions_[pid] = Session{id, family->slot, std::move(slot), scratch, limits->cpu_seconds};
   Send({{"op", "adopted"}, {"id", id}, {"pid", pid}});
@@ -493,6 +627,12 @@ void Zygote::Reap() {
     rusage usage{};
     pid_t pid = wait4(-1, &status, WNOHANG, &usage);
     if (pid <= 0) return;
+    if (pid == janitor_pid_) {
+      ENVFORGE_LOG(kWarn) << "envforge-worker zygote: the janitor died (status " << status
+                          << "); the next zygote will remove this one's cgroup directories";
+      janitor_pid_ = 0;
+      continue;
+    }
     if (sessions_.count(pid)) {
       SessionExited(pid, status, usage);
       continue;
@@ -561,14 +701,14 @@ void Zygote::SessionExited(pid_t pid, int status, const rusage& usage) {
 
 // Without cgroups, the family's uid is the handle on what its sessions left running: a helper
 // that takes that uid can signal exactly those processes (kill(-1) spares the caller).
+// The helper drops the capabilities it kept from the zygote (CAP_KILL) first: kill(-1) must only
+// reach processes of that uid.
 void KillEveryProcessOf(int uid) {
-  pid_t helper = vfork();
-  if (helper == 0) {
-    // Raw system calls: the helper shares the zygote's memory until it exits.
-    if (syscall(SYS_setresuid, uid, uid, uid) == 0) syscall(SYS_kill, -1, SIGKILL);
-    _exit(0);
-  }
-  if (helper > 0) waitpid(helper, nullptr, 0);
+  (void)RunAsUid(static_cast<uid_t>(uid), [](void*) -> int {
+    if (ClearCapabilitySets() != 0) return EPERM;
+    syscall(SYS_kill, -1L, static_cast<long>(SIGKILL));
+    return 0;
+  }, nullptr);
 }
 
 void Zygote::ReleaseFamily(int family_slot) {
@@ -582,34 +722,41 @@ void Zygote::ReleaseFamily(int family_slot) {
 void Zygote::ShutdownAndExit(int code) {
   for (auto& [pid, session] : sessions_) kill(pid, SIGKILL);
   for (WarmChild& child : warm_) kill(child.pid, SIGKILL);
-  cgroups_->Shutdown();
-  // Whatever is left of our children (orphans re-parented here; sessions without a cgroup).
+  if (cgroups_) cgroups_->Shutdown();
+  // Whatever is left of our children (orphans re-parented here; sessions without a cgroup),
+  // all but the janitor, which goes last.
   timespec start{};
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
+    bool others = false;
     auto children = ReadFileToString("/proc/self/task/" + std::to_string(pid_) + "/children");
     if (children.ok()) {
       const char* p = children->c_str();
       char* end = nullptr;
       for (long child = std::strtol(p, &end, 10); end != p; p = end, child = std::strtol(p, &end, 10)) {
+        if (child == janitor_pid_) continue;
+        others = true;
         kill(static_cast<pid_t>(child), SIGKILL);
       }
     }
     int status = 0;
     pid_t reaped = waitpid(-1, &status, WNOHANG);
+    if (reaped > 0 && reaped == janitor_pid_) janitor_pid_ = 0;
     if (reaped < 0 && errno == ECHILD) break;
     if (reaped <= 0) {
+      if (children.ok() && !others) break;  // only the janitor is left
       timespec now{};
       clock_gettime(CLOCK_MONOTONIC, &now);
       if (now.tv_sec - start.tv_sec > 5) break;  // something is stuck in the kernel: give up
       poll(nullptr, 0, 1);
     }
   }
-  cgroups_->RetryReleases();
+  if (cgroups_) cgroups_->RetryReleases();
   for (auto& [slot, family] : families_) {
     if (family.own_dir) RemoveTree(family.dir);
   }
-  RemoveTree(scratch_base_);
+  if (!scratch_base_.empty()) RemoveTree(scratch_base_);
+  ReleaseJanitor();  // the cgroup directories' parent is outside the zygote's domain
   std::_Exit(code);
 }
 

@@ -226,8 +226,10 @@ inline const std::vector<FixtureTask>& FixtureTasks() {
   return tasks;
 }
 
-// Writes the fixture bundle at `path` (replacing it).
-inline void WriteFixtureBundle(const std::string& path) {
+// Writes the fixture bundle at `path` (replacing it); another tools module (and its tools'
+// schemas) may stand in for kToolsModule.
+inline void WriteFixtureBundle(const std::string& path, const std::string& tools_module = kToolsModule,
+                               const std::vector<std::pair<std::string, Json>>& tools = ToolSchemas()) {
   std::filesystem::remove(path);
   auto db = Database::Open(path, Database::Mode::kReadWriteCreate);
   REQUIRE(db.ok());
@@ -246,14 +248,15 @@ inline void WriteFixtureBundle(const std::string& path) {
   auto env = db->Prepare("INSERT INTO _env VALUES (?, ?)").value();
   for (auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
            {"name", "worker_fixture"}, {"kind", "general"}, {"category", "test"}, {"description", "fixture"},
-           {"format_version", "1"}, {"provenance", "{}"}, {"tools_module", kToolsModule}, {"content_hash", "unchecked"}}) {
+           {"format_version", "1"}, {"provenance", "{}"}, {"tools_module", tools_module},
+           {"content_hash", "unchecked"}}) {
     REQUIRE(env.BindAll({key, value}).ok());
     REQUIRE(env.Run().ok());
     REQUIRE(env.Reset().ok());
   }
   auto tool = db->Prepare("INSERT INTO _tools VALUES (?, ?, 'd', ?, 'src', ?)").value();
   int64_t position = 0;
-  for (auto& [name, schema] : ToolSchemas()) {
+  for (auto& [name, schema] : tools) {
     REQUIRE(tool.BindAll({position++, name, schema.dump(), int64_t{0}}).ok());
     REQUIRE(tool.Run().ok());
     REQUIRE(tool.Reset().ok());
@@ -319,6 +322,7 @@ class Zygote {
       _exit(127);
     }
     control_ = std::move(pair.first);
+    pair.second.Reset();  // a zygote that dies during start-up ends the stream
     ready_ = Next("ready");
   }
   // A graceful shutdown first: only the zygote can kill what its sessions forked.
@@ -421,6 +425,14 @@ class Zygote {
  private:
   Json Read() {
     auto frame = wire::ReadFrame(control_.get());
+    if (!frame.ok() && pid_ > 0) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        FAIL("the zygote died: " << (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                                          : "exit code " + std::to_string(WEXITSTATUS(status))));
+      }
+    }
     REQUIRE_MESSAGE(frame.ok(), "the zygote closed its control channel: " << frame.status().ToString());
     return Json::parse(*frame);
   }
