@@ -108,6 +108,17 @@ EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progres
       continue;
     }
     detail["verdict"] = solved->submit.content;
+    if (solved->oracle) {
+      const auto& oracle = *solved->oracle;
+      detail["oracle"] = oracle.defect ? Json{{"defect", oracle.defect_message}}
+                                       : Json{{"passed", oracle.passed}, {"reasons", oracle.reasons}};
+      if (oracle.defect || !oracle.passed) {
+        std::string why = oracle.defect ? oracle.defect_message : "";
+        for (const auto& reason : oracle.reasons) why += (why.empty() ? "" : "; ") + reason;
+        tasks_ok = add("task " + task.id, false, "the task's oracle rejects the gold answer: " + why, detail) && tasks_ok;
+        continue;
+      }
+    }
     std::string reasons;
     for (const auto& reason : solved->submit.content.value("reasons", Json::array())) {
       reasons += (reasons.empty() ? "" : "; ") + reason.get<std::string>();
@@ -115,7 +126,8 @@ EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progres
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.2fs", solved->seconds);
     tasks_ok = add("task " + task.id, solved->passed(),
-                   solved->passed() ? std::string("gold solution passes its verifier (") + seconds + ")"
+                   solved->passed() ? std::string("gold solution passes its verifier") +
+                                          (solved->oracle ? " and its oracle (" : " (") + seconds + ")"
                                     : "gold solution rejected by its verifier: " + reasons,
                    detail) && tasks_ok;
   }

@@ -3,7 +3,8 @@
 //   2. every tool's argument schema and every task's answer schema is valid (supported subset);
 //   3. the sources pass the static rules again (analysis by envforge-worker);
 //   4. the environment's zygote starts (tools, solutions and verifiers compile);
-//   5. every task's gold solution runs in its own sandbox session and its verifier passes it.
+//   5. every task's gold solution runs in its own sandbox session and its verifier passes it
+//      (and its oracle, tasks/<id>/oracle.py, when the task has one).
 #pragma once
 
 #include <cstdio>

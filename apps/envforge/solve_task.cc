@@ -21,6 +21,16 @@ Result<SolvedTask> SolveAndSubmit(sandbox::SessionManager& manager, const std::s
   call.name = std::string(toolsets::kSubmitResultTool);
   call.arguments = Json{{"answer_text", solved->answer_text}};
   result.submit = manager.CallTool(session, std::move(call));
+  const auto* bundle = manager.FindEnvironment(env_id);
+  const auto* task = bundle ? bundle->FindTask(task_id) : nullptr;
+  if (task != nullptr && !task->oracle_source.empty() && result.submit.session_alive) {
+    auto judged = manager.JudgeAnswers(session, sandbox::Judge::kOracle, {result.answer_text});
+    if (!judged.ok()) {
+      (void)manager.CloseSession(session);
+      return judged.status().WithContext("task " + task_id + ": oracle");
+    }
+    result.oracle = judged->front();
+  }
   (void)manager.CloseSession(session);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -15,6 +15,8 @@ namespace envforge::cli {
 struct SolvedTask {
   std::string answer_text;      // what the solution submitted
   toolsets::ToolResult submit;  // submit_result's typed result; content = verdict when ok
+  // The task's independent oracle on the same answer, when the task has one.
+  std::optional<sandbox::JudgeVerdict> oracle;
   double seconds = 0;           // session create -> verdict
   bool passed() const { return submit.ok() && submit.content.value("passed", false); }
 };

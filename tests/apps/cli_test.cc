@@ -80,7 +80,10 @@ TEST_CASE("env check passes the reference environment and session solve prints a
   size_t task_checks = 0;
   for (const auto& item : report["checks"]) {
     CHECK(item["ok"] == true);
-    if (item["check"].get<std::string>().starts_with("task ")) ++task_checks;
+    if (item["check"].get<std::string>().starts_with("task ")) {
+      ++task_checks;
+      CHECK(item["detail"]["oracle"]["passed"] == true);  // every trip task has an oracle
+    }
   }
   CHECK(task_checks == 4);
 
@@ -209,6 +212,21 @@ TEST_CASE("--limits sets per-session limits, and each hit limit is reported as a
                        "{\"memory_bytes\": \"lots\"}"});
   CHECK(bad.exit_code == 2);
   CHECK(bad.stderr_text.find("memory_bytes") != std::string::npos);
+}
+
+TEST_CASE("env check fails a task whose oracle rejects the gold answer, with the oracle's reasons") {
+  TempDir dir;
+  fs::path source = dir.path / "mini";
+  fs::copy(SourceDir() + "/tests/fixtures/envs/mini", source, fs::copy_options::recursive);
+  REQUIRE(WriteFileAtomically((source / "tasks/oldest_book/oracle.py").string(),
+                              "def verify(answer, db):\n"
+                              "    return {'passed': False, 'score': 0.0, 'reasons': ['oracle says no']}\n")
+              .ok());
+  std::string out = (dir.path / "mini.envdb").string();
+  REQUIRE(Envforge({"env", "pack", source.string(), "-o", out}).exit_code == 0);
+  auto checked = Envforge({"env", "check", out});
+  CHECK(checked.exit_code == 1);
+  CHECK(checked.stdout_text.find("oracle rejects the gold answer: oracle says no") != std::string::npos);
 }
 
 TEST_CASE("usage errors name the offending option") {
