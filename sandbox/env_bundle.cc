@@ -535,12 +535,42 @@ Json EnvBundle::ToJson() const {
         {"answer_schema", task.answer_schema},
         {"version", task.version},
         {"has_oracle", !task.oracle_source.empty()},
+        {"audit", AuditStatus(task)},
     });
   }
   return {{"manifest", std::move(manifest_json)},
           {"tools", std::move(tools_json)},
           {"tasks", std::move(tasks_json)},
           {"hash", manifest.content_hash}};
+}
+
+Json AuditStatus(const TaskRecord& task) {
+  if (!task.audit.is_object()) return nullptr;
+  auto text = [&](const char* key) {
+    auto it = task.audit.find(key);
+    return it != task.audit.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  std::string version = text("verifier_version");
+  return Json{{"verdict", text("verdict")}, {"verifier_version", version}, {"current", version == task.version}};
+}
+
+Status StoreTaskAudit(const std::string& envdb_path, const std::string& task_id, const Json& audit) {
+  if (!audit.is_object()) return InvalidArgumentError("task audit must be a JSON object");
+  Status header = CheckFileHeader(envdb_path);
+  if (!header.ok()) return header.WithContext(envdb_path);
+  auto db = Database::Open(envdb_path, Database::Mode::kReadWrite);
+  if (!db.ok()) return db.status().WithContext(envdb_path);
+  auto transaction = Transaction::Begin(*db);
+  if (!transaction.ok()) return transaction.status().WithContext(envdb_path);
+  auto stmt = db->Prepare("UPDATE _tasks SET audit = ? WHERE id = ?");
+  if (!stmt.ok()) return stmt.status().WithContext(envdb_path);
+  ENVFORGE_RETURN_IF_ERROR(stmt->BindAll({DumpJson(audit), task_id}));
+  Status run = stmt->Run();
+  if (!run.ok()) return run.WithContext(envdb_path);
+  if (db->Changes() != 1) return NotFoundError(envdb_path + ": no task '" + task_id + "'");
+  Status committed = transaction->Commit();
+  if (!committed.ok()) return committed.WithContext(envdb_path);
+  return Status::Ok();
 }
 
 Result<std::string> ComputeContentHash(const std::string& envdb_path) {

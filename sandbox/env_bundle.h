@@ -78,9 +78,23 @@ struct EnvBundle {
   const TaskRecord* FindTask(const std::string& id) const;
   const ToolRecord* FindTool(const std::string& name) const;
   // {"manifest", "tools": [ToolSpec JSON...], "tasks": [{"id", "prompt", "difficulty", "knobs",
-  //  "answer_schema", "version", "has_oracle"}], "hash"}
+  //  "answer_schema", "version", "has_oracle", "audit"}], "hash"}; "audit" is null for a task never
+  //  audited, else {"verdict", "verifier_version", "current"} (see AuditStatus).
   Json ToJson() const;
 };
+
+// A task's audit as recorded in _tasks.audit: null when never audited, else {"verdict",
+// "verifier_version", "current"}, current = the audit was made for the task's present version (an
+// edited verifier, solution, prompt or environment gives the task a new version, so an older audit
+// shows as not current: the task is un-audited).
+Json AuditStatus(const TaskRecord& task);
+
+// Records `audit` (a JSON object; envforge audit stores its per-task report with
+// "verifier_version" and "verdict") in _tasks.audit of the bundle file, in place, in one
+// transaction. The content hash is unchanged: audit results are outside it. Errors: NotFound (no
+// such file or task), InvalidArgument (audit is not an object), the database's errors (e.g. a
+// read-only file).
+Status StoreTaskAudit(const std::string& envdb_path, const std::string& task_id, const Json& audit);
 
 // Recomputes the content hash of an open bundle file (see the header comment).
 Result<std::string> ComputeContentHash(const std::string& envdb_path);

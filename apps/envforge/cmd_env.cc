@@ -94,8 +94,15 @@ int Show(const std::vector<std::string>& args) {
   }
   std::printf("\ntasks (%zu):\n", bundle->tasks.size());
   for (const auto& task : bundle->tasks) {
-    std::printf("  %-28s difficulty %d%s  version %s\n      %s\n", task.id.c_str(), task.difficulty,
-                task.oracle_source.empty() ? "" : ", oracle", task.version.substr(0, 12).c_str(),
+    Json audit = sandbox::AuditStatus(task);
+    std::string audited = "un-audited";
+    if (!audit.is_null() && audit["current"].get<bool>()) {
+      audited = "audit " + audit["verdict"].get<std::string>();
+    } else if (!audit.is_null()) {
+      audited = "un-audited (audit of an older version)";
+    }
+    std::printf("  %-28s difficulty %d%s  version %s  %s\n      %s\n", task.id.c_str(), task.difficulty,
+                task.oracle_source.empty() ? "" : ", oracle", task.version.substr(0, 12).c_str(), audited.c_str(),
                 FirstLine(task.prompt, 100).c_str());
   }
   return kExitOk;

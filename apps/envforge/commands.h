@@ -16,5 +16,6 @@ inline constexpr int kExitInfra = 3;
 int RunEnvCommand(const std::vector<std::string>& args);      // env pack|show|check
 int RunSessionCommand(const std::vector<std::string>& args);  // session solve|run
 int RunBenchCommand(const std::vector<std::string>& args);    // bench sandbox
+int RunAuditCommand(const std::vector<std::string>& args);    // audit X.envdb
 
 }  // namespace envforge::cli

@@ -22,10 +22,19 @@ usage:
                                               session, print each typed result
   envforge bench sandbox X.envdb [--sessions N] [--calls N] [--json]
                                               session create and tool call latency, memory per session
+  envforge audit X.envdb [--task ID[,ID]] [--json] [--seed S] [--k K] [--samples N]
+                 [--max-enumerate N] [--neighbourhood N] [--boundary N] [--walk N] [--rejudge N] [--lanes N]
+                 [--batch N] [--limits JSON] [--no-store]
+                                              per task: gold runs, trivial probes, the answer space
+                                              (x-domain annotations) and mutants judged by the
+                                              verifier and the oracle; false accepts/rejects,
+                                              determinism, defects; verdict sound|suspect|broken,
+                                              stored in _tasks.audit; exit 1 when any is broken
 
-options: --limits JSON on check, solve, run and bench sets per-session limits, e.g.
+options: --limits JSON on check, solve, run, bench and audit sets per-session limits, e.g.
   '{"wall_time_ms": 2000, "cpu_seconds": 30, "memory_bytes": 268435456, "max_output_bytes": 65536,
-    "max_processes": 8}' (defaults: 10 s per call, 60 s CPU, 512 MiB, 1 MiB output, 16 processes)
+    "max_processes": 8}' (defaults: 10 s per call (audit: 3 s per answer), 60 s CPU, 512 MiB,
+  1 MiB output, 16 processes)
 
 exit codes: 0 ok, 1 check failed (e.g. a verdict that did not pass), 2 bad usage or input,
             3 infrastructure failure. Logs: ENVFORGE_LOG=debug|info|warn|error.
@@ -44,6 +53,7 @@ int main(int argc, char** argv) {
   if (group == "env") return envforge::cli::RunEnvCommand(rest);
   if (group == "session") return envforge::cli::RunSessionCommand(rest);
   if (group == "bench") return envforge::cli::RunBenchCommand(rest);
+  if (group == "audit") return envforge::cli::RunAuditCommand(rest);
   std::fprintf(stderr, "envforge: unknown command '%s' (try envforge help)\n", group.c_str());
   return envforge::cli::kExitUsage;
 }

@@ -1,0 +1,146 @@
+// envforge audit X.envdb: per task, how often the verifier accepts wrong answers and rejects
+// right ones (verifiers/audit.h). Prints a table (or --json), stores each task's result in the
+// bundle's _tasks.audit (unless --no-store) and exits 1 when any task is broken.
+#include <chrono>
+#include <cinttypes>
+#include <functional>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apps/envforge/cli_args.h"
+#include "apps/envforge/commands.h"
+#include "apps/envforge/progress.h"
+#include "apps/envforge/solve_task.h"
+#include "base/json.h"
+#include "sandbox/env_bundle.h"
+#include "verifiers/audit.h"
+#include "verifiers/judge_lane.h"
+
+namespace envforge::cli {
+namespace {
+
+int Fail(const Status& status, int code) {
+  std::fprintf(stderr, "envforge audit: %s\n", status.message().c_str());
+  return code;
+}
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kDataLoss:
+      return kExitUsage;
+    default:
+      return kExitInfra;
+  }
+}
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, ',')) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+}  // namespace
+
+int RunAuditCommand(const std::vector<std::string>& args) {
+  auto parsed = ParseArgs("envforge audit", args,
+                          {.value_options = {"--task", "--seed", "--k", "--samples", "--max-enumerate", "--neighbourhood",
+                                             "--boundary", "--walk", "--rejudge", "--lanes", "--batch", "--limits"},
+                           .flags = {"--json", "--no-store"},
+                           .min_positional = 1,
+                           .max_positional = 1});
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
+  const std::string path = parsed->positional[0];
+
+  verifiers::AuditOptions options;
+  struct IntOption {
+    const char* name;
+    long long min, max;
+    std::function<void(long long)> set;
+  };
+  long long lanes = 2;
+  const std::vector<IntOption> int_options = {
+      {"--seed", 0, INT64_MAX, [&](long long v) { options.seed = static_cast<uint64_t>(v); }},
+      {"--k", 1, 1000, [&](long long v) { options.k = static_cast<int>(v); }},
+      {"--samples", 0, 100'000'000, [&](long long v) { options.samples = static_cast<size_t>(v); }},
+      {"--max-enumerate", 0, 100'000'000, [&](long long v) { options.max_enumerate = static_cast<uint64_t>(v); }},
+      {"--neighbourhood", 0, 100'000'000, [&](long long v) { options.neighbourhood = static_cast<size_t>(v); }},
+      {"--boundary", 0, 100'000'000, [&](long long v) { options.boundary = static_cast<size_t>(v); }},
+      {"--walk", 0, 100'000'000, [&](long long v) { options.walk = static_cast<size_t>(v); }},
+      {"--rejudge", 0, 100'000'000, [&](long long v) { options.rejudge_samples = static_cast<size_t>(v); }},
+      {"--lanes", 1, 16, [&](long long v) { lanes = v; }},
+      {"--batch", 1, 100'000, [&](long long v) { options.batch_size = static_cast<size_t>(v); }},
+  };
+  for (const IntOption& option : int_options) {
+    if (!parsed->Option(option.name)) continue;
+    auto value = parsed->IntOption(option.name, 0, option.min, option.max);
+    if (!value.ok()) return Fail(value.status(), kExitUsage);
+    option.set(*value);
+  }
+  if (auto tasks = parsed->Option("--task")) options.tasks = SplitCommas(*tasks);
+
+  // Judges answer in milliseconds; a short wall time keeps a hanging verifier cheap to expose.
+  sandbox::ManagerOptions manager_options;
+  manager_options.limits.wall_time = std::chrono::milliseconds(3000);
+  if (auto limits = parsed->Option("--limits")) {
+    auto json = ParseJson(*limits, "--limits");
+    if (!json.ok()) return Fail(json.status(), kExitUsage);
+    auto with_limits = sandbox::SandboxLimitsFromJson(*json, manager_options.limits);
+    if (!with_limits.ok()) return Fail(with_limits.status(), kExitUsage);
+    Status valid = sandbox::ValidateLimits(*with_limits);
+    if (!valid.ok()) return Fail(valid, kExitUsage);
+    manager_options.limits = *with_limits;
+  }
+
+  auto bundle = sandbox::EnvBundle::Load(path);
+  if (!bundle.ok()) return Fail(bundle.status(), ExitCodeFor(bundle.status()));
+  for (const auto& id : options.tasks) {
+    if (bundle->FindTask(id) == nullptr) return Fail(NotFoundError("no task '" + id + "' in " + path), kExitUsage);
+  }
+
+  RaiseFileLimit();
+  std::vector<std::unique_ptr<verifiers::SessionJudgeLane>> owned;
+  std::vector<verifiers::JudgeLane*> lane_ptrs;
+  for (long long i = 0; i < lanes; ++i) {
+    auto lane = verifiers::SessionJudgeLane::Create(path, manager_options);
+    if (!lane.ok()) return Fail(lane.status(), ExitCodeFor(lane.status()));
+    lane_ptrs.push_back(lane->get());
+    owned.push_back(std::move(lane).value());
+  }
+
+  size_t total = options.tasks.empty() ? bundle->tasks.size() : options.tasks.size();
+  Progress progress("audit", total);
+  auto report = verifiers::RunAudit(*bundle, lane_ptrs, options, [&](const verifiers::AuditProgress& p) {
+    char detail[160];
+    std::snprintf(detail, sizeof detail, "%s %s, %" PRIu64 " judgements, %.0f/s", p.task.c_str(), p.phase.c_str(),
+                  p.judgements, p.judgements_per_second);
+    progress.Update(p.tasks_done, detail);
+  });
+  if (!report.ok()) return Fail(report.status(), ExitCodeFor(report.status()));
+  progress.Finish(std::to_string(report->judgements) + " judgements");
+  owned.clear();
+
+  if (!parsed->Has("--no-store")) {
+    for (const auto& task : report->tasks) {
+      Status stored = sandbox::StoreTaskAudit(path, task.id, verifiers::StoredAudit(task, options));
+      if (!stored.ok()) return Fail(stored.WithContext("storing the audit of task " + task.id), kExitInfra);
+    }
+  }
+
+  if (parsed->Has("--json")) {
+    std::printf("%s\n", report->ToJson().dump(2, ' ', false, Json::error_handler_t::replace).c_str());
+  } else {
+    report->PrintTable(stdout);
+  }
+  return report->AnyBroken() ? kExitCheckFailed : kExitOk;
+}
+
+}  // namespace envforge::cli
