@@ -22,22 +22,6 @@
 namespace envforge::cli {
 namespace {
 
-int Fail(const Status& status, int code) {
-  std::fprintf(stderr, "envforge audit: %s\n", status.message().c_str());
-  return code;
-}
-
-int ExitCodeFor(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-    case StatusCode::kDataLoss:
-      return kExitUsage;
-    default:
-      return kExitInfra;
-  }
-}
-
 std::vector<std::string> SplitCommas(const std::string& text) {
   std::vector<std::string> parts;
   std::stringstream stream(text);
@@ -57,7 +41,7 @@ int RunAuditCommand(const std::vector<std::string>& args) {
                            .flags = {"--json", "--no-store"},
                            .min_positional = 1,
                            .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, "envforge audit");
   const std::string path = parsed->positional[0];
 
   verifiers::AuditOptions options;
@@ -82,7 +66,7 @@ int RunAuditCommand(const std::vector<std::string>& args) {
   for (const IntOption& option : int_options) {
     if (!parsed->Option(option.name)) continue;
     auto value = parsed->IntOption(option.name, 0, option.min, option.max);
-    if (!value.ok()) return Fail(value.status(), kExitUsage);
+    if (!value.ok()) return Fail(value.status(), kExitUsage, "envforge audit");
     option.set(*value);
   }
   if (auto tasks = parsed->Option("--task")) options.tasks = SplitCommas(*tasks);
@@ -92,18 +76,18 @@ int RunAuditCommand(const std::vector<std::string>& args) {
   manager_options.limits.wall_time = std::chrono::milliseconds(3000);
   if (auto limits = parsed->Option("--limits")) {
     auto json = ParseJson(*limits, "--limits");
-    if (!json.ok()) return Fail(json.status(), kExitUsage);
+    if (!json.ok()) return Fail(json.status(), kExitUsage, "envforge audit");
     auto with_limits = sandbox::SandboxLimitsFromJson(*json, manager_options.limits);
-    if (!with_limits.ok()) return Fail(with_limits.status(), kExitUsage);
+    if (!with_limits.ok()) return Fail(with_limits.status(), kExitUsage, "envforge audit");
     Status valid = sandbox::ValidateLimits(*with_limits);
-    if (!valid.ok()) return Fail(valid, kExitUsage);
+    if (!valid.ok()) return Fail(valid, kExitUsage, "envforge audit");
     manager_options.limits = *with_limits;
   }
 
   auto bundle = sandbox::EnvBundle::Load(path);
-  if (!bundle.ok()) return Fail(bundle.status(), ExitCodeFor(bundle.status()));
+  if (!bundle.ok()) return Fail(bundle.status(), ExitCodeFor(bundle.status()), "envforge audit");
   for (const auto& id : options.tasks) {
-    if (bundle->FindTask(id) == nullptr) return Fail(NotFoundError("no task '" + id + "' in " + path), kExitUsage);
+    if (bundle->FindTask(id) == nullptr) return Fail(NotFoundError("no task '" + id + "' in " + path), kExitUsage, "envforge audit");
   }
 
   RaiseFileLimit();
@@ -111,7 +95,7 @@ int RunAuditCommand(const std::vector<std::string>& args) {
   std::vector<verifiers::JudgeLane*> lane_ptrs;
   for (long long i = 0; i < lanes; ++i) {
     auto lane = verifiers::SessionJudgeLane::Create(path, manager_options);
-    if (!lane.ok()) return Fail(lane.status(), ExitCodeFor(lane.status()));
+    if (!lane.ok()) return Fail(lane.status(), ExitCodeFor(lane.status()), "envforge audit");
     lane_ptrs.push_back(lane->get());
     owned.push_back(std::move(lane).value());
   }
@@ -124,14 +108,14 @@ int RunAuditCommand(const std::vector<std::string>& args) {
                   p.judgements, p.judgements_per_second);
     progress.Update(p.tasks_done, detail);
   });
-  if (!report.ok()) return Fail(report.status(), ExitCodeFor(report.status()));
+  if (!report.ok()) return Fail(report.status(), ExitCodeFor(report.status()), "envforge audit");
   progress.Finish(std::to_string(report->judgements) + " judgements");
   owned.clear();
 
   if (!parsed->Has("--no-store")) {
     for (const auto& task : report->tasks) {
       Status stored = sandbox::StoreTaskAudit(path, task.id, verifiers::StoredAudit(task, options));
-      if (!stored.ok()) return Fail(stored.WithContext("storing the audit of task " + task.id), kExitInfra);
+      if (!stored.ok()) return Fail(stored.WithContext("storing the audit of task " + task.id), kExitInfra, "envforge audit");
     }
   }
 

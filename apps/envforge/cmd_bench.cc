@@ -22,11 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int Fail(const Status& status, int code) {
-  std::fprintf(stderr, "envforge: %s\n", status.message().c_str());
-  return code;
-}
-
 Json Percentiles(std::vector<double> samples) {
   if (samples.empty()) return Json{{"p50", nullptr}, {"p99", nullptr}, {"mean", nullptr}, {"n", 0}};
   std::sort(samples.begin(), samples.end());

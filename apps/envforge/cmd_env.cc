@@ -14,23 +14,6 @@
 namespace envforge::cli {
 namespace {
 
-int Fail(const Status& status, int code) {
-  std::fprintf(stderr, "envforge: %s\n", status.message().c_str());
-  return code;
-}
-
-int ExitCodeFor(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-    case StatusCode::kDataLoss:
-    case StatusCode::kAlreadyExists:
-      return kExitUsage;
-    default:
-      return kExitInfra;
-  }
-}
-
 int Pack(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge env pack", args, {.value_options = {"-o", "--output", "--provenance"}, .flags = {"--json"},
                                                        .min_positional = 1, .max_positional = 1});

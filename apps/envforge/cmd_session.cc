@@ -13,22 +13,6 @@
 namespace envforge::cli {
 namespace {
 
-int Fail(const Status& status, int code) {
-  std::fprintf(stderr, "envforge: %s\n", status.message().c_str());
-  return code;
-}
-
-int UsageOrInfra(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-    case StatusCode::kDataLoss:
-      return kExitUsage;
-    default:
-      return kExitInfra;
-  }
-}
-
 struct OpenedEnv {
   std::unique_ptr<sandbox::SessionManager> manager;
   std::string env_id;
@@ -57,7 +41,7 @@ int Solve(const std::vector<std::string>& args) {
   auto task = parsed->Option("--task");
   if (!task) return Fail(InvalidArgumentError("envforge session solve: --task ID is required"), kExitUsage);
   auto env = OpenEnv(parsed->positional[0], *task, *parsed);
-  if (!env.ok()) return Fail(env.status(), UsageOrInfra(env.status()));
+  if (!env.ok()) return Fail(env.status(), ExitCodeFor(env.status()));
   auto solved = SolveAndSubmit(*env->manager, env->env_id, *task);
   if (!solved.ok()) return Fail(solved.status(), kExitCheckFailed);
   const auto& submit = solved->submit;
@@ -111,7 +95,7 @@ int Run(const std::vector<std::string>& args) {
   auto calls = ReadCalls(*calls_path);
   if (!calls.ok()) return Fail(calls.status(), kExitUsage);
   auto env = OpenEnv(parsed->positional[0], *task, *parsed);
-  if (!env.ok()) return Fail(env.status(), UsageOrInfra(env.status()));
+  if (!env.ok()) return Fail(env.status(), ExitCodeFor(env.status()));
   auto session = env->manager->CreateSession(env->env_id, *task);
   if (!session.ok()) return Fail(session.status(), kExitInfra);
   int exit_code = kExitOk;

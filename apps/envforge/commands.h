@@ -6,12 +6,20 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
+
 namespace envforge::cli {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitCheckFailed = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitInfra = 3;
+
+// Prints "<prefix>: <message>" to stderr and returns `code`.
+int Fail(const Status& status, int code, const char* prefix = "envforge");
+// kExitUsage for what the user got wrong (bad input, missing file or task, corrupt bundle),
+// kExitInfra for everything else.
+int ExitCodeFor(const Status& status);
 
 int RunEnvCommand(const std::vector<std::string>& args);      // env pack|show|check
 int RunSessionCommand(const std::vector<std::string>& args);  // session solve|run
