@@ -244,11 +244,12 @@ int BenchSandbox(const std::vector<std::string>& args) {
 }  // namespace
 
 int RunBenchCommand(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] != "sandbox") {
-    std::fprintf(stderr, "envforge bench: expected 'sandbox'\n");
-    return kExitUsage;
-  }
-  return BenchSandbox(std::vector<std::string>(args.begin() + 1, args.end()));
+  std::vector<std::string> rest(args.empty() ? args.end() : args.begin() + 1, args.end());
+  if (!args.empty() && args[0] == "sandbox") return BenchSandbox(rest);
+  if (!args.empty() && args[0] == "engine") return RunBenchEngine(rest);
+  if (!args.empty() && args[0] == "serve") return RunBenchServe(rest);
+  std::fprintf(stderr, "envforge bench: expected 'sandbox', 'engine' or 'serve'\n");
+  return kExitUsage;
 }
 
 }  // namespace envforge::cli

@@ -25,5 +25,12 @@ int RunEnvCommand(const std::vector<std::string>& args);      // env pack|show|c
 int RunSessionCommand(const std::vector<std::string>& args);  // session solve|run
 int RunBenchCommand(const std::vector<std::string>& args);    // bench sandbox
 int RunAuditCommand(const std::vector<std::string>& args);    // audit X.envdb
+int RunServeCommand(const std::vector<std::string>& args);    // serve --envs DIR | --stdio
+int RunTrajCommand(const std::vector<std::string>& args);     // traj ls|show|export
+int RunReplayCommand(const std::vector<std::string>& args);   // replay ID
+int RunGenerateCommand(const std::vector<std::string>& args);  // generate --model DIR ...
+// bench sub-commands other than sandbox (called by RunBenchCommand with the words after the name).
+int RunBenchEngine(const std::vector<std::string>& args);  // bench engine --model DIR
+int RunBenchServe(const std::vector<std::string>& args);   // bench serve --url URL
 
 }  // namespace envforge::cli

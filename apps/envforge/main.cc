@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
   if (group == "session") return envforge::cli::RunSessionCommand(rest);
   if (group == "bench") return envforge::cli::RunBenchCommand(rest);
   if (group == "audit") return envforge::cli::RunAuditCommand(rest);
+  if (group == "serve") return envforge::cli::RunServeCommand(rest);
+  if (group == "traj") return envforge::cli::RunTrajCommand(rest);
+  if (group == "replay") return envforge::cli::RunReplayCommand(rest);
+  if (group == "generate") return envforge::cli::RunGenerateCommand(rest);
   std::fprintf(stderr, "envforge: unknown command '%s' (try envforge help)\n", group.c_str());
   return envforge::cli::kExitUsage;
 }

@@ -1,0 +1,1 @@
+#include "agents/trajectory_store.h"

@@ -1,0 +1,10 @@
+// Placeholder until its helper lands the command.
+#include "apps/envforge/commands.h"
+
+namespace envforge::cli {
+
+int RunBenchServe(const std::vector<std::string>&) {
+  return Fail(Status(StatusCode::kFailedPrecondition, "not implemented yet"), kExitInfra);
+}
+
+}  // namespace envforge::cli

@@ -1,0 +1,14 @@
+// Placeholder until its helper lands the command.
+#include "apps/envforge/commands.h"
+
+namespace envforge::cli {
+
+int RunTrajCommand(const std::vector<std::string>&) {
+  return Fail(Status(StatusCode::kFailedPrecondition, "not implemented yet"), kExitInfra);
+}
+
+int RunReplayCommand(const std::vector<std::string>&) {
+  return Fail(Status(StatusCode::kFailedPrecondition, "not implemented yet"), kExitInfra);
+}
+
+}  // namespace envforge::cli

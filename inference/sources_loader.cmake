@@ -1,0 +1,3 @@
+# inference/ sources of the loader area (relative to inference/).
+list(APPEND ENVFORGE_INFERENCE_SOURCES)
+

@@ -1,0 +1,24 @@
+// Top-k selection over a row of scores (dsa-engine.md 4.6): writes the indices of the k largest
+// finite-or-not scores among scores[0, n) to out[0, k), unsorted; when n <= k it writes 0..n-1
+// then pads with -1. -inf entries are never selected when a larger entry remains; entries equal
+// to the k-th largest are taken in an unspecified order (ties are arbitrary). NaN is treated as
+// -inf.
+//
+// TopK (fast) is a radix select on order-preserving 32-bit keys (O(n)); ref::TopK sorts
+// (O(n log n)). Their index sets are equal when the k-th value has no ties.
+#pragma once
+
+#include <cstdint>
+
+namespace envforge::kernels {
+
+void TopK(const float* scores, int64_t n, int64_t k, int32_t* out);
+// rows independent rows of length n, row stride `stride`; out is [rows, k]. Threads over rows.
+void TopKRows(const float* scores, int64_t rows, int64_t n, int64_t stride, const int64_t* row_len,
+              int64_t k, int32_t* out);  // row_len[r] (may be nullptr = n) limits row r
+
+namespace ref {
+void TopK(const float* scores, int64_t n, int64_t k, int32_t* out);
+}  // namespace ref
+
+}  // namespace envforge::kernels

@@ -1,0 +1,1 @@
+#include "server/metrics.h"
