@@ -1,1 +1,740 @@
+// The trajectory store (agents/trajectory_store.h): a writer thread draining an in-memory FIFO
+// into one SQLite file in batches, and per-call read connections for List/Get/Count.
+//
+// Records that cannot be applied are rejected, never retried forever and never silently lost:
+//   * a step whose (episode, step) is already stored keeps the first record; the duplicate is
+//     rejected with an error log line naming episode, step and both tools, and counted in
+//     Stats::write_errors (the batch it came in still commits);
+//   * a step, submit or end for an episode id the store never saw is rejected the same way.
+// Everything else that fails (SQLITE_BUSY, I/O errors, a full disk) fails the whole batch, which
+// stays with the writer and is retried with backoff (10 ms doubling to 1 s); errors other than a
+// busy database also reopen the connection, so a condition that cleared (a file made writable
+// again) is picked up.
 #include "agents/trajectory_store.h"
+
+#include <openssl/rand.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+#include <variant>
+
+#include "base/log.h"
+#include "base/sqlite.h"
+
+namespace envforge::agents {
+namespace {
+
+constexpr int kFormatVersion = 1;
+constexpr int kBusyTimeoutWriterMs = 250;
+constexpr int kBusyTimeoutReaderMs = 5000;
+constexpr std::chrono::milliseconds kFirstBackoff{10};
+constexpr std::chrono::milliseconds kMaxBackoff{1000};
+
+constexpr const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS _meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS episodes(
+  id TEXT PRIMARY KEY, env_id TEXT NOT NULL, env_version TEXT NOT NULL, env_name TEXT NOT NULL,
+  task_id TEXT NOT NULL, task_version TEXT NOT NULL, verifier_version TEXT NOT NULL,
+  seed INTEGER, parent_id TEXT, fork_step INTEGER, client TEXT NOT NULL,
+  started_at_us INTEGER NOT NULL, ended_at_us INTEGER, outcome TEXT, answer TEXT, verdict TEXT,
+  steps INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS episodes_by_start ON episodes(started_at_us);
+CREATE TABLE IF NOT EXISTS steps(
+  episode_id TEXT NOT NULL, step INTEGER NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL,
+  result TEXT NOT NULL, outcome TEXT NOT NULL, started_at_us INTEGER NOT NULL,
+  duration_us INTEGER NOT NULL, PRIMARY KEY(episode_id, step)) WITHOUT ROWID;
+INSERT OR IGNORE INTO _meta(key, value) VALUES ('format_version', '1'), ('kind', 'envforge-trajectories');
+)SQL";
+
+constexpr const char* kSummaryColumns =
+    "id, env_id, env_name, task_id, task_version, verifier_version, seed, parent_id, fork_step, client, "
+    "started_at_us, ended_at_us, outcome, answer, verdict, steps";
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string NewEpisodeId() {
+  std::array<unsigned char, 12> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+    // OpenSSL's generator failing is close to impossible; the OS generator is still unpredictable.
+    ENVFORGE_LOG(kWarn) << "RAND_bytes failed; episode id drawn from std::random_device";
+    std::random_device device;
+    for (auto& byte : bytes) byte = static_cast<unsigned char>(device());
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = "t-";
+  for (unsigned char byte : bytes) {
+    id += kHex[byte >> 4];
+    id += kHex[byte & 0xf];
+  }
+  return id;
+}
+
+SqlValue TextOrNull(const std::string& text) {
+  if (text.empty()) return std::monostate{};
+  return text;
+}
+
+// --- Opening and format checks (shared by the store and the reader) --------------------------
+
+// A non-empty file without SQLite's magic header is "not a store" (the user named the wrong
+// file), not DataLoss (a store that got damaged).
+Status CheckSqliteHeader(const std::string& path) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec || size == 0) return Status::Ok();
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 16> header{};
+  in.read(header.data(), header.size());
+  static constexpr char kMagic[16] = {'S', 'Q', 'L', 'i', 't', 'e', ' ', 'f', 'o', 'r', 'm', 'a', 't', ' ', '3', '\0'};
+  if (in.gcount() != 16 || !std::equal(header.begin(), header.end(), kMagic)) {
+    return InvalidArgumentError(path + " is not a trajectory store (not an SQLite database)");
+  }
+  return Status::Ok();
+}
+
+void SetBusyTimeout(Database& db, int ms) { sqlite3_busy_timeout(db.handle(), ms); }
+
+Result<bool> HasTable(Database& db, const std::string& table) {
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?"));
+  ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, table));
+  return stmt.Step();
+}
+
+// Checks the _meta format version and the two tables. `create`: an empty database gets the schema.
+Status CheckOrCreateSchema(Database& db, const std::string& path, bool create) {
+  ENVFORGE_ASSIGN_OR_RETURN(bool has_meta, HasTable(db, "_meta"));
+  if (!has_meta) {
+    ENVFORGE_ASSIGN_OR_RETURN(Statement count, db.Prepare("SELECT count(*) FROM sqlite_schema"));
+    ENVFORGE_ASSIGN_OR_RETURN(bool row, count.Step());
+    bool empty = row && count.ColumnInt(0) == 0;
+    if (!empty || !create) {
+      return InvalidArgumentError(path + " is not a trajectory store (no _meta table" +
+                                  std::string(empty ? ": the database is empty)" : ")"));
+    }
+    ENVFORGE_ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db));
+    ENVFORGE_RETURN_IF_ERROR(db.Exec(kSchema));
+    return txn.Commit();
+  }
+  ENVFORGE_ASSIGN_OR_RETURN(Statement meta, db.Prepare("SELECT value FROM _meta WHERE key = 'format_version'"));
+  ENVFORGE_ASSIGN_OR_RETURN(bool row, meta.Step());
+  if (!row) return InvalidArgumentError(path + " is not a trajectory store (_meta has no format_version)");
+  std::string version_text = meta.ColumnText(0);
+  int version = 0;
+  try {
+    version = std::stoi(version_text);
+  } catch (const std::exception&) {
+    return InvalidArgumentError(path + ": trajectory store format_version '" + version_text + "' is not a number");
+  }
+  if (version > kFormatVersion) {
+    return InvalidArgumentError(path + " is a trajectory store of format " + version_text +
+                                ", newer than this envforge reads (" + std::to_string(kFormatVersion) + ")");
+  }
+  for (const char* table : {"episodes", "steps"}) {
+    ENVFORGE_ASSIGN_OR_RETURN(bool present, HasTable(db, table));
+    if (!present) return InvalidArgumentError(path + " is not a trajectory store (no " + table + " table)");
+  }
+  return Status::Ok();
+}
+
+Result<Database> OpenForRead(const std::string& path) {
+  ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::Open(path, Database::Mode::kReadOnly));
+  SetBusyTimeout(db, kBusyTimeoutReaderMs);
+  return db;
+}
+
+// --- Reading ---------------------------------------------------------------------------------
+
+Result<EpisodeSummary> ReadSummaryRow(const Statement& stmt, const std::string& path) {
+  EpisodeSummary summary;
+  summary.id = stmt.ColumnText(0);
+  summary.start.env_id = stmt.ColumnText(1);
+  summary.start.env_name = stmt.ColumnText(2);
+  summary.start.task_id = stmt.ColumnText(3);
+  summary.start.task_version = stmt.ColumnText(4);
+  summary.start.verifier_version = stmt.ColumnText(5);
+  if (!stmt.ColumnIsNull(6)) summary.start.seed = stmt.ColumnInt(6);
+  summary.start.parent_id = stmt.ColumnText(7);
+  summary.start.fork_step = stmt.ColumnIsNull(8) ? 0 : stmt.ColumnInt(8);
+  summary.start.client = stmt.ColumnText(9);
+  summary.started_at_us = stmt.ColumnInt(10);
+  if (!stmt.ColumnIsNull(11)) summary.ended_at_us = stmt.ColumnInt(11);
+  if (!stmt.ColumnIsNull(12)) {
+    std::string name = stmt.ColumnText(12);
+    summary.outcome = EpisodeOutcomeFromName(name);
+    if (!summary.outcome) {
+      return DataLossError(path + ": episode " + summary.id + " has an unknown outcome '" + name + "'");
+    }
+  }
+  if (!stmt.ColumnIsNull(13)) summary.answer = stmt.ColumnText(13);
+  if (!stmt.ColumnIsNull(14)) {
+    auto verdict = ParseJson(stmt.ColumnText(14), "verdict of episode " + summary.id);
+    if (!verdict.ok()) return DataLossError(path + ": " + verdict.status().message());
+    summary.verdict = std::move(*verdict);
+  }
+  summary.steps = stmt.ColumnInt(15);
+  return summary;
+}
+
+Result<std::vector<EpisodeSummary>> ReadList(const std::string& path, const ListFilter& filter) {
+  ENVFORGE_ASSIGN_OR_RETURN(Database db, OpenForRead(path));
+  std::string sql = std::string("SELECT ") + kSummaryColumns + " FROM episodes WHERE 1";
+  std::vector<SqlValue> values;
+  if (!filter.env_id.empty()) {
+    sql += " AND (env_id = ? OR env_name = ?)";
+    values.emplace_back(filter.env_id);
+    values.emplace_back(filter.env_id);
+  }
+  if (!filter.task_id.empty()) {
+    sql += " AND task_id = ?";
+    values.emplace_back(filter.task_id);
+  }
+  if (filter.outcome) {
+    sql += " AND outcome = ?";
+    values.emplace_back(std::string(EpisodeOutcomeName(*filter.outcome)));
+  }
+  sql += " ORDER BY started_at_us DESC, id DESC LIMIT ? OFFSET ?";
+  values.emplace_back(filter.limit > 0 ? filter.limit : int64_t{-1});
+  values.emplace_back(std::max<int64_t>(filter.offset, 0));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare(sql));
+  ENVFORGE_RETURN_IF_ERROR(stmt.BindAll(values));
+  std::vector<EpisodeSummary> summaries;
+  while (true) {
+    ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    ENVFORGE_ASSIGN_OR_RETURN(EpisodeSummary summary, ReadSummaryRow(stmt, path));
+    summaries.push_back(std::move(summary));
+  }
+  return summaries;
+}
+
+Result<std::optional<EpisodeSummary>> ReadSummaryById(Database& db, const std::string& path, const std::string& id) {
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare(std::string("SELECT ") + kSummaryColumns + " FROM episodes WHERE id = ?"));
+  ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, id));
+  ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return std::optional<EpisodeSummary>();
+  ENVFORGE_ASSIGN_OR_RETURN(EpisodeSummary summary, ReadSummaryRow(stmt, path));
+  return std::optional<EpisodeSummary>(std::move(summary));
+}
+
+// The one id `id_or_prefix` names: itself, or the unique episode whose id starts with it.
+Result<std::string> ResolveId(Database& db, const std::string& path, const std::string& id_or_prefix) {
+  std::string wanted = id_or_prefix;
+  std::transform(wanted.begin(), wanted.end(), wanted.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::string hex = wanted.rfind("t-", 0) == 0 ? wanted.substr(2) : wanted;
+  if (hex.empty() || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return NotFoundError("no episode '" + id_or_prefix + "' in " + path + " (ids look like t-<24 hex digits>)");
+  }
+  std::string prefix = "t-" + hex;
+  {
+    ENVFORGE_ASSIGN_OR_RETURN(Statement exact, db.Prepare("SELECT 1 FROM episodes WHERE id = ?"));
+    ENVFORGE_RETURN_IF_ERROR(exact.Bind(1, prefix));
+    ENVFORGE_ASSIGN_OR_RETURN(bool found, exact.Step());
+    if (found) return prefix;
+  }
+  if (hex.size() < 6) {
+    return InvalidArgumentError("episode id prefix '" + id_or_prefix + "' is too short: give at least 6 hex digits");
+  }
+  // Ids are ASCII below 0x7f, so [prefix, prefix + "\x7f") is exactly the ids starting with it.
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT id FROM episodes WHERE id >= ? AND id < ? ORDER BY id LIMIT 11"));
+  ENVFORGE_RETURN_IF_ERROR(stmt.BindAll({prefix, prefix + "\x7f"}));
+  std::vector<std::string> candidates;
+  while (true) {
+    ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    candidates.push_back(stmt.ColumnText(0));
+  }
+  if (candidates.empty()) return NotFoundError("no episode '" + id_or_prefix + "' in " + path);
+  if (candidates.size() == 1) return candidates[0];
+  std::string listed;
+  for (size_t i = 0; i < std::min<size_t>(candidates.size(), 10); ++i) listed += (i ? ", " : "") + candidates[i];
+  if (candidates.size() > 10) listed += ", ...";
+  return InvalidArgumentError("episode id prefix '" + id_or_prefix + "' is ambiguous: " + listed);
+}
+
+Result<Episode> ReadEpisode(const std::string& path, const std::string& id_or_prefix) {
+  ENVFORGE_ASSIGN_OR_RETURN(Database db, OpenForRead(path));
+  // One read transaction: the summary and its steps come from the same snapshot.
+  ENVFORGE_RETURN_IF_ERROR(db.Exec("BEGIN"));
+  ENVFORGE_ASSIGN_OR_RETURN(std::string id, ResolveId(db, path, id_or_prefix));
+  ENVFORGE_ASSIGN_OR_RETURN(auto summary, ReadSummaryById(db, path, id));
+  if (!summary) return NotFoundError("no episode '" + id_or_prefix + "' in " + path);
+  Episode episode;
+  episode.summary = std::move(*summary);
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT step, tool, arguments, result, started_at_us, duration_us "
+                                                       "FROM steps WHERE episode_id = ? ORDER BY step"));
+  ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, id));
+  while (true) {
+    ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    StepRecord step;
+    step.step = stmt.ColumnInt(0);
+    step.tool = stmt.ColumnText(1);
+    std::string where = path + ": episode " + id + " step " + std::to_string(step.step);
+    auto arguments = ParseJson(stmt.ColumnText(2), "arguments");
+    if (!arguments.ok()) return DataLossError(where + ": " + arguments.status().message());
+    step.arguments = std::move(*arguments);
+    auto result_json = ParseJson(stmt.ColumnText(3), "result");
+    if (!result_json.ok()) return DataLossError(where + ": " + result_json.status().message());
+    auto result = toolsets::ToolResultFromJson(*result_json);
+    if (!result.ok()) return DataLossError(where + ": " + result.status().message());
+    step.result = std::move(*result);
+    step.started_at_us = stmt.ColumnInt(4);
+    step.duration_us = stmt.ColumnInt(5);
+    episode.steps.push_back(std::move(step));
+  }
+  (void)db.Exec("COMMIT");
+  return episode;
+}
+
+Result<TrajectoryStore::Counts> ReadCounts(const std::string& path) {
+  ENVFORGE_ASSIGN_OR_RETURN(Database db, OpenForRead(path));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT (SELECT count(*) FROM episodes), (SELECT count(*) FROM steps), "
+                                                       "(SELECT count(*) FROM episodes WHERE outcome IS NULL)"));
+  ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  TrajectoryStore::Counts counts;
+  if (row) {
+    counts.episodes = stmt.ColumnInt(0);
+    counts.steps = stmt.ColumnInt(1);
+    counts.open_episodes = stmt.ColumnInt(2);
+  }
+  return counts;
+}
+
+// --- Write records ---------------------------------------------------------------------------
+
+struct BeginRecord {
+  std::string episode_id;
+  EpisodeStart start;
+  int64_t started_at_us = 0;
+};
+struct StepRecordItem {
+  std::string episode_id;
+  StepRecord step;
+};
+struct SubmitRecord {
+  std::string episode_id;
+  std::string answer_text;
+  Json verdict;
+};
+struct EndRecord {
+  std::string episode_id;
+  EpisodeOutcome outcome = EpisodeOutcome::kClosed;
+  int64_t ended_at_us = 0;
+};
+using Record = std::variant<BeginRecord, StepRecordItem, SubmitRecord, EndRecord>;
+
+// The writer thread's connection and its prepared statements.
+struct WriterConnection {
+  Database db;
+  Statement insert_episode;
+  Statement episode_exists;
+  Statement insert_step;
+  Statement count_step;
+  Statement set_submit;
+  Statement set_end;
+
+  static Result<std::unique_ptr<WriterConnection>> Open(const std::string& path) {
+    ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::Open(path, Database::Mode::kReadWrite));
+    return Prepare(std::move(db));
+  }
+
+  static Result<std::unique_ptr<WriterConnection>> Prepare(Database db) {
+    SetBusyTimeout(db, kBusyTimeoutWriterMs);
+    ENVFORGE_RETURN_IF_ERROR(db.Exec("PRAGMA synchronous = NORMAL"));
+    ENVFORGE_ASSIGN_OR_RETURN(
+        Statement insert_episode,
+        db.Prepare("INSERT OR IGNORE INTO episodes(id, env_id, env_version, env_name, task_id, task_version, "
+                   "verifier_version, seed, parent_id, fork_step, client, started_at_us, steps) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"));
+    ENVFORGE_ASSIGN_OR_RETURN(Statement episode_exists, db.Prepare("SELECT 1 FROM episodes WHERE id = ?"));
+    ENVFORGE_ASSIGN_OR_RETURN(
+        Statement insert_step,
+        db.Prepare("INSERT OR IGNORE INTO steps(episode_id, step, tool, arguments, result, outcome, started_at_us, "
+                   "duration_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
+    ENVFORGE_ASSIGN_OR_RETURN(Statement count_step, db.Prepare("UPDATE episodes SET steps = steps + 1 WHERE id = ?"));
+    ENVFORGE_ASSIGN_OR_RETURN(Statement set_submit, db.Prepare("UPDATE episodes SET answer = ?, verdict = ? WHERE id = ?"));
+    ENVFORGE_ASSIGN_OR_RETURN(
+        Statement set_end,
+        db.Prepare("UPDATE episodes SET ended_at_us = ?, outcome = ? WHERE id = ? AND outcome IS NULL"));
+    return std::unique_ptr<WriterConnection>(new WriterConnection{
+        std::move(db), std::move(insert_episode), std::move(episode_exists), std::move(insert_step),
+        std::move(count_step), std::move(set_submit), std::move(set_end)});
+  }
+};
+
+// Runs a prepared statement once with `values` and leaves it reset (no lock held by it).
+Status RunWith(Statement& stmt, const std::vector<SqlValue>& values) {
+  Status status = stmt.BindAll(values);
+  if (status.ok()) status = stmt.Run();
+  (void)stmt.Reset();
+  return status;
+}
+
+Result<bool> EpisodeExists(WriterConnection& conn, const std::string& id) {
+  Status bound = conn.episode_exists.Bind(1, id);
+  Result<bool> row = bound.ok() ? conn.episode_exists.Step() : Result<bool>(bound);
+  (void)conn.episode_exists.Reset();
+  return row;
+}
+
+}  // namespace
+
+// --- Names and JSON ----------------------------------------------------------------------------
+
+std::string_view EpisodeOutcomeName(EpisodeOutcome outcome) {
+  switch (outcome) {
+    case EpisodeOutcome::kSubmitted: return "submitted";
+    case EpisodeOutcome::kClosed: return "closed";
+    case EpisodeOutcome::kCrashed: return "crashed";
+    case EpisodeOutcome::kExpired: return "expired";
+    case EpisodeOutcome::kInfraError: return "infra_error";
+    case EpisodeOutcome::kShutdown: return "shutdown";
+    case EpisodeOutcome::kReset: return "reset";
+  }
+  return "closed";
+}
+
+std::optional<EpisodeOutcome> EpisodeOutcomeFromName(std::string_view name) {
+  for (EpisodeOutcome outcome : {EpisodeOutcome::kSubmitted, EpisodeOutcome::kClosed, EpisodeOutcome::kCrashed,
+                                 EpisodeOutcome::kExpired, EpisodeOutcome::kInfraError, EpisodeOutcome::kShutdown,
+                                 EpisodeOutcome::kReset}) {
+    if (EpisodeOutcomeName(outcome) == name) return outcome;
+  }
+  return std::nullopt;
+}
+
+Json EpisodeSummaryToJson(const EpisodeSummary& summary) {
+  const EpisodeStart& start = summary.start;
+  Json json{{"id", summary.id},
+            {"env_id", start.env_id},
+            {"env_name", start.env_name},
+            {"task_id", start.task_id},
+            {"task_version", start.task_version},
+            {"verifier_version", start.verifier_version},
+            {"seed", start.seed ? Json(*start.seed) : Json()},
+            {"parent_id", start.parent_id.empty() ? Json() : Json(start.parent_id)},
+            {"fork_step", start.parent_id.empty() ? Json() : Json(start.fork_step)},
+            {"client", start.client},
+            {"started_at_us", summary.started_at_us},
+            {"ended_at_us", summary.ended_at_us ? Json(*summary.ended_at_us) : Json()},
+            {"outcome", summary.outcome ? Json(std::string(EpisodeOutcomeName(*summary.outcome))) : Json()},
+            {"answer", summary.answer ? Json(*summary.answer) : Json()},
+            {"verdict", summary.verdict ? *summary.verdict : Json()},
+            {"steps", summary.steps}};
+  return json;
+}
+
+Json EpisodeToJson(const Episode& episode) {
+  Json json = EpisodeSummaryToJson(episode.summary);
+  json["step_count"] = episode.summary.steps;
+  Json steps = Json::array();
+  for (const StepRecord& step : episode.steps) {
+    steps.push_back(Json{{"step", step.step},
+                         {"tool", step.tool},
+                         {"arguments", step.arguments},
+                         {"result", toolsets::ToJson(step.result)},
+                         {"started_at_us", step.started_at_us},
+                         {"duration_us", step.duration_us}});
+  }
+  json["steps"] = std::move(steps);
+  return json;
+}
+
+// --- TrajectoryStore ---------------------------------------------------------------------------
+
+class TrajectoryStore::Impl {
+ public:
+  Impl(std::string path, TrajectoryStoreOptions options, std::unique_ptr<WriterConnection> conn)
+      : path_(std::move(path)), options_(options), conn_(std::move(conn)) {
+    if (options_.batch_max_records == 0) options_.batch_max_records = 1;
+    writer_ = std::thread([this] { WriterLoop(); });
+  }
+
+  ~Impl() {
+    Status flushed = Flush();
+    if (!flushed.ok()) {
+      ENVFORGE_LOG(kError) << "trajectory store " << path_ << ": closing: " << flushed.message();
+    }
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    work_cv_.notify_all();
+    writer_.join();
+  }
+
+  void Enqueue(Record record) {
+    bool wake = false;
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(std::move(record));
+      ++enqueued_;
+      // The writer sleeps either for work (wake on the first record) or for a fuller batch.
+      wake = queue_.size() == 1 || queue_.size() >= options_.batch_max_records;
+    }
+    if (wake) work_cv_.notify_one();
+  }
+
+  Status Flush() {
+    std::unique_lock lock(mu_);
+    const uint64_t target = enqueued_;
+    if (processed_ >= target) return Status::Ok();
+    ++flush_waiters_;
+    work_cv_.notify_all();
+    bool done = done_cv_.wait_for(lock, options_.flush_deadline, [&] { return processed_ >= target; });
+    --flush_waiters_;
+    if (done) return Status::Ok();
+    std::string message = "trajectory store " + path_ + ": " + std::to_string(target - processed_) +
+                          " records not committed after " + std::to_string(options_.flush_deadline.count()) + " ms";
+    if (!last_error_.empty()) message += "; last write error: " + last_error_;
+    return DeadlineExceededError(std::move(message));
+  }
+
+  TrajectoryStoreStats Stats() const {
+    std::lock_guard lock(mu_);
+    TrajectoryStoreStats stats;
+    stats.records_enqueued = enqueued_;
+    stats.records_written = records_written_;
+    stats.batches_written = batches_written_;
+    stats.queue_depth = queue_.size() + in_flight_;
+    stats.write_errors = write_errors_;
+    stats.last_error = last_error_;
+    return stats;
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  void WriterLoop() {
+    std::vector<Record> batch;
+    std::chrono::milliseconds backoff = kFirstBackoff;
+    uint64_t consecutive_failures = 0;
+    while (true) {
+      if (batch.empty()) {
+        std::unique_lock lock(mu_);
+        work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping with nothing left
+        // Let the batch fill up (one transaction per batch) unless someone waits for it.
+        work_cv_.wait_for(lock, options_.flush_interval, [&] {
+          return stopping_ || flush_waiters_ > 0 || queue_.size() >= options_.batch_max_records;
+        });
+        size_t take = std::min(queue_.size(), options_.batch_max_records);
+        batch.reserve(take);
+        for (size_t i = 0; i < take; ++i) {
+          batch.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+        in_flight_ = take;
+      }
+      std::vector<std::string> rejections;
+      Status status = WriteBatch(batch, &rejections);
+      std::unique_lock lock(mu_);
+      if (status.ok()) {
+        for (const std::string& rejection : rejections) {
+          ENVFORGE_LOG(kError) << "trajectory store " << path_ << ": " << rejection;
+        }
+        processed_ += batch.size();
+        records_written_ += batch.size() - rejections.size();
+        write_errors_ += rejections.size();
+        ++batches_written_;
+        last_error_ = rejections.empty() ? std::string() : rejections.back();
+        in_flight_ = 0;
+        batch.clear();
+        backoff = kFirstBackoff;
+        consecutive_failures = 0;
+        lock.unlock();
+        done_cv_.notify_all();
+        continue;
+      }
+      ++write_errors_;
+      ++consecutive_failures;
+      last_error_ = status.ToString();
+      // One line per failure would flood the log while a lock is held for minutes.
+      if (consecutive_failures == 1 || consecutive_failures % 50 == 0) {
+        ENVFORGE_LOG(kWarn) << "trajectory store " << path_ << ": writing " << batch.size()
+                            << " records failed (attempt " << consecutive_failures << ", retrying): " << status.message();
+      }
+      if (stopping_) {
+        ENVFORGE_LOG(kError) << "trajectory store " << path_ << ": closing with " << batch.size() + queue_.size()
+                             << " records not written: " << status.message();
+        return;
+      }
+      if (status.code() != StatusCode::kUnavailable) conn_.reset();  // reopen on the next attempt
+      work_cv_.wait_for(lock, backoff, [&] { return stopping_; });
+      backoff = std::min(backoff * 2, kMaxBackoff);
+    }
+  }
+
+  // One transaction for the whole batch. Records that cannot apply are described in
+  // `rejections` (the batch still commits); an error Status means nothing was committed.
+  Status WriteBatch(const std::vector<Record>& batch, std::vector<std::string>* rejections) {
+    if (conn_ == nullptr) {
+      ENVFORGE_ASSIGN_OR_RETURN(conn_, WriterConnection::Open(path_));
+    }
+    ENVFORGE_ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(conn_->db));
+    for (const Record& record : batch) {
+      ENVFORGE_RETURN_IF_ERROR(std::visit([&](const auto& item) { return Apply(item, rejections); }, record));
+    }
+    return txn.Commit();
+  }
+
+  Status Apply(const BeginRecord& record, std::vector<std::string>* rejections) {
+    const EpisodeStart& start = record.start;
+    ENVFORGE_RETURN_IF_ERROR(RunWith(
+        conn_->insert_episode,
+        {record.episode_id, start.env_id, start.env_id, start.env_name, start.task_id, start.task_version,
+         start.verifier_version, start.seed ? SqlValue(*start.seed) : SqlValue(), TextOrNull(start.parent_id),
+         start.parent_id.empty() ? SqlValue() : SqlValue(start.fork_step), start.client, record.started_at_us}));
+    if (conn_->db.Changes() == 0) rejections->push_back("episode " + record.episode_id + " begun twice; the first kept");
+    return Status::Ok();
+  }
+
+  Status Apply(const StepRecordItem& record, std::vector<std::string>* rejections) {
+    const StepRecord& step = record.step;
+    ENVFORGE_ASSIGN_OR_RETURN(bool exists, EpisodeExists(*conn_, record.episode_id));
+    if (!exists) {
+      rejections->push_back("step " + std::to_string(step.step) + " (" + step.tool + ") of unknown episode " +
+                            record.episode_id + " rejected");
+      return Status::Ok();
+    }
+    ENVFORGE_RETURN_IF_ERROR(RunWith(conn_->insert_step,
+                                     {record.episode_id, step.step, step.tool, DumpJson(step.arguments),
+                                      DumpJson(toolsets::ToJson(step.result)),
+                                      std::string(toolsets::OutcomeName(step.result.outcome)), step.started_at_us,
+                                      step.duration_us}));
+    if (conn_->db.Changes() == 0) {
+      rejections->push_back("duplicate step " + std::to_string(step.step) + " (" + step.tool + ") of episode " +
+                            record.episode_id + " rejected; the step first recorded is kept");
+      return Status::Ok();
+    }
+    return RunWith(conn_->count_step, {record.episode_id});
+  }
+
+  Status Apply(const SubmitRecord& record, std::vector<std::string>* rejections) {
+    ENVFORGE_RETURN_IF_ERROR(RunWith(conn_->set_submit, {record.answer_text, DumpJson(record.verdict), record.episode_id}));
+    if (conn_->db.Changes() == 0) rejections->push_back("submit of unknown episode " + record.episode_id + " rejected");
+    return Status::Ok();
+  }
+
+  Status Apply(const EndRecord& record, std::vector<std::string>* rejections) {
+    ENVFORGE_RETURN_IF_ERROR(RunWith(
+        conn_->set_end, {record.ended_at_us, std::string(EpisodeOutcomeName(record.outcome)), record.episode_id}));
+    if (conn_->db.Changes() > 0) return Status::Ok();
+    ENVFORGE_ASSIGN_OR_RETURN(bool exists, EpisodeExists(*conn_, record.episode_id));
+    // An episode ended twice keeps its first outcome: expected (close after a crash), not an error.
+    if (!exists) rejections->push_back("end of unknown episode " + record.episode_id + " rejected");
+    return Status::Ok();
+  }
+
+  const std::string path_;
+  TrajectoryStoreOptions options_;
+  std::unique_ptr<WriterConnection> conn_;  // writer thread only (null: reopen before the next batch)
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // the writer waits for records, a flush, or stopping_
+  std::condition_variable done_cv_;  // Flush waits for processed_
+  std::deque<Record> queue_;
+  size_t in_flight_ = 0;       // records the writer took and has not committed yet
+  uint64_t enqueued_ = 0;      // records handed in, ever
+  uint64_t processed_ = 0;     // records committed or rejected, in FIFO order
+  uint64_t records_written_ = 0;
+  uint64_t batches_written_ = 0;
+  uint64_t write_errors_ = 0;
+  std::string last_error_;
+  uint64_t flush_waiters_ = 0;
+  bool stopping_ = false;
+  std::thread writer_;  // last: started once everything above exists
+};
+
+Result<std::unique_ptr<TrajectoryStore>> TrajectoryStore::Open(const std::string& path, TrajectoryStoreOptions options) {
+  ENVFORGE_RETURN_IF_ERROR(CheckSqliteHeader(path));
+  auto db = Database::Open(path, Database::Mode::kReadWriteCreate);
+  if (!db.ok()) {
+    if (db.status().code() == StatusCode::kDataLoss) return db.status();
+    return InternalError("cannot open trajectory store: " + db.status().message());
+  }
+  SetBusyTimeout(*db, kBusyTimeoutReaderMs);
+  ENVFORGE_RETURN_IF_ERROR(db->Exec("PRAGMA journal_mode = WAL"));
+  ENVFORGE_RETURN_IF_ERROR(CheckOrCreateSchema(*db, path, /*create=*/true));
+  ENVFORGE_ASSIGN_OR_RETURN(auto conn, WriterConnection::Prepare(std::move(*db)));
+  return std::unique_ptr<TrajectoryStore>(
+      new TrajectoryStore(std::make_unique<Impl>(path, options, std::move(conn))));
+}
+
+TrajectoryStore::TrajectoryStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TrajectoryStore::~TrajectoryStore() = default;
+
+std::string TrajectoryStore::BeginEpisode(EpisodeStart start) {
+  std::string id = NewEpisodeId();
+  impl_->Enqueue(BeginRecord{id, std::move(start), NowMicros()});
+  return id;
+}
+
+void TrajectoryStore::RecordStep(const std::string& episode_id, StepRecord step) {
+  impl_->Enqueue(StepRecordItem{episode_id, std::move(step)});
+}
+
+void TrajectoryStore::RecordSubmit(const std::string& episode_id, std::string answer_text, Json verdict) {
+  impl_->Enqueue(SubmitRecord{episode_id, std::move(answer_text), std::move(verdict)});
+}
+
+void TrajectoryStore::EndEpisode(const std::string& episode_id, EpisodeOutcome outcome) {
+  impl_->Enqueue(EndRecord{episode_id, outcome, NowMicros()});
+}
+
+Status TrajectoryStore::Flush() { return impl_->Flush(); }
+TrajectoryStoreStats TrajectoryStore::Stats() const { return impl_->Stats(); }
+const std::string& TrajectoryStore::path() const { return impl_->path(); }
+
+Result<std::vector<EpisodeSummary>> TrajectoryStore::List(const ListFilter& filter) const {
+  return ReadList(impl_->path(), filter);
+}
+Result<Episode> TrajectoryStore::Get(const std::string& id_or_prefix) const { return ReadEpisode(impl_->path(), id_or_prefix); }
+Result<TrajectoryStore::Counts> TrajectoryStore::Count() const { return ReadCounts(impl_->path()); }
+
+// --- TrajectoryReader --------------------------------------------------------------------------
+
+class TrajectoryReader::Impl {
+ public:
+  explicit Impl(std::string path) : path(std::move(path)) {}
+  std::string path;
+};
+
+Result<std::unique_ptr<TrajectoryReader>> TrajectoryReader::Open(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return NotFoundError("no trajectory store " + path);
+  if (std::filesystem::is_directory(path, ec)) return InvalidArgumentError(path + " is a directory, not a trajectory store");
+  ENVFORGE_RETURN_IF_ERROR(CheckSqliteHeader(path));
+  if (std::filesystem::file_size(path, ec) == 0) return InvalidArgumentError(path + " is not a trajectory store (empty file)");
+  auto db = OpenForRead(path);
+  if (!db.ok()) {
+    if (db.status().code() == StatusCode::kDataLoss) return db.status();
+    return InternalError("cannot open trajectory store: " + db.status().message());
+  }
+  ENVFORGE_RETURN_IF_ERROR(CheckOrCreateSchema(*db, path, /*create=*/false));
+  return std::unique_ptr<TrajectoryReader>(new TrajectoryReader(std::make_unique<Impl>(path)));
+}
+
+TrajectoryReader::TrajectoryReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TrajectoryReader::~TrajectoryReader() = default;
+
+Result<std::vector<EpisodeSummary>> TrajectoryReader::List(const ListFilter& filter) const {
+  return ReadList(impl_->path, filter);
+}
+Result<Episode> TrajectoryReader::Get(const std::string& id_or_prefix) const { return ReadEpisode(impl_->path, id_or_prefix); }
+Result<TrajectoryStore::Counts> TrajectoryReader::Count() const { return ReadCounts(impl_->path); }
+
+}  // namespace envforge::agents

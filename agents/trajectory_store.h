@@ -94,7 +94,7 @@ struct ListFilter {
   std::string env_id;  // empty: any (matches env_id or env_name)
   std::string task_id;
   std::optional<EpisodeOutcome> outcome;
-  int64_t limit = 100;  // newest first
+  int64_t limit = 100;  // newest first; <= 0: no limit
   int64_t offset = 0;
 };
 
@@ -126,8 +126,13 @@ class TrajectoryStore {
   TrajectoryStore& operator=(const TrajectoryStore&) = delete;
 
   // Write path: enqueue only (see the file comment). Returns the new episode id.
+  // Records the writer cannot apply are rejected, never retried: a step whose (episode, step) is
+  // already stored (the first record is kept), and a step, submit or end for an episode id that
+  // was never begun. Each rejection is an error log line and counts in Stats::write_errors; the
+  // rest of its batch commits.
   std::string BeginEpisode(EpisodeStart start);
   void RecordStep(const std::string& episode_id, StepRecord step);
+  // A later submit of the same episode replaces the answer and verdict (its step stays recorded).
   void RecordSubmit(const std::string& episode_id, std::string answer_text, Json verdict);
   // Ends the episode (sets ended_at_us, outcome). Ending an already-ended episode keeps the first
   // outcome.

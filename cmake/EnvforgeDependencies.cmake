@@ -6,7 +6,7 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Boost 1.74 REQUIRED)
 # Debian's CPython (/usr/bin/python3), never whatever python3 comes first on PATH.
 set(Python3_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "Debian's python3" FORCE)
-find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Embed)
+find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Embed Development.Module)
 find_package(pybind11 CONFIG REQUIRED)
 find_path(ENVFORGE_DOCTEST_INCLUDE doctest/doctest.h REQUIRED)
 find_library(ENVFORGE_SECCOMP_LIB seccomp REQUIRED)

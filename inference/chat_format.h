@@ -35,6 +35,8 @@ inline constexpr std::string_view kDsmlMarker = "｜DSML｜";
 
 struct ChatToolCall {
   std::string name;
+  // A JSON object, or a string holding a JSON object's text (OpenAI style), which EncodeChat reads
+  // keeping its key order (Json objects render in their own, sorted, key order).
   Json arguments = Json::object();
 };
 
@@ -51,9 +53,10 @@ struct ChatEncodeOptions {
   bool add_bos = true;
   // MCP-style tool specs ({name, description, inputSchema} or OpenAI {type:function, function:
   // {name, description, parameters}}); rendered into the system message's tools block (a system
-  // message is created when there is none).
+  // message is created when there is none). An entry may also be a string of JSON text, rendered
+  // in its own key order (the reference prints schemas in insertion order).
   Json tools = Json::array();
-  Json response_format;  // null: none
+  Json response_format;  // null: none; a string is JSON text, as for tools
 };
 
 Result<std::string> EncodeChat(const std::vector<ChatMessage>& messages, const ChatEncodeOptions& options);

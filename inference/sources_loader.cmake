@@ -1,3 +1,6 @@
 # inference/ sources of the loader area (relative to inference/).
-list(APPEND ENVFORGE_INFERENCE_SOURCES)
-
+list(APPEND ENVFORGE_INFERENCE_SOURCES
+  model_config.cc
+  safetensors.cc
+  model_weights.cc
+)

@@ -1,2 +1,9 @@
 # inference/ sources of the tokenizer area (relative to inference/).
-list(APPEND ENVFORGE_INFERENCE_SOURCES)
+list(APPEND ENVFORGE_INFERENCE_SOURCES
+  chat_format.cc
+  tokenizer.cc
+  internal/bpe_model.cc
+  internal/pre_tokenizer.cc
+  internal/regex.cc
+  internal/unicode.cc
+)

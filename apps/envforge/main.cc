@@ -31,7 +31,23 @@ usage:
                                               determinism, defects; verdict sound|suspect|broken,
                                               stored in _tasks.audit; exit 1 when any is broken
 
-options: --limits JSON on check, solve, run, bench and audit sets per-session limits, e.g.
+  envforge traj ls FILE.sqlite [--env E] [--task T] [--outcome O] [--limit N] [--json]
+                                              recorded episodes, newest first: id, env, task, steps,
+                                              outcome, verdict, start time
+  envforge traj show FILE.sqlite ID [--json]  one episode (ID or a unique prefix of 6+ hex digits):
+                                              versions, answer, verdict, each step's call and result
+  envforge traj export FILE.sqlite [--jsonl] [-o OUT] [--env E] [--task T] [--outcome O]
+                                              every episode as one JSON line, oldest first (stdout
+                                              by default)
+  envforge replay FILE.sqlite ID --envs DIR|X.envdb [--verifier-of OTHER.envdb]
+                  [--allow-version-drift] [--limits JSON] [--json]
+                                              re-run the episode's calls on a fresh session of the
+                                              recorded env version, diff each observation, re-judge
+                                              the answer (with OTHER's verifier if given); exit 0
+                                              identical, 1 diverged or verdict changed, 2 bad input,
+                                              3 infra
+
+options: --limits JSON on check, solve, run, bench, audit and replay sets per-session limits, e.g.
   '{"wall_time_ms": 2000, "cpu_seconds": 30, "memory_bytes": 268435456, "max_output_bytes": 65536,
     "max_processes": 8}' (defaults: 10 s per call (audit: 3 s per answer), 60 s CPU, 512 MiB,
   1 MiB output, 16 processes)

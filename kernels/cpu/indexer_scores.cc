@@ -1,0 +1,161 @@
+// Lightning-indexer scores (indexer_scores.h).
+//
+// Fast path: a query's FP8 heads are decoded to fp32 once; keys are decoded 16 at a time and
+// transposed, so the head x key dot products of a block are a small GEMM run by the 6x16
+// micro-kernel; each tile is ReLU'd, weighted by its head weight and summed over heads. Threads split the keys when there are
+// few queries (decode) and the queries otherwise (prefill).
+#include "kernels/cpu/indexer_scores.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/float_formats.h"
+#include "kernels/cpu/internal/cpu_features.h"
+#include "kernels/cpu/internal/gemm_kernels.h"
+#include "kernels/cpu/internal/simd.h"
+#include "kernels/cpu/parallel.h"
+
+namespace envforge::kernels {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+int64_t KeyEnd(const IndexerScoresArgs& a, int64_t t) {
+  if (a.key_end == nullptr) return a.keys_count;
+  return std::clamp<int64_t>(a.key_end[t], 0, a.keys_count);
+}
+
+void DecodeCodes(const uint8_t* codes, int64_t count, float* out) {
+  const float* table = Fp8E4M3Table();
+  for (int64_t i = 0; i < count; ++i) out[i] = table[codes[i]];
+}
+
+// Scores keys [begin, end) of query t (end <= its key end) with plain loops; q holds the
+// decoded query heads.
+void ScoreKeysPortable(const IndexerScoresArgs& a, int64_t t, const float* q, int64_t begin, int64_t end,
+                       float* out) {
+  std::vector<float> key(static_cast<size_t>(a.dim));
+  const float* weights = a.head_weight + t * a.heads;
+  for (int64_t s = begin; s < end; ++s) {
+    DecodeCodes(a.keys + s * a.dim, a.dim, key.data());
+    float total = 0.0f;
+    for (int64_t j = 0; j < a.heads; ++j) {
+      const float* qj = q + j * a.dim;
+      float dot = 0.0f;
+      for (int64_t d = 0; d < a.dim; ++d) dot += qj[d] * key[static_cast<size_t>(d)];
+      total += weights[j] * std::max(dot, 0.0f);
+    }
+    out[s] = a.key_scale[s] * total;
+  }
+}
+
+#if ENVFORGE_KERNELS_X86
+
+constexpr int64_t kKeysPerBlock = internal::kMicroCols;
+
+// Keys in blocks of 16: decode, transpose to [dim][16], then Z = Q_heads x K^T with the 6x16
+// micro-kernel (heads are the broadcast rows) and a ReLU-weighted head sum over each tile.
+ENVFORGE_TARGET_AVX2 void ScoreKeysAvx2(const IndexerScoresArgs& a, int64_t t, const float* q, int64_t begin,
+                                        int64_t end, float* out) {
+  const int64_t dim = a.dim;
+  const float* weights = a.head_weight + t * a.heads;
+  thread_local internal::AlignedFloats key_buffer, transposed_buffer;
+  float* keys = key_buffer.Get(static_cast<size_t>(kKeysPerBlock * dim));
+  float* transposed = transposed_buffer.Get(static_cast<size_t>(kKeysPerBlock * dim));
+  alignas(32) float z[internal::kMicroRows * kKeysPerBlock];
+  for (int64_t s0 = begin; s0 < end; s0 += kKeysPerBlock) {
+    const int64_t count = std::min(kKeysPerBlock, end - s0);
+    for (int64_t r = 0; r < kKeysPerBlock; ++r) {
+      float* key = keys + r * dim;
+      if (r < count) {
+        const uint8_t* codes = a.keys + (s0 + r) * dim;
+        for (int64_t d = 0; d < dim; d += 8) _mm256_storeu_ps(key + d, internal::DecodeFp8x8(codes + d));
+      } else {
+        std::fill(key, key + dim, 0.0f);
+      }
+    }
+    internal::TransposeRows16(keys, dim, dim, transposed);
+    __m256 sum0 = _mm256_setzero_ps(), sum1 = _mm256_setzero_ps();
+    const __m256 zero = _mm256_setzero_ps();
+    for (int64_t j = 0; j < a.heads; j += internal::kMicroRows) {
+      const int64_t mr = std::min<int64_t>(internal::kMicroRows, a.heads - j);
+      internal::RunMicroKernel(mr, q + j * dim, dim, transposed, kKeysPerBlock, dim, z, kKeysPerBlock, kKeysPerBlock,
+                               false);
+      for (int64_t i = 0; i < mr; ++i) {
+        const __m256 w = _mm256_set1_ps(weights[j + i]);
+        sum0 = _mm256_fmadd_ps(w, _mm256_max_ps(_mm256_load_ps(z + i * kKeysPerBlock), zero), sum0);
+        sum1 = _mm256_fmadd_ps(w, _mm256_max_ps(_mm256_load_ps(z + i * kKeysPerBlock + 8), zero), sum1);
+      }
+    }
+    alignas(32) float sums[kKeysPerBlock];
+    _mm256_store_ps(sums, sum0);
+    _mm256_store_ps(sums + 8, sum1);
+    for (int64_t r = 0; r < count; ++r) out[s0 + r] = a.key_scale[s0 + r] * sums[r];
+  }
+}
+
+#endif  // ENVFORGE_KERNELS_X86
+
+bool UseAvx2For(const IndexerScoresArgs& a) { return internal::UseAvx2() && a.dim % 8 == 0; }
+
+// Query t, keys [begin, end): scores inside its causal range, -inf beyond it.
+void ScoreRange(const IndexerScoresArgs& a, int64_t t, int64_t begin, int64_t end, float* row) {
+  thread_local std::vector<float> q;
+  q.resize(static_cast<size_t>(a.heads * a.dim));
+  DecodeCodes(a.q + t * a.heads * a.dim, a.heads * a.dim, q.data());
+  const int64_t visible_end = std::clamp(KeyEnd(a, t), begin, end);
+#if ENVFORGE_KERNELS_X86
+  if (UseAvx2For(a)) {
+    ScoreKeysAvx2(a, t, q.data(), begin, visible_end, row);
+  } else {
+    ScoreKeysPortable(a, t, q.data(), begin, visible_end, row);
+  }
+#else
+  ScoreKeysPortable(a, t, q.data(), begin, visible_end, row);
+#endif
+  std::fill(row + visible_end, row + end, kNegInf);
+}
+
+}  // namespace
+
+void IndexerScores(const IndexerScoresArgs& args, float* scores) {
+  const int64_t keys = args.keys_count;
+  if (args.queries >= 2 * ThreadCount()) {
+    ParallelFor(args.queries, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) ScoreRange(args, t, 0, keys, scores + t * keys);
+    });
+    return;
+  }
+  for (int64_t t = 0; t < args.queries; ++t) {
+    ParallelFor(keys, 256, [&](int64_t begin, int64_t end) { ScoreRange(args, t, begin, end, scores + t * keys); });
+  }
+}
+
+namespace ref {
+
+void IndexerScores(const IndexerScoresArgs& a, float* scores) {
+  const float* table = Fp8E4M3Table();
+  for (int64_t t = 0; t < a.queries; ++t) {
+    const int64_t key_end = KeyEnd(a, t);
+    for (int64_t s = 0; s < a.keys_count; ++s) {
+      float& out = scores[t * a.keys_count + s];
+      if (s >= key_end) {
+        out = kNegInf;
+        continue;
+      }
+      float total = 0.0f;
+      for (int64_t j = 0; j < a.heads; ++j) {
+        const uint8_t* qj = a.q + (t * a.heads + j) * a.dim;
+        const uint8_t* k = a.keys + s * a.dim;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < a.dim; ++d) dot += table[qj[d]] * table[k[d]];
+        total += a.head_weight[t * a.heads + j] * std::max(dot, 0.0f);
+      }
+      out = a.key_scale[s] * total;
+    }
+  }
+}
+
+}  // namespace ref
+}  // namespace envforge::kernels

@@ -1,0 +1,35 @@
+#include "kernels/cpu/internal/cpu_features.h"
+
+#include <atomic>
+
+namespace envforge::kernels::internal {
+namespace {
+
+std::atomic<bool> force_portable{false};
+
+}  // namespace
+
+bool CpuHasAvx2Fma() {
+#if ENVFORGE_KERNELS_X86
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool CpuHasAvx512F() {
+#if ENVFORGE_KERNELS_X86
+  static const bool has = __builtin_cpu_supports("avx512f") && CpuHasAvx2Fma();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool UseAvx2() { return CpuHasAvx2Fma() && !force_portable.load(std::memory_order_relaxed); }
+
+void TEST_ForcePortable(bool force) { force_portable.store(force, std::memory_order_relaxed); }
+
+}  // namespace envforge::kernels::internal

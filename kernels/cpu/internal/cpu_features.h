@@ -1,0 +1,27 @@
+// Runtime CPU feature dispatch for the CPU kernels (private to kernels/cpu).
+//
+// The build never passes -mavx2: every AVX2 function is compiled with ENVFORGE_TARGET_AVX2
+// (GCC/Clang function-level target attribute) and only called after UseAvx2() said the CPU has
+// AVX2, FMA and F16C. A CPU without them runs the portable path of each op.
+#pragma once
+
+#if defined(__x86_64__) || defined(__i386__)
+#define ENVFORGE_KERNELS_X86 1
+#define ENVFORGE_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define ENVFORGE_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+#else
+#define ENVFORGE_KERNELS_X86 0
+#define ENVFORGE_TARGET_AVX2
+#define ENVFORGE_TARGET_AVX512
+#endif
+
+namespace envforge::kernels::internal {
+
+bool CpuHasAvx2Fma();  // AVX2 + FMA + F16C
+bool CpuHasAvx512F();
+// True when the fast ops may take their AVX2 path: the CPU has it and tests did not turn it off.
+bool UseAvx2();
+// Test hook: force the portable (non-SIMD) path of every fast op, to test it on AVX2 machines.
+void TEST_ForcePortable(bool force);
+
+}  // namespace envforge::kernels::internal
