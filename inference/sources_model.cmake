@@ -1,2 +1,7 @@
 # inference/ sources of the model area (relative to inference/).
-list(APPEND ENVFORGE_INFERENCE_SOURCES)
+list(APPEND ENVFORGE_INFERENCE_SOURCES
+  kv_cache.cc
+  model.cc
+  sampler.cc
+  generator.cc
+)

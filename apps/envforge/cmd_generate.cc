@@ -1,10 +1,191 @@
-// Placeholder until its helper lands the command.
+// envforge generate: n sampled continuations of one prompt with the embedded DSA engine.
+//
+//   envforge generate --model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [--chat] [--thinking]
+//                     [-n N] [--max-tokens M] [--temperature T] [--top-p P] [--top-k K]
+//                     [--seed S] [--stop 1,2] [--dense] [--json]
+//
+// --chat renders the prompt as one user message in the DeepSeek-V3.2 chat format (with --thinking:
+// thinking mode) and parses each completion (reasoning, content, DSML tool calls). Without --chat
+// the prompt text is tokenized as is, after BOS. --prompt-tokens feeds token ids directly (models
+// without a tokenizer). Progress goes to stderr; --json prints one object on stdout:
+// {"model", "prompt_tokens", "samples": [{"text", "tokens", "logprobs", "kept", "finish_reason",
+// "tool_calls"?, "reasoning"?, "content"?}], "timing": {...}}.
+// Exit codes: 0 done, 2 bad arguments or a bad model directory (the message names the missing
+// file or the broken tensor), 3 anything else.
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "apps/envforge/cli_args.h"
 #include "apps/envforge/commands.h"
+#include "apps/envforge/progress.h"
+#include "base/json.h"
+#include "inference/generator.h"
+#include "inference/model.h"
 
 namespace envforge::cli {
+namespace {
 
-int RunGenerateCommand(const std::vector<std::string>&) {
-  return Fail(Status(StatusCode::kFailedPrecondition, "not implemented yet"), kExitInfra);
+Result<double> DoubleOption(const ParsedArgs& args, const std::string& name, double fallback) {
+  auto text = args.Option(name);
+  if (!text) return fallback;
+  try {
+    size_t used = 0;
+    double value = std::stod(*text, &used);
+    if (used == text->size()) return value;
+  } catch (...) {
+  }
+  return InvalidArgumentError(name + " expects a number, got '" + *text + "'");
+}
+
+Result<std::vector<int32_t>> IdList(const std::string& name, const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(begin, end - begin);
+    int32_t id = 0;
+    auto [ptr, error] = std::from_chars(item.data(), item.data() + item.size(), id);
+    if (item.empty() || error != std::errc() || ptr != item.data() + item.size()) {
+      return InvalidArgumentError(name + " expects comma-separated token ids, got '" + text + "'");
+    }
+    ids.push_back(id);
+    begin = end + 1;
+  }
+  return ids;
+}
+
+Json ToolCallsJson(const inference::ChatMessage& message) {
+  Json calls = Json::array();
+  for (const auto& call : message.tool_calls) calls.push_back(Json{{"name", call.name}, {"arguments", call.arguments}});
+  return calls;
+}
+
+}  // namespace
+
+int RunGenerateCommand(const std::vector<std::string>& args) {
+  auto parsed = ParseArgs("envforge generate", args,
+                          {.value_options = {"--model", "--prompt", "--prompt-tokens", "-n", "--max-tokens", "--temperature",
+                                             "--top-p", "--top-k", "--seed", "--stop"},
+                           .flags = {"--chat", "--thinking", "--json", "--dense"}});
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
+  auto model_dir = parsed->Option("--model");
+  if (!model_dir) return Fail(InvalidArgumentError("envforge generate: --model DIR is required"), kExitUsage);
+  auto prompt_text = parsed->Option("--prompt");
+  auto prompt_ids_text = parsed->Option("--prompt-tokens");
+  if (prompt_text.has_value() == prompt_ids_text.has_value()) {
+    return Fail(InvalidArgumentError("envforge generate: pass exactly one of --prompt TEXT and --prompt-tokens IDS"), kExitUsage);
+  }
+  bool chat = parsed->Has("--chat");
+  if (chat && !prompt_text) return Fail(InvalidArgumentError("envforge generate: --chat needs --prompt TEXT"), kExitUsage);
+
+  inference::GenerateOptions options;
+  auto n = parsed->IntOption("-n", 1, 1, 100000);
+  auto max_tokens = parsed->IntOption("--max-tokens", 64, 0, 10'000'000);
+  auto top_k = parsed->IntOption("--top-k", 0, 0, 100'000'000);
+  auto seed = parsed->IntOption("--seed", 0, 0, INT64_MAX);
+  for (const auto* r : {&n, &max_tokens, &top_k, &seed}) {
+    if (!r->ok()) return Fail(r->status(), kExitUsage);
+  }
+  auto temperature = DoubleOption(*parsed, "--temperature", 1.0);
+  auto top_p = DoubleOption(*parsed, "--top-p", 1.0);
+  for (const auto* r : {&temperature, &top_p}) {
+    if (!r->ok()) return Fail(r->status(), kExitUsage);
+  }
+  options.n = *n;
+  options.max_tokens = *max_tokens;
+  options.sampling.temperature = *temperature;
+  options.sampling.top_p = *top_p;
+  options.sampling.top_k = *top_k;
+  options.sampling.seed = static_cast<uint64_t>(*seed);
+  if (auto stop = parsed->Option("--stop")) {
+    auto ids = IdList("--stop", *stop);
+    if (!ids.ok()) return Fail(ids.status(), kExitUsage);
+    options.stop_tokens = *ids;
+  }
+
+  auto load_start = std::chrono::steady_clock::now();
+  std::fprintf(stderr, "loading %s\n", model_dir->c_str());
+  inference::ModelOptions model_options;
+  model_options.dense_attention = parsed->Has("--dense");
+  auto model = inference::Model::Load(*model_dir, model_options);
+  if (!model.ok()) return Fail(model.status(), ExitCodeFor(model.status()), "envforge generate");
+  double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+
+  Progress progress("generating", static_cast<size_t>(options.max_tokens));
+  options.on_step = [&progress](int64_t step, int64_t live) {
+    progress.Update(static_cast<size_t>(step), std::to_string(live) + " live");
+  };
+  inference::Generator generator(**model);
+  Result<inference::GenerateResult> result = InternalError("unreachable");
+  if (prompt_ids_text) {
+    auto ids = IdList("--prompt-tokens", *prompt_ids_text);
+    if (!ids.ok()) return Fail(ids.status(), kExitUsage);
+    result = generator.Generate(*ids, options);
+  } else if (chat) {
+    inference::ChatMessage user;
+    user.role = "user";
+    user.content = *prompt_text;
+    inference::ChatEncodeOptions encode;
+    encode.thinking = parsed->Has("--thinking");
+    result = generator.GenerateChat({user}, encode, options);
+  } else {
+    result = generator.GenerateText(*prompt_text, options);
+  }
+  progress.Finish();
+  if (!result.ok()) {
+    int code = result.status().code() == StatusCode::kFailedPrecondition ? kExitUsage : ExitCodeFor(result.status());
+    return Fail(result.status(), code, "envforge generate");
+  }
+
+  const auto& timing = result->timing;
+  auto per_second = [](double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; };
+  Json samples = Json::array();
+  for (const auto& sample : result->samples) {
+    Json entry{{"text", sample.text},
+               {"tokens", sample.tokens},
+               {"logprobs", sample.logprobs},
+               {"kept", sample.kept_counts},
+               {"finish_reason", inference::FinishReasonName(sample.finish_reason)}};
+    if (chat) {
+      if (sample.has_message) {
+        entry["reasoning"] = sample.parsed.message.reasoning_content;
+        entry["content"] = sample.parsed.message.content;
+        entry["tool_calls"] = ToolCallsJson(sample.parsed.message);
+      } else {
+        entry["parse_error"] = sample.parse_error;
+      }
+    }
+    samples.push_back(std::move(entry));
+  }
+  Json output{{"model", *model_dir},
+              {"prompt_tokens", result->prompt.size()},
+              {"samples", samples},
+              {"timing",
+               {{"load_s", load_s},
+                {"prefill_s", timing.prefill_s},
+                {"decode_s", timing.decode_s},
+                {"prefill_tokens", timing.prefill_tokens},
+                {"decode_steps", timing.decode_steps},
+                {"decode_tokens", timing.decode_tokens},
+                {"prefill_tokens_per_s", per_second(static_cast<double>(timing.prefill_tokens), timing.prefill_s)},
+                {"decode_tokens_per_s", per_second(static_cast<double>(timing.decode_tokens), timing.decode_s)}}}};
+  if (parsed->Has("--json")) {
+    std::printf("%s\n", DumpJson(output).c_str());
+    return kExitOk;
+  }
+  for (size_t i = 0; i < result->samples.size(); ++i) {
+    const auto& sample = result->samples[i];
+    std::printf("--- sample %zu (%zu tokens, %s)\n%s\n", i, sample.tokens.size(), inference::FinishReasonName(sample.finish_reason),
+                sample.text.empty() && !sample.tokens.empty() ? ("tokens: " + DumpJson(Json(sample.tokens))).c_str()
+                                                              : sample.text.c_str());
+  }
+  std::fprintf(stderr, "prompt %zu tokens, prefill %.1f tok/s, decode %.1f tok/s\n", result->prompt.size(),
+               output["timing"]["prefill_tokens_per_s"].get<double>(), output["timing"]["decode_tokens_per_s"].get<double>());
+  return kExitOk;
 }
 
 }  // namespace envforge::cli

@@ -31,6 +31,35 @@ usage:
                                               determinism, defects; verdict sound|suspect|broken,
                                               stored in _tasks.audit; exit 1 when any is broken
 
+  envforge generate --model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [--chat] [--thinking] [-n N]
+                 [--max-tokens M] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--stop IDS]
+                 [--dense] [--json]
+                                              N sampled continuations from the embedded DSA engine
+                                              (HF config.json + safetensors + tokenizer.json; fp32,
+                                              bf16, fp16, FP8 e4m3 with block scales); --json gives
+                                              tokens, per-token logprobs and kept-set sizes
+  envforge bench engine --model DIR [--contexts 1024,4096,16384,65536] [--samples 100]
+                 [--prefill-tokens N] [--steps N] [--threads N] [--json]
+                                              prefill/decode tokens/s, n-sample decode, KV bytes per
+                                              token, decode step split indexer/attention/rest for DSA
+                                              vs dense per context, GEMM and bandwidth vs this CPU's
+                                              measured peaks
+  envforge serve --envs DIR [--host 127.0.0.1] [--port 8080] [--token T] [--max-sessions N]
+                 [--session-ttl SECONDS] [--trajectories FILE.sqlite] [--limits JSON]
+                 [--max-payload BYTES] [--port-file F] [--io-threads N]
+                                              JSON-RPC 2.0 over HTTP (POST /rpc), WebSocket (/ws) and
+                                              MCP (POST /mcp); GET /health, GET /metrics (Prometheus);
+                                              every session recorded; SIGTERM drains and flushes
+  envforge serve --stdio --envs DIR [--mcp] ...
+                                              one JSON-RPC message per line on stdin/stdout (MCP
+                                              clients: --mcp)
+  envforge bench serve --url URL --env E --task T [--sessions 1000] [--steps 20]
+                 [--concurrency 256] [--transport ws|http] [--tool T --arguments JSON] [--chaos]
+                 [--trajectories FILE.sqlite] [--token T] [--json]
+                                              load a running server through real sockets: latency per
+                                              method, calls/s, errors by kind, trajectory
+                                              reconciliation (lost must be 0); --chaos kills sessions
+                                              and drops connections meanwhile
   envforge traj ls FILE.sqlite [--env E] [--task T] [--outcome O] [--limit N] [--json]
                                               recorded episodes, newest first: id, env, task, steps,
                                               outcome, verdict, start time

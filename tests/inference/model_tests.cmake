@@ -1,1 +1,15 @@
-# tests of the inference model area
+# tests of the inference model area: KV cache, sampler, the model forward against the numpy
+# reference (tests/inference/reference_model.py), the generator; and `envforge generate` run as a
+# user runs it (the real binary).
+envforge_add_test(inference_model_test
+  SOURCES model_kv_cache_test.cc model_sampler_test.cc model_forward_test.cc model_generator_test.cc
+  LIBS envforge_inference
+  LABELS unit python
+  TIMEOUT 300)
+
+envforge_add_test(inference_generate_cli_test
+  SOURCES generate_cli_test.cc
+  LIBS envforge_base
+  LABELS integration python
+  TIMEOUT 300)
+add_dependencies(inference_generate_cli_test envforge)

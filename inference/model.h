@@ -1,0 +1,123 @@
+// The DeepSeek-V3.2 (DSA) / DeepSeek-V3 model forward pass on the CPU kernels
+// (dsa-engine.md 4.1-4.8).
+//
+// Model::Load(dir) reads dir/config.json (ModelConfig), binds the safetensors weights
+// (ModelWeights) and, when dir holds a tokenizer.json, the tokenizer. Forward runs a batch of
+// sequences, each with its own KvCache:
+//   * every token of every sequence is stacked into one activation matrix, so each linear layer
+//     streams its weights once per call (decode of B sequences = GEMMs with m = B; a prefill of one
+//     sequence = GEMMs with m = its length);
+//   * MLA in MQA mode: W_UK is absorbed into the query (q~ = W_UK,h^T q^N_h), attention runs over
+//     the FP8 latent rows [c^KV ; k^R] of the cache (the latent is stored FP8, k^R bf16, and only
+//     the stored values are attended), W_UV is applied after;
+//   * DSA (kDeepseekV32 unless ModelOptions::dense_attention): the lightning indexer of 4.4-4.5
+//     (RoPE on the first rope_dim dims of each head, non-interleaved unless
+//     config.indexer_rope_interleave; Hadamard rotation; act_quant of q per head and k per token,
+//     UE8M0 when config.ue8m0_scales; fp32 head weights times index_n_heads^-0.5 times the q scale
+//     times index_head_dim^-0.5), causal scores against the sequence's indexer-key cache, top
+//     index_topk keys per query (every causal candidate when there are at most index_topk), and
+//     sparse attention over the selection;
+//   * dense attention (DeepseekV3, or dense_attention): every query attends to all rows up to its
+//     own position; the indexer is not run and the caches hold no indexer keys;
+//   * MoE layers route with RouteExperts (grouped sigmoid, bias for selection only), run each chosen
+//     expert once over the tokens routed to it, add the shared expert; dense SwiGLU for the first
+//     first_k_dense_replace layers;
+//   * final RMSNorm and the head give fp32 logits for the last token of each sequence (or every
+//     token with ForwardOptions::all_logits).
+// Long prefills score the indexer in chunks of queries so the score matrix stays bounded.
+//
+// Thread safety: Forward is not reentrant (it reuses scratch buffers and the profile); call it from
+// one thread at a time. It parallelises internally on the kernels' pool. The weights are immutable
+// and memory-mapped for the Model's lifetime.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "inference/kv_cache.h"
+#include "inference/model_config.h"
+#include "inference/model_weights.h"
+#include "inference/tokenizer.h"
+
+namespace envforge::inference {
+
+struct ModelOptions {
+  // Ignore the indexer: every query attends to all previous rows (the DeepseekV3 path). Fixed per
+  // Model because it decides whether caches hold indexer keys.
+  bool dense_attention = false;
+  bool load_tokenizer = true;  // load dir/tokenizer.json when present
+};
+
+// Accumulated over Forward calls until Reset(). Seconds of wall time per part of the layers.
+struct ForwardProfile {
+  double indexer_s = 0;    // indexer projections, scores and top-k
+  double attention_s = 0;  // query absorption, attention over the cache, W_UV
+  double rest_s = 0;       // everything else (norms, projections, FFN/MoE, head)
+  int64_t forward_calls = 0;
+  int64_t prefill_tokens = 0;  // tokens of sequences that fed more than one token in a call
+  int64_t decode_tokens = 0;   // tokens of sequences that fed exactly one
+  void Reset() { *this = ForwardProfile(); }
+};
+
+struct SequenceInput {
+  KvCache* cache = nullptr;          // appended to: positions cache->length() onwards
+  std::span<const int32_t> tokens;   // at least one
+};
+
+// [layer][token row of the batch][selected key positions, ascending]: what attention read (test
+// hook; with dense attention every position up to the token's own).
+using SelectionRecord = std::vector<std::vector<std::vector<int32_t>>>;
+
+struct ForwardOptions {
+  bool all_logits = false;                     // logits for every token, not the last of each sequence
+  SelectionRecord* record_selection = nullptr;  // tests: filled when set
+};
+
+class Model {
+ public:
+  // Errors: config.json problems (InvalidArgument/NotFound naming the file or field), weight
+  // binding errors naming the tensor (see model_weights.h), tokenizer.json errors.
+  static Result<std::unique_ptr<Model>> Load(const std::string& dir, const ModelOptions& options = {});
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return *weights_; }
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // nullptr without tokenizer.json
+  bool dense_attention() const { return dense_; }
+  const std::string& dir() const { return dir_; }
+
+  KvCacheShape cache_shape() const;
+  std::unique_ptr<KvCache> NewCache() const;
+
+  // Runs the batch; on success *logits is [batch, vocab] (or [total tokens, vocab] with
+  // all_logits, sequences in batch order) and every cache has grown by its tokens. Errors:
+  // InvalidArgument for a token id outside [0, vocab), an empty token list, a null cache or one of
+  // another shape (the caches are then unchanged).
+  Status Forward(std::span<const SequenceInput> batch, std::vector<float>* logits,
+                 const ForwardOptions& options = {});
+
+  ForwardProfile& profile() { return profile_; }
+
+ private:
+  struct Scratch;
+  Model() = default;
+  void RunLayer(int64_t layer_idx, std::span<const SequenceInput> batch);
+  void RunAttention(int64_t layer_idx, std::span<const SequenceInput> batch);
+  void RunIndexer(int64_t layer_idx, std::span<const SequenceInput> batch);
+  void RunFfn(int64_t layer_idx);
+
+  std::string dir_;
+  ModelConfig config_;
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  bool dense_ = false;
+  std::vector<float> rope_freqs_;
+  ForwardProfile profile_;
+  std::unique_ptr<Scratch> scratch_;
+};
+
+}  // namespace envforge::inference

@@ -1,0 +1,117 @@
+// `envforge generate` as a user runs it: the real binary on a tiny model directory. Asserts exit
+// codes, the --json output and the error messages for broken model directories.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/fd.h"
+#include "base/json.h"
+#include "base/subprocess.h"
+#include "tests/inference/model_test_util.h"
+
+namespace envforge::inference {
+namespace {
+
+namespace fs = std::filesystem;
+using model_testing::TinyModel;
+
+CommandOutput Envforge(std::vector<std::string> args) {
+  args.insert(args.begin(), ExecutableDirectory() + "/envforge");
+  CommandOptions options;
+  options.timeout = std::chrono::seconds(120);
+  auto output = RunCommand(args, options);
+  REQUIRE(output.ok());
+  return *output;
+}
+
+TEST_SUITE("apps.generate") {
+
+TEST_CASE("generate --json prints n greedy samples with tokens, logprobs and kept counts") {
+  std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
+  auto out = Envforge({"generate", "--model", dir, "--prompt", "hi", "-n", "3", "--max-tokens", "5", "--temperature", "0", "--json"});
+  INFO(out.stderr_text);
+  REQUIRE(out.exit_code == 0);
+  auto json = ParseJson(out.stdout_text);
+  REQUIRE(json.ok());
+  CHECK((*json)["model"] == dir);
+  CHECK((*json)["prompt_tokens"].get<int>() >= 2);  // BOS + "hi"
+  const Json& samples = (*json)["samples"];
+  REQUIRE(samples.size() == 3);
+  for (const Json& sample : samples) {
+    CHECK(sample["tokens"] == samples[0]["tokens"]);  // greedy: all equal
+    size_t n = sample["tokens"].size();
+    CHECK(n >= 1);
+    CHECK(n <= 5);
+    CHECK(sample["logprobs"].size() == n);
+    CHECK(sample["kept"].size() == n);
+    CHECK(sample["text"].is_string());
+    std::string finish = sample["finish_reason"].get<std::string>();
+    CHECK((finish == "stop" || finish == "length"));
+  }
+  CHECK((*json)["timing"]["prefill_tokens"] == (*json)["prompt_tokens"]);
+}
+
+TEST_CASE("generate --chat --thinking parses completions and --prompt-tokens works without a tokenizer") {
+  std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
+  auto chat = Envforge({"generate", "--model", dir, "--prompt", "what is 1+1?", "--chat", "--thinking", "-n", "2",
+                        "--max-tokens", "4", "--temperature", "1", "--top-p", "0.9", "--top-k", "50", "--seed", "7", "--json"});
+  INFO(chat.stderr_text);
+  REQUIRE(chat.exit_code == 0);
+  auto json = ParseJson(chat.stdout_text);
+  REQUIRE(json.ok());
+  for (const Json& sample : (*json)["samples"]) {
+    CHECK((sample.contains("tool_calls") || sample.contains("parse_error")));
+    for (const Json& kept : sample["kept"]) CHECK(kept.get<int>() <= 50);
+  }
+  auto ids = Envforge({"generate", "--model", TinyModel("fp32"), "--prompt-tokens", "0,5,9", "--max-tokens", "3", "--json"});
+  INFO(ids.stderr_text);
+  CHECK(ids.exit_code == 0);
+  auto no_tokenizer = Envforge({"generate", "--model", TinyModel("fp32"), "--prompt", "hi"});
+  CHECK(no_tokenizer.exit_code == 2);
+  CHECK(no_tokenizer.stderr_text.find("tokenizer.json") != std::string::npos);
+}
+
+TEST_CASE("a bad model directory exits 2 naming the missing file") {
+  model_testing::TempDir dir;
+  auto missing = Envforge({"generate", "--model", dir / "none", "--prompt", "hi"});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.stderr_text.find("does not exist") != std::string::npos);
+  fs::create_directories(dir / "empty");
+  auto empty = Envforge({"generate", "--model", dir / "empty", "--prompt", "hi"});
+  CHECK(empty.exit_code == 2);
+  CHECK(empty.stderr_text.find("config.json") != std::string::npos);
+  fs::create_directories(dir / "config_only");
+  fs::copy_file(fs::path(TinyModel("fp32")) / "config.json", dir / "config_only/config.json");
+  auto no_weights = Envforge({"generate", "--model", dir / "config_only", "--prompt-tokens", "1,2"});
+  INFO(no_weights.stderr_text);
+  CHECK(no_weights.exit_code == 2);
+  CHECK(no_weights.stderr_text.find("model.safetensors") != std::string::npos);
+}
+
+TEST_CASE("a truncated safetensors file exits 2 naming the tensor") {
+  model_testing::TempDir dir;
+  fs::create_directories(dir / "cut");
+  fs::path source = TinyModel("fp32");
+  fs::copy_file(source / "config.json", dir / "cut/config.json");
+  fs::copy_file(source / "model.safetensors", dir / "cut/model.safetensors");
+  auto size = fs::file_size(dir / "cut/model.safetensors");
+  fs::resize_file(dir / "cut/model.safetensors", size - 1000);
+  auto out = Envforge({"generate", "--model", dir / "cut", "--prompt-tokens", "1,2"});
+  INFO(out.stderr_text);
+  CHECK(out.exit_code == 2);
+  CHECK(out.stderr_text.find("tensor") != std::string::npos);
+  CHECK(out.stderr_text.find("'") != std::string::npos);  // the tensor's quoted name
+}
+
+TEST_CASE("bad arguments exit 2") {
+  CHECK(Envforge({"generate", "--prompt", "hi"}).exit_code == 2);
+  CHECK(Envforge({"generate", "--model", TinyModel("fp32"), "--prompt-tokens", "1,x"}).exit_code == 2);
+  CHECK(Envforge({"generate", "--model", TinyModel("fp32"), "--prompt-tokens", "1", "--temperature", "warm"}).exit_code == 2);
+}
+
+}  // TEST_SUITE
+
+}  // namespace
+}  // namespace envforge::inference
