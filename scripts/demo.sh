@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job until the synthesis loop exists: pack the reference environment, check it, solve
-# every task in sandbox sessions, print the verdicts and the sandbox figures.
+# every task in sandbox sessions, print the verdicts and the sandbox figures; serve it over
+# JSON-RPC under load, list and replay a recorded episode; sample from the embedded DSA engine.
 set -euo pipefail
 BUILD_DIR=${1:-build}
 cd "$(dirname "$0")/.."
@@ -26,3 +27,31 @@ done
 echo
 echo "== sandbox figures (bench sandbox, 1000 sessions)"
 "$ENVFORGE" bench sandbox "$BUNDLE" --sessions 1000 --json
+echo
+echo "== serve: a real server on an ephemeral port, a 200-session load through WebSocket, then replay"
+ENVS_DIR="$OUT_DIR/envs"
+rm -rf "$ENVS_DIR" && mkdir -p "$ENVS_DIR" && cp "$BUNDLE" "$ENVS_DIR/"
+TRAJ="$OUT_DIR/trajectories.sqlite"
+rm -f "$TRAJ" "$TRAJ-wal" "$TRAJ-shm" "$OUT_DIR/port"
+"$ENVFORGE" serve --envs "$ENVS_DIR" --port 0 --port-file "$OUT_DIR/port" --trajectories "$TRAJ" \
+  --max-sessions 2000 2>"$OUT_DIR/serve.log" &
+SERVER_PID=$!
+trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do [[ -s "$OUT_DIR/port" ]] && break; sleep 0.1; done
+PORT=$(cat "$OUT_DIR/port")
+"$ENVFORGE" bench serve --url "ws://127.0.0.1:$PORT/ws" --env trip_planning --task cheapest_rated_hotel \
+  --tool get_all_cities --sessions 200 --steps 20 --concurrency 64 --trajectories "$TRAJ" --json
+kill -TERM $SERVER_PID && wait $SERVER_PID
+trap - EXIT
+echo
+"$ENVFORGE" traj ls "$TRAJ" --limit 3
+EPISODE=$("$ENVFORGE" traj ls "$TRAJ" --limit 1 --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
+echo "== replay $EPISODE"
+"$ENVFORGE" replay "$TRAJ" "$EPISODE" --envs "$ENVS_DIR"
+echo
+echo "== embedded DSA engine: a tiny random DeepSeek-V3.2 checkpoint (fp8), 4 samples of one prompt"
+MODEL_DIR="$OUT_DIR/tiny-model"
+/usr/bin/python3 scripts/make_tiny_model.py --out "$MODEL_DIR" --preset tiny --dtype fp8 >/dev/null
+"$ENVFORGE" generate --model "$MODEL_DIR" --prompt "Plan a trip to Suzhou" -n 4 --max-tokens 24 \
+  --temperature 1.0 --top-p 0.95 --seed 7
+"$ENVFORGE" bench engine --model "$MODEL_DIR" --contexts 256,1024 --samples 16 --json

@@ -1,2 +1,7 @@
 # server/ sources of the transport area (Beast HTTP/WebSocket server, client).
-list(APPEND ENVFORGE_SERVER_SOURCES)
+list(APPEND ENVFORGE_SERVER_SOURCES
+  http_server.cc
+  internal/http_connection.cc
+  internal/http_shared.cc
+  rpc_client.cc
+)

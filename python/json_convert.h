@@ -1,0 +1,16 @@
+// Conversions between nlohmann JSON values and Python objects for the envforge module.
+// JSON null/bool/int/float/string/array/object <-> None/bool/int/float/str/list/dict. Python
+// tuples become arrays; dict keys must be str; anything else raises TypeError naming the type.
+// Must be called with the GIL held.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include "base/json.h"
+
+namespace envforge::python {
+
+pybind11::object JsonToPython(const Json& value);
+Json PythonToJson(pybind11::handle object);
+
+}  // namespace envforge::python

@@ -1,0 +1,73 @@
+"""Fixtures for the envforge Python module tests (run by ctest inside `make test`).
+
+The module is imported from the build tree (PYTHONPATH=build/python, set by ctest). Environments
+are packed from data/envs/trip_planning with the real CLI; the Client tests start a real
+`envforge serve` on an ephemeral port.
+"""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+SOURCE_DIR = pathlib.Path(os.environ.get("ENVFORGE_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
+BUILD_DIR = pathlib.Path(os.environ.get("ENVFORGE_BUILD_DIR", SOURCE_DIR / "build"))
+ENVFORGE = BUILD_DIR / "bin" / "envforge"
+
+sys.path.insert(0, str(BUILD_DIR / "python"))
+
+
+@pytest.fixture(scope="session")
+def envs_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("envs")
+    subprocess.run([str(ENVFORGE), "env", "pack", str(SOURCE_DIR / "data" / "envs" / "trip_planning"),
+                    "-o", str(directory / "trip_planning.envdb")], check=True, capture_output=True)
+    return directory
+
+
+def cheapest_rated_hotel(session):
+    """The gold strategy of the cheapest_rated_hotel task, played through session tool calls."""
+    best = None
+    listed = session.call("get_all_hotels_by_city", city="Suzhou")
+    assert listed.ok, listed
+    for name in listed.content:
+        info = session.call("get_infos_by_hotel", info_keywords=["price", "rating"], hotel=name)
+        assert info.ok, info
+        if float(info.content["rating"]) < 4.0:
+            continue
+        key = (info.content["price"], name)
+        if best is None or key < best:
+            best = key
+    return {"hotel": best[1]}
+
+
+@pytest.fixture
+def server(envs_dir, tmp_path):
+    """A running `envforge serve`; yields (url, trajectories path, process)."""
+    port_file = tmp_path / "port"
+    trajectories = tmp_path / "trajectories.sqlite"
+    process = subprocess.Popen(
+        [str(ENVFORGE), "serve", "--envs", str(envs_dir), "--port", "0", "--port-file", str(port_file),
+         "--trajectories", str(trajectories), "--token", "sesame", "--session-ttl", "60"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while not (port_file.exists() and port_file.read_text().strip()):
+        if process.poll() is not None:
+            raise RuntimeError("envforge serve exited: " + process.stderr.read().decode())
+        if time.time() > deadline:
+            process.kill()
+            raise RuntimeError("envforge serve did not report its port")
+        time.sleep(0.05)
+    port = int(port_file.read_text().strip())
+    yield f"http://127.0.0.1:{port}", trajectories, process
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,115 @@
+// The network transport of `envforge serve`: JSON-RPC 2.0 over HTTP/1.1 and WebSocket
+// (Boost.Beast on Boost.Asio), in front of one RpcService.
+//
+// Routes:
+//   POST /rpc      one native-dialect payload (single or batch) per request, answered with
+//                  application/json; a payload that needs no answer (notifications only) gets
+//                  204 No Content.
+//   POST /mcp      the MCP dialect, Streamable-HTTP style: a JSON response per request; a message
+//                  without an id (a notification or a response) gets 202 Accepted and no body.
+//                  GET and DELETE /mcp answer 405 (this server offers no SSE stream).
+//   GET  /health   {"status": "ok" | "draining", "sessions": <open sessions>, "uptime": <seconds>}.
+//                  Open even when a token is configured, so that load balancers and process
+//                  supervisors can probe it; it reveals nothing but these three figures.
+//   GET  /metrics  Prometheus text: RpcService::metrics() plus this transport's counters
+//                  (envforge_transport_connections_total / _open, envforge_transport_bytes_total,
+//                  envforge_http_responses_total{code}, envforge_ws_messages_total{direction}).
+//   GET  /ws       WebSocket upgrade; each text (or binary) message is one native-dialect payload.
+//                  Requests on one connection run concurrently and their responses are written
+//                  as they complete (match them by id), one frame per response.
+// Every connection is HTTP/1.1 keep-alive unless the client asks otherwise. Any other path is
+// 404; a known path with another method is 405 (with an Allow header).
+//
+// Auth: with a token set, every request but GET /health (the WebSocket upgrade and /metrics
+// included) needs "Authorization: Bearer <token>", compared in constant time; otherwise 401 with
+// a JSON-RPC error body (code -32005) and a WWW-Authenticate header.
+//
+// Limits and misbehaving clients:
+//   * A body over max_payload_bytes is refused with 413 and a JSON-RPC -32008 body as soon as its
+//     Content-Length (or, chunked, its running size) passes the limit; the rest is never buffered,
+//     and the connection is closed. A WebSocket message over the limit closes the connection with
+//     close code 1009 (message too big).
+//   * Malformed HTTP gets 400 and the connection is closed; a header block over 64 KiB gets 431.
+//   * A request must arrive whole (header and body) within read_timeout of its first byte, and a
+//     keep-alive connection may sit idle between requests for idle_timeout; past either the
+//     connection is closed. WebSocket connections are pinged and closed after idle_timeout of
+//     silence.
+//   * A client that vanishes while its requests run loses their responses, silently; the requests
+//     themselves complete and are recorded by the service, and their sessions stay open (until
+//     closed or expired by the session TTL).
+//   * Every handler catches: a failure answers 500 (HTTP) or is logged (WebSocket), never crashes
+//     the process.
+//
+// Life cycle:  Create (binds, listens) -> Start (io threads) -> serving
+//                -> BeginDrain (stops accepting, /health says "draining", RpcService::BeginDrain)
+//                -> WaitIdle (responses of requests in flight are written)
+//                -> Stop (closes every connection, joins the io threads).
+// The caller then runs RpcService::Shutdown. The destructor calls Stop.
+//
+// Thread safety: every method may be called from any thread; Stop must not be called from a
+// callback of the service or from an io thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "server/rpc_service.h"
+
+namespace envforge::server {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";  // an IPv4 or IPv6 literal, or "localhost"
+  uint16_t port = 0;               // 0: an ephemeral port (see HttpServer::port())
+  std::string token;               // empty: no authentication
+  size_t max_payload_bytes = 16u << 20;  // request body and WebSocket message limit
+  int io_threads = 2;
+  std::chrono::milliseconds read_timeout{30'000};   // first byte -> whole request read
+  std::chrono::milliseconds idle_timeout{120'000};  // keep-alive / WebSocket silence
+  // WebSocket requests one connection may have in flight; reading pauses beyond it.
+  size_t max_in_flight_per_connection = 4096;
+};
+
+class HttpServer {
+ public:
+  // Resolves host, binds and listens (so port() is known at once). InvalidArgument for bad
+  // options (io_threads < 1, max_payload_bytes 0, an unresolvable host); Unavailable when the
+  // address cannot be bound (in use, no permission). `service` must outlive the server.
+  static Result<std::unique_ptr<HttpServer>> Create(RpcService& service, HttpServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // The bound port (the ephemeral one when options.port was 0).
+  uint16_t port() const;
+  const HttpServerOptions& options() const;
+
+  // Starts the io threads and accepting; returns at once. Idempotent.
+  void Start();
+  // Start, then block until Stop is called (from another thread).
+  void Run();
+  // Stops accepting new connections, marks the server draining (/health) and calls
+  // RpcService::BeginDrain. Connections already open keep being served (new sessions and tool
+  // calls are refused by the service with -32006).
+  void BeginDrain();
+  // Blocks until no request is in flight (each has been answered and its response written or
+  // dropped), or `timeout` passes. Returns true when idle.
+  bool WaitIdle(std::chrono::milliseconds timeout);
+  // Closes the listener and every connection, stops and joins the io threads. Responses still
+  // owed to clients are dropped. Idempotent.
+  void Stop();
+
+  // Requests handed to the service whose responses are not written yet.
+  size_t in_flight() const;
+  size_t open_connections() const;
+
+ private:
+  class Impl;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace envforge::server

@@ -1,0 +1,551 @@
+// HTTP/1.1 and WebSocket connections of the server (Boost.Beast). Each connection runs on its own
+// strand; the service answers on its own threads and the answer is posted back to the strand
+// through the shared gate (http_shared.h), so no callback ever touches a stopped io_context.
+#include "server/internal/http_connection.h"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <deque>
+#include <exception>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "base/json.h"
+#include "base/log.h"
+
+namespace envforge::server::internal {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using ErrorCode = beast::error_code;
+
+constexpr size_t kHeaderLimit = 64 * 1024;
+constexpr std::chrono::seconds kLingerTimeout{2};
+constexpr const char* kServerName = "envforge";
+
+using Response = http::response<http::string_body>;
+
+std::string PeerName(const tcp::socket& socket) {
+  ErrorCode ec;
+  auto endpoint = socket.remote_endpoint(ec);
+  if (ec) return "unknown";
+  return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+}
+
+// Errors after which nothing can be said to the client: it left, or it was too slow.
+bool IsQuietDisconnect(const ErrorCode& ec) {
+  return ec == http::error::end_of_stream || ec == http::error::partial_message || ec == beast::error::timeout ||
+         ec == net::error::eof || ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+         ec == net::error::broken_pipe || ec == net::error::bad_descriptor || ec == net::error::not_connected;
+}
+
+std::string PlainError(std::string_view message) { return DumpJson(Json{{"error", message}}); }
+
+std::string TooLargeBody(size_t limit) {
+  return RpcService::ErrorResponse(nullptr, -32008,
+                                   "payload too large: the limit is " + std::to_string(limit) + " bytes",
+                                   Json{{"kind", "payload_too_large"}, {"retryable", false}, {"limit", limit}});
+}
+
+enum class Route { kRpc, kMcp, kHealth, kMetrics, kWebSocket };
+
+// What to do with a request, decided from its header alone.
+struct Decision {
+  std::optional<Route> route;
+  http::status status = http::status::ok;  // when !route
+  std::string body;
+  std::string allow;
+  bool unauthorized = false;
+};
+
+Decision Reject(http::status status, std::string body, std::string allow = {}) {
+  Decision decision;
+  decision.status = status;
+  decision.body = std::move(body);
+  decision.allow = std::move(allow);
+  return decision;
+}
+
+Decision Accept(Route route) {
+  Decision decision;
+  decision.route = route;
+  return decision;
+}
+
+template <typename Header>
+Decision Decide(const Header& request, const TransportShared& shared) {
+  std::string_view target(request.target().data(), request.target().size());
+  std::string_view path = target.substr(0, target.find('?'));
+  http::verb method = request.method();
+  bool get = method == http::verb::get || method == http::verb::head;
+  if (path == "/health") return get ? Accept(Route::kHealth) : Reject(http::status::method_not_allowed, PlainError("use GET /health"), "GET");
+  auto authorization = request[http::field::authorization];
+  if (!shared.Authorized(std::string_view(authorization.data(), authorization.size()))) {
+    Decision decision = Reject(http::status::unauthorized,
+                               RpcService::ErrorResponse(nullptr, -32005, "unauthorized: send Authorization: Bearer <token>",
+                                                         Json{{"kind", "unauthorized"}, {"retryable", false}}));
+    decision.unauthorized = true;
+    return decision;
+  }
+  if (path == "/rpc") {
+    return method == http::verb::post ? Accept(Route::kRpc) : Reject(http::status::method_not_allowed, PlainError("use POST /rpc"), "POST");
+  }
+  if (path == "/mcp") {
+    // Streamable HTTP: GET would open a server-to-client SSE stream, which this server does not
+    // offer; the specification answers that with 405.
+    return method == http::verb::post ? Accept(Route::kMcp) : Reject(http::status::method_not_allowed, PlainError("use POST /mcp"), "POST");
+  }
+  if (path == "/metrics") return get ? Accept(Route::kMetrics) : Reject(http::status::method_not_allowed, PlainError("use GET /metrics"), "GET");
+  if (path == "/ws") {
+    if (method != http::verb::get) return Reject(http::status::method_not_allowed, PlainError("use a WebSocket upgrade on GET /ws"), "GET");
+    if (!websocket::is_upgrade(request)) return Reject(http::status::upgrade_required, PlainError("/ws needs a WebSocket upgrade"));
+    return Accept(Route::kWebSocket);
+  }
+  return Reject(http::status::not_found, PlainError("no route for " + std::string(path)));
+}
+
+// ------------------------------------------------------------------------------------------------
+
+class WsConnection : public HttpConnectionBase, public std::enable_shared_from_this<WsConnection> {
+ public:
+  WsConnection(std::shared_ptr<TransportShared> shared, tcp::socket socket, std::string peer)
+      : shared_(std::move(shared)), ws_(std::move(socket)), peer_(std::move(peer)) {}
+
+  void Accept(http::request<http::string_body> request) {
+    id_ = shared_->Register(shared_from_this());
+    shared_->CountConnectionOpened("ws");
+    counted_ = true;
+    const HttpServerOptions& options = shared_->options();
+    // The websocket stream keeps its own deadlines; the tcp_stream's would cut long-lived
+    // connections.
+    beast::get_lowest_layer(ws_).expires_never();
+    websocket::stream_base::timeout timeouts{};
+    timeouts.handshake_timeout = options.read_timeout;
+    timeouts.idle_timeout = options.idle_timeout;
+    timeouts.keep_alive_pings = true;
+    ws_.set_option(timeouts);
+    ws_.set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& response) { response.set(http::field::server, kServerName); }));
+    ws_.read_message_max(options.max_payload_bytes);
+    ws_.auto_fragment(false);
+    ws_.async_accept(request, beast::bind_front_handler(&WsConnection::OnAccept, shared_from_this()));
+  }
+
+  void Close() override {
+    net::post(ws_.get_executor(), [self = shared_from_this()] { self->Finish(); });
+  }
+
+ private:
+  struct Outgoing {
+    std::string text;
+    std::shared_ptr<InFlightToken> token;
+  };
+
+  void OnAccept(ErrorCode ec) {
+    if (ec) {
+      ENVFORGE_LOG(kDebug) << "websocket handshake with " << peer_ << " failed: " << ec.message();
+      return Finish();
+    }
+    DoRead();
+  }
+
+  void DoRead() {
+    if (closed_ || reading_) return;
+    if (in_flight_ >= shared_->options().max_in_flight_per_connection) return;  // resumed by OnAnswer
+    reading_ = true;
+    ws_.async_read(read_buffer_, beast::bind_front_handler(&WsConnection::OnRead, shared_from_this()));
+  }
+
+  void OnRead(ErrorCode ec, size_t bytes) {
+    reading_ = false;
+    if (ec) {
+      if (ec == websocket::error::message_too_big) {
+        // Beast has already sent close code 1009 (too big) and torn the connection down.
+        ENVFORGE_LOG(kInfo) << "websocket message from " << peer_ << " over the limit; closed with 1009";
+      } else if (ec != websocket::error::closed && !IsQuietDisconnect(ec)) {
+        ENVFORGE_LOG(kDebug) << "websocket read from " << peer_ << ": " << ec.message();
+      }
+      return Finish();
+    }
+    shared_->CountBytes("ws", "in", bytes);
+    shared_->CountWsMessage("in");
+    std::string payload = beast::buffers_to_string(read_buffer_.data());
+    read_buffer_.consume(read_buffer_.size());
+    Dispatch(std::move(payload));
+    DoRead();
+  }
+
+  void Dispatch(std::string payload) {
+    ++in_flight_;
+    auto token = shared_->AcquireInFlight();
+    RequestContext context{Dialect::kNative, peer_, "ws"};
+    std::weak_ptr<WsConnection> weak = weak_from_this();
+    std::shared_ptr<TransportShared> shared = shared_;
+    try {
+      shared_->service().HandleAsync(std::move(payload), context,
+                                     [weak, shared, token](std::optional<std::string> answer) mutable {
+                                       shared->IfOpen([&] {
+                                         auto self = weak.lock();
+                                         if (!self) return;
+                                         net::post(self->ws_.get_executor(),
+                                                   [self, answer = std::move(answer), token]() mutable {
+                                                     self->OnAnswer(std::move(answer), std::move(token));
+                                                   });
+                                       });
+                                     });
+    } catch (const std::exception& e) {
+      ENVFORGE_LOG(kError) << "websocket request from " << peer_ << " failed: " << e.what();
+      OnAnswer(RpcService::ErrorResponse(nullptr, -32603, std::string("internal error: ") + e.what()), token);
+    }
+  }
+
+  void OnAnswer(std::optional<std::string> answer, std::shared_ptr<InFlightToken> token) {
+    if (in_flight_ > 0) --in_flight_;
+    if (closed_) return;  // the client is gone: the answer is dropped, the token released
+    if (answer) {
+      queue_.push_back(Outgoing{std::move(*answer), std::move(token)});
+      DoWrite();
+    }
+    DoRead();
+  }
+
+  void DoWrite() {
+    if (writing_ || queue_.empty() || closed_) return;
+    writing_ = true;
+    ws_.text(true);
+    ws_.async_write(net::buffer(queue_.front().text), beast::bind_front_handler(&WsConnection::OnWrite, shared_from_this()));
+  }
+
+  void OnWrite(ErrorCode ec, size_t bytes) {
+    writing_ = false;
+    if (!queue_.empty()) queue_.pop_front();
+    if (ec) {
+      if (!IsQuietDisconnect(ec) && ec != websocket::error::closed) {
+        ENVFORGE_LOG(kDebug) << "websocket write to " << peer_ << ": " << ec.message();
+      }
+      return Finish();
+    }
+    shared_->CountBytes("ws", "out", bytes);
+    shared_->CountWsMessage("out");
+    DoWrite();
+  }
+
+  // Runs on the strand once the connection is over: drops what is queued, closes the socket and
+  // leaves the registry.
+  void Finish() {
+    auto self = shared_from_this();
+    if (closed_) return;
+    closed_ = true;
+    queue_.clear();
+    ErrorCode ec;
+    auto& socket = beast::get_lowest_layer(ws_).socket();
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
+    if (counted_) shared_->CountConnectionClosed("ws");
+    if (id_ != 0) shared_->Unregister(id_);
+  }
+
+  std::shared_ptr<TransportShared> shared_;
+  websocket::stream<beast::tcp_stream> ws_;
+  std::string peer_;
+  uint64_t id_ = 0;
+  bool counted_ = false;
+  beast::flat_buffer read_buffer_;
+  std::deque<Outgoing> queue_;
+  size_t in_flight_ = 0;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool closed_ = false;
+};
+
+// ------------------------------------------------------------------------------------------------
+
+class HttpConnection : public HttpConnectionBase, public std::enable_shared_from_this<HttpConnection> {
+ public:
+  HttpConnection(std::shared_ptr<TransportShared> shared, tcp::socket socket)
+      : shared_(std::move(shared)), peer_(PeerName(socket)), stream_(std::move(socket)) {}
+
+  void Start() {
+    id_ = shared_->Register(shared_from_this());
+    shared_->CountConnectionOpened("http");
+    net::dispatch(stream_.get_executor(), beast::bind_front_handler(&HttpConnection::DoIdleWait, shared_from_this()));
+  }
+
+  void Close() override {
+    net::post(stream_.get_executor(), [self = shared_from_this()] { self->Finish(); });
+  }
+
+ private:
+  // Between requests a connection may idle for idle_timeout; its next request must then arrive
+  // whole within read_timeout of its first byte (a slow client cannot hold a connection forever).
+  void DoIdleWait() {
+    if (closed_) return;
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimit);
+    parser_->body_limit(shared_->options().max_payload_bytes);
+    request_bytes_ = 0;
+    if (buffer_.size() > 0) return DoReadHeader();  // a pipelined request is already here
+    stream_.expires_after(shared_->options().idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096), beast::bind_front_handler(&HttpConnection::OnIdleBytes, shared_from_this()));
+  }
+
+  void OnIdleBytes(ErrorCode ec, size_t bytes) {
+    if (ec) return Finish();
+    buffer_.commit(bytes);
+    DoReadHeader();
+  }
+
+  void DoReadHeader() {
+    stream_.expires_after(shared_->options().read_timeout);
+    http::async_read_header(stream_, buffer_, *parser_, beast::bind_front_handler(&HttpConnection::OnHeader, shared_from_this()));
+  }
+
+  void OnHeader(ErrorCode ec, size_t bytes) {
+    request_bytes_ += bytes;
+    if (ec) return OnReadError(ec);
+    try {
+      const auto& request = parser_->get();
+      decision_ = Decide(request, *shared_);
+      auto length = parser_->content_length();
+      if (length && *length > shared_->options().max_payload_bytes) {
+        return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes), true);
+      }
+      auto expect = request[http::field::expect];
+      bool expects_continue = beast::iequals(expect, "100-continue");
+      bool has_body = parser_->chunked() || (length && *length > 0);
+      if (expects_continue && has_body) {
+        // The client waits before sending its body: refuse at once (and close, so the unsent
+        // body never desynchronises the connection), or invite it.
+        if (!decision_.route) return SendDecision(true);
+        continue_response_.emplace(http::status::continue_, request.version());
+        return http::async_write(stream_, *continue_response_,
+                                 beast::bind_front_handler(&HttpConnection::OnContinueWritten, shared_from_this()));
+      }
+      DoReadBody();
+    } catch (const std::exception& e) {
+      SendInternalError(e);
+    }
+  }
+
+  void OnContinueWritten(ErrorCode ec, size_t) {
+    if (ec) return Finish();
+    DoReadBody();
+  }
+
+  void DoReadBody() {
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&HttpConnection::OnBody, shared_from_this()));
+  }
+
+  void OnBody(ErrorCode ec, size_t bytes) {
+    request_bytes_ += bytes;
+    if (ec) return OnReadError(ec);
+    stream_.expires_never();  // the service may take its time (a tool at its wall-time limit)
+    shared_->CountBytes("http", "in", request_bytes_);
+    try {
+      if (!decision_.route) return SendDecision(false);
+      switch (*decision_.route) {
+        case Route::kRpc:
+          return Dispatch(Dialect::kNative);
+        case Route::kMcp:
+          return Dispatch(Dialect::kMcp);
+        case Route::kHealth:
+          return SendHealth();
+        case Route::kMetrics:
+          return Send(MakeResponse(http::status::ok, shared_->service().metrics().RenderPrometheus(),
+                                   "text/plain; version=0.0.4; charset=utf-8"),
+                      false);
+        case Route::kWebSocket:
+          return Upgrade();
+      }
+    } catch (const std::exception& e) {
+      SendInternalError(e);
+    }
+  }
+
+  void OnReadError(const ErrorCode& ec) {
+    if (ec == http::error::body_limit) {
+      return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes), true);
+    }
+    if (ec == http::error::header_limit) {
+      return SendFinal(http::status::request_header_fields_too_large, PlainError("header block over 64 KiB"), true);
+    }
+    if (IsQuietDisconnect(ec) || ec.category() != http::make_error_code(http::error::bad_method).category()) {
+      if (ec == beast::error::timeout) {
+        ENVFORGE_LOG(kDebug) << "closing " << peer_ << ": request not read in time";
+      }
+      return Finish();
+    }
+    SendFinal(http::status::bad_request, PlainError("malformed HTTP request: " + ec.message()), true);
+  }
+
+  void Dispatch(Dialect dialect) {
+    auto token = shared_->AcquireInFlight();
+    RequestContext context{dialect, peer_, "http"};
+    std::weak_ptr<HttpConnection> weak = weak_from_this();
+    std::shared_ptr<TransportShared> shared = shared_;
+    try {
+      shared_->service().HandleAsync(std::move(parser_->get().body()), context,
+                                     [weak, shared, token, dialect](std::optional<std::string> answer) mutable {
+                                       shared->IfOpen([&] {
+                                         auto self = weak.lock();
+                                         if (!self) return;
+                                         net::post(self->stream_.get_executor(),
+                                                   [self, answer = std::move(answer), token, dialect]() mutable {
+                                                     self->OnAnswer(std::move(answer), dialect, std::move(token));
+                                                   });
+                                       });
+                                     });
+    } catch (const std::exception& e) {
+      SendInternalError(e);
+    }
+  }
+
+  void OnAnswer(std::optional<std::string> answer, Dialect dialect, std::shared_ptr<InFlightToken> token) {
+    if (closed_) return;  // the client is gone: its answer is dropped
+    token_ = std::move(token);  // released once the response is written
+    if (!answer) {
+      // Nothing to send back: MCP's Streamable HTTP says 202 for accepted notifications; plain
+      // JSON-RPC over HTTP conventionally uses 204.
+      return Send(MakeResponse(dialect == Dialect::kMcp ? http::status::accepted : http::status::no_content, {}, {}), false);
+    }
+    Send(MakeResponse(http::status::ok, std::move(*answer), "application/json"), false);
+  }
+
+  void SendHealth() {
+    auto stats = shared_->service().manager().Stats();
+    Json health{{"status", shared_->draining() ? "draining" : "ok"},
+                {"sessions", stats.sessions_open},
+                {"uptime", shared_->UptimeSeconds()}};
+    Send(MakeResponse(http::status::ok, DumpJson(health), "application/json"), false);
+  }
+
+  void SendDecision(bool close) {
+    Response response = MakeResponse(decision_.status, decision_.body, "application/json");
+    if (!decision_.allow.empty()) response.set(http::field::allow, decision_.allow);
+    if (decision_.unauthorized) response.set(http::field::www_authenticate, "Bearer");
+    if (decision_.status == http::status::upgrade_required) response.set(http::field::upgrade, "websocket");
+    Send(std::move(response), close);
+  }
+
+  void SendFinal(http::status status, std::string body, bool close) {
+    Send(MakeResponse(status, std::move(body), "application/json"), close);
+  }
+
+  void SendInternalError(const std::exception& e) {
+    ENVFORGE_LOG(kError) << "request from " << peer_ << " failed: " << e.what();
+    SendFinal(http::status::internal_server_error,
+              RpcService::ErrorResponse(nullptr, -32603, std::string("internal error: ") + e.what()), true);
+  }
+
+  Response MakeResponse(http::status status, std::string body, std::string_view content_type) {
+    const auto& request = parser_->get();
+    Response response{status, request.version() == 10 ? 10u : 11u};
+    response.set(http::field::server, kServerName);
+    if (!content_type.empty()) response.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
+    bool is_head = request.method() == http::verb::head;
+    response.body() = std::move(body);
+    response.prepare_payload();
+    if (is_head) response.body().clear();
+    response.keep_alive(request.keep_alive());
+    return response;
+  }
+
+  void Send(Response response, bool close) {
+    if (closed_) return;
+    if (close || shared_->draining()) response.keep_alive(false);
+    close_after_write_ = !response.keep_alive();
+    shared_->CountResponse(response.result_int());
+    response_ = std::make_unique<Response>(std::move(response));
+    stream_.expires_after(shared_->options().read_timeout);  // a client that does not read is slow too
+    http::async_write(stream_, *response_, beast::bind_front_handler(&HttpConnection::OnWrite, shared_from_this()));
+  }
+
+  void OnWrite(ErrorCode ec, size_t bytes) {
+    token_.reset();
+    response_.reset();
+    if (ec) return Finish();
+    shared_->CountBytes("http", "out", bytes);
+    if (close_after_write_) return LingeringClose();
+    DoIdleWait();
+  }
+
+  // Half-closes, then reads and discards what the client still sends (an unread oversized body),
+  // so the kernel does not answer it with a reset that could destroy the response in flight.
+  void LingeringClose() {
+    ErrorCode ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(kLingerTimeout);
+    DoDiscard();
+  }
+
+  void DoDiscard() {
+    buffer_.consume(buffer_.size());
+    stream_.async_read_some(buffer_.prepare(64 * 1024), beast::bind_front_handler(&HttpConnection::OnDiscard, shared_from_this()));
+  }
+
+  void OnDiscard(ErrorCode ec, size_t) {
+    if (ec) return Finish();
+    DoDiscard();
+  }
+
+  void Upgrade() {
+    // The connection becomes a WebSocket one: this object hands its socket over and ends.
+    closed_ = true;
+    stream_.expires_never();
+    auto ws = std::make_shared<WsConnection>(shared_, stream_.release_socket(), peer_);
+    shared_->CountResponse(101);
+    ws->Accept(parser_->release());
+    shared_->CountConnectionClosed("http");
+    shared_->Unregister(id_);
+  }
+
+  void Finish() {
+    auto self = shared_from_this();
+    if (closed_) return;
+    closed_ = true;
+    token_.reset();
+    ErrorCode ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+    shared_->CountConnectionClosed("http");
+    shared_->Unregister(id_);
+  }
+
+  std::shared_ptr<TransportShared> shared_;
+  std::string peer_;
+  beast::tcp_stream stream_;
+  uint64_t id_ = 0;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::response<http::empty_body>> continue_response_;
+  Decision decision_;
+  size_t request_bytes_ = 0;
+  // Keeps the response alive while async_write runs (Beast writes from it in place).
+  std::unique_ptr<Response> response_;
+  std::shared_ptr<InFlightToken> token_;
+  bool close_after_write_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+void StartHttpConnection(std::shared_ptr<TransportShared> shared, tcp::socket socket) {
+  try {
+    ErrorCode ec;
+    socket.set_option(tcp::no_delay(true), ec);  // small JSON-RPC answers must not wait for Nagle
+    auto connection = std::make_shared<HttpConnection>(std::move(shared), std::move(socket));
+    connection->Start();
+  } catch (const std::exception& e) {
+    ENVFORGE_LOG(kError) << "cannot start a connection: " << e.what();
+  }
+}
+
+}  // namespace envforge::server::internal

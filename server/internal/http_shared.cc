@@ -1,0 +1,150 @@
+// The server's shared state: in-flight accounting, the stop gate, the connection registry, the
+// token check and the transport metrics.
+#include "server/internal/http_shared.h"
+
+#include <openssl/crypto.h>
+
+#include <utility>
+#include <vector>
+
+#include "base/sha256.h"
+
+namespace envforge::server::internal {
+namespace {
+
+bool StartsWithCaseInsensitive(std::string_view text, std::string_view prefix) {
+  if (text.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    char a = text[i], b = prefix[i];
+    if (a >= 'A' && a <= 'Z') a = static_cast<char>(a - 'A' + 'a');
+    if (b >= 'A' && b <= 'Z') b = static_cast<char>(b - 'A' + 'a');
+    if (a != b) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+InFlightToken::InFlightToken(std::shared_ptr<TransportShared> shared) : shared_(std::move(shared)) {}
+InFlightToken::~InFlightToken() { shared_->ReleaseInFlight(); }
+
+TransportShared::TransportShared(RpcService& service, HttpServerOptions options)
+    : service_(service),
+      options_(std::move(options)),
+      token_digest_(options_.token.empty() ? std::string() : Sha256Hex(options_.token)),
+      started_(std::chrono::steady_clock::now()) {}
+
+double TransportShared::UptimeSeconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+}
+
+bool TransportShared::Authorized(std::string_view authorization_header) const {
+  if (token_digest_.empty()) return true;
+  constexpr std::string_view kScheme = "bearer ";
+  std::string_view presented;
+  if (StartsWithCaseInsensitive(authorization_header, kScheme)) presented = authorization_header.substr(kScheme.size());
+  while (!presented.empty() && presented.front() == ' ') presented.remove_prefix(1);
+  while (!presented.empty() && presented.back() == ' ') presented.remove_suffix(1);
+  // Comparing digests of equal length takes the same time whatever the presented token's length
+  // or content, so timing reveals neither.
+  std::string digest = Sha256Hex(presented);
+  return CRYPTO_memcmp(digest.data(), token_digest_.data(), digest.size()) == 0 && !presented.empty();
+}
+
+std::shared_ptr<InFlightToken> TransportShared::AcquireInFlight() {
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mutex_);
+    ++in_flight_;
+  }
+  return std::make_shared<InFlightToken>(shared_from_this());
+}
+
+void TransportShared::ReleaseInFlight() {
+  std::lock_guard<std::mutex> lock(in_flight_mutex_);
+  if (--in_flight_ == 0) idle_cv_.notify_all();
+}
+
+size_t TransportShared::in_flight() const {
+  std::lock_guard<std::mutex> lock(in_flight_mutex_);
+  return in_flight_;
+}
+
+bool TransportShared::WaitIdle(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(in_flight_mutex_);
+  return idle_cv_.wait_for(lock, timeout, [this] { return in_flight_ == 0; });
+}
+
+void TransportShared::CloseGate() {
+  std::lock_guard<std::mutex> lock(gate_mutex_);
+  gate_open_ = false;
+}
+
+uint64_t TransportShared::Register(std::shared_ptr<HttpConnectionBase> connection) {
+  std::lock_guard<std::mutex> lock(registry_mutex_);
+  uint64_t id = next_connection_id_++;
+  connections_.emplace(id, std::move(connection));
+  return id;
+}
+
+void TransportShared::Unregister(uint64_t id) {
+  std::shared_ptr<HttpConnectionBase> dropped;  // destroyed outside the lock
+  std::lock_guard<std::mutex> lock(registry_mutex_);
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  dropped = std::move(it->second);
+  connections_.erase(it);
+}
+
+void TransportShared::CloseAll() {
+  std::vector<std::shared_ptr<HttpConnectionBase>> all;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex_);
+    for (const auto& [id, connection] : connections_) all.push_back(connection);
+  }
+  for (const auto& connection : all) connection->Close();
+}
+
+void TransportShared::ClearRegistry() {
+  std::unordered_map<uint64_t, std::shared_ptr<HttpConnectionBase>> dropped;
+  std::lock_guard<std::mutex> lock(registry_mutex_);
+  dropped.swap(connections_);
+}
+
+size_t TransportShared::open_connections() const {
+  std::lock_guard<std::mutex> lock(registry_mutex_);
+  return connections_.size();
+}
+
+void TransportShared::CountConnectionOpened(const char* transport) {
+  service_.metrics().Increment("envforge_transport_connections_total", {{"transport", transport}}, 1,
+                               "Connections accepted (http) or upgraded (ws)");
+  std::lock_guard<std::mutex> lock(gauge_mutex_);
+  double open = ++open_by_transport_[transport];
+  service_.metrics().SetGauge("envforge_transport_connections_open", {{"transport", transport}}, open,
+                              "Connections open now");
+}
+
+void TransportShared::CountConnectionClosed(const char* transport) {
+  std::lock_guard<std::mutex> lock(gauge_mutex_);
+  double open = --open_by_transport_[transport];
+  service_.metrics().SetGauge("envforge_transport_connections_open", {{"transport", transport}}, open,
+                              "Connections open now");
+}
+
+void TransportShared::CountBytes(const char* transport, const char* direction, size_t bytes) {
+  if (bytes == 0) return;
+  service_.metrics().Increment("envforge_transport_bytes_total", {{"transport", transport}, {"direction", direction}},
+                               static_cast<double>(bytes), "Bytes read (in) and written (out)");
+}
+
+void TransportShared::CountResponse(unsigned status) {
+  service_.metrics().Increment("envforge_http_responses_total", {{"code", std::to_string(status)}}, 1,
+                               "HTTP responses by status code");
+}
+
+void TransportShared::CountWsMessage(const char* direction) {
+  service_.metrics().Increment("envforge_ws_messages_total", {{"direction", direction}}, 1,
+                               "WebSocket messages received (in) and sent (out)");
+}
+
+}  // namespace envforge::server::internal

@@ -1,0 +1,84 @@
+// JSON-RPC 2.0 mechanics of the service, independent of any method: the error codes and how a
+// Status maps onto them (the one place that does), envelope validation of a request object, the
+// response objects, and params readers whose errors name the offending field.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "base/json.h"
+#include "base/status.h"
+
+namespace envforge::server::internal {
+
+// The codes of server/rpc_service.h.
+enum RpcCode : int {
+  kParseError = -32700,
+  kInvalidRequest = -32600,
+  kMethodNotFound = -32601,
+  kInvalidParams = -32602,
+  kInternalError = -32603,
+  kUnknownSession = -32001,
+  kUnknownEnv = -32002,
+  kServerFull = -32003,
+  kSessionDead = -32004,
+  kUnauthorized = -32005,
+  kShuttingDown = -32006,
+  kInfraError = -32007,
+  kPayloadTooLarge = -32008,
+};
+
+// "parse_error", "unknown_session", "server_full", ...
+std::string_view ErrorKind(int code);
+// Whether the same request may succeed later unchanged (-32003, -32006, -32007).
+bool IsRetryable(int code);
+
+struct RpcError {
+  int code = kInternalError;
+  std::string message;
+  Json data;  // an object with at least "kind" and "retryable"
+};
+
+// An error whose data is {"kind", "retryable"} merged with `extra` (an object).
+RpcError MakeError(int code, std::string message, Json extra = Json::object());
+RpcError InvalidParams(std::string_view field, std::string message);
+// NotFound -> -32002, InvalidArgument -> -32602, ResourceExhausted -> -32003 (retry_after_ms),
+// Unavailable / DeadlineExceeded / Internal / DataLoss -> -32007, anything else -> -32603. The
+// handlers that know better (unknown session) build their errors directly.
+RpcError ErrorFromStatus(const Status& status);
+
+// The result (or error) of one method call.
+using RpcReply = std::variant<Json, RpcError>;
+
+Json ResultResponse(const Json& id, Json result);
+Json ErrorResponse(const Json& id, const RpcError& error);
+
+// One request object whose envelope is valid.
+struct RpcRequest {
+  Json id;                    // null when absent
+  bool notification = false;  // no "id" member
+  std::string method;
+  Json params;  // an object or an array; an absent params is an empty object
+};
+
+// Checks the envelope of one request (not its params' contents): an object, "jsonrpc" exactly
+// "2.0", "method" a string, "params" absent or an object or array, "id" absent or a string,
+// number or null. On failure: the -32600 error and the id to answer it with (the request's id
+// when that id itself is valid, else null).
+struct EnvelopeError {
+  Json id;
+  RpcError error;
+};
+std::variant<RpcRequest, EnvelopeError> ParseRequest(const Json& message);
+
+// Params readers. Each returns nullopt when the field is well-formed (writing it to *out) and an
+// -32602 error naming "params.<field>" otherwise. Optional readers leave *out untouched when the
+// field is absent (or null).
+std::optional<RpcError> RequireString(const Json& params, std::string_view field, std::string* out);
+std::optional<RpcError> OptionalString(const Json& params, std::string_view field, std::string* out);
+std::optional<RpcError> OptionalObject(const Json& params, std::string_view field, Json* out);
+std::optional<RpcError> OptionalInteger(const Json& params, std::string_view field, std::optional<int64_t>* out);
+
+}  // namespace envforge::server::internal
