@@ -3,6 +3,7 @@
 #include "server/metrics.h"
 
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -100,39 +101,67 @@ std::string RenderLabels(const MetricLabels& labels, const std::pair<std::string
 
 }  // namespace
 
-void Metrics::Increment(std::string_view name, const MetricLabels& labels, double value, std::string_view help) {
+// One label set's values: a counter or gauge has one slot; a histogram has kHistogramSlots.
+// Atomic so that resolved handles update without the map lock.
+struct Metrics::Series {
+  explicit Series(size_t size) : slots(std::make_unique<std::atomic<double>[]>(size)), size(size) {
+    for (size_t i = 0; i < size; ++i) slots[i].store(0.0, std::memory_order_relaxed);
+  }
+  double Load(size_t i) const { return slots[i].load(std::memory_order_relaxed); }
+  void Add(size_t i, double value) { slots[i].fetch_add(value, std::memory_order_relaxed); }
+
+  std::unique_ptr<std::atomic<double>[]> slots;
+  size_t size;
+};
+
+Metrics::Metrics() = default;
+Metrics::~Metrics() = default;
+
+void Metrics::Counter::Add(double value) const {
+  if (series_ != nullptr) series_->Add(0, value);
+}
+
+void Metrics::Histogram::Observe(double seconds) const {
+  if (series_ == nullptr) return;
+  size_t bucket = 0;
+  while (bucket < kBucketBounds.size() && seconds > kBucketBounds[bucket]) ++bucket;
+  series_->Add(bucket, 1);
+  series_->Add(kHistogramSlots - 2, seconds);
+  series_->Add(kHistogramSlots - 1, 1);
+}
+
+Metrics::Series* Metrics::FindOrCreate(std::string_view name, const MetricLabels& labels, const char* type,
+                                       std::string_view help) {
   std::string key = SanitizeName(name, true);
   std::lock_guard lock(mutex_);
-  auto [type, inserted] = type_.try_emplace(key, "counter");
-  if (!inserted && type->second != "counter") return;
+  auto [known, inserted] = type_.try_emplace(key, type);
+  if (!inserted && known->second != type) return nullptr;
   if (inserted && !help.empty()) help_[key] = std::string(help);
-  std::vector<double>& slots = series_[key][labels];
-  if (slots.empty()) slots.assign(1, 0.0);
-  slots[0] += value;
+  auto& by_labels = series_[key];
+  auto found = by_labels.find(labels);
+  if (found != by_labels.end()) return found->second.get();
+  size_t size = known->second == "histogram" ? kHistogramSlots : 1;
+  return by_labels.emplace(labels, std::make_unique<Series>(size)).first->second.get();
+}
+
+Metrics::Counter Metrics::CounterSeries(std::string_view name, const MetricLabels& labels, std::string_view help) {
+  return Counter(FindOrCreate(name, labels, "counter", help));
+}
+
+Metrics::Histogram Metrics::HistogramSeries(std::string_view name, const MetricLabels& labels, std::string_view help) {
+  return Histogram(FindOrCreate(name, labels, "histogram", help));
+}
+
+void Metrics::Increment(std::string_view name, const MetricLabels& labels, double value, std::string_view help) {
+  CounterSeries(name, labels, help).Add(value);
 }
 
 void Metrics::Observe(std::string_view histogram, const MetricLabels& labels, double seconds, std::string_view help) {
-  std::string key = SanitizeName(histogram, true);
-  std::lock_guard lock(mutex_);
-  auto [type, inserted] = type_.try_emplace(key, "histogram");
-  if (!inserted && type->second != "histogram") return;
-  if (inserted && !help.empty()) help_[key] = std::string(help);
-  std::vector<double>& slots = series_[key][labels];
-  if (slots.empty()) slots.assign(kHistogramSlots, 0.0);
-  size_t bucket = 0;
-  while (bucket < kBucketBounds.size() && seconds > kBucketBounds[bucket]) ++bucket;
-  slots[bucket] += 1;
-  slots[kHistogramSlots - 2] += seconds;
-  slots[kHistogramSlots - 1] += 1;
+  HistogramSeries(histogram, labels, help).Observe(seconds);
 }
 
 void Metrics::SetGauge(std::string_view name, const MetricLabels& labels, double value, std::string_view help) {
-  std::string key = SanitizeName(name, true);
-  std::lock_guard lock(mutex_);
-  auto [type, inserted] = type_.try_emplace(key, "gauge");
-  if (!inserted && type->second != "gauge") return;
-  if (inserted && !help.empty()) help_[key] = std::string(help);
-  series_[key][labels].assign(1, value);
+  if (Series* series = FindOrCreate(name, labels, "gauge", help)) series->slots[0].store(value, std::memory_order_relaxed);
 }
 
 void Metrics::RegisterGaugeCallback(std::string_view name, std::string_view help, std::function<double()> read) {
@@ -160,20 +189,21 @@ std::string Metrics::RenderPrometheus() const {
       auto help = help_.find(name);
       if (help != help_.end()) out += "# HELP " + name + " " + EscapeHelp(help->second) + "\n";
       out += "# TYPE " + name + " " + type + "\n";
-      for (const auto& [labels, slots] : by_labels) {
+      for (const auto& [labels, series] : by_labels) {
+        const Series& slots = *series;
         if (type != "histogram") {
-          out += name + RenderLabels(labels) + " " + FormatValue(slots[0]) + "\n";
+          out += name + RenderLabels(labels) + " " + FormatValue(slots.Load(0)) + "\n";
           continue;
         }
         double cumulative = 0;
         for (size_t bucket = 0; bucket <= kBucketBounds.size(); ++bucket) {
-          cumulative += slots[bucket];
+          cumulative += slots.Load(bucket);
           std::pair<std::string, std::string> le{
               "le", bucket < kBucketBounds.size() ? FormatValue(kBucketBounds[bucket]) : std::string("+Inf")};
           out += name + "_bucket" + RenderLabels(labels, &le) + " " + FormatValue(cumulative) + "\n";
         }
-        out += name + "_sum" + RenderLabels(labels) + " " + FormatValue(slots[kHistogramSlots - 2]) + "\n";
-        out += name + "_count" + RenderLabels(labels) + " " + FormatValue(slots[kHistogramSlots - 1]) + "\n";
+        out += name + "_sum" + RenderLabels(labels) + " " + FormatValue(slots.Load(kHistogramSlots - 2)) + "\n";
+        out += name + "_count" + RenderLabels(labels) + " " + FormatValue(slots.Load(kHistogramSlots - 1)) + "\n";
       }
     }
   }
@@ -197,7 +227,7 @@ double Metrics::CounterTotal(std::string_view name) const {
   auto type = type_.find(key);
   if (type == type_.end() || type->second != "counter") return 0;
   double total = 0;
-  for (const auto& [labels, slots] : series_.at(key)) total += slots[0];
+  for (const auto& [labels, series] : series_.at(key)) total += series->Load(0);
   return total;
 }
 

@@ -5,12 +5,16 @@
 // ...); labels are given as ordered (key, value) pairs and escaped on output. Histograms use fixed
 // buckets suited to RPC latencies (50 us .. 10 s) and render _bucket{le}, _sum and _count.
 // Gauge callbacks are evaluated at render time (e.g. live sessions from the SessionManager).
-// Thread safety: every method may be called from any thread; updates are a mutex-protected map
-// lookup plus an add (cheap enough for the request path at 10^4-10^5 updates/s).
+// Thread safety: every method may be called from any thread. Increment/Observe/SetGauge are a
+// mutex-protected map lookup plus an atomic add. The request path resolves its series once
+// (Counter/Histogram handles) and then updates them with atomic adds only: no lock, no lookup, no
+// allocation. A render concurrent with updates may see a histogram's _count one observation
+// apart from its buckets (each value is read atomically, the set is not a snapshot).
 #pragma once
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -22,7 +26,44 @@ namespace envforge::server {
 using MetricLabels = std::vector<std::pair<std::string, std::string>>;
 
 class Metrics {
+  struct Series;
+
  public:
+  // A resolved counter series; Add is lock-free. A default (null) handle, or one whose name was
+  // registered with another type, ignores updates. Valid while its Metrics lives.
+  class Counter {
+   public:
+    Counter() = default;
+    void Add(double value = 1) const;
+    explicit operator bool() const { return series_ != nullptr; }
+
+   private:
+    friend class Metrics;
+    explicit Counter(Series* series) : series_(series) {}
+    Series* series_ = nullptr;
+  };
+  // A resolved histogram series; Observe is lock-free. Same validity as Counter.
+  class Histogram {
+   public:
+    Histogram() = default;
+    void Observe(double seconds) const;
+    explicit operator bool() const { return series_ != nullptr; }
+
+   private:
+    friend class Metrics;
+    explicit Histogram(Series* series) : series_(series) {}
+    Series* series_ = nullptr;
+  };
+
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // The series (created at zero when new, so it renders from then on) for hot-path updates.
+  Counter CounterSeries(std::string_view name, const MetricLabels& labels = {}, std::string_view help = {});
+  Histogram HistogramSeries(std::string_view name, const MetricLabels& labels, std::string_view help = {});
+
   // help: the # HELP line, set on first use of the name.
   void Increment(std::string_view name, const MetricLabels& labels = {}, double value = 1,
                  std::string_view help = {});
@@ -35,11 +76,13 @@ class Metrics {
   double CounterTotal(std::string_view name) const;
 
  private:
-  struct Series;
+  // The series of `name` with `labels`, created when new; nullptr when the name has another type.
+  Series* FindOrCreate(std::string_view name, const MetricLabels& labels, const char* type, std::string_view help);
+
   mutable std::mutex mutex_;
   std::map<std::string, std::string> help_;
   std::map<std::string, std::string> type_;
-  std::map<std::string, std::map<MetricLabels, std::vector<double>>> series_;
+  std::map<std::string, std::map<MetricLabels, std::unique_ptr<Series>>> series_;
   std::vector<std::pair<std::string, std::pair<std::string, std::function<double()>>>> gauge_callbacks_;
 };
 

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -43,6 +44,8 @@ using Clock = std::chrono::steady_clock;
 using Reply = std::function<void(RpcReply)>;
 
 constexpr const char* kServerVersion = "0.1.0";
+constexpr const char* kRequestsHelp = "JSON-RPC requests by method, answer code and transport.";
+constexpr const char* kRequestSecondsHelp = "Time from receiving a request to answering it, by method.";
 constexpr size_t kOutcomeCount = 6;
 
 int64_t UnixMicrosNow() {
@@ -99,6 +102,20 @@ RpcError UnknownSession(const std::string& handle) {
 Json TaskVersionOrNull(const EnvBundle& bundle, const TaskRecord* task) {
   if (task == nullptr) return nullptr;
   return sandbox::TaskVersion(bundle.manifest.content_hash, *task);
+}
+
+// toolsets::ToJson(result) without copying the content (a tool's result may be large).
+Json ResultJson(ToolResult result) {
+  Json content = std::move(result.content);
+  bool has_content = result.ok() || !content.is_null();
+  result.content = nullptr;
+  Json json = toolsets::ToJson(result);
+  if (has_content) {
+    json["content"] = std::move(content);
+  } else {
+    json.erase("content");
+  }
+  return json;
 }
 
 Json ToolSpecs(const EnvBundle& bundle) {
@@ -198,32 +215,46 @@ class RpcService::Impl {
   size_t in_flight() const { return in_flight_.load(); }
 
  private:
-  using Handler = void (Impl::*)(const Json& params, const RequestContext& context, Reply reply);
+  using Handler = void (Impl::*)(Json& params, const RequestContext& context, Reply reply);
 
   void HandleOne(Json message, const RequestContext& context, std::function<void(std::optional<Json>)> done);
-  void Dispatch(const internal::RpcRequest& request, const RequestContext& context, Reply reply);
+  void Dispatch(internal::RpcRequest& request, const RequestContext& context, Reply reply);
   const std::unordered_map<std::string, Handler>& Handlers(Dialect dialect) const;
   void CountRequest(const std::string& method, int code, const std::string& transport, double seconds);
+  // The request series of (method, transport) for answers without an error, resolved once.
+  struct RequestSeries {
+    Metrics::Counter ok;         // envforge_rpc_requests_total{method, code="ok", transport}
+    Metrics::Histogram seconds;  // envforge_rpc_request_seconds{method}
+  };
+  const RequestSeries* SeriesFor(const std::string& method, const std::string& transport);
+  // envforge_tool_calls_total / envforge_tool_call_seconds of one outcome, resolved on first use
+  // (so an outcome never seen renders no series).
+  struct OutcomeSeries {
+    std::once_flag resolved;
+    Metrics::Counter calls;
+    Metrics::Histogram seconds;
+  };
+  OutcomeSeries& SeriesFor(Outcome outcome);
   void EndRequest();
 
   // Native dialect.
-  void Ping(const Json& params, const RequestContext& context, Reply reply);
-  void EnvsList(const Json& params, const RequestContext& context, Reply reply);
-  void EnvsGet(const Json& params, const RequestContext& context, Reply reply);
-  void TasksList(const Json& params, const RequestContext& context, Reply reply);
-  void SessionCreate(const Json& params, const RequestContext& context, Reply reply);
-  void ToolsList(const Json& params, const RequestContext& context, Reply reply);
-  void ToolsCall(const Json& params, const RequestContext& context, Reply reply);
-  void SessionSubmit(const Json& params, const RequestContext& context, Reply reply);
-  void SessionReset(const Json& params, const RequestContext& context, Reply reply);
-  void SessionFork(const Json& params, const RequestContext& context, Reply reply);
-  void SessionClose(const Json& params, const RequestContext& context, Reply reply);
-  void ServerStats(const Json& params, const RequestContext& context, Reply reply);
+  void Ping(Json& params, const RequestContext& context, Reply reply);
+  void EnvsList(Json& params, const RequestContext& context, Reply reply);
+  void EnvsGet(Json& params, const RequestContext& context, Reply reply);
+  void TasksList(Json& params, const RequestContext& context, Reply reply);
+  void SessionCreate(Json& params, const RequestContext& context, Reply reply);
+  void ToolsList(Json& params, const RequestContext& context, Reply reply);
+  void ToolsCall(Json& params, const RequestContext& context, Reply reply);
+  void SessionSubmit(Json& params, const RequestContext& context, Reply reply);
+  void SessionReset(Json& params, const RequestContext& context, Reply reply);
+  void SessionFork(Json& params, const RequestContext& context, Reply reply);
+  void SessionClose(Json& params, const RequestContext& context, Reply reply);
+  void ServerStats(Json& params, const RequestContext& context, Reply reply);
   // MCP dialect.
-  void McpInitialize(const Json& params, const RequestContext& context, Reply reply);
-  void McpNotification(const Json& params, const RequestContext& context, Reply reply);
-  void McpToolsList(const Json& params, const RequestContext& context, Reply reply);
-  void McpToolsCall(const Json& params, const RequestContext& context, Reply reply);
+  void McpInitialize(Json& params, const RequestContext& context, Reply reply);
+  void McpNotification(Json& params, const RequestContext& context, Reply reply);
+  void McpToolsList(Json& params, const RequestContext& context, Reply reply);
+  void McpToolsCall(Json& params, const RequestContext& context, Reply reply);
 
   // Shared paths.
   Result<const EnvBundle*> ResolveEnv(const std::string& key) const;
@@ -237,7 +268,7 @@ class RpcService::Impl {
   // Runs one tool call on the session, records it (step, submit, episode end) and counts it,
   // then hands the result to `then` (on the manager's io thread).
   void RunToolCall(std::shared_ptr<Lease> lease, toolsets::ToolCall call,
-                   std::function<void(const ToolResult& result, int64_t step)> then);
+                   std::function<void(ToolResult result, int64_t step)> then);
   int64_t RecordToolResult(SessionEntry& entry, const std::string& tool, const Json& arguments,
                            const ToolResult& result, int64_t started_at_us, int64_t duration_us);
   void EndEpisode(SessionEntry& entry, agents::EpisodeOutcome outcome);
@@ -272,6 +303,11 @@ class RpcService::Impl {
   std::atomic<uint64_t> sessions_expired_{0};
   std::atomic<uint64_t> tool_calls_{0};
   std::array<std::atomic<uint64_t>, kOutcomeCount> outcomes_{};
+
+  std::shared_mutex series_mutex_;
+  // Keyed by method + '\n' + transport; nodes are stable, so pointers to values stay valid.
+  std::unordered_map<std::string, RequestSeries> request_series_;  // guarded by series_mutex_
+  std::array<OutcomeSeries, kOutcomeCount> outcome_series_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -305,7 +341,12 @@ Status RpcService::Impl::Start() {
     });
   }
   if (!options_.trajectories_path.empty()) {
-    ENVFORGE_ASSIGN_OR_RETURN(store_, agents::TrajectoryStore::Open(options_.trajectories_path));
+    // Under load a batch per 100 ms amortises each commit over more steps (one transaction
+    // writes every page it touched); Flush and shutdown still wake the writer at once.
+    agents::TrajectoryStoreOptions store_options;
+    store_options.batch_max_records = 4096;
+    store_options.flush_interval = std::chrono::milliseconds(100);
+    ENVFORGE_ASSIGN_OR_RETURN(store_, agents::TrajectoryStore::Open(options_.trajectories_path, store_options));
   }
   metrics_.RegisterGaugeCallback("envforge_sessions_live", "Sessions registered with the service (alive or dead, not closed).",
                                  [this] { return static_cast<double>(registry_.size()); });
@@ -416,7 +457,7 @@ void RpcService::Impl::HandleOne(Json message, const RequestContext& context,
                                  std::function<void(std::optional<Json>)> done) {
   in_flight_++;
   auto start = Clock::now();
-  auto parsed = internal::ParseRequest(message);
+  auto parsed = internal::ParseRequest(std::move(message));
   if (auto* invalid = std::get_if<internal::EnvelopeError>(&parsed)) {
     CountRequest("invalid", invalid->error.code, context.transport, SecondsSince(start));
     try {
@@ -435,10 +476,17 @@ void RpcService::Impl::HandleOne(Json message, const RequestContext& context,
   } else if (context.dialect == Dialect::kMcp && request.method.rfind("notifications/", 0) == 0) {
     metric_method = "notifications";
   }
-  Reply reply = MakeReply([this, done = std::move(done), id = request.id, notification = request.notification,
-                           metric_method, transport = context.transport, start](RpcReply answer) {
+  Reply reply = MakeReply([this, done = std::move(done), id = std::move(request.id), notification = request.notification,
+                           metric_method = std::move(metric_method), transport = context.transport, start](RpcReply answer) {
     const auto* error = std::get_if<RpcError>(&answer);
-    CountRequest(metric_method, error ? error->code : 0, transport, SecondsSince(start));
+    double seconds = SecondsSince(start);
+    if (error == nullptr) {
+      const RequestSeries* series = SeriesFor(metric_method, transport);
+      series->ok.Add();
+      series->seconds.Observe(seconds);
+    } else {
+      CountRequest(metric_method, error->code, transport, seconds);
+    }
     std::optional<Json> response;
     if (!notification) {
       response = error ? internal::ErrorResponse(id, *error)
@@ -460,7 +508,7 @@ void RpcService::Impl::HandleOne(Json message, const RequestContext& context,
   }
 }
 
-void RpcService::Impl::Dispatch(const internal::RpcRequest& request, const RequestContext& context, Reply reply) {
+void RpcService::Impl::Dispatch(internal::RpcRequest& request, const RequestContext& context, Reply reply) {
   const auto& handlers = Handlers(context.dialect);
   auto handler = handlers.find(request.method);
   if (handler == handlers.end()) {
@@ -478,7 +526,8 @@ void RpcService::Impl::Dispatch(const internal::RpcRequest& request, const Reque
                       Json{{"field", "params"}}));
       return;
     }
-    (this->*handler->second)(Json::object(), context, std::move(reply));
+    Json no_params = Json::object();
+    (this->*handler->second)(no_params, context, std::move(reply));
     return;
   }
   (this->*handler->second)(request.params, context, std::move(reply));
@@ -513,9 +562,39 @@ void RpcService::Impl::CountRequest(const std::string& method, int code, const s
   metrics_.Increment("envforge_rpc_requests_total",
                      {{"method", method}, {"code", code == 0 ? std::string("ok") : std::to_string(code)},
                       {"transport", transport.empty() ? std::string("unknown") : transport}},
-                     1, "JSON-RPC requests by method, answer code and transport.");
-  metrics_.Observe("envforge_rpc_request_seconds", {{"method", method}}, seconds,
-                   "Time from receiving a request to answering it, by method.");
+                     1, kRequestsHelp);
+  metrics_.Observe("envforge_rpc_request_seconds", {{"method", method}}, seconds, kRequestSecondsHelp);
+}
+
+const RpcService::Impl::RequestSeries* RpcService::Impl::SeriesFor(const std::string& method,
+                                                                     const std::string& transport) {
+  std::string key;
+  key.reserve(method.size() + 1 + transport.size());
+  key.append(method).append(1, '\n').append(transport);
+  {
+    std::shared_lock lock(series_mutex_);
+    auto found = request_series_.find(key);
+    if (found != request_series_.end()) return &found->second;
+  }
+  RequestSeries series;
+  series.ok = metrics_.CounterSeries(
+      "envforge_rpc_requests_total",
+      {{"method", method}, {"code", "ok"}, {"transport", transport.empty() ? std::string("unknown") : transport}},
+      kRequestsHelp);
+  series.seconds = metrics_.HistogramSeries("envforge_rpc_request_seconds", {{"method", method}}, kRequestSecondsHelp);
+  std::unique_lock lock(series_mutex_);
+  return &request_series_.try_emplace(std::move(key), std::move(series)).first->second;
+}
+
+RpcService::Impl::OutcomeSeries& RpcService::Impl::SeriesFor(Outcome outcome) {
+  OutcomeSeries& series = outcome_series_[static_cast<size_t>(outcome)];
+  std::call_once(series.resolved, [&] {
+    std::string name(toolsets::OutcomeName(outcome));
+    series.calls = metrics_.CounterSeries("envforge_tool_calls_total", {{"outcome", name}}, "Tool calls by typed outcome.");
+    series.seconds = metrics_.HistogramSeries("envforge_tool_call_seconds", {{"outcome", name}},
+                                              "Server-side tool call latency (request to result), by outcome.");
+  });
+  return series;
 }
 
 void RpcService::Impl::EndRequest() {
@@ -686,19 +765,18 @@ void RpcService::Impl::CloseSession(const std::string& handle, Reply reply) {
 }
 
 void RpcService::Impl::RunToolCall(std::shared_ptr<Lease> lease, toolsets::ToolCall call,
-                                   std::function<void(const ToolResult& result, int64_t step)> then) {
+                                   std::function<void(ToolResult result, int64_t step)> then) {
   uint64_t manager_id = lease->entry()->manager_id;
   auto record = [this, lease, tool = call.name, arguments = call.arguments, started_at_us = UnixMicrosNow(),
                  start = Clock::now(), then = std::move(then)](ToolResult result) {
     auto duration_us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
-    std::string outcome(toolsets::OutcomeName(result.outcome));
     tool_calls_++;
     outcomes_[static_cast<size_t>(result.outcome)]++;
-    metrics_.Increment("envforge_tool_calls_total", {{"outcome", outcome}}, 1, "Tool calls by typed outcome.");
-    metrics_.Observe("envforge_tool_call_seconds", {{"outcome", outcome}}, static_cast<double>(duration_us) / 1e6,
-                     "Server-side tool call latency (request to result), by outcome.");
+    OutcomeSeries& series = SeriesFor(result.outcome);
+    series.calls.Add();
+    series.seconds.Observe(static_cast<double>(duration_us) / 1e6);
     int64_t step = RecordToolResult(*lease->entry(), tool, arguments, result, started_at_us, duration_us);
-    then(result, step);
+    then(std::move(result), step);
   };
   manager_->CallToolAsync(manager_id, std::move(call), std::move(record));
 }
@@ -745,9 +823,9 @@ int64_t RpcService::Impl::RecordToolResult(SessionEntry& entry, const std::strin
 // ---------------------------------------------------------------------------------------------
 // Native dialect.
 
-void RpcService::Impl::Ping(const Json&, const RequestContext&, Reply reply) { reply(Json::object()); }
+void RpcService::Impl::Ping(Json&, const RequestContext&, Reply reply) { reply(Json::object()); }
 
-void RpcService::Impl::EnvsList(const Json&, const RequestContext&, Reply reply) {
+void RpcService::Impl::EnvsList(Json&, const RequestContext&, Reply reply) {
   Json envs = Json::array();
   for (const auto& id : env_ids_) {
     const EnvBundle* bundle = manager_->FindEnvironment(id);
@@ -762,7 +840,7 @@ void RpcService::Impl::EnvsList(const Json&, const RequestContext&, Reply reply)
   reply(Json{{"envs", std::move(envs)}});
 }
 
-void RpcService::Impl::EnvsGet(const Json& params, const RequestContext&, Reply reply) {
+void RpcService::Impl::EnvsGet(Json& params, const RequestContext&, Reply reply) {
   std::string key;
   if (auto error = internal::RequireString(params, "env", &key)) return reply(*error);
   auto bundle = ResolveEnv(key);
@@ -780,7 +858,7 @@ void RpcService::Impl::EnvsGet(const Json& params, const RequestContext&, Reply 
              {"tasks", std::move(full["tasks"])}});
 }
 
-void RpcService::Impl::TasksList(const Json& params, const RequestContext&, Reply reply) {
+void RpcService::Impl::TasksList(Json& params, const RequestContext&, Reply reply) {
   std::string key;
   if (auto error = internal::RequireString(params, "env", &key)) return reply(*error);
   auto bundle = ResolveEnv(key);
@@ -788,7 +866,7 @@ void RpcService::Impl::TasksList(const Json& params, const RequestContext&, Repl
   reply(Json{{"tasks", (*bundle)->ToJson()["tasks"]}});
 }
 
-void RpcService::Impl::SessionCreate(const Json& params, const RequestContext& context, Reply reply) {
+void RpcService::Impl::SessionCreate(Json& params, const RequestContext& context, Reply reply) {
   CreateRequest request;
   if (auto error = internal::RequireString(params, "env", &request.env)) return reply(*error);
   if (auto error = internal::OptionalString(params, "task", &request.task)) return reply(*error);
@@ -797,7 +875,7 @@ void RpcService::Impl::SessionCreate(const Json& params, const RequestContext& c
   StartSession(std::move(request), context, std::move(reply));
 }
 
-void RpcService::Impl::ToolsList(const Json& params, const RequestContext&, Reply reply) {
+void RpcService::Impl::ToolsList(Json& params, const RequestContext&, Reply reply) {
   std::string handle;
   std::string env;
   if (auto error = internal::OptionalString(params, "session", &handle)) return reply(*error);
@@ -817,12 +895,12 @@ void RpcService::Impl::ToolsList(const Json& params, const RequestContext&, Repl
   reply(Json{{"tools", ToolSpecs(*bundle)}});
 }
 
-void RpcService::Impl::ToolsCall(const Json& params, const RequestContext&, Reply reply) {
+void RpcService::Impl::ToolsCall(Json& params, const RequestContext&, Reply reply) {
   std::string handle;
   toolsets::ToolCall call;
   if (auto error = internal::RequireString(params, "session", &handle)) return reply(*error);
   if (auto error = internal::RequireString(params, "name", &call.name)) return reply(*error);
-  if (auto error = internal::OptionalObject(params, "arguments", &call.arguments)) return reply(*error);
+  if (auto error = internal::TakeOptionalObject(params, "arguments", &call.arguments)) return reply(*error);
   if (auto error = internal::OptionalString(params, "id", &call.id)) return reply(*error);
   if (draining_) return reply(ShuttingDown());
   auto lease = AcquireLease(handle);
@@ -830,10 +908,10 @@ void RpcService::Impl::ToolsCall(const Json& params, const RequestContext&, Repl
   // A crashed session answers its typed death here (the manager keeps it until it is closed);
   // trainers read the outcome, so even infra_error is a result, not an RPC error.
   RunToolCall(std::move(lease), std::move(call),
-              Guard(reply, [reply](const ToolResult& result, int64_t) { reply(toolsets::ToJson(result)); }));
+              Guard(reply, [reply](ToolResult result, int64_t) { reply(ResultJson(std::move(result))); }));
 }
 
-void RpcService::Impl::SessionSubmit(const Json& params, const RequestContext&, Reply reply) {
+void RpcService::Impl::SessionSubmit(Json& params, const RequestContext&, Reply reply) {
   std::string handle;
   if (auto error = internal::RequireString(params, "session", &handle)) return reply(*error);
   auto answer = params.find("answer");
@@ -873,7 +951,7 @@ void RpcService::Impl::SessionSubmit(const Json& params, const RequestContext&, 
               }));
 }
 
-void RpcService::Impl::SessionReset(const Json& params, const RequestContext& context, Reply reply) {
+void RpcService::Impl::SessionReset(Json& params, const RequestContext& context, Reply reply) {
   std::string handle;
   if (auto error = internal::RequireString(params, "session", &handle)) return reply(*error);
   if (draining_) return reply(ShuttingDown());
@@ -895,7 +973,7 @@ void RpcService::Impl::SessionReset(const Json& params, const RequestContext& co
   manager_->ResetSessionAsync(old->manager_id, Guard(reply, std::move(on_reset)));
 }
 
-void RpcService::Impl::SessionFork(const Json& params, const RequestContext& context, Reply reply) {
+void RpcService::Impl::SessionFork(Json& params, const RequestContext& context, Reply reply) {
   std::string handle;
   if (auto error = internal::RequireString(params, "session", &handle)) return reply(*error);
   if (draining_) return reply(ShuttingDown());
@@ -939,13 +1017,13 @@ void RpcService::Impl::SessionFork(const Json& params, const RequestContext& con
   manager_->ForkSessionAsync(parent_id, Guard(reply, std::move(on_forked)));
 }
 
-void RpcService::Impl::SessionClose(const Json& params, const RequestContext&, Reply reply) {
+void RpcService::Impl::SessionClose(Json& params, const RequestContext&, Reply reply) {
   std::string handle;
   if (auto error = internal::RequireString(params, "session", &handle)) return reply(*error);
   CloseSession(handle, std::move(reply));
 }
 
-void RpcService::Impl::ServerStats(const Json&, const RequestContext&, Reply reply) {
+void RpcService::Impl::ServerStats(Json&, const RequestContext&, Reply reply) {
   Json outcomes = Json::object();
   for (size_t index = 0; index < kOutcomeCount; ++index) {
     outcomes[std::string(toolsets::OutcomeName(static_cast<Outcome>(index)))] = outcomes_[index].load();
@@ -980,7 +1058,7 @@ void RpcService::Impl::ServerStats(const Json&, const RequestContext&, Reply rep
 // ---------------------------------------------------------------------------------------------
 // MCP dialect.
 
-void RpcService::Impl::McpInitialize(const Json& params, const RequestContext&, Reply reply) {
+void RpcService::Impl::McpInitialize(Json& params, const RequestContext&, Reply reply) {
   std::string requested;
   if (auto error = internal::OptionalString(params, "protocolVersion", &requested)) return reply(*error);
   reply(Json{
@@ -994,7 +1072,7 @@ void RpcService::Impl::McpInitialize(const Json& params, const RequestContext&, 
   });
 }
 
-void RpcService::Impl::McpNotification(const Json&, const RequestContext&, Reply reply) { reply(Json::object()); }
+void RpcService::Impl::McpNotification(Json&, const RequestContext&, Reply reply) { reply(Json::object()); }
 
 namespace {
 
@@ -1017,7 +1095,7 @@ std::optional<RpcError> McpSessionFromMeta(const Json& params, std::string* hand
 
 }  // namespace
 
-void RpcService::Impl::McpToolsList(const Json& params, const RequestContext&, Reply reply) {
+void RpcService::Impl::McpToolsList(Json& params, const RequestContext&, Reply reply) {
   std::string handle;
   if (auto error = McpSessionFromMeta(params, &handle)) return reply(*error);
   Json tools = Json::array();
@@ -1039,7 +1117,7 @@ void RpcService::Impl::McpToolsList(const Json& params, const RequestContext&, R
   reply(Json{{"tools", std::move(tools)}});
 }
 
-void RpcService::Impl::McpToolsCall(const Json& params, const RequestContext& context, Reply reply) {
+void RpcService::Impl::McpToolsCall(Json& params, const RequestContext& context, Reply reply) {
   std::string name;
   Json arguments = Json::object();
   if (auto error = internal::RequireString(params, "name", &name)) return reply(*error);

@@ -190,21 +190,46 @@ class WsConnection : public HttpConnectionBase, public std::enable_shared_from_t
     std::weak_ptr<WsConnection> weak = weak_from_this();
     std::shared_ptr<TransportShared> shared = shared_;
     try {
-      shared_->service().HandleAsync(std::move(payload), context,
-                                     [weak, shared, token](std::optional<std::string> answer) mutable {
-                                       shared->IfOpen([&] {
-                                         auto self = weak.lock();
-                                         if (!self) return;
-                                         net::post(self->ws_.get_executor(),
-                                                   [self, answer = std::move(answer), token]() mutable {
-                                                     self->OnAnswer(std::move(answer), std::move(token));
-                                                   });
+      // The answer is serialised here on the connection's strand, not in the service's callback:
+      // that runs on the SessionManager's single io thread, which every session shares.
+      auto message = ParseJson(payload, "request");
+      if (!message.ok()) {
+        // The service words (and counts) parse errors.
+        shared_->service().HandleAsync(std::move(payload), context,
+                                       [weak, shared, token](std::optional<std::string> answer) mutable {
+                                         PostAnswer(*shared, weak, std::move(answer), std::move(token));
                                        });
-                                     });
+        return;
+      }
+      shared_->service().HandleJsonAsync(std::move(message).value(), context,
+                                         [weak, shared, token](std::optional<Json> answer) mutable {
+                                           PostAnswer(*shared, weak, std::move(answer), std::move(token));
+                                         });
     } catch (const std::exception& e) {
       ENVFORGE_LOG(kError) << "websocket request from " << peer_ << " failed: " << e.what();
-      OnAnswer(RpcService::ErrorResponse(nullptr, -32603, std::string("internal error: ") + e.what()), token);
+      OnAnswer(std::optional<std::string>(
+                   RpcService::ErrorResponse(nullptr, -32603, std::string("internal error: ") + e.what())),
+               token);
     }
+  }
+
+  // `Answer`: std::optional<std::string> (already text) or std::optional<Json>.
+  template <typename Answer>
+  static void PostAnswer(TransportShared& shared, const std::weak_ptr<WsConnection>& weak, Answer answer,
+                         std::shared_ptr<InFlightToken> token) {
+    shared.IfOpen([&] {
+      auto self = weak.lock();
+      if (!self) return;
+      net::post(self->ws_.get_executor(), [self, answer = std::move(answer), token = std::move(token)]() mutable {
+        self->OnAnswer(std::move(answer), std::move(token));
+      });
+    });
+  }
+
+  void OnAnswer(std::optional<Json> answer, std::shared_ptr<InFlightToken> token) {
+    std::optional<std::string> text;
+    if (answer && !closed_) text = DumpJson(*answer);
+    OnAnswer(std::move(text), std::move(token));
   }
 
   void OnAnswer(std::optional<std::string> answer, std::shared_ptr<InFlightToken> token) {
@@ -392,20 +417,44 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     std::weak_ptr<HttpConnection> weak = weak_from_this();
     std::shared_ptr<TransportShared> shared = shared_;
     try {
-      shared_->service().HandleAsync(std::move(parser_->get().body()), context,
-                                     [weak, shared, token, dialect](std::optional<std::string> answer) mutable {
-                                       shared->IfOpen([&] {
-                                         auto self = weak.lock();
-                                         if (!self) return;
-                                         net::post(self->stream_.get_executor(),
-                                                   [self, answer = std::move(answer), token, dialect]() mutable {
-                                                     self->OnAnswer(std::move(answer), dialect, std::move(token));
-                                                   });
+      // As for WebSocket: the answer is serialised on this connection's strand, off the
+      // SessionManager's io thread.
+      auto message = ParseJson(parser_->get().body(), "request");
+      if (!message.ok()) {
+        // The service words (and counts) parse errors.
+        shared_->service().HandleAsync(std::move(parser_->get().body()), context,
+                                       [weak, shared, token, dialect](std::optional<std::string> answer) mutable {
+                                         PostAnswer(*shared, weak, std::move(answer), dialect, std::move(token));
                                        });
-                                     });
+        return;
+      }
+      shared_->service().HandleJsonAsync(std::move(message).value(), context,
+                                         [weak, shared, token, dialect](std::optional<Json> answer) mutable {
+                                           PostAnswer(*shared, weak, std::move(answer), dialect, std::move(token));
+                                         });
     } catch (const std::exception& e) {
       SendInternalError(e);
     }
+  }
+
+  // `Answer`: std::optional<std::string> (already text) or std::optional<Json>.
+  template <typename Answer>
+  static void PostAnswer(TransportShared& shared, const std::weak_ptr<HttpConnection>& weak, Answer answer,
+                         Dialect dialect, std::shared_ptr<InFlightToken> token) {
+    shared.IfOpen([&] {
+      auto self = weak.lock();
+      if (!self) return;
+      net::post(self->stream_.get_executor(),
+                [self, answer = std::move(answer), token = std::move(token), dialect]() mutable {
+                  self->OnAnswer(std::move(answer), dialect, std::move(token));
+                });
+    });
+  }
+
+  void OnAnswer(std::optional<Json> answer, Dialect dialect, std::shared_ptr<InFlightToken> token) {
+    std::optional<std::string> text;
+    if (answer && !closed_) text = DumpJson(*answer);
+    OnAnswer(std::move(text), dialect, std::move(token));
   }
 
   void OnAnswer(std::optional<std::string> answer, Dialect dialect, std::shared_ptr<InFlightToken> token) {

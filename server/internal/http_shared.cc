@@ -4,6 +4,7 @@
 
 #include <openssl/crypto.h>
 
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -11,6 +12,9 @@
 
 namespace envforge::server::internal {
 namespace {
+
+constexpr const char* kBytesHelp = "Bytes read (in) and written (out)";
+constexpr const char* kWsMessagesHelp = "WebSocket messages received (in) and sent (out)";
 
 bool StartsWithCaseInsensitive(std::string_view text, std::string_view prefix) {
   if (text.size() < prefix.size()) return false;
@@ -133,8 +137,20 @@ void TransportShared::CountConnectionClosed(const char* transport) {
 
 void TransportShared::CountBytes(const char* transport, const char* direction, size_t bytes) {
   if (bytes == 0) return;
-  service_.metrics().Increment("envforge_transport_bytes_total", {{"transport", transport}, {"direction", direction}},
-                               static_cast<double>(bytes), "Bytes read (in) and written (out)");
+  std::string_view transport_name(transport);
+  std::string_view direction_name(direction);
+  bool known = (transport_name == "http" || transport_name == "ws") && (direction_name == "in" || direction_name == "out");
+  if (!known) {
+    service_.metrics().Increment("envforge_transport_bytes_total", {{"transport", transport}, {"direction", direction}},
+                                 static_cast<double>(bytes), kBytesHelp);
+    return;
+  }
+  LazyCounter& series = bytes_series_[(transport_name == "ws" ? 2 : 0) + (direction_name == "out" ? 1 : 0)];
+  std::call_once(series.resolved, [&] {
+    series.counter = service_.metrics().CounterSeries("envforge_transport_bytes_total",
+                                                      {{"transport", transport}, {"direction", direction}}, kBytesHelp);
+  });
+  series.counter.Add(static_cast<double>(bytes));
 }
 
 void TransportShared::CountResponse(unsigned status) {
@@ -143,8 +159,17 @@ void TransportShared::CountResponse(unsigned status) {
 }
 
 void TransportShared::CountWsMessage(const char* direction) {
-  service_.metrics().Increment("envforge_ws_messages_total", {{"direction", direction}}, 1,
-                               "WebSocket messages received (in) and sent (out)");
+  std::string_view direction_name(direction);
+  if (direction_name != "in" && direction_name != "out") {
+    service_.metrics().Increment("envforge_ws_messages_total", {{"direction", direction}}, 1, kWsMessagesHelp);
+    return;
+  }
+  LazyCounter& series = ws_message_series_[direction_name == "out" ? 1 : 0];
+  std::call_once(series.resolved, [&] {
+    series.counter = service_.metrics().CounterSeries("envforge_ws_messages_total", {{"direction", direction}},
+                                                      kWsMessagesHelp);
+  });
+  series.counter.Add();
 }
 
 }  // namespace envforge::server::internal

@@ -9,6 +9,7 @@
 // breaks the connection -> shared -> registry -> connection cycle.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -112,6 +113,15 @@ class TransportShared : public std::enable_shared_from_this<TransportShared> {
 
   std::mutex gauge_mutex_;
   std::unordered_map<std::string, double> open_by_transport_;
+
+  // The per-message series (bytes and WebSocket messages), resolved on first use so that the
+  // request path updates them without a lookup. Index: transport (http, ws) x direction (in, out).
+  struct LazyCounter {
+    std::once_flag resolved;
+    Metrics::Counter counter;
+  };
+  std::array<LazyCounter, 4> bytes_series_;
+  std::array<LazyCounter, 2> ws_message_series_;
 };
 
 }  // namespace envforge::server::internal

@@ -1,6 +1,7 @@
 // JSON-RPC 2.0 envelope checks, error codes and response objects.
 #include "server/internal/rpc_protocol.h"
 
+#include <type_traits>
 #include <utility>
 
 namespace envforge::server::internal {
@@ -91,7 +92,11 @@ Json ErrorResponse(const Json& id, const RpcError& error) {
   return Json{{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(body)}};
 }
 
-std::variant<RpcRequest, EnvelopeError> ParseRequest(const Json& message) {
+namespace {
+
+// `Message` is `const Json` (copy out) or `Json` (move out).
+template <typename Message>
+std::variant<RpcRequest, EnvelopeError> ParseRequestFrom(Message& message) {
   if (!message.is_object()) return Invalid(nullptr, "a request must be a JSON object, not " + TypeName(message));
   RpcRequest request;
   auto id = message.find("id");
@@ -104,23 +109,37 @@ std::variant<RpcRequest, EnvelopeError> ParseRequest(const Json& message) {
   }
   auto version = message.find("jsonrpc");
   if (version == message.end()) return Invalid(request.id, "'jsonrpc' is missing (must be \"2.0\")");
-  if (!version->is_string() || version->get<std::string>() != "2.0") {
+  if (!version->is_string() || *version != "2.0") {
     return Invalid(request.id, "'jsonrpc' must be \"2.0\", not " + DumpJson(*version));
   }
   auto method = message.find("method");
   if (method == message.end()) return Invalid(request.id, "'method' is missing");
   if (!method->is_string()) return Invalid(request.id, "'method' must be a string, not " + TypeName(*method));
-  request.method = method->get<std::string>();
+  if constexpr (std::is_const_v<Message>) {
+    request.method = method->template get<std::string>();
+  } else {
+    request.method = std::move(method->template get_ref<std::string&>());
+  }
   auto params = message.find("params");
   if (params == message.end()) {
     request.params = Json::object();
   } else if (params->is_object() || params->is_array()) {
-    request.params = *params;
+    if constexpr (std::is_const_v<Message>) {
+      request.params = *params;
+    } else {
+      request.params = std::move(*params);
+    }
   } else {
     return Invalid(request.id, "'params' must be an object or an array, not " + TypeName(*params));
   }
   return request;
 }
+
+}  // namespace
+
+std::variant<RpcRequest, EnvelopeError> ParseRequest(const Json& message) { return ParseRequestFrom(message); }
+
+std::variant<RpcRequest, EnvelopeError> ParseRequest(Json&& message) { return ParseRequestFrom(message); }
 
 std::optional<RpcError> RequireString(const Json& params, std::string_view field, std::string* out) {
   auto it = params.find(field);
@@ -151,6 +170,16 @@ std::optional<RpcError> OptionalObject(const Json& params, std::string_view fiel
     return InvalidParams(field, "params." + std::string(field) + " must be an object, not " + TypeName(*it));
   }
   *out = *it;
+  return std::nullopt;
+}
+
+std::optional<RpcError> TakeOptionalObject(Json& params, std::string_view field, Json* out) {
+  auto it = params.find(field);
+  if (it == params.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) {
+    return InvalidParams(field, "params." + std::string(field) + " must be an object, not " + TypeName(*it));
+  }
+  *out = std::move(*it);
   return std::nullopt;
 }
 

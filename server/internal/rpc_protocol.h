@@ -72,6 +72,9 @@ struct EnvelopeError {
   RpcError error;
 };
 std::variant<RpcRequest, EnvelopeError> ParseRequest(const Json& message);
+// The same, moving the method and params out of `message` instead of copying them (the request
+// path: params may be large).
+std::variant<RpcRequest, EnvelopeError> ParseRequest(Json&& message);
 
 // Params readers. Each returns nullopt when the field is well-formed (writing it to *out) and an
 // -32602 error naming "params.<field>" otherwise. Optional readers leave *out untouched when the
@@ -79,6 +82,8 @@ std::variant<RpcRequest, EnvelopeError> ParseRequest(const Json& message);
 std::optional<RpcError> RequireString(const Json& params, std::string_view field, std::string* out);
 std::optional<RpcError> OptionalString(const Json& params, std::string_view field, std::string* out);
 std::optional<RpcError> OptionalObject(const Json& params, std::string_view field, Json* out);
+// As OptionalObject, but moves the field's value out of `params` (left null there).
+std::optional<RpcError> TakeOptionalObject(Json& params, std::string_view field, Json* out);
 std::optional<RpcError> OptionalInteger(const Json& params, std::string_view field, std::optional<int64_t>* out);
 
 }  // namespace envforge::server::internal

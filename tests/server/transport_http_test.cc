@@ -2,6 +2,8 @@
 // real sockets against a real service with real worker sessions.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <optional>
 #include <thread>
 
 #include "tests/server/transport_test_util.h"
@@ -108,9 +110,20 @@ TEST_SUITE("server.transport.http") {
     RawConnection connection(fixture.port());
     REQUIRE(connection.Send(HttpRequestText("GET", "/nowhere", "")));
     REQUIRE(connection.ReadResponse().has_value());
-    REQUIRE(connection.Send(HttpRequestText("GET", "/metrics", "")));
-    auto metrics = connection.ReadResponse();
-    REQUIRE(metrics.has_value());
+    // The server counts an outgoing WebSocket message when its write completes, which may be
+    // just after the client has read it: poll until the count shows (bounded), then check all.
+    auto fetch = [&] {
+      REQUIRE(connection.Send(HttpRequestText("GET", "/metrics", "")));
+      auto response = connection.ReadResponse();
+      REQUIRE(response.has_value());
+      return *response;
+    };
+    auto metrics = std::optional(fetch());
+    for (int attempt = 0; attempt < 200 && !Contains(metrics->body, "envforge_ws_messages_total{direction=\"out\"} 1");
+         ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      metrics = fetch();
+    }
     CHECK(metrics->status == 200);
     CHECK(metrics->Header("content-type: text/plain; version=0.0.4"));
     const std::string& text = metrics->body;
