@@ -13,10 +13,8 @@
 // *own* segment. Fork() freezes the rows written so far into a shared prefix (moved, not copied,
 // when the cache had no prefix yet) and returns a new cache over the same prefix; both continue
 // appending into their own empty segments. So n samples of one prompt hold the prompt's rows once.
-// The cost of the choice: attention kernels take one contiguous LatentCacheView, so a query of a
-// forked sequence whose selection spans both segments runs over a gathered copy of the selected
-// rows (at most index_topk rows per layer and step with DSA, i.e. a bounded ~1.3 MB for the 671B
-// dims; all rows with dense attention), and indexer scores are computed per segment into one row.
+// The attention kernel reads both segments through one index space (SparseAttentionArgs::suffix),
+// so no rows are copied per step; indexer scores are computed per segment into one row.
 // Forking a cache that already has a prefix and own rows copies both into a new prefix (nested
 // forks only; the generator forks once per prompt).
 //

@@ -36,52 +36,27 @@ constexpr float kIndexerNormEps = 1e-6f;
 
 size_t Sz(int64_t v) { return static_cast<size_t>(v); }
 
-// Latent rows copied out of a two-segment cache into one contiguous view.
-struct GatherBuffer {
-  std::vector<uint8_t> nope;
-  std::vector<float> scales;
-  std::vector<uint16_t> rope;
-};
+// Bytes of a weight matrix in its stored dtype (what streaming it reads).
+int64_t MatrixBytes(const kernels::WeightMatrix& w) { return w.rows * w.cols * kernels::DTypeSize(w.dtype); }
+int64_t MlpBytes(const MlpWeights& mlp) { return MatrixBytes(mlp.w1) + MatrixBytes(mlp.w2) + MatrixBytes(mlp.w3); }
 
-// Copies `count` rows into `buffer`: rows indices[0..count) (absolute positions; negative entries are
-// skipped) or, with indices == nullptr, rows [0, count). Returns the view over the copies.
-kernels::LatentCacheView GatherLatentRows(const KvCache& cache, int64_t layer, const int32_t* indices, int64_t count,
-                                          GatherBuffer& buffer) {
-  const KvCacheShape& shape = cache.shape();
-  const int64_t groups = shape.kv_rank / 128;
-  buffer.nope.resize(Sz(count * shape.kv_rank));
-  buffer.scales.resize(Sz(count * groups));
-  buffer.rope.resize(Sz(count * shape.rope_dim));
-  KvSegmentView segments[2];
-  int segment_count = cache.segment_count();
-  for (int s = 0; s < segment_count; ++s) segments[s] = cache.Segment(s, layer);
-  int64_t out_rows = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t position = indices != nullptr ? indices[i] : i;
-    if (position < 0) continue;
-    const KvSegmentView* segment = &segments[0];
-    if (segment_count == 2 && position >= segments[1].begin) segment = &segments[1];
-    int64_t row = position - segment->begin;
-    if (row < 0 || row >= segment->rows) continue;
-    std::memcpy(&buffer.nope[Sz(out_rows * shape.kv_rank)], segment->latent.nope + row * shape.kv_rank, Sz(shape.kv_rank));
-    std::memcpy(&buffer.scales[Sz(out_rows * groups)], segment->latent.scales + row * groups, Sz(groups) * sizeof(float));
-    std::memcpy(&buffer.rope[Sz(out_rows * shape.rope_dim)], segment->latent.rope + row * shape.rope_dim,
-                Sz(shape.rope_dim) * sizeof(uint16_t));
-    ++out_rows;
+// The latent cache of one sequence and layer as the attention kernel reads it: one segment, or
+// the shared prefix plus the sequence's own rows (no copies).
+void SetLatentViews(const KvCache& cache, int64_t layer, kernels::SparseAttentionArgs& args) {
+  if (cache.segment_count() == 1) {
+    args.cache = cache.Segment(0, layer).latent;
+    return;
   }
-  kernels::LatentCacheView view;
-  view.nope = buffer.nope.data();
-  view.scales = buffer.scales.data();
-  view.rope = buffer.rope.data();
-  view.rows = out_rows;
-  view.kv_rank = shape.kv_rank;
-  view.rope_dim = shape.rope_dim;
-  return view;
+  const KvSegmentView prefix = cache.Segment(0, layer), own = cache.Segment(1, layer);
+  args.cache = prefix.latent;
+  args.suffix = own.latent;
+  args.suffix_begin = own.begin;
 }
 
-// y = SwiGLU(x) = w2(silu(w1 x) * (w3 x)) for m rows.
-void SwiGlu(const MlpWeights& mlp, const float* x, int64_t m, std::vector<float>& gate, std::vector<float>& up,
-            float* y) {
+// y = SwiGLU(x) = w2(silu(w1 x) * (w3 x)) for m rows. Its buffers are per thread (experts may
+// run on pool threads side by side).
+void SwiGlu(const MlpWeights& mlp, const float* x, int64_t m, float* y) {
+  thread_local std::vector<float> gate, up;
   const int64_t inter = mlp.w1.rows;
   gate.resize(Sz(m * inter));
   up.resize(Sz(m * inter));
@@ -115,15 +90,16 @@ struct Model::Scratch {
   std::vector<uint8_t> ik8;
   std::vector<float> ik_scale;     // [T]
   std::vector<float> iw;           // [T, index_heads] folded head weights
-  std::vector<float> scores;
-  std::vector<float> segment_scores;
-  std::vector<int32_t> selected;   // [chunk, index_topk]
-  std::vector<int64_t> key_end;
-  GatherBuffer gathered;           // all rows of one forked sequence (prefill with a prefix)
+  std::vector<int32_t> selected;   // [chunk or batch, index_topk]
+  std::vector<uint8_t> selects;    // [batch] decode in parallel: whether sequence b has a selection
   // FFN.
-  std::vector<float> gate, up, ffn_rows, ffn_out, router_logits;
+  std::vector<float> ffn_out, router_logits, shared_out;
+  std::vector<float> slot_out;  // [T * top_k, D] routed expert outputs per (token, slot)
   std::vector<int32_t> expert_ids;
   std::vector<float> expert_weights;
+  std::vector<std::vector<int64_t>> expert_slots;  // per expert: the (token * top_k + slot) routed to it
+  std::vector<int64_t> active_experts;
+  std::vector<int64_t> logit_rows;
   // Test hook target (ForwardOptions::record_selection).
   SelectionRecord* record = nullptr;
 };
@@ -218,7 +194,8 @@ Status Model::Forward(std::span<const SequenceInput> batch, std::vector<float>* 
   for (const SequenceInput& input : batch) input.cache->CommitAppend();
 
   // Final norm and head on the rows that need logits.
-  std::vector<int64_t> rows;
+  std::vector<int64_t>& rows = s.logit_rows;
+  rows.clear();
   if (options.all_logits) {
     for (int64_t r = 0; r < total; ++r) rows.push_back(r);
   } else {
@@ -232,6 +209,7 @@ Status Model::Forward(std::span<const SequenceInput> batch, std::vector<float>* 
   }
   logits->resize(Sz(n_rows * config_.vocab_size));
   kernels::Linear(s.h.data(), n_rows, weights_->head, logits->data());
+  profile_.weight_bytes += MatrixBytes(weights_->head) + total * dim * kernels::DTypeSize(weights_->embed.dtype);
 
   double elapsed = SecondsSince(start);
   double indexer = profile_.indexer_s - indexer_before, attention = profile_.attention_s - attention_before;
@@ -267,6 +245,7 @@ void Model::RunIndexer(int64_t layer_idx, std::span<const SequenceInput> batch) 
       config_.indexer_rope_interleave ? kernels::RopeLayout::kInterleaved : kernels::RopeLayout::kHalf;
   const float hadamard_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
 
+  profile_.weight_bytes += MatrixBytes(idx.wq_b) + MatrixBytes(idx.wk) + MatrixBytes(idx.weights_proj);
   // Queries: [RoPE | NoPE] per head, rotated, quantized per (token, head).
   s.iq.resize(Sz(total * heads * head_dim));
   kernels::Linear(s.qa.data(), total, idx.wq_b, s.iq.data());
@@ -318,8 +297,17 @@ struct SelectArgs {
   int64_t queries, heads, dim, topk;
 };
 
-void SelectKeys(const SelectArgs& a, std::vector<float>& scores, std::vector<float>& segment_scores,
-                std::vector<int64_t>& key_end, int32_t* selected) {
+// Score buffers of SelectKeys, one set per thread (selection runs on pool threads when a decode
+// batch is split across sequences); they only grow, so steady decode allocates nothing.
+struct SelectScratch {
+  std::vector<float> scores, segment_scores;
+  std::vector<int64_t> key_end, segment_end;
+};
+
+void SelectKeys(const SelectArgs& a, int32_t* selected) {
+  thread_local SelectScratch scratch;
+  std::vector<float>& scores = scratch.scores;
+  std::vector<int64_t>& key_end = scratch.key_end;
   const int64_t keys = a.positions[a.queries - 1] + 1;
   scores.resize(Sz(a.queries * keys));
   key_end.resize(Sz(a.queries));
@@ -327,31 +315,33 @@ void SelectKeys(const SelectArgs& a, std::vector<float>& scores, std::vector<flo
   const int segments = a.cache->segment_count();
   for (int seg = 0; seg < segments; ++seg) {
     KvSegmentView view = a.cache->Segment(seg, a.layer);
-    if (view.rows == 0) continue;
+    const int64_t count = std::min(view.rows, keys - view.begin);
+    if (count <= 0) continue;
     // Key range of this segment per query, relative to the segment.
-    std::vector<int64_t> seg_end(Sz(a.queries));
-    for (int64_t i = 0; i < a.queries; ++i) seg_end[Sz(i)] = std::clamp<int64_t>(key_end[Sz(i)] - view.begin, 0, view.rows);
+    scratch.segment_end.resize(Sz(a.queries));
+    for (int64_t i = 0; i < a.queries; ++i) {
+      scratch.segment_end[Sz(i)] = std::clamp<int64_t>(key_end[Sz(i)] - view.begin, 0, view.rows);
+    }
     kernels::IndexerScoresArgs args;
     args.q = a.q8;
     args.head_weight = a.weights;
     args.keys = view.index_keys;
     args.key_scale = view.index_scales;
-    args.key_end = seg_end.data();
+    args.key_end = scratch.segment_end.data();
     args.queries = a.queries;
     args.heads = a.heads;
     args.dim = a.dim;
-    if (segments == 1 && view.begin == 0 && view.rows == keys) {
-      args.keys_count = keys;
-      kernels::IndexerScores(args, scores.data());
+    args.keys_count = count;
+    // One query (decode), or one segment covering every key: the scores land in place.
+    if (a.queries == 1 || (view.begin == 0 && count == keys)) {
+      kernels::IndexerScores(args, scores.data() + view.begin);
       continue;
     }
-    int64_t count = std::min(view.rows, keys - view.begin);
-    if (count <= 0) continue;
-    args.keys_count = count;
-    segment_scores.resize(Sz(a.queries * count));
-    kernels::IndexerScores(args, segment_scores.data());
+    scratch.segment_scores.resize(Sz(a.queries * count));
+    kernels::IndexerScores(args, scratch.segment_scores.data());
     for (int64_t i = 0; i < a.queries; ++i) {
-      std::memcpy(&scores[Sz(i * keys + view.begin)], &segment_scores[Sz(i * count)], Sz(count) * sizeof(float));
+      std::memcpy(&scores[Sz(i * keys + view.begin)], &scratch.segment_scores[Sz(i * count)],
+                  Sz(count) * sizeof(float));
     }
   }
   kernels::TopKRows(scores.data(), a.queries, keys, keys, key_end.data(), a.topk, selected);
@@ -375,6 +365,8 @@ void Model::RunAttention(int64_t layer_idx, std::span<const SequenceInput> batch
   kernels::Linear(s.qa.data(), total, attn.wq_b, s.q.data());
   s.kva.resize(Sz(total * qk));
   kernels::Linear(s.h.data(), total, attn.wkv_a, s.kva.data());
+  profile_.weight_bytes += MatrixBytes(attn.wq_a) + MatrixBytes(attn.wq_b) + MatrixBytes(attn.wkv_a) +
+                           MatrixBytes(attn.wkv_b) + MatrixBytes(attn.wo);
   s.latent.resize(Sz(rank));
   for (size_t b = 0; b < batch.size(); ++b) {
     for (int64_t row = s.seq_first[b]; row < s.seq_first[b + 1]; ++row) {
@@ -398,34 +390,28 @@ void Model::RunAttention(int64_t layer_idx, std::span<const SequenceInput> batch
 
   auto attention_start = Clock::now();
   double indexer_inside = 0;  // selection time spent inside the attention section
-  // Absorb W_UK: q~[t,h,:] = sum_d q^N[t,h,d] * W_kvb[h*(nope+v) + d, :]; then append q^R.
-  const float* wkv_b = attn.wkv_b_f32;
-  s.q_absorbed.assign(Sz(total * heads * qk), 0.0f);
-  kernels::ParallelFor(heads, 1, [&](int64_t head_begin, int64_t head_end) {
-    for (int64_t head = head_begin; head < head_end; ++head) {
-      const float* w_uk = wkv_b + head * (nope + v_dim) * rank;
-      for (int64_t t = 0; t < total; ++t) {
-        const float* qn = &s.q[Sz((t * heads + head) * q_width)];
-        float* out = &s.q_absorbed[Sz((t * heads + head) * qk)];
-        for (int64_t d = 0; d < nope; ++d) {
-          const float coef = qn[d];
-          const float* w_row = w_uk + d * rank;
-          for (int64_t c = 0; c < rank; ++c) out[c] += coef * w_row[c];
-        }
-        std::memcpy(out + rank, qn + nope, Sz(rope) * sizeof(float));
-      }
-    }
-  });
+  // q~ = W_UK^T q^N per head (kv_b in its stored dtype for decode), then q^R appended.
+  kernels::KvbProjection kvb;
+  kvb.w = attn.wkv_b;
+  kvb.dequantized = attn.wkv_b_f32;
+  kvb.heads = heads;
+  kvb.nope = nope;
+  kvb.v_dim = v_dim;
+  s.q_absorbed.resize(Sz(total * heads * qk));
+  kernels::AbsorbQueries(kvb, s.q.data(), total, q_width, s.q_absorbed.data(), qk);
+  for (int64_t item = 0; item < total * heads; ++item) {
+    std::memcpy(&s.q_absorbed[Sz(item * qk + rank)], &s.q[Sz(item * q_width + nope)], Sz(rope) * sizeof(float));
+  }
 
   const auto scale = static_cast<float>(config_.softmax_scale());
   const int64_t topk = config_.index_topk;
   s.attn_latent.resize(Sz(total * heads * rank));
 
-  auto attend = [&](const kernels::LatentCacheView& view, int64_t row, const int32_t* indices, int64_t count) {
+  auto attend = [&](const KvCache& cache, int64_t row, const int32_t* indices, int64_t count) {
     kernels::SparseAttentionArgs args;
     args.q = &s.q_absorbed[Sz(row * heads * qk)];
     args.heads = heads;
-    args.cache = view;
+    SetLatentViews(cache, layer_idx, args);
     args.indices = indices;
     args.count = count;
     args.scale = scale;
@@ -457,48 +443,74 @@ void Model::RunAttention(int64_t layer_idx, std::span<const SequenceInput> batch
     a.topk = topk;
     return a;
   };
+  // Bytes the step reads from the caches: latent rows attended and indexer keys scored, per query.
+  const int64_t latent_row_bytes = cache_shape().latent_row_bytes(), index_row_bytes = cache_shape().index_row_bytes();
+  auto count_cache_reads = [&](int64_t pos, bool selected) {
+    profile_.cache_bytes += (selected ? topk : pos + 1) * latent_row_bytes;
+    if (selected) profile_.cache_bytes += (pos + 1) * index_row_bytes;
+  };
 
-  // Queries run one after another: the attention kernel parallelises over heads, and selection
-  // (IndexerScores over keys, TopKRows over rows) parallelises inside each call.
-  for (size_t b = 0; b < batch.size(); ++b) {
-    const KvCache& cache = *batch[b].cache;
-    const int64_t first = s.seq_first[b], last = s.seq_first[b + 1];
-    const int64_t keys = s.positions[Sz(last - 1)] + 1;
-    // A forked cache's rows live in two segments; the kernels read one contiguous view. Decode with
-    // a selection gathers only the selected rows (<= index_topk); otherwise all rows once per layer.
-    const bool two_segments = cache.segment_count() == 2;
-    const bool gather_selected = two_segments && sparse && last - first == 1 && keys > topk;
-    kernels::LatentCacheView view;
-    if (!two_segments) {
-      view = cache.Segment(0, layer_idx).latent;
-    } else if (!gather_selected) {
-      view = GatherLatentRows(cache, layer_idx, nullptr, keys, s.gathered);
+  bool decode_batch = batch.size() > 1;
+  for (size_t b = 0; b < batch.size(); ++b) decode_batch = decode_batch && s.seq_first[b + 1] - s.seq_first[b] == 1;
+  if (decode_batch) {
+    // One token per sequence: selection, then attention, each split across sequences (ParallelFor
+    // over b; the kernels run inline on the thread that takes b), so small per-sequence calls do
+    // not pay one pool round trip each.
+    const auto n = static_cast<int64_t>(batch.size());
+    s.selected.resize(Sz(n * topk));
+    s.selects.assign(Sz(n), 0);
+    for (int64_t b = 0; b < n; ++b) {
+      const int64_t pos = s.positions[Sz(b)];
+      s.selects[Sz(b)] = sparse && pos + 1 > topk ? 1 : 0;
+      count_cache_reads(pos, s.selects[Sz(b)] != 0);
     }
-    // Long prefills score the indexer in chunks of queries so the score matrix stays bounded.
-    const int64_t chunk = std::max<int64_t>(1, kMaxScoreFloats / keys);
-    for (int64_t chunk_begin = first; chunk_begin < last; chunk_begin += chunk) {
-      const int64_t chunk_end = std::min(last, chunk_begin + chunk);
-      const int64_t queries = chunk_end - chunk_begin;
-      const bool select = sparse && s.positions[Sz(chunk_end - 1)] + 1 > topk;
-      if (select) {
-        auto select_start = Clock::now();
-        s.selected.resize(Sz(queries * topk));
-        SelectKeys(select_args(&cache, chunk_begin, queries), s.scores, s.segment_scores, s.key_end, s.selected.data());
-        indexer_inside += SecondsSince(select_start);
+    if (sparse) {
+      auto select_start = Clock::now();
+      kernels::ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b) {
+          if (s.selects[Sz(b)] != 0) SelectKeys(select_args(batch[Sz(b)].cache, b, 1), &s.selected[Sz(b * topk)]);
+        }
+      });
+      indexer_inside += SecondsSince(select_start);
+    }
+    kernels::ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t pos = s.positions[Sz(b)];
+        const int32_t* indices = s.selects[Sz(b)] != 0 ? &s.selected[Sz(b * topk)] : nullptr;
+        const int64_t count = indices != nullptr ? topk : pos + 1;
+        record(b, indices, count, pos);
+        attend(*batch[Sz(b)].cache, b, indices, count);
       }
-      for (int64_t i = 0; i < queries; ++i) {
-        const int64_t row = chunk_begin + i;
-        const int64_t pos = s.positions[Sz(row)];
-        // Queries of the chunk at positions < index_topk keep every causal candidate (4.6).
-        const bool use_selection = select && pos + 1 > topk;
-        const int32_t* indices = use_selection ? &s.selected[Sz(i * topk)] : nullptr;
-        const int64_t count = use_selection ? topk : pos + 1;
-        record(row, indices, count, pos);
-        if (gather_selected) {
-          kernels::LatentCacheView gathered = GatherLatentRows(cache, layer_idx, indices, count, s.gathered);
-          attend(gathered, row, nullptr, gathered.rows);
-        } else {
-          attend(view, row, indices, count);
+    });
+  } else {
+    // Queries one after another: the attention kernel parallelises over heads, and selection
+    // (IndexerScores over keys, TopKRows over rows) inside each call.
+    for (size_t b = 0; b < batch.size(); ++b) {
+      const KvCache& cache = *batch[b].cache;
+      const int64_t first = s.seq_first[b], last = s.seq_first[b + 1];
+      const int64_t keys = s.positions[Sz(last - 1)] + 1;
+      // Long prefills score the indexer in chunks of queries so the score matrix stays bounded.
+      const int64_t chunk = std::max<int64_t>(1, kMaxScoreFloats / keys);
+      for (int64_t chunk_begin = first; chunk_begin < last; chunk_begin += chunk) {
+        const int64_t chunk_end = std::min(last, chunk_begin + chunk);
+        const int64_t queries = chunk_end - chunk_begin;
+        const bool select = sparse && s.positions[Sz(chunk_end - 1)] + 1 > topk;
+        if (select) {
+          auto select_start = Clock::now();
+          s.selected.resize(Sz(queries * topk));
+          SelectKeys(select_args(&cache, chunk_begin, queries), s.selected.data());
+          indexer_inside += SecondsSince(select_start);
+        }
+        for (int64_t i = 0; i < queries; ++i) {
+          const int64_t row = chunk_begin + i;
+          const int64_t pos = s.positions[Sz(row)];
+          // Queries of the chunk at positions < index_topk keep every causal candidate (4.6).
+          const bool use_selection = select && pos + 1 > topk;
+          const int32_t* indices = use_selection ? &s.selected[Sz(i * topk)] : nullptr;
+          const int64_t count = use_selection ? topk : pos + 1;
+          count_cache_reads(pos, use_selection);
+          record(row, indices, count, pos);
+          attend(cache, row, indices, count);
         }
       }
     }
@@ -506,20 +518,7 @@ void Model::RunAttention(int64_t layer_idx, std::span<const SequenceInput> batch
 
   // u[t,h,:] = W_UV,h o[t,h,:] with W_UV,h = rows nope..nope+v of head h's slice of W_kvb.
   s.u.resize(Sz(total * heads * v_dim));
-  kernels::ParallelFor(total * heads, 4, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t head = item % heads;
-      const float* o = &s.attn_latent[Sz(item * rank)];
-      const float* w_uv = wkv_b + (head * (nope + v_dim) + nope) * rank;
-      float* u = &s.u[Sz(item * v_dim)];
-      for (int64_t v = 0; v < v_dim; ++v) {
-        const float* w_row = w_uv + v * rank;
-        float sum = 0;
-        for (int64_t c = 0; c < rank; ++c) sum += o[c] * w_row[c];
-        u[v] = sum;
-      }
-    }
-  });
+  kernels::ProjectValues(kvb, s.attn_latent.data(), total, s.u.data());
   double attention_elapsed = SecondsSince(attention_start);
   profile_.indexer_s += indexer_inside;
   profile_.attention_s += std::max(0.0, attention_elapsed - indexer_inside);
@@ -532,15 +531,17 @@ void Model::RunFfn(int64_t layer_idx) {
   Scratch& s = *scratch_;
   const LayerWeights& layer = weights_->layers[Sz(layer_idx)];
   const int64_t total = s.tokens, dim = config_.hidden_size;
-  s.ffn_out.assign(Sz(total * dim), 0.0f);
+  s.ffn_out.resize(Sz(total * dim));
   if (!layer.is_moe) {
-    SwiGlu(layer.dense, s.h.data(), total, s.gate, s.up, s.ffn_out.data());
+    profile_.weight_bytes += MlpBytes(layer.dense);
+    SwiGlu(layer.dense, s.h.data(), total, s.ffn_out.data());
     return;
   }
   const MoeWeights& moe = layer.moe;
   const int64_t experts = config_.n_routed_experts, top_k = config_.num_experts_per_tok;
   s.router_logits.resize(Sz(total * experts));
   kernels::Linear(s.h.data(), total, moe.gate, s.router_logits.data());
+  profile_.weight_bytes += MatrixBytes(moe.gate);
   kernels::MoeRouting routing;
   routing.n_experts = experts;
   routing.n_groups = config_.n_group;
@@ -554,35 +555,72 @@ void Model::RunFfn(int64_t layer_idx) {
     kernels::RouteExperts(&s.router_logits[Sz(t * experts)], moe.gate_bias, routing, &s.expert_ids[Sz(t * top_k)],
                           &s.expert_weights[Sz(t * top_k)]);
   }
-  // Tokens per expert, so each chosen expert's weights stream once for all its tokens.
-  std::vector<std::vector<std::pair<int64_t, float>>> routed(Sz(experts));
+  // Slots (token * top_k + k) per expert, so each chosen expert's weights stream once for all of
+  // its tokens; its outputs land in the slots' rows, summed per token in slot order below (the same
+  // sum whatever thread ran which expert).
+  s.expert_slots.resize(Sz(experts));
+  for (auto& slots : s.expert_slots) slots.clear();
   for (int64_t i = 0; i < total * top_k; ++i) {
-    int32_t expert = s.expert_ids[Sz(i)];
-    if (expert >= 0 && expert < experts) routed[Sz(expert)].emplace_back(i / top_k, s.expert_weights[Sz(i)]);
+    const int32_t expert = s.expert_ids[Sz(i)];
+    if (expert >= 0 && expert < experts) s.expert_slots[Sz(expert)].push_back(i);
   }
-  std::vector<float> expert_out;
+  s.active_experts.clear();
   for (int64_t e = 0; e < experts; ++e) {
-    const auto& rows = routed[Sz(e)];
-    if (rows.empty()) continue;
-    const auto m = static_cast<int64_t>(rows.size());
-    s.ffn_rows.resize(Sz(m * dim));
-    for (int64_t i = 0; i < m; ++i) {
-      std::memcpy(&s.ffn_rows[Sz(i * dim)], &s.h[Sz(rows[Sz(i)].first * dim)], Sz(dim) * sizeof(float));
-    }
-    expert_out.resize(Sz(m * dim));
-    SwiGlu(moe.experts[Sz(e)], s.ffn_rows.data(), m, s.gate, s.up, expert_out.data());
-    for (int64_t i = 0; i < m; ++i) {
-      float* out = &s.ffn_out[Sz(rows[Sz(i)].first * dim)];
-      const float weight = rows[Sz(i)].second;
-      const float* y = &expert_out[Sz(i * dim)];
-      for (int64_t d = 0; d < dim; ++d) out[d] += weight * y[d];
-    }
+    if (s.expert_slots[Sz(e)].empty()) continue;
+    s.active_experts.push_back(e);
+    profile_.weight_bytes += MlpBytes(moe.experts[Sz(e)]);
   }
+  s.slot_out.assign(Sz(total * top_k * dim), 0.0f);
   if (moe.has_shared) {
-    expert_out.resize(Sz(total * dim));
-    SwiGlu(moe.shared, s.h.data(), total, s.gate, s.up, expert_out.data());
-    for (size_t i = 0; i < Sz(total * dim); ++i) s.ffn_out[i] += expert_out[i];
+    s.shared_out.resize(Sz(total * dim));
+    profile_.weight_bytes += MlpBytes(moe.shared);
   }
+  const auto active = static_cast<int64_t>(s.active_experts.size());
+  // Work item i < active: routed expert active_experts[i]; item `active`: the shared expert.
+  auto run_item = [&](int64_t item) {
+    if (item == active) {
+      SwiGlu(moe.shared, s.h.data(), total, s.shared_out.data());
+      return;
+    }
+    const int64_t e = s.active_experts[Sz(item)];
+    const std::vector<int64_t>& slots = s.expert_slots[Sz(e)];
+    const auto m = static_cast<int64_t>(slots.size());
+    thread_local std::vector<float> rows, out;
+    rows.resize(Sz(m * dim));
+    out.resize(Sz(m * dim));
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(&rows[Sz(i * dim)], &s.h[Sz(slots[Sz(i)] / top_k * dim)], Sz(dim) * sizeof(float));
+    }
+    SwiGlu(moe.experts[Sz(e)], rows.data(), m, out.data());
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(&s.slot_out[Sz(slots[Sz(i)] * dim)], &out[Sz(i * dim)], Sz(dim) * sizeof(float));
+    }
+  };
+  const int64_t items = active + (moe.has_shared ? 1 : 0);
+  if (total == 1) {
+    // One token: every expert is a GEMV; each parallelises over its own rows.
+    for (int64_t item = 0; item < items; ++item) run_item(item);
+  } else {
+    // A batch: experts run side by side, one per thread at a time (their GEMMs inline).
+    kernels::ParallelFor(items, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t item = begin; item < end; ++item) run_item(item);
+    });
+  }
+  kernels::ParallelFor(total, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* y = &s.ffn_out[Sz(t * dim)];
+      if (moe.has_shared) {
+        std::memcpy(y, &s.shared_out[Sz(t * dim)], Sz(dim) * sizeof(float));
+      } else {
+        std::fill_n(y, dim, 0.0f);
+      }
+      for (int64_t k = 0; k < top_k; ++k) {
+        const float weight = s.expert_weights[Sz(t * top_k + k)];
+        const float* routed = &s.slot_out[Sz((t * top_k + k) * dim)];
+        for (int64_t d = 0; d < dim; ++d) y[d] += weight * routed[d];
+      }
+    }
+  });
 }
 
 }  // namespace envforge::inference

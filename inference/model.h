@@ -24,7 +24,10 @@
 //     first_k_dense_replace layers;
 //   * final RMSNorm and the head give fp32 logits for the last token of each sequence (or every
 //     token with ForwardOptions::all_logits).
-// Long prefills score the indexer in chunks of queries so the score matrix stays bounded.
+// Long prefills score the indexer in chunks of queries so the score matrix stays bounded. A decode
+// batch (one token per sequence, several sequences) runs selection and attention split across
+// sequences (the kernels inline on the thread that takes a sequence) and its routed experts side
+// by side; a forked cache's prefix and own rows are read in place (no row copies per step).
 //
 // Thread safety: Forward is not reentrant (it reuses scratch buffers and the profile); call it from
 // one thread at a time. It parallelises internally on the kernels' pool. The weights are immutable
@@ -52,7 +55,16 @@ struct ModelOptions {
   bool load_tokenizer = true;  // load dir/tokenizer.json when present
 };
 
-// Accumulated over Forward calls until Reset(). Seconds of wall time per part of the layers.
+// Accumulated over Forward calls until Reset(). Seconds of wall time per part of the layers, and
+// the bytes the calls had to read from memory (what a decode step's memory-bandwidth figure is
+// judged on):
+//   * weight_bytes: every weight matrix a call used, once per call whatever the batch (the kernels
+//     stream each matrix once for all token rows), in its stored dtype: attention and indexer
+//     projections with kv_b_proj, dense FFNs, the router, the routed experts chosen by at least one
+//     token and the shared expert, the head, plus the embedding rows looked up. 1-D weights (norms,
+//     biases) are left out (negligible);
+//   * cache_bytes: per query token, the latent rows attended (index_topk or every causal row) and,
+//     when a selection ran, the indexer keys scored (all causal keys).
 struct ForwardProfile {
   double indexer_s = 0;    // indexer projections, scores and top-k
   double attention_s = 0;  // query absorption, attention over the cache, W_UV
@@ -60,6 +72,8 @@ struct ForwardProfile {
   int64_t forward_calls = 0;
   int64_t prefill_tokens = 0;  // tokens of sequences that fed more than one token in a call
   int64_t decode_tokens = 0;   // tokens of sequences that fed exactly one
+  int64_t weight_bytes = 0;
+  int64_t cache_bytes = 0;
   void Reset() { *this = ForwardProfile(); }
 };
 

@@ -14,10 +14,12 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <vector>
 
 #include "kernels/cpu/fp8_quant.h"
 #include "kernels/cpu/internal/cpu_features.h"
+#include "kernels/cpu/internal/fp8_round.h"
 #include "kernels/cpu/internal/gemm_kernels.h"
 #include "kernels/cpu/internal/simd.h"
 #include "kernels/cpu/parallel.h"
@@ -170,7 +172,7 @@ ENVFORGE_TARGET_AVX2 void GemvRows(const float* x, int64_t mr, const WeightMatri
 template <DType D>
 void GemvAvx2(const float* x, int64_t m, const WeightMatrix& w, float* y) {
   // Few activation rows: several weight rows per tile so one x load feeds several FMAs.
-  const int64_t nr = m <= 2 ? 4 : 2;
+  const int64_t nr = m == 1 ? 8 : m <= 2 ? 4 : 2;
   const int64_t groups = (w.rows + nr - 1) / nr;
   ParallelFor(groups, std::max<int64_t>(1, 32 / nr), [&](int64_t begin, int64_t end) {
     for (int64_t group = begin; group < end; ++group) {
@@ -180,7 +182,9 @@ void GemvAvx2(const float* x, int64_t m, const WeightMatrix& w, float* y) {
         const int64_t mr = std::min<int64_t>(4, m - i0);
         const float* xi = x + i0 * w.cols;
         float* yi = y + i0 * w.rows;
-        if (rows_here == 4) {
+        if (rows_here == 8) {
+          GemvTile<D, 1, 8>(xi, w, n0, yi);
+        } else if (rows_here == 4) {
           GemvRows<D, 4>(xi, mr, w, n0, yi);
         } else if (rows_here == 2) {
           GemvRows<D, 2>(xi, mr, w, n0, yi);
@@ -292,10 +296,51 @@ float WeightAt(const WeightMatrix& w, int64_t row, int64_t col) {
   return 0.0f;
 }
 
-// W8A8: the activations the fp8 product sees (linear.h).
-const float* ActivationsFor(const float* x, int64_t m, const WeightMatrix& w, std::vector<float>& storage) {
+#if ENVFORGE_KERNELS_X86
+// FakeQuantFp8 of rows [begin, end) with the 8-lane rounding of internal/fp8_round.h (bit-identical
+// to the scalar quantizer; act_quant is a per-call cost of every fp8 Linear, large for batches).
+ENVFORGE_TARGET_AVX2 void FakeQuantRowsAvx2(float* x, int64_t begin, int64_t end, int64_t cols, bool pow2_scales) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t row = begin; row < end; ++row) {
+    for (int64_t group = 0; group < cols; group += kFp8Block) {
+      float* values = x + row * cols + group;
+      const int64_t count = std::min(kFp8Block, cols - group);
+      const int64_t vector_end = count / 8 * 8;
+      __m256 amax_v = _mm256_setzero_ps();
+      for (int64_t i = 0; i < vector_end; i += 8)
+        amax_v = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(values + i), abs_mask), amax_v);
+      float amax = internal::HorizontalMax(amax_v);
+      for (int64_t i = vector_end; i < count; ++i) amax = std::max(amax, std::fabs(values[i]));
+      const float scale = Fp8GroupScale(amax, pow2_scales);
+      const __m256 scale_v = _mm256_set1_ps(scale);
+      for (int64_t i = 0; i < vector_end; i += 8) {
+        _mm256_storeu_ps(values + i, internal::FakeQuantFp8x8(_mm256_loadu_ps(values + i), scale_v));
+      }
+      for (int64_t i = vector_end; i < count; ++i) {
+        float v = values[i] / scale;
+        if (v == v) v = std::clamp(v, -448.0f, 448.0f);
+        values[i] = internal::RoundClampedToFp8(v) * scale;
+      }
+    }
+  }
+}
+#endif  // ENVFORGE_KERNELS_X86
+
+// W8A8: the activations the fp8 product sees (linear.h). storage is per calling thread and only
+// grows, so decode steps do not allocate here. `fast` takes the AVX2 quantizer when it can.
+const float* ActivationsFor(const float* x, int64_t m, const WeightMatrix& w, std::vector<float>& storage, bool fast) {
   if (w.dtype != DType::kF8E4M3) return x;
   storage.assign(x, x + m * w.cols);
+#if ENVFORGE_KERNELS_X86
+  if (fast && internal::UseAvx2()) {
+    float* values = storage.data();
+    const int64_t cols = w.cols;
+    ParallelFor(m, std::max<int64_t>(1, 65536 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+      FakeQuantRowsAvx2(values, begin, end, cols, w.pow2_activation_scales);
+    });
+    return storage.data();
+  }
+#endif
   FakeQuantFp8(storage.data(), m, w.cols, kFp8Block, w.pow2_activation_scales);
   return storage.data();
 }
@@ -319,8 +364,8 @@ void DequantizeRow(const WeightMatrix& w, int64_t row, float* out) {
 void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y) {
   assert(x != y);
   if (m <= 0 || w.rows <= 0) return;
-  std::vector<float> quantized;
-  const float* activations = ActivationsFor(x, m, w, quantized);
+  thread_local std::vector<float> quantized;
+  const float* activations = ActivationsFor(x, m, w, quantized, true);
 #if ENVFORGE_KERNELS_X86
   if (internal::UseAvx2()) {
     switch (w.dtype) {
@@ -338,7 +383,7 @@ namespace ref {
 
 void Linear(const float* x, int64_t m, const WeightMatrix& w, float* y) {
   std::vector<float> quantized;
-  const float* activations = ActivationsFor(x, m, w, quantized);
+  const float* activations = ActivationsFor(x, m, w, quantized, false);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t n = 0; n < w.rows; ++n) {
       double sum = 0.0;

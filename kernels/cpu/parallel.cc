@@ -1,10 +1,14 @@
 // The CPU kernels' thread pool. One pool per process; a ParallelFor publishes a job (function,
-// range, chunking) under the pool mutex, bumps the generation, wakes the workers, works on chunks
-// itself, then waits until every worker has left the job. Chunks are claimed from an atomic
-// counter, so a core that another process keeps busy does not stall the whole call.
+// range, chunk count) under the pool mutex, bumps the generation, wakes the workers, works on
+// chunks itself, then waits until every chunk is done. Chunks are claimed with a compare-and-swap
+// on one word holding (generation, chunk count, next chunk), so a worker only ever runs a chunk of
+// the job it saw published, and the caller never waits for a worker that claimed nothing: a worker
+// that another process keeps off its core (a shared machine) delays a call only when it holds a
+// chunk, not by waking late. That matters because the engine issues hundreds of short ParallelFor
+// calls per decode step.
 //
-// Workers spin briefly before sleeping on the condition variable: the engine issues many short
-// ParallelFor calls per token, and a futex wake-up costs more than the short ops themselves.
+// Workers spin briefly before sleeping on the condition variable: a futex wake-up costs more than
+// the short ops themselves.
 #include "kernels/cpu/parallel.h"
 
 #include <pthread.h>
@@ -57,16 +61,17 @@ class ThreadPool {
   void Run(int64_t n, int64_t chunks, const std::function<void(int64_t, int64_t)>& fn) {
     fn_ = &fn;
     n_ = n;
-    chunks_ = chunks;
-    next_chunk_.store(0, std::memory_order_relaxed);
-    busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    completed_.store(0, std::memory_order_relaxed);
+    uint64_t generation;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      generation_.fetch_add(1, std::memory_order_release);
+      generation = generation_.load(std::memory_order_relaxed) + 1;
+      claim_.store(ClaimWord(generation, chunks, 0), std::memory_order_release);
+      generation_.store(generation, std::memory_order_release);
     }
     wake_.notify_all();
-    WorkOnChunks();
-    for (int spins = 0; busy_workers_.load(std::memory_order_acquire) != 0; ++spins) {
+    WorkOnChunks(generation);
+    for (int spins = 0; completed_.load(std::memory_order_acquire) != chunks; ++spins) {
       if (spins < 4096) {
         CpuRelax();
       } else {
@@ -76,14 +81,28 @@ class ThreadPool {
   }
 
  private:
-  void WorkOnChunks() {
+  // The claim word: generation (low 32 bits) in bits 32..63, the chunk count in 16..31, the next
+  // unclaimed chunk in 0..15 (chunks <= 4 x threads, far below 2^16).
+  static uint64_t ClaimWord(uint64_t generation, int64_t chunks, int64_t next) {
+    return (generation & 0xffffffffu) << 32 | static_cast<uint64_t>(chunks) << 16 | static_cast<uint64_t>(next);
+  }
+
+  // Claims and runs chunks of job `generation` until none is left or another job was published.
+  void WorkOnChunks(uint64_t generation) {
     inside_parallel_for = true;
+    uint64_t word = claim_.load(std::memory_order_acquire);
     for (;;) {
-      int64_t chunk = next_chunk_.fetch_add(1, std::memory_order_relaxed);
-      if (chunk >= chunks_) break;
-      int64_t begin = n_ * chunk / chunks_;
-      int64_t end = n_ * (chunk + 1) / chunks_;
+      if ((word >> 32) != (generation & 0xffffffffu)) break;
+      const auto chunks = static_cast<int64_t>((word >> 16) & 0xffffu);
+      const auto chunk = static_cast<int64_t>(word & 0xffffu);
+      if (chunk >= chunks) break;
+      if (!claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+      // The chunk is ours: the caller waits for it, so the job's fields stay valid while it runs.
+      const int64_t begin = n_ * chunk / chunks;
+      const int64_t end = n_ * (chunk + 1) / chunks;
       (*fn_)(begin, end);
+      completed_.fetch_add(1, std::memory_order_acq_rel);
+      word = claim_.load(std::memory_order_acquire);
     }
     inside_parallel_for = false;
   }
@@ -102,8 +121,7 @@ class ThreadPool {
       }
       seen = generation_.load(std::memory_order_acquire);
       if (stop_) return;
-      WorkOnChunks();
-      busy_workers_.fetch_sub(1, std::memory_order_release);
+      WorkOnChunks(seen);
     }
   }
 
@@ -114,12 +132,12 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   bool stop_ = false;  // written under mu_ before the last generation bump
 
-  // The current job; written by Run before the generation bump that publishes it.
+  // The current job; written by Run before the claim word that publishes it, stable until all
+  // of its chunks completed.
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
-  int64_t chunks_ = 0;
-  std::atomic<int64_t> next_chunk_{0};
-  std::atomic<int> busy_workers_{0};
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> completed_{0};
 };
 
 int DefaultThreadCount() {

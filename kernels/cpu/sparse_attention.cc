@@ -31,13 +31,27 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 int64_t ScaleGroups(const LatentCacheView& c) { return (c.kv_rank + kScaleGroup - 1) / kScaleGroup; }
 int64_t RowWidth(const LatentCacheView& c) { return c.kv_rank + c.rope_dim; }
 
-// The selected rows that exist, in selection order.
-std::vector<int32_t> ValidRows(const SparseAttentionArgs& a) {
-  std::vector<int32_t> rows;
+// A selected row that exists: the segment it lives in and its row there.
+struct RowRef {
+  const LatentCacheView* view;
+  int64_t row;
+};
+
+// The selected rows that exist, in selection order (sparse_attention.h: two segments). The vector
+// is per thread and reused, so a decode step allocates nothing here.
+const std::vector<RowRef>& ValidRows(const SparseAttentionArgs& a) {
+  thread_local std::vector<RowRef> rows;
+  rows.clear();
   rows.reserve(static_cast<size_t>(std::max<int64_t>(a.count, 0)));
+  const bool two_segments = a.suffix.rows > 0;
   for (int64_t i = 0; i < a.count; ++i) {
-    const int64_t row = a.indices != nullptr ? a.indices[i] : i;
-    if (row >= 0 && row < a.cache.rows) rows.push_back(static_cast<int32_t>(row));
+    const int64_t entry = a.indices != nullptr ? a.indices[i] : i;
+    if (entry < 0) continue;
+    if (two_segments && entry >= a.suffix_begin) {
+      if (entry - a.suffix_begin < a.suffix.rows) rows.push_back({&a.suffix, entry - a.suffix_begin});
+    } else if (entry < a.cache.rows) {
+      rows.push_back({&a.cache, entry});
+    }
   }
   return rows;
 }
@@ -81,11 +95,12 @@ void UpdateHeadPortable(HeadState& state, const float* z, const float* block, in
   state.max = new_max;
 }
 
-void DequantizeBlockPortable(const LatentCacheView& c, const int32_t* rows, int64_t count, float* block) {
-  for (int64_t b = 0; b < count; ++b) DequantizeLatentRow(c, rows[b], block + b * RowWidth(c));
+void DequantizeBlockPortable(const RowRef* rows, int64_t count, float* block) {
+  for (int64_t b = 0; b < count; ++b)
+    DequantizeLatentRow(*rows[b].view, rows[b].row, block + b * RowWidth(*rows[b].view));
 }
 
-void AttendHeadsPortable(const SparseAttentionArgs& a, const std::vector<int32_t>& rows, int64_t h0, int64_t h1,
+void AttendHeadsPortable(const SparseAttentionArgs& a, const std::vector<RowRef>& rows, int64_t h0, int64_t h1,
                          float* out) {
   const int64_t width = RowWidth(a.cache), v_dim = a.cache.kv_rank;
   std::vector<float> block(static_cast<size_t>(kBlockRows * width));
@@ -95,7 +110,7 @@ void AttendHeadsPortable(const SparseAttentionArgs& a, const std::vector<int32_t
   float z[kBlockRows];
   for (int64_t start = 0; start < n; start += kBlockRows) {
     const int64_t count = std::min(kBlockRows, n - start);
-    DequantizeBlockPortable(a.cache, rows.data() + start, count, block.data());
+    DequantizeBlockPortable(rows.data() + start, count, block.data());
     for (int64_t h = h0; h < h1; ++h) {
       ScoreBlockPortable(a.q + h * width, block.data(), count, width, a.scale, z);
       UpdateHeadPortable(states[static_cast<size_t>(h - h0)], z, block.data(), count, width, v_dim, out + h * v_dim);
@@ -111,18 +126,19 @@ void AttendHeadsPortable(const SparseAttentionArgs& a, const std::vector<int32_t
 #if ENVFORGE_KERNELS_X86
 
 constexpr int64_t kFastBlockRows = internal::kMicroCols;  // 16 rows: one micro-kernel width
+constexpr int64_t kRowsPerPart = 128;                     // fewest rows per thread when a selection is split by rows
 
 // Dequantizes the block's rows to block[b * width] (rows past count are zeros).
-ENVFORGE_TARGET_AVX2 void DequantizeBlockAvx2(const LatentCacheView& c, const int32_t* rows, int64_t count,
-                                              float* block) {
-  const int64_t width = RowWidth(c), groups = ScaleGroups(c);
+ENVFORGE_TARGET_AVX2 void DequantizeBlockAvx2(const RowRef* rows, int64_t count, int64_t width, float* block) {
   for (int64_t b = 0; b < kFastBlockRows; ++b) {
     float* dst = block + b * width;
     if (b >= count) {  // padding rows: finite zeros, masked out of the softmax
       std::fill(dst, dst + width, 0.0f);
       continue;
     }
-    const int64_t row = rows[b];
+    const LatentCacheView& c = *rows[b].view;
+    const int64_t groups = ScaleGroups(c);
+    const int64_t row = rows[b].row;
     const uint8_t* nope = c.nope + row * c.kv_rank;
     const float* scales = c.scales + row * groups;
     for (int64_t d = 0; d < c.kv_rank; d += 8) {
@@ -163,22 +179,25 @@ ENVFORGE_TARGET_AVX2 void ScaleRowAvx2(float* row, int64_t n, float factor) {
 
 // Per block of 16 rows: Z = Q_heads x rows^T and O = O * correction + P x V_rows, both as 6x16
 // micro-kernel GEMMs (heads are the 6 broadcast rows).
-ENVFORGE_TARGET_AVX2 void AttendHeadsAvx2(const SparseAttentionArgs& a, const std::vector<int32_t>& rows, int64_t h0,
-                                          int64_t h1, float* out) {
+// Rows [row_begin, row_end) of `rows` for heads [h0, h1). With partial == nullptr, out holds the
+// normalised outputs; otherwise out keeps the unnormalised sums and partial[h - h0] the softmax
+// state, for merging with other row ranges.
+ENVFORGE_TARGET_AVX2 void AttendHeadsAvx2(const SparseAttentionArgs& a, const RowRef* rows, int64_t n, int64_t h0,
+                                          int64_t h1, float* out, HeadState* partial) {
   constexpr int64_t kHeadsPerTile = internal::kMicroRows;
   const int64_t width = RowWidth(a.cache), v_dim = a.cache.kv_rank;
   thread_local internal::AlignedFloats block_buffer, transposed_buffer;
+  thread_local std::vector<HeadState> states;
   // +16: the micro-kernel reads a full 16-wide panel at the last (partial) value columns.
   float* block = block_buffer.Get(static_cast<size_t>(kFastBlockRows * width + 16));
   float* transposed = transposed_buffer.Get(static_cast<size_t>(kFastBlockRows * width));
-  std::vector<HeadState> states(static_cast<size_t>(h1 - h0));
+  states.assign(static_cast<size_t>(h1 - h0), HeadState());
   std::fill(out + h0 * v_dim, out + h1 * v_dim, 0.0f);
-  const int64_t n = static_cast<int64_t>(rows.size());
   alignas(32) float z[kHeadsPerTile * kFastBlockRows];
   alignas(32) float p[kHeadsPerTile * kFastBlockRows];
   for (int64_t start = 0; start < n; start += kFastBlockRows) {
     const int64_t count = std::min(kFastBlockRows, n - start);
-    DequantizeBlockAvx2(a.cache, rows.data() + start, count, block);
+    DequantizeBlockAvx2(rows + start, count, width, block);
     internal::TransposeRows16(block, width, width, transposed);
     for (int64_t h = h0; h < h1; h += kHeadsPerTile) {
       const int64_t mr = std::min(kHeadsPerTile, h1 - h);
@@ -195,10 +214,299 @@ ENVFORGE_TARGET_AVX2 void AttendHeadsAvx2(const SparseAttentionArgs& a, const st
       }
     }
   }
+  if (partial != nullptr) {
+    std::copy(states.begin(), states.end(), partial);
+    return;
+  }
   for (int64_t h = h0; h < h1; ++h) {
     const float sum = states[static_cast<size_t>(h - h0)].sum;
     ScaleRowAvx2(out + h * v_dim, v_dim, sum > 0.0f ? 1.0f / sum : 0.0f);
   }
+}
+
+// Long selections: each thread takes a range of rows for every head (each row dequantized once,
+// heads in full micro-kernel tiles), then the ranges merge per head:
+//   M = max_p m_p, o = sum_p e^(m_p - M) o_p / sum_p e^(m_p - M) l_p.
+void AttendRowSplitAvx2(const SparseAttentionArgs& a, const std::vector<RowRef>& rows, int64_t parts, float* out) {
+  const int64_t heads = a.heads, v_dim = a.cache.kv_rank, n = static_cast<int64_t>(rows.size());
+  thread_local std::vector<float> partial_out;
+  thread_local std::vector<HeadState> partial_states;
+  partial_out.resize(static_cast<size_t>(parts * heads * v_dim));
+  partial_states.resize(static_cast<size_t>(parts * heads));
+  float* outs = partial_out.data();
+  HeadState* states = partial_states.data();
+  ParallelFor(parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t part = begin; part < end; ++part) {
+      const int64_t row_begin = n * part / parts, row_end = n * (part + 1) / parts;
+      AttendHeadsAvx2(a, rows.data() + row_begin, row_end - row_begin, 0, heads, outs + part * heads * v_dim,
+                      states + part * heads);
+    }
+  });
+  for (int64_t h = 0; h < heads; ++h) {
+    float max = kNegInf;
+    for (int64_t part = 0; part < parts; ++part) max = std::max(max, states[part * heads + h].max);
+    float* o = out + h * v_dim;
+    std::fill(o, o + v_dim, 0.0f);
+    float sum = 0.0f;
+    if (max == kNegInf) continue;
+    for (int64_t part = 0; part < parts; ++part) {
+      const HeadState& state = states[part * heads + h];
+      if (state.max == kNegInf) continue;
+      const float weight = std::exp(state.max - max);
+      sum += weight * state.sum;
+      const float* partial = outs + (part * heads + h) * v_dim;
+      for (int64_t d = 0; d < v_dim; ++d) o[d] += weight * partial[d];
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int64_t d = 0; d < v_dim; ++d) o[d] *= inv;
+  }
+}
+
+#endif  // ENVFORGE_KERNELS_X86
+
+// ---------------------------------------------------------------------------------------------
+// kv_b_proj products (AbsorbQueries / ProjectValues).
+
+constexpr int64_t kFp8Block = 128;
+// Tokens up to which the products stream W in its stored dtype; beyond, the fp32 copy feeds the
+// GEMM micro-kernel (the weights then stay in cache and FLOPs dominate).
+constexpr int64_t kStreamedTokens = 8;
+constexpr int64_t kAbsorbColumns = 64;  // columns of q~ per work item: 8 AVX2 accumulators
+constexpr int64_t kProjectRows = 8;     // rows of W_UV per work item
+
+int64_t KvbRow(const KvbProjection& p, int64_t head, int64_t r) { return head * (p.nope + p.v_dim) + r; }
+
+// The fp8 block scale of W[row, col] (1 for other dtypes).
+float WeightScale(const WeightMatrix& w, int64_t row, int64_t col) {
+  if (w.dtype != DType::kF8E4M3) return 1.0f;
+  const int64_t scale_cols = (w.cols + kFp8Block - 1) / kFp8Block;
+  return w.block_scale_inv[(row / kFp8Block) * scale_cols + col / kFp8Block];
+}
+
+void AbsorbPortable(const KvbProjection& p, const float* q, int64_t tokens, int64_t q_stride, float* q_out,
+                    int64_t out_stride) {
+  const int64_t rank = p.w.cols;
+  ParallelFor(p.heads, 1, [&](int64_t h0, int64_t h1) {
+    std::vector<float> w_row(static_cast<size_t>(rank));
+    for (int64_t h = h0; h < h1; ++h) {
+      for (int64_t t = 0; t < tokens; ++t) std::fill_n(q_out + (t * p.heads + h) * out_stride, rank, 0.0f);
+      for (int64_t d = 0; d < p.nope; ++d) {
+        DequantizeRow(p.w, KvbRow(p, h, d), w_row.data());
+        for (int64_t t = 0; t < tokens; ++t) {
+          const float coef = q[(t * p.heads + h) * q_stride + d];
+          float* out = q_out + (t * p.heads + h) * out_stride;
+          for (int64_t c = 0; c < rank; ++c) out[c] += coef * w_row[static_cast<size_t>(c)];
+        }
+      }
+    }
+  });
+}
+
+void ProjectPortable(const KvbProjection& p, const float* o, int64_t tokens, float* u) {
+  const int64_t rank = p.w.cols;
+  ParallelFor(p.heads, 1, [&](int64_t h0, int64_t h1) {
+    std::vector<float> w_row(static_cast<size_t>(rank));
+    for (int64_t h = h0; h < h1; ++h) {
+      for (int64_t v = 0; v < p.v_dim; ++v) {
+        DequantizeRow(p.w, KvbRow(p, h, p.nope + v), w_row.data());
+        for (int64_t t = 0; t < tokens; ++t) {
+          const float* x = o + (t * p.heads + h) * rank;
+          float sum = 0.0f;
+          for (int64_t c = 0; c < rank; ++c) sum += x[c] * w_row[static_cast<size_t>(c)];
+          u[(t * p.heads + h) * p.v_dim + v] = sum;
+        }
+      }
+    }
+  });
+}
+
+#if ENVFORGE_KERNELS_X86
+
+template <DType D>
+ENVFORGE_TARGET_AVX2 inline __m256 LoadWeights8(const WeightMatrix& w, int64_t row, int64_t col) {
+  const int64_t index = row * w.cols + col;
+  if constexpr (D == DType::kF8E4M3) {
+    return internal::DecodeFp8x8(static_cast<const uint8_t*>(w.data) + index);
+  } else if constexpr (D == DType::kBF16) {
+    return internal::DecodeBf16x8(static_cast<const uint16_t*>(w.data) + index);
+  } else if constexpr (D == DType::kF16) {
+    return internal::DecodeF16x8(static_cast<const uint16_t*>(w.data) + index);
+  } else {
+    return _mm256_loadu_ps(static_cast<const float*>(w.data) + index);
+  }
+}
+
+// Decode: per (head, 64 columns), q~ += q[d] * W[row d, 64 columns] over the nope rows, the W
+// block decoded from its stored form (64 columns lie inside one fp8 128-column scale block, so
+// the scale folds into the broadcast coefficient).
+template <DType D>
+ENVFORGE_TARGET_AVX2 void AbsorbStreamedItems(const KvbProjection& p, const float* q, int64_t tokens, int64_t q_stride,
+                                              float* q_out, int64_t out_stride, int64_t begin, int64_t end) {
+  const int64_t rank = p.w.cols, blocks = rank / kAbsorbColumns;
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t h = item / blocks, c0 = (item % blocks) * kAbsorbColumns;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* qn = q + (t * p.heads + h) * q_stride;
+      __m256 acc[8];
+      #pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+      for (int64_t d = 0; d < p.nope; ++d) {
+        const int64_t row = KvbRow(p, h, d);
+        const __m256 coef = _mm256_set1_ps(qn[d] * WeightScale(p.w, row, c0));
+        #pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(coef, LoadWeights8<D>(p.w, row, c0 + 8 * j), acc[j]);
+      }
+      float* out = q_out + (t * p.heads + h) * out_stride + c0;
+      #pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + 8 * j, acc[j]);
+    }
+  }
+}
+
+template <DType D>
+void AbsorbStreamed(const KvbProjection& p, const float* q, int64_t tokens, int64_t q_stride, float* q_out,
+                    int64_t out_stride) {
+  const int64_t blocks = p.w.cols / kAbsorbColumns;
+  ParallelFor(p.heads * blocks, 4, [&](int64_t begin, int64_t end) {
+    AbsorbStreamedItems<D>(p, q, tokens, q_stride, q_out, out_stride, begin, end);
+  });
+}
+
+// Decode: per (head, 8 rows of W_UV), dot products with o, fp8 scales applied per 128 columns.
+template <DType D>
+ENVFORGE_TARGET_AVX2 void ProjectStreamedItems(const KvbProjection& p, const float* o, int64_t tokens, float* u,
+                                               int64_t begin, int64_t end) {
+  const int64_t rank = p.w.cols, groups = p.v_dim / kProjectRows;
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t h = item / groups, v0 = (item % groups) * kProjectRows;
+    const int64_t row0 = KvbRow(p, h, p.nope + v0);
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* x = o + (t * p.heads + h) * rank;
+      float total[kProjectRows] = {};
+      for (int64_t span = 0; span < rank; span += kFp8Block) {
+        const int64_t span_end = std::min(rank, span + kFp8Block);
+        __m256 acc[kProjectRows];
+        #pragma GCC unroll 8
+        for (int j = 0; j < kProjectRows; ++j) acc[j] = _mm256_setzero_ps();
+        for (int64_t c = span; c < span_end; c += 8) {
+          const __m256 xv = _mm256_loadu_ps(x + c);
+          #pragma GCC unroll 8
+          for (int j = 0; j < kProjectRows; ++j)
+            acc[j] = _mm256_fmadd_ps(xv, LoadWeights8<D>(p.w, row0 + j, c), acc[j]);
+        }
+        #pragma GCC unroll 8
+        for (int j = 0; j < kProjectRows; ++j)
+          total[j] += internal::HorizontalSum(acc[j]) * WeightScale(p.w, row0 + j, span);
+      }
+      float* y = u + (t * p.heads + h) * p.v_dim + v0;
+      for (int j = 0; j < kProjectRows; ++j) y[j] = total[j];
+    }
+  }
+}
+
+template <DType D>
+void ProjectStreamed(const KvbProjection& p, const float* o, int64_t tokens, float* u) {
+  const int64_t groups = p.v_dim / kProjectRows;
+  ParallelFor(p.heads * groups, 4,
+              [&](int64_t begin, int64_t end) { ProjectStreamedItems<D>(p, o, tokens, u, begin, end); });
+}
+
+// Many tokens: q~[t, h, c0 : c0 + 16] = q^N[t, h, :] x W_f32[nope rows of h, c0 : c0 + 16], the fp32
+// rows being directly the micro-kernel's k-major B panel.
+ENVFORGE_TARGET_AVX2 void AbsorbGemmItems(const KvbProjection& p, const float* q, int64_t tokens, int64_t q_stride,
+                                          float* q_out, int64_t out_stride, int64_t begin, int64_t end) {
+  const int64_t rank = p.w.cols, panels = rank / internal::kMicroCols;
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t h = item / panels, c0 = (item % panels) * internal::kMicroCols;
+    const float* b = p.dequantized + KvbRow(p, h, 0) * rank + c0;
+    for (int64_t t0 = 0; t0 < tokens; t0 += internal::kMicroRows) {
+      const int64_t mr = std::min<int64_t>(internal::kMicroRows, tokens - t0);
+      internal::RunMicroKernel(mr, q + (t0 * p.heads + h) * q_stride, p.heads * q_stride, b, rank, p.nope,
+                               q_out + (t0 * p.heads + h) * out_stride + c0, p.heads * out_stride, internal::kMicroCols,
+                               false);
+    }
+  }
+}
+
+void AbsorbGemm(const KvbProjection& p, const float* q, int64_t tokens, int64_t q_stride, float* q_out,
+                int64_t out_stride) {
+  const int64_t panels = p.w.cols / internal::kMicroCols;
+  ParallelFor(p.heads * panels, 4, [&](int64_t begin, int64_t end) {
+    AbsorbGemmItems(p, q, tokens, q_stride, q_out, out_stride, begin, end);
+  });
+}
+
+// Many tokens: per (head, 16 rows of W_UV) the rows are packed k-major once, then every 6 tokens
+// run the micro-kernel over them.
+ENVFORGE_TARGET_AVX2 void ProjectGemmItems(const KvbProjection& p, const float* o, int64_t tokens, float* u,
+                                           int64_t begin, int64_t end) {
+  const int64_t rank = p.w.cols, panels = (p.v_dim + internal::kMicroCols - 1) / internal::kMicroCols;
+  thread_local internal::AlignedFloats staging_buffer, packed_buffer;
+  float* staging = staging_buffer.Get(static_cast<size_t>(internal::kMicroCols * rank));
+  float* packed = packed_buffer.Get(static_cast<size_t>(internal::kMicroCols * rank));
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t h = item / panels, v0 = (item % panels) * internal::kMicroCols;
+    const int64_t ncols = std::min<int64_t>(internal::kMicroCols, p.v_dim - v0);
+    for (int64_t j = 0; j < internal::kMicroCols; ++j) {
+      float* row = staging + j * rank;
+      if (j < ncols) {
+        std::copy_n(p.dequantized + KvbRow(p, h, p.nope + v0 + j) * rank, rank, row);
+      } else {
+        std::fill_n(row, rank, 0.0f);
+      }
+    }
+    internal::TransposeRows16(staging, rank, rank, packed);
+    for (int64_t t0 = 0; t0 < tokens; t0 += internal::kMicroRows) {
+      const int64_t mr = std::min<int64_t>(internal::kMicroRows, tokens - t0);
+      internal::RunMicroKernel(mr, o + (t0 * p.heads + h) * rank, p.heads * rank, packed, internal::kMicroCols, rank,
+                               u + (t0 * p.heads + h) * p.v_dim + v0, p.heads * p.v_dim, ncols, false);
+    }
+  }
+}
+
+void ProjectGemm(const KvbProjection& p, const float* o, int64_t tokens, float* u) {
+  const int64_t panels = (p.v_dim + internal::kMicroCols - 1) / internal::kMicroCols;
+  ParallelFor(p.heads * panels, 1, [&](int64_t begin, int64_t end) { ProjectGemmItems(p, o, tokens, u, begin, end); });
+}
+
+template <DType D>
+void ProductsStreamed(bool absorb, const KvbProjection& p, const float* x, int64_t tokens, int64_t x_stride, float* y,
+                      int64_t y_stride) {
+  if (absorb) {
+    AbsorbStreamed<D>(p, x, tokens, x_stride, y, y_stride);
+  } else {
+    ProjectStreamed<D>(p, x, tokens, y);
+  }
+}
+
+// The AVX2 paths; false when the shapes do not fit them (the caller then runs the portable one).
+bool KvbProductAvx2(bool absorb, const KvbProjection& p, const float* x, int64_t tokens, int64_t x_stride, float* y,
+                    int64_t y_stride) {
+  if (!internal::UseAvx2() || p.w.cols % kAbsorbColumns != 0) return false;
+  if (tokens > kStreamedTokens && p.dequantized != nullptr) {
+    if (absorb) {
+      AbsorbGemm(p, x, tokens, x_stride, y, y_stride);
+    } else {
+      ProjectGemm(p, x, tokens, y);
+    }
+    return true;
+  }
+  if (!absorb && p.v_dim % kProjectRows != 0) return false;
+  switch (p.w.dtype) {
+    case DType::kF32:
+      ProductsStreamed<DType::kF32>(absorb, p, x, tokens, x_stride, y, y_stride);
+      break;
+    case DType::kBF16:
+      ProductsStreamed<DType::kBF16>(absorb, p, x, tokens, x_stride, y, y_stride);
+      break;
+    case DType::kF16:
+      ProductsStreamed<DType::kF16>(absorb, p, x, tokens, x_stride, y, y_stride);
+      break;
+    case DType::kF8E4M3:
+      ProductsStreamed<DType::kF8E4M3>(absorb, p, x, tokens, x_stride, y, y_stride);
+      break;
+  }
+  return true;
 }
 
 #endif  // ENVFORGE_KERNELS_X86
@@ -216,12 +524,24 @@ void DequantizeLatentRow(const LatentCacheView& cache, int64_t row, float* out) 
 
 void SparseMqaAttention(const SparseAttentionArgs& args, float* out) {
   if (args.heads <= 0) return;
-  const std::vector<int32_t> rows = ValidRows(args);
-  const int64_t grain = std::max<int64_t>(2, args.heads / (2 * ThreadCount()));
+  const std::vector<RowRef>& rows = ValidRows(args);
+  const int64_t threads = ThreadCount();
+#if ENVFORGE_KERNELS_X86
+  const bool avx2 = internal::UseAvx2() && args.cache.kv_rank % 8 == 0 && args.cache.rope_dim % 8 == 0;
+  // Enough rows: split them across threads (kRowsPerPart or more each) rather than the heads.
+  const int64_t parts = std::min<int64_t>(threads, static_cast<int64_t>(rows.size()) / kRowsPerPart);
+  if (avx2 && parts > 1) {
+    AttendRowSplitAvx2(args, rows, parts, out);
+    return;
+  }
+#endif
+  // One chunk of heads per thread: every chunk dequantizes all selected rows once, so more chunks
+  // would repeat that work.
+  const int64_t grain = std::max<int64_t>(1, (args.heads + threads - 1) / threads);
   ParallelFor(args.heads, grain, [&](int64_t h0, int64_t h1) {
 #if ENVFORGE_KERNELS_X86
-    if (internal::UseAvx2() && args.cache.kv_rank % 8 == 0 && args.cache.rope_dim % 8 == 0) {
-      AttendHeadsAvx2(args, rows, h0, h1, out);
+    if (avx2) {
+      AttendHeadsAvx2(args, rows.data(), static_cast<int64_t>(rows.size()), h0, h1, out, nullptr);
       return;
     }
 #endif
@@ -229,13 +549,32 @@ void SparseMqaAttention(const SparseAttentionArgs& args, float* out) {
   });
 }
 
+void AbsorbQueries(const KvbProjection& p, const float* q, int64_t tokens, int64_t q_stride, float* q_out,
+                   int64_t out_stride) {
+  if (tokens <= 0 || p.heads <= 0) return;
+#if ENVFORGE_KERNELS_X86
+  if (KvbProductAvx2(true, p, q, tokens, q_stride, q_out, out_stride)) return;
+#endif
+  AbsorbPortable(p, q, tokens, q_stride, q_out, out_stride);
+}
+
+void ProjectValues(const KvbProjection& p, const float* o, int64_t tokens, float* u) {
+  if (tokens <= 0 || p.heads <= 0) return;
+#if ENVFORGE_KERNELS_X86
+  if (KvbProductAvx2(false, p, o, tokens, 0, u, 0)) return;
+#endif
+  ProjectPortable(p, o, tokens, u);
+}
+
 namespace ref {
 
 void SparseMqaAttention(const SparseAttentionArgs& a, float* out) {
   const int64_t width = RowWidth(a.cache), v_dim = a.cache.kv_rank;
-  const std::vector<int32_t> rows = ValidRows(a);
+  const std::vector<RowRef> rows = ValidRows(a);
   std::vector<float> latent(rows.size() * static_cast<size_t>(width));
-  for (size_t i = 0; i < rows.size(); ++i) DequantizeLatentRow(a.cache, rows[i], latent.data() + i * static_cast<size_t>(width));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    DequantizeLatentRow(*rows[i].view, rows[i].row, latent.data() + i * static_cast<size_t>(width));
+  }
   std::vector<double> z(rows.size());
   for (int64_t h = 0; h < a.heads; ++h) {
     float* o = out + h * v_dim;
@@ -257,6 +596,41 @@ void SparseMqaAttention(const SparseAttentionArgs& a, float* out) {
       double acc = 0.0;
       for (size_t i = 0; i < rows.size(); ++i) acc += z[i] * latent[i * static_cast<size_t>(width) + static_cast<size_t>(d)];
       o[d] = static_cast<float>(acc / sum);
+    }
+  }
+}
+
+void AbsorbQueries(const KvbProjection& p, const float* q, int64_t tokens, int64_t q_stride, float* q_out,
+                   int64_t out_stride) {
+  const int64_t rank = p.w.cols;
+  std::vector<float> w_row(static_cast<size_t>(rank));
+  std::vector<double> acc(static_cast<size_t>(rank));
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t d = 0; d < p.nope; ++d) {
+        DequantizeRow(p.w, KvbRow(p, h, d), w_row.data());
+        const double coef = q[(t * p.heads + h) * q_stride + d];
+        for (int64_t c = 0; c < rank; ++c) acc[static_cast<size_t>(c)] += coef * w_row[static_cast<size_t>(c)];
+      }
+      for (int64_t c = 0; c < rank; ++c)
+        q_out[(t * p.heads + h) * out_stride + c] = static_cast<float>(acc[static_cast<size_t>(c)]);
+    }
+  }
+}
+
+void ProjectValues(const KvbProjection& p, const float* o, int64_t tokens, float* u) {
+  const int64_t rank = p.w.cols;
+  std::vector<float> w_row(static_cast<size_t>(rank));
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      for (int64_t v = 0; v < p.v_dim; ++v) {
+        DequantizeRow(p.w, KvbRow(p, h, p.nope + v), w_row.data());
+        double sum = 0.0;
+        for (int64_t c = 0; c < rank; ++c)
+          sum += static_cast<double>(o[(t * p.heads + h) * rank + c]) * w_row[static_cast<size_t>(c)];
+        u[(t * p.heads + h) * p.v_dim + v] = static_cast<float>(sum);
+      }
     }
   }
 }

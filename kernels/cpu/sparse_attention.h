@@ -10,9 +10,29 @@
 // The latent cache is stored in the FP8 format of dsa-engine.md 5 (656 bytes per token for
 // kv_rank 512 / rope 64): kv_rank fp8 values in groups of 128 with one fp32 scale per group, and
 // rope_dim bf16 values. LatentCacheView points at the three arrays of one sequence and layer.
+//
+// Two segments (a forked sequence: a shared prompt prefix plus its private rows): with
+// suffix.rows > 0, a selection entry e >= suffix_begin reads row e - suffix_begin of `suffix`
+// (skipped past suffix.rows) and an entry e < suffix_begin reads row e of `cache`; so absolute
+// positions index both without copying rows. suffix.rows == 0 (the default) is the one-segment
+// case above. The two views must have the same kv_rank and rope_dim.
+//
+// Threading: SparseMqaAttention parallelises over heads on the kernels' pool; called from inside
+// a ParallelFor body (one sequence per item) it runs inline on that thread.
+//
+// AbsorbQueries / ProjectValues are the per-head products around the attention (4.7) with
+// kv_b_proj W = [heads * (nope + v_dim), kv_rank] in its stored dtype (no activation
+// quantization, as the absorbed mode of the reference):
+//   AbsorbQueries: q_out[t, h, 0 : kv_rank] = sum_{d < nope} q[t, h, d] * W[h * (nope + v_dim) + d, :]
+//   ProjectValues: u[t, h, v] = sum_c o[t, h, c] * W[h * (nope + v_dim) + nope + v, c]
+// With few tokens (decode) they stream W once in its stored form (fp8: a quarter of the bytes of
+// an fp32 copy); with many tokens they run the register-blocked GEMM over `dequantized` (the fp32
+// copy of W, when given). Both parallelise over heads and column blocks.
 #pragma once
 
 #include <cstdint>
+
+#include "kernels/cpu/linear.h"
 
 namespace envforge::kernels {
 
@@ -35,13 +55,31 @@ struct SparseAttentionArgs {
   const int32_t* indices = nullptr;  // nullptr: rows [0, count)
   int64_t count = 0;
   float scale = 1.0f;
+  LatentCacheView suffix;    // second segment; rows == 0: none
+  int64_t suffix_begin = 0;  // selection entry of suffix row 0
 };
 
 // out: [heads, kv_rank].
 void SparseMqaAttention(const SparseAttentionArgs& args, float* out);
 
+struct KvbProjection {
+  WeightMatrix w;                      // kv_b_proj, [heads * (nope + v_dim), kv_rank]
+  const float* dequantized = nullptr;  // optional fp32 copy of w (row-major), for many tokens
+  int64_t heads = 0, nope = 0, v_dim = 0;
+};
+
+// q: [tokens, heads, q_stride] (the first nope values of each head are q^N); q_out: [tokens,
+// heads, out_stride], its first kv_rank values per head written, the rest untouched.
+void AbsorbQueries(const KvbProjection& p, const float* q, int64_t tokens, int64_t q_stride, float* q_out,
+                   int64_t out_stride);
+// o: [tokens, heads, kv_rank]; u: [tokens, heads, v_dim].
+void ProjectValues(const KvbProjection& p, const float* o, int64_t tokens, float* u);
+
 namespace ref {
 void SparseMqaAttention(const SparseAttentionArgs& args, float* out);
+void AbsorbQueries(const KvbProjection& p, const float* q, int64_t tokens, int64_t q_stride, float* q_out,
+                   int64_t out_stride);
+void ProjectValues(const KvbProjection& p, const float* o, int64_t tokens, float* u);
 }  // namespace ref
 
 }  // namespace envforge::kernels

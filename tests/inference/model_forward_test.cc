@@ -293,6 +293,51 @@ TEST_CASE("forked caches attend over the shared prefix exactly like a private co
   }
 }
 
+TEST_CASE("a decode batch of forked caches equals decoding each fork alone") {
+  // The batched decode path splits selection and attention across sequences and runs the experts
+  // side by side; every fork also reads the shared prefix through the two-segment view.
+  for (const char* dtype : {"fp8", "bf16"}) {
+    CAPTURE(dtype);
+    auto model = LoadModel(TinyModel(dtype));
+    const int64_t vocab = model->config().vocab_size;
+    REQUIRE(model->config().index_topk < 24);  // decode steps select keys
+    auto prompt = PromptTokens(24, vocab, 31);
+    auto prompt_cache = model->NewCache();
+    std::vector<float> logits, alone;
+    SequenceInput input{prompt_cache.get(), prompt};
+    REQUIRE(model->Forward(std::span<const SequenceInput>(&input, 1), &logits).ok());
+    constexpr int kForks = 6, kSteps = 4;
+    std::vector<std::unique_ptr<KvCache>> batched, single;
+    for (int i = 0; i < kForks; ++i) {
+      batched.push_back(prompt_cache->Fork());
+      single.push_back(prompt_cache->Fork());
+    }
+    for (int step = 0; step < kSteps; ++step) {
+      std::vector<int32_t> tokens;
+      for (int i = 0; i < kForks; ++i) tokens.push_back(static_cast<int32_t>(2 + (step * 13 + i * 7) % (vocab - 2)));
+      std::vector<SequenceInput> batch;
+      for (int i = 0; i < kForks; ++i)
+        batch.push_back(
+            {batched[static_cast<size_t>(i)].get(), std::span<const int32_t>(&tokens[static_cast<size_t>(i)], 1)});
+      REQUIRE(model->Forward(batch, &logits).ok());
+      for (int i = 0; i < kForks; ++i) {
+        SequenceInput one{single[static_cast<size_t>(i)].get(),
+                          std::span<const int32_t>(&tokens[static_cast<size_t>(i)], 1)};
+        REQUIRE(model->Forward(std::span<const SequenceInput>(&one, 1), &alone).ok());
+        double max_diff = 0, scale = 0;
+        for (int64_t v = 0; v < vocab; ++v) {
+          const float expected = alone[static_cast<size_t>(v)];
+          scale = std::max(scale, static_cast<double>(std::fabs(expected)));
+          max_diff =
+              std::max(max_diff, static_cast<double>(std::fabs(expected - logits[static_cast<size_t>(i * vocab + v)])));
+        }
+        CHECK(max_diff / scale < 1e-5);
+      }
+    }
+    CHECK(batched[0]->length() == 24 + kSteps);
+  }
+}
+
 TEST_CASE("Forward rejects bad input and leaves the caches unchanged") {
   auto model = LoadModel(TinyModel("fp32"));
   auto cache = model->NewCache();

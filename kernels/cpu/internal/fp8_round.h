@@ -3,8 +3,15 @@
 // quantizers clamp first); NaN stays NaN. The kernel tests check this over many values.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+
+#include "kernels/cpu/internal/cpu_features.h"
+
+#if ENVFORGE_KERNELS_X86
+#include <immintrin.h>
+#endif
 
 namespace envforge::kernels::internal {
 
@@ -50,5 +57,33 @@ inline uint8_t EncodeExactFp8(float v) {
   uint32_t mantissa = (magnitude >> 20) & 0x7u;
   return sign | static_cast<uint8_t>(exponent << 3 | mantissa);
 }
+
+#if ENVFORGE_KERNELS_X86
+
+// Eight lanes of RoundClampedToFp8(clamp(x / scale, -448, 448)) * scale, bit-identical to the
+// scalar FakeQuantFp8 element (NaN passes through): the division is IEEE (as the scalar one), the
+// rounding is the same bit arithmetic per lane, the subnormal branch a blend.
+ENVFORGE_TARGET_AVX2 inline __m256 FakeQuantFp8x8(__m256 x, __m256 scale) {
+  const __m256 v = _mm256_div_ps(x, scale);
+  const __m256 is_nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  const __m256 clamped = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-448.0f)), _mm256_set1_ps(448.0f));
+  const __m256i bits = _mm256_castps_si256(clamped);
+  const __m256i sign = _mm256_and_si256(bits, _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+  const __m256i magnitude = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+  // Normal range: keep 3 mantissa bits, round to nearest even.
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(magnitude, 20), _mm256_set1_epi32(1));
+  const __m256i rounded =
+      _mm256_and_si256(_mm256_add_epi32(magnitude, _mm256_add_epi32(_mm256_set1_epi32(0x7ffff), odd)),
+                       _mm256_set1_epi32(static_cast<int>(0xfff00000u)));
+  // Below 2^-6: the subnormal grid through the 2^14 addition.
+  const __m256 a = _mm256_castsi256_ps(magnitude);
+  const __m256 grid = _mm256_sub_ps(_mm256_add_ps(a, _mm256_set1_ps(0x1p14f)), _mm256_set1_ps(0x1p14f));
+  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3c800000), magnitude);
+  const __m256 result = _mm256_blendv_ps(_mm256_castsi256_ps(rounded), grid, _mm256_castsi256_ps(small));
+  const __m256 signed_result = _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(result), sign));
+  return _mm256_blendv_ps(_mm256_mul_ps(signed_result, scale), v, is_nan);
+}
+
+#endif  // ENVFORGE_KERNELS_X86
 
 }  // namespace envforge::kernels::internal
