@@ -149,12 +149,13 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, int signal_fd) {
   if (!server.ok()) return Fail(server.status().WithContext("envforge serve"), ExitCodeFor(server.status()));
   (*server)->Start();
   std::string address = options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host;
+  std::fprintf(stderr, "envforge serve: listening on http://%s:%u (POST /rpc, POST /mcp, WebSocket /ws, GET /health, GET /metrics)%s\n",
+               address.c_str(), static_cast<unsigned>((*server)->port()), options.token.empty() ? "" : ", token required");
+  // The port file comes last: a script that waits for it finds the listening line already written.
   if (auto port_file = parsed.Option("--port-file")) {
     Status written = WriteFileAtomically(*port_file, std::to_string((*server)->port()) + "\n");
     if (!written.ok()) return Fail(written.WithContext("envforge serve: --port-file"), kExitInfra);
   }
-  std::fprintf(stderr, "envforge serve: listening on http://%s:%u (POST /rpc, POST /mcp, WebSocket /ws, GET /health, GET /metrics)%s\n",
-               address.c_str(), static_cast<unsigned>((*server)->port()), options.token.empty() ? "" : ", token required");
 
   int signal_number = WaitOnPipe(signal_fd);
   std::fprintf(stderr, "envforge serve: signal %d, draining\n", signal_number);

@@ -2,6 +2,9 @@
 // ephemeral port, SIGTERM draining, and a small chaos run whose reconciliation loses nothing.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "agents/trajectory_store.h"
 #include "base/subprocess.h"
 #include "tests/server/transport_test_util.h"
@@ -39,7 +42,12 @@ class ServeProcess {
 TEST_SUITE("server.transport.cli") {
   TEST_CASE("envforge serve answers over HTTP and WebSocket and drains on SIGTERM: exit 0, every episode ended") {
     ServeProcess serve({"--token", "tok"});
-    CHECK(Contains(serve.child->StderrText(), "listening on http://127.0.0.1:" + std::to_string(serve.port)));
+    // stderr is read by a pipe reader; give it a moment to catch up with the port file.
+    std::string listening = "listening on http://127.0.0.1:" + std::to_string(serve.port);
+    for (int attempt = 0; attempt < 500 && !Contains(serve.child->StderrText(), listening); ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(Contains(serve.child->StderrText(), listening));
     RpcClientOptions options;
     options.token = "tok";
     auto http_client = RpcClient::Connect(serve.Url() + "/rpc", options);
