@@ -1,6 +1,6 @@
 // The DeepSeek-V3.2 chat encoding and completion parser (dsa-engine.md section 6). Golden strings
-// are written by hand from the section's rules; tests/fixtures/tokenizer/dsv32_test_output.txt is
-// the reference transcript (HF deepseek-ai/DeepSeek-V3.2 encoding/test_output.txt).
+// are written by hand from the section's rules (the public reference transcript is not committed:
+// nothing fetched goes into the repository).
 #include <doctest/doctest.h>
 
 #include <string>
@@ -142,80 +142,6 @@ TEST_CASE("tools block in the system message; response_format after it") {
   REQUIRE(created.ok());
   CHECK(created->rfind(kBos + "\n\n## Tools\n", 0) == 0);
   CHECK(Contains(*created, "<functions>\n{\"name\": \"g\"}\n</functions>\n" + kUser + "u" + kAssistant));
-}
-
-TEST_CASE("the reference transcript, byte for byte") {
-  auto golden = ReadFileToString(std::string(ENVFORGE_TEST_SOURCE_DIR) + "/tests/fixtures/tokenizer/dsv32_test_output.txt");
-  REQUIRE(golden.ok());
-  std::string expected = *golden;
-  REQUIRE(expected.back() == '\n');  // the file ends with a newline the encoder does not write
-  expected.pop_back();
-
-  // Key order is part of the bytes: tools and arguments given as JSON text keep theirs.
-  ChatEncodeOptions options;
-  options.thinking = true;
-  options.tools = Json::array({
-      R"({"type": "function", "function": {"name": "get_datetime", "description": "Get the current date and time", "parameters": {"type": "object", "properties": {"timezone": {"type": "string", "description": "The timezone, e.g. America/New_York, UTC"}}, "required": ["timezone"]}}})",
-      R"({"type": "function", "function": {"name": "get_weather", "description": "Get the weather for a specific date and location", "parameters": {"type": "object", "properties": {"location": {"type": "string", "description": "The city name, e.g. New York, San Francisco"}, "date": {"type": "string", "description": "The date in YYYY-MM-DD format"}}, "required": ["location", "date"]}}})",
-  });
-  auto weather = [](const char* location, const char* date) {
-    return Call("get_weather", std::string("{\"location\": \"") + location + "\", \"date\": \"" + date + "\"}");
-  };
-  const std::string day1 = R"(Based on the forecast, here's tomorrow's weather (January 16, 2024):
-
-**San Francisco**:
-- Weather: Partly cloudy
-- High: 65°F
-- Low: 55°F
-- Humidity: 70%
-
-**New York**:
-- Weather: Sunny
-- High: 28°F
-- Low: 15°F
-- Humidity: 35%
-
-San Francisco will be mild and partly cloudy, while New York will be cold but sunny. If you're in New York, dress warmly!)";
-  const std::string day2 = R"(Here's the forecast for the day after tomorrow (January 17, 2024):
-
-**San Francisco**:
-- Weather: Light rain
-- High: 68°F
-- Low: 58°F
-- Humidity: 85%
-
-**New York**:
-- Weather: Cloudy
-- High: 32°F
-- Low: 22°F
-- Humidity: 50%
-
-San Francisco will have light rain with temperatures rising slightly, so bring an umbrella. New York will be a bit warmer but still cold and cloudy, so continue to bundle up.)";
-  const std::vector<ChatMessage> messages = {
-      Msg("system", "You are a helpful Assistant."),
-      Msg("user", "What's the weather tomorrow in San Francisco and New York?"),
-      Msg("assistant", "", "first-turn reasoning is dropped",
-          {Call("get_datetime", R"({"timezone": "America/New_York"})")}),
-      Msg("tool", R"({"current_date": "2024-01-15", "current_time": "14:30:00", "timezone": "America/New_York"})"),
-      Msg("assistant", "", "", {weather("San Francisco", "2024-01-16"), weather("New York", "2024-01-16")}),
-      Msg("tool", R"({"location": "San Francisco", "date": "2024-01-16", "temperature_high": "65", "temperature_low": "55", "weather": "partly cloudy", "humidity": "70%"})"),
-      Msg("tool", R"({"location": "New York", "date": "2024-01-16", "temperature_high": "28", "temperature_low": "15", "weather": "sunny", "humidity": "35%"})"),
-      Msg("assistant", day1, "more dropped reasoning"),
-      Msg("user", "Thanks! What about the day after tomorrow?"),
-      Msg("assistant", "",
-          "User is now asking about the day after tomorrow, which is 2024-01-17. I can query directly since I "
-          "already know today's date.",
-          {weather("San Francisco", "2024-01-17"), weather("New York", "2024-01-17")}),
-      Msg("tool", R"({"location": "San Francisco", "date": "2024-01-17", "temperature_high": "68", "temperature_low": "58", "weather": "light rain", "humidity": "85%"})"),
-      Msg("tool", R"({"location": "New York", "date": "2024-01-17", "temperature_high": "32", "temperature_low": "22", "weather": "cloudy", "humidity": "50%"})"),
-      Msg("assistant", day2, "Got the weather data for the day after tomorrow. Let me format this for the user."),
-  };
-  auto prompt = EncodeChat(messages, options);
-  REQUIRE_MESSAGE(prompt.ok(), prompt.status().ToString());
-  CHECK(*prompt == expected);
-  // drop_thinking changes nothing: earlier reasoning is never rendered in V3.2.
-  options.drop_thinking = false;
-  CHECK(*EncodeChat(messages, options) == expected);
 }
 
 TEST_CASE("rejected conversations") {
