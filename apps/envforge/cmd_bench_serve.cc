@@ -64,6 +64,13 @@ using ErrorCode = beast::error_code;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::chrono::seconds kRequestTimeout{60};
+
+// A string member, or "" when it is absent or null (a server without --trajectories answers
+// "trajectory": null).
+std::string StringMember(const Json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
 const std::string kToolsCall = "tools/call";
 
 struct BenchConfig {
@@ -324,8 +331,8 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
     Send("session/create", Json{{"env", run_.config.env}, {"task", run_.config.task}}, false, [this](Reply reply) {
       if (reply.ok()) {
         episode_->created = true;
-        episode_->handle = reply.result().value("session", "");
-        episode_->trajectory = reply.result().value("trajectory", "");
+        episode_->handle = StringMember(reply.result(), "session");
+        episode_->trajectory = StringMember(reply.result(), "trajectory");
         step_ = 0;
         return Step();
       }
@@ -690,7 +697,7 @@ int RunBenchServe(const std::vector<std::string>& args) {
   auto warm = (*control)->Call("session/create", Json{{"env", config.env}, {"task", config.task}});
   if (!warm.ok()) return Fail(warm.status().WithContext("envforge bench serve: warm-up session"), ExitCodeFor(warm.status()));
   (void)(*control)->Call("session/close", Json{{"session", warm->value("session", "")}});
-  std::string warm_trajectory = warm->value("trajectory", "");
+  std::string warm_trajectory = StringMember(*warm, "trajectory");
 
   LoadRun run(config);
   ErrorCode resolve_ec;

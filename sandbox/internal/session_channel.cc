@@ -190,6 +190,17 @@ void SessionChannel::OnProcessExited() {
     });
     return;
   }
+  if (state_ == State::kStarting && !frames_->closed()) {
+    // A session that cannot set itself up writes a fatal frame, then exits; the pidfd may fire
+    // before that frame is read. The socket's end of stream follows the frame, so let it arrive
+    // (OnSocketClosed) and keep report_wait as the bound.
+    aux_timer_.expires_after(options_.report_wait);
+    aux_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+      auto self = weak.lock();
+      if (!ec && self && self->state_ == State::kStarting) self->ProcessGone();
+    });
+    return;
+  }
   ProcessGone();
 }
 
@@ -205,7 +216,8 @@ void SessionChannel::ProtocolViolation(const std::string& what) {
 
 void SessionChannel::ProcessGone() {
   if (state_ == State::kStarting) {
-    return FailStart(UnavailableError(options_.label + " exited before it became ready"));
+    return FailStart(UnavailableError(options_.label + " exited before it became ready" +
+                                      (exit_report_ ? " (" + exit_report_->Describe() + ")" : std::string())));
   }
   if (state_ != State::kReady) return;
   state_ = State::kDying;
