@@ -14,32 +14,13 @@
 #include "agents/trajectory_store.h"
 #include "base/json.h"
 #include "toolsets/tool_protocol.h"
+#include "tests/temp_dir.h"
 
 namespace envforge::agents::testing {
 
 namespace fs = std::filesystem;
 
-// A fresh directory removed (with everything in it) when the object goes away.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() / ("envforge_agents_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& rel) const { return (path_ / rel).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using ::envforge::testing::TempDir;
 
 inline std::string SourceDir() {
   const char* dir = std::getenv("ENVFORGE_SOURCE_DIR");

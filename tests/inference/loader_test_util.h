@@ -17,6 +17,7 @@
 #include "base/json.h"
 #include "base/subprocess.h"
 #include "inference/safetensors.h"
+#include "tests/temp_dir.h"
 
 namespace envforge::inference::testing {
 
@@ -24,28 +25,7 @@ namespace fs = std::filesystem;
 
 inline std::string SourceDir() { return ENVFORGE_TEST_SOURCE_DIR; }
 
-// A fresh directory removed with its contents when the object goes away.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("envforge_loader_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& rel) const { return (path_ / rel).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using ::envforge::testing::TempDir;
 
 // Runs /usr/bin/python3 with the arguments (the first a script path relative to the repository);
 // REQUIREs a zero exit and returns stdout.

@@ -16,6 +16,7 @@
 #include "base/fd.h"
 #include "base/json.h"
 #include "base/subprocess.h"
+#include "tests/temp_dir.h"
 
 namespace envforge::inference::model_testing {
 
@@ -23,25 +24,7 @@ namespace fs = std::filesystem;
 
 inline std::string SourceDir() { return ENVFORGE_TEST_SOURCE_DIR; }
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() / ("envforge_model_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& rel) const { return (path_ / rel).string(); }
-
- private:
-  fs::path path_;
-};
+using ::envforge::testing::TempDir;
 
 // Runs /usr/bin/python3 SCRIPT ARGS (script relative to the repository); REQUIREs exit 0.
 inline std::string RunPython(std::vector<std::string> args, int timeout_seconds = 180) {

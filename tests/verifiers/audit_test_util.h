@@ -18,6 +18,7 @@
 #include "sandbox/env_pack.h"
 #include "verifiers/audit.h"
 #include "verifiers/judge_lane.h"
+#include "tests/temp_dir.h"
 
 namespace envforge::verifiers::testing {
 
@@ -30,28 +31,7 @@ inline fs::path SourceDir() {
 
 inline fs::path TripSource() { return SourceDir() / "data/envs/trip_planning"; }
 
-// A fresh directory removed (with everything in it) when the object goes away.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("envforge_audit_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-  std::string operator/(const std::string& rel) const { return (path_ / rel).string(); }
-
- private:
-  fs::path path_;
-};
+using ::envforge::testing::TempDir;
 
 inline std::string ReadText(const std::string& path) {
   auto text = ReadFileToString(path);
