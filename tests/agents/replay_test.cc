@@ -21,6 +21,7 @@
 #include "sandbox/env_pack.h"
 #include "sandbox/session_manager.h"
 #include "tests/agents/agents_test_util.h"
+#include "tests/run_envforge.h"
 
 namespace envforge::agents {
 namespace {
@@ -400,14 +401,7 @@ TEST_CASE("a forked episode replays its parent's steps below fork_step, then its
 
 // --- The real binary ---------------------------------------------------------------------------
 
-CommandOutput Envforge(std::vector<std::string> args) {
-  args.insert(args.begin(), ExecutableDirectory() + "/envforge");
-  CommandOptions options;
-  options.timeout = std::chrono::seconds(120);
-  auto output = RunCommand(args, options);
-  REQUIRE(output.ok());
-  return *output;
-}
+using ::envforge::testing::Envforge;
 
 TEST_CASE("envforge traj ls|show|export and envforge replay: output and exit codes") {
   const Bundles& bundles = TripBundles();

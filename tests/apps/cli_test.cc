@@ -11,6 +11,7 @@
 #include "base/fd.h"
 #include "base/json.h"
 #include "base/subprocess.h"
+#include "tests/run_envforge.h"
 
 namespace envforge {
 namespace {
@@ -22,14 +23,7 @@ std::string SourceDir() {
   return dir != nullptr ? dir : ENVFORGE_TEST_SOURCE_DIR;
 }
 
-CommandOutput Envforge(std::vector<std::string> args) {
-  args.insert(args.begin(), ExecutableDirectory() + "/envforge");
-  CommandOptions options;
-  options.timeout = std::chrono::seconds(120);
-  auto output = RunCommand(args, options);
-  REQUIRE(output.ok());
-  return *output;
-}
+using ::envforge::testing::Envforge;
 
 struct TempDir {
   fs::path path;

@@ -10,6 +10,7 @@
 #include "base/json.h"
 #include "base/subprocess.h"
 #include "tests/inference/model_test_util.h"
+#include "tests/run_envforge.h"
 
 namespace envforge::inference {
 namespace {
@@ -17,14 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using model_testing::TinyModel;
 
-CommandOutput Envforge(std::vector<std::string> args) {
-  args.insert(args.begin(), ExecutableDirectory() + "/envforge");
-  CommandOptions options;
-  options.timeout = std::chrono::seconds(120);
-  auto output = RunCommand(args, options);
-  REQUIRE(output.ok());
-  return *output;
-}
+using ::envforge::testing::Envforge;
 
 TEST_SUITE("apps.generate") {
 

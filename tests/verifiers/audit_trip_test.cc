@@ -9,6 +9,7 @@
 #include "base/fd.h"
 #include "base/subprocess.h"
 #include "tests/verifiers/audit_test_util.h"
+#include "tests/run_envforge.h"
 
 namespace envforge::verifiers {
 namespace {
@@ -176,14 +177,7 @@ TEST_CASE("a verifier that hangs or returns a non-verdict is a defect of its tas
   }
 }
 
-CommandOutput Envforge(std::vector<std::string> args) {
-  args.insert(args.begin(), ExecutableDirectory() + "/envforge");
-  CommandOptions options;
-  options.timeout = std::chrono::seconds(120);
-  auto output = RunCommand(args, options);
-  REQUIRE(output.ok());
-  return *output;
-}
+using ::envforge::testing::Envforge;
 
 TEST_CASE("envforge audit prints the table or JSON, stores the result for env show, and exits 1 when broken") {
   TempDir dir;
