@@ -88,12 +88,12 @@ int64_t KvCache::prefix_bytes() const { return prefix_length() * shape_.bytes_pe
 
 void KvCache::BeginAppend(int64_t n) {
   assert(pending_ == 0 && n >= 0);
-  own_->Grow(shape_, own_->rows + n);
+  if (attachment_ == nullptr) own_->Grow(shape_, own_->rows + n);
   pending_ = n;
 }
 
 void KvCache::WriteLatent(int64_t layer, int64_t pending_index, const float* c_kv, const float* k_rope) {
-  assert(pending_index >= 0 && pending_index < pending_);
+  assert(attachment_ == nullptr && pending_index >= 0 && pending_index < pending_);
   Store::Layer& store = own_->layers[static_cast<size_t>(layer)];
   size_t row = static_cast<size_t>(own_->rows + pending_index);
   auto kv_rank = static_cast<size_t>(shape_.kv_rank);
@@ -105,7 +105,7 @@ void KvCache::WriteLatent(int64_t layer, int64_t pending_index, const float* c_k
 }
 
 void KvCache::WriteIndexKey(int64_t layer, int64_t pending_index, const uint8_t* key, float scale) {
-  assert(shape_.index_head_dim > 0 && pending_index >= 0 && pending_index < pending_);
+  assert(attachment_ == nullptr && shape_.index_head_dim > 0 && pending_index >= 0 && pending_index < pending_);
   Store::Layer& store = own_->layers[static_cast<size_t>(layer)];
   size_t row = static_cast<size_t>(own_->rows + pending_index);
   auto dim = static_cast<size_t>(shape_.index_head_dim);
@@ -123,6 +123,7 @@ void KvCache::AbortAppend() { pending_ = 0; }
 int KvCache::segment_count() const { return prefix_ ? 2 : 1; }
 
 KvSegmentView KvCache::Segment(int segment, int64_t layer) const {
+  assert(attachment_ == nullptr);
   bool is_prefix = prefix_ && segment == 0;
   const Store& store = is_prefix ? *prefix_ : *own_;
   const Store::Layer& arrays = store.layers[static_cast<size_t>(layer)];
@@ -147,8 +148,12 @@ std::unique_ptr<KvCache> KvCache::Fork() {
   if (own_->rows > 0) {
     if (prefix_) {
       auto merged = std::make_shared<Store>(shape_);
-      merged->AppendFrom(shape_, *prefix_);
-      merged->AppendFrom(shape_, *own_);
+      if (attachment_ != nullptr) {
+        merged->rows = prefix_->rows + own_->rows;  // the rows themselves live with the attachment
+      } else {
+        merged->AppendFrom(shape_, *prefix_);
+        merged->AppendFrom(shape_, *own_);
+      }
       prefix_ = std::move(merged);
     } else {
       // The own arrays become the prefix as they are: no copy.
@@ -158,7 +163,13 @@ std::unique_ptr<KvCache> KvCache::Fork() {
   }
   auto fork = std::make_unique<KvCache>(shape_);
   fork->prefix_ = prefix_;
+  if (attachment_ != nullptr) fork->attachment_ = attachment_->Fork();
   return fork;
+}
+
+void KvCache::Attach(std::unique_ptr<KvCacheAttachment> attachment) {
+  assert(length() == 0 && pending_ == 0 && attachment_ == nullptr);
+  attachment_ = std::move(attachment);
 }
 
 }  // namespace envforge::inference

@@ -24,6 +24,13 @@
 // include them (Segment(...) covers committed + pending rows); CommitAppend() makes them part of
 // length(). A step that fails before CommitAppend leaves length() unchanged (AbortAppend).
 //
+// Rows on a device (the GPU engine, inference/cuda_forward.h): a cache may carry an attachment that
+// holds its rows elsewhere (the device page pool). Such a cache is *length-only* on the host: it
+// counts committed and pending tokens and shares its prefix length on Fork exactly as above, but
+// stores no host rows (WriteLatent, WriteIndexKey and Segment must not be called); Fork asks the
+// attachment for the fork's attachment, so forking on the host forks the device pages. A cache is
+// attached while empty (Model::NewCache of a GPU model does it), never detached.
+//
 // Thread safety: a KvCache is used by one thread at a time (the forward may write distinct rows of
 // distinct caches from pool threads); a shared prefix is immutable and may be read by any number
 // of caches concurrently.
@@ -51,6 +58,16 @@ struct KvCacheShape {
   int64_t index_row_bytes() const { return index_head_dim > 0 ? index_head_dim + 4 : 0; }
   // Bytes one token occupies over all layers (latent + indexer key).
   int64_t bytes_per_token() const { return layers * (latent_row_bytes() + index_row_bytes()); }
+};
+
+// Where an attached cache's rows live (see the file comment). Implemented by the GPU engine.
+class KvCacheAttachment {
+ public:
+  virtual ~KvCacheAttachment() = default;
+  // The attachment of a fork of the owning cache: it reads the same rows as this one at the moment
+  // of the fork, and the two grow independently from then on. Must not fail: anything that needs
+  // memory (e.g. copying a partly filled page) is deferred to the next append.
+  virtual std::unique_ptr<KvCacheAttachment> Fork() = 0;
 };
 
 // A contiguous run of cache rows of one layer, as the kernels read them.
@@ -93,8 +110,13 @@ class KvCache {
   KvSegmentView Segment(int segment, int64_t layer) const;
 
   // Freezes the rows so far into a shared prefix and returns a new cache reading the same prefix.
-  // No pending rows allowed (called between steps).
+  // No pending rows allowed (called between steps). An attached cache's fork carries
+  // attachment()->Fork().
   std::unique_ptr<KvCache> Fork();
+
+  // Makes this (empty, nothing pending) cache length-only, its rows held by `attachment`.
+  void Attach(std::unique_ptr<KvCacheAttachment> attachment);
+  KvCacheAttachment* attachment() const { return attachment_.get(); }
 
  private:
   struct Store;  // one segment's arrays, per layer
@@ -102,6 +124,7 @@ class KvCache {
   std::shared_ptr<const Store> prefix_;
   std::unique_ptr<Store> own_;
   int64_t pending_ = 0;
+  std::unique_ptr<KvCacheAttachment> attachment_;  // null: rows on the host
 };
 
 }  // namespace envforge::inference

@@ -20,6 +20,15 @@
 #include "kernels/cpu/sparse_attention.h"
 #include "kernels/cpu/topk.h"
 
+#if ENVFORGE_HAVE_CUDA
+#include "inference/cuda_forward.h"
+#else
+namespace envforge::inference {
+// Never created without the CUDA build; complete so Model's unique_ptr member can be destroyed.
+class CudaForward {};
+}  // namespace envforge::inference
+#endif
+
 namespace envforge::inference {
 namespace {
 
@@ -112,6 +121,8 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOp
   if (!fs::is_directory(dir, ec)) return NotFoundError("model directory '" + dir + "' does not exist");
   std::string config_path = (fs::path(dir) / "config.json").string();
   if (!fs::exists(config_path, ec)) return NotFoundError("model directory '" + dir + "' has no config.json");
+  // The device first: an unknown name fails before any file is read.
+  ENVFORGE_ASSIGN_OR_RETURN(kernels::DeviceSelection selection, kernels::SelectDevice(options.device));
   std::unique_ptr<Model> model(new Model());
   model->dir_ = dir;
   ENVFORGE_ASSIGN_OR_RETURN(model->config_, LoadModelConfig(config_path));
@@ -132,12 +143,36 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOp
   yarn.beta_slow = config.rope_beta_slow;
   model->rope_freqs_ = kernels::YarnFrequencies(yarn);
   model->scratch_ = std::make_unique<Scratch>();
+  model->device_note_ = selection.note;
+#if ENVFORGE_HAVE_CUDA
+  if (selection.device == kernels::Device::kCuda) {
+    CudaForwardOptions cuda_options;
+    cuda_options.dense_attention = model->dense_;
+    cuda_options.kv_cache_bytes = options.cuda_kv_cache_bytes;
+    Result<std::unique_ptr<CudaForward>> forward =
+        CudaForward::Create(model->config_, *model->weights_, model->rope_freqs_, cuda_options);
+    if (forward.ok()) {
+      model->cuda_ = std::move(*forward);
+      model->device_ = kernels::Device::kCuda;
+      model->device_detail_ = selection.detail;
+    } else {
+      model->device_note_ = "--device " + options.device + ": the GPU engine could not start on " + selection.detail +
+                            " (" + forward.status().ToString() + "); running on the CPU";
+    }
+  }
+#endif
   return model;
 }
 
 KvCacheShape Model::cache_shape() const { return KvCacheShape::FromConfig(config_, !dense_); }
 
-std::unique_ptr<KvCache> Model::NewCache() const { return std::make_unique<KvCache>(cache_shape()); }
+std::unique_ptr<KvCache> Model::NewCache() const {
+  auto cache = std::make_unique<KvCache>(cache_shape());
+#if ENVFORGE_HAVE_CUDA
+  if (cuda_ != nullptr) cuda_->AttachCache(*cache);
+#endif
+  return cache;
+}
 
 Status Model::Forward(std::span<const SequenceInput> batch, std::vector<float>* logits, const ForwardOptions& options) {
   const KvCacheShape shape = cache_shape();
@@ -153,6 +188,15 @@ Status Model::Forward(std::span<const SequenceInput> batch, std::vector<float>* 
       return InvalidArgumentError(where + ": KV cache of another model shape");
     }
     if (input.tokens.empty()) return InvalidArgumentError(where + ": no tokens");
+#if ENVFORGE_HAVE_CUDA
+    if (cuda_ != nullptr) {
+      Status usable = cuda_->CheckCache(*input.cache);
+      if (!usable.ok()) return usable.WithContext(where);
+    }
+#endif
+    if (cuda_ == nullptr && input.cache->attachment() != nullptr) {
+      return InvalidArgumentError(where + ": KV cache holds its rows on the GPU (made by a model running on cuda)");
+    }
     for (int32_t token : input.tokens) {
       if (token < 0 || token >= config_.vocab_size) {
         return InvalidArgumentError(where + ": token id " + std::to_string(token) + " outside [0, " +
@@ -164,6 +208,9 @@ Status Model::Forward(std::span<const SequenceInput> batch, std::vector<float>* 
     }
     s.seq_first.push_back(s.seq_first.back() + static_cast<int64_t>(input.tokens.size()));
   }
+#if ENVFORGE_HAVE_CUDA
+  if (cuda_ != nullptr) return cuda_->Forward(batch, logits, options, profile_);
+#endif
   const int64_t total = s.seq_first.back();
   s.tokens = total;
   s.record = options.record_selection;

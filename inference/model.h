@@ -29,6 +29,14 @@
 // sequences (the kernels inline on the thread that takes a sequence) and its routed experts side
 // by side; a forked cache's prefix and own rows are read in place (no row copies per step).
 //
+// Device (ModelOptions::device, "cpu" | "cuda" | "auto"): Load asks kernels::SelectDevice, the one
+// dispatch point; when it answers kCuda, Load creates a CudaForward (inference/cuda_forward.h:
+// weights uploaded, device page pool, a warm-up step) and Forward runs there after validating the
+// batch. When the GPU cannot be used (no CUDA build, no device, or CudaForward::Create fails: out
+// of memory, a shape the kernels refuse) the model runs on the CPU and device_note() says why in
+// one line. Caches of a GPU model (NewCache) keep their rows in the device pool; they cannot be
+// fed to a CPU model and vice versa (InvalidArgument).
+//
 // Thread safety: Forward is not reentrant (it reuses scratch buffers and the profile); call it from
 // one thread at a time. It parallelises internally on the kernels' pool. The weights are immutable
 // and memory-mapped for the Model's lifetime.
@@ -45,6 +53,7 @@
 #include "inference/model_config.h"
 #include "inference/model_weights.h"
 #include "inference/tokenizer.h"
+#include "kernels/device.h"
 
 namespace envforge::inference {
 
@@ -53,7 +62,14 @@ struct ModelOptions {
   // Model because it decides whether caches hold indexer keys.
   bool dense_attention = false;
   bool load_tokenizer = true;  // load dir/tokenizer.json when present
+  // Where the forward runs: "cpu", "cuda" (the GPU when usable, else the CPU with device_note()),
+  // "auto" (the same as "cuda"). Other names: InvalidArgument from Load.
+  std::string device = "cpu";
+  // GPU only: bytes of the KV page pool; 0: half of the device memory free after the weights.
+  int64_t cuda_kv_cache_bytes = 0;
 };
+
+class CudaForward;
 
 // Accumulated over Forward calls until Reset(). Seconds of wall time per part of the layers, and
 // the bytes the calls had to read from memory (what a decode step's memory-bandwidth figure is
@@ -103,6 +119,13 @@ class Model {
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // nullptr without tokenizer.json
   bool dense_attention() const { return dense_; }
   const std::string& dir() const { return dir_; }
+  // Where Forward runs, the fallback line ("" when the requested device is used) and the GPU's
+  // name and compute capability (when device() is kCuda).
+  kernels::Device device() const { return device_; }
+  const std::string& device_note() const { return device_note_; }
+  const std::string& device_detail() const { return device_detail_; }
+  // The GPU engine when device() is kCuda, else nullptr (tests read its page-pool counters).
+  const CudaForward* cuda_forward() const { return cuda_.get(); }
 
   KvCacheShape cache_shape() const;
   std::unique_ptr<KvCache> NewCache() const;
@@ -110,7 +133,8 @@ class Model {
   // Runs the batch; on success *logits is [batch, vocab] (or [total tokens, vocab] with
   // all_logits, sequences in batch order) and every cache has grown by its tokens. Errors:
   // InvalidArgument for a token id outside [0, vocab), an empty token list, a null cache or one of
-  // another shape (the caches are then unchanged).
+  // another shape, a cache of another device (the caches are then unchanged); on the GPU also
+  // ResourceExhausted when the page pool is full (caches unchanged) and Internal for CUDA errors.
   Status Forward(std::span<const SequenceInput> batch, std::vector<float>* logits,
                  const ForwardOptions& options = {});
 
@@ -132,6 +156,10 @@ class Model {
   std::vector<float> rope_freqs_;
   ForwardProfile profile_;
   std::unique_ptr<Scratch> scratch_;
+  kernels::Device device_ = kernels::Device::kCpu;
+  std::string device_note_;
+  std::string device_detail_;
+  std::unique_ptr<CudaForward> cuda_;  // set when device_ is kCuda
 };
 
 }  // namespace envforge::inference

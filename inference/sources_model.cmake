@@ -5,3 +5,11 @@ list(APPEND ENVFORGE_INFERENCE_SOURCES
   sampler.cc
   generator.cc
 )
+
+# The GPU engine (CudaForward and its device page pool), built with the CUDA kernels.
+if(ENVFORGE_HAVE_CUDA)
+  list(APPEND ENVFORGE_INFERENCE_SOURCES
+    cuda_forward.cu
+    device_page_pool.cu
+  )
+endif()

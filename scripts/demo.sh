@@ -53,5 +53,5 @@ echo "== embedded DSA engine: a tiny random DeepSeek-V3.2 checkpoint (fp8), 4 sa
 MODEL_DIR="$OUT_DIR/tiny-model"
 /usr/bin/python3 scripts/make_tiny_model.py --out "$MODEL_DIR" --preset tiny --dtype fp8 >/dev/null
 "$ENVFORGE" generate --model "$MODEL_DIR" --prompt "Plan a trip to Suzhou" -n 4 --max-tokens 24 \
-  --temperature 1.0 --top-p 0.95 --seed 7
+  --temperature 1.0 --top-p 0.95 --seed 7 --device auto
 "$ENVFORGE" bench engine --model "$MODEL_DIR" --contexts 256,1024 --samples 16 --json

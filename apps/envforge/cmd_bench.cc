@@ -248,7 +248,8 @@ int RunBenchCommand(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "sandbox") return BenchSandbox(rest);
   if (!args.empty() && args[0] == "engine") return RunBenchEngine(rest);
   if (!args.empty() && args[0] == "serve") return RunBenchServe(rest);
-  std::fprintf(stderr, "envforge bench: expected 'sandbox', 'engine' or 'serve'\n");
+  if (!args.empty() && args[0] == "kernels") return RunBenchKernels(rest);
+  std::fprintf(stderr, "envforge bench: expected 'sandbox', 'engine', 'serve' or 'kernels'\n");
   return kExitUsage;
 }
 

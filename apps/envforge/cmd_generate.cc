@@ -2,13 +2,16 @@
 //
 //   envforge generate --model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [--chat] [--thinking]
 //                     [-n N] [--max-tokens M] [--temperature T] [--top-p P] [--top-k K]
-//                     [--seed S] [--stop 1,2] [--dense] [--json]
+//                     [--seed S] [--stop 1,2] [--dense] [--device cpu|cuda|auto] [--json]
 //
 // --chat renders the prompt as one user message in the DeepSeek-V3.2 chat format (with --thinking:
 // thinking mode) and parses each completion (reasoning, content, DSML tool calls). Without --chat
 // the prompt text is tokenized as is, after BOS. --prompt-tokens feeds token ids directly (models
 // without a tokenizer). Progress goes to stderr; --json prints one object on stdout:
-// {"model", "prompt_tokens", "samples": [{"text", "tokens", "logprobs", "kept", "finish_reason",
+// --device cuda (or auto) runs the forward pass on the GPU when envforge was built with the CUDA
+// kernels and a device is present; otherwise it runs on the CPU and says why on stderr
+// ("envforge generate: --device cuda: no usable CUDA device (...); running on the CPU").
+// {"model", "device", "prompt_tokens", "samples": [{"text", "tokens", "logprobs", "kept", "finish_reason",
 // "tool_calls"?, "reasoning"?, "content"?}], "timing": {...}}.
 // Exit codes: 0 done, 2 bad arguments or a bad model directory (the message names the missing
 // file or the broken tensor), 3 anything else.
@@ -24,6 +27,7 @@
 #include "base/json.h"
 #include "inference/generator.h"
 #include "inference/model.h"
+#include "kernels/device.h"
 
 namespace envforge::cli {
 namespace {
@@ -69,7 +73,7 @@ Json ToolCallsJson(const inference::ChatMessage& message) {
 int RunGenerateCommand(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge generate", args,
                           {.value_options = {"--model", "--prompt", "--prompt-tokens", "-n", "--max-tokens", "--temperature",
-                                             "--top-p", "--top-k", "--seed", "--stop"},
+                                             "--top-p", "--top-k", "--seed", "--stop", "--device"},
                            .flags = {"--chat", "--thinking", "--json", "--dense"}});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
   auto model_dir = parsed->Option("--model");
@@ -111,8 +115,13 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
   std::fprintf(stderr, "loading %s\n", model_dir->c_str());
   inference::ModelOptions model_options;
   model_options.dense_attention = parsed->Has("--dense");
+  model_options.device = parsed->OptionOr("--device", "cpu");
   auto model = inference::Model::Load(*model_dir, model_options);
   if (!model.ok()) return Fail(model.status(), ExitCodeFor(model.status()), "envforge generate");
+  if (!(*model)->device_note().empty()) std::fprintf(stderr, "envforge generate: %s\n", (*model)->device_note().c_str());
+  if ((*model)->device() == kernels::Device::kCuda) {
+    std::fprintf(stderr, "running on %s\n", (*model)->device_detail().c_str());
+  }
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
 
   Progress progress("generating", static_cast<size_t>(options.max_tokens));
@@ -162,6 +171,7 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
     samples.push_back(std::move(entry));
   }
   Json output{{"model", *model_dir},
+              {"device", kernels::DeviceName((*model)->device())},
               {"prompt_tokens", result->prompt.size()},
               {"samples", samples},
               {"timing",

@@ -32,5 +32,6 @@ int RunGenerateCommand(const std::vector<std::string>& args);  // generate --mod
 // bench sub-commands other than sandbox (called by RunBenchCommand with the words after the name).
 int RunBenchEngine(const std::vector<std::string>& args);  // bench engine --model DIR
 int RunBenchServe(const std::vector<std::string>& args);   // bench serve --url URL
+int RunBenchKernels(const std::vector<std::string>& args);  // bench kernels [--json] (CUDA)
 
 }  // namespace envforge::cli

@@ -33,17 +33,23 @@ usage:
 
   envforge generate --model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [--chat] [--thinking] [-n N]
                  [--max-tokens M] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--stop IDS]
-                 [--dense] [--json]
+                 [--dense] [--device cpu|cuda|auto] [--json]
                                               N sampled continuations from the embedded DSA engine
                                               (HF config.json + safetensors + tokenizer.json; fp32,
                                               bf16, fp16, FP8 e4m3 with block scales); --json gives
-                                              tokens, per-token logprobs and kept-set sizes
+                                              tokens, per-token logprobs and kept-set sizes;
+                                              --device cuda runs on the GPU, or says why not and
+                                              runs on the CPU
   envforge bench engine --model DIR [--contexts 1024,4096,16384,65536] [--samples 100]
                  [--prefill-tokens N] [--steps N] [--threads N] [--json]
                                               prefill/decode tokens/s, n-sample decode, KV bytes per
                                               token, decode step split indexer/attention/rest for DSA
                                               vs dense per context, GEMM and bandwidth vs this CPU's
                                               measured peaks
+  envforge bench kernels [--shapes real|tiny|all] [--iterations N] [--json]
+                                              every CUDA kernel at the real and tiny model shapes:
+                                              time, TFLOPS or GB/s, fraction of the GPU's roofline
+                                              (exit 3 when there is no GPU)
   envforge serve --envs DIR [--host 127.0.0.1] [--port 8080] [--token T] [--max-sessions N]
                  [--session-ttl SECONDS] [--trajectories FILE.sqlite] [--limits JSON]
                  [--max-payload BYTES] [--port-file F] [--io-threads N]

@@ -98,7 +98,11 @@ Status DeviceBuffer::Upload(const void* host, size_t bytes, size_t offset) {
                                 std::to_string(offset) + " exceeds the buffer's " + std::to_string(bytes_));
   }
   if (bytes == 0) return Status();
-  return CheckCuda(cudaMemcpy(static_cast<char*>(data_) + offset, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  ENVFORGE_RETURN_IF_ERROR(
+      CheckCuda(cudaMemcpy(static_cast<char*>(data_) + offset, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D"));
+  // From pageable memory cudaMemcpy may return before the DMA lands, and our streams are
+  // non-blocking (they do not wait for the legacy stream): finish here so the contract holds.
+  return CheckCuda(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize after H2D");
 }
 
 Status DeviceBuffer::Download(void* host, size_t bytes, size_t offset) const {
@@ -113,7 +117,8 @@ Status DeviceBuffer::Download(void* host, size_t bytes, size_t offset) const {
 
 Status DeviceBuffer::Fill(unsigned char byte) {
   if (bytes_ == 0) return Status();
-  return CheckCuda(cudaMemset(data_, byte, bytes_), "cudaMemset");
+  ENVFORGE_RETURN_IF_ERROR(CheckCuda(cudaMemset(data_, byte, bytes_), "cudaMemset"));
+  return CheckCuda(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize after memset");
 }
 
 // ---- Stream

@@ -62,8 +62,9 @@ class DeviceBuffer {
   T* as() const { return static_cast<T*>(data_); }
   size_t bytes() const { return bytes_; }
 
-  // Synchronous copies (cudaMemcpy) into / out of [offset, offset + bytes); InvalidArgument when
-  // the range exceeds the buffer.
+  // Copies into / out of [offset, offset + bytes) that have completed on the device when they
+  // return (so a kernel on any stream sees them); InvalidArgument when the range exceeds the
+  // buffer. Fill likewise.
   Status Upload(const void* host, size_t bytes, size_t offset = 0);
   Status Download(void* host, size_t bytes, size_t offset = 0) const;
   Status Fill(unsigned char byte);  // cudaMemset over the whole buffer

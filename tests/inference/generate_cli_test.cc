@@ -9,6 +9,7 @@
 #include "base/fd.h"
 #include "base/json.h"
 #include "base/subprocess.h"
+#include "kernels/device.h"
 #include "tests/inference/model_test_util.h"
 #include "tests/run_envforge.h"
 
@@ -65,6 +66,47 @@ TEST_CASE("generate --chat --thinking parses completions and --prompt-tokens wor
   auto no_tokenizer = Envforge({"generate", "--model", TinyModel("fp32"), "--prompt", "hi"});
   CHECK(no_tokenizer.exit_code == 2);
   CHECK(no_tokenizer.stderr_text.find("tokenizer.json") != std::string::npos);
+}
+
+TEST_CASE("generate --device cuda runs on the GPU, or says why not and runs on the CPU") {
+  std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
+  std::vector<std::string> common = {"generate", "--model", dir, "--prompt", "hi", "-n", "2", "--max-tokens", "6",
+                                     "--temperature", "0", "--json"};
+  std::vector<std::string> on_cpu = common, on_cuda = common;
+  on_cpu.insert(on_cpu.end(), {"--device", "cpu"});
+  on_cuda.insert(on_cuda.end(), {"--device", "cuda"});
+  auto cpu = Envforge(on_cpu);
+  auto cuda = Envforge(on_cuda);
+  INFO(cuda.stderr_text);
+  REQUIRE(cpu.exit_code == 0);
+  REQUIRE(cuda.exit_code == 0);
+  auto cpu_json = ParseJson(cpu.stdout_text);
+  auto cuda_json = ParseJson(cuda.stdout_text);
+  REQUIRE(cpu_json.ok());
+  REQUIRE(cuda_json.ok());
+  CHECK((*cpu_json)["device"] == "cpu");
+  CHECK(cpu.stderr_text.find("running on the CPU") == std::string::npos);  // cpu asked, nothing to say
+
+  Result<kernels::DeviceSelection> expected = kernels::SelectDevice("cuda");
+  REQUIRE(expected.ok());
+  if (expected->device == kernels::Device::kCuda) {
+    CHECK((*cuda_json)["device"] == "cuda");
+    CHECK(cuda.stderr_text.find("running on " + expected->detail) != std::string::npos);
+    // Greedy tokens of the GPU (bf16 compute) may part from the CPU's after a near-tie; the first
+    // one is decided by a wide margin on this model.
+    CHECK((*cuda_json)["samples"][0]["tokens"][0] == (*cpu_json)["samples"][0]["tokens"][0]);
+  } else {
+    // The fallback: one line naming the request and the reason, then the same CPU run.
+    CHECK((*cuda_json)["device"] == "cpu");
+    CHECK(cuda.stderr_text.find("envforge generate: --device cuda: ") != std::string::npos);
+    CHECK(cuda.stderr_text.find(expected->note) != std::string::npos);
+    CHECK(cuda.stderr_text.find("running on the CPU") != std::string::npos);
+    CHECK((*cuda_json)["samples"] == (*cpu_json)["samples"]);
+  }
+
+  auto bad = Envforge({"generate", "--model", dir, "--prompt", "hi", "--device", "tpu"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.stderr_text.find("unknown device 'tpu'") != std::string::npos);
 }
 
 TEST_CASE("a bad model directory exits 2 naming the missing file") {

@@ -9,7 +9,15 @@ envforge_add_test(inference_model_test
 
 envforge_add_test(inference_generate_cli_test
   SOURCES generate_cli_test.cc
-  LIBS envforge_base
+  LIBS envforge_base envforge_kernels
   LABELS integration python
   TIMEOUT 300)
 add_dependencies(inference_generate_cli_test envforge)
+
+# The engine on the GPU against the CPU engine (GPU cases skip with a message without a device),
+# plus device selection / CPU fallback and length-only caches, which run everywhere.
+envforge_add_test(inference_cuda_engine_test
+  SOURCES cuda_engine_test.cc
+  LIBS envforge_inference
+  LABELS unit python
+  TIMEOUT 300)
