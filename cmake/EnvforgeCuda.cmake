@@ -34,3 +34,38 @@ function(envforge_cuda_target target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo -Xcompiler=-Wall>)
 endfunction()
+
+# envforge_cuda_emulated_library(name SOURCES ...): the same CUDA sources built by g++ for the host
+# emulator (kernels/cuda/emulation/): every .cu is compiled through a generated one-line .cc that
+# includes it, with ENVFORGE_CUDA_EMULATION=1, so the kernels run as fibers on the CPU in the
+# *_emulated test suites. Other sources (.cc) are compiled as they are.
+function(envforge_cuda_emulated_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES" ${ARGN})
+  set(_sources)
+  foreach(_source IN LISTS ARG_SOURCES)
+    get_filename_component(_absolute "${_source}" ABSOLUTE)
+    if(_source MATCHES "\\.cu$")
+      file(RELATIVE_PATH _relative "${PROJECT_SOURCE_DIR}" "${_absolute}")
+      string(REPLACE "/" "_" _flat "${_relative}")
+      set(_wrapper "${CMAKE_CURRENT_BINARY_DIR}/emulated/${_flat}.cc")
+      file(CONFIGURE OUTPUT "${_wrapper}" CONTENT "#include \"${_relative}\"\n")
+      list(APPEND _sources "${_wrapper}")
+    else()
+      list(APPEND _sources "${_absolute}")
+    endif()
+  endforeach()
+  add_library(${name} STATIC ${_sources})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_compile_definitions(${name} PUBLIC ENVFORGE_CUDA_EMULATION=1)
+  # GPU code under g++: CUDA's host headers annotate with attributes g++ does not know.
+  target_compile_options(${name} PRIVATE -Wno-attributes -Wno-unused-parameter)
+  target_link_libraries(${name} PUBLIC envforge_base CUDA::toolkit)
+endfunction()
+
+# envforge_cuda_backend(consumer real emulated): consumer links `real`, except in targets with the
+# property ENVFORGE_CUDA_EMULATION set, which link `emulated` instead (the genex is evaluated for
+# the final binary, so a test opts into the emulator with one property).
+function(envforge_cuda_backend consumer real emulated)
+  target_link_libraries(${consumer} PUBLIC
+    "$<IF:$<BOOL:$<TARGET_PROPERTY:ENVFORGE_CUDA_EMULATION>>,${emulated},${real}>")
+endfunction()

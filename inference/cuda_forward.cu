@@ -1,5 +1,7 @@
 // CudaForward: weight upload, scratch management and the layer loop of the GPU engine. Host code
 // only (every kernel comes from kernels/cuda/); see cuda_forward.h for the design.
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "inference/cuda_forward.h"
 
 #include <cublas_v2.h>
@@ -32,7 +34,10 @@
 namespace envforge::inference {
 namespace cu = kernels::cuda;
 
-namespace {
+// Named, not anonymous: CudaForward::Impl (declared in the header) holds these types, and a class
+// with external linkage must not have members of internal-linkage types (-Wsubobject-linkage when
+// this file is compiled through the emulator's wrapper .cc).
+namespace cuda_forward_detail {
 
 using Clock = std::chrono::steady_clock;
 
@@ -271,7 +276,8 @@ class IntPack {
   std::vector<int32_t> data_;
 };
 
-}  // namespace
+}  // namespace cuda_forward_detail
+using namespace cuda_forward_detail;
 
 // ---------------------------------------------------------------------------------------------
 

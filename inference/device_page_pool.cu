@@ -1,4 +1,6 @@
 // DevicePagePool: per-layer page arrays on the device, host-side reference counts and a free list.
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "inference/device_page_pool.h"
 
 #include <cuda_runtime.h>

@@ -6,10 +6,9 @@ list(APPEND ENVFORGE_INFERENCE_SOURCES
   generator.cc
 )
 
-# The GPU engine (CudaForward and its device page pool), built with the CUDA kernels.
-if(ENVFORGE_HAVE_CUDA)
-  list(APPEND ENVFORGE_INFERENCE_SOURCES
-    cuda_forward.cu
-    device_page_pool.cu
-  )
-endif()
+# The GPU engine (CudaForward and its device page pool), built with the CUDA kernels as its own
+# library (and again for the host emulator); see inference/CMakeLists.txt.
+set(ENVFORGE_INFERENCE_CUDA_SOURCES
+  cuda_forward.cu
+  device_page_pool.cu
+)

@@ -10,6 +10,8 @@
 // per token for the bf16 rope part. Its scale and rope fields are stored byte by byte: a cache
 // row (kv_rank + kv_rank / 32 + 2 rope_dim bytes) need not start at a 4-byte boundary. A negative
 // slot is padding and writes nothing; c_stride 0 means kv_rank and r_stride 0 means rope_dim.
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "kernels/cuda/act_quant.h"
 
 #include <cuda_runtime_api.h>
@@ -166,7 +168,7 @@ Status ActQuantFp8(const ActQuantArgs& args, cudaStream_t stream) {
   const int64_t groups = (args.cols + args.group - 1) / args.group;
   ActQuantParams params{args.x, args.rows,        args.cols, x_stride,   args.group,
                         groups, args.pow2_scales, args.q,    args.scales};
-  act_quant_fp8_kernel<<<WarpBlocks(args.rows * groups), kWarps * 32, 0, stream>>>(params);
+  ENVFORGE_LAUNCH(WarpBlocks(args.rows * groups), kWarps * 32, 0, stream, act_quant_fp8_kernel)(params);
   return CheckCuda(cudaGetLastError(), "ActQuantFp8: act_quant_fp8_kernel launch");
 }
 
@@ -193,7 +195,7 @@ Status WriteLatentRows(const WriteLatentRowsArgs& args, cudaStream_t stream) {
                       args.tokens,      args.kv_rank, args.rope_dim, LatentRowBytes(args.kv_rank, args.rope_dim),
                       args.pow2_scales, args.slots,   args.cache};
   const int64_t items = args.tokens * (args.kv_rank / kLatentGroup + 1);
-  write_latent_rows_kernel<<<WarpBlocks(items), kWarps * 32, 0, stream>>>(params);
+  ENVFORGE_LAUNCH(WarpBlocks(items), kWarps * 32, 0, stream, write_latent_rows_kernel)(params);
   return CheckCuda(cudaGetLastError(), "WriteLatentRows: write_latent_rows_kernel launch");
 }
 

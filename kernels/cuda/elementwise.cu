@@ -4,6 +4,8 @@
 // the CPU forward's scalar expressions bit for bit, except SiluMul's exp (see silu_mul_kernel).
 // Format conversions are the bit recipes of kernels/cpu/float_formats.cc, so NaN handling matches
 // too.
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "kernels/cuda/elementwise.h"
 
 #include <cuda_fp16.h>
@@ -176,7 +178,7 @@ Status SiluMul(const SiluMulArgs& args, cudaStream_t stream) {
   if (args.up == nullptr) return invalid("up is null");
   SiluMulParams params{args.gate, args.up, args.rows, args.cols, in_stride, args.out_f32, args.out_bf16, out_stride};
   const dim3 grid(BlocksFor(args.cols, kMaxBlocksX), RowBlocks(args.rows));
-  silu_mul_kernel<<<grid, kThreads, 0, stream>>>(params);
+  ENVFORGE_LAUNCH(grid, kThreads, 0, stream, silu_mul_kernel)(params);
   return CheckCuda(cudaGetLastError(), "SiluMul: silu_mul_kernel launch");
 }
 
@@ -185,7 +187,7 @@ Status AddInPlace(float* y, const float* x, int64_t n, float alpha, cudaStream_t
   if (n == 0) return Status();
   if (y == nullptr) return InvalidArgumentError("AddInPlace: y is null");
   if (x == nullptr) return InvalidArgumentError("AddInPlace: x is null");
-  add_in_place_kernel<<<BlocksFor(n, kMaxBlocksX), kThreads, 0, stream>>>(y, x, n, alpha);
+  ENVFORGE_LAUNCH(BlocksFor(n, kMaxBlocksX), kThreads, 0, stream, add_in_place_kernel)(y, x, n, alpha);
   return CheckCuda(cudaGetLastError(), "AddInPlace: add_in_place_kernel launch");
 }
 
@@ -199,7 +201,7 @@ Status ScaleRowsAdd(float* y, const float* x, const float* row_scale, const int3
   if (row_scale == nullptr) return InvalidArgumentError("ScaleRowsAdd: row_scale is null");
   if (row_of == nullptr) return InvalidArgumentError("ScaleRowsAdd: row_of is null");
   const dim3 grid(BlocksFor(cols, kMaxBlocksX), RowBlocks(rows));
-  scale_rows_add_kernel<<<grid, kThreads, 0, stream>>>(y, x, row_scale, row_of, rows, cols);
+  ENVFORGE_LAUNCH(grid, kThreads, 0, stream, scale_rows_add_kernel)(y, x, row_scale, row_of, rows, cols);
   return CheckCuda(cudaGetLastError(), "ScaleRowsAdd: scale_rows_add_kernel launch");
 }
 
@@ -208,7 +210,7 @@ Status ToBf16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream) {
   if (n == 0) return Status();
   if (x == nullptr) return InvalidArgumentError("ToBf16: x is null");
   if (out == nullptr) return InvalidArgumentError("ToBf16: out is null");
-  to_bf16_kernel<<<BlocksFor(n, kMaxBlocksX), kThreads, 0, stream>>>(x, n, out);
+  ENVFORGE_LAUNCH(BlocksFor(n, kMaxBlocksX), kThreads, 0, stream, to_bf16_kernel)(x, n, out);
   return CheckCuda(cudaGetLastError(), "ToBf16: to_bf16_kernel launch");
 }
 
@@ -217,7 +219,7 @@ Status Bf16ToF32(const uint16_t* x, int64_t n, float* out, cudaStream_t stream) 
   if (n == 0) return Status();
   if (x == nullptr) return InvalidArgumentError("Bf16ToF32: x is null");
   if (out == nullptr) return InvalidArgumentError("Bf16ToF32: out is null");
-  bf16_to_f32_kernel<<<BlocksFor(n, kMaxBlocksX), kThreads, 0, stream>>>(x, n, out);
+  ENVFORGE_LAUNCH(BlocksFor(n, kMaxBlocksX), kThreads, 0, stream, bf16_to_f32_kernel)(x, n, out);
   return CheckCuda(cudaGetLastError(), "Bf16ToF32: bf16_to_f32_kernel launch");
 }
 
@@ -243,10 +245,10 @@ Status GatherRows(const GatherRowsArgs& args, cudaStream_t stream) {
   GatherParams params{args.table, args.block_scales, args.table_rows, args.cols, args.ids, args.count, args.out};
   const dim3 grid(BlocksFor(args.cols, kMaxBlocksX), RowBlocks(args.count));
   switch (args.dtype) {
-    case DType::kF32: gather_rows_kernel<DType::kF32><<<grid, kThreads, 0, stream>>>(params); break;
-    case DType::kBF16: gather_rows_kernel<DType::kBF16><<<grid, kThreads, 0, stream>>>(params); break;
-    case DType::kF16: gather_rows_kernel<DType::kF16><<<grid, kThreads, 0, stream>>>(params); break;
-    case DType::kF8E4M3: gather_rows_kernel<DType::kF8E4M3><<<grid, kThreads, 0, stream>>>(params); break;
+    case DType::kF32: ENVFORGE_LAUNCH(grid, kThreads, 0, stream, gather_rows_kernel<DType::kF32>)(params); break;
+    case DType::kBF16: ENVFORGE_LAUNCH(grid, kThreads, 0, stream, gather_rows_kernel<DType::kBF16>)(params); break;
+    case DType::kF16: ENVFORGE_LAUNCH(grid, kThreads, 0, stream, gather_rows_kernel<DType::kF16>)(params); break;
+    case DType::kF8E4M3: ENVFORGE_LAUNCH(grid, kThreads, 0, stream, gather_rows_kernel<DType::kF8E4M3>)(params); break;
   }
   return CheckCuda(cudaGetLastError(), "GatherRows: gather_rows_kernel launch");
 }

@@ -1,4 +1,6 @@
 // Engine row kernels: grid-stride loops, one thread per output element (or 4-byte word).
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "kernels/cuda/engine_rows.h"
 
 #include <cuda_bf16.h>
@@ -67,7 +69,7 @@ Status CopyColumnsToBf16(const float* x, int64_t x_stride, int64_t rows, int64_t
     return InvalidArgumentError("CopyColumnsToBf16: strides (" + std::to_string(x_stride) + ", " + std::to_string(out_stride) +
                                 ") must be >= cols " + std::to_string(cols));
   }
-  CopyColumnsToBf16Kernel<<<GridFor(rows * cols), kThreads, 0, stream>>>(x, x_stride, rows, cols, out, out_stride);
+  ENVFORGE_LAUNCH(GridFor(rows * cols), kThreads, 0, stream, CopyColumnsToBf16Kernel)(x, x_stride, rows, cols, out, out_stride);
   return CheckCuda(cudaGetLastError(), "CopyColumnsToBf16 launch");
 }
 
@@ -80,7 +82,7 @@ Status CopyRows(const void* src, const int32_t* ids, int64_t count, int64_t row_
   if (src == nullptr || ids == nullptr || out == nullptr) return InvalidArgumentError("CopyRows: src, ids and out must be non-null");
   if (!Aligned4(src) || !Aligned4(out)) return InvalidArgumentError("CopyRows: src and out must be 4-byte aligned");
   const int64_t words = row_bytes / 4;
-  CopyRowsKernel<<<GridFor(count * words), kThreads, 0, stream>>>(static_cast<const uint32_t*>(src), ids, count, words,
+  ENVFORGE_LAUNCH(GridFor(count * words), kThreads, 0, stream, CopyRowsKernel)(static_cast<const uint32_t*>(src), ids, count, words,
                                                                   static_cast<uint32_t*>(out));
   return CheckCuda(cudaGetLastError(), "CopyRows launch");
 }
@@ -89,7 +91,7 @@ Status ScaleByProduct(float* y, const float* s, float c, int64_t n, cudaStream_t
   if (n < 0) return InvalidArgumentError("ScaleByProduct: n must be >= 0, got " + std::to_string(n));
   if (n == 0) return Status::Ok();
   if (y == nullptr || s == nullptr) return InvalidArgumentError("ScaleByProduct: y and s must be non-null");
-  ScaleByProductKernel<<<GridFor(n), kThreads, 0, stream>>>(y, s, c, n);
+  ENVFORGE_LAUNCH(GridFor(n), kThreads, 0, stream, ScaleByProductKernel)(y, s, c, n);
   return CheckCuda(cudaGetLastError(), "ScaleByProduct launch");
 }
 
@@ -102,7 +104,7 @@ Status CombineExperts(const CombineExpertsArgs& args, cudaStream_t stream) {
   if (args.top_k > 0 && (args.ys == nullptr || args.row == nullptr || args.weight == nullptr)) {
     return InvalidArgumentError("CombineExperts: ys, row and weight must be non-null when top_k > 0");
   }
-  CombineExpertsKernel<<<GridFor(args.tokens * args.dim), kThreads, 0, stream>>>(args);
+  ENVFORGE_LAUNCH(GridFor(args.tokens * args.dim), kThreads, 0, stream, CombineExpertsKernel)(args);
   return CheckCuda(cudaGetLastError(), "CombineExperts launch");
 }
 

@@ -11,6 +11,8 @@
 // to the CPU encoder, tests/kernels/cuda_device_test.cc) then match ActQuantFp8 with group = dim.
 // The explicit __fadd_rn / __fsub_rn / __fmul_rn / __fdiv_rn keep the compiler from contracting
 // or approximating any of these steps.
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "kernels/cuda/hadamard_quant.h"
 
 #include <cuda_fp8.h>
@@ -116,16 +118,16 @@ Status HadamardQuantFp8(const HadamardQuantArgs& args, cudaStream_t stream) {
   const dim3 block(kWarpsPerBlock * kWarpSize);
   switch (args.dim) {
     case 32:
-      hadamard_quant_fp8_kernel<32><<<grid, block, 0, stream>>>(args.x, args.rows, args.scale, args.pow2_scales, args.q,
-                                                                args.scales);
+      ENVFORGE_LAUNCH(grid, block, 0, stream, hadamard_quant_fp8_kernel<32>)(args.x, args.rows, args.scale,
+                                                                             args.pow2_scales, args.q, args.scales);
       break;
     case 64:
-      hadamard_quant_fp8_kernel<64><<<grid, block, 0, stream>>>(args.x, args.rows, args.scale, args.pow2_scales, args.q,
-                                                                args.scales);
+      ENVFORGE_LAUNCH(grid, block, 0, stream, hadamard_quant_fp8_kernel<64>)(args.x, args.rows, args.scale,
+                                                                             args.pow2_scales, args.q, args.scales);
       break;
     default:
-      hadamard_quant_fp8_kernel<128><<<grid, block, 0, stream>>>(args.x, args.rows, args.scale, args.pow2_scales,
-                                                                 args.q, args.scales);
+      ENVFORGE_LAUNCH(grid, block, 0, stream, hadamard_quant_fp8_kernel<128>)(args.x, args.rows, args.scale,
+                                                                              args.pow2_scales, args.q, args.scales);
       break;
   }
   return CheckCuda(cudaGetLastError(), "hadamard_quant_fp8_kernel launch");

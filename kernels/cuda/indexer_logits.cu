@@ -38,6 +38,8 @@
 // Decode: a CTA of 4 warps owns one sequence and a slice of its pages; each round it loads
 // 4 / head_groups pages into shared memory with cp.async (one page per head group of warps), two
 // rounds in flight. Every warp holds its share of the sequence's query in registers.
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "kernels/cuda/indexer_logits.h"
 
 #include <cuda_runtime.h>
@@ -67,33 +69,57 @@ __host__ __device__ constexpr int RowBytes(int dim) { return dim + 16; }
 // One tile in shared memory: 64 padded code rows, then the 64 fp32 key scales.
 __host__ __device__ constexpr int SlotBytes(int dim) { return kTileKeys * RowBytes(dim) + kTileKeys * 4; }
 
-// ---- PTX wrappers
+// ---- PTX wrappers (the emulator's equivalents under ENVFORGE_CUDA_EMULATION)
 
-__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+// 16-byte asynchronous copy global -> shared memory at `dst`; bytes in [0, 16] are read, the rest
+// zero-filled (src must still be a valid address when bytes == 0).
+__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, int bytes) {
+#if ENVFORGE_CUDA_EMULATION
+  cuda_emulation::CpAsync(dst, src, 16, bytes);
+#else
+  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void CommitAsync() {
+#if ENVFORGE_CUDA_EMULATION
+  cuda_emulation::CpAsyncCommit();
+#else
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void WaitAsyncAll() {
+#if ENVFORGE_CUDA_EMULATION
+  cuda_emulation::CpAsyncWait(0);
+#else
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
 }
 
-// 16-byte asynchronous copy global -> shared; bytes in [0, 16] are read, the rest zero-filled
-// (src must still be a valid address when bytes == 0).
-__device__ __forceinline__ void CopyAsync16(uint32_t dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void CommitAsync() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void WaitAsyncAll() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-__device__ __forceinline__ void LoadMatrixX4(uint32_t address, uint32_t (&r)[4]) {
+// ldmatrix.x4 from shared memory: this lane supplies the row address `row` (see ScoreTile).
+__device__ __forceinline__ void LoadMatrixX4(const void* row, uint32_t (&r)[4]) {
+#if ENVFORGE_CUDA_EMULATION
+  cuda_emulation::LdMatrix(r, 4, row, false);
+#else
+  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(address)
                : "memory");
+#endif
 }
 
+// c += A . B, one m16n8k32 e4m3 tile (fragments as in the file comment).
 __device__ __forceinline__ void MmaFp8(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if ENVFORGE_CUDA_EMULATION
+  cuda_emulation::MmaE4m3M16N8K32(c, a, b, c);
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }
 
 __device__ __forceinline__ uint32_t LoadWord(const uint8_t* p) { return __ldg(reinterpret_cast<const uint32_t*>(p)); }
@@ -140,7 +166,7 @@ __device__ __forceinline__ void ScoreTile(const WarpQuery<kDim, kHeadTiles>& que
   // 16 x 32 A tile, which is exactly the a[0..3] order above.
   const int lane_row = (lane & 7) + ((lane >> 3) & 1) * 8;
   const int lane_col = (lane >> 4) * 16;
-  const uint32_t lane_base = SharedAddress(tile) + lane_row * RowBytes(kDim) + lane_col;
+  const uint8_t* lane_base = tile + lane_row * RowBytes(kDim) + lane_col;
   for (int mt = tile_begin; mt < tile_end; ++mt) {
     float acc[kHeadTiles][4];
 #pragma unroll
@@ -176,16 +202,15 @@ __device__ __forceinline__ void LoadTileAsync(const uint8_t* codes, const float*
   constexpr int kRowChunks = kDim / 16;
   constexpr int kCodeChunks = kTileKeys * kRowChunks;
   constexpr int kChunks = kCodeChunks + kTileKeys / 4;
-  const uint32_t base = SharedAddress(slot);
   for (int c = thread; c < kChunks; c += stride) {
     if (c < kCodeChunks) {
       const int row = c / kRowChunks, col = (c % kRowChunks) * 16;
       const bool valid = row < valid_rows;
-      CopyAsync16(base + row * RowBytes(kDim) + col, valid ? codes + row * kDim + col : codes, valid ? 16 : 0);
+      CopyAsync16(slot + row * RowBytes(kDim) + col, valid ? codes + row * kDim + col : codes, valid ? 16 : 0);
     } else {
       const int first = (c - kCodeChunks) * 4;
       const int bytes = 4 * std::min(std::max(valid_rows - first, 0), 4);
-      CopyAsync16(base + kTileKeys * RowBytes(kDim) + first * 4, bytes > 0 ? scales + first : scales, bytes);
+      CopyAsync16(slot + kTileKeys * RowBytes(kDim) + first * 4, bytes > 0 ? scales + first : scales, bytes);
     }
   }
 }
@@ -224,7 +249,7 @@ struct PrefillParams {
 template <int kDim, int kHeadTiles>
 __global__ void __launch_bounds__(kPrefillWarps * kWarpSize, 2)
     indexer_logits_prefill_kernel(const PrefillParams p) {
-  extern __shared__ __align__(16) uint8_t shared[];
+  ENVFORGE_DYNAMIC_SHARED(uint8_t, shared);
   constexpr int kThreads = kPrefillWarps * kWarpSize;
   uint8_t* stages = shared;                                                    // 2 slots
   float* partial = reinterpret_cast<float*>(shared + 2 * SlotBytes(kDim));     // [warp][64]
@@ -359,7 +384,7 @@ struct DecodeParams {
 template <int kDim, int kHeadTiles>
 __global__ void __launch_bounds__(kDecodeWarps * kWarpSize, 4)
     indexer_logits_decode_kernel(const DecodeParams p) {
-  extern __shared__ __align__(16) uint8_t shared[];
+  ENVFORGE_DYNAMIC_SHARED(uint8_t, shared);
   constexpr int kThreads = kDecodeWarps * kWarpSize;
   constexpr int64_t kPageBytes = IndexerPageBytes(kDim);
   const int round_pages = kDecodeWarps / p.head_groups;
@@ -519,7 +544,9 @@ Status AllowSharedMemory(int max_bytes) {
   if (max_bytes <= 48 * 1024) return Status();
   static std::atomic<bool> done{false};  // one flag per kernel
   if (done.load(std::memory_order_acquire)) return Status();
-  Status status = CheckCuda(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes),
+  // The C API (what nvcc's template overload calls), which the host emulator also provides.
+  Status status = CheckCuda(cudaFuncSetAttribute(reinterpret_cast<const void*>(kKernel),
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes),
                             "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
   if (status.ok()) done.store(true, std::memory_order_release);
   return status;
@@ -575,9 +602,9 @@ Status IndexerLogitsPrefill(const IndexerLogitsArgs& args, cudaStream_t stream) 
 
   return DispatchShape(args.dim, split.tiles_per_warp, [&]<int kDim, int kHeadTiles>() -> Status {
     const int shared_bytes = 2 * SlotBytes(kDim) + kPrefillWarps * kTileKeys * 4 + kPrefillWarps * 2 * 4;
-    auto kernel = indexer_logits_prefill_kernel<kDim, kHeadTiles>;
     ENVFORGE_RETURN_IF_ERROR((AllowSharedMemory<indexer_logits_prefill_kernel<kDim, kHeadTiles>>(shared_bytes)));
-    kernel<<<grid, kPrefillWarps * kWarpSize, shared_bytes, stream>>>(p);
+    ENVFORGE_LAUNCH(grid, kPrefillWarps * kWarpSize, shared_bytes, stream,
+                    indexer_logits_prefill_kernel<kDim, kHeadTiles>)(p);
     return CheckCuda(cudaGetLastError(), "indexer_logits_prefill_kernel launch");
   });
 }
@@ -636,9 +663,9 @@ Status IndexerLogitsDecode(const PagedIndexerLogitsArgs& args, cudaStream_t stre
   return DispatchShape(args.dim, split.tiles_per_warp, [&]<int kDim, int kHeadTiles>() -> Status {
     const int shared_bytes = 2 * round_pages * SlotBytes(kDim) + kDecodeWarps * kTileKeys * 4;
     const int max_shared_bytes = 2 * kDecodeWarps * SlotBytes(kDim) + kDecodeWarps * kTileKeys * 4;
-    auto kernel = indexer_logits_decode_kernel<kDim, kHeadTiles>;
     ENVFORGE_RETURN_IF_ERROR((AllowSharedMemory<indexer_logits_decode_kernel<kDim, kHeadTiles>>(max_shared_bytes)));
-    kernel<<<grid, kDecodeWarps * kWarpSize, shared_bytes, stream>>>(p);
+    ENVFORGE_LAUNCH(grid, kDecodeWarps * kWarpSize, shared_bytes, stream,
+                    indexer_logits_decode_kernel<kDim, kHeadTiles>)(p);
     return CheckCuda(cudaGetLastError(), "indexer_logits_decode_kernel launch");
   });
 }

@@ -23,6 +23,8 @@
 //   Hadamard + quant  bytes: fp32 in, codes + scales out. HBM-bound.
 //   GEMM bf16 / fp8   FLOPs 2*m*n*k; bytes: weights (+ scales), activations (+ scales), bf16 out.
 //                     m <= 16 (decode) is judged on HBM (weights streamed), larger m on compute.
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
@@ -169,23 +171,23 @@ Result<DeviceBuffer> Allocate(size_t bytes) { return DeviceBuffer::Allocate(std:
 Status LaunchCheck(const char* what) { return CheckCuda(cudaGetLastError(), what); }
 
 Status FillFp8(Bench& bench, DeviceBuffer& buffer, int64_t count) {
-  fill_fp8_kernel<<<FillBlocks(count), 256, 0, bench.stream>>>(buffer.as<uint8_t>(), count, bench.seed++);
+  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_fp8_kernel)(buffer.as<uint8_t>(), count, bench.seed++);
   return LaunchCheck("fill_fp8_kernel");
 }
 Status FillBf16(Bench& bench, DeviceBuffer& buffer, int64_t count, float magnitude) {
-  fill_bf16_kernel<<<FillBlocks(count), 256, 0, bench.stream>>>(buffer.as<uint16_t>(), count, bench.seed++, magnitude);
+  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_bf16_kernel)(buffer.as<uint16_t>(), count, bench.seed++, magnitude);
   return LaunchCheck("fill_bf16_kernel");
 }
 Status FillF32(Bench& bench, DeviceBuffer& buffer, int64_t count, float lo, float hi) {
-  fill_f32_kernel<<<FillBlocks(count), 256, 0, bench.stream>>>(buffer.as<float>(), count, bench.seed++, lo, hi);
+  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_f32_kernel)(buffer.as<float>(), count, bench.seed++, lo, hi);
   return LaunchCheck("fill_f32_kernel");
 }
 Status FillIndices(Bench& bench, DeviceBuffer& buffer, int64_t count, int64_t bound) {
-  fill_index_kernel<<<FillBlocks(count), 256, 0, bench.stream>>>(buffer.as<int32_t>(), count, bench.seed++, bound);
+  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_index_kernel)(buffer.as<int32_t>(), count, bench.seed++, bound);
   return LaunchCheck("fill_index_kernel");
 }
 Status FillAffine(Bench& bench, DeviceBuffer& buffer, int64_t count, int32_t first, int32_t step) {
-  fill_affine_kernel<<<FillBlocks(count), 256, 0, bench.stream>>>(buffer.as<int32_t>(), count, first, step);
+  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_affine_kernel)(buffer.as<int32_t>(), count, first, step);
   return LaunchCheck("fill_affine_kernel");
 }
 
@@ -379,7 +381,7 @@ Status BenchIndexerDecode(Bench& bench, const ModelShapes& s) {
     ENVFORGE_RETURN_IF_ERROR(FillFp8(bench, q, batch * heads * dim));
     ENVFORGE_RETURN_IF_ERROR(FillF32(bench, weights, batch * heads, -0.05f, 0.05f));
     ENVFORGE_RETURN_IF_ERROR(FillFp8(bench, pages, num_pages * IndexerPageBytes(dim)));
-    fill_page_scales_kernel<<<FillBlocks(num_pages * kIndexerPageTokens), 256, 0, bench.stream>>>(pages.as<uint8_t>(), num_pages,
+    ENVFORGE_LAUNCH(FillBlocks(num_pages * kIndexerPageTokens), 256, 0, bench.stream, fill_page_scales_kernel)(pages.as<uint8_t>(), num_pages,
                                                                                                   dim, bench.seed++);
     ENVFORGE_RETURN_IF_ERROR(LaunchCheck("fill_page_scales_kernel"));
     ENVFORGE_RETURN_IF_ERROR(FillAffine(bench, block_table, num_pages, 0, 1));  // sequence b owns pages [b*pps, (b+1)*pps)
@@ -450,7 +452,7 @@ Result<MlaInputs> MakeMlaInputs(Bench& bench, const ModelShapes& s, int64_t toke
   ENVFORGE_ASSIGN_OR_RETURN(in.out, Allocate(static_cast<size_t>(tokens * s.mla_heads * s.kv_rank) * 2));
   ENVFORGE_RETURN_IF_ERROR(FillBf16(bench, in.q, tokens * s.mla_heads * qk_dim, 1.0f));
   ENVFORGE_RETURN_IF_ERROR(FillFp8(bench, in.cache, slots * row_bytes));
-  fill_latent_tails_kernel<<<FillBlocks(slots * (s.kv_rank / 128 + s.rope_dim)), 256, 0, bench.stream>>>(
+  ENVFORGE_LAUNCH(FillBlocks(slots * (s.kv_rank / 128 + s.rope_dim)), 256, 0, bench.stream, fill_latent_tails_kernel)(
       in.cache.as<uint8_t>(), slots, s.kv_rank, s.rope_dim, bench.seed++);
   ENVFORGE_RETURN_IF_ERROR(LaunchCheck("fill_latent_tails_kernel"));
   ENVFORGE_RETURN_IF_ERROR(FillIndices(bench, in.indices, tokens * s.topk, slots));

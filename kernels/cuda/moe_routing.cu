@@ -17,6 +17,8 @@
 // correctly rounded expf; glibc's expf is within 0.502 ulp, so a score can differ in its last bit
 // only for rare inputs), group score (0 + top1) + top2 in float, the normaliser summed in double
 // in selection order.
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "kernels/cuda/moe_routing.h"
 
 #include <cuda_runtime_api.h>
@@ -73,7 +75,7 @@ __device__ int WarpArgmax(const float* values, int count, uint32_t taken, int la
 }
 
 __global__ void route_experts_kernel(RouteParams p) {
-  extern __shared__ float shared[];
+  ENVFORGE_DYNAMIC_SHARED(float, shared);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n = p.n_experts;
   float* scores = shared + warp * WarpFloats(n, p.n_groups);
@@ -186,7 +188,7 @@ Status RouteExperts(const RouteExpertsArgs& args, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>(wanted_blocks < kMaxBlocks ? wanted_blocks : kMaxBlocks);
   // At most 2 warps * (2 * 1024 + 1024 + 32) floats = 24.8 KiB: no opt-in needed.
   const size_t shared_bytes = sizeof(float) * kWarps * WarpFloats(params.n_experts, params.n_groups);
-  route_experts_kernel<<<blocks, kWarps * 32, shared_bytes, stream>>>(params);
+  ENVFORGE_LAUNCH(blocks, kWarps * 32, shared_bytes, stream, route_experts_kernel)(params);
   return CheckCuda(cudaGetLastError(), "RouteExperts: route_experts_kernel launch");
 }
 

@@ -3,6 +3,8 @@
 // per-element arithmetic is the CPU's expression with explicit round-to-nearest intrinsics so nvcc
 // cannot contract it into FMAs the CPU never uses; the only difference left is the summation
 // order of the double sums, which moves inv_rms / inv_std by at most one float ulp.
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "kernels/cuda/norm.h"
 
 #include <cuda_runtime_api.h>
@@ -131,7 +133,7 @@ Status RmsNorm(const NormArgs& args, cudaStream_t stream) {
   ENVFORGE_RETURN_IF_ERROR(Validate(args, /*needs_bias=*/false, "RmsNorm"));
   if (args.rows == 0) return Status();
   const auto blocks = static_cast<unsigned>(args.rows < kMaxBlocks ? args.rows : kMaxBlocks);
-  rms_norm_f32_kernel<<<blocks, kThreads, 0, stream>>>(ToRowPointers(args));
+  ENVFORGE_LAUNCH(blocks, kThreads, 0, stream, rms_norm_f32_kernel)(ToRowPointers(args));
   return CheckCuda(cudaGetLastError(), "RmsNorm: rms_norm_f32_kernel launch");
 }
 
@@ -139,7 +141,7 @@ Status LayerNorm(const NormArgs& args, cudaStream_t stream) {
   ENVFORGE_RETURN_IF_ERROR(Validate(args, /*needs_bias=*/true, "LayerNorm"));
   if (args.rows == 0) return Status();
   const auto blocks = static_cast<unsigned>(args.rows < kMaxBlocks ? args.rows : kMaxBlocks);
-  layer_norm_f32_kernel<<<blocks, kThreads, 0, stream>>>(ToRowPointers(args));
+  ENVFORGE_LAUNCH(blocks, kThreads, 0, stream, layer_norm_f32_kernel)(ToRowPointers(args));
   return CheckCuda(cudaGetLastError(), "LayerNorm: layer_norm_f32_kernel launch");
 }
 

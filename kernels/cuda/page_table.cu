@@ -1,5 +1,7 @@
 // Paged-cache kernels: one thread per 4-byte word (keys) or per output entry (slot tables), grid-
 // stride loops so any size runs with a bounded grid.
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "kernels/cuda/page_table.h"
 
 #include <cuda_runtime.h>
@@ -94,7 +96,7 @@ Status WriteIndexerKeys(const WriteIndexerKeysArgs& args, cudaStream_t stream) {
     return InvalidArgumentError("WriteIndexerKeys: keys, scales, slots and pages must be non-null");
   }
   if (!Aligned4(args.keys) || !Aligned4(args.pages)) return InvalidArgumentError("WriteIndexerKeys: keys and pages must be 4-byte aligned");
-  WriteIndexerKeysKernel<<<GridFor(args.tokens * args.dim / 4), kThreads, 0, stream>>>(
+  ENVFORGE_LAUNCH(GridFor(args.tokens * args.dim / 4), kThreads, 0, stream, WriteIndexerKeysKernel)(
       reinterpret_cast<const uint32_t*>(args.keys), args.scales, args.slots, args.tokens, args.dim, args.pages);
   return CheckCuda(cudaGetLastError(), "WriteIndexerKeys launch");
 }
@@ -106,7 +108,7 @@ Status GatherIndexerKeys(const GatherIndexerKeysArgs& args, cudaStream_t stream)
     return InvalidArgumentError("GatherIndexerKeys: pages, block_row, keys and scales must be non-null");
   }
   if (!Aligned4(args.keys) || !Aligned4(args.pages)) return InvalidArgumentError("GatherIndexerKeys: keys and pages must be 4-byte aligned");
-  GatherIndexerKeysKernel<<<GridFor(args.count * args.dim / 4), kThreads, 0, stream>>>(
+  ENVFORGE_LAUNCH(GridFor(args.count * args.dim / 4), kThreads, 0, stream, GatherIndexerKeysKernel)(
       args.pages, args.block_row, args.count, args.dim, reinterpret_cast<uint32_t*>(args.keys), args.scales);
   return CheckCuda(cudaGetLastError(), "GatherIndexerKeys launch");
 }
@@ -114,7 +116,7 @@ Status GatherIndexerKeys(const GatherIndexerKeysArgs& args, cudaStream_t stream)
 Status PositionsToSlots(const SlotTableArgs& args, const int32_t* positions, cudaStream_t stream) {
   ENVFORGE_RETURN_IF_ERROR(CheckSlotTable(args, positions, "positions"));
   if (args.rows == 0) return Status::Ok();
-  SlotTableKernel<<<GridFor(args.rows * args.width), kThreads, 0, stream>>>(
+  ENVFORGE_LAUNCH(GridFor(args.rows * args.width), kThreads, 0, stream, SlotTableKernel)(
       positions, nullptr, args.rows, args.width, args.dest_row, args.table_row, args.block_table, args.max_pages, args.out);
   return CheckCuda(cudaGetLastError(), "PositionsToSlots launch");
 }
@@ -122,7 +124,7 @@ Status PositionsToSlots(const SlotTableArgs& args, const int32_t* positions, cud
 Status CausalSlots(const SlotTableArgs& args, const int32_t* position, cudaStream_t stream) {
   ENVFORGE_RETURN_IF_ERROR(CheckSlotTable(args, position, "position"));
   if (args.rows == 0) return Status::Ok();
-  SlotTableKernel<<<GridFor(args.rows * args.width), kThreads, 0, stream>>>(
+  ENVFORGE_LAUNCH(GridFor(args.rows * args.width), kThreads, 0, stream, SlotTableKernel)(
       nullptr, position, args.rows, args.width, args.dest_row, args.table_row, args.block_table, args.max_pages, args.out);
   return CheckCuda(cudaGetLastError(), "CausalSlots launch");
 }

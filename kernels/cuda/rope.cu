@@ -6,6 +6,8 @@
 //
 // Strides (in floats): vector_stride 0 means rotary_dim (vectors packed), token_stride 0 means
 // count * vector_stride (tokens packed).
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "kernels/cuda/rope.h"
 
 #include <cuda_runtime_api.h>
@@ -89,7 +91,7 @@ Status ApplyRope(const RopeArgs& args, cudaStream_t stream) {
                     token_stride,   vector_stride, args.rotary_dim / 2,
                     args.positions, args.freqs,    args.layout == RopeLayout::kInterleaved};
   const auto blocks = static_cast<unsigned>(args.tokens < kMaxBlocks ? args.tokens : kMaxBlocks);
-  rope_f32_kernel<<<blocks, kThreads, 0, stream>>>(params);
+  ENVFORGE_LAUNCH(blocks, kThreads, 0, stream, rope_f32_kernel)(params);
   return CheckCuda(cudaGetLastError(), "ApplyRope: rope_f32_kernel launch");
 }
 

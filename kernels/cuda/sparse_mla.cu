@@ -40,6 +40,8 @@
 // Split-KV decode runs the same kernel with the chunks of each token divided over gridDim.y
 // blocks, each writing its unnormalised O, running maximum (log2 domain) and row sum to the
 // workspace; sparse_mla_combine_kernel merges them with log-sum-exp weights.
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "kernels/cuda/sparse_mla.h"
 
 #include <cuda_bf16.h>
@@ -102,48 +104,87 @@ struct KernelParams {
   float* ws_l;  // split mode: [splits, tokens, heads] row sum
 };
 
+// The PTX wrappers take generic pointers into shared memory; the nvcc branch converts them to
+// the 32-bit shared-space addresses the instructions want, the emulator branch uses them as they
+// are (kernels/cuda/emulation/emulator.h, same semantics, called by all 32 lanes).
+#if !ENVFORGE_CUDA_EMULATION
 __device__ __forceinline__ uint32_t SharedAddress(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }
+#endif
 
-__device__ __forceinline__ void LdMatrixX4(uint32_t address, uint32_t (&r)[4]) {
+__device__ __forceinline__ void LdMatrixX4(const void* row_address, uint32_t (&r)[4]) {
+#if ENVFORGE_CUDA_EMULATION
+  cuda_emulation::LdMatrix(r, 4, row_address, false);
+#else
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
+               : "r"(SharedAddress(row_address)));
+#endif
 }
 
-__device__ __forceinline__ void LdMatrixX4Trans(uint32_t address, uint32_t (&r)[4]) {
+__device__ __forceinline__ void LdMatrixX4Trans(const void* row_address, uint32_t (&r)[4]) {
+#if ENVFORGE_CUDA_EMULATION
+  cuda_emulation::LdMatrix(r, 4, row_address, true);
+#else
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
+               : "r"(SharedAddress(row_address)));
+#endif
 }
 
 // c += a * b for one m16n8k16 tile (bf16 inputs, fp32 accumulators).
 __device__ __forceinline__ void MmaBf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if ENVFORGE_CUDA_EMULATION
+  const uint32_t b[2] = {b0, b1};
+  cuda_emulation::MmaBf16M16N8K16(c, a, b, c);
+#else
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 template <int kBytes>
 __device__ __forceinline__ void CpAsync(void* shared_dst, const void* global_src) {
+  static_assert(kBytes == 16 || kBytes == 4, "cp.async piece of 4 or 16 bytes");
+#if ENVFORGE_CUDA_EMULATION
+  cuda_emulation::CpAsync(shared_dst, global_src, kBytes, kBytes);
+#else
   if constexpr (kBytes == 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SharedAddress(shared_dst)), "l"(global_src)
                  : "memory");
   } else {
-    static_assert(kBytes == 4, "cp.async piece of 4 or 16 bytes");
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SharedAddress(shared_dst)), "l"(global_src)
                  : "memory");
   }
+#endif
 }
 
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void CpAsyncCommit() {
+#if ENVFORGE_CUDA_EMULATION
+  cuda_emulation::CpAsyncCommit();
+#else
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void CpAsyncWaitAll() {
+#if ENVFORGE_CUDA_EMULATION
+  cuda_emulation::CpAsyncWait(0);
+#else
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
 
 // Barrier of the 128 threads (4 warps) of one row group; id 0 is __syncthreads'.
 __device__ __forceinline__ void RowGroupBarrier(int row_group) {
+#if ENVFORGE_CUDA_EMULATION
+  cuda_emulation::NamedBarrier(1 + row_group, 128);
+#else
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + row_group) : "memory");
+#endif
 }
 
 __device__ __forceinline__ uint32_t PackBf16x2(float low, float high) {
@@ -254,7 +295,7 @@ template <int kRank, bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1) sparse_mla_kernel(const KernelParams p) {
   using L = SmemLayout<kRank>;
   constexpr int kNTiles = kRank / 32;  // n8 tiles of O per warp (kRank / 4 columns)
-  extern __shared__ __align__(128) uint8_t smem[];
+  ENVFORGE_DYNAMIC_SHARED(uint8_t, smem);
   int* flags = reinterpret_cast<int*>(smem + L::kFlags);
   float* red_max = reinterpret_cast<float*>(smem + L::kRedMax);
   float* red_sum = reinterpret_cast<float*>(smem + L::kRedSum);
@@ -301,17 +342,17 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_mla_kernel(const KernelPar
   float row_sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 
   // Per-lane ldmatrix addresses (see the header comment for the lane -> row mapping).
-  const uint32_t q_base = SharedAddress(smem + L::kQ);
-  const uint32_t k_base = SharedAddress(smem + L::kK);
-  const uint32_t p_base = SharedAddress(smem + L::kP);
+  const uint8_t* q_base = smem + L::kQ;
+  const uint8_t* k_base = smem + L::kK;
+  const uint8_t* p_base = smem + L::kP;
   const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1);  // A operands: row within the m16 tile
   const int a_half = lane >> 4;                          // A operands: k 0-7 or 8-15
   const int swizzle = lane & 7;                          // every row an ldmatrix lane addresses has row & 7 == lane & 7
-  const uint32_t q_row_address[2] = {q_base + (32 * row_group + a_row) * L::kRowBytes,
+  const uint8_t* q_row_address[2] = {q_base + (32 * row_group + a_row) * L::kRowBytes,
                                      q_base + (32 * row_group + 16 + a_row) * L::kRowBytes};
   const int s_key = 16 * quarter + (lane & 7) + 8 * (lane >> 4);  // K for S: key (n) row
   const int s_half = (lane >> 3) & 1;                             // K for S: k 0-7 or 8-15
-  const uint32_t s_key_address = k_base + s_key * L::kRowBytes;
+  const uint8_t* s_key_address = k_base + s_key * L::kRowBytes;
   const int v_key = a_row;  // V for O: key (k) row within the 16-key step
   const int v_half = lane >> 4;
   const int rope_steps = p.rope_dim / 16;
@@ -417,7 +458,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_mla_kernel(const KernelPar
         LdMatrixX4(p_base + (row * kPStride + 16 * step + 8 * a_half) * 2, a[mt]);
       }
       const int key = 16 * step + v_key;
-      const uint32_t v_row_address = k_base + key * L::kRowBytes;
+      const uint8_t* v_row_address = k_base + key * L::kRowBytes;
 #pragma unroll
       for (int pair = 0; pair < kNTiles / 2; ++pair) {
         const int col_chunk = quarter * (kRank / 32) + 2 * pair + v_half;
@@ -618,7 +659,7 @@ Status LaunchAttention(const KernelParams& p, int64_t splits, cudaStream_t strea
   ENVFORGE_RETURN_IF_ERROR(CheckCuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes),
                                      "sparse_mla_kernel: cudaFuncSetAttribute"));
   const dim3 grid(static_cast<unsigned>(p.tokens * p.head_tiles), static_cast<unsigned>(splits));
-  kernel<<<grid, kThreads, kBytes, stream>>>(p);
+  ENVFORGE_LAUNCH(grid, kThreads, kBytes, stream, sparse_mla_kernel<kRank, kSplit>)(p);
   return CheckCuda(cudaGetLastError(), "sparse_mla_kernel launch");
 }
 
@@ -686,7 +727,8 @@ Status SparseMlaDecode(const SparseMlaArgs& args, void* workspace, size_t worksp
   c.ws_l = p.ws_l;
   c.out = args.out;
   c.lse = args.lse;
-  sparse_mla_combine_kernel<<<static_cast<unsigned>(rows), static_cast<unsigned>(args.kv_rank / 4), 0, stream>>>(c);
+  ENVFORGE_LAUNCH(static_cast<unsigned>(rows), static_cast<unsigned>(args.kv_rank / 4), 0, stream,
+                  sparse_mla_combine_kernel)(c);
   return CheckCuda(cudaGetLastError(), "sparse_mla_combine_kernel launch");
 }
 

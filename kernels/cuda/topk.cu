@@ -38,6 +38,8 @@
 // Workspace (multi-block only): [rows][4096] uint32 histograms, [rows] RowCounters, then
 // [rows][capacity] keys and [rows][capacity] indices. TopK zeroes the histograms and counters with
 // cudaMemsetAsync on its stream before every multi-block launch, so a workspace may be reused.
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
 #include "kernels/cuda/topk.h"
 
 #include <cuda_runtime_api.h>
@@ -366,7 +368,7 @@ __device__ CandidateBuffer SharedCandidateBuffer(uint32_t* shared_words, int whi
 }
 
 __global__ void __launch_bounds__(kThreads) topk_row_kernel(TopKParams p) {
-  extern __shared__ uint4 dynamic_shared[];
+  ENVFORGE_DYNAMIC_SHARED(uint4, dynamic_shared);
   __shared__ PassState state;
   __shared__ int warp_sums[kWarps];
   const int64_t row = blockIdx.x;
@@ -413,7 +415,7 @@ __global__ void __launch_bounds__(kThreads) topk_slice_histogram_kernel(TopKPara
 }
 
 __global__ void __launch_bounds__(kThreads) topk_slice_select_kernel(TopKParams p, SliceParams s) {
-  extern __shared__ uint4 dynamic_shared[];
+  ENVFORGE_DYNAMIC_SHARED(uint4, dynamic_shared);
   __shared__ PassState state;
   __shared__ int warp_sums[kWarps];
   const int64_t row = blockIdx.x / s.blocks_per_row;
@@ -594,7 +596,7 @@ Status TopK(const TopKArgs& args, void* workspace, size_t workspace_bytes, int s
   const TopKParams params{args.scores, args.stride, static_cast<int>(args.n), static_cast<int>(args.k),
                           args.row_len, args.out};
   if (plan.blocks_per_row == 1) {
-    topk_row_kernel<<<static_cast<unsigned>(args.rows), kThreads, kRowKernelSharedBytes, stream>>>(params);
+    ENVFORGE_LAUNCH(static_cast<unsigned>(args.rows), kThreads, kRowKernelSharedBytes, stream, topk_row_kernel)(params);
     return CheckCuda(cudaGetLastError(), "TopK: topk_row_kernel launch");
   }
 
@@ -612,9 +614,9 @@ Status TopK(const TopKArgs& args, void* workspace, size_t workspace_bytes, int s
   ENVFORGE_RETURN_IF_ERROR(
       CheckCuda(cudaMemsetAsync(workspace, 0, layout.zeroed_bytes, stream), "TopK: zeroing the workspace"));
   const auto blocks = static_cast<unsigned>(args.rows * plan.blocks_per_row);
-  topk_slice_histogram_kernel<<<blocks, kThreads, 0, stream>>>(params, slices);
+  ENVFORGE_LAUNCH(blocks, kThreads, 0, stream, topk_slice_histogram_kernel)(params, slices);
   ENVFORGE_RETURN_IF_ERROR(CheckCuda(cudaGetLastError(), "TopK: topk_slice_histogram_kernel launch"));
-  topk_slice_select_kernel<<<blocks, kThreads, kSelectKernelSharedBytes, stream>>>(params, slices);
+  ENVFORGE_LAUNCH(blocks, kThreads, kSelectKernelSharedBytes, stream, topk_slice_select_kernel)(params, slices);
   return CheckCuda(cudaGetLastError(), "TopK: topk_slice_select_kernel launch");
 }
 

@@ -6,21 +6,31 @@
 // and links this suite without a GPU). On a machine with a device, a model that falls back to the
 // CPU anyway is a failure (its note says why).
 //
-// Tolerances (GPU vs CPU): the GPU feeds bf16 to every GEMM and to attention (fp32 accumulation)
-// where the CPU computes in fp32, so logits move by ~1e-3 of their scale from rounding alone; on
-// top, a value on an FP8 rounding boundary (latent cache, indexer q/k, W8A8 activations) or a
-// routing / top-k near-tie can flip, moving a few positions by up to a few 1e-2 (the CPU engine
-// shows the same discrete flips against the numpy reference: 2e-2 at some positions for fp8).
-// Hence "max over positions < 0.1 of the scale" (a defect such as a wrong pairing or scale moves
-// logits by tens of percent) plus "median position < 1e-2".
+// Tolerances. The GPU feeds bf16 to every GEMM and to attention (fp32 accumulation) where the CPU
+// computes in fp32, and without cuBLASLt's FP8 GEMM it runs FP8 checkpoints on dequantized bf16
+// weights with bf16 activations where the CPU runs W8A8 with e4m3 activations. On the tiny random
+// models that alone moves logits by ~2e-2 of their scale per position (measured: the same numpy
+// forward with and without the GPU's roundings differs by that much), and a rounded value that
+// lands on the other side of an MoE routing or indexer top-k near-tie (common with 8 experts of
+// near-equal sigmoid scores) moves a position by up to the whole scale. So GPU-vs-CPU cases bound
+// the median position only, loosely (a defect such as a wrong pairing or scale moves every position
+// by tens of percent), and correctness to rounding precision is asserted against the numpy
+// reference forward with the GPU's roundings (kGpuNumericsReference): median position < 5e-3,
+// every position < 2e-2 (a few FP8 / near-tie flips remain between float64 and fp32 sums).
+// GPU-vs-GPU cases (decode vs prefill, batches, forks) use the decode bound 5e-2.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <set>
 #include <span>
 #include <vector>
 
+#include "base/fd.h"
+#include "base/subprocess.h"
 #include "inference/generator.h"
 #include "inference/kv_cache.h"
 #include "inference/model.h"
@@ -116,6 +126,75 @@ double Recall(const SelectionRecord& gpu, const SelectionRecord& cpu) {
     }
   }
   return total == 0 ? 1.0 : static_cast<double>(hit) / static_cast<double>(total);
+}
+
+// The numpy reference forward (tests/inference/reference_model.py) with the GPU engine's roundings
+// (cuda_forward.h): every GEMM on bf16 inputs and bf16 weights (FP8 weights dequantized, then
+// rounded: the bf16 weight path), the absorbed query, q_rope, the dequantized latent rows and the
+// attention probabilities (online softmax: exp(z - max) to bf16 for the P.V product, normalised in
+// fp32) and the attention output in bf16; router and indexer head weights stay fp32, as on the GPU.
+// It computes in float64 otherwise, so the GPU should agree with it to fp32 summation-order noise,
+// except where a value sits on an FP8 or top-k / routing boundary.
+constexpr const char* kGpuNumericsReference = R"PY(
+import inspect, sys, textwrap
+import numpy as np
+source_dir, model_dir, tokens, out = sys.argv[1:5]
+sys.path.insert(0, source_dir + "/tests/inference")
+import reference_model as R
+bf = R.round_to_bf16
+
+class GpuNumerics(R.Model):
+    def linear(self, x, name):
+        return bf(x) @ bf(self.w(name)).T
+
+    def attend(self, a, allowed, prefix, mode="mha"):
+        wkv_b = bf(self.w(prefix + "kv_b_proj.weight")).reshape(self.heads, self.nope + self.v_dim, self.kv_rank)
+        w_uk, w_uv = wkv_b[:, :self.nope], wkv_b[:, self.nope:]
+        latent = bf(a["latent"])
+        q_absorbed = bf(np.einsum("thd,hdr->thr", bf(a["q_nope"]), w_uk))
+        z = np.einsum("thr,sr->hts", q_absorbed, latent) + np.einsum("thd,sd->hts", bf(a["q_pe"]), a["k_pe"])
+        z = np.where(allowed[None], z * self.softmax_scale, -np.inf)
+        e = np.exp(z - z.max(axis=-1, keepdims=True))
+        o = np.einsum("hts,sr->thr", bf(e), latent) / e.sum(axis=-1).transpose(1, 0)[:, :, None]
+        return np.einsum("thr,hdr->thd", bf(o), w_uv)
+
+head = 'return h @ self.w("lm_head.weight").T'
+forward = textwrap.dedent(inspect.getsource(R.Model.forward))
+assert head in forward, "reference_model.py's head line changed; update this script"
+scope = {}
+exec(forward.replace(head, 'return bf(h) @ bf(self.w("lm_head.weight")).T'), {**vars(R), "bf": bf}, scope)
+GpuNumerics.forward = scope["forward"]
+logits = GpuNumerics(model_dir).forward([int(t) for t in tokens.split(",")])
+logits.astype(np.float32).tofile(out)
+)PY";
+
+std::vector<float> GpuNumericsReference(const std::string& model_dir, const std::vector<int32_t>& tokens) {
+  model_testing::TempDir dir;
+  const std::string out = dir / "logits.f32";
+  CommandOptions options;
+  options.timeout = std::chrono::seconds(180);
+  Result<CommandOutput> run = RunCommand({"/usr/bin/python3", "-c", kGpuNumericsReference, model_testing::SourceDir(),
+                                          model_dir, model_testing::JoinIds(tokens), out},
+                                         options);
+  REQUIRE(run.ok());
+  INFO("stderr: " << run->stderr_text);
+  REQUIRE(run->exit_code == 0);
+  Result<std::string> bytes = ReadFileToString(out);
+  REQUIRE(bytes.ok());
+  std::vector<float> logits(bytes->size() / sizeof(float));
+  std::memcpy(logits.data(), bytes->data(), logits.size() * sizeof(float));
+  return logits;
+}
+
+// A tiny checkpoint of two layers (one dense FFN, one MoE) made for this suite.
+std::string TwoLayerModel(const std::string& dtype, const std::string& arch) {
+  static model_testing::TempDir dir;
+  const std::string out = dir / (dtype + "_" + arch);
+  if (!std::filesystem::exists(out + "/config.json")) {
+    model_testing::RunPython({"scripts/make_tiny_model.py", "--out", out, "--preset", "tiny", "--dtype", dtype, "--arch", arch,
+                              "--no-tokenizer", "--set", "num_hidden_layers=2"});
+  }
+  return out;
 }
 
 // A stand-in for the GPU engine's page list: counts the forks the cache asks it for.
@@ -352,7 +431,40 @@ TEST_CASE("indexer keys written to pages read back, and positions map to slots, 
     }                                                                                                 \
   } while (0)
 
-TEST_CASE("GPU logits match the CPU engine at every position of a 40-token prompt") {
+TEST_CASE("GPU logits equal the numpy forward with the GPU's roundings (one dense and one MoE layer)") {
+  struct Case {
+    const char* dtype;
+    const char* arch;
+  };
+  for (Case c : {Case{"fp32", "v32"}, Case{"bf16", "v32"}, Case{"fp8", "v32"}, Case{"fp32", "v3"}, Case{"fp8", "v3"}}) {
+    CAPTURE(std::string(c.dtype));
+    CAPTURE(std::string(c.arch));
+    const std::string dir = TwoLayerModel(c.dtype, c.arch);
+    auto gpu = Load(dir, "cuda");
+    ENVFORGE_REQUIRE_GPU_MODEL(gpu);
+    if (gpu->cuda_forward()->fp8_gemm()) {
+      // W8A8 through cuBLASLt: not the bf16 weight path this reference reproduces (the CPU case
+      // below covers it).
+      MESSAGE("skipped for " << c.dtype << ": FP8 checkpoint runs W8A8 on this device");
+      continue;
+    }
+    const std::string name = std::string(c.dtype) + " " + c.arch;
+    const int64_t vocab = gpu->config().vocab_size;
+    auto tokens = PromptTokens(kPromptLength, vocab, 7);
+    const std::vector<float> on_gpu = PrefillFresh(*gpu, tokens);
+    Agreement agreement = Compare(on_gpu, GpuNumericsReference(dir, tokens), vocab);
+    MESSAGE(name << " vs the GPU-numerics reference: max " << agreement.max << ", median " << agreement.median
+                 << " of scale " << agreement.scale);
+    CHECK(agreement.scale > 1.0);
+    // Measured in the emulator: median ~1e-7 (exact up to fp32 sums) and max 2e-3 to 5e-3 where a
+    // cached latent value sat on an FP8 rounding boundary (float64 vs fp32 norms): one such flip
+    // moves every later position by ~3e-3, hence the median bound.
+    CHECK(agreement.median < 5e-3);
+    CHECK(agreement.max < 2e-2);
+  }
+}
+
+TEST_CASE("GPU logits follow the CPU engine at every position of a 40-token prompt") {
   struct Case {
     const char* dtype;
     const char* arch;
@@ -371,16 +483,19 @@ TEST_CASE("GPU logits match the CPU engine at every position of a 40-token promp
     const std::vector<float> on_gpu = PrefillFresh(*gpu, tokens, &gpu_record);
     const std::vector<float> on_cpu = PrefillFresh(*cpu, tokens, &cpu_record);
     Agreement agreement = Compare(on_gpu, on_cpu, cpu->config().vocab_size);
-    MESSAGE(c.dtype << " " << c.arch << ": max " << agreement.max << ", median " << agreement.median << " of scale "
-                    << agreement.scale);
+    const std::string name = std::string(c.dtype) + " " + c.arch;
+    MESSAGE(name << ": max " << agreement.max << ", median " << agreement.median << " of scale " << agreement.scale);
     CHECK(agreement.scale > 1.0);
-    CHECK(agreement.max < 0.1);
-    CHECK(agreement.median < 1e-2);
+    // Measured in the emulator (bf16 weight path): median 2e-2 (fp32 v3) to 7e-2 (fp32 v32), 0.17
+    // for FP8 (bf16 activations against the CPU's e4m3 ones).
+    const bool same_weights = std::string(c.dtype) != "fp8" || gpu->cuda_forward()->fp8_gemm();
+    CHECK(agreement.median < (same_weights ? 0.15 : 0.3));
     if (cpu->config().has_indexer()) {
-      // Set overlap, never equality: FP8 near-ties may swap a key (dsa-engine.md 11.8).
+      // Set overlap, never equality: FP8 and bf16 near-ties may swap a key (dsa-engine.md 11.8);
+      // measured 0.95 to 0.98.
       const double recall = Recall(gpu_record, cpu_record);
       MESSAGE("top-k recall vs the CPU: " << recall);
-      CHECK(recall >= 0.95);
+      CHECK(recall >= 0.9);
       // Sparsity was exercised: the last query kept index_topk of its 40 candidates.
       CHECK(gpu_record[1].back().size() == static_cast<size_t>(cpu->config().index_topk));
     } else {
@@ -405,7 +520,7 @@ TEST_CASE("GPU dense attention equals GPU sparse attention while the context fit
 
 TEST_CASE("GPU decode after a prefill gives the prefill's logits") {
   for (const char* dtype : {"bf16", "fp8"}) {
-    CAPTURE(dtype);
+    CAPTURE(std::string(dtype));
     const std::string dir = TinyModel(dtype);
     auto gpu = Load(dir, "cuda");
     ENVFORGE_REQUIRE_GPU_MODEL(gpu);
@@ -426,7 +541,7 @@ TEST_CASE("GPU decode after a prefill gives the prefill's logits") {
     // Different kernels (decode split-KV attention, paged indexer logits) and GEMMs of another m
     // sum in another order; bf16 re-rounding and rare FP8 / top-k flips remain (file comment).
     Agreement agreement = Compare(stepped, expected, vocab);
-    MESSAGE(dtype << ": decode vs prefill max " << agreement.max << ", median " << agreement.median);
+    MESSAGE(std::string(dtype) << ": decode vs prefill max " << agreement.max << ", median " << agreement.median);
     CHECK(agreement.max < 5e-2);
     CHECK(agreement.median < 5e-3);
   }
@@ -467,7 +582,7 @@ TEST_CASE("a GPU batch mixing prefill and decode equals running each sequence al
   CHECK(Compare(together, alone, vocab).max < 5e-2);
 }
 
-TEST_CASE("GPU greedy generation picks the CPU's best token or a near-tie at every step") {
+TEST_CASE("GPU greedy generation picks the best token of the GPU's own prefill (or a near-tie) at every step") {
   const std::string dir = TinyModel("bf16");
   auto gpu = Load(dir, "cuda");
   ENVFORGE_REQUIRE_GPU_MODEL(gpu);
@@ -488,21 +603,23 @@ TEST_CASE("GPU greedy generation picks the CPU's best token or a near-tie at eve
   REQUIRE(mine.size() == 16);
   size_t equal_prefix = 0;
   while (equal_prefix < mine.size() && equal_prefix < theirs.size() && mine[equal_prefix] == theirs[equal_prefix]) ++equal_prefix;
+  // Informative only: bf16 against fp32 arithmetic on this routing-sensitive model lets the two
+  // sequences part at the first near-tie (file comment).
   MESSAGE("GPU greedy tokens equal the CPU's for the first " << equal_prefix << " of 16");
-  // The token sequences may diverge after a near-tie (bf16 vs fp32 arithmetic); what must hold is
-  // that every GPU pick is, under the CPU model fed the GPU's own tokens, the best token or within
-  // the logit tolerance of it.
+  // What must hold: generation (prefill, then decode steps through the sampler) picks, at every
+  // step, the best token of one GPU prefill over the generated sequence, or one within the
+  // decode-vs-prefill bound of it.
   std::vector<int32_t> sequence = prompt;
   sequence.insert(sequence.end(), mine.begin(), mine.end() - 1);
-  const std::vector<float> cpu_logits = PrefillFresh(*cpu, sequence);
+  const std::vector<float> prefill_logits = PrefillFresh(*gpu, sequence);
   float scale = 0;
-  for (float v : cpu_logits) scale = std::max(scale, std::fabs(v));
+  for (float v : prefill_logits) scale = std::max(scale, std::fabs(v));
   for (size_t i = 0; i < mine.size(); ++i) {
     const size_t row = prompt.size() - 1 + i;
-    const float* logits = &cpu_logits[row * static_cast<size_t>(vocab)];
+    const float* logits = &prefill_logits[row * static_cast<size_t>(vocab)];
     const float best = *std::max_element(logits, logits + vocab);
     CAPTURE(i);
-    CHECK(logits[mine[i]] >= best - 2e-2f * scale);
+    CHECK(logits[mine[i]] >= best - 5e-2f * scale);
   }
 }
 

@@ -28,6 +28,14 @@ inline const DeviceInfo* GpuOrNull() {
   return nullptr;
 }
 
+// True when the probed device is the host emulator (kernels/cuda/emulation/, the *_emulated
+// suites): every kernel then runs on the CPU, one fiber per CUDA thread, so suites shrink their
+// largest shapes (the emulator checks indexing, synchronisation and numerics, never speed).
+inline bool Emulated() {
+  const DeviceInfo* device = GpuOrNull();
+  return device != nullptr && device->name == "envforge CUDA emulator (host)";
+}
+
 #define ENVFORGE_REQUIRE_GPU()                                                       \
   do {                                                                               \
     if (::envforge::kernels::cuda::testing::GpuOrNull() == nullptr) {                \

@@ -8,6 +8,9 @@
 // k-th largest key is untied the selection is unique, so the index set must also equal the CPU
 // twin's exactly. Tolerance: none; top-k of fp32 keys has no rounding. Random, distinct-valued
 // cases also assert that the untied comparison happened.
+// Under the host emulator (kernels_cuda_emulated_test, where every CUDA thread is a fiber on the
+// CPU) the heaviest cases take smaller shapes (OnGpuOrEmulated); each keeps its path (single- or
+// multi-block) and the adversarial property it is about.
 #include <cuda_runtime_api.h>
 #include <doctest/doctest.h>
 
@@ -214,6 +217,11 @@ int BlocksPerRow(const TopKProblem& problem) {
   return PlanTopK(problem.rows, problem.n, problem.k, GpuOrNull()->sm_count).blocks_per_row;
 }
 
+int64_t OnGpuOrEmulated(int64_t on_gpu, int64_t emulated) { return testing::Emulated() ? emulated : on_gpu; }
+
+// The fewest rows that take the single-block path at any length (rows * 2 blocks > the SMs).
+int64_t FewestSingleBlockRows() { return GpuOrNull()->sm_count / 2 + 1; }
+
 // ---- host-side cases
 
 TopKArgs ValidArgs() {
@@ -379,16 +387,51 @@ TEST_CASE("distinct values crowded into few bins: candidate buffers overflow and
     CAPTURE(k);
     // Multi-block: 3,800,000 + [0, 300000) puts ~168K scores in the top pass-1 bin [3932160,
     // 4194304), past the 65536-entry candidate list, so the finishing block reads the row again.
-    TopKProblem multi = MakeProblem(1, 300000, k);
-    FillDistinctIntegers(multi, 11, 3800000);
+    // Emulated: 2^21 + [0, 70000), all in the pass-1 bin [2^21, 2^21 + 2^18), still past 65536.
+    TopKProblem multi = MakeProblem(1, OnGpuOrEmulated(300000, 70000), k);
+    FillDistinctIntegers(multi, 11, OnGpuOrEmulated(3800000, int64_t{1} << 21));
     REQUIRE(BlocksPerRow(multi) > 1);
     CheckAgainstCpu(multi, /*distinct=*/true);
     // Single-block: more rows than SMs, each 950,000 + [0, 70000): ~37K scores share the top
     // pass-1 bin [983040, 1048576), past the 4096-entry shared buffer, so pass 2 reads the row again.
-    TopKProblem single = MakeProblem(sms + 1, 70000, k);
-    FillDistinctIntegers(single, 12, 950000);
+    // Emulated: 3 rows of 2^19 + [0, 8000) (too short to split), all 8000 in the pass-1 bin
+    // [2^19, 2^19 + 2^16), again past the shared buffer.
+    TopKProblem single = testing::Emulated() ? MakeProblem(3, 8000, k) : MakeProblem(sms + 1, 70000, k);
+    FillDistinctIntegers(single, 12, OnGpuOrEmulated(950000, int64_t{1} << 19));
     REQUIRE(BlocksPerRow(single) == 1);
     CheckAgainstCpu(single, /*distinct=*/true);
+  }
+}
+
+TEST_CASE("a pass-1 pivot bin that exactly fills its candidate buffer, and one more than fills it") {
+  ENVFORGE_REQUIRE_GPU();
+  // The row holds n - crowd small integers (0, 1, ...), then crowd integers first, first + 1, ...
+  // ascending at the end, all inside one pass-1 bin above every small one: that bin is the pivot
+  // bin, holding exactly `crowd` keys. At the buffer's capacity they are collected; one more makes
+  // the next pass read the source again. The largest scores sit last, so they would be the ones
+  // dropped if an overflow were mishandled; k = crowd - 1 (single-block) needs all but one of them.
+  struct Boundary {
+    int64_t n, first, capacity;
+    bool multi_block;
+  };
+  // Single-block: n < 8192 cannot split; the bin [2^19, 2^19 + 2^16) against the 4096-entry
+  // shared buffer. Multi-block (17 slices): [2^21, 2^21 + 2^18) against the 65536-entry list.
+  for (const Boundary boundary : {Boundary{6000, int64_t{1} << 19, 4096, false},
+                                  Boundary{70000, int64_t{1} << 21, 65536, true}}) {
+    for (int64_t crowd : {boundary.capacity, boundary.capacity + 1}) {
+      for (int64_t k : {int64_t{16}, std::min<int64_t>(crowd - 1, 4096)}) {
+        CAPTURE(boundary.n);
+        CAPTURE(crowd);
+        CAPTURE(k);
+        TopKProblem problem = MakeProblem(1, boundary.n, k);
+        const int64_t small = boundary.n - crowd;
+        for (int64_t i = 0; i < boundary.n; ++i) {
+          At(problem, 0, i) = static_cast<float>(i < small ? i : boundary.first + (i - small));
+        }
+        REQUIRE((BlocksPerRow(problem) > 1) == boundary.multi_block);
+        CheckAgainstCpu(problem, /*distinct=*/true);
+      }
+    }
   }
 }
 
@@ -407,20 +450,27 @@ TEST_CASE("values sharing their high bits resolve in the low-digit passes on bot
   }
 }
 
-TEST_CASE("row_len per row (0, 1, k, k + 1, negative) and a stride above n") {
+TEST_CASE("row_len per row (0, 1, k, k + 1, negative, above n) and a stride above n") {
   ENVFORGE_REQUIRE_GPU();
+  // A row_len above n means n. The last row of each problem says so with +inf in its stride
+  // padding, which an unclamped length would select (indices the check rejects as >= n).
+  const auto set_padding_inf = [](TopKProblem& problem, int64_t row) {
+    for (int64_t i = problem.n; i < problem.stride; ++i) At(problem, row, i) = kInf;
+  };
   for (int64_t k : {2048, 16}) {
     CAPTURE(k);
     // Single-block path; stride n + 3 leaves most rows misaligned for 16-byte loads.
-    TopKProblem single = MakeProblem(7, 5000, k, 5003);
+    TopKProblem single = MakeProblem(8, 5000, k, 5003);
     FillNormal(single, 21);
-    single.lengths = {5000, 0, 1, static_cast<int32_t>(k), static_cast<int32_t>(k + 1), 4999, -3};
+    single.lengths = {5000, 0, 1, static_cast<int32_t>(k), static_cast<int32_t>(k + 1), 4999, -3, 5003};
+    set_padding_inf(single, 7);
     REQUIRE(BlocksPerRow(single) == 1);
     CheckAgainstCpu(single, /*distinct=*/false);
-    // Multi-block path: a full row, one covering a few of the slices, one shorter than k.
-    TopKProblem multi = MakeProblem(3, 40000, k, 40001);
+    // Multi-block path: a full row, one covering a few of the slices, one shorter than k, one above n.
+    TopKProblem multi = MakeProblem(4, 40000, k, 40001);
     FillNormal(multi, 22);
-    multi.lengths = {40000, 9000, 100};
+    multi.lengths = {40000, 9000, 100, 40001};
+    set_padding_inf(multi, 3);
     REQUIRE(BlocksPerRow(multi) > 1);
     CheckAgainstCpu(multi, /*distinct=*/false);
   }
@@ -428,7 +478,8 @@ TEST_CASE("row_len per row (0, 1, k, k + 1, negative) and a stride above n") {
 
 TEST_CASE("all-negative scores") {
   ENVFORGE_REQUIRE_GPU();
-  for (int64_t rows : {1, 300}) {
+  // 1 row: multi-block; 300 (emulated: the fewest rows that stay single-block): single-block.
+  for (int64_t rows : {int64_t{1}, OnGpuOrEmulated(300, FewestSingleBlockRows())}) {
     TopKProblem problem = MakeProblem(rows, 50000, 2048);
     FillNormal(problem, 31);
     for (float& v : problem.scores) v = -std::fabs(v) - 1.0f;
@@ -439,14 +490,22 @@ TEST_CASE("all-negative scores") {
 
 TEST_CASE("all-equal scores, all -inf and all NaN: any k of them, each once") {
   ENVFORGE_REQUIRE_GPU();
+  // One bin holds the whole row in every pass, past the 4096-entry shared buffers, so those passes
+  // read their source again. 1 row of 10000: multi-block; 200 rows of 10000 (emulated: 3 rows of
+  // 5000, too short to split and still past 4096): single-block.
+  struct Shape {
+    int64_t rows, n;
+  };
+  const Shape single_block = testing::Emulated() ? Shape{3, 5000} : Shape{200, 10000};
   for (float value : {1.5f, -kInf, std::nanf("")}) {
-    for (int64_t rows : {1, 200}) {  // 1: multi-block (one bin holds the whole row); 200: single-block
+    for (const Shape shape : {Shape{1, 10000}, single_block}) {
       for (int64_t k : {2048, 16}) {
         CAPTURE(value);
-        CAPTURE(rows);
+        CAPTURE(shape.rows);
         CAPTURE(k);
-        TopKProblem problem = MakeProblem(rows, 10000, k);
+        TopKProblem problem = MakeProblem(shape.rows, shape.n, k);
         std::fill(problem.scores.begin(), problem.scores.end(), value);
+        REQUIRE(BlocksPerRow(problem) == (shape.rows == 1 ? 2 : 1));
         CheckAgainstCpu(problem, /*distinct=*/false);
       }
     }
@@ -457,7 +516,8 @@ TEST_CASE("infinities, NaN and signed zeros") {
   ENVFORGE_REQUIRE_GPU();
   std::mt19937 rng(41);
   for (int64_t n : {30000, 6000}) {
-    for (int64_t rows : {1, 200}) {
+    // 1 row: multi-block at n = 30000; 200 (emulated: the fewest rows that stay single-block).
+    for (int64_t rows : {int64_t{1}, OnGpuOrEmulated(200, FewestSingleBlockRows())}) {
       CAPTURE(n);
       CAPTURE(rows);
       // n = 30000: 150 +inf always selected, then finite values; n = 6000: only ~1000 finite
@@ -486,11 +546,11 @@ TEST_CASE("infinities, NaN and signed zeros") {
   }
 }
 
-TEST_CASE("1024 rows, k = 2048 and 16") {
+TEST_CASE("many rows (1024; 140 under the emulator, still more blocks than SMs), k = 2048 and 16") {
   ENVFORGE_REQUIRE_GPU();
   for (int64_t k : {2048, 16}) {
     CAPTURE(k);
-    TopKProblem problem = MakeProblem(1024, 4500, k);
+    TopKProblem problem = MakeProblem(OnGpuOrEmulated(1024, 140), 4500, k);
     FillDistinctIntegers(problem, static_cast<uint32_t>(51 + k), -2250);
     for (float& v : problem.scores) v *= 0.001f;  // still distinct: steps of 0.001 >> fp32 spacing below 4
     REQUIRE(BlocksPerRow(problem) == 1);

@@ -1,0 +1,699 @@
+// The host CUDA emulator's own tests (kernels/cuda/emulation/; they run in
+// kernels_cuda_emulated_test): one tiny kernel per collective, checked against the PTX ISA /
+// CUDA programming guide definition written out independently here (ldmatrix x1/x2/x4 with and
+// without .trans, both MMAs against a plain matrix product through the documented A/B/C fragment
+// layouts, ldmatrix feeding mma as the kernels use them), shuffles, votes, atomics, block and named
+// barriers, dynamic shared memory, the launch limits a GPU enforces, fault detection (deadlock,
+// divergent and partial-mask collectives, reported instead of aborting through SetAbortOnFault),
+// the runtime and cuBLAS stand-ins, and a speed figure for launches and fiber switches (printed,
+// not asserted).
+#if !ENVFORGE_CUDA_EMULATION
+#error "cuda_emulation_test.cc belongs to the emulated suite (ENVFORGE_CUDA_EMULATION=1)"
+#endif
+
+#include "kernels/cuda/internal/cuda_compat.cuh"
+
+#include <cublas_v2.h>
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/float_formats.h"
+#include "tests/kernels/cuda_test_util.h"
+
+namespace envforge::kernels::cuda {
+namespace {
+
+using testing::DeviceZeros;
+using testing::FromDevice;
+using testing::ToDevice;
+
+constexpr unsigned kFull = 0xffffffffu;
+
+// ---- kernels under test
+
+constexpr int kPitch = 24;  // 16-bit elements per shared row: 48 bytes, rows stay 16-byte aligned
+
+// Four dense 8 x 8 matrices (matrix m, row r, column c at m * 64 + r * 8 + c) are copied into
+// pitched shared memory; lane l gives the address of row l % 8 of matrix (l / 8) % count.
+__global__ void ldmatrix_kernel(const uint16_t* matrices, int count, bool transpose, uint32_t* out) {
+  __shared__ __align__(16) uint16_t tile[4 * 8 * kPitch];
+  const int lane = static_cast<int>(threadIdx.x);
+  for (int i = lane; i < 4 * 64; i += 32) tile[(i / 64) * 8 * kPitch + ((i / 8) % 8) * kPitch + i % 8] = matrices[i];
+  __syncwarp();
+  uint32_t regs[4] = {0, 0, 0, 0};
+  cuda_emulation::LdMatrix(regs, count, &tile[((lane / 8) % count) * 8 * kPitch + (lane % 8) * kPitch], transpose);
+  for (int i = 0; i < 4; ++i) out[lane * 4 + i] = regs[i];
+}
+
+// One warp: fragments in, fragments out (the test packs and unpacks them).
+__global__ void mma_kernel(const uint32_t* a, const uint32_t* b, const float* c, bool fp8, float* d) {
+  const int lane = static_cast<int>(threadIdx.x);
+  float result[4];
+  if (fp8) {
+    cuda_emulation::MmaE4m3M16N8K32(result, a + 4 * lane, b + 2 * lane, c + 4 * lane);
+  } else {
+    cuda_emulation::MmaBf16M16N8K16(result, a + 4 * lane, b + 2 * lane, c + 4 * lane);
+  }
+  for (int i = 0; i < 4; ++i) d[4 * lane + i] = result[i];
+}
+
+// A (16 x 16 bf16, row-major) and B (16 x 8 bf16, k-major rows) through shared memory, ldmatrix.x4
+// for A and ldmatrix.x2.trans for B, one mma, D (16 x 8 fp32, row-major) out: the pattern of the
+// attention kernels.
+__global__ void ldmatrix_mma_kernel(const uint16_t* a, const uint16_t* b, float* d) {
+  __shared__ __align__(16) uint16_t a_tile[16 * kPitch];
+  __shared__ __align__(16) uint16_t b_tile[16 * kPitch];
+  const int lane = static_cast<int>(threadIdx.x);
+  for (int i = lane; i < 256; i += 32) a_tile[(i / 16) * kPitch + i % 16] = a[i];
+  for (int i = lane; i < 128; i += 32) b_tile[(i / 8) * kPitch + i % 8] = b[i];
+  __syncwarp();
+  uint32_t a_frag[4], b_frag[4] = {0, 0, 0, 0};
+  cuda_emulation::LdMatrix(a_frag, 4, &a_tile[(lane % 16) * kPitch + (lane / 16) * 8], false);
+  cuda_emulation::LdMatrix(b_frag, 2, &b_tile[(lane % 16) * kPitch], true);
+  const float zero[4] = {0, 0, 0, 0};
+  float out[4];
+  cuda_emulation::MmaBf16M16N8K16(out, a_frag, b_frag, zero);
+  const int g = lane / 4, t = lane % 4;
+  d[g * 8 + 2 * t] = out[0];
+  d[g * 8 + 2 * t + 1] = out[1];
+  d[(g + 8) * 8 + 2 * t] = out[2];
+  d[(g + 8) * 8 + 2 * t + 1] = out[3];
+}
+
+constexpr int kShuffleOutputs = 10;
+__global__ void shuffle_kernel(int* out, double* out_double) {
+  const int t = static_cast<int>(threadIdx.x);
+  const int v = 100 + t;
+  int* o = out + t * kShuffleOutputs;
+  o[0] = __shfl_sync(kFull, v, (t * 7) % 32);
+  o[1] = __shfl_up_sync(kFull, v, 3);
+  o[2] = __shfl_down_sync(kFull, v, 5);
+  o[3] = __shfl_xor_sync(kFull, v, 6);
+  o[4] = __shfl_sync(kFull, v, 3, 8);
+  o[5] = __shfl_up_sync(kFull, v, 2, 8);
+  o[6] = __shfl_down_sync(kFull, v, 2, 8);
+  o[7] = __shfl_xor_sync(kFull, v, 9, 8);
+  o[8] = __shfl_sync(kFull, v, -1);
+  o[9] = static_cast<int>(__shfl_xor_sync(kFull, static_cast<float>(v) + 0.5f, 16) - 0.5f);
+  out_double[t] = __shfl_down_sync(kFull, 1e6 + t + 0.25, 1);
+}
+
+__global__ void vote_kernel(unsigned* ballots, int* any, int* all) {
+  const int t = static_cast<int>(threadIdx.x);
+  ballots[t] = __ballot_sync(kFull, t % 3 == 0);
+  any[t] = __any_sync(kFull, t == 37);
+  all[t] = __all_sync(kFull, t < 60);
+}
+
+struct AtomicCounters {
+  int sum;
+  unsigned bits;
+  float half_sum;
+  int max;
+  int min;
+  unsigned long long wide;
+  int cas_increments;
+  int exchanged;
+};
+
+__global__ void atomics_kernel(AtomicCounters* counters, unsigned* histogram_out) {
+  __shared__ unsigned histogram[8];
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < 8) histogram[t] = 0;
+  __syncthreads();
+  const int global_id = static_cast<int>(blockIdx.x * blockDim.x) + t;
+  atomicAdd(&counters->sum, 1);
+  atomicOr(&counters->bits, 1u << (global_id % 32));
+  atomicAdd(&counters->half_sum, 0.5f);
+  atomicMax(&counters->max, global_id * 3 - 50);
+  atomicMin(&counters->min, 1000 - global_id);
+  atomicAdd(&counters->wide, 1ull << 33);
+  int seen = counters->cas_increments;
+  for (;;) {
+    const int previous = atomicCAS(&counters->cas_increments, seen, seen + 1);
+    if (previous == seen) break;
+    seen = previous;
+  }
+  atomicExch(&counters->exchanged, global_id);
+  atomicAdd(&histogram[t % 8], 1u);
+  __syncthreads();
+  if (t < 8) atomicAdd(&histogram_out[t], histogram[t]);
+}
+
+struct Builtins {
+  unsigned thread[3], block[3], block_dim[3], grid_dim[3];
+  int neighbour_first, neighbour_second;
+};
+
+// Block (8, 4, 2): each thread writes its slot, then reads the next thread's after a barrier
+// (written by a thread the scheduler runs later), twice over the same buffer.
+__global__ void barrier_kernel(Builtins* out) {
+  __shared__ int slots[64];
+  const int linear = static_cast<int>(threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y);
+  const int block = static_cast<int>(blockIdx.x + blockIdx.y * gridDim.x);
+  Builtins& b = out[block * 64 + linear];
+  b.thread[0] = threadIdx.x, b.thread[1] = threadIdx.y, b.thread[2] = threadIdx.z;
+  b.block[0] = blockIdx.x, b.block[1] = blockIdx.y, b.block[2] = blockIdx.z;
+  b.block_dim[0] = blockDim.x, b.block_dim[1] = blockDim.y, b.block_dim[2] = blockDim.z;
+  b.grid_dim[0] = gridDim.x, b.grid_dim[1] = gridDim.y, b.grid_dim[2] = gridDim.z;
+  slots[linear] = linear * 3 + block * 1000;
+  __syncthreads();
+  b.neighbour_first = slots[(linear + 1) % 64];
+  __syncthreads();
+  slots[linear] = -linear;
+  __syncthreads();
+  b.neighbour_second = slots[(linear + 63) % 64];
+}
+
+// Two groups of 64 threads with their own barriers (1 and 2): in each group the second warp
+// writes what the first warp reads.
+__global__ void named_barrier_kernel(int* out) {
+  __shared__ int values[2][32];
+  const int t = static_cast<int>(threadIdx.x), group = t / 64, lane = t % 32;
+  const bool writer = (t / 32) % 2 == 1;
+  if (writer) values[group][lane] = 1000 * (group + 1) + lane;
+  cuda_emulation::NamedBarrier(1 + group, 64);
+  if (!writer) out[group * 32 + lane] = values[group][lane];
+  __syncthreads();
+}
+
+__global__ void dynamic_shared_kernel(int n, int* out, uint32_t* unwritten) {
+  ENVFORGE_DYNAMIC_SHARED(int, values);
+  const int t = static_cast<int>(threadIdx.x);
+  if (t == 0) *unwritten = static_cast<uint32_t>(values[n]);  // the one int past what is written
+  __syncthreads();
+  for (int i = t; i < n; i += static_cast<int>(blockDim.x)) values[i] = 2 * i;
+  __syncthreads();
+  for (int i = t; i < n; i += static_cast<int>(blockDim.x)) out[i] = values[n - 1 - i];
+}
+
+__global__ void mark_kernel(int* out) { out[blockIdx.x * blockDim.x + threadIdx.x] = 1; }
+
+__global__ void cp_async_kernel(const uint8_t* src, uint8_t* out) {
+  __shared__ __align__(16) uint8_t staging[32];
+  if (threadIdx.x == 0) {
+    cuda_emulation::CpAsync(staging, src, 16, 5);
+    cuda_emulation::CpAsync(staging + 16, src + 16, 16, 16);
+    cuda_emulation::CpAsyncCommit();
+    cuda_emulation::CpAsyncWait(0);
+    for (int i = 0; i < 32; ++i) out[i] = staging[i];
+  }
+}
+
+__global__ void early_exit_kernel(int* out) {
+  if (threadIdx.x >= 32) return;  // these threads never reach the barrier below
+  __syncthreads();
+  out[threadIdx.x] = 1;
+}
+
+__global__ void divergent_kernel(int* out) {
+  const int lane = static_cast<int>(threadIdx.x);
+  if (lane < 16) {
+    out[lane] = __shfl_xor_sync(kFull, lane, 1);
+  } else {
+    out[lane] = static_cast<int>(__ballot_sync(kFull, 1));
+  }
+}
+
+__global__ void partial_mask_kernel(int* out) {
+  out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, static_cast<int>(threadIdx.x), 1);
+}
+
+__global__ void many_barriers_kernel(int rounds, int* out) {
+  __shared__ int value;
+  for (int i = 0; i < rounds; ++i) {
+    if (threadIdx.x == 0) value = i;
+    __syncthreads();
+    if (threadIdx.x == blockDim.x - 1 && value != i) *out = -1;
+    __syncthreads();
+  }
+}
+
+__global__ void empty_kernel() {}
+
+// ---- independent definitions (PTX ISA 9.7.14.5 / 9.7.14.5.15, CUDA guide warp shuffle)
+
+uint16_t MatrixElement(int m, int r, int c) { return static_cast<uint16_t>(m * 64 + r * 8 + c); }
+
+void CheckLdMatrix(int count, bool transpose) {
+  std::vector<uint16_t> matrices(256);
+  for (int m = 0; m < 4; ++m)
+    for (int r = 0; r < 8; ++r)
+      for (int c = 0; c < 8; ++c) matrices[static_cast<size_t>(m * 64 + r * 8 + c)] = MatrixElement(m, r, c);
+  DeviceBuffer in = ToDevice(matrices);
+  DeviceBuffer out = DeviceZeros<uint32_t>(128);
+  ENVFORGE_LAUNCH(1, 32, 0, nullptr, ldmatrix_kernel)(in.as<uint16_t>(), count, transpose, out.as<uint32_t>());
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  const std::vector<uint32_t> regs = FromDevice<uint32_t>(out, 128);
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < 4; ++i) {
+      // Without .trans each thread holds two consecutive elements of one row: row lane / 4,
+      // columns (lane % 4) * 2 and + 1; .trans delivers the transposed matrix the same way.
+      uint32_t expected = 0;
+      if (i < count) {
+        const int row = lane / 4, col = (lane % 4) * 2;
+        const uint16_t lo = transpose ? MatrixElement(i, col, row) : MatrixElement(i, row, col);
+        const uint16_t hi = transpose ? MatrixElement(i, col + 1, row) : MatrixElement(i, row, col + 1);
+        expected = lo | static_cast<uint32_t>(hi) << 16;
+      }
+      CHECK_MESSAGE(regs[static_cast<size_t>(lane * 4 + i)] == expected, "x", count, transpose ? ".trans" : "", " lane ",
+                    lane, " reg ", i);
+    }
+  }
+}
+
+// Fragment element positions, exactly as the PTX ISA states them (groupID = lane >> 2,
+// threadID_in_group = lane % 4); element i of a fragment is register i / per_reg, field i % per_reg.
+struct Position {
+  int row, col;
+};
+Position Bf16A(int lane, int i) {
+  const int g = lane >> 2, t = lane % 4;
+  return {(i < 2 || (i >= 4 && i < 6)) ? g : g + 8, t * 2 + (i & 1) + (i >= 4 ? 8 : 0)};
+}
+Position Bf16B(int lane, int i) { return {(lane % 4) * 2 + (i & 1) + (i >= 2 ? 8 : 0), lane >> 2}; }
+Position E4m3A(int lane, int i) {
+  const int g = lane >> 2, t = lane % 4;
+  return {(i < 4 || (i >= 8 && i < 12)) ? g : g + 8, t * 4 + (i & 3) + (i >= 8 ? 16 : 0)};
+}
+Position E4m3B(int lane, int i) { return {(lane % 4) * 4 + (i & 3) + (i >= 4 ? 16 : 0), lane >> 2}; }
+Position Accumulator(int lane, int i) { return {(lane >> 2) + (i >= 2 ? 8 : 0), (lane % 4) * 2 + (i & 1)}; }
+
+void CheckMma(bool fp8, uint32_t seed) {
+  const int k_dim = fp8 ? 32 : 16;
+  std::mt19937 rng(seed);
+  std::vector<float> a(static_cast<size_t>(16 * k_dim)), b(static_cast<size_t>(k_dim * 8)), c(128);
+  std::vector<uint8_t> a_codes(a.size()), b_codes(b.size());
+  auto random_value = [&](uint8_t* code) {
+    if (fp8) {
+      uint8_t byte;
+      do {
+        byte = static_cast<uint8_t>(rng());
+      } while ((byte & 0x7f) == 0x7f);  // no NaN
+      *code = byte;
+      return Fp8E4M3ToFloat(byte);
+    }
+    // Multiples of 1/4 in [-8, 8]: bf16-exact, and every product and sum is exact in fp32.
+    return static_cast<float>(static_cast<int>(rng() % 65) - 32) / 4.0f;
+  };
+  for (size_t i = 0; i < a.size(); ++i) a[i] = random_value(&a_codes[i]);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = random_value(&b_codes[i]);
+  for (float& v : c) v = static_cast<float>(static_cast<int>(rng() % 33) - 16) / 2.0f;
+
+  std::vector<uint32_t> a_frag(128, 0), b_frag(64, 0);
+  std::vector<float> c_frag(128);
+  const int per_reg = fp8 ? 4 : 2, bits = 32 / per_reg;
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < 4 * per_reg; ++i) {
+      const Position p = fp8 ? E4m3A(lane, i) : Bf16A(lane, i);
+      const size_t at = static_cast<size_t>(p.row * k_dim + p.col);
+      const uint32_t field = fp8 ? a_codes[at] : FloatToBf16(a[at]);
+      a_frag[static_cast<size_t>(lane * 4 + i / per_reg)] |= field << (bits * (i % per_reg));
+    }
+    for (int i = 0; i < 2 * per_reg; ++i) {
+      const Position p = fp8 ? E4m3B(lane, i) : Bf16B(lane, i);
+      const size_t at = static_cast<size_t>(p.row * 8 + p.col);
+      const uint32_t field = fp8 ? b_codes[at] : FloatToBf16(b[at]);
+      b_frag[static_cast<size_t>(lane * 2 + i / per_reg)] |= field << (bits * (i % per_reg));
+    }
+    for (int i = 0; i < 4; ++i) {
+      const Position p = Accumulator(lane, i);
+      c_frag[static_cast<size_t>(lane * 4 + i)] = c[static_cast<size_t>(p.row * 8 + p.col)];
+    }
+  }
+  DeviceBuffer a_dev = ToDevice(a_frag), b_dev = ToDevice(b_frag), c_dev = ToDevice(c_frag);
+  DeviceBuffer d_dev = DeviceZeros<float>(128);
+  ENVFORGE_LAUNCH(1, 32, 0, nullptr, mma_kernel)
+  (a_dev.as<uint32_t>(), b_dev.as<uint32_t>(), c_dev.as<float>(), fp8, d_dev.as<float>());
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  const std::vector<float> d = FromDevice<float>(d_dev, 128);
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < 4; ++i) {
+      const Position p = Accumulator(lane, i);
+      double expected = c[static_cast<size_t>(p.row * 8 + p.col)], magnitude = std::fabs(expected);
+      for (int k = 0; k < k_dim; ++k) {
+        const double term = static_cast<double>(a[static_cast<size_t>(p.row * k_dim + k)]) * b[static_cast<size_t>(k * 8 + p.col)];
+        expected += term;
+        magnitude += std::fabs(term);
+      }
+      // bf16 case: exact (see random_value). fp8 case: products are exact in fp32, so the only
+      // error is fp32 summation of 33 terms: <= 33 * 2^-24 * sum |terms| < 2e-6 * sum |terms|.
+      const double tolerance = fp8 ? 2e-6 * magnitude : 0.0;
+      CHECK_MESSAGE(std::fabs(d[static_cast<size_t>(lane * 4 + i)] - expected) <= tolerance, "lane ", lane, " d", i,
+                    " = ", d[static_cast<size_t>(lane * 4 + i)], " expected ", expected);
+    }
+  }
+}
+
+int ShuffleSource(int lane, int mode, int arg, int width) {
+  // CUDA programming guide, warp shuffle functions: lanes form segments of `width`; index reads
+  // lane arg mod width of the own segment; up/down do not wrap (the own value instead); xor
+  // may read earlier segments but a later segment gives the own value.
+  const int base = (lane / width) * width;
+  switch (mode) {
+    case 0: return base + ((arg % width) + width) % width;
+    case 1: return lane - base >= arg ? lane - arg : lane;
+    case 2: return lane - base + arg < width ? lane + arg : lane;
+    default: return (lane ^ arg) >= base + width ? lane : (lane ^ arg);
+  }
+}
+
+TEST_SUITE("kernels.cuda.emulation") {
+  TEST_CASE("the emulator is the probed device, an sm_90 with an H100's limits") {
+    ENVFORGE_REQUIRE_GPU();
+    CHECK(testing::Emulated());
+    const Result<DeviceInfo> device = ProbeDevice();
+    REQUIRE(device.ok());
+    CHECK(device->name == "envforge CUDA emulator (host)");
+    CHECK(device->sm_major == 9);
+    CHECK(device->sm_count == 132);
+    CHECK(device->shared_memory_per_block_optin == 227 * 1024);
+    CHECK(device->theoretical_bandwidth_gbs() > 3000);
+  }
+
+  TEST_CASE("ldmatrix x1, x2 and x4, with and without .trans, deliver the PTX ISA fragments") {
+    for (int count : {1, 2, 4}) {
+      for (bool transpose : {false, true}) CheckLdMatrix(count, transpose);
+    }
+  }
+
+  TEST_CASE("mma.m16n8k16 bf16 and mma.m16n8k32 e4m3 compute A . B + C through the documented fragment layouts") {
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      CheckMma(false, seed);
+      CheckMma(true, seed);
+    }
+  }
+
+  TEST_CASE("ldmatrix.x4 and ldmatrix.x2.trans feed mma.m16n8k16 as the attention kernels use them") {
+    std::mt19937 rng(7);
+    std::vector<float> a(256), b(128);
+    for (float& v : a) v = static_cast<float>(static_cast<int>(rng() % 17) - 8) / 2.0f;
+    for (float& v : b) v = static_cast<float>(static_cast<int>(rng() % 17) - 8) / 2.0f;
+    std::vector<uint16_t> a_bits(256), b_bits(128);
+    for (size_t i = 0; i < a.size(); ++i) a_bits[i] = FloatToBf16(a[i]);
+    for (size_t i = 0; i < b.size(); ++i) b_bits[i] = FloatToBf16(b[i]);
+    DeviceBuffer a_dev = ToDevice(a_bits), b_dev = ToDevice(b_bits), d_dev = DeviceZeros<float>(128);
+    ENVFORGE_LAUNCH(1, 32, 0, nullptr, ldmatrix_mma_kernel)(a_dev.as<uint16_t>(), b_dev.as<uint16_t>(), d_dev.as<float>());
+    const std::vector<float> d = FromDevice<float>(d_dev, 128);
+    for (int row = 0; row < 16; ++row) {
+      for (int col = 0; col < 8; ++col) {
+        float expected = 0;  // exact: halves times halves, 16 terms
+        for (int k = 0; k < 16; ++k) expected += a[static_cast<size_t>(row * 16 + k)] * b[static_cast<size_t>(k * 8 + col)];
+        CHECK_MESSAGE(d[static_cast<size_t>(row * 8 + col)] == expected, "D[", row, "][", col, "]");
+      }
+    }
+  }
+
+  TEST_CASE("shuffles (index, up, down, xor; widths 32 and 8; int, float and double) follow the CUDA definitions") {
+    DeviceBuffer out = DeviceZeros<int>(64 * kShuffleOutputs), out_double = DeviceZeros<double>(64);
+    ENVFORGE_LAUNCH(1, 64, 0, nullptr, shuffle_kernel)(out.as<int>(), out_double.as<double>());
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    const std::vector<int> got = FromDevice<int>(out, 64 * kShuffleOutputs);
+    const std::vector<double> got_double = FromDevice<double>(out_double, 64);
+    for (int t = 0; t < 64; ++t) {
+      const int lane = t % 32, warp_base = t - lane;
+      const int expected[kShuffleOutputs] = {
+          100 + warp_base + ShuffleSource(lane, 0, (t * 7) % 32, 32), 100 + warp_base + ShuffleSource(lane, 1, 3, 32),
+          100 + warp_base + ShuffleSource(lane, 2, 5, 32),            100 + warp_base + ShuffleSource(lane, 3, 6, 32),
+          100 + warp_base + ShuffleSource(lane, 0, 3, 8),             100 + warp_base + ShuffleSource(lane, 1, 2, 8),
+          100 + warp_base + ShuffleSource(lane, 2, 2, 8),             100 + warp_base + ShuffleSource(lane, 3, 9, 8),
+          100 + warp_base + 31,                                       100 + warp_base + (lane ^ 16)};
+      for (int i = 0; i < kShuffleOutputs; ++i) {
+        CHECK_MESSAGE(got[static_cast<size_t>(t * kShuffleOutputs + i)] == expected[i], "thread ", t, " output ", i);
+      }
+      CHECK(got_double[static_cast<size_t>(t)] == 1e6 + (lane == 31 ? t : t + 1) + 0.25);
+    }
+  }
+
+  TEST_CASE("ballot, any and all vote over the warp") {
+    DeviceBuffer ballots = DeviceZeros<unsigned>(64), any = DeviceZeros<int>(64), all = DeviceZeros<int>(64);
+    ENVFORGE_LAUNCH(1, 64, 0, nullptr, vote_kernel)(ballots.as<unsigned>(), any.as<int>(), all.as<int>());
+    const std::vector<unsigned> b = FromDevice<unsigned>(ballots, 64);
+    const std::vector<int> an = FromDevice<int>(any, 64), al = FromDevice<int>(all, 64);
+    for (int t = 0; t < 64; ++t) {
+      unsigned expected = 0;
+      for (int lane = 0; lane < 32; ++lane) {
+        if ((t - t % 32 + lane) % 3 == 0) expected |= 1u << lane;
+      }
+      CHECK(b[static_cast<size_t>(t)] == expected);
+      CHECK(an[static_cast<size_t>(t)] == (t >= 32 ? 1 : 0));  // thread 37 is in the second warp
+      CHECK(al[static_cast<size_t>(t)] == (t < 32 ? 1 : 0));   // 60..63 fail in the second warp
+    }
+  }
+
+  TEST_CASE("atomics on global and shared memory see every thread of every block") {
+    AtomicCounters initial{};
+    initial.min = 1 << 30;
+    initial.max = -(1 << 30);
+    DeviceBuffer counters = ToDevice(std::vector<AtomicCounters>{initial});
+    DeviceBuffer histogram = DeviceZeros<unsigned>(8);
+    ENVFORGE_LAUNCH(4, 256, 0, nullptr, atomics_kernel)(counters.as<AtomicCounters>(), histogram.as<unsigned>());
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    const AtomicCounters got = FromDevice<AtomicCounters>(counters, 1)[0];
+    CHECK(got.sum == 1024);
+    CHECK(got.bits == 0xffffffffu);
+    CHECK(got.half_sum == 512.0f);
+    CHECK(got.max == 1023 * 3 - 50);
+    CHECK(got.min == 1000 - 1023);
+    CHECK(got.wide == 1024ull << 33);
+    CHECK(got.cas_increments == 1024);
+    CHECK(got.exchanged >= 0);
+    CHECK(got.exchanged < 1024);
+    for (unsigned count : FromDevice<unsigned>(histogram, 8)) CHECK(count == 128);
+  }
+
+  TEST_CASE("__syncthreads orders a block's threads; 3-D built-in variables are set per thread and block") {
+    const dim3 grid(3, 2), block(8, 4, 2);
+    DeviceBuffer out = DeviceZeros<Builtins>(6 * 64);
+    ENVFORGE_LAUNCH(grid, block, 0, nullptr, barrier_kernel)(out.as<Builtins>());
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    const std::vector<Builtins> got = FromDevice<Builtins>(out, 6 * 64);
+    for (int block_id = 0; block_id < 6; ++block_id) {
+      for (int linear = 0; linear < 64; ++linear) {
+        const Builtins& b = got[static_cast<size_t>(block_id * 64 + linear)];
+        CHECK(b.thread[0] == static_cast<unsigned>(linear % 8));
+        CHECK(b.thread[1] == static_cast<unsigned>((linear / 8) % 4));
+        CHECK(b.thread[2] == static_cast<unsigned>(linear / 32));
+        CHECK(b.block[0] == static_cast<unsigned>(block_id % 3));
+        CHECK(b.block[1] == static_cast<unsigned>(block_id / 3));
+        CHECK(b.block[2] == 0u);
+        CHECK((b.block_dim[0] == 8 && b.block_dim[1] == 4 && b.block_dim[2] == 2));
+        CHECK((b.grid_dim[0] == 3 && b.grid_dim[1] == 2 && b.grid_dim[2] == 1));
+        CHECK(b.neighbour_first == ((linear + 1) % 64) * 3 + block_id * 1000);
+        CHECK(b.neighbour_second == -((linear + 63) % 64));
+      }
+    }
+  }
+
+  TEST_CASE("named barriers (bar.sync id, count) synchronise their own group of threads") {
+    DeviceBuffer out = DeviceZeros<int>(64);
+    ENVFORGE_LAUNCH(1, 128, 0, nullptr, named_barrier_kernel)(out.as<int>());
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    const std::vector<int> got = FromDevice<int>(out, 64);
+    for (int i = 0; i < 64; ++i) CHECK(got[static_cast<size_t>(i)] == 1000 * (i / 32 + 1) + i % 32);
+  }
+
+  TEST_CASE("dynamic shared memory: 48 KiB by default, more after the opt-in, garbage before it is written") {
+    const int n = 16 * 1024;  // 64 KiB of ints
+    DeviceBuffer out = DeviceZeros<int>(static_cast<size_t>(n));
+    DeviceBuffer unwritten = DeviceZeros<uint32_t>(1);
+    const size_t bytes = static_cast<size_t>(n + 1) * sizeof(int);
+    (void)cudaGetLastError();
+    ENVFORGE_LAUNCH(1, 256, bytes, nullptr, dynamic_shared_kernel)(n, out.as<int>(), unwritten.as<uint32_t>());
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);  // over the default 48 KiB: nothing ran
+    CHECK(FromDevice<int>(out, 1)[0] == 0);
+
+    CHECK(cudaFuncSetAttribute(dynamic_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * 1024) ==
+          cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    REQUIRE(cudaFuncSetAttribute(dynamic_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) ==
+            cudaSuccess);
+    ENVFORGE_LAUNCH(1, 256, bytes, nullptr, dynamic_shared_kernel)(n, out.as<int>(), unwritten.as<uint32_t>());
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    const std::vector<int> got = FromDevice<int>(out, static_cast<size_t>(n));
+    for (int i = 0; i < n; i += 97) CHECK(got[static_cast<size_t>(i)] == 2 * (n - 1 - i));
+    CHECK(FromDevice<uint32_t>(unwritten, 1)[0] == 0x7FC07FC0u);
+  }
+
+  TEST_CASE("launches a GPU refuses report cudaErrorInvalidConfiguration and run nothing") {
+    DeviceBuffer out = DeviceZeros<int>(2048);
+    (void)cudaGetLastError();
+    const dim3 bad_blocks[] = {dim3(1025), dim3(32, 32, 2), dim3(1, 1, 65), dim3(0)};
+    for (const dim3& block : bad_blocks) {
+      ENVFORGE_LAUNCH(1, block, 0, nullptr, mark_kernel)(out.as<int>());
+      CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
+    }
+    const dim3 bad_grids[] = {dim3(1, 65536), dim3(1, 1, 65536), dim3(0)};
+    for (const dim3& grid : bad_grids) {
+      ENVFORGE_LAUNCH(grid, 32, 0, nullptr, mark_kernel)(out.as<int>());
+      CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
+    }
+    for (int v : FromDevice<int>(out, 2048)) REQUIRE(v == 0);
+    ENVFORGE_LAUNCH(2, 1024, 0, nullptr, mark_kernel)(out.as<int>());  // the largest legal block
+    CHECK(cudaGetLastError() == cudaSuccess);
+    for (int v : FromDevice<int>(out, 2048)) REQUIRE(v == 1);
+  }
+
+  TEST_CASE("cp.async copies src-size bytes and zero-fills the rest") {
+    std::vector<uint8_t> src(32);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i + 1);
+    DeviceBuffer in = ToDevice(src), out = DeviceZeros<uint8_t>(32);
+    ENVFORGE_LAUNCH(1, 32, 0, nullptr, cp_async_kernel)(in.as<uint8_t>(), out.as<uint8_t>());
+    const std::vector<uint8_t> got = FromDevice<uint8_t>(out, 32);
+    for (int i = 0; i < 32; ++i) CHECK(got[static_cast<size_t>(i)] == (i < 5 || i >= 16 ? i + 1 : 0));
+  }
+
+  TEST_CASE("faults (deadlock, divergent or partial-mask collectives) name the kernel, grid and block") {
+    // The default aborts the process with the message; here the launch is abandoned instead.
+    cuda_emulation::SetAbortOnFault(false);
+    DeviceBuffer out = DeviceZeros<int>(64);
+    (void)cudaGetLastError();
+
+    ENVFORGE_LAUNCH(2, 64, 0, nullptr, early_exit_kernel)(out.as<int>());
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);  // reported once by the next sync
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    std::string message = cuda_emulation::LastFaultMessage();
+    MESSAGE(message);
+    CHECK(message.find("early_exit_kernel") != std::string::npos);
+    CHECK(message.find("grid 2x1x1, block 64x1x1") != std::string::npos);
+    CHECK(message.find("block (0,0,0)") != std::string::npos);
+    CHECK(message.find("deadlock") != std::string::npos);
+    CHECK(message.find("threads 0-31 wait at __syncthreads") != std::string::npos);
+    CHECK(message.find("threads 32-63 have exited") != std::string::npos);
+
+    ENVFORGE_LAUNCH(1, 32, 0, nullptr, divergent_kernel)(out.as<int>());
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    message = cuda_emulation::LastFaultMessage();
+    MESSAGE(message);
+    CHECK(message.find("diverged") != std::string::npos);
+
+    ENVFORGE_LAUNCH(1, 32, 0, nullptr, partial_mask_kernel)(out.as<int>());
+    CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+    message = cuda_emulation::LastFaultMessage();
+    MESSAGE(message);
+    CHECK(message.find("mask 0x0000ffff") != std::string::npos);
+    (void)cudaDeviceSynchronize();
+    (void)cudaGetLastError();
+    cuda_emulation::SetAbortOnFault(true);
+
+    // The emulator recovers: the next launch runs normally.
+    DeviceBuffer marks = DeviceZeros<int>(64);
+    ENVFORGE_LAUNCH(1, 64, 0, nullptr, mark_kernel)(marks.as<int>());
+    CHECK(cudaGetLastError() == cudaSuccess);
+    for (int v : FromDevice<int>(marks, 64)) CHECK(v == 1);
+  }
+
+  TEST_CASE("the runtime stand-ins: garbage-filled allocations, 2-D copies, streams, events, memory info") {
+    void* memory = nullptr;
+    REQUIRE(cudaMalloc(&memory, 64) == cudaSuccess);
+    uint32_t first = 0;
+    REQUIRE(cudaMemcpy(&first, memory, 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(first == 0x7FC07FC0u);
+    float as_float;
+    std::memcpy(&as_float, &first, 4);
+    CHECK(std::isnan(as_float));
+    size_t free_bytes = 0, total_bytes = 0;
+    REQUIRE(cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess);
+    CHECK(total_bytes == size_t{80} << 30);
+    CHECK(free_bytes <= total_bytes - 64);
+
+    cudaStream_t stream = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+    const uint8_t rows[3][5] = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}, {11, 12, 13, 14, 15}};
+    REQUIRE(cudaMemcpy2DAsync(memory, 8, rows, 5, 3, 3, cudaMemcpyHostToDevice, stream) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+    uint8_t back[24];
+    REQUIRE(cudaMemcpy(back, memory, 24, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK((back[0] == 1 && back[2] == 3 && back[8] == 6 && back[10] == 8 && back[16] == 11 && back[18] == 13));
+    CHECK(back[3] == 0x7F);  // untouched: byte 3 of the garbage word 0x7FC07FC0
+    CHECK(cudaMemcpy2DAsync(memory, 2, rows, 5, 3, 3, cudaMemcpyHostToDevice, stream) == cudaErrorInvalidValue);
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+    CHECK(cudaGetLastError() == cudaSuccess);  // cleared by the read
+
+    cudaEvent_t start = nullptr, stop = nullptr;
+    REQUIRE(cudaEventCreate(&start) == cudaSuccess);
+    REQUIRE(cudaEventCreate(&stop) == cudaSuccess);
+    REQUIRE(cudaEventRecord(start, stream) == cudaSuccess);
+    REQUIRE(cudaEventRecord(stop, stream) == cudaSuccess);
+    REQUIRE(cudaEventSynchronize(stop) == cudaSuccess);
+    float ms = -1;
+    REQUIRE(cudaEventElapsedTime(&ms, start, stop) == cudaSuccess);
+    CHECK(ms >= 0.0f);
+    CHECK(cudaEventDestroy(start) == cudaSuccess);
+    CHECK(cudaEventDestroy(stop) == cudaSuccess);
+    CHECK(cudaStreamDestroy(stream) == cudaSuccess);
+    CHECK(cudaFree(memory) == cudaSuccess);
+    CHECK(std::string(cudaGetErrorName(cudaErrorInvalidConfiguration)) == "cudaErrorInvalidConfiguration");
+  }
+
+  TEST_CASE("cuBLAS stand-ins follow the column-major GemmEx / strided-batched / geam definitions") {
+    cublasHandle_t handle = nullptr;
+    REQUIRE(cublasCreate(&handle) == CUBLAS_STATUS_SUCCESS);
+    // C (m x n, ld 5) = alpha * A^T . B + beta * C with A k x m (ld 4) and B k x n (ld 3), fp32.
+    const int m = 3, n = 2, k = 3;
+    std::vector<float> a(4 * m), b(3 * n), c(5 * n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i) - 4.0f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 4) + 0.5f;
+    for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<float>(i);
+    std::vector<float> expected = c;
+    const float alpha = 2.0f, beta = -1.0f;
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < m; ++i) {
+        float sum = 0;
+        for (int p = 0; p < k; ++p) sum += a[static_cast<size_t>(p + i * 4)] * b[static_cast<size_t>(p + j * 3)];
+        expected[static_cast<size_t>(i + j * 5)] = alpha * sum + beta * c[static_cast<size_t>(i + j * 5)];
+      }
+    }
+    REQUIRE(cublasGemmEx_64(handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.data(), CUDA_R_32F, 4, b.data(), CUDA_R_32F, 3,
+                            &beta, c.data(), CUDA_R_32F, 5, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+    CHECK(c == expected);
+
+    // Strided batches with a shared (stride 0) A, op N: C_b = A . B_b, beta 0 ignores NaN in C.
+    std::vector<float> a2 = {1, 2, 3, 4};                      // 2 x 2 column-major: [[1, 3], [2, 4]]
+    std::vector<float> b2 = {1, 0, 0, 1, 2, 0, 0, 2};          // two 2 x 2: I and 2I
+    std::vector<float> c2(8, std::numeric_limits<float>::quiet_NaN());
+    const float one = 1.0f, zero = 0.0f;
+    REQUIRE(cublasGemmStridedBatchedEx_64(handle, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a2.data(), CUDA_R_32F, 2, 0, b2.data(),
+                                          CUDA_R_32F, 2, 4, &zero, c2.data(), CUDA_R_32F, 2, 4, 2, CUBLAS_COMPUTE_32F,
+                                          CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+    CHECK(c2 == std::vector<float>{1, 2, 3, 4, 2, 4, 6, 8});
+
+    // geam: C (3 x 2) = A^T with A 2 x 3 (ld 2); beta 0 does not read B.
+    std::vector<float> a3 = {1, 2, 3, 4, 5, 6}, c3(6, -1);
+    REQUIRE(cublasSgeam_64(handle, CUBLAS_OP_T, CUBLAS_OP_T, 3, 2, &one, a3.data(), 2, &zero, nullptr, 2, c3.data(), 3) ==
+            CUBLAS_STATUS_SUCCESS);
+    CHECK(c3 == std::vector<float>{1, 3, 5, 2, 4, 6});
+    CHECK(cublasDestroy(handle) == CUBLAS_STATUS_SUCCESS);
+  }
+
+  TEST_CASE("speed: launch and fiber-switch costs (printed, not asserted)") {
+    DeviceBuffer out = DeviceZeros<int>(1);
+    const auto t0 = std::chrono::steady_clock::now();
+    const int launches = 2000;
+    for (int i = 0; i < launches; ++i) ENVFORGE_LAUNCH(1, 32, 0, nullptr, empty_kernel)();
+    const auto t1 = std::chrono::steady_clock::now();
+    const cuda_emulation::EmulatorStats before = cuda_emulation::Stats();
+    const int rounds = 200;
+    ENVFORGE_LAUNCH(1, 1024, 0, nullptr, many_barriers_kernel)(rounds, out.as<int>());
+    const auto t2 = std::chrono::steady_clock::now();
+    const cuda_emulation::EmulatorStats after = cuda_emulation::Stats();
+    CHECK(FromDevice<int>(out, 1)[0] == 0);
+    const double launch_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / launches;
+    const uint64_t switches = after.fiber_switches - before.fiber_switches;
+    const double switch_ns = std::chrono::duration<double, std::nano>(t2 - t1).count() / static_cast<double>(switches);
+    MESSAGE("empty 32-thread launch: " << launch_us << " us; barrier-bound kernel: " << switches << " switches, " << switch_ns
+                                       << " ns per switch (including the barrier bookkeeping)");
+  }
+}
+
+}  // namespace
+}  // namespace envforge::kernels::cuda
