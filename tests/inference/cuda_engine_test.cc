@@ -15,7 +15,7 @@
 // near-equal sigmoid scores) moves a position by up to the whole scale. So GPU-vs-CPU cases bound
 // the median position only, loosely (a defect such as a wrong pairing or scale moves every position
 // by tens of percent), and correctness to rounding precision is asserted against the numpy
-// reference forward with the GPU's roundings (kGpuNumericsReference): median position < 5e-3,
+// reference forward with the GPU's roundings (reference_model.py --gpu-numerics): median position < 5e-3,
 // every position < 2e-2 (a few FP8 / near-tie flips remain between float64 and fp32 sums).
 // GPU-vs-GPU cases (decode vs prefill, batches, forks) use the decode bound 5e-2.
 #include <doctest/doctest.h>
@@ -128,54 +128,19 @@ double Recall(const SelectionRecord& gpu, const SelectionRecord& cpu) {
   return total == 0 ? 1.0 : static_cast<double>(hit) / static_cast<double>(total);
 }
 
-// The numpy reference forward (tests/inference/reference_model.py) with the GPU engine's roundings
-// (cuda_forward.h): every GEMM on bf16 inputs and bf16 weights (FP8 weights dequantized, then
-// rounded: the bf16 weight path), the absorbed query, q_rope, the dequantized latent rows and the
-// attention probabilities (online softmax: exp(z - max) to bf16 for the P.V product, normalised in
-// fp32) and the attention output in bf16; router and indexer head weights stay fp32, as on the GPU.
-// It computes in float64 otherwise, so the GPU should agree with it to fp32 summation-order noise,
-// except where a value sits on an FP8 or top-k / routing boundary.
-constexpr const char* kGpuNumericsReference = R"PY(
-import inspect, sys, textwrap
-import numpy as np
-source_dir, model_dir, tokens, out = sys.argv[1:5]
-sys.path.insert(0, source_dir + "/tests/inference")
-import reference_model as R
-bf = R.round_to_bf16
-
-class GpuNumerics(R.Model):
-    def linear(self, x, name):
-        return bf(x) @ bf(self.w(name)).T
-
-    def attend(self, a, allowed, prefix, mode="mha"):
-        wkv_b = bf(self.w(prefix + "kv_b_proj.weight")).reshape(self.heads, self.nope + self.v_dim, self.kv_rank)
-        w_uk, w_uv = wkv_b[:, :self.nope], wkv_b[:, self.nope:]
-        latent = bf(a["latent"])
-        q_absorbed = bf(np.einsum("thd,hdr->thr", bf(a["q_nope"]), w_uk))
-        z = np.einsum("thr,sr->hts", q_absorbed, latent) + np.einsum("thd,sd->hts", bf(a["q_pe"]), a["k_pe"])
-        z = np.where(allowed[None], z * self.softmax_scale, -np.inf)
-        e = np.exp(z - z.max(axis=-1, keepdims=True))
-        o = np.einsum("hts,sr->thr", bf(e), latent) / e.sum(axis=-1).transpose(1, 0)[:, :, None]
-        return np.einsum("thr,hdr->thd", bf(o), w_uv)
-
-head = 'return h @ self.w("lm_head.weight").T'
-forward = textwrap.dedent(inspect.getsource(R.Model.forward))
-assert head in forward, "reference_model.py's head line changed; update this script"
-scope = {}
-exec(forward.replace(head, 'return bf(h) @ bf(self.w("lm_head.weight")).T'), {**vars(R), "bf": bf}, scope)
-GpuNumerics.forward = scope["forward"]
-logits = GpuNumerics(model_dir).forward([int(t) for t in tokens.split(",")])
-logits.astype(np.float32).tofile(out)
-)PY";
-
+// The numpy reference forward with the GPU engine's roundings (reference_model.py --gpu-numerics,
+// GpuNumericsModel): the GPU should agree with it to fp32 summation-order noise, except where a
+// value sits on an FP8 or top-k / routing boundary.
 std::vector<float> GpuNumericsReference(const std::string& model_dir, const std::vector<int32_t>& tokens) {
   model_testing::TempDir dir;
   const std::string out = dir / "logits.f32";
   CommandOptions options;
   options.timeout = std::chrono::seconds(180);
-  Result<CommandOutput> run = RunCommand({"/usr/bin/python3", "-c", kGpuNumericsReference, model_testing::SourceDir(),
-                                          model_dir, model_testing::JoinIds(tokens), out},
-                                         options);
+  Result<CommandOutput> run =
+      RunCommand({"/usr/bin/python3", model_testing::SourceDir() + "/tests/inference/reference_model.py", "--model",
+                  model_dir, "--tokens", model_testing::JoinIds(tokens), "--gpu-numerics", "--logits-f32", out,
+                  "--out", dir / "reference.json"},
+                 options);
   REQUIRE(run.ok());
   INFO("stderr: " << run->stderr_text);
   REQUIRE(run->exit_code == 0);

@@ -21,3 +21,13 @@ envforge_add_test(inference_cuda_engine_test
   LIBS envforge_inference
   LABELS unit python
   TIMEOUT 300)
+# The same cases with the GPU engine and its kernels running in the host emulator (see
+# tests/kernels/CMakeLists.txt): CudaForward against the CPU forward on the tiny models, in CI.
+if(ENVFORGE_HAVE_CUDA)
+  envforge_add_test(inference_cuda_engine_emulated_test
+    SOURCES cuda_engine_test.cc
+    LIBS envforge_inference
+    LABELS unit python
+    TIMEOUT 600)
+  set_target_properties(inference_cuda_engine_emulated_test PROPERTIES ENVFORGE_CUDA_EMULATION ON)
+endif()

@@ -381,6 +381,9 @@ class Model:
             else:
                 h = h + self.mlp(x, p + "mlp.")
         h = rms_norm(h, self.w("model.norm.weight"), self.eps)
+        return self.head(h)
+
+    def head(self, h):
         return h @ self.w("lm_head.weight").T
 
     def greedy(self, tokens, n):
@@ -390,6 +393,34 @@ class Model:
             out.append(next_id)
             tokens.append(next_id)
         return out
+
+
+class GpuNumericsModel(Model):
+    """The same forward with the GPU engine's roundings (inference/cuda_forward.h): every GEMM on
+    bf16 inputs and bf16 weights (FP8 weights dequantized, then rounded: the engine's bf16 weight
+    path), the absorbed query, q_rope, the dequantized latent rows, the attention probabilities
+    (exp(z - max) to bf16 for the P.V product, normalised in fp32) and the attention output in
+    bf16; the router and the indexer head weights stay fp32, as on the GPU. Everything else is
+    float64, so the GPU agrees with it to fp32 summation-order noise except where a value sits on
+    an FP8, top-k or routing boundary."""
+
+    def linear(self, x, name):
+        return round_to_bf16(x) @ round_to_bf16(self.w(name)).T
+
+    def attend(self, a, allowed, prefix, mode="mha"):
+        bf = round_to_bf16
+        wkv_b = bf(self.w(prefix + "kv_b_proj.weight")).reshape(self.heads, self.nope + self.v_dim, self.kv_rank)
+        w_uk, w_uv = wkv_b[:, :self.nope], wkv_b[:, self.nope:]
+        latent = bf(a["latent"])
+        q_absorbed = bf(np.einsum("thd,hdr->thr", bf(a["q_nope"]), w_uk))
+        z = np.einsum("thr,sr->hts", q_absorbed, latent) + np.einsum("thd,sd->hts", bf(a["q_pe"]), a["k_pe"])
+        z = np.where(allowed[None], z * self.softmax_scale, -np.inf)
+        e = np.exp(z - z.max(axis=-1, keepdims=True))
+        o = np.einsum("hts,sr->thr", bf(e), latent) / e.sum(axis=-1).transpose(1, 0)[:, :, None]
+        return np.einsum("thr,hdr->thd", bf(o), w_uv)
+
+    def head(self, h):
+        return round_to_bf16(h) @ round_to_bf16(self.w("lm_head.weight")).T
 
 
 # ---------------------------------------------------------------------------------------------
@@ -522,6 +553,9 @@ def main():
     parser.add_argument("--dense", action="store_true", help="ignore the indexer (dense causal attention)")
     parser.add_argument("--force-ue8m0", action="store_true",
                         help="power-of-two scales for every FP8 quantization, whatever scale_fmt says")
+    parser.add_argument("--gpu-numerics", action="store_true",
+                        help="round as the GPU engine does (GpuNumericsModel) instead of the CPU engine's fp32")
+    parser.add_argument("--logits-f32", help="also write the logits as raw little-endian float32 to this file")
     parser.add_argument("--out")
     parser.add_argument("--self-test", action="store_true")
     args = parser.parse_args()
@@ -531,9 +565,12 @@ def main():
     if not args.model or not args.tokens:
         parser.error("--model and --tokens are required (or --self-test)")
     tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
-    model = Model(args.model, True if args.indexer_rope_interleave else None, args.force_ue8m0)
+    model_class = GpuNumericsModel if args.gpu_numerics else Model
+    model = model_class(args.model, True if args.indexer_rope_interleave else None, args.force_ue8m0)
     record = {"topk": {}, "index_scores": {}}
     logits = model.forward(tokens, dense=args.dense, record=record)
+    if args.logits_f32:
+        logits.astype("<f4").tofile(args.logits_f32)
     result = {"logits": logits.tolist(), "topk": record["topk"], "index_scores": record["index_scores"],
               "greedy": model.greedy(tokens, args.greedy) if args.greedy else []}
     text = json.dumps(result)

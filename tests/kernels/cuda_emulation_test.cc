@@ -5,8 +5,10 @@
 // layouts, ldmatrix feeding mma as the kernels use them), shuffles, votes, atomics, block and named
 // barriers, dynamic shared memory, the launch limits a GPU enforces, fault detection (deadlock,
 // divergent and partial-mask collectives, reported instead of aborting through SetAbortOnFault),
-// the runtime and cuBLAS stand-ins, and a speed figure for launches and fiber switches (printed,
-// not asserted).
+// the checks that stand in for GPU faults (misaligned loads, ldmatrix and cp.async operands,
+// out-of-bounds writes into allocation slack and guard bands), the block orders
+// (ENVFORGE_EMULATOR_BLOCK_ORDER) that expose cross-block races, the runtime and cuBLAS
+// stand-ins, and a speed figure for launches and fiber switches (printed, not asserted).
 #if !ENVFORGE_CUDA_EMULATION
 #error "cuda_emulation_test.cc belongs to the emulated suite (ENVFORGE_CUDA_EMULATION=1)"
 #endif
@@ -16,8 +18,11 @@
 #include <cublas_v2.h>
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cinttypes>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -239,6 +244,82 @@ __global__ void many_barriers_kernel(int rounds, int* out) {
 
 __global__ void empty_kernel() {}
 
+// ---- kernels with the bugs the fault checks catch
+
+__global__ void misaligned_ldg_kernel(const unsigned char* bytes, int offset, float* out) {
+  out[threadIdx.x] = __ldg(reinterpret_cast<const float*>(bytes + offset) + threadIdx.x);
+}
+
+// A float4 read 8 bytes into a float array: aligned for a float, not for the 16-byte load.
+__global__ void misaligned_vector_ldcg_kernel(const float* values, float4* out) {
+  *out = __ldcg(reinterpret_cast<const float4*>(values + 2));
+}
+
+enum LdMatrixSource : int { kStaticShared, kDynamicShared, kMisalignedRow, kGlobalRows, kLocalRows, kPastDynamicShared };
+
+// One warp, ldmatrix.x1 (lanes 0-7 give row addresses) from the chosen source; the launch gives
+// 128 bytes of dynamic shared memory except for kPastDynamicShared (64: rows 4-7 are past it).
+__global__ void ldmatrix_source_kernel(const uint16_t* global, int source, uint32_t* out) {
+  __shared__ __align__(16) uint16_t tile[8 * 8 + 8];
+  ENVFORGE_DYNAMIC_SHARED(uint16_t, dynamic_tile);
+  __align__(16) uint16_t local[8 * 8];
+  const int lane = static_cast<int>(threadIdx.x), row = lane % 8;
+  for (int i = lane; i < 8 * 8 + 8; i += 32) tile[i] = static_cast<uint16_t>(i);
+  for (int i = 0; i < 8 * 8; ++i) local[i] = static_cast<uint16_t>(i);
+  if (source == kDynamicShared) {
+    for (int i = lane; i < 8 * 8; i += 32) dynamic_tile[i] = static_cast<uint16_t>(i);
+  }
+  __syncwarp();
+  const uint16_t* address = nullptr;
+  switch (source) {
+    case kStaticShared: address = &tile[row * 8]; break;
+    case kDynamicShared: address = &dynamic_tile[row * 8]; break;
+    case kMisalignedRow: address = &tile[row * 8 + 1]; break;
+    case kGlobalRows: address = global + row * 8; break;
+    case kLocalRows: address = &local[row * 8]; break;
+    default: address = &dynamic_tile[row * 8]; break;
+  }
+  uint32_t regs[4] = {0, 0, 0, 0};
+  cuda_emulation::LdMatrix(regs, 1, address, false);
+  out[lane] = regs[0];
+}
+
+enum CpAsyncMistake : int { kNoMistake, kMisalignedDestination, kMisalignedSource, kGlobalDestination };
+
+__global__ void cp_async_mistake_kernel(const uint8_t* src, int mistake, uint8_t* global_dst) {
+  __shared__ __align__(16) uint8_t staging[32];
+  if (threadIdx.x != 0) return;
+  switch (mistake) {
+    case kNoMistake: cuda_emulation::CpAsync(staging + 16, src + 16, 16, 16); break;
+    case kMisalignedDestination: cuda_emulation::CpAsync(staging + 8, src, 16, 16); break;
+    case kMisalignedSource: cuda_emulation::CpAsync(staging, src + 4, 16, 16); break;
+    default: cuda_emulation::CpAsync(global_dst, src, 16, 16); break;
+  }
+  cuda_emulation::CpAsyncWait(0);
+  global_dst[0] = staging[16];
+}
+
+// data[index] = value by one thread of block 0: an out-of-bounds write when index is outside the
+// buffer.
+__global__ void write_at_kernel(float* data, int index, float value) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) data[index] = value;
+}
+
+// Block b writes block b - 1's value plus one, with no grid-wide synchronisation: a cross-block
+// race that running the blocks in index order repairs.
+__global__ void chain_kernel(int* values) {
+  if (threadIdx.x != 0) return;
+  const int b = static_cast<int>(blockIdx.x);
+  values[b] = b == 0 ? 1 : values[b - 1] + 1;
+}
+
+// position[linear block index] = the block's place in the execution order.
+__global__ void block_order_kernel(int* counter, int* position) {
+  if (threadIdx.x + threadIdx.y + threadIdx.z != 0) return;
+  const unsigned linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  position[linear] = atomicAdd(counter, 1);
+}
+
 // ---- independent definitions (PTX ISA 9.7.14.5 / 9.7.14.5.15, CUDA guide warp shuffle)
 
 uint16_t MatrixElement(int m, int r, int c) { return static_cast<uint16_t>(m * 64 + r * 8 + c); }
@@ -364,6 +445,58 @@ int ShuffleSource(int lane, int mode, int arg, int width) {
     case 2: return lane - base + arg < width ? lane + arg : lane;
     default: return (lane ^ arg) >= base + width ? lane : (lane ^ arg);
   }
+}
+
+// Sets the emulator's block order for a scope (the tests that depend on it) and puts back the one
+// the run started with (ENVFORGE_EMULATOR_BLOCK_ORDER's).
+class ScopedBlockOrder {
+ public:
+  explicit ScopedBlockOrder(cuda_emulation::BlockOrder order, uint64_t seed = cuda_emulation::kDefaultShuffleSeed)
+      : previous_(cuda_emulation::CurrentBlockOrder()), previous_seed_(cuda_emulation::CurrentShuffleSeed()) {
+    cuda_emulation::SetBlockOrder(order, seed);
+  }
+  ~ScopedBlockOrder() { cuda_emulation::SetBlockOrder(previous_, previous_seed_); }
+  ScopedBlockOrder(const ScopedBlockOrder&) = delete;
+  ScopedBlockOrder& operator=(const ScopedBlockOrder&) = delete;
+
+ private:
+  cuda_emulation::BlockOrder previous_;
+  uint64_t previous_seed_;
+};
+
+// Faults in non-aborting mode for a scope; the pending fault of the last one is consumed.
+class ScopedNonAbortingFaults {
+ public:
+  ScopedNonAbortingFaults() {
+    cuda_emulation::SetAbortOnFault(false);
+    (void)cudaGetLastError();
+  }
+  ~ScopedNonAbortingFaults() {
+    (void)cudaDeviceSynchronize();
+    (void)cudaGetLastError();
+    cuda_emulation::SetAbortOnFault(true);
+  }
+  ScopedNonAbortingFaults(const ScopedNonAbortingFaults&) = delete;
+  ScopedNonAbortingFaults& operator=(const ScopedNonAbortingFaults&) = delete;
+};
+
+// The launch just made faulted: cudaGetLastError says so once, the next synchronising call reports
+// it once, and the message (returned) names the kernel.
+std::string ExpectLaunchFault(const char* kernel) {
+  CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+  CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  (void)cudaGetLastError();
+  const std::string message = cuda_emulation::LastFaultMessage();
+  MESSAGE(message);
+  CHECK(message.find(kernel) != std::string::npos);
+  return message;
+}
+
+std::string HexAddress(const void* address) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(address));
+  return text;
 }
 
 TEST_SUITE("kernels.cuda.emulation") {
@@ -553,6 +686,8 @@ TEST_SUITE("kernels.cuda.emulation") {
 
   TEST_CASE("faults (deadlock, divergent or partial-mask collectives) name the kernel, grid and block") {
     // The default aborts the process with the message; here the launch is abandoned instead.
+    // Forward order: the deadlock below is then reported in block (0,0,0).
+    const ScopedBlockOrder forward(cuda_emulation::BlockOrder::kForward);
     cuda_emulation::SetAbortOnFault(false);
     DeviceBuffer out = DeviceZeros<int>(64);
     (void)cudaGetLastError();
@@ -590,6 +725,203 @@ TEST_SUITE("kernels.cuda.emulation") {
     ENVFORGE_LAUNCH(1, 64, 0, nullptr, mark_kernel)(marks.as<int>());
     CHECK(cudaGetLastError() == cudaSuccess);
     for (int v : FromDevice<int>(marks, 64)) CHECK(v == 1);
+  }
+
+  TEST_CASE("misaligned __ldg / __ldcg fault naming the kernel, thread and address, as a GPU's misaligned-address error") {
+    const ScopedNonAbortingFaults non_aborting;
+    std::vector<unsigned char> bytes(64);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i);
+    DeviceBuffer in = ToDevice(bytes), out = DeviceZeros<float>(32);
+
+    ENVFORGE_LAUNCH(1, 8, 0, nullptr, misaligned_ldg_kernel)(in.as<unsigned char>(), 4, out.as<float>());
+    REQUIRE(cudaGetLastError() == cudaSuccess);  // 4-byte aligned: fine
+
+    ENVFORGE_LAUNCH(1, 8, 0, nullptr, misaligned_ldg_kernel)(in.as<unsigned char>(), 2, out.as<float>());
+    std::string message = ExpectLaunchFault("misaligned_ldg_kernel");
+    CHECK(message.find("thread (0,0,0)") != std::string::npos);
+    CHECK(message.find("misaligned address: __ldg of a 4-byte value at " + HexAddress(in.as<unsigned char>() + 2)) !=
+          std::string::npos);
+
+    DeviceBuffer vector_out = DeviceZeros<float4>(1);
+    ENVFORGE_LAUNCH(1, 1, 0, nullptr, misaligned_vector_ldcg_kernel)(in.as<float>(), vector_out.as<float4>());
+    message = ExpectLaunchFault("misaligned_vector_ldcg_kernel");
+    CHECK(message.find("__ldcg of a 16-byte value at " + HexAddress(in.as<float>() + 2) + ", which is not 16-byte aligned") !=
+          std::string::npos);
+  }
+
+  TEST_CASE("ldmatrix rows must be 16-byte aligned and in shared memory; cp.async operands aligned, its destination shared") {
+    const ScopedNonAbortingFaults non_aborting;
+    std::vector<uint16_t> rows(64);
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<uint16_t>(i);
+    DeviceBuffer global = ToDevice(rows), out = DeviceZeros<uint32_t>(32);
+    auto launch = [&](int source) {
+      const size_t shared_bytes = source == kPastDynamicShared ? 64 : 128;
+      ENVFORGE_LAUNCH(1, 32, shared_bytes, nullptr, ldmatrix_source_kernel)(global.as<uint16_t>(), source, out.as<uint32_t>());
+    };
+    for (int source : {kStaticShared, kDynamicShared}) {
+      launch(source);
+      REQUIRE(cudaGetLastError() == cudaSuccess);
+      // x1 without .trans: lane l holds row l / 4, columns 2 (l % 4) and + 1 of the 8 x 8 matrix.
+      const std::vector<uint32_t> got = FromDevice<uint32_t>(out, 32);
+      for (int lane = 0; lane < 32; ++lane) {
+        const uint32_t first = static_cast<uint32_t>((lane / 4) * 8 + 2 * (lane % 4));
+        CHECK(got[static_cast<size_t>(lane)] == (first | (first + 1) << 16));
+      }
+    }
+    launch(kMisalignedRow);
+    std::string message = ExpectLaunchFault("ldmatrix_source_kernel");
+    CHECK(message.find("misaligned address: ldmatrix row address") != std::string::npos);
+    CHECK(message.find("is not 16-byte aligned") != std::string::npos);
+
+    launch(kGlobalRows);
+    message = ExpectLaunchFault("ldmatrix_source_kernel");
+    CHECK(message.find("ldmatrix row address " + HexAddress(global.as<uint16_t>()) + " (16 bytes) is outside shared memory") !=
+          std::string::npos);
+
+    launch(kLocalRows);
+    message = ExpectLaunchFault("ldmatrix_source_kernel");
+    CHECK(message.find("is outside shared memory") != std::string::npos);
+
+    launch(kPastDynamicShared);  // rows 4-7 lie past the launch's 64 bytes
+    message = ExpectLaunchFault("ldmatrix_source_kernel");
+    CHECK(message.find("thread (4,0,0)") != std::string::npos);
+    CHECK(message.find("is outside shared memory (shared memory is the launch's 64 bytes of dynamic shared memory") !=
+          std::string::npos);
+
+    std::vector<uint8_t> source_bytes(48);
+    for (size_t i = 0; i < source_bytes.size(); ++i) source_bytes[i] = static_cast<uint8_t>(i + 1);
+    DeviceBuffer src = ToDevice(source_bytes), dst = DeviceZeros<uint8_t>(16);
+    ENVFORGE_LAUNCH(1, 32, 0, nullptr, cp_async_mistake_kernel)(src.as<uint8_t>(), kNoMistake, dst.as<uint8_t>());
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    CHECK(FromDevice<uint8_t>(dst, 1)[0] == 17);
+    ENVFORGE_LAUNCH(1, 32, 0, nullptr, cp_async_mistake_kernel)(src.as<uint8_t>(), kMisalignedDestination, dst.as<uint8_t>());
+    message = ExpectLaunchFault("cp_async_mistake_kernel");
+    CHECK(message.find("thread (0,0,0): misaligned address: cp.async of 16 bytes from " + HexAddress(src.as<uint8_t>())) !=
+          std::string::npos);
+    ENVFORGE_LAUNCH(1, 32, 0, nullptr, cp_async_mistake_kernel)(src.as<uint8_t>(), kMisalignedSource, dst.as<uint8_t>());
+    message = ExpectLaunchFault("cp_async_mistake_kernel");
+    CHECK(message.find("misaligned address: cp.async of 16 bytes from " + HexAddress(src.as<uint8_t>() + 4)) != std::string::npos);
+    ENVFORGE_LAUNCH(1, 32, 0, nullptr, cp_async_mistake_kernel)(src.as<uint8_t>(), kGlobalDestination, dst.as<uint8_t>());
+    message = ExpectLaunchFault("cp_async_mistake_kernel");
+    CHECK(message.find("to " + HexAddress(dst.as<uint8_t>()) + ": the destination is outside shared memory") != std::string::npos);
+  }
+
+  TEST_CASE("writes past an allocation (slack, guard band) or before it fault the launch with the size and first bad offset") {
+    const ScopedNonAbortingFaults non_aborting;
+    // 100 floats: 400 bytes, rounded to 512 (112 bytes of slack), then a 256-byte guard band.
+    DeviceBuffer data = DeviceZeros<float>(100);
+    ENVFORGE_LAUNCH(2, 32, 0, nullptr, write_at_kernel)(data.as<float>(), 99, 1.0f);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+
+    const std::string size = "allocation at " + HexAddress(data.data()) + " of 400 bytes";
+    const struct {
+      int index;
+      std::string first;
+    } overruns[] = {{100, "the first at offset 400 (past its end"},   // one past the end
+                    {127, "the first at offset 508 (past its end"},   // the last float of the slack
+                    {191, "the first at offset 764 (past its end"},   // the last float of the guard band
+                    {-1, "the first at offset -4 (before its start)"}};
+    for (const auto& overrun : overruns) {
+      ENVFORGE_LAUNCH(2, 32, 0, nullptr, write_at_kernel)(data.as<float>(), overrun.index, 1.0f);
+      const std::string message = ExpectLaunchFault("write_at_kernel");
+      CHECK(message.find("after the launch: out-of-bounds write: the device " + size) != std::string::npos);
+      CHECK(message.find(overrun.first) != std::string::npos);
+      CHECK(message.find("4 byte(s) overwritten") != std::string::npos);
+    }
+    // Each overrun is reported once (the guards are refilled): the next correct launch is clean.
+    ENVFORGE_LAUNCH(2, 32, 0, nullptr, write_at_kernel)(data.as<float>(), 0, 2.0f);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    CHECK(FromDevice<float>(data, 100)[0] == 2.0f);
+  }
+
+  TEST_CASE("cudaFree reports host writes past an allocation; copies and memsets past it are refused") {
+    const ScopedNonAbortingFaults non_aborting;
+    void* memory = nullptr;
+    REQUIRE(cudaMalloc(&memory, 100) == cudaSuccess);
+    std::vector<unsigned char> host(101, 1);
+    CHECK(cudaMemcpy(memory, host.data(), 101, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+    CHECK(cudaMemcpy(host.data(), static_cast<unsigned char*>(memory) + 1, 100, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+    CHECK(cudaMemset(static_cast<unsigned char*>(memory) + 50, 0, 51) == cudaErrorInvalidValue);
+    CHECK(cudaMemcpy2DAsync(memory, 40, host.data(), 30, 30, 3, cudaMemcpyHostToDevice, nullptr) == cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    CHECK(cudaMemcpy(memory, host.data(), 100, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cudaMemset(static_cast<unsigned char*>(memory) + 50, 0, 50) == cudaSuccess);
+    CHECK(cudaMemcpy2DAsync(memory, 35, host.data(), 30, 30, 3, cudaMemcpyHostToDevice, nullptr) == cudaSuccess);
+
+    static_cast<unsigned char*>(memory)[103] = 0;  // host code writing into the slack
+    CHECK(cudaFree(memory) == cudaErrorLaunchFailure);
+    CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    const std::string message = cuda_emulation::LastFaultMessage();
+    MESSAGE(message);
+    CHECK(message.find("cudaFree: out-of-bounds write: the device allocation at " + HexAddress(memory) +
+                       " of 100 bytes has 1 byte(s) overwritten outside it, the first at offset 103") != std::string::npos);
+  }
+
+  TEST_CASE("block order: forward hides a cross-block race that reverse and shuffle expose") {
+    const int blocks = 16;
+    DeviceBuffer values = DeviceZeros<int>(blocks);
+    {
+      const ScopedBlockOrder order(cuda_emulation::BlockOrder::kForward);
+      ENVFORGE_LAUNCH(blocks, 32, 0, nullptr, chain_kernel)(values.as<int>());
+      REQUIRE(cudaGetLastError() == cudaSuccess);
+      CHECK(FromDevice<int>(values, blocks)[blocks - 1] == blocks);  // the race goes unnoticed
+    }
+    for (const cuda_emulation::BlockOrder exposing : {cuda_emulation::BlockOrder::kReverse, cuda_emulation::BlockOrder::kShuffle}) {
+      const ScopedBlockOrder order(exposing);
+      REQUIRE(cudaMemset(values.data(), 0, blocks * sizeof(int)) == cudaSuccess);
+      ENVFORGE_LAUNCH(blocks, 32, 0, nullptr, chain_kernel)(values.as<int>());
+      REQUIRE(cudaGetLastError() == cudaSuccess);
+      CHECK_MESSAGE(FromDevice<int>(values, blocks)[blocks - 1] != blocks, cuda_emulation::BlockOrderName(exposing));
+    }
+  }
+
+  TEST_CASE("block orders run every block of a 3-D grid once: forward, its exact reverse, seeded deterministic shuffles") {
+    const dim3 grid(5, 3, 2);
+    const int blocks = 30;
+    DeviceBuffer counter = DeviceZeros<int>(1), position = DeviceZeros<int>(blocks);
+    auto run = [&]() {
+      REQUIRE(cudaMemset(counter.data(), 0, sizeof(int)) == cudaSuccess);
+      ENVFORGE_LAUNCH(grid, dim3(4, 2), 0, nullptr, block_order_kernel)(counter.as<int>(), position.as<int>());
+      REQUIRE(cudaGetLastError() == cudaSuccess);
+      CHECK(FromDevice<int>(counter, 1)[0] == blocks);
+      return FromDevice<int>(position, blocks);
+    };
+    std::vector<int> identity(blocks), reversed(blocks);
+    for (int i = 0; i < blocks; ++i) identity[static_cast<size_t>(i)] = i, reversed[static_cast<size_t>(i)] = blocks - 1 - i;
+    {
+      const ScopedBlockOrder order(cuda_emulation::BlockOrder::kForward);
+      CHECK(run() == identity);
+    }
+    {
+      const ScopedBlockOrder order(cuda_emulation::BlockOrder::kReverse);
+      CHECK(run() == reversed);
+    }
+    std::vector<int> first, second;
+    {
+      const ScopedBlockOrder order(cuda_emulation::BlockOrder::kShuffle, 5);
+      first = run();
+      second = run();  // the next launch: another permutation
+    }
+    for (const std::vector<int>* order : {&first, &second}) {
+      std::vector<int> sorted = *order;
+      std::sort(sorted.begin(), sorted.end());
+      CHECK(sorted == identity);  // a permutation: every block ran exactly once
+      CHECK(*order != identity);
+      CHECK(*order != reversed);
+    }
+    CHECK(first != second);
+    {
+      const ScopedBlockOrder order(cuda_emulation::BlockOrder::kShuffle, 5);  // the same seed replays
+      CHECK(run() == first);
+      CHECK(run() == second);
+    }
+    {
+      const ScopedBlockOrder order(cuda_emulation::BlockOrder::kShuffle, 6);
+      CHECK(run() != first);
+    }
   }
 
   TEST_CASE("the runtime stand-ins: garbage-filled allocations, 2-D copies, streams, events, memory info") {

@@ -33,33 +33,6 @@ using testing::DeviceZeros;
 using testing::FromDevice;
 using testing::ToDevice;
 
-// A latent cache written the way the cache writer does: nope act-quantized in groups of 128 with
-// power-of-two scales, rope in bf16.
-struct TestCache {
-  std::vector<uint8_t> nope;
-  std::vector<float> scales;
-  std::vector<uint16_t> rope;
-  LatentCacheView view;
-};
-
-TestCache MakeCache(int64_t rows, int64_t kv_rank, int64_t rope_dim, uint32_t seed) {
-  TestCache c;
-  const std::vector<float> latent = kernels::testing::RandomFloats(static_cast<size_t>(rows * kv_rank), seed);
-  c.nope.resize(latent.size());
-  c.scales.resize(static_cast<size_t>(rows * (kv_rank / 128)));
-  if (rows > 0) ActQuantFp8(latent.data(), rows, kv_rank, 128, true, c.nope.data(), c.scales.data());
-  for (float v : kernels::testing::RandomFloats(static_cast<size_t>(rows * rope_dim), seed + 1)) {
-    c.rope.push_back(FloatToBf16(v));
-  }
-  c.view.nope = c.nope.data();
-  c.view.scales = c.scales.data();
-  c.view.rope = c.rope.data();
-  c.view.rows = rows;
-  c.view.kv_rank = kv_rank;
-  c.view.rope_dim = rope_dim;
-  return c;
-}
-
 std::vector<uint8_t> Packed(const LatentCacheView& view) {
   std::vector<uint8_t> packed(static_cast<size_t>(view.rows * LatentRowBytes(view.kv_rank, view.rope_dim)));
   PackLatentRows(view, packed.data());
@@ -74,7 +47,7 @@ struct Problem {
   std::vector<uint16_t> q_bf16;
   std::vector<float> q;
   std::vector<int32_t> indices;
-  TestCache cache;
+  kernels::testing::TestLatentCache cache;
 
   int64_t width() const { return kv_rank + rope_dim; }
 };
@@ -94,7 +67,7 @@ Problem MakeProblem(int64_t tokens, int64_t heads, int64_t kv_rank, int64_t rope
     p.q.push_back(Bf16ToFloat(p.q_bf16.back()));
   }
   p.indices.assign(static_cast<size_t>(tokens * topk), -1);
-  p.cache = MakeCache(slots, kv_rank, rope_dim, seed + 100);
+  p.cache = kernels::testing::MakeTestLatentCache(slots, kv_rank, rope_dim, seed + 100);
   return p;
 }
 
@@ -310,7 +283,7 @@ TEST_CASE("PackLatentRows writes [fp8 codes | fp32 scales | bf16 rope] rows that
   };
   for (Shape shape : {Shape{512, 64}, Shape{128, 64}, Shape{384, 16}, Shape{256, 0}}) {
     INFO("kv_rank " << shape.kv_rank << " rope_dim " << shape.rope_dim);
-    const TestCache cache = MakeCache(7, shape.kv_rank, shape.rope_dim, 3);
+    const auto cache = kernels::testing::MakeTestLatentCache(7, shape.kv_rank, shape.rope_dim, 3);
     const std::vector<uint8_t> packed = Packed(cache.view);
     const int64_t row_bytes = LatentRowBytes(shape.kv_rank, shape.rope_dim);
     REQUIRE(packed.size() == static_cast<size_t>(7 * row_bytes));

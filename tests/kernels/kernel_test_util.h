@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "kernels/cpu/float_formats.h"
+#include "kernels/cpu/fp8_quant.h"
+#include "kernels/cpu/sparse_attention.h"
 #include "kernels/cpu/internal/cpu_features.h"
 
 namespace envforge::kernels::testing {
@@ -64,6 +66,32 @@ void OnEveryPath(const Check& check) {
     check();
     internal::TEST_ForcePortable(false);
   }
+}
+
+// A latent cache filled from random fp32 rows through the real quantizer (as the cache writer
+// does): nope part act-quantized in groups of 128 with pow2 scales, rope part in bf16. view points
+// into the vectors (keep the struct alive and unmoved-from while using it).
+struct TestLatentCache {
+  std::vector<uint8_t> nope;
+  std::vector<float> scales;
+  std::vector<uint16_t> rope;
+  LatentCacheView view;
+};
+
+inline TestLatentCache MakeTestLatentCache(int64_t rows, int64_t kv_rank, int64_t rope_dim, uint32_t seed) {
+  TestLatentCache c;
+  const std::vector<float> latent = RandomFloats(static_cast<size_t>(rows * kv_rank), seed);
+  c.nope.resize(latent.size());
+  c.scales.resize(static_cast<size_t>(rows * (kv_rank / 128)));
+  if (rows > 0) ActQuantFp8(latent.data(), rows, kv_rank, 128, true, c.nope.data(), c.scales.data());
+  for (float v : RandomFloats(static_cast<size_t>(rows * rope_dim), seed + 1)) c.rope.push_back(FloatToBf16(v));
+  c.view.nope = c.nope.data();
+  c.view.scales = c.scales.data();
+  c.view.rope = c.rope.data();
+  c.view.rows = rows;
+  c.view.kv_rank = kv_rank;
+  c.view.rope_dim = rope_dim;
+  return c;
 }
 
 }  // namespace envforge::kernels::testing

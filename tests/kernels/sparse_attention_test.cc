@@ -17,31 +17,6 @@
 namespace envforge::kernels {
 namespace {
 
-// A latent cache filled from random fp32 rows through the real quantizer (as the cache writer
-// does): nope part act-quantized in groups of 128 with pow2 scales, rope part in bf16.
-struct TestCache {
-  std::vector<uint8_t> nope;
-  std::vector<float> scales;
-  std::vector<uint16_t> rope;
-  LatentCacheView view;
-};
-
-TestCache MakeCache(int64_t rows, int64_t kv_rank, int64_t rope_dim, uint32_t seed) {
-  TestCache c;
-  const std::vector<float> latent = testing::RandomFloats(static_cast<size_t>(rows * kv_rank), seed);
-  c.nope.resize(latent.size());
-  c.scales.resize(static_cast<size_t>(rows * (kv_rank / 128)));
-  ActQuantFp8(latent.data(), rows, kv_rank, 128, true, c.nope.data(), c.scales.data());
-  for (float v : testing::RandomFloats(static_cast<size_t>(rows * rope_dim), seed + 1)) c.rope.push_back(FloatToBf16(v));
-  c.view.nope = c.nope.data();
-  c.view.scales = c.scales.data();
-  c.view.rope = c.rope.data();
-  c.view.rows = rows;
-  c.view.kv_rank = kv_rank;
-  c.view.rope_dim = rope_dim;
-  return c;
-}
-
 std::vector<float> Run(bool fast, const SparseAttentionArgs& args) {
   std::vector<float> out(static_cast<size_t>(args.heads * args.cache.kv_rank), 123.0f);
   if (fast) {
@@ -52,7 +27,7 @@ std::vector<float> Run(bool fast, const SparseAttentionArgs& args) {
   return out;
 }
 
-SparseAttentionArgs Args(const std::vector<float>& q, int64_t heads, const TestCache& cache, float scale) {
+SparseAttentionArgs Args(const std::vector<float>& q, int64_t heads, const testing::TestLatentCache& cache, float scale) {
   SparseAttentionArgs args;
   args.q = q.data();
   args.heads = heads;
@@ -67,7 +42,7 @@ TEST_CASE("fast sparse attention matches ref with -1 and out-of-range entries in
   for (int64_t kv_rank : {512, 256}) {
     const int64_t rope_dim = kv_rank == 512 ? 64 : 16, heads = 7, rows = 300;
     CAPTURE(kv_rank);
-    TestCache cache = MakeCache(rows, kv_rank, rope_dim, 5);
+    testing::TestLatentCache cache = testing::MakeTestLatentCache(rows, kv_rank, rope_dim, 5);
     std::vector<float> q = testing::RandomFloats(static_cast<size_t>(heads * (kv_rank + rope_dim)), 6, 0.1f);
     std::vector<int32_t> indices;
     for (int32_t i = 0; i < 61; ++i) indices.push_back((i * 37) % static_cast<int32_t>(rows));
@@ -84,7 +59,7 @@ TEST_CASE("fast sparse attention matches ref with -1 and out-of-range entries in
 
 TEST_CASE("selecting every row equals dense attention over the prefix") {
   const int64_t kv_rank = 512, rope_dim = 64, heads = 4, rows = 45;
-  TestCache cache = MakeCache(rows, kv_rank, rope_dim, 9);
+  testing::TestLatentCache cache = testing::MakeTestLatentCache(rows, kv_rank, rope_dim, 9);
   std::vector<float> q = testing::RandomFloats(static_cast<size_t>(heads * (kv_rank + rope_dim)), 10, 0.1f);
   std::vector<int32_t> all_rows;
   for (int32_t i = static_cast<int32_t>(rows) - 1; i >= 0; --i) all_rows.push_back(i);  // any order
@@ -105,7 +80,7 @@ TEST_CASE("selecting every row equals dense attention over the prefix") {
 
 TEST_CASE("-1 entries are skipped and a selection without valid rows gives zeros") {
   const int64_t kv_rank = 256, rope_dim = 32, heads = 3, rows = 20;
-  TestCache cache = MakeCache(rows, kv_rank, rope_dim, 12);
+  testing::TestLatentCache cache = testing::MakeTestLatentCache(rows, kv_rank, rope_dim, 12);
   std::vector<float> q = testing::RandomFloats(static_cast<size_t>(heads * (kv_rank + rope_dim)), 13, 0.1f);
   const std::vector<int32_t> padded = {3, -1, 7, -1, -1, 11};
   const std::vector<int32_t> compact = {3, 7, 11};
@@ -129,7 +104,7 @@ TEST_CASE("-1 entries are skipped and a selection without valid rows gives zeros
 
 TEST_CASE("one selected row returns that row's dequantized latent for every head") {
   const int64_t kv_rank = 256, rope_dim = 32, heads = 2, rows = 10;
-  TestCache cache = MakeCache(rows, kv_rank, rope_dim, 14);
+  testing::TestLatentCache cache = testing::MakeTestLatentCache(rows, kv_rank, rope_dim, 14);
   std::vector<float> q = testing::RandomFloats(static_cast<size_t>(heads * (kv_rank + rope_dim)), 15);
   const int32_t only = 6;
   SparseAttentionArgs a = Args(q, heads, cache, 1.0f);
@@ -148,9 +123,9 @@ TEST_CASE("one selected row returns that row's dequantized latent for every head
 }
 
 // The rows [begin, end) of a cache as a cache of their own (copies), for two-segment views.
-TestCache SliceCache(const TestCache& c, int64_t begin, int64_t end) {
+testing::TestLatentCache SliceCache(const testing::TestLatentCache& c, int64_t begin, int64_t end) {
   const int64_t kv_rank = c.view.kv_rank, rope_dim = c.view.rope_dim, groups = kv_rank / 128;
-  TestCache s;
+  testing::TestLatentCache s;
   s.nope.assign(c.nope.begin() + begin * kv_rank, c.nope.begin() + end * kv_rank);
   s.scales.assign(c.scales.begin() + begin * groups, c.scales.begin() + end * groups);
   s.rope.assign(c.rope.begin() + begin * rope_dim, c.rope.begin() + end * rope_dim);
@@ -164,9 +139,9 @@ TestCache SliceCache(const TestCache& c, int64_t begin, int64_t end) {
 
 TEST_CASE("a prefix + suffix view reads the same rows as one contiguous cache") {
   const int64_t kv_rank = 512, rope_dim = 64, heads = 5, rows = 90, split = 57;
-  TestCache whole = MakeCache(rows, kv_rank, rope_dim, 21);
-  TestCache prefix = SliceCache(whole, 0, split);
-  TestCache suffix = SliceCache(whole, split, rows);
+  testing::TestLatentCache whole = testing::MakeTestLatentCache(rows, kv_rank, rope_dim, 21);
+  testing::TestLatentCache prefix = SliceCache(whole, 0, split);
+  testing::TestLatentCache suffix = SliceCache(whole, split, rows);
   std::vector<float> q = testing::RandomFloats(static_cast<size_t>(heads * (kv_rank + rope_dim)), 22, 0.1f);
   std::vector<int32_t> indices;
   for (int32_t i = 0; i < 70; ++i) indices.push_back((i * 53) % static_cast<int32_t>(rows));
@@ -310,9 +285,9 @@ TEST_CASE("long selections split across threads by rows match ref, also over two
   const int previous_threads = ThreadCount();
   SetThreadCount(3);
   const int64_t kv_rank = 512, rope_dim = 64, heads = 16, rows = 900, split = 700;
-  TestCache whole = MakeCache(rows, kv_rank, rope_dim, 41);
-  TestCache prefix = SliceCache(whole, 0, split);
-  TestCache suffix = SliceCache(whole, split, rows);
+  testing::TestLatentCache whole = testing::MakeTestLatentCache(rows, kv_rank, rope_dim, 41);
+  testing::TestLatentCache prefix = SliceCache(whole, 0, split);
+  testing::TestLatentCache suffix = SliceCache(whole, split, rows);
   std::vector<float> q = testing::RandomFloats(static_cast<size_t>(heads * (kv_rank + rope_dim)), 42, 0.1f);
   std::vector<int32_t> indices;
   for (int32_t i = 0; i < 640; ++i) indices.push_back((i * 7) % static_cast<int32_t>(rows));

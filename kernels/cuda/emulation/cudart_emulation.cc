@@ -299,8 +299,10 @@ cudaError_t cudaFree(void* pointer) {
     std::free(static_cast<unsigned char*>(pointer) - kGuardBytes);
   }
   // Kernels' overruns were reported after their launch; this one came from host code since.
-  if (!damage.empty()) envforge::cuda_emulation::internal::HostFault("cudaFree: " + damage + " (written since the last launch)");
-  return SyncResult();
+  // The fault stays pending for the next synchronising call, like a kernel's.
+  if (damage.empty()) return cudaSuccess;
+  envforge::cuda_emulation::internal::HostFault("cudaFree: " + damage + " (written since the last launch)");
+  return cudaErrorLaunchFailure;
 }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {

@@ -146,6 +146,7 @@ struct Scheduler {
   bool block_order_chosen = false;  // by the environment at the first launch, or SetBlockOrder
   BlockOrder block_order = BlockOrder::kForward;
   uint64_t shuffle_seed = kDefaultShuffleSeed;
+  uint64_t ordered_launches = 0;  // launches since the order was chosen: shuffle's per-launch key
 
   bool abort_on_fault = true;
   bool faulted = false;
@@ -260,7 +261,7 @@ std::string Launch() {
   std::string out = std::string("kernel ") + s.config.name + " (grid " + Dim(s.config.grid) + ", block " + Dim(s.config.block);
   if (s.block_order == BlockOrder::kReverse) out += ", block order reverse";
   if (s.block_order == BlockOrder::kShuffle) {
-    out += ", block order shuffle:" + std::to_string(s.shuffle_seed) + " launch " + std::to_string(s.stats.launches);
+    out += ", block order shuffle:" + std::to_string(s.shuffle_seed) + " launch " + std::to_string(s.ordered_launches);
   }
   return out + ")";
 }
@@ -587,7 +588,8 @@ cudaError_t RunGrid(const LaunchConfig& config, void (*body)(const void*), const
   blockDim = block;
   gridDim = grid;
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
-  const BlockPermutation permutation(blocks, s.block_order, s.shuffle_seed, s.stats.launches);
+  ++s.ordered_launches;
+  const BlockPermutation permutation(blocks, s.block_order, s.shuffle_seed, s.ordered_launches);
   for (uint64_t i = 0; i < blocks && !s.faulted; ++i) {
     const uint64_t linear = permutation.At(i);
     blockIdx = uint3{static_cast<unsigned>(linear % grid.x), static_cast<unsigned>((linear / grid.x) % grid.y),
@@ -934,18 +936,20 @@ void CpAsync(void* shared_dst, const void* global_src, int copy_bytes, int src_b
   if ((copy_bytes != 4 && copy_bytes != 8 && copy_bytes != 16) || src_bytes < 0 || src_bytes > copy_bytes) {
     Fault("cp.async of " + std::to_string(copy_bytes) + " bytes with src-size " + std::to_string(src_bytes));
   }
-  const std::string copy = ThreadName() + ": cp.async of " + std::to_string(copy_bytes) + " bytes from " + Hex(global_src) +
-                           " to " + Hex(shared_dst);
+  // Built only for a fault: cp.async is on the hot path of the attention kernels.
+  auto copy = [&] {
+    return "cp.async of " + std::to_string(copy_bytes) + " bytes from " + Hex(global_src) + " to " + Hex(shared_dst);
+  };
   if (reinterpret_cast<uintptr_t>(shared_dst) % static_cast<uintptr_t>(copy_bytes) != 0 ||
       reinterpret_cast<uintptr_t>(global_src) % static_cast<uintptr_t>(copy_bytes) != 0) {
-    Fault("misaligned address: " + copy + ": both must be " + std::to_string(copy_bytes) + "-byte aligned");
+    Fault(ThreadName() + ": misaligned address: " + copy() + ": both must be " + std::to_string(copy_bytes) + "-byte aligned");
   }
   if (!InSharedMemory(shared_dst, static_cast<size_t>(copy_bytes))) {
-    Fault(copy + ": the destination is outside shared memory (" + DescribeSharedRegion() + ")");
+    Fault(ThreadName() + ": " + copy() + ": the destination is outside shared memory (" + DescribeSharedRegion() + ")");
   }
   const auto src = reinterpret_cast<uintptr_t>(global_src);
   if (src_bytes > 0 && InDynamicSharedArray(src, src + static_cast<uintptr_t>(copy_bytes))) {
-    Fault(copy + ": the source is in shared memory, not global memory");
+    Fault(ThreadName() + ": " + copy() + ": the source is in shared memory, not global memory");
   }
   if (src_bytes > 0) std::memcpy(shared_dst, global_src, static_cast<size_t>(src_bytes));
   std::memset(static_cast<unsigned char*>(shared_dst) + src_bytes, 0, static_cast<size_t>(copy_bytes - src_bytes));
@@ -963,6 +967,7 @@ void SetBlockOrder(BlockOrder order, uint64_t seed) {
   s.block_order_chosen = true;
   s.block_order = order;
   s.shuffle_seed = seed;
+  s.ordered_launches = 0;
 }
 
 BlockOrder CurrentBlockOrder() {
@@ -970,6 +975,13 @@ BlockOrder CurrentBlockOrder() {
   std::lock_guard<std::mutex> lock(s.launch_mutex);
   if (!s.block_order_chosen) ChooseBlockOrderFromEnvironment();
   return s.block_order;
+}
+
+uint64_t CurrentShuffleSeed() {
+  Scheduler& s = S();
+  std::lock_guard<std::mutex> lock(s.launch_mutex);
+  if (!s.block_order_chosen) ChooseBlockOrderFromEnvironment();
+  return s.shuffle_seed;
 }
 
 const char* BlockOrderName(BlockOrder order) {

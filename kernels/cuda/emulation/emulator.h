@@ -47,7 +47,9 @@
 //   forward (the default)   x fastest, then y, then z, as before;
 //   reverse                 the exact reverse;
 //   shuffle[:SEED]          a pseudo-random permutation, different per launch but deterministic:
-//                           launch n of a process uses SEED (decimal, default 1) and n.
+//                           launch n (counted from 1 at the process's first launch, or from
+//                           SetBlockOrder) permutes with SEED (decimal, default 1) and n. Fault
+//                           messages name the order, seed and n.
 // A kernel whose blocks communicate without a grid-wide synchronisation (one block reading what
 // another writes in the same launch) usually passes in forward order, because block 0 always ran
 // first; reverse and shuffle expose it as wrong results. Anything else in the variable is an error
@@ -162,11 +164,13 @@ void SetAbortOnFault(bool abort_on_fault);
 std::string LastFaultMessage();
 
 // The order of a grid's blocks (see "Block order" above). SetBlockOrder replaces the environment
-// variable's choice for the following launches; BlockOrderName gives the spelling the variable uses.
+// variable's choice for the following launches and restarts shuffle's launch count (so the same
+// seed replays the same permutations); BlockOrderName gives the spelling the variable uses.
 enum class BlockOrder { kForward, kReverse, kShuffle };
 inline constexpr uint64_t kDefaultShuffleSeed = 1;
 void SetBlockOrder(BlockOrder order, uint64_t seed = kDefaultShuffleSeed);
 BlockOrder CurrentBlockOrder();
+uint64_t CurrentShuffleSeed();
 const char* BlockOrderName(BlockOrder order);
 
 // Launch counters since process start (tests and speed measurements).
