@@ -4,7 +4,6 @@
 
 #include "inference/cuda_forward.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -463,16 +462,19 @@ Status CudaForward::Impl::Linear(Input& in, int64_t row0, int64_t rows, const De
 
 Status CudaForward::Impl::LinearF32(const Input& in, const DevF32Linear& w, float* c) {
   if (in.rows == 0) return Status::Ok();
-  // Row-major y[m, n] = x[m, k] W[n, k]^T is column-major y^T = W^T(op T on the [k, n] view) x.
-  // PEDANTIC: plain fp32 FMA, never TF32 (routing and head weights stay fp32 as on the CPU).
-  auto handle = static_cast<cublasHandle_t>(blas->blas());
-  const float alpha = 1.0f, beta = 0.0f;
-  cublasStatus_t status = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.n), static_cast<int>(in.rows),
-                                       static_cast<int>(w.k), &alpha, w.w, CUDA_R_32F, static_cast<int>(w.k), in.f32,
-                                       CUDA_R_32F, static_cast<int>(in.cols), &beta, c, CUDA_R_32F, static_cast<int>(w.n),
-                                       CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT);
-  if (status != CUBLAS_STATUS_SUCCESS) return InternalError("cublasGemmEx (fp32 linear): status " + std::to_string(status));
-  return Status::Ok();
+  // Plain fp32 products, never TF32 (routing and head weights stay fp32 as on the CPU).
+  cu::GemmArgs g;
+  g.kind = cu::GemmKind::kF32;
+  g.m = in.rows;
+  g.n = w.n;
+  g.k = w.k;
+  g.a = in.f32;
+  g.lda = in.cols;
+  g.w = w.w;
+  g.ldw = w.k;
+  g.c = c;
+  g.ldc = w.n;
+  return cu::Gemm(*blas, g);
 }
 
 // y rows [row0, row0 + rows) (= beta * y +) w2(silu(w1 x) * (w3 x)) for those rows of `in`; y has

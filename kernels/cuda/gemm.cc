@@ -34,6 +34,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "kernels/cuda/internal/cublas_library.h"
+
 namespace envforge::kernels::cuda {
 namespace {
 
@@ -48,9 +50,12 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 size_t AlignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// The loaded cuBLAS entry points. Only called once a BlasHandle exists, whose Create loaded them.
+const internal::CublasLibrary& Blas() { return *internal::Cublas().value(); }
+
 Status CheckBlas(cublasStatus_t status, std::string_view what) {
   if (status == CUBLAS_STATUS_SUCCESS) return Status();
-  return InternalError(std::string(what) + ": " + cublasGetStatusName(status) + ": " + cublasGetStatusString(status));
+  return InternalError(std::string(what) + ": " + Blas().cublasGetStatusName(status) + ": " + Blas().cublasGetStatusString(status));
 }
 
 bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
@@ -74,19 +79,19 @@ Status CheckPointer(const void* p, const char* name, size_t alignment) {
 
 // ---- cuBLASLt FP8 matmul: descriptors, heuristic cache
 
-template <typename T, cublasStatus_t (*Destroy)(T)>
+template <typename T, auto internal::CublasLibrary::*Destroy>
 struct LtObject {
   T value = nullptr;
   LtObject() = default;
   LtObject(const LtObject&) = delete;
   LtObject& operator=(const LtObject&) = delete;
   ~LtObject() {
-    if (value != nullptr) Destroy(value);
+    if (value != nullptr) (Blas().*Destroy)(value);
   }
 };
-using MatmulDesc = LtObject<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
-using MatrixLayout = LtObject<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
-using MatmulPreference = LtObject<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
+using MatmulDesc = LtObject<cublasLtMatmulDesc_t, &internal::CublasLibrary::cublasLtMatmulDescDestroy>;
+using MatrixLayout = LtObject<cublasLtMatrixLayout_t, &internal::CublasLibrary::cublasLtMatrixLayoutDestroy>;
+using MatmulPreference = LtObject<cublasLtMatmulPreference_t, &internal::CublasLibrary::cublasLtMatmulPreferenceDestroy>;
 
 // One FP8 block-scaled product in cuBLAS's terms: D (rows x cols, ld ldd) = A^T . B with A
 // k x rows (ld lda), B k x cols (ld ldb).
@@ -125,7 +130,7 @@ struct Fp8Descriptors {
 
 Status BuildFp8Descriptors(const Fp8Problem& p, const float* a_scales, const float* b_scales, Fp8Descriptors& out) {
   ENVFORGE_RETURN_IF_ERROR(
-      CheckBlas(cublasLtMatmulDescCreate(&out.desc.value, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
+      CheckBlas(Blas().cublasLtMatmulDescCreate(&out.desc.value, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
   const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
   const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
   const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
@@ -144,19 +149,19 @@ Status BuildFp8Descriptors(const Fp8Problem& p, const float* a_scales, const flo
   };
   for (const Attribute& attribute : attributes) {
     ENVFORGE_RETURN_IF_ERROR(
-        CheckBlas(cublasLtMatmulDescSetAttribute(out.desc.value, attribute.name, attribute.value, attribute.size),
+        CheckBlas(Blas().cublasLtMatmulDescSetAttribute(out.desc.value, attribute.name, attribute.value, attribute.size),
                   "cublasLtMatmulDescSetAttribute"));
   }
   const cudaDataType d_type = p.d_bf16 ? CUDA_R_16BF : CUDA_R_32F;
   ENVFORGE_RETURN_IF_ERROR(CheckBlas(
-      cublasLtMatrixLayoutCreate(&out.a.value, CUDA_R_8F_E4M3, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.rows), p.lda),
-      "cublasLtMatrixLayoutCreate(A)"));
+      Blas().cublasLtMatrixLayoutCreate(&out.a.value, CUDA_R_8F_E4M3, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.rows), p.lda),
+      "Blas().cublasLtMatrixLayoutCreate(A)"));
   ENVFORGE_RETURN_IF_ERROR(CheckBlas(
-      cublasLtMatrixLayoutCreate(&out.b.value, CUDA_R_8F_E4M3, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.cols), p.ldb),
-      "cublasLtMatrixLayoutCreate(B)"));
+      Blas().cublasLtMatrixLayoutCreate(&out.b.value, CUDA_R_8F_E4M3, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.cols), p.ldb),
+      "Blas().cublasLtMatrixLayoutCreate(B)"));
   ENVFORGE_RETURN_IF_ERROR(CheckBlas(
-      cublasLtMatrixLayoutCreate(&out.d.value, d_type, static_cast<uint64_t>(p.rows), static_cast<uint64_t>(p.cols), p.ldd),
-      "cublasLtMatrixLayoutCreate(D)"));
+      Blas().cublasLtMatrixLayoutCreate(&out.d.value, d_type, static_cast<uint64_t>(p.rows), static_cast<uint64_t>(p.cols), p.ldd),
+      "Blas().cublasLtMatrixLayoutCreate(D)"));
   return Status();
 }
 
@@ -174,10 +179,10 @@ Result<cublasLtMatmulAlgo_t> FindFp8Algo(cublasLtHandle_t lt, const Fp8Problem& 
     if (it != algo_cache.end()) return it->second;
   }
   MatmulPreference preference;
-  ENVFORGE_RETURN_IF_ERROR(CheckBlas(cublasLtMatmulPreferenceCreate(&preference.value), "cublasLtMatmulPreferenceCreate"));
+  ENVFORGE_RETURN_IF_ERROR(CheckBlas(Blas().cublasLtMatmulPreferenceCreate(&preference.value), "cublasLtMatmulPreferenceCreate"));
   const uint64_t workspace = kBlasWorkspaceBytes;
   ENVFORGE_RETURN_IF_ERROR(
-      CheckBlas(cublasLtMatmulPreferenceSetAttribute(preference.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+      CheckBlas(Blas().cublasLtMatmulPreferenceSetAttribute(preference.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                                      sizeof workspace),
                 "cublasLtMatmulPreferenceSetAttribute"));
   // The heuristic assumes 256-byte aligned buffers unless told otherwise; row offsets into a
@@ -189,20 +194,20 @@ Result<cublasLtMatmulAlgo_t> FindFp8Algo(cublasLtHandle_t lt, const Fp8Problem& 
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.align_d},
   };
   for (const auto& [name, value] : alignments) {
-    ENVFORGE_RETURN_IF_ERROR(CheckBlas(cublasLtMatmulPreferenceSetAttribute(preference.value, name, &value, sizeof value),
+    ENVFORGE_RETURN_IF_ERROR(CheckBlas(Blas().cublasLtMatmulPreferenceSetAttribute(preference.value, name, &value, sizeof value),
                                        "cublasLtMatmulPreferenceSetAttribute"));
   }
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
   cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(lt, descriptors.desc.value, descriptors.a.value, descriptors.b.value, descriptors.d.value,
+      Blas().cublasLtMatmulAlgoGetHeuristic(lt, descriptors.desc.value, descriptors.a.value, descriptors.b.value, descriptors.d.value,
                                      descriptors.d.value, preference.value, 1, &result, &returned);
   // Devices without these scale modes (pre-Hopper, or Blackwell, which has MX scaling instead)
   // answer with an error status or no result, depending on the library version.
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_ARCH_MISMATCH || status == CUBLAS_STATUS_INVALID_VALUE ||
       (status == CUBLAS_STATUS_SUCCESS && returned == 0)) {
     return FailedPreconditionError("unimplemented: cuBLASLt has no FP8 block-scaled (1x128 x 128x128) GEMM for " +
-                                   DescribeFp8(p) + " on this device (" + cublasGetStatusName(status) +
+                                   DescribeFp8(p) + " on this device (" + Blas().cublasGetStatusName(status) +
                                    "); use bf16 weights instead");
   }
   ENVFORGE_RETURN_IF_ERROR(CheckBlas(status, "cublasLtMatmulAlgoGetHeuristic"));
@@ -219,7 +224,7 @@ Status RunFp8(BlasHandle& handle, const Fp8Problem& p, const void* a, const floa
   ENVFORGE_RETURN_IF_ERROR(BuildFp8Descriptors(p, a_scales, b_scales, descriptors));
   auto lt = static_cast<cublasLtHandle_t>(handle.blas_lt());
   ENVFORGE_ASSIGN_OR_RETURN(cublasLtMatmulAlgo_t algo, FindFp8Algo(lt, p, descriptors));
-  return CheckBlas(cublasLtMatmul(lt, descriptors.desc.value, &alpha, a, descriptors.a.value, b, descriptors.b.value, &beta, d,
+  return CheckBlas(Blas().cublasLtMatmul(lt, descriptors.desc.value, &alpha, a, descriptors.a.value, b, descriptors.b.value, &beta, d,
                                   descriptors.d.value, d, descriptors.d.value, &algo, handle.workspace(),
                                   handle.workspace_bytes(), handle.stream()),
                    "cublasLtMatmul (FP8 block-scaled " + DescribeFp8(p) + ")");
@@ -231,13 +236,13 @@ Status RunFp8(BlasHandle& handle, const Fp8Problem& p, const void* a, const floa
 // uninitialised is ever read.
 Status TransposeScales(BlasHandle& handle, const float* a_scales, int64_t rows, int64_t kb, float* scale_t, int64_t ld_t) {
   const float one = 1.0f, zero = 0.0f;
-  return CheckBlas(cublasSgeam_64(static_cast<cublasHandle_t>(handle.blas()), CUBLAS_OP_T, CUBLAS_OP_T, rows, kb, &one, a_scales,
+  return CheckBlas(Blas().cublasSgeam_64(static_cast<cublasHandle_t>(handle.blas()), CUBLAS_OP_T, CUBLAS_OP_T, rows, kb, &one, a_scales,
                                   kb, &zero, a_scales, kb, scale_t, ld_t),
                    "cublasSgeam (activation scale transpose)");
 }
 
 Status ValidateGemmResolved(const GemmArgs& args, int64_t lda, int64_t ldw, int64_t ldc) {
-  if (args.kind != GemmKind::kBF16 && args.kind != GemmKind::kFP8Block) {
+  if (args.kind != GemmKind::kBF16 && args.kind != GemmKind::kFP8Block && args.kind != GemmKind::kF32) {
     return InvalidArgumentError("GemmArgs.kind is not a GemmKind (" + std::to_string(static_cast<int>(args.kind)) + ")");
   }
   if (args.m < 0) return InvalidArgumentError("GemmArgs.m must be >= 0, got " + Str(args.m));
@@ -246,9 +251,11 @@ Status ValidateGemmResolved(const GemmArgs& args, int64_t lda, int64_t ldw, int6
   if (lda < args.k) return InvalidArgumentError("GemmArgs.lda " + Str(lda) + " is smaller than k " + Str(args.k));
   if (ldw < args.k) return InvalidArgumentError("GemmArgs.ldw " + Str(ldw) + " is smaller than k " + Str(args.k));
   if (ldc < args.n) return InvalidArgumentError("GemmArgs.ldc " + Str(ldc) + " is smaller than n " + Str(args.n));
-  ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.a, "GemmArgs.a", 16));
-  ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.w, "GemmArgs.w", 16));
-  ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.c, "GemmArgs.c", 16));
+  const size_t alignment = args.kind == GemmKind::kF32 ? alignof(float) : 16;
+  ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.a, "GemmArgs.a", alignment));
+  ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.w, "GemmArgs.w", alignment));
+  ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.c, "GemmArgs.c", alignment));
+  if (args.kind == GemmKind::kF32 && args.c_bf16) return InvalidArgumentError("GemmArgs.c_bf16 is not supported for kF32");
   if (args.kind == GemmKind::kFP8Block) {
     if (args.k % 16 != 0) return InvalidArgumentError("GemmArgs.k must be a multiple of 16 for kFP8Block, got " + Str(args.k));
     if (args.n % 4 != 0) return InvalidArgumentError("GemmArgs.n must be a multiple of 4 for kFP8Block, got " + Str(args.n));
@@ -261,10 +268,17 @@ Status ValidateGemmResolved(const GemmArgs& args, int64_t lda, int64_t ldw, int6
 }
 
 Status GemmBf16(BlasHandle& handle, const GemmArgs& args, int64_t lda, int64_t ldw, int64_t ldc) {
-  return CheckBlas(cublasGemmEx_64(static_cast<cublasHandle_t>(handle.blas()), CUBLAS_OP_T, CUBLAS_OP_N, args.n, args.m, args.k,
+  return CheckBlas(Blas().cublasGemmEx_64(static_cast<cublasHandle_t>(handle.blas()), CUBLAS_OP_T, CUBLAS_OP_N, args.n, args.m, args.k,
                                    &args.alpha, args.w, CUDA_R_16BF, ldw, args.a, CUDA_R_16BF, lda, &args.beta, args.c,
                                    args.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                    "cublasGemmEx (bf16 n=" + Str(args.n) + " m=" + Str(args.m) + " k=" + Str(args.k) + ")");
+}
+
+Status GemmF32(BlasHandle& handle, const GemmArgs& args, int64_t lda, int64_t ldw, int64_t ldc) {
+  return CheckBlas(Blas().cublasGemmEx_64(static_cast<cublasHandle_t>(handle.blas()), CUBLAS_OP_T, CUBLAS_OP_N, args.n, args.m,
+                                          args.k, &args.alpha, args.w, CUDA_R_32F, ldw, args.a, CUDA_R_32F, lda, &args.beta,
+                                          args.c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx (fp32 n=" + Str(args.n) + " m=" + Str(args.m) + " k=" + Str(args.k) + ")");
 }
 
 Status GemmFp8Block(BlasHandle& handle, const GemmArgs& args, int64_t lda, int64_t ldw, int64_t ldc) {
@@ -380,18 +394,19 @@ Status GemmFp8Block(BlasHandle& handle, const GemmArgs& args, int64_t lda, int64
 Result<std::unique_ptr<BlasHandle>> BlasHandle::Create(cudaStream_t stream) {
   ENVFORGE_ASSIGN_OR_RETURN(DeviceInfo device, ProbeDevice());
   (void)device;
+  ENVFORGE_RETURN_IF_ERROR(internal::Cublas().status());  // the library, before any Blas() call
   std::unique_ptr<BlasHandle> handle(new BlasHandle());
   handle->stream_ = stream;
   cublasHandle_t blas = nullptr;
-  ENVFORGE_RETURN_IF_ERROR(CheckBlas(cublasCreate(&blas), "cublasCreate"));
+  ENVFORGE_RETURN_IF_ERROR(CheckBlas(Blas().cublasCreate(&blas), "cublasCreate"));
   handle->blas_ = blas;
-  ENVFORGE_RETURN_IF_ERROR(CheckBlas(cublasSetStream(blas, stream), "cublasSetStream"));
+  ENVFORGE_RETURN_IF_ERROR(CheckBlas(Blas().cublasSetStream(blas, stream), "cublasSetStream"));
   // Split-K partial sums of a bf16 output stay in fp32 (no reduced-precision reduction).
   ENVFORGE_RETURN_IF_ERROR(CheckBlas(
-      cublasSetMathMode(blas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+      Blas().cublasSetMathMode(blas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
       "cublasSetMathMode"));
   cublasLtHandle_t lt = nullptr;
-  ENVFORGE_RETURN_IF_ERROR(CheckBlas(cublasLtCreate(&lt), "cublasLtCreate"));
+  ENVFORGE_RETURN_IF_ERROR(CheckBlas(Blas().cublasLtCreate(&lt), "cublasLtCreate"));
   handle->blas_lt_ = lt;
   void* memory = nullptr;
   cudaError_t error = cudaMalloc(&memory, kBlasWorkspaceBytes + kScratchBytes);
@@ -402,13 +417,13 @@ Result<std::unique_ptr<BlasHandle>> BlasHandle::Create(cudaStream_t stream) {
   }
   handle->workspace_ = memory;
   handle->workspace_bytes_ = kBlasWorkspaceBytes;  // the scratch area follows it
-  ENVFORGE_RETURN_IF_ERROR(CheckBlas(cublasSetWorkspace(blas, memory, kBlasWorkspaceBytes), "cublasSetWorkspace"));
+  ENVFORGE_RETURN_IF_ERROR(CheckBlas(Blas().cublasSetWorkspace(blas, memory, kBlasWorkspaceBytes), "cublasSetWorkspace"));
   return handle;
 }
 
 BlasHandle::~BlasHandle() {
-  if (blas_lt_ != nullptr) cublasLtDestroy(static_cast<cublasLtHandle_t>(blas_lt_));
-  if (blas_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(blas_));
+  if (blas_lt_ != nullptr) Blas().cublasLtDestroy(static_cast<cublasLtHandle_t>(blas_lt_));
+  if (blas_ != nullptr) Blas().cublasDestroy(static_cast<cublasHandle_t>(blas_));
   if (workspace_ != nullptr) cudaFree(workspace_);
 }
 
@@ -426,6 +441,7 @@ Status Gemm(BlasHandle& handle, const GemmArgs& args) {
   const int64_t ldw = args.ldw != 0 ? args.ldw : args.k;
   const int64_t ldc = args.ldc != 0 ? args.ldc : args.n;
   if (args.kind == GemmKind::kBF16) return GemmBf16(handle, args, lda, ldw, ldc);
+  if (args.kind == GemmKind::kF32) return GemmF32(handle, args, lda, ldw, ldc);
   return GemmFp8Block(handle, args, lda, ldw, ldc);
 }
 
@@ -465,7 +481,7 @@ Status GemmStridedBatched(BlasHandle& handle, const BatchedGemmArgs& args) {
   // (taken transposed), W_b [k, n] row-major is n x k column-major (taken as is).
   const cublasOperation_t op_w = args.w_transposed ? CUBLAS_OP_N : CUBLAS_OP_T;
   return CheckBlas(
-      cublasGemmStridedBatchedEx_64(static_cast<cublasHandle_t>(handle.blas()), op_w, CUBLAS_OP_N, args.n, args.m, args.k,
+      Blas().cublasGemmStridedBatchedEx_64(static_cast<cublasHandle_t>(handle.blas()), op_w, CUBLAS_OP_N, args.n, args.m, args.k,
                                     &args.alpha, args.w, CUDA_R_16BF, ldw, args.stride_w, args.a, CUDA_R_16BF, lda, args.stride_a,
                                     &args.beta, args.c, args.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, ldc, args.stride_c, args.batch,
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),

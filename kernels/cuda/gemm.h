@@ -7,7 +7,10 @@
 //     BLK128x128_32F scale modes (cuBLAS >= 12.9 on sm_90). FailedPrecondition ("unimplemented:
 //     ...") when this cuBLASLt cannot do it, so callers may fall back to dequantized bf16 weights.
 //     FP8 also needs n % 4 == 0 and lda, ldw multiples of 16.
-// C is fp32 or bf16 (c_bf16). A GemmStridedBatched variant serves the per-head products of MLA
+//   * kF32: A, W and C fp32 with plain fp32 products (CUBLAS_COMPUTE_32F_PEDANTIC: never TF32),
+//     for the small projections kept in fp32 (MoE router, indexer head weights); pointers need
+//     only 4-byte alignment.
+// C is fp32 or bf16 (c_bf16; kF32: fp32 only). A GemmStridedBatched variant serves the per-head products of MLA
 // (W_UK absorption, W_UV projection): batch independent GEMMs at fixed strides.
 //
 // A BlasHandle owns the cuBLAS and cuBLASLt handles and a workspace; one per stream user, not
@@ -47,13 +50,13 @@ class BlasHandle {
   size_t workspace_bytes_ = 0;
 };
 
-enum class GemmKind : unsigned char { kBF16, kFP8Block };
+enum class GemmKind : unsigned char { kBF16, kFP8Block, kF32 };
 
 struct GemmArgs {
   GemmKind kind = GemmKind::kBF16;
   int64_t m = 0, n = 0, k = 0;
-  const void* a = nullptr;           // [m, lda] bf16 or e4m3
-  const void* w = nullptr;           // [n, ldw] bf16 or e4m3
+  const void* a = nullptr;           // [m, lda] bf16, e4m3 or fp32 (kind)
+  const void* w = nullptr;           // [n, ldw] bf16, e4m3 or fp32 (kind)
   int64_t lda = 0, ldw = 0, ldc = 0;  // 0: k, k, n
   const float* a_scales = nullptr;   // kFP8Block: [m, ceil(k / 128)]
   const float* w_scales = nullptr;   // kFP8Block: [ceil(n / 128), ceil(k / 128)]

@@ -7,6 +7,7 @@ set(ENVFORGE_KERNELS_CUDA_SOURCES
   cuda/topk.cu
   cuda/sparse_mla.cu
   cuda/gemm.cc
+  cuda/internal/cublas_library.cc
   # engine glue
   cuda/norm.cu
   cuda/rope.cu

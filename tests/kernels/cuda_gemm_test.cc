@@ -13,6 +13,7 @@
 #include "kernels/cpu/fp8_quant.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/internal/cublas_library.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -106,6 +107,19 @@ TEST_SUITE("kernels.cuda.gemm") {
     CheckInvalid(ValidateGemmArgs(args), "GemmArgs.kind");
   }
 
+  TEST_CASE("ValidateGemmArgs: kF32 needs only float alignment and has no bf16 output") {
+    GemmArgs args = ValidBf16Args();
+    args.kind = GemmKind::kF32;
+    args.a = FakePointer(4);
+    args.w = FakePointer(4);
+    CHECK(ValidateGemmArgs(args).ok());
+    args.c_bf16 = true;
+    CheckInvalid(ValidateGemmArgs(args), "GemmArgs.c_bf16 is not supported for kF32");
+    args.c_bf16 = false;
+    args.a = FakePointer(2);
+    CheckInvalid(ValidateGemmArgs(args), "GemmArgs.a must be 4-byte aligned");
+  }
+
   TEST_CASE("ValidateGemmArgs enforces the FP8 block-scaled constraints") {
     GemmArgs args = ValidFp8Args();
     args.k = 280;  // 16 does not divide it
@@ -174,6 +188,23 @@ TEST_SUITE("kernels.cuda.gemm") {
     bad = args;
     bad.n = 0;
     CheckInvalid(ValidateBatchedGemmArgs(bad), "BatchedGemmArgs.n must be >= 1, got 0");
+  }
+
+  TEST_CASE("cuBLAS is opened at run time with every entry point, or its absence is named") {
+    // Binaries do not link cuBLAS (internal/cublas_library.h); the table is filled by dlopen (or
+    // by the emulator's definitions under emulation).
+    Result<const internal::CublasLibrary*> library = internal::Cublas();
+    if (!library.ok()) {
+      CHECK(library.status().code() == StatusCode::kUnavailable);
+      CHECK(library.status().message().find("libcublas") != std::string::npos);
+      return;
+    }
+#define ENVFORGE_CHECK_LOADED(name) CHECK_MESSAGE(((*library)->name != nullptr), #name);
+    ENVFORGE_CUBLAS_FUNCTIONS(ENVFORGE_CHECK_LOADED)
+    ENVFORGE_CUBLASLT_FUNCTIONS(ENVFORGE_CHECK_LOADED)
+#undef ENVFORGE_CHECK_LOADED
+    CHECK(std::string((*library)->cublasGetStatusName(CUBLAS_STATUS_NOT_SUPPORTED)) == "CUBLAS_STATUS_NOT_SUPPORTED");
+    CHECK(internal::Cublas().value() == *library);  // loaded once
   }
 
   TEST_CASE("BlasHandle::Create reports a missing device as Unavailable") {
@@ -441,6 +472,47 @@ TEST_SUITE("kernels.cuda.gemm") {
     CheckFp8Gemm(gpu, 130, 256, 512, {.alpha = 0.5f, .beta = 2.0f});  // beta through the tail rows too
     CheckFp8Gemm(gpu, 7, 256, 512, {.ldc_pad = 8, .c_bf16 = true});
     CheckFp8Gemm(gpu, 1, 208, 272, {.c_bf16 = true, .beta = 1.0f});
+  }
+
+  // kF32: fp32 in and out with fp32 products (the engine's router and indexer head weights), on
+  // a row stride that is not a multiple of 4 floats (only 4-byte alignment is required). The
+  // reference is a double loop; fp32 accumulation in another order: relative L2 1e-5.
+  TEST_CASE("fp32 Gemm matches a double loop, with strided rows and beta") {
+    ENVFORGE_REQUIRE_GPU();
+    GpuContext gpu = MakeContext();
+    const int64_t m = 7, n = 33, k = 45, lda = 47, ldc = 35;
+    const std::vector<float> a = kernels::testing::RandomFloats(static_cast<size_t>(m * lda), 21);
+    const std::vector<float> w = kernels::testing::RandomFloats(static_cast<size_t>(n * k), 22);
+    const std::vector<float> c0 = kernels::testing::RandomFloats(static_cast<size_t>(m * ldc), 23);
+    std::vector<float> expected = c0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t t = 0; t < k; ++t) sum += double(a[size_t(i * lda + t)]) * double(w[size_t(j * k + t)]);
+        expected[size_t(i * ldc + j)] = static_cast<float>(0.5 * sum + 2.0 * c0[size_t(i * ldc + j)]);
+      }
+    }
+    DeviceBuffer a_dev = ToDevice(a), w_dev = ToDevice(w), c_dev = ToDevice(c0);
+    GemmArgs args;
+    args.kind = GemmKind::kF32;
+    args.m = m;
+    args.n = n;
+    args.k = k;
+    args.a = a_dev.data();
+    args.lda = lda;
+    args.w = w_dev.data();
+    args.c = c_dev.data();
+    args.ldc = ldc;
+    args.alpha = 0.5f;
+    args.beta = 2.0f;
+    Status status = Gemm(*gpu.handle, args);
+    REQUIRE_MESSAGE(status.ok(), status.message());
+    REQUIRE(gpu.stream.Synchronize().ok());
+    const std::vector<float> got = FromDevice<float>(c_dev, expected.size());
+    CHECK(kernels::testing::RelativeError(got.data(), expected.data(), expected.size()) < 1e-5);
+    for (int64_t i = 0; i < m; ++i) {  // the padding columns of C are untouched
+      for (int64_t j = n; j < ldc; ++j) CHECK(got[size_t(i * ldc + j)] == c0[size_t(i * ldc + j)]);
+    }
   }
 
   TEST_CASE("Gemm with m = 0 is a no-op") {
