@@ -29,8 +29,6 @@
 namespace envforge::cli {
 namespace {
 
-double Round(double v, double unit) { return std::round(v / unit) * unit; }
-
 int Unavailable(const std::string& reason, bool json) {
   std::fprintf(stderr, "envforge bench kernels: no CUDA device (%s)\n", reason.c_str());
   if (json) std::printf("%s\n", Json{{"available", false}, {"reason", reason}}.dump(2).c_str());
@@ -38,6 +36,8 @@ int Unavailable(const std::string& reason, bool json) {
 }
 
 #ifdef ENVFORGE_HAVE_CUDA
+
+double Round(double v, double unit) { return std::round(v / unit) * unit; }
 
 Json FigureJson(const kernels::cuda::KernelFigure& f) {
   return Json{{"kernel", f.kernel},

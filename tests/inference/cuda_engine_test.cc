@@ -88,6 +88,8 @@ std::vector<float> PrefillFresh(Model& model, const std::vector<int32_t>& tokens
   return Prefill(model, *cache, tokens, true, record);
 }
 
+#if ENVFORGE_HAVE_CUDA  // helpers of the GPU cases below
+
 // Per position: max |a - b| over the vocabulary divided by the largest |b| of all positions.
 struct Agreement {
   double max = 0, median = 0, scale = 0;
@@ -161,6 +163,8 @@ std::string TwoLayerModel(const std::string& dtype, const std::string& arch) {
   }
   return out;
 }
+
+#endif  // ENVFORGE_HAVE_CUDA
 
 // A stand-in for the GPU engine's page list: counts the forks the cache asks it for.
 class CountingAttachment final : public KvCacheAttachment {
