@@ -8,13 +8,16 @@
 // the checks that stand in for GPU faults (misaligned loads, ldmatrix and cp.async operands,
 // out-of-bounds writes into allocation slack and guard bands), the block orders
 // (ENVFORGE_EMULATOR_BLOCK_ORDER) that expose cross-block races, the runtime and cuBLAS
-// stand-ins, and a speed figure for launches and fiber switches (printed, not asserted).
+// stand-ins, cuBLASLt's FP8 block-scaled matmul (the cuBLAS documentation's definition and scale
+// layouts written out again, exact inputs, bit-for-bit; its statuses and descriptor attributes),
+// and a speed figure for launches and fiber switches (printed, not asserted).
 #if !ENVFORGE_CUDA_EMULATION
 #error "cuda_emulation_test.cc belongs to the emulated suite (ENVFORGE_CUDA_EMULATION=1)"
 #endif
 
 #include "kernels/cuda/internal/cuda_compat.cuh"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <doctest/doctest.h>
 
@@ -497,6 +500,95 @@ std::string HexAddress(const void* address) {
   char text[32];
   std::snprintf(text, sizeof text, "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(address));
   return text;
+}
+
+// ---- cuBLASLt FP8 block-scaled matmul (the cuBLASLt stand-ins)
+
+// Descriptors for one FP8 block-scaled matmul in cuBLAS's terms: D (m x n, ld ldd) = alpha *
+// {scale_a, A^T} x {scale_b, B} + beta * C with A k x m (lda) and B k x n (ldb), "TN".
+struct LtFp8Matmul {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+
+  LtFp8Matmul(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, cudaDataType d_type, int32_t a_mode,
+              int32_t b_mode) {
+    REQUIRE(cublasLtCreate(&handle) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+    Set(CUBLASLT_MATMUL_DESC_TRANSA, int32_t{CUBLAS_OP_T});
+    Set(CUBLASLT_MATMUL_DESC_TRANSB, int32_t{CUBLAS_OP_N});
+    Set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_mode);
+    Set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_mode);
+    REQUIRE(cublasLtMatrixLayoutCreate(&a, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(m), lda) ==
+            CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatrixLayoutCreate(&b, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(n), ldb) ==
+            CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatrixLayoutCreate(&c, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), ldd) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatrixLayoutCreate(&d, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), ldd) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatmulPreferenceCreate(&preference) == CUBLAS_STATUS_SUCCESS);
+  }
+  ~LtFp8Matmul() {
+    cublasLtMatmulPreferenceDestroy(preference);
+    for (cublasLtMatrixLayout_t layout : {a, b, c, d}) cublasLtMatrixLayoutDestroy(layout);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(handle);
+  }
+  LtFp8Matmul(const LtFp8Matmul&) = delete;
+  LtFp8Matmul& operator=(const LtFp8Matmul&) = delete;
+
+  template <typename T>
+  void Set(cublasLtMatmulDescAttributes_t attribute, T value) {
+    REQUIRE(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value) == CUBLAS_STATUS_SUCCESS);
+  }
+  void SetScales(const void* a_scales, const void* b_scales) {
+    Set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a_scales);
+    Set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b_scales);
+  }
+  // The heuristic's status; `returned` and `result` receive its answer.
+  cublasStatus_t Heuristic(int& returned, cublasLtMatmulHeuristicResult_t& result) {
+    returned = -1;
+    return cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, c, d, preference, 1, &result, &returned);
+  }
+  cublasStatus_t Run(const void* a_data, const void* b_data, void* d_data, float alpha, float beta,
+                     const cublasLtMatmulAlgo_t* algo) {
+    return cublasLtMatmul(handle, desc, &alpha, a_data, a, b_data, b, &beta, d_data, c, d_data, d, algo, nullptr, 0, nullptr);
+  }
+};
+
+// e4m3 codes whose values are +-(1 + m/8) * 2^e with e in {0, 1} (or zero): every product, every
+// 128-term block sum, and with power-of-two block scales every promoted sum, is exact in fp32, so
+// the emulated matmul must equal the double reference bit for bit.
+uint8_t SmallE4m3Code(std::mt19937& rng) {
+  const uint32_t r = rng();
+  if (r % 13 == 0) return 0;
+  return static_cast<uint8_t>(((r >> 4) & 1) << 7 | (7 + ((r >> 5) & 1)) << 3 | ((r >> 6) & 7));
+}
+
+// scale(outer, block) by the layouts of the cuBLAS documentation, 3.1.4.5.1, restated here:
+// VEC128_32F [blocks][outer] (outer contiguous); BLK128x128_32F [outer / 128][blocks rounded up to 4].
+size_t ScaleIndex(int32_t mode, int64_t outer, int64_t outer_count, int64_t block, int64_t blocks) {
+  if (mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F) return static_cast<size_t>(block * outer_count + outer);
+  return static_cast<size_t>((outer / 128) * ((blocks + 3) / 4 * 4) + block);
+}
+
+size_t ScaleCount(int32_t mode, int64_t outer_count, int64_t blocks) {
+  if (mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F) return static_cast<size_t>(outer_count * blocks);
+  return static_cast<size_t>((outer_count + 127) / 128 * ((blocks + 3) / 4 * 4));
+}
+
+// Powers of two in [2^-1, 2], neighbours differing, some negative (fp32 scales are applied with their sign);
+// entries no (outer, block) maps to (BLK128x128's padding blocks) hold NaN, so reading one shows.
+std::vector<float> BlockScales(int32_t mode, int64_t outer_count, int64_t blocks, int salt) {
+  std::vector<float> scales(ScaleCount(mode, outer_count, blocks), std::numeric_limits<float>::quiet_NaN());
+  for (int64_t outer = 0; outer < outer_count; ++outer) {
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t group = mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F ? outer : outer / 128;
+      const float magnitude = std::ldexp(1.0f, static_cast<int>((group * 5 + block * 3 + salt) % 3) - 1);
+      scales[ScaleIndex(mode, outer, outer_count, block, blocks)] = (group + block + salt) % 5 == 0 ? -magnitude : magnitude;
+    }
+  }
+  return scales;
 }
 
 TEST_SUITE("kernels.cuda.emulation") {
@@ -1005,6 +1097,227 @@ TEST_SUITE("kernels.cuda.emulation") {
             CUBLAS_STATUS_SUCCESS);
     CHECK(c3 == std::vector<float>{1, 3, 5, 2, 4, 6});
     CHECK(cublasDestroy(handle) == CUBLAS_STATUS_SUCCESS);
+  }
+
+  // The cuBLAS documentation's definition (3.1.4.5) and scale layouts (3.1.4.5.1) written out again
+  // as a double loop; exact inputs (SmallE4m3Code, power-of-two scales) make the comparison exact,
+  // so a scale read from a neighbouring row, block or padding entry changes the result. m and n
+  // span two 128-row scale blocks, k = 272 has a partial third block (L4 = 4 with one padding
+  // entry), and lda, ldb > k put NaN codes in the padding rows that must not be read.
+  TEST_CASE("cuBLASLt FP8 block-scaled matmul follows the documented definition and scale layouts") {
+    const int64_t m = 132, n = 136, k = 272, lda = k + 16, ldb = k + 32, blocks = 3;
+    std::mt19937 rng(2024);
+    std::vector<uint8_t> a_codes(static_cast<size_t>(lda * m), 0x7f), b_codes(static_cast<size_t>(ldb * n), 0x7f);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t l = 0; l < k; ++l) a_codes[static_cast<size_t>(l + i * lda)] = SmallE4m3Code(rng);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t l = 0; l < k; ++l) b_codes[static_cast<size_t>(l + j * ldb)] = SmallE4m3Code(rng);
+    }
+    DeviceBuffer a_device = ToDevice(a_codes), b_device = ToDevice(b_codes);
+    const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    struct Modes {
+      int32_t a, b;
+    };
+    for (const Modes modes : {Modes{vec, blk}, Modes{blk, vec}, Modes{vec, vec}}) {
+      CAPTURE(modes.a);
+      CAPTURE(modes.b);
+      const std::vector<float> a_scales = BlockScales(modes.a, m, blocks, 1), b_scales = BlockScales(modes.b, n, blocks, 2);
+      std::vector<double> expected(static_cast<size_t>(m * n));
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t i = 0; i < m; ++i) {
+          double sum = 0;
+          for (int64_t block = 0; block < blocks; ++block) {
+            double partial = 0;
+            for (int64_t l = block * 128; l < std::min(k, block * 128 + 128); ++l) {
+              partial += static_cast<double>(Fp8E4M3ToFloat(a_codes[static_cast<size_t>(l + i * lda)])) *
+                         Fp8E4M3ToFloat(b_codes[static_cast<size_t>(l + j * ldb)]);
+            }
+            sum += static_cast<double>(a_scales[ScaleIndex(modes.a, i, m, block, blocks)]) *
+                   b_scales[ScaleIndex(modes.b, j, n, block, blocks)] * partial;
+          }
+          expected[static_cast<size_t>(i + j * m)] = sum;
+        }
+      }
+      DeviceBuffer a_scales_device = ToDevice(a_scales), b_scales_device = ToDevice(b_scales);
+
+      // fp32 D (ld m + 4, padding rows keep their sentinel), alpha 1, beta 0: C is not read.
+      const int64_t ldd = m + 4;
+      LtFp8Matmul fp32(m, n, k, lda, ldb, ldd, CUDA_R_32F, modes.a, modes.b);
+      fp32.SetScales(a_scales_device.data(), b_scales_device.data());
+      int returned = 0;
+      cublasLtMatmulHeuristicResult_t result{};
+      REQUIRE(fp32.Heuristic(returned, result) == CUBLAS_STATUS_SUCCESS);
+      REQUIRE(returned == 1);
+      CHECK(result.state == CUBLAS_STATUS_SUCCESS);
+      CHECK(result.workspaceSize == 0);
+      DeviceBuffer d_device = ToDevice(std::vector<float>(static_cast<size_t>(ldd * n), -7.0f));
+      REQUIRE(fp32.Run(a_device.data(), b_device.data(), d_device.data(), 1.0f, 0.0f, &result.algo) == CUBLAS_STATUS_SUCCESS);
+      const std::vector<float> d = FromDevice<float>(d_device, static_cast<size_t>(ldd * n));
+      int64_t mismatches = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t i = 0; i < ldd; ++i) {
+          const float actual = d[static_cast<size_t>(i + j * ldd)];
+          const float wanted = i < m ? static_cast<float>(expected[static_cast<size_t>(i + j * m)]) : -7.0f;
+          if (actual != wanted) ++mismatches;
+        }
+      }
+      CHECK(mismatches == 0);
+
+      // bf16 C and D in place (C == D), alpha 0.5, beta 2, no algo (cublasLtMatmul chooses): the
+      // fp32 result (still exact) rounded once to bf16.
+      LtFp8Matmul bf16(m, n, k, lda, ldb, m, CUDA_R_16BF, modes.a, modes.b);
+      bf16.SetScales(a_scales_device.data(), b_scales_device.data());
+      std::vector<uint16_t> c_values(static_cast<size_t>(m * n));
+      for (size_t i = 0; i < c_values.size(); ++i) c_values[i] = FloatToBf16(static_cast<float>(static_cast<int>(i % 33) - 16) / 4.0f);
+      DeviceBuffer cd_device = ToDevice(c_values);
+      REQUIRE(bf16.Run(a_device.data(), b_device.data(), cd_device.data(), 0.5f, 2.0f, nullptr) == CUBLAS_STATUS_SUCCESS);
+      const std::vector<uint16_t> cd = FromDevice<uint16_t>(cd_device, c_values.size());
+      mismatches = 0;
+      for (size_t i = 0; i < cd.size(); ++i) {
+        const double wanted = 0.5 * expected[i] + 2.0 * Bf16ToFloat(c_values[i]);
+        if (cd[i] != FloatToBf16(static_cast<float>(wanted))) ++mismatches;
+      }
+      CHECK(mismatches == 0);
+    }
+  }
+
+  TEST_CASE("cuBLASLt FP8 block-scaled matmul: unsupported configurations find no algorithm, bad arguments are INVALID_VALUE") {
+    const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    int returned = 0;
+    cublasLtMatmulHeuristicResult_t result{};
+    auto no_algorithm = [&](LtFp8Matmul& matmul) {
+      const cublasStatus_t status = matmul.Heuristic(returned, result);
+      return status == CUBLAS_STATUS_NOT_SUPPORTED && returned == 0;
+    };
+    {
+      LtFp8Matmul both_blocks(128, 128, 256, 256, 256, 128, CUDA_R_32F, blk, blk);  // the documented "No" combination
+      CHECK(no_algorithm(both_blocks));
+      LtFp8Matmul tensorwide(128, 128, 256, 256, 256, 128, CUDA_R_32F, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F,
+                             CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);  // documented, not emulated
+      CHECK(no_algorithm(tensorwide));
+      LtFp8Matmul outer_vector(128, 128, 256, 256, 256, 128, CUDA_R_32F, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, vec);
+      CHECK(no_algorithm(outer_vector));
+      LtFp8Matmul m_not_multiple_of_4(126, 128, 256, 256, 256, 128, CUDA_R_32F, vec, blk);
+      CHECK(no_algorithm(m_not_multiple_of_4));
+      LtFp8Matmul n_not_multiple_of_4(128, 6, 256, 256, 256, 128, CUDA_R_32F, vec, blk);
+      CHECK(no_algorithm(n_not_multiple_of_4));
+      LtFp8Matmul fp8_output(128, 128, 256, 256, 256, 128, CUDA_R_8F_E4M3, vec, blk);
+      CHECK(no_algorithm(fp8_output));
+      LtFp8Matmul not_tn(128, 128, 256, 256, 256, 128, CUDA_R_32F, vec, blk);
+      not_tn.Set(CUBLASLT_MATMUL_DESC_TRANSA, int32_t{CUBLAS_OP_N});
+      CHECK(no_algorithm(not_tn));
+      LtFp8Matmul c_scale_mode(128, 128, 256, 256, 256, 128, CUDA_R_32F, vec, blk);
+      c_scale_mode.Set(CUBLASLT_MATMUL_DESC_C_SCALE_MODE, vec);  // "all the other scaling modes must not be modified"
+      CHECK(no_algorithm(c_scale_mode));
+      LtFp8Matmul fast_accum(128, 128, 256, 256, 256, 128, CUDA_R_32F, vec, blk);
+      fast_accum.Set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t{1});
+      CHECK(no_algorithm(fast_accum));
+      LtFp8Matmul under_aligned(128, 128, 256, 256, 256, 128, CUDA_R_32F, vec, blk);
+      const uint32_t eight = 8;
+      REQUIRE(cublasLtMatmulPreferenceSetAttribute(under_aligned.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &eight,
+                                                   sizeof eight) == CUBLAS_STATUS_SUCCESS);
+      CHECK(no_algorithm(under_aligned));
+    }
+
+    // Arguments in conflict: INVALID_VALUE from the heuristic and the matmul alike.
+    LtFp8Matmul matmul(128, 128, 256, 256, 256, 128, CUDA_R_32F, vec, blk);
+    CHECK(cublasLtMatmulAlgoGetHeuristic(matmul.handle, matmul.desc, matmul.a, matmul.b, matmul.c, matmul.d, matmul.preference, 0,
+                                         &result, &returned) == CUBLAS_STATUS_INVALID_VALUE);
+    cublasLtMatrixLayout_t short_k = nullptr;  // B with k = 240 while A has 256
+    REQUIRE(cublasLtMatrixLayoutCreate(&short_k, CUDA_R_8F_E4M3, 240, 128, 256) == CUBLAS_STATUS_SUCCESS);
+    CHECK(cublasLtMatmulAlgoGetHeuristic(matmul.handle, matmul.desc, matmul.a, short_k, matmul.c, matmul.d, matmul.preference, 1,
+                                         &result, &returned) == CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatrixLayoutDestroy(short_k) == CUBLAS_STATUS_SUCCESS);
+    cublasLtMatrixLayout_t short_ld = nullptr;  // ld below the row count
+    REQUIRE(cublasLtMatrixLayoutCreate(&short_ld, CUDA_R_8F_E4M3, 256, 128, 240) == CUBLAS_STATUS_SUCCESS);
+    CHECK(cublasLtMatmulAlgoGetHeuristic(matmul.handle, matmul.desc, short_ld, matmul.b, matmul.c, matmul.d, matmul.preference, 1,
+                                         &result, &returned) == CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatrixLayoutDestroy(short_ld) == CUBLAS_STATUS_SUCCESS);
+
+    DeviceBuffer a = DeviceZeros<uint8_t>(256 * 128), b = DeviceZeros<uint8_t>(256 * 128), d = DeviceZeros<float>(128 * 128);
+    DeviceBuffer scales = ToDevice(std::vector<float>(256, 1.0f));
+    // No scale pointers yet: the heuristic does not need them, the matmul does.
+    REQUIRE(matmul.Heuristic(returned, result) == CUBLAS_STATUS_SUCCESS);
+    CHECK(matmul.Run(a.data(), b.data(), d.data(), 1.0f, 0.0f, &result.algo) == CUBLAS_STATUS_INVALID_VALUE);
+    matmul.SetScales(static_cast<const char*>(scales.data()) + 4, scales.data());  // not 16-byte aligned
+    CHECK(matmul.Run(a.data(), b.data(), d.data(), 1.0f, 0.0f, &result.algo) == CUBLAS_STATUS_INVALID_VALUE);
+    matmul.SetScales(scales.data(), scales.data());
+    CHECK(matmul.Run(a.data(), b.data(), d.data(), 1.0f, 0.0f, &result.algo) == CUBLAS_STATUS_SUCCESS);
+    CHECK(FromDevice<float>(d, 128 * 128) == std::vector<float>(128 * 128, 0.0f));
+    CHECK(matmul.Run(static_cast<const char*>(a.data()) + 8, b.data(), d.data(), 1.0f, 0.0f, &result.algo) ==
+          CUBLAS_STATUS_INVALID_VALUE);  // FP8 matrix pointers must be 16-byte aligned
+    cublasLtMatmulAlgo_t foreign{};
+    CHECK(matmul.Run(a.data(), b.data(), d.data(), 1.0f, 0.0f, &foreign) == CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmul(matmul.handle, matmul.desc, nullptr, a.data(), matmul.a, b.data(), matmul.b, nullptr, d.data(), matmul.c,
+                         d.data(), matmul.d, &result.algo, nullptr, 0, nullptr) == CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmul(nullptr, matmul.desc, nullptr, a.data(), matmul.a, b.data(), matmul.b, nullptr, d.data(), matmul.c,
+                         d.data(), matmul.d, &result.algo, nullptr, 0, nullptr) == CUBLAS_STATUS_NOT_INITIALIZED);
+    matmul.Set(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, d.data());  // D is fp32, not a narrow type
+    CHECK(matmul.Heuristic(returned, result) == CUBLAS_STATUS_INVALID_VALUE);
+  }
+
+  TEST_CASE("cuBLASLt descriptor attributes: set, get, size queries and the documented INVALID_VALUE cases") {
+    cublasLtMatmulDesc_t desc = nullptr;
+    REQUIRE(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+    int32_t value = -1;
+    size_t written = 0;
+    REQUIRE(cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &value, sizeof value, &written) == CUBLAS_STATUS_SUCCESS);
+    CHECK(value == CUBLAS_OP_N);  // the documented default
+    CHECK(written == sizeof value);
+    REQUIRE(cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &value, sizeof value, nullptr) ==
+            CUBLAS_STATUS_SUCCESS);
+    CHECK(value == CUDA_R_32F);
+    const int32_t blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    REQUIRE(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &blk, sizeof blk) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &value, sizeof value, &written) ==
+            CUBLAS_STATUS_SUCCESS);
+    CHECK(value == blk);
+    const int64_t wide = 1;
+    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &wide, sizeof wide) == CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, nullptr, sizeof value) == CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmulDescSetAttribute(desc, static_cast<cublasLtMatmulDescAttributes_t>(9999), &value, sizeof value) ==
+          CUBLAS_STATUS_INVALID_VALUE);
+    // Size 0 asks for the size; it needs somewhere to write it.
+    written = 0;
+    REQUIRE(cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, nullptr, 0, &written) ==
+            CUBLAS_STATUS_SUCCESS);
+    CHECK(written == sizeof(void*));
+    CHECK(cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, nullptr, 0, nullptr) ==
+          CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmulDescDestroy(desc) == CUBLAS_STATUS_SUCCESS);
+
+    cublasLtMatrixLayout_t layout = nullptr;
+    REQUIRE(cublasLtMatrixLayoutCreate(&layout, CUDA_R_16BF, 12, 5, 16) == CUBLAS_STATUS_SUCCESS);
+    uint64_t rows = 0;
+    int64_t ld = 0;
+    uint32_t type = 0;
+    REQUIRE(cublasLtMatrixLayoutGetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof rows, &written) ==
+            CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatrixLayoutGetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld, &written) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatrixLayoutGetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_TYPE, &type, sizeof type, &written) ==
+            CUBLAS_STATUS_SUCCESS);
+    CHECK(rows == 12);
+    CHECK(ld == 16);
+    CHECK(type == CUDA_R_16BF);
+    const int32_t batch = 3;
+    REQUIRE(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch) ==
+            CUBLAS_STATUS_SUCCESS);
+    CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, &batch, sizeof batch) == CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatrixLayoutDestroy(layout) == CUBLAS_STATUS_SUCCESS);
+
+    cublasLtMatmulPreference_t preference = nullptr;
+    REQUIRE(cublasLtMatmulPreferenceCreate(&preference) == CUBLAS_STATUS_SUCCESS);
+    uint32_t alignment = 0;
+    REQUIRE(cublasLtMatmulPreferenceGetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignment, sizeof alignment,
+                                                 &written) == CUBLAS_STATUS_SUCCESS);
+    CHECK(alignment == 256);  // the documented default
+    const uint64_t workspace = 1 << 20;
+    CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace) ==
+          CUBLAS_STATUS_SUCCESS);
+    CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &alignment, sizeof alignment) ==
+          CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmulPreferenceDestroy(preference) == CUBLAS_STATUS_SUCCESS);
   }
 
   TEST_CASE("speed: launch and fiber-switch costs (printed, not asserted)") {

@@ -440,10 +440,9 @@ TEST_SUITE("kernels.cuda.gemm") {
   TEST_CASE("FP8 block-scaled Gemm matches ref::Linear's W8A8 path on odd shapes and partial blocks") {
     ENVFORGE_REQUIRE_GPU();
     GpuContext gpu = MakeContext();
-    // Hopper with this toolkit's cuBLAS (>= 12.9) must have it; elsewhere the fallback is checked.
-    // The host emulator reports a Hopper but emulates no cuBLASLt FP8 (the engine then takes its
-    // bf16 weight path), so there the fallback is what must hold.
-    if (testing::GpuOrNull()->sm_major == 9 && !testing::Emulated()) REQUIRE(Fp8BlockGemmSupported(*gpu.handle));
+    // Hopper with this toolkit's cuBLAS (>= 12.9) must have it (the host emulator implements it
+    // from the cuBLASLt documentation); elsewhere the fallback is checked.
+    if (testing::GpuOrNull()->sm_major == 9) REQUIRE(Fp8BlockGemmSupported(*gpu.handle));
     if (!Fp8BlockGemmSupported(*gpu.handle)) {
       // The documented fallback signal: callers switch to dequantized bf16 weights.
       std::vector<float> scales(64, 1.0f);
