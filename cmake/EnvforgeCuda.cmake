@@ -59,6 +59,12 @@ function(envforge_cuda_emulated_library name)
   target_compile_definitions(${name} PUBLIC ENVFORGE_CUDA_EMULATION=1)
   # GPU code under g++: CUDA's host headers annotate with attributes g++ does not know.
   target_compile_options(${name} PRIVATE -Wno-attributes -Wno-unused-parameter)
+  # Every typed access at an address its type's alignment does not divide (a float4 load from a
+  # float-aligned pointer) is a misaligned-address fault on the GPU: UBSan's alignment check makes
+  # it one here too (abort with the source line), including plain vector loads the emulator's own
+  # intrinsic checks cannot see.
+  target_compile_options(${name} PRIVATE -fsanitize=alignment -fno-sanitize-recover=alignment)
+  target_link_options(${name} INTERFACE -fsanitize=alignment)
   target_link_libraries(${name} PUBLIC envforge_base CUDA::toolkit)
 endfunction()
 

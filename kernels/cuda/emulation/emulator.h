@@ -26,7 +26,9 @@
 //   * Misaligned addresses: __ldg/__ldcg/__ldca/__ldcs/__ldlu and __stcg/__stcs/__stwt check their
 //     pointer against alignof(T), as the GPU's load/store of that width does; ldmatrix row
 //     addresses must be 16-byte aligned, and cp.async's source and destination aligned to its
-//     copy size.
+//     copy size. Plain typed accesses (a uint4 or float4 dereference) are checked by UBSan's
+//     alignment sanitizer, which the emulated libraries are built with (envforge_cuda_emulated_library):
+//     a misaligned one aborts with the source line.
 //   * Shared-memory operands: ldmatrix rows (16 bytes) and cp.async destinations must lie in a
 //     shared-memory region: the launch's dynamic shared memory (its requested size, not the whole
 //     227 KiB array) or a static `__shared__` variable. The emulator knows the latter only as
