@@ -35,6 +35,35 @@ function(envforge_cuda_target target)
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo -Xcompiler=-Wall>)
 endfunction()
 
+# ENVFORGE_EMULATOR_ASAN (default ON when the C++ compiler can build and link AddressSanitizer
+# with its fiber-switch annotations): the emulated libraries and the executables that run them
+# (envforge_cuda_emulated_executable) are built with -fsanitize=address, so a kernel's read or write
+# outside its device allocations is reported with its source line (kernels/cuda/emulation/emulator.h,
+# "Out-of-bounds reads and writes"). Nothing else changes: the real CUDA build and other targets
+# keep their flags. Frame pointers keep ASan's fast unwinder working on the fiber stacks.
+include(CheckCXXSourceCompiles)
+set(CMAKE_REQUIRED_FLAGS -fsanitize=address)
+set(CMAKE_REQUIRED_LINK_OPTIONS -fsanitize=address)
+set(CMAKE_REQUIRED_QUIET ON)
+check_cxx_source_compiles([[
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+int main() {
+  static char bytes[16];
+  ASAN_POISON_MEMORY_REGION(bytes + 8, 8);
+  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+  return bytes[0];
+}]] ENVFORGE_COMPILER_HAS_ASAN)
+unset(CMAKE_REQUIRED_FLAGS)
+unset(CMAKE_REQUIRED_LINK_OPTIONS)
+unset(CMAKE_REQUIRED_QUIET)
+option(ENVFORGE_EMULATOR_ASAN "Build the CUDA emulator's libraries and test executables with AddressSanitizer"
+  ${ENVFORGE_COMPILER_HAS_ASAN})
+if(ENVFORGE_EMULATOR_ASAN AND NOT ENVFORGE_COMPILER_HAS_ASAN)
+  message(FATAL_ERROR "ENVFORGE_EMULATOR_ASAN=ON but ${CMAKE_CXX_COMPILER} cannot build and link -fsanitize=address")
+endif()
+set(ENVFORGE_EMULATOR_ASAN_FLAGS -fsanitize=address -fno-omit-frame-pointer)
+
 # envforge_cuda_emulated_library(name SOURCES ...): the same CUDA sources built by g++ for the host
 # emulator (kernels/cuda/emulation/): every .cu is compiled through a generated one-line .cc that
 # includes it, with ENVFORGE_CUDA_EMULATION=1, so the kernels run as fibers on the CPU in the
@@ -65,7 +94,25 @@ function(envforge_cuda_emulated_library name)
   # intrinsic checks cannot see.
   target_compile_options(${name} PRIVATE -fsanitize=alignment -fno-sanitize-recover=alignment)
   target_link_options(${name} INTERFACE -fsanitize=alignment)
+  # ENVFORGE_EMULATOR_ASAN: out-of-bounds reads and writes (see the option above). The link
+  # option travels to whatever executable links the library, which needs ASan's runtime.
+  if(ENVFORGE_EMULATOR_ASAN)
+    target_compile_options(${name} PRIVATE ${ENVFORGE_EMULATOR_ASAN_FLAGS})
+    target_link_options(${name} INTERFACE -fsanitize=address)
+  endif()
   target_link_libraries(${name} PUBLIC envforge_base CUDA::toolkit)
+endfunction()
+
+# envforge_cuda_emulated_executable(target): `target` runs the kernels in the host emulator (it
+# links the emulated libraries through envforge_cuda_backend), and its own sources get the
+# emulator's sanitizer flags (ENVFORGE_EMULATOR_ASAN), so test code touching device memory is
+# checked too.
+function(envforge_cuda_emulated_executable target)
+  set_target_properties(${target} PROPERTIES ENVFORGE_CUDA_EMULATION ON)
+  if(ENVFORGE_EMULATOR_ASAN)
+    target_compile_options(${target} PRIVATE ${ENVFORGE_EMULATOR_ASAN_FLAGS})
+    target_link_options(${target} PRIVATE -fsanitize=address)
+  endif()
 endfunction()
 
 # envforge_cuda_backend(consumer real emulated): consumer links `real`, except in targets with the

@@ -29,5 +29,5 @@ if(ENVFORGE_HAVE_CUDA)
     LIBS envforge_inference
     LABELS unit python
     TIMEOUT 600)
-  set_target_properties(inference_cuda_engine_emulated_test PROPERTIES ENVFORGE_CUDA_EMULATION ON)
+  envforge_cuda_emulated_executable(inference_cuda_engine_emulated_test)
 endif()

@@ -6,7 +6,8 @@
 // barriers, dynamic shared memory, the launch limits a GPU enforces, fault detection (deadlock,
 // divergent and partial-mask collectives, reported instead of aborting through SetAbortOnFault),
 // the checks that stand in for GPU faults (misaligned loads, ldmatrix and cp.async operands,
-// out-of-bounds writes into allocation slack and guard bands), the block orders
+// out-of-bounds writes into allocation slack and guard bands; with AddressSanitizer, out-of-bounds
+// reads and writes reported by ASan, in a child process, and fibers that ASan follows), the block orders
 // (ENVFORGE_EMULATOR_BLOCK_ORDER) that expose cross-block races, the runtime and cuBLAS
 // stand-ins, cuBLASLt's FP8 block-scaled matmul (the cuBLAS documentation's definition and scale
 // layouts written out again, exact inputs, bit-for-bit; its statuses and descriptor attributes),
@@ -32,6 +33,14 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#if ENVFORGE_EMULATION_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#endif
 
 #include "kernels/cpu/float_formats.h"
 #include "tests/kernels/cuda_test_util.h"
@@ -304,8 +313,58 @@ __global__ void cp_async_mistake_kernel(const uint8_t* src, int mistake, uint8_t
 
 // data[index] = value by one thread of block 0: an out-of-bounds write when index is outside the
 // buffer.
-__global__ void write_at_kernel(float* data, int index, float value) {
+[[maybe_unused]] __global__ void write_at_kernel(float* data, int index, float value) {
   if (threadIdx.x == 0 && blockIdx.x == 0) data[index] = value;
+}
+
+// Code ASan leaves alone (no_sanitize_address; never inlined into instrumented callers): what the
+// guard pattern check is still there for, written like code built without ASan.
+#if ENVFORGE_EMULATION_ASAN
+#define ENVFORGE_TEST_NOT_SANITIZED __attribute__((no_sanitize_address, noinline))
+#else
+#define ENVFORGE_TEST_NOT_SANITIZED
+#endif
+
+// write_at_kernel, uninstrumented: its overruns reach the guard pattern check.
+ENVFORGE_TEST_NOT_SANITIZED __global__ void unsanitized_write_at_kernel(float* data, int index, float value) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) data[index] = value;
+}
+
+ENVFORGE_TEST_NOT_SANITIZED void UnsanitizedStore(unsigned char* address, unsigned char value) { *address = value; }
+
+// out[0] = data[index] by one thread of block 1 of 2: an out-of-bounds read when index is outside
+// the buffer.
+[[maybe_unused]] __global__ void read_at_kernel(const float* data, int index, float* out) {
+  if (threadIdx.x == 5 && blockIdx.x == 1) out[0] = data[index];
+}
+
+// Each thread reads dynamic shared element threadIdx.x + offset after the block filled the launch's
+// `count` elements: past the launch's dynamic shared memory when threadIdx.x + offset >= count.
+[[maybe_unused]] __global__ void dynamic_shared_read_kernel(int count, int offset, int* out) {
+  ENVFORGE_DYNAMIC_SHARED(int, values);
+  const int t = static_cast<int>(threadIdx.x);
+  for (int i = t; i < count; i += static_cast<int>(blockDim.x)) values[i] = i;
+  __syncthreads();
+  out[t] = values[t + offset];
+}
+
+// Kernel frames ASan guards with redzones (a local array whose address escapes) held across
+// barriers, then (fault_thread >= 0) abandoned mid-kernel by a deadlock: the next launches reuse
+// those fiber stacks and must see no stale redzone.
+int SumThrough(const int* values, int count) {
+  int sum = 0;
+  for (int i = 0; i < count; ++i) sum += values[i];
+  return sum;
+}
+
+__global__ void stack_frames_kernel(int fault_thread, int* out) {
+  int local[48];
+  const int t = static_cast<int>(threadIdx.x);
+  for (int i = 0; i < 48; ++i) local[i] = t + i;
+  __syncthreads();
+  if (t == fault_thread) return;  // the others wait at the next barrier forever: a deadlock
+  __syncthreads();
+  out[t] = SumThrough(local, 48);
 }
 
 // Block b writes block b - 1's value plus one, with no grid-wide synchronisation: a cross-block
@@ -501,6 +560,64 @@ std::string HexAddress(const void* address) {
   std::snprintf(text, sizeof text, "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(address));
   return text;
 }
+
+#if ENVFORGE_EMULATION_ASAN
+// What a child process said on stderr and how it ended (exit status, or 128 + the signal).
+struct ChildOutcome {
+  int status = -1;
+  std::string stderr_text;
+};
+
+// Runs `body` in a forked child whose stderr is captured: ASan ends the process at its first
+// report, so a case that expects one cannot run in the test process. The child exits 0 after
+// `body` (without running exit handlers: the parent's doctest state is not the child's to report).
+template <typename Body>
+ChildOutcome RunInChild(Body body) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[1]);
+    body();
+    std::fflush(nullptr);
+    _exit(0);
+  }
+  close(fds[1]);
+  ChildOutcome outcome;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t got = read(fds[0], buffer, sizeof buffer);
+    if (got > 0) {
+      outcome.stderr_text.append(buffer, static_cast<size_t>(got));
+    } else if (got == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  outcome.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return outcome;
+}
+
+// The child died of an ASan report of `kind` ("use-after-poison") for an access (e.g. "READ of
+// size 4") made at `address` in `function`, whose source line (this file) the report names.
+void CheckAsanReport(const ChildOutcome& outcome, const std::string& kind, const std::string& access, const void* address,
+                     const std::string& function) {
+  INFO(outcome.stderr_text);
+  CHECK(outcome.status != 0);
+  CHECK(outcome.stderr_text.find("ERROR: AddressSanitizer: " + kind + " on address " + HexAddress(address)) != std::string::npos);
+  CHECK(outcome.stderr_text.find(access + " at " + HexAddress(address)) != std::string::npos);
+  const size_t frame = outcome.stderr_text.find(" in " + function);
+  REQUIRE(frame != std::string::npos);
+  const std::string first_frame = outcome.stderr_text.substr(frame, outcome.stderr_text.find('\n', frame) - frame);
+  CHECK(first_frame.find("cuda_emulation_test.cc:") != std::string::npos);
+}
+#endif
 
 // ---- cuBLASLt FP8 block-scaled matmul (the cuBLASLt stand-ins)
 
@@ -902,7 +1019,7 @@ TEST_SUITE("kernels.cuda.emulation") {
     const ScopedNonAbortingFaults non_aborting;
     // 100 floats: 400 bytes, rounded to 512 (112 bytes of slack), then a 256-byte guard band.
     DeviceBuffer data = DeviceZeros<float>(100);
-    ENVFORGE_LAUNCH(2, 32, 0, nullptr, write_at_kernel)(data.as<float>(), 99, 1.0f);
+    ENVFORGE_LAUNCH(2, 32, 0, nullptr, unsanitized_write_at_kernel)(data.as<float>(), 99, 1.0f);
     REQUIRE(cudaGetLastError() == cudaSuccess);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
 
@@ -915,14 +1032,14 @@ TEST_SUITE("kernels.cuda.emulation") {
                     {191, "the first at offset 764 (past its end"},   // the last float of the guard band
                     {-1, "the first at offset -4 (before its start)"}};
     for (const auto& overrun : overruns) {
-      ENVFORGE_LAUNCH(2, 32, 0, nullptr, write_at_kernel)(data.as<float>(), overrun.index, 1.0f);
-      const std::string message = ExpectLaunchFault("write_at_kernel");
+      ENVFORGE_LAUNCH(2, 32, 0, nullptr, unsanitized_write_at_kernel)(data.as<float>(), overrun.index, 1.0f);
+      const std::string message = ExpectLaunchFault("unsanitized_write_at_kernel");
       CHECK(message.find("after the launch: out-of-bounds write: the device " + size) != std::string::npos);
       CHECK(message.find(overrun.first) != std::string::npos);
       CHECK(message.find("4 byte(s) overwritten") != std::string::npos);
     }
     // Each overrun is reported once (the guards are refilled): the next correct launch is clean.
-    ENVFORGE_LAUNCH(2, 32, 0, nullptr, write_at_kernel)(data.as<float>(), 0, 2.0f);
+    ENVFORGE_LAUNCH(2, 32, 0, nullptr, unsanitized_write_at_kernel)(data.as<float>(), 0, 2.0f);
     CHECK(cudaGetLastError() == cudaSuccess);
     CHECK(FromDevice<float>(data, 100)[0] == 2.0f);
   }
@@ -942,7 +1059,7 @@ TEST_SUITE("kernels.cuda.emulation") {
     CHECK(cudaMemset(static_cast<unsigned char*>(memory) + 50, 0, 50) == cudaSuccess);
     CHECK(cudaMemcpy2DAsync(memory, 35, host.data(), 30, 30, 3, cudaMemcpyHostToDevice, nullptr) == cudaSuccess);
 
-    static_cast<unsigned char*>(memory)[103] = 0;  // host code writing into the slack
+    UnsanitizedStore(static_cast<unsigned char*>(memory) + 103, 0);  // host code writing into the slack
     CHECK(cudaFree(memory) == cudaErrorLaunchFailure);
     CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
@@ -951,6 +1068,97 @@ TEST_SUITE("kernels.cuda.emulation") {
     CHECK(message.find("cudaFree: out-of-bounds write: the device allocation at " + HexAddress(memory) +
                        " of 100 bytes has 1 byte(s) overwritten outside it, the first at offset 103") != std::string::npos);
   }
+
+  TEST_CASE("fiber stacks are reused after kernels that finished and kernels a fault abandoned mid-frame") {
+    // Under ASan, frames with redzones left on a reused fiber stack would be reported as stack
+    // overflows by the next kernel; without it, the results are checked all the same.
+    const int threads = 96;
+    DeviceBuffer out = DeviceZeros<int>(threads);
+    auto expect_sums = [&] {
+      const std::vector<int> got = FromDevice<int>(out, threads);
+      for (int t = 0; t < threads; ++t) CHECK(got[static_cast<size_t>(t)] == 48 * t + 47 * 48 / 2);
+    };
+    ENVFORGE_LAUNCH(2, threads, 0, nullptr, stack_frames_kernel)(-1, out.as<int>());
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    expect_sums();
+    {
+      const ScopedNonAbortingFaults non_aborting;
+      ENVFORGE_LAUNCH(2, threads, 0, nullptr, stack_frames_kernel)(37, out.as<int>());
+      const std::string message = ExpectLaunchFault("stack_frames_kernel");
+      CHECK(message.find("deadlock") != std::string::npos);
+    }
+    REQUIRE(cudaMemset(out.data(), 0, threads * sizeof(int)) == cudaSuccess);
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      ENVFORGE_LAUNCH(3, threads, 0, nullptr, stack_frames_kernel)(-1, out.as<int>());
+      REQUIRE(cudaGetLastError() == cudaSuccess);
+      expect_sums();
+    }
+  }
+
+#if ENVFORGE_EMULATION_ASAN
+  TEST_CASE("with AddressSanitizer, guards, slack and dynamic shared memory past the launch's size are poisoned") {
+    // 100 floats: 400 bytes, rounded to 512, guard bands of 256 bytes on both sides.
+    DeviceBuffer data = DeviceZeros<float>(100);
+    const auto* bytes = static_cast<const unsigned char*>(data.data());
+    CHECK(__asan_address_is_poisoned(bytes) == 0);
+    CHECK(__asan_address_is_poisoned(bytes + 399) == 0);
+    CHECK(__asan_address_is_poisoned(bytes + 400) != 0);
+    CHECK(__asan_address_is_poisoned(bytes + 511) != 0);
+    CHECK(__asan_address_is_poisoned(bytes + 767) != 0);
+    CHECK(__asan_address_is_poisoned(bytes - 1) != 0);
+    CHECK(__asan_address_is_poisoned(bytes - 256) != 0);
+    CHECK(__asan_region_is_poisoned(const_cast<unsigned char*>(bytes), 400) == nullptr);
+    // An odd size: the poison starts at the exact byte.
+    DeviceBuffer odd = DeviceZeros<uint8_t>(13);
+    const auto* odd_bytes = static_cast<const unsigned char*>(odd.data());
+    CHECK(__asan_address_is_poisoned(odd_bytes + 12) == 0);
+    CHECK(__asan_address_is_poisoned(odd_bytes + 13) != 0);
+
+    // The guard check (after each launch) reads the guards and leaves them poisoned.
+    DeviceBuffer out = DeviceZeros<int>(64);
+    ENVFORGE_LAUNCH(1, 64, 100 * sizeof(int), nullptr, dynamic_shared_read_kernel)(100, 36, out.as<int>());
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    const std::vector<int> got = FromDevice<int>(out, 64);
+    for (int t = 0; t < 64; ++t) CHECK(got[static_cast<size_t>(t)] == t + 36);
+    CHECK(__asan_address_is_poisoned(bytes + 400) != 0);
+    CHECK(__asan_address_is_poisoned(bytes - 1) != 0);
+    const unsigned char* shared = cuda_emulation::internal::dynamic_shared_memory;
+    CHECK(__asan_address_is_poisoned(shared + 399) == 0);
+    CHECK(__asan_address_is_poisoned(shared + 400) != 0);
+    CHECK(__asan_address_is_poisoned(shared + cuda_emulation::internal::kMaxDynamicSharedBytes - 1) != 0);
+  }
+
+  TEST_CASE("with AddressSanitizer, a kernel's out-of-bounds read or write is reported at once with its source line") {
+    DeviceBuffer data = DeviceZeros<float>(100);
+    DeviceBuffer out = DeviceZeros<float>(1);
+    const float* base = data.as<float>();
+    auto read_at = [&](int index) {
+      return RunInChild([&] { ENVFORGE_LAUNCH(2, 32, 0, nullptr, read_at_kernel)(data.as<float>(), index, out.as<float>()); });
+    };
+    // The harness itself: an in-bounds read runs to the end of the child, silently.
+    const ChildOutcome clean = read_at(99);
+    CHECK(clean.status == 0);
+    CHECK(clean.stderr_text.find("AddressSanitizer") == std::string::npos);
+
+    CheckAsanReport(read_at(100), "use-after-poison", "READ of size 4", base + 100, "read_at_kernel");  // one past the end
+    CheckAsanReport(read_at(127), "use-after-poison", "READ of size 4", base + 127, "read_at_kernel");  // the slack's last
+    CheckAsanReport(read_at(191), "use-after-poison", "READ of size 4", base + 191, "read_at_kernel");  // the guard's last
+    CheckAsanReport(read_at(-1), "use-after-poison", "READ of size 4", base - 1, "read_at_kernel");     // before the start
+
+    // Writes are reported by ASan before the guard check after the launch could see them.
+    const ChildOutcome write = RunInChild([&] { ENVFORGE_LAUNCH(2, 32, 0, nullptr, write_at_kernel)(data.as<float>(), 100, 1.0f); });
+    CheckAsanReport(write, "use-after-poison", "WRITE of size 4", base + 100, "write_at_kernel");
+    CHECK(write.stderr_text.find("envforge CUDA emulator") == std::string::npos);
+
+    // Dynamic shared memory past the launch's 100 ints: thread 63 reads element 100.
+    DeviceBuffer shared_out = DeviceZeros<int>(64);
+    const ChildOutcome shared = RunInChild([&] {
+      ENVFORGE_LAUNCH(1, 64, 100 * sizeof(int), nullptr, dynamic_shared_read_kernel)(100, 37, shared_out.as<int>());
+    });
+    CheckAsanReport(shared, "use-after-poison", "READ of size 4",
+                    reinterpret_cast<const int*>(cuda_emulation::internal::dynamic_shared_memory) + 100, "dynamic_shared_read_kernel");
+  }
+#endif
 
   TEST_CASE("block order: forward hides a cross-block race that reverse and shuffle expose") {
     const int blocks = 16;

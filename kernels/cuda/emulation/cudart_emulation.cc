@@ -6,7 +6,8 @@
 // 227 KiB opt-in shared memory, 80 GB). Device memory is host memory (256-byte aligned, filled with
 // a garbage pattern on allocation so reads of unwritten memory show as NaN / huge indices), with
 // pattern-filled guard bands around each allocation that are checked after every launch and at
-// cudaFree (see emulator.h, "Out-of-bounds writes"). Every
+// cudaFree (see emulator.h, "Out-of-bounds writes"); with AddressSanitizer the guards and slack are
+// also poisoned, so that any instrumented access to them is reported at once. Every
 // operation completes before it returns (kernels too, see emulator.h), so streams and events only
 // keep their handles and host timestamps. Failing calls record their error for cudaGetLastError,
 // as the runtime does; a launch that faulted (non-aborting mode) is reported once by the next
@@ -22,6 +23,10 @@
 #include <mutex>
 #include <new>
 #include <string>
+
+#if ENVFORGE_EMULATION_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
 
 namespace {
 
@@ -64,8 +69,8 @@ void FillPattern(unsigned char* begin, size_t phase, size_t length) {
 }
 
 // "" when the guards and slack of the allocation at `user` hold the pattern; else the damage,
-// and the pattern is restored.
-std::string CheckGuards(uintptr_t user, const Allocation& allocation) {
+// and the pattern is restored. Reads the guards: the caller lifts ASan's poison (CheckGuards).
+std::string DescribeGuardDamage(uintptr_t user, const Allocation& allocation) {
   auto* front = reinterpret_cast<unsigned char*>(user - kGuardBytes);
   auto* tail = reinterpret_cast<unsigned char*>(user + allocation.bytes);
   const size_t tail_length = allocation.rounded - allocation.bytes + kGuardBytes;
@@ -95,6 +100,31 @@ std::string CheckGuards(uintptr_t user, const Allocation& allocation) {
   FillPattern(front, 0, kGuardBytes);
   FillPattern(tail, allocation.bytes, tail_length);
   return text;
+}
+
+// ASan: everything of the allocation's block but the caller's bytes is poisoned while the
+// allocation lives; the whole block is unpoisoned before the guard check reads it and before it is
+// freed. No-ops without ASan.
+void PoisonOutside([[maybe_unused]] uintptr_t user, [[maybe_unused]] const Allocation& allocation) {
+#if ENVFORGE_EMULATION_ASAN
+  ASAN_POISON_MEMORY_REGION(reinterpret_cast<void*>(user - kGuardBytes), kGuardBytes);
+  ASAN_POISON_MEMORY_REGION(reinterpret_cast<void*>(user + allocation.bytes),
+                            allocation.rounded - allocation.bytes + kGuardBytes);
+#endif
+}
+
+void UnpoisonBlock([[maybe_unused]] uintptr_t user, [[maybe_unused]] const Allocation& allocation) {
+#if ENVFORGE_EMULATION_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(reinterpret_cast<void*>(user - kGuardBytes), kGuardBytes + allocation.rounded + kGuardBytes);
+#endif
+}
+
+// DescribeGuardDamage with ASan's poison lifted while it reads (and restores) the guards.
+std::string CheckGuards(uintptr_t user, const Allocation& allocation) {
+  UnpoisonBlock(user, allocation);
+  std::string damage = DescribeGuardDamage(user, allocation);
+  PoisonOutside(user, allocation);
+  return damage;
 }
 
 // A device range [pointer, pointer + bytes) that starts inside an allocation's block (guards
@@ -281,6 +311,7 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   for (size_t i = 0; i < (kGuardBytes + rounded + kGuardBytes) / 4; ++i) words[i] = kGarbageWord;
   unsigned char* user = static_cast<unsigned char*>(block) + kGuardBytes;
   allocations.emplace(reinterpret_cast<uintptr_t>(user), Allocation{bytes, rounded});
+  PoisonOutside(reinterpret_cast<uintptr_t>(user), Allocation{bytes, rounded});
   allocated_bytes += bytes;
   *pointer = user;
   return cudaSuccess;
@@ -294,6 +325,7 @@ cudaError_t cudaFree(void* pointer) {
     auto it = allocations.find(reinterpret_cast<uintptr_t>(pointer));
     if (it == allocations.end()) return Fail(cudaErrorInvalidValue);
     damage = CheckGuards(it->first, it->second);
+    UnpoisonBlock(it->first, it->second);
     allocated_bytes -= it->second.bytes;
     allocations.erase(it);
     std::free(static_cast<unsigned char*>(pointer) - kGuardBytes);

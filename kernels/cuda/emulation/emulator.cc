@@ -11,6 +11,15 @@
 // runnable, where it either finds every thread finished (the block is done) or reports a deadlock.
 // The last thread to arrive at a barrier or collective releases the waiters and runs on, so a
 // barrier costs one switch per waiting thread.
+//
+// AddressSanitizer (ENVFORGE_EMULATION_ASAN): every switch is announced with
+// __sanitizer_start_switch_fiber (the destination's stack bounds) and confirmed on the new stack
+// with __sanitizer_finish_switch_fiber, so ASan's stack bookkeeping (reports, unwinding, fake
+// stacks) follows the fiber that runs. A fiber that leaves for good (finished, or abandoned by a
+// fault) says so, which releases its fake stack. The launching thread's bounds are learnt from the
+// first finish after it switched away. Frames still on a reused stack (a finished fiber's last
+// switch, an abandoned fiber's kernel frames) keep their redzones poisoned; PrepareStack clears
+// them, from the saved stack pointer up, before the stack runs a new thread.
 #include "kernels/cuda/emulation/emulator.h"
 
 #include <link.h>
@@ -28,6 +37,11 @@
 
 #if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
+
+#if ENVFORGE_EMULATION_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
 #endif
 
 #if defined(__x86_64__)
@@ -84,9 +98,10 @@ namespace {
 using internal::Combine;
 using internal::LaneSlot;
 
-// Kernel frames are small (registers become locals); 256 KiB leaves room for unoptimised builds.
-// Stacks are reserved, not committed: only touched pages cost memory.
-constexpr size_t kStackBytes = 256 * 1024;
+// Kernel frames are small (registers become locals); 256 KiB leaves room for unoptimised builds,
+// and ASan's redzones get four times that. Stacks are reserved, not committed: only touched pages
+// cost memory.
+constexpr size_t kStackBytes = (ENVFORGE_EMULATION_ASAN ? 1024 : 256) * 1024;
 constexpr size_t kGuardBytes = 4096;
 constexpr int kMaxBlockThreads = 1024;
 constexpr int kNamedBarriers = 16;
@@ -103,6 +118,10 @@ struct Context {
 #else
   ucontext_t context;
 #endif
+  // The stack this context runs on (ASan's switch annotations): a fiber's mmap'ed stack, or the
+  // launching thread's, learnt when it first switches to a fiber.
+  const void* stack_bottom = nullptr;
+  size_t stack_size = 0;
 };
 
 struct Fiber {
@@ -136,6 +155,7 @@ struct Scheduler {
   int finished = 0;
   std::vector<int> ring = std::vector<int>(kMaxBlockThreads);
   int ring_head = 0, ring_size = 0;
+  Context* switching_from = nullptr;  // the context the last switch left (ASan: its stack bounds)
   Barrier barriers[kNamedBarriers];
   Warp warps[kMaxBlockThreads / 32];
 
@@ -179,8 +199,25 @@ unsigned char* AllocateStack() {
   return static_cast<unsigned char*>(memory) + kGuardBytes;
 }
 
+// Clears the ASan poison that frames still on the fiber's stack left (see the top of this file):
+// every frame below the saved stack pointer returned normally, which unpoisoned it.
+void UnpoisonLeftoverFrames([[maybe_unused]] Fiber& fiber) {
+#if ENVFORGE_EMULATION_ASAN
+#if defined(__x86_64__)
+  if (fiber.context.sp == nullptr) return;
+  auto* low = static_cast<unsigned char*>(fiber.context.sp);
+  ASAN_UNPOISON_MEMORY_REGION(low, static_cast<size_t>(fiber.stack + kStackBytes - low));
+#else
+  ASAN_UNPOISON_MEMORY_REGION(fiber.stack, kStackBytes);
+#endif
+#endif
+}
+
 void PrepareStack(Fiber& fiber) {
   if (fiber.stack == nullptr) fiber.stack = AllocateStack();
+  UnpoisonLeftoverFrames(fiber);
+  fiber.context.stack_bottom = fiber.stack;
+  fiber.context.stack_size = kStackBytes;
 #if defined(__x86_64__)
   // The frame envforge_emu_switch pops: [control words][r15 r14 r13 r12 rbx rbp][return address].
   auto top = reinterpret_cast<uintptr_t>(fiber.stack + kStackBytes) & ~uintptr_t{15};
@@ -201,12 +238,42 @@ void PrepareStack(Fiber& fiber) {
 #endif
 }
 
-void SwitchContext(Context& save, Context& load) {
-  ++S().stats.fiber_switches;
+// ASan: the second half of a switch, on the new stack. `fake_stack` is what this context's own
+// start_switch_fiber saved (nullptr on a fiber's first entry). The bounds reported are those of the
+// context just left: for the launching thread, the only way to learn them.
+void FinishSwitch([[maybe_unused]] void* fake_stack) {
+#if ENVFORGE_EMULATION_ASAN
+  const void* from_bottom = nullptr;
+  size_t from_size = 0;
+  __sanitizer_finish_switch_fiber(fake_stack, &from_bottom, &from_size);
+  Context* from = S().switching_from;
+  if (from != nullptr) {
+    from->stack_bottom = from_bottom;
+    from->stack_size = from_size;
+  }
+#endif
+}
+
+// Saves the running context in `save` and resumes `load`; returns when `save` is resumed.
+// `leaving_for_good`: `save` is never resumed (a finished or abandoned fiber), so ASan may drop
+// its fake stack.
+void SwitchContext(Context& save, Context& load, bool leaving_for_good = false) {
+  Scheduler& s = S();
+  ++s.stats.fiber_switches;
+#if ENVFORGE_EMULATION_ASAN
+  s.switching_from = &save;
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(leaving_for_good ? nullptr : &fake_stack, load.stack_bottom, load.stack_size);
+#else
+  (void)leaving_for_good;
+#endif
 #if defined(__x86_64__)
   envforge_emu_switch(&save.sp, load.sp);
 #else
   swapcontext(&save.context, &load.context);
+#endif
+#if ENVFORGE_EMULATION_ASAN
+  FinishSwitch(fake_stack);
 #endif
 }
 
@@ -228,11 +295,11 @@ int Pop() {
 }
 
 // Makes `fiber` the running one (built-in variables included) and switches to it from `save`.
-void Enter(int fiber, Context& save) {
+void Enter(int fiber, Context& save, bool leaving_for_good = false) {
   Scheduler& s = S();
   s.current = fiber;
   threadIdx = s.fibers[fiber].thread_idx;
-  SwitchContext(save, s.fibers[fiber].context);
+  SwitchContext(save, s.fibers[fiber].context, leaving_for_good);
 }
 
 // The running fiber has recorded why it waits (or that it is done): run the next runnable fiber,
@@ -240,12 +307,13 @@ void Enter(int fiber, Context& save) {
 void Suspend() {
   Scheduler& s = S();
   Fiber& self = s.fibers[s.current];
+  const bool leaving_for_good = self.wait == Wait::kDone;
   const int next = Pop();
   if (next >= 0) {
-    Enter(next, self.context);
+    Enter(next, self.context, leaving_for_good);
   } else {
     s.current = -1;
-    SwitchContext(self.context, s.main_context);
+    SwitchContext(self.context, s.main_context, leaving_for_good);
   }
 }
 
@@ -293,7 +361,7 @@ void FaultAt(const std::string& where, const std::string& what) {
   if (s.current >= 0) {
     Fiber& self = s.fibers[s.current];
     s.current = -1;
-    SwitchContext(self.context, s.main_context);
+    SwitchContext(self.context, s.main_context, /*leaving_for_good=*/true);
     std::abort();  // never resumed
   }
 }
@@ -537,8 +605,17 @@ void CheckMask(const char* what, unsigned mask, int lanes) {
 }  // namespace
 }  // namespace envforge::cuda_emulation
 
+#if ENVFORGE_EMULATION_ASAN
+// LeakSanitizer: a fiber abandoned by a fault (SetAbortOnFault(false)) never runs the destructors
+// of its frames, so the fault message's temporaries stay allocated; kernel code allocates nothing,
+// so what fibers allocated is left out of the leak report. (The hook ASan's runtime calls; an
+// executable may define only one.)
+extern "C" const char* __lsan_default_suppressions() { return "leak:envforge_emu_fiber_entry\n"; }
+#endif
+
 extern "C" [[noreturn]] void envforge_emu_fiber_entry() {
   using namespace envforge::cuda_emulation;
+  FinishSwitch(nullptr);  // the first entry: the switch that started this fiber ends here
   Scheduler& s = S();
   s.body(s.closure);
   s.fibers[s.current].wait = Wait::kDone;
@@ -579,6 +656,13 @@ cudaError_t RunGrid(const LaunchConfig& config, void (*body)(const void*), const
   }
 
   if (!s.block_order_chosen) ChooseBlockOrderFromEnvironment();
+#if ENVFORGE_EMULATION_ASAN
+  // The dynamic shared memory array past the launch's size is not shared memory (as for ldmatrix
+  // and cp.async above): ASan reports a kernel's access there.
+  ASAN_UNPOISON_MEMORY_REGION(internal::dynamic_shared_memory, config.shared_bytes);
+  ASAN_POISON_MEMORY_REGION(internal::dynamic_shared_memory + config.shared_bytes,
+                            internal::kMaxDynamicSharedBytes - config.shared_bytes);
+#endif
   s.config = config;
   s.body = body;
   s.closure = closure;

@@ -41,8 +41,16 @@
 //     difference faults the launch with the allocation's address and size and the first bad offset
 //     (then the guards are refilled). cudaFree checks its allocation's guards too (writes made by
 //     host code such as the cuBLAS stand-ins), and cudaMemcpy* / cudaMemset* refuse a device range
-//     that runs past its allocation (cudaErrorInvalidValue, as the runtime does). Reads past the
-//     end are not caught: they return the garbage pattern.
+//     that runs past its allocation (cudaErrorInvalidValue, as the runtime does). Without
+//     AddressSanitizer, reads past the end are not caught: they return the garbage pattern.
+//   * Out-of-bounds reads and writes, with AddressSanitizer (the CMake option
+//     ENVFORGE_EMULATOR_ASAN, on by default, builds the emulated libraries and test executables
+//     with -fsanitize=address): each allocation's guard bands and slack are poisoned, and so is the
+//     dynamic shared memory array past the launch's size, so an instrumented access there (kernel
+//     code, the cuBLAS stand-ins, test code) is reported by ASan at once with its source line, and
+//     the process exits. The guard pattern check stays, for writes made by code ASan does not
+//     instrument. Fiber switches are annotated (__sanitizer_start/finish_switch_fiber), so ASan
+//     knows which stack runs.
 //
 // Block order: the environment variable ENVFORGE_EMULATOR_BLOCK_ORDER, read at the first launch,
 // chooses the order in which a grid's blocks run:
@@ -79,6 +87,20 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+
+// 1 when this translation unit is built with AddressSanitizer (g++ defines __SANITIZE_ADDRESS__,
+// clang answers __has_feature): the emulator then poisons what lies outside device allocations and
+// annotates its fiber switches.
+#if defined(__SANITIZE_ADDRESS__)
+#define ENVFORGE_EMULATION_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ENVFORGE_EMULATION_ASAN 1
+#endif
+#endif
+#ifndef ENVFORGE_EMULATION_ASAN
+#define ENVFORGE_EMULATION_ASAN 0
+#endif
 
 // ---- nvcc's execution-space and storage keywords (host_defines.h gave them GPU meanings)
 
