@@ -275,6 +275,19 @@ class IntPack {
   std::vector<int32_t> data_;
 };
 
+// out = RMSNorm(x) * weight over `rows` contiguous rows of `dim` (out may alias x).
+Status RmsNormRows(const float* x, int64_t rows, int64_t dim, const float* weight, float eps, float* out,
+                   cudaStream_t stream) {
+  cu::NormArgs n;
+  n.x = x;
+  n.rows = rows;
+  n.dim = dim;
+  n.weight = weight;
+  n.eps = eps;
+  n.out_f32 = out;
+  return cu::RmsNorm(n, stream);
+}
+
 }  // namespace cuda_forward_detail
 using namespace cuda_forward_detail;
 
@@ -647,28 +660,10 @@ Status CudaForward::Impl::Forward(std::span<const SequenceInput> batch, std::vec
                             MatrixBytes(host_attn.wkv_b) + MatrixBytes(host_attn.wo);
 
     // h = RMSNorm(x); c^Q = RMSNorm(W_qa h); q = W_qb c^Q with RoPE on each head's last rope dims.
-    {
-      cu::NormArgs n;
-      n.x = x;
-      n.rows = T;
-      n.dim = D;
-      n.weight = layer.attn_norm;
-      n.eps = eps;
-      n.out_f32 = h;
-      ENVFORGE_RETURN_IF_ERROR(cu::RmsNorm(n, st()));
-    }
+    ENVFORGE_RETURN_IF_ERROR(RmsNormRows(x, T, D, layer.attn_norm, eps, h, st()));
     Input h_in = MakeInput(h, T, D, kRoleH);
     ENVFORGE_RETURN_IF_ERROR(Linear(h_in, layer.wq_a, qa));
-    {
-      cu::NormArgs n;
-      n.x = qa;
-      n.rows = T;
-      n.dim = c.q_lora_rank;
-      n.weight = layer.q_norm;
-      n.eps = eps;
-      n.out_f32 = qa;
-      ENVFORGE_RETURN_IF_ERROR(cu::RmsNorm(n, st()));
-    }
+    ENVFORGE_RETURN_IF_ERROR(RmsNormRows(qa, T, c.q_lora_rank, layer.q_norm, eps, qa, st()));
     Input qa_in = MakeInput(qa, T, c.q_lora_rank, kRoleQa);
     ENVFORGE_RETURN_IF_ERROR(Linear(qa_in, layer.wq_b, q));
     {
@@ -1026,16 +1021,7 @@ Status CudaForward::Impl::Forward(std::span<const SequenceInput> batch, std::vec
     ENVFORGE_RETURN_IF_ERROR(Linear(u_in, layer.wo, x, 1.0f));
 
     // --- FFN on RMSNorm(x), added to x.
-    {
-      cu::NormArgs n;
-      n.x = x;
-      n.rows = T;
-      n.dim = D;
-      n.weight = layer.ffn_norm;
-      n.eps = eps;
-      n.out_f32 = h;
-      ENVFORGE_RETURN_IF_ERROR(cu::RmsNorm(n, st()));
-    }
+    ENVFORGE_RETURN_IF_ERROR(RmsNormRows(x, T, D, layer.ffn_norm, eps, h, st()));
     Input f_in = MakeInput(h, T, D, kRoleH);
     if (!layer.is_moe) {
       profile.weight_bytes += MlpBytes(host_layer.dense);
@@ -1127,16 +1113,7 @@ Status CudaForward::Impl::Forward(std::span<const SequenceInput> batch, std::vec
   ENVFORGE_ASSIGN_OR_RETURN(float* fh, scratch.Get<float>(kFinalH, R * D));
   ENVFORGE_ASSIGN_OR_RETURN(float* out, scratch.Get<float>(kHeadOut, R * V));
   ENVFORGE_RETURN_IF_ERROR(cu::CopyRows(x, plan.d_logit_rows, R, D * 4, fx, st()));
-  {
-    cu::NormArgs n;
-    n.x = fx;
-    n.rows = R;
-    n.dim = D;
-    n.weight = final_norm;
-    n.eps = eps;
-    n.out_f32 = fh;
-    ENVFORGE_RETURN_IF_ERROR(cu::RmsNorm(n, st()));
-  }
+  ENVFORGE_RETURN_IF_ERROR(RmsNormRows(fx, R, D, final_norm, eps, fh, st()));
   Input final_in = MakeInput(fh, R, D, kRoleFinal);
   ENVFORGE_RETURN_IF_ERROR(Linear(final_in, head, out));
   logits->resize(Sz(R * V));

@@ -400,12 +400,16 @@ TEST_CASE("indexer keys written to pages read back, and positions map to slots, 
     }                                                                                                 \
   } while (0)
 
+// The checkpoints the GPU-vs-reference cases run over: every weight dtype of the DSA architecture,
+// and the dense-attention (DeepseekV3) one in fp32 and fp8.
+struct ModelCase {
+  const char* dtype;
+  const char* arch;
+};
+constexpr ModelCase kModelCases[] = {{"fp32", "v32"}, {"bf16", "v32"}, {"fp8", "v32"}, {"fp32", "v3"}, {"fp8", "v3"}};
+
 TEST_CASE("GPU logits equal the numpy forward with the GPU's roundings (one dense and one MoE layer)") {
-  struct Case {
-    const char* dtype;
-    const char* arch;
-  };
-  for (Case c : {Case{"fp32", "v32"}, Case{"bf16", "v32"}, Case{"fp8", "v32"}, Case{"fp32", "v3"}, Case{"fp8", "v3"}}) {
+  for (const ModelCase& c : kModelCases) {
     CAPTURE(std::string(c.dtype));
     CAPTURE(std::string(c.arch));
     const std::string dir = TwoLayerModel(c.dtype, c.arch);
@@ -434,11 +438,7 @@ TEST_CASE("GPU logits equal the numpy forward with the GPU's roundings (one dens
 }
 
 TEST_CASE("GPU logits follow the CPU engine at every position of a 40-token prompt") {
-  struct Case {
-    const char* dtype;
-    const char* arch;
-  };
-  for (Case c : {Case{"fp32", "v32"}, Case{"bf16", "v32"}, Case{"fp8", "v32"}, Case{"fp32", "v3"}, Case{"fp8", "v3"}}) {
+  for (const ModelCase& c : kModelCases) {
     CAPTURE(std::string(c.dtype));
     CAPTURE(std::string(c.arch));
     const std::string dir = TinyModel(c.dtype, c.arch);
