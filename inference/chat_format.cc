@@ -103,6 +103,7 @@ std::string PythonJson(const OrderedJson& value) {
 // `text_allowed`.
 Result<OrderedJson> ToOrdered(const Json& value, bool text_allowed, const std::string& what) {
   if (text_allowed && value.is_string()) {
+    ENVFORGE_RETURN_IF_ERROR(CheckJsonTextDepth(value.get_ref<const std::string&>(), kMaxJsonDepth, what));
     OrderedJson parsed = OrderedJson::parse(value.get<std::string>(), nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded()) return InvalidArgumentError(what + ": string is not valid JSON text");
     return parsed;

@@ -28,7 +28,35 @@ py::object JsonToPython(const Json& value) {
   }
 }
 
-Json PythonToJson(py::handle object) {
+namespace {
+
+Json PythonToJsonAt(py::handle object, int depth);
+
+Json PythonContainerToJson(py::handle object, int depth) {
+  // The bound also ends a self-containing list or dict, which would otherwise recurse until the
+  // stack overflows in the caller's process.
+  if (depth > kMaxJsonValueDepth) {
+    throw py::value_error("value nests deeper than " + std::to_string(kMaxJsonValueDepth) +
+                          " levels of lists and dicts (or contains itself); the limit is " +
+                          std::to_string(kMaxJsonValueDepth));
+  }
+  if (py::isinstance<py::dict>(object)) {
+    Json result = Json::object();
+    for (auto item : object.cast<py::dict>()) {
+      if (!py::isinstance<py::str>(item.first)) {
+        throw py::type_error("JSON object keys must be str, got " +
+                             std::string(py::str(py::type::of(item.first).attr("__name__"))));
+      }
+      result[item.first.cast<std::string>()] = PythonToJsonAt(item.second, depth);
+    }
+    return result;
+  }
+  Json result = Json::array();
+  for (auto item : object) result.push_back(PythonToJsonAt(item, depth));
+  return result;
+}
+
+Json PythonToJsonAt(py::handle object, int depth) {
   if (object.is_none()) return nullptr;
   if (py::isinstance<py::bool_>(object)) return object.cast<bool>();
   if (py::isinstance<py::int_>(object)) {
@@ -41,24 +69,15 @@ Json PythonToJson(py::handle object) {
   }
   if (py::isinstance<py::float_>(object)) return object.cast<double>();
   if (py::isinstance<py::str>(object)) return object.cast<std::string>();
-  if (py::isinstance<py::dict>(object)) {
-    Json result = Json::object();
-    for (auto item : object.cast<py::dict>()) {
-      if (!py::isinstance<py::str>(item.first)) {
-        throw py::type_error("JSON object keys must be str, got " +
-                             std::string(py::str(py::type::of(item.first).attr("__name__"))));
-      }
-      result[item.first.cast<std::string>()] = PythonToJson(item.second);
-    }
-    return result;
-  }
-  if (py::isinstance<py::list>(object) || py::isinstance<py::tuple>(object)) {
-    Json result = Json::array();
-    for (auto item : object) result.push_back(PythonToJson(item));
-    return result;
+  if (py::isinstance<py::dict>(object) || py::isinstance<py::list>(object) || py::isinstance<py::tuple>(object)) {
+    return PythonContainerToJson(object, depth + 1);
   }
   throw py::type_error("cannot convert " + std::string(py::str(py::type::of(object).attr("__name__"))) +
                        " to JSON");
 }
+
+}  // namespace
+
+Json PythonToJson(py::handle object) { return PythonToJsonAt(object, 0); }
 
 }  // namespace envforge::python

@@ -157,6 +157,10 @@ std::optional<std::string> ReadSource(const fs::path& root, const std::string& r
 }
 
 std::optional<Json> ParseJsonSource(const std::string& rel, const std::string& text, Problems* problems) {
+  if (Status depth = CheckJsonTextDepth(text, kMaxJsonDepth, "the file"); !depth.ok()) {
+    problems->Add(rel, 0, depth.message());
+    return std::nullopt;
+  }
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& error) {

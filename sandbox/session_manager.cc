@@ -446,6 +446,13 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
     return done(ToolResult::Error(Outcome::kInvalidCall,
                                   "unknown tool '" + call.name + "'; tools: " + session->env->tool_names, call.id));
   }
+  if (!JsonDepthWithin(call.arguments, kMaxJsonValueDepth)) {
+    // Before the schema: validating walks the value, and the worker's envelope must still parse.
+    return done(ToolResult::Error(Outcome::kInvalidCall,
+                                  "arguments of '" + call.name + "' nest deeper than " +
+                                      std::to_string(kMaxJsonValueDepth) + " levels of arrays and objects",
+                                  call.id));
+  }
   std::vector<toolsets::SchemaViolation> violations = schema->second.Validate(call.arguments);
   if (!violations.empty()) {
     return done(ToolResult::Error(Outcome::kInvalidCall, toolsets::DescribeViolations(violations), call.id));

@@ -16,7 +16,8 @@
 // Tool calls. CallToolAsync checks, in order: the session exists (else invalid_call,
 // session_alive false, "unknown session N"); the session is alive (else the outcome of its death:
 // crashed, timeout's follow-up crashed, or infra_error when its zygote died); the tool exists
-// (else invalid_call); the arguments satisfy the tool's input schema (else invalid_call with
+// (else invalid_call); the arguments nest at most kMaxJsonValueDepth levels (base/json.h; else
+// invalid_call); the arguments satisfy the tool's input schema (else invalid_call with
 // toolsets::DescribeViolations text) -- all before anything is sent. Calls on one session are
 // serialised FIFO; duration_us is measured here, from writing the call to reading its result.
 // Each call has a hard deadline of limits.wall_time + limits.kill_grace: past it the session is

@@ -7,7 +7,8 @@
 // number or null); without "id" it is a notification (executed, never answered). A batch is a
 // non-empty array of requests, answered by an array of the responses to its non-notification
 // members (no answer at all when every member is a notification); members run concurrently.
-// Errors: -32700 parse error (invalid JSON; id null), -32600 invalid request (wrong shape, empty
+// Errors: -32700 parse error (invalid JSON, or a message nested deeper than kMaxJsonDepth = 128
+// levels of arrays and objects, base/json.h; id null), -32600 invalid request (wrong shape, empty
 // batch), -32601 method not found, -32602 invalid params (names the field), -32603 internal.
 // Application errors (error.data carries {"kind", "retryable"}):
 //   -32001 unknown session, -32002 unknown environment or task, -32003 server full (retryable,
@@ -22,7 +23,9 @@
 //   session/create {env, task, seed?, limits?} -> {"session", "prompt", "tools", "versions":
 //       {"env", "task", "verifier"}, "trajectory"}
 //   tools/list {session} -> {"tools": [ToolSpec]}
-//   tools/call {session, name, arguments} -> toolsets::ToolResult JSON (typed outcome)
+//   tools/call {session, name, arguments} -> toolsets::ToolResult JSON (typed outcome; arguments
+//       nested deeper than kMaxJsonValueDepth = 100 levels answer invalid_call, a tool result
+//       nested deeper answers tool_error)
 //   session/submit {session, answer} -> {"passed", "score", "reasons", "verifier_version",
 //       "outcome"} (a submit ends the episode's recording as "submitted"; the session stays open
 //       until closed or expired)

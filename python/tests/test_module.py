@@ -55,6 +55,31 @@ def test_errors_are_rpc_errors_with_codes(envs_dir):
             runtime.call("envs/list", {"bad": object()})
 
 
+def _nested(depth):
+    value = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_deep_and_self_containing_values_raise_instead_of_crashing(envs_dir):
+    # Converting to JSON recursed once per level: a list that contains itself, or 100,000 levels,
+    # overflowed the trainer's own stack before the bound.
+    cyclic = []
+    cyclic.append(cyclic)
+    with envforge.Runtime(str(envs_dir)) as runtime:
+        with runtime.create_session("trip_planning", "cheapest_rated_hotel") as session:
+            for value in (cyclic, _nested(100_000), _nested(101)):
+                with pytest.raises(ValueError, match="deeper than 100 levels"):
+                    session.call("get_all_hotels_by_city", city=value)
+                with pytest.raises(ValueError, match="deeper than 100 levels"):
+                    session.submit(value)
+            # At the bound the value converts; the schema then refuses a list for a string.
+            at_bound = session.call("get_all_hotels_by_city", city=_nested(99))
+            assert at_bound.outcome == "invalid_call"
+            assert session.call("get_all_hotels_by_city", city="Suzhou").ok
+
+
 def test_fork_diverges_and_reset(envs_dir):
     with envforge.Runtime(str(envs_dir)) as runtime:
         session = runtime.create_session("trip_planning", "cheapest_rated_hotel")

@@ -3,6 +3,8 @@
 
 #include "sandbox/worker/limit_counters.h"
 
+#include "base/json.h"
+
 #include <pybind11/embed.h>
 
 #include <unistd.h>
@@ -295,4 +297,15 @@ PYBIND11_EMBEDDED_MODULE(_envforge, m) {
       .def("last_insert_rowid", &Db::LastInsertRowId)
       .def_property_readonly("read_only", &Db::read_only);
   m.def("pids_limit_hits", &w::PidsLimitHits);
+  // runtime.py holds tool results and answers to base/json.h's value bound with this (a linear C++
+  // scan of the encoded text; a scan in Python would cost more than the encoding).
+  m.def("json_value_too_deep", [](py::str text) -> bool {
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+    if (utf8 == nullptr) throw py::error_already_set();
+    return !envforge::CheckJsonTextDepth(std::string_view(utf8, static_cast<size_t>(size)),
+                                         envforge::kMaxJsonValueDepth)
+                .ok();
+  });
+  m.attr("MAX_JSON_VALUE_DEPTH") = envforge::kMaxJsonValueDepth;
 }

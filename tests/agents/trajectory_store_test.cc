@@ -332,6 +332,29 @@ TEST_CASE("files that are not trajectory stores are refused with the right code"
     CHECK(TrajectoryStore::Open(dir / "no/such/dir/traj.sqlite").status().code() == StatusCode::kInternal);
     CHECK(TrajectoryReader::Open(dir.path().string()).status().code() == StatusCode::kInvalidArgument);
   }
+  SUBCASE("a store whose recorded JSON nests past the bound: a DataLoss naming the step, not a crash") {
+    const std::string path = dir / "deep.sqlite";
+    std::string id;
+    {
+      auto store = OpenStore(path);
+      id = store->BeginEpisode(Start("env", "task"));
+      REQUIRE(store->Flush().ok());
+    }
+    {
+      auto db = Database::Open(path, Database::Mode::kReadWrite);
+      REQUIRE(db.ok());
+      // 100,000 levels, as a hostile or corrupted file could hold: what crashed readers before.
+      Insert(*db,
+             "INSERT INTO steps(episode_id, step, tool, arguments, result, outcome, started_at_us, duration_us)"
+             " VALUES (?, 0, 'put', ?, '{\"outcome\":\"ok\",\"content\":1}', 'ok', 1, 1)",
+             {id, std::string(100'000, '[') + std::string(100'000, ']')});
+    }
+    auto reader = TrajectoryReader::Open(path);
+    REQUIRE(reader.ok());
+    auto episode = (*reader)->Get(id);
+    CHECK(episode.status().code() == StatusCode::kDataLoss);
+    CHECK(episode.status().message().find("step 0: arguments nests deeper than 128 levels") != std::string::npos);
+  }
   SUBCASE("an empty file becomes a store") {
     std::ofstream(dir / "empty.sqlite").close();
     CHECK(TrajectoryStore::Open(dir / "empty.sqlite").ok());

@@ -135,6 +135,25 @@ def big_output(size):
     return "x" * size
 
 
+def nest(depth, raw):
+    # A list nested `depth` levels deep, returned (raw false) or written as a frame of its own
+    # straight into the session's socket (raw true), as a hostile tool could.
+    if raw:
+        body = b"[" * depth + b"]" * depth
+        frame = len(body).to_bytes(4, "little") + body
+        for fd in range(3, 256):
+            try:
+                if os.fstat(fd).st_mode & 0o170000 == 0o140000:
+                    os.write(fd, frame)
+            except OSError:
+                pass
+        time.sleep(5)
+    value = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 def break_protocol(oversized):
     # Writes a bogus frame straight into the session's socket, ahead of the real reply.
     frame = b"\xff\xff\xff\xff" if oversized else b"\x05\x00\x00\x00}{{{{"
@@ -178,6 +197,8 @@ inline const std::vector<FixtureTool>& FixtureToolSpecs() {
        R"({"type":"object","properties":{"path":{"type":"string"},"text":{"type":"string"}},"required":["path","text"]})"},
       {"big_output", R"({"type":"object","properties":{"size":{"type":"integer"}},"required":["size"]})"},
       {"break_protocol", R"({"type":"object","properties":{"oversized":{"type":"boolean"}},"required":["oversized"]})"},
+      {"nest",
+       R"({"type":"object","properties":{"depth":{"type":"integer"},"raw":{"type":"boolean"}},"required":["depth","raw"]})"},
   };
   return tools;
 }

@@ -17,6 +17,9 @@ import _envforge
 import _envforge_analyze as _analysis
 
 _loads = json.loads
+# Results and answers travel inside frames whose every parse is depth-bounded (base/json.h).
+_too_deep = _envforge.json_value_too_deep
+_MAX_DEPTH = _envforge.MAX_JSON_VALUE_DEPTH
 _dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 _setitimer = signal.setitimer
 _ITIMER_REAL = signal.ITIMER_REAL
@@ -240,6 +243,9 @@ def _call(msg):
         except (TypeError, ValueError, RecursionError) as exc:
             return _reply(cid, "tool_error", "tool %r returned a value that is not "
                           "JSON-serialisable: %s" % (name, _describe(exc)))
+        if _too_deep(content):
+            return _reply(cid, "tool_error", "tool %r returned a value nested deeper than %d levels "
+                          "of lists and dicts" % (name, _MAX_DEPTH))
         return _ok_content(cid, name, content)
     except WallTimeExceeded:  # the alarm raced with the return path
         return _timeout(cid, "tool %r" % name)
@@ -459,6 +465,9 @@ def _solve(cid):
         except (TypeError, ValueError, RecursionError) as exc:
             return _reply(cid, "tool_error", "%s returned an answer that is not "
                           "JSON-serialisable: %s" % (who, _describe(exc)))
+        if _too_deep(answer_json):
+            return _reply(cid, "tool_error", "%s returned an answer nested deeper than %d levels "
+                          "of lists and dicts" % (who, _MAX_DEPTH))
         text = answer if isinstance(answer, str) else answer_json
         out = ('{"id":' + _dumps(cid) + ',"outcome":"ok","answer":' + answer_json +
                ',"answer_text":' + _dumps(text))
