@@ -388,7 +388,7 @@ TEST_CASE("audit of a verifier that never returns: broken (hang) on the gold run
   REQUIRE(WriteFileAtomically((stale / "f1" / "s1" / "left.txt").string(), "x").ok());
 
   const std::vector<std::string> common = {"audit", bundle, "--task", "count_books", "--no-store", "--limits",
-                                           "{\"wall_time_ms\": 1000, \"kill_grace_ms\": 500}"};
+                                           "{\"wall_time_ms\": 500, \"kill_grace_ms\": 200}"};
   auto start = std::chrono::steady_clock::now();
   std::vector<std::string> json_args = common;
   json_args.push_back("--json");
@@ -402,14 +402,14 @@ TEST_CASE("audit of a verifier that never returns: broken (hang) on the gold run
   const Json& task = report["tasks"][0];
   CHECK(task["verdict"] == "broken");
   CHECK(task["stopped"]["reason"] == "hang");
-  CHECK(task["stopped"]["detail"].get<std::string>().find("never returned within its wall-time limit of 1000 ms") !=
+  CHECK(task["stopped"]["detail"].get<std::string>().find("never returned within its wall-time limit of 500 ms") !=
         std::string::npos);
   CHECK(task["stopped"]["probes_not_judged"] == task["probes"]);
   CHECK(task["stopped"]["budget_seconds"] == 600.0);
   CHECK(task["verdict_reasons"][0].get<std::string>().rfind("hang: ", 0) == 0);
   CHECK(report["options"]["task_budget_seconds"] == 600.0);
   CHECK_FALSE(fs::exists(stale));
-  MESSAGE("envforge audit of a hanging verifier (wall_time 1000 ms, kill_grace 500 ms): exit 1 after " << seconds << " s");
+  MESSAGE("envforge audit of a hanging verifier (wall_time 500 ms, kill_grace 200 ms): exit 1 after " << seconds << " s");
 
   auto table = Envforge(common);
   CHECK(table.exit_code == 1);
