@@ -10,15 +10,21 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <set>
+#include <string_view>
 
+#include "base/cleanup_registry.h"
 #include "base/fd.h"
 #include "base/sqlite.h"
 #include "base/subprocess.h"
@@ -131,9 +137,32 @@ bool IsValidId(const std::string& id) {
 
 bool IsIgnoredName(const std::string& name) { return name.starts_with(".") || name == "__pycache__"; }
 
-// Reads a text source; records a problem (and returns nullopt) when it is missing or not UTF-8.
+// The bytes of sources and files/ read so far against the size budget: everything read ends up in
+// the bundle, so it is measured (stat) before it is read.
+struct ReadBudget {
+  uint64_t max_bytes = 0;
+  uint64_t used = 0;
+  bool exhausted = false;
+  // Records a problem and returns false when `rel` (of `size` bytes) does not fit what is left.
+  bool Take(const std::string& rel, uint64_t size, Problems* problems) {
+    if (exhausted) return false;  // reported once, at the first file past it
+    if (size > max_bytes - std::min(used, max_bytes)) {
+      exhausted = true;
+      problems->Add(rel, 0,
+                    std::to_string(size) + " bytes: the size budget of " + std::to_string(max_bytes) +
+                        " bytes (--max-bytes) was spent reading the sources (" + std::to_string(used) +
+                        " bytes before this file)");
+      return false;
+    }
+    used += size;
+    return true;
+  }
+};
+
+// Reads a text source; records a problem (and returns nullopt) when it is missing, not UTF-8, or
+// past the size budget.
 std::optional<std::string> ReadSource(const fs::path& root, const std::string& rel, Problems* problems,
-                                      bool required = true) {
+                                      ReadBudget* budget, bool required = true) {
   std::error_code ec;
   fs::path full = root / rel;
   if (!fs::exists(full, ec)) {
@@ -144,6 +173,8 @@ std::optional<std::string> ReadSource(const fs::path& root, const std::string& r
     problems->Add(rel, 0, "not a regular file");
     return std::nullopt;
   }
+  uintmax_t size = fs::file_size(full, ec);
+  if (!ec && !budget->Take(rel, size, problems)) return std::nullopt;
   auto text = ReadFileToString(full.string());
   if (!text.ok()) {
     problems->Add(rel, 0, text.status().message());
@@ -187,9 +218,9 @@ struct Sources {
   std::vector<std::pair<std::string, std::string>> files;  // (path below files/, bytes)
 };
 
-void CheckEnvJson(const fs::path& root, Sources* sources, Problems* problems) {
+void CheckEnvJson(const fs::path& root, Sources* sources, Problems* problems, ReadBudget* budget) {
   const std::string rel = "env.json";
-  auto text = ReadSource(root, rel, problems);
+  auto text = ReadSource(root, rel, problems, budget);
   if (!text) return;
   auto json = ParseJsonSource(rel, *text, problems);
   if (!json) return;
@@ -283,7 +314,7 @@ void CheckTaskJson(const std::string& rel, const std::string& text, TaskSource* 
   task->valid = ok;
 }
 
-void ReadTasks(const fs::path& root, Sources* sources, Problems* problems) {
+void ReadTasks(const fs::path& root, Sources* sources, Problems* problems, ReadBudget* budget) {
   std::error_code ec;
   fs::path tasks_dir = root / "tasks";
   if (!fs::is_directory(tasks_dir, ec)) {
@@ -319,17 +350,17 @@ void ReadTasks(const fs::path& root, Sources* sources, Problems* problems) {
     }
     TaskSource task;
     task.id = id;
-    if (auto text = ReadSource(root, dir + "/task.json", problems))
+    if (auto text = ReadSource(root, dir + "/task.json", problems, budget))
       CheckTaskJson(dir + "/task.json", *text, &task, problems);
-    task.solution = ReadSource(root, dir + "/solution.py", problems);
-    task.verifier = ReadSource(root, dir + "/verifier.py", problems);
-    task.oracle = ReadSource(root, dir + "/oracle.py", problems, /*required=*/false);
+    task.solution = ReadSource(root, dir + "/solution.py", problems, budget);
+    task.verifier = ReadSource(root, dir + "/verifier.py", problems, budget);
+    task.oracle = ReadSource(root, dir + "/oracle.py", problems, budget, /*required=*/false);
     task.valid = task.valid && task.solution && task.verifier;
     sources->tasks.push_back(std::move(task));
   }
 }
 
-void ReadFiles(const fs::path& root, Sources* sources, Problems* problems) {
+void ReadFiles(const fs::path& root, Sources* sources, Problems* problems, ReadBudget* budget) {
   std::error_code ec;
   fs::path files_dir = root / "files";
   if (!fs::exists(fs::symlink_status(files_dir, ec))) return;
@@ -344,6 +375,9 @@ void ReadFiles(const fs::path& root, Sources* sources, Problems* problems) {
     if (fs::is_symlink(status)) {
       problems->Add(rel, 0, "symbolic links are not packed; copy the file into files/");
     } else if (fs::is_regular_file(status)) {
+      std::error_code size_error;
+      uintmax_t size = fs::file_size(it->path(), size_error);
+      if (!size_error && !budget->Take(rel, size, problems)) continue;
       auto bytes = ReadFileToString(it->path().string());
       if (!bytes.ok()) {
         problems->Add(rel, 0, bytes.status().message());
@@ -359,17 +393,22 @@ void ReadFiles(const fs::path& root, Sources* sources, Problems* problems) {
 
 // ---- The temporary output file ------------------------------------------------------------------
 
-// Owns "<output>.tmp.<pid>.<random>"; unlinks it on destruction unless Release()d.
+constexpr std::string_view kTempInfix = ".tmp.";
+
+// Owns "<output>.tmp.<pid>.<random>"; unlinks it on destruction unless Release()d. Registered for
+// removal on SIGINT/SIGTERM/SIGHUP (base/cleanup_registry.h) before the file exists.
 class TempFile {
  public:
   static Result<TempFile> Create(const std::string& output) {
     std::random_device entropy;
-    std::string path = output + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(entropy());
+    std::string path = output + std::string(kTempInfix) + std::to_string(::getpid()) + "." + std::to_string(entropy());
+    ScopedCleanupPath registration(path, CleanupKind::kFile);
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (!fd.valid()) return ErrnoError("cannot create " + path, errno);
-    return TempFile(std::move(path));
+    return TempFile(std::move(path), std::move(registration));
   }
-  TempFile(TempFile&& other) noexcept : path_(std::exchange(other.path_, std::string())) {}
+  TempFile(TempFile&& other) noexcept
+      : path_(std::exchange(other.path_, std::string())), registration_(std::move(other.registration_)) {}
   TempFile& operator=(TempFile&&) = delete;
   ~TempFile() {
     if (!path_.empty()) {
@@ -378,18 +417,102 @@ class TempFile {
     }
   }
   const std::string& path() const { return path_; }
-  void Release() { path_.clear(); }
+  void Release() {
+    path_.clear();
+    registration_.Release();
+  }
 
  private:
-  explicit TempFile(std::string path) : path_(std::move(path)) {}
+  TempFile(std::string path, ScopedCleanupPath registration)
+      : path_(std::move(path)), registration_(std::move(registration)) {}
   std::string path_;
+  ScopedCleanupPath registration_;
 };
+
+// The pid of a pack's temporary file (or its journal) named "<name>.tmp.<pid>.<digits>[-journal]",
+// when <name> is the output's file name or ends in ".envdb"; nullopt for anything else.
+std::optional<pid_t> TempFileOwner(std::string_view entry, std::string_view output_name) {
+  size_t infix = entry.rfind(kTempInfix);
+  if (infix == std::string_view::npos) return std::nullopt;
+  std::string_view name = entry.substr(0, infix);
+  if (name != output_name && !name.ends_with(".envdb")) return std::nullopt;
+  std::string_view rest = entry.substr(infix + kTempInfix.size());
+  if (rest.ends_with("-journal")) rest.remove_suffix(std::string_view("-journal").size());
+  size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || dot + 1 == rest.size()) return std::nullopt;
+  std::string_view random = rest.substr(dot + 1);
+  if (!std::all_of(random.begin(), random.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  auto pid = LeadingPid(rest);
+  if (!pid || std::to_string(*pid).size() != dot) return std::nullopt;
+  return pid;
+}
 
 Status FsyncPath(const std::string& path, int flags) {
   UniqueFd fd(::open(path.c_str(), flags | O_CLOEXEC));
   if (!fd.valid()) return ErrnoError("cannot open " + path, errno);
   if (::fsync(fd.get()) != 0) return ErrnoError("fsync " + path, errno);
   return Status::Ok();
+}
+
+// ---- Budgets ------------------------------------------------------------------------------------
+
+using Clock = std::chrono::steady_clock;
+
+struct PackBudget {
+  Clock::time_point deadline;
+  std::chrono::milliseconds max_time{0};
+  uint64_t max_bytes = 0;
+
+  std::chrono::milliseconds Remaining() const {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  }
+  std::string TimeSpent(const std::string& where) const {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", static_cast<double>(max_time.count()) / 1000.0);
+    return std::string("the time budget of ") + seconds + " s (--max-seconds) was spent " + where;
+  }
+  std::string SizeSpent(const std::string& where) const {
+    return "the size budget of " + std::to_string(max_bytes) + " bytes (--max-bytes) was spent " + where;
+  }
+};
+
+// SQLite's progress handler: a non-zero answer interrupts the running statement (SQLITE_INTERRUPT).
+int InterruptPastDeadline(void* context) {
+  return Clock::now() >= static_cast<const PackBudget*>(context)->deadline ? 1 : 0;
+}
+
+// SQLITE_FULL means the page limit (max_page_count, the size budget) or a really full disk; the
+// free space of the file's filesystem tells them apart.
+std::string DescribeFull(sqlite3* handle, const PackBudget& budget, const std::string& where) {
+  const char* file = sqlite3_db_filename(handle, "main");
+  struct statvfs disk {};
+  if (file != nullptr && *file != '\0' && ::statvfs(fs::path(file).parent_path().c_str(), &disk) == 0) {
+    uint64_t free_bytes = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+    if (free_bytes < (uint64_t{16} << 20)) {
+      return "the disk holding the output is full (" + std::to_string(free_bytes) + " bytes free) " + where;
+    }
+  }
+  return budget.SizeSpent(where) + ": the bundle may not grow past it";
+}
+
+// The problem text of a failed statement or step when a budget stopped it; "" otherwise.
+std::string BudgetProblem(sqlite3* handle, int rc, const PackBudget& budget, const std::string& where) {
+  if ((rc & 0xff) == SQLITE_INTERRUPT) return budget.TimeSpent(where);
+  if ((rc & 0xff) == SQLITE_FULL) return DescribeFull(handle, budget, where);
+  return "";
+}
+
+// Maps an error of our own statements (filling the reserved tables, VACUUM) to the budget that
+// stopped it, if one did.
+Status WithBudget(Status status, sqlite3* handle, const PackBudget& budget, const std::string& source_dir,
+                  const std::string& where) {
+  if (status.ok()) return status;
+  int rc = sqlite3_errcode(handle);
+  std::string problem = BudgetProblem(handle, rc, budget, where);
+  if (problem.empty() && Clock::now() >= budget.deadline) problem = budget.TimeSpent(where);
+  if (problem.empty()) return status;
+  return InvalidArgumentError("cannot pack " + source_dir + ": " + problem);
 }
 
 // ---- schema.sql ---------------------------------------------------------------------------------
@@ -449,16 +572,23 @@ size_t SkipSpaceAndComments(std::string_view sql, size_t at) {
 }
 
 // Runs schema.sql statement by statement inside the caller's transaction, so that an error can
-// name its line. Stops at the first error.
-void RunSchemaSql(Database& db, const std::string& sql, Problems* problems) {
+// name its line. Stops at the first error; returns true when that error is a spent budget.
+bool RunSchemaSql(Database& db, const std::string& sql, const PackBudget& budget, Problems* problems) {
   sqlite3* handle = db.handle();
   SchemaGuard guard;
   sqlite3_set_authorizer(handle, SchemaAuthorizer, &guard);
   int attach_limit = sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, 0);
+  bool budget_spent = false;
   size_t at = 0;
   while (true) {
     at = SkipSpaceAndComments(sql, at);
     if (at >= sql.size()) break;
+    // The progress handler sees long statements; many short ones are caught here.
+    if (Clock::now() >= budget.deadline) {
+      problems->Add("schema.sql", LineOfOffset(sql, at), budget.TimeSpent("before this statement"));
+      budget_spent = true;
+      break;
+    }
     guard = SchemaGuard();
     sqlite3_stmt* raw = nullptr;
     const char* tail = nullptr;
@@ -467,7 +597,12 @@ void RunSchemaSql(Database& db, const std::string& sql, Problems* problems) {
     auto report = [&] {
       int offset = sqlite3_error_offset(handle);
       int line = LineOfOffset(sql, at + static_cast<size_t>(std::max(offset, 0)));
-      problems->Add("schema.sql", line, guard.refusal.empty() ? std::string(sqlite3_errmsg(handle)) : guard.refusal);
+      std::string spent = BudgetProblem(handle, rc, budget, "running this statement");
+      budget_spent = !spent.empty();
+      std::string message = !guard.refusal.empty() ? guard.refusal
+                            : budget_spent        ? spent
+                                                  : std::string(sqlite3_errmsg(handle));
+      problems->Add("schema.sql", line, std::move(message));
     };
     if (rc != SQLITE_OK) {
       report();
@@ -494,6 +629,7 @@ void RunSchemaSql(Database& db, const std::string& sql, Problems* problems) {
   }
   sqlite3_set_authorizer(handle, nullptr, nullptr);
   sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, attach_limit);
+  return budget_spent;
 }
 
 // Names starting with "_" belong to the bundle format.
@@ -672,42 +808,79 @@ Status FillReservedTables(Database& db, const Sources& sources, const std::vecto
   return Status::Ok();
 }
 
-Status PackInto(const std::string& source_dir, const fs::path& root, const std::string& temp_path,
-                const PackOptions& options) {
-  Problems problems;
-  Sources sources;
-  CheckEnvJson(root, &sources, &problems);
-  sources.schema_sql = ReadSource(root, "schema.sql", &problems);
-  sources.tools_py = ReadSource(root, "tools.py", &problems);
-  ReadTasks(root, &sources, &problems);
-  ReadFiles(root, &sources, &problems);
+// The size budget as SQLite's page limit: past it, writes fail with SQLITE_FULL.
+Status LimitPages(Database& db, uint64_t max_bytes) {
+  int64_t page_bytes = 4096;
+  {
+    ENVFORGE_ASSIGN_OR_RETURN(Statement page_size, db.Prepare("PRAGMA page_size"));
+    ENVFORGE_ASSIGN_OR_RETURN(bool has_row, page_size.Step());
+    if (has_row) page_bytes = std::max<int64_t>(512, page_size.ColumnInt(0));
+  }  // finalized: VACUUM refuses to run while a statement is alive
+  uint64_t max_pages = std::max<uint64_t>(1, max_bytes / static_cast<uint64_t>(page_bytes));
+  return db.Exec("PRAGMA max_page_count = " + std::to_string(max_pages));
+}
 
-  ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::Open(temp_path, Database::Mode::kReadWrite));
-  sqlite3_db_config(db.handle(), SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-  ENVFORGE_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode = MEMORY; PRAGMA synchronous = OFF"));
-  ENVFORGE_RETURN_IF_ERROR(db.Exec("BEGIN"));
-  if (sources.schema_sql) {
-    RunSchemaSql(db, *sources.schema_sql, &problems);
-    if (!problems.Mentions("schema.sql"))
-      ENVFORGE_RETURN_IF_ERROR(CheckReservedNames(db, *sources.schema_sql, &problems));
-  }
-
+// The analysis under what is left of the time budget; a timeout caused by the budget is reported
+// as the budget's.
+Result<std::vector<AnalyzedTool>> RunAnalyzeInBudget(const std::string& source_dir, const PackOptions& options,
+                                                     const PackBudget& budget, const Sources& sources,
+                                                     Problems* problems) {
+  const std::string where = "in envforge-worker analyze (the static analysis of tools.py and the tasks' sources)";
   std::string worker = options.worker_path;
   if (worker.empty()) {
     auto found = FindWorkerExecutable();
     if (!found.ok()) return InternalError("cannot pack " + source_dir + ": " + found.status().message());
     worker = *found;
   }
-  ENVFORGE_ASSIGN_OR_RETURN(auto tools, RunAnalyze(worker, sources, options.analyze_timeout, &problems));
+  std::chrono::milliseconds left = budget.Remaining();
+  if (left.count() == 0) return InvalidArgumentError("cannot pack " + source_dir + ": " + budget.TimeSpent("before " + where));
+  bool budget_binds = left < options.analyze_timeout;
+  auto tools = RunAnalyze(worker, sources, std::min(options.analyze_timeout, left), problems);
+  if (!tools.ok() && budget_binds && Clock::now() >= budget.deadline) {
+    return InvalidArgumentError("cannot pack " + source_dir + ": " + budget.TimeSpent(where));
+  }
+  return tools;
+}
+
+Status PackInto(const std::string& source_dir, const fs::path& root, const std::string& temp_path,
+                const PackOptions& options, const PackBudget& budget) {
+  Problems problems;
+  Sources sources;
+  ReadBudget read_budget{.max_bytes = budget.max_bytes};
+  CheckEnvJson(root, &sources, &problems, &read_budget);
+  sources.schema_sql = ReadSource(root, "schema.sql", &problems, &read_budget);
+  sources.tools_py = ReadSource(root, "tools.py", &problems, &read_budget);
+  ReadTasks(root, &sources, &problems, &read_budget);
+  ReadFiles(root, &sources, &problems, &read_budget);
+  if (read_budget.exhausted) return problems.ToStatus(source_dir);
+
+  ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::Open(temp_path, Database::Mode::kReadWrite));
+  sqlite3* handle = db.handle();
+  sqlite3_db_config(handle, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  // The budgets hold for every statement on this connection, schema.sql's and ours.
+  sqlite3_progress_handler(handle, 10'000, InterruptPastDeadline, const_cast<PackBudget*>(&budget));
+  ENVFORGE_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode = MEMORY; PRAGMA synchronous = OFF"));
+  ENVFORGE_RETURN_IF_ERROR(LimitPages(db, budget.max_bytes));
+  ENVFORGE_RETURN_IF_ERROR(db.Exec("BEGIN"));
+  if (sources.schema_sql) {
+    if (RunSchemaSql(db, *sources.schema_sql, budget, &problems)) return problems.ToStatus(source_dir);
+    if (!problems.Mentions("schema.sql")) {
+      ENVFORGE_RETURN_IF_ERROR(WithBudget(CheckReservedNames(db, *sources.schema_sql, &problems), handle, budget,
+                                          source_dir, "checking the names schema.sql created"));
+    }
+  }
+
+  ENVFORGE_ASSIGN_OR_RETURN(auto tools, RunAnalyzeInBudget(source_dir, options, budget, sources, &problems));
   CheckTools(sources, tools, &problems);
   if (!problems.empty()) return problems.ToStatus(source_dir);
 
   Json provenance = sources.env.value("provenance", Json::object());
   for (const auto& [key, value] : options.provenance.items()) provenance[key] = value;
   provenance["source_dir"] = fs::absolute(root).lexically_normal().string();
-  ENVFORGE_RETURN_IF_ERROR(FillReservedTables(db, sources, tools, provenance));
+  ENVFORGE_RETURN_IF_ERROR(WithBudget(FillReservedTables(db, sources, tools, provenance), handle, budget, source_dir,
+                                      "storing the sources, tools, tasks and files/ in the bundle"));
   ENVFORGE_RETURN_IF_ERROR(db.Exec("COMMIT"));
-  ENVFORGE_RETURN_IF_ERROR(db.Exec("VACUUM"));
+  ENVFORGE_RETURN_IF_ERROR(WithBudget(db.Exec("VACUUM"), handle, budget, source_dir, "compacting the bundle (VACUUM)"));
   return Status::Ok();
 }
 
@@ -759,12 +932,19 @@ Status PackEnvironment(const std::string& source_dir, const std::string& output_
   if (!fs::is_directory(root, ec)) return NotFoundError("environment source directory not found: " + source_dir);
   if (!options.provenance.is_object()) return InvalidArgumentError("PackOptions::provenance must be a JSON object");
   if (output_path.empty()) return InvalidArgumentError("empty output path");
+  if (options.max_time.count() <= 0) return InvalidArgumentError("PackOptions::max_time (--max-seconds) must be positive");
+  if (options.max_bytes == 0) return InvalidArgumentError("PackOptions::max_bytes (--max-bytes) must be positive");
+  PackBudget budget{Clock::now() + options.max_time, options.max_time, options.max_bytes};
   fs::path output(output_path);
   fs::path output_dir = output.parent_path().empty() ? fs::path(".") : output.parent_path();
   if (!fs::is_directory(output_dir, ec)) return NotFoundError("output directory not found: " + output_dir.string());
 
+  // Leftovers of packs that were SIGKILLed (their handlers never ran) go first.
+  std::string output_name = output.filename().string();
+  SweepDeadProcessEntries(output_dir.string(),
+                          [&](std::string_view entry) { return TempFileOwner(entry, output_name); });
   ENVFORGE_ASSIGN_OR_RETURN(TempFile temp, TempFile::Create(output_path));
-  ENVFORGE_RETURN_IF_ERROR(PackInto(source_dir, root, temp.path(), options));
+  ENVFORGE_RETURN_IF_ERROR(PackInto(source_dir, root, temp.path(), options, budget));
   // Publish only what loads: the same checks any reader will make.
   auto loaded = EnvBundle::Load(temp.path());
   if (!loaded.ok()) return InternalError("the packed bundle does not load: " + loaded.status().message());

@@ -34,16 +34,34 @@
 // A failure of these is InvalidArgument whose message lists every problem, one per line, as
 // "path:line: message" (path relative to the source directory; line omitted when unknown).
 //
+// Budgets (PackOptions::max_time, max_bytes; `envforge env pack --max-seconds / --max-bytes`):
+// packing runs the environment's SQL and reads its files, so it is bounded like any untrusted work.
+//   * time: one deadline for the whole pack. SQLite's progress handler interrupts any statement
+//     running past it (a recursive CTE that never ends, in schema.sql or later), and the
+//     analysis run gets at most the time left. Spent in schema.sql, the problem is
+//     "schema.sql:LINE: the time budget of N s (--max-seconds) was spent running this statement".
+//   * size: the bundle file may not grow past max_bytes (SQLite's max_page_count): a huge INSERT
+//     stops with "schema.sql:LINE: the size budget of N bytes (--max-bytes) was spent ...".
+//     Sources and files/ are measured before they are read; together they must fit in it too.
+// A spent budget is InvalidArgument (the environment does not fit the budgets), with the message
+// format of the other problems; it stops the pack at once.
+//
 // Writing: the bundle is built in "<output>.tmp.<pid>.<random>" beside the output, fsynced and
-// renamed over the output; the directory is fsynced after the rename. Any failure removes the
-// temporary file: a failed pack leaves the output as it was (absent, or the previous bundle).
+// renamed over the output; the directory is fsynced after the rename. Every exit path removes the
+// temporary file: failures and spent budgets (the owner's destructor, exceptions included),
+// SIGINT/SIGTERM/SIGHUP (the path is in base/cleanup_registry.h's registry, whose handlers a
+// command-line program installs), and SIGKILL: every pack first sweeps "*.tmp.<pid>.<n>" entries
+// of the output directory (and their "-journal") whose process no longer exists, when their name
+// is the output's or ends in ".envdb". A failed pack leaves the output as it was (absent, or the
+// previous bundle).
 //
 // Provenance (_env.provenance): env.json's "provenance" object, then PackOptions::provenance
 // on top (its keys win), then "source_dir": the absolute path of the source directory. The
 // content hash leaves source_dir out, so packing the same sources from two checkouts gives the
 // same version; every other provenance key is part of the hash.
 //
-// Errors: NotFound (source directory missing), InvalidArgument (the problems above),
+// Errors: NotFound (source directory missing), InvalidArgument (the problems above, a spent
+// budget, or a budget that is not positive),
 // Internal (envforge-worker missing, failing, timing out or printing something that is not the
 // analyze reply; the message carries its stderr), and the I/O errors of writing the output.
 //
@@ -52,6 +70,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -66,8 +85,12 @@ struct PackOptions {
   Json provenance = Json::object();
   // The envforge-worker executable to run `analyze` with; empty: FindWorkerExecutable().
   std::string worker_path;
-  // Wall-clock limit of the analyze run; past it the worker is killed and packing fails.
+  // Wall-clock limit of the analyze run; past it the worker is killed and packing fails. The run
+  // gets the smaller of this and what is left of max_time.
   std::chrono::milliseconds analyze_timeout{std::chrono::seconds(60)};
+  // The budgets of the file comment: the whole pack's wall time, and the bundle's size in bytes.
+  std::chrono::milliseconds max_time{std::chrono::minutes(5)};
+  uint64_t max_bytes = uint64_t{1} << 30;
 };
 
 // Packs `source_dir` into the bundle file `output_path` (replacing it atomically on success).

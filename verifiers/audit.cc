@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <unordered_set>
@@ -37,12 +38,35 @@ struct Job {
   std::vector<Verdict> oracle;
 };
 
+// Why a task's audit stopped early (audit.h, BUDGET AND HANGS).
+struct StopReason {
+  std::string reason;  // "hang" | "budget"
+  std::string detail;
+  std::string answer;  // the answer a judge hung on
+};
+
 // Runs jobs on their lanes, one thread per lane, reporting progress from the calling thread.
+// Within a task's budget: each judge call is sized to fit what is left of it, and a hang or a spent
+// budget stops every lane before its next call (stopped()).
 class Runner {
  public:
   Runner(const std::vector<JudgeLane*>& lanes, const std::function<void(const AuditProgress&)>& on_progress,
          AuditProgress* progress, Clock::time_point start)
       : lanes_(lanes), on_progress_(on_progress), progress_(progress), start_(start) {}
+
+  // Starts a task: its budget ends at `deadline`; forgets the previous task's stop.
+  void BeginTask(Clock::time_point deadline, std::chrono::milliseconds budget) {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    deadline_ = deadline;
+    budget_ = budget;
+    stop_.reset();
+    stopped_.store(false);
+  }
+  bool stopped() const { return stopped_.load(); }
+  std::optional<StopReason> stop_reason() const {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    return stop_;
+  }
 
   Status Run(const std::string& task_id, std::vector<Job>& jobs, const std::string& phase) {
     progress_->phase = phase;
@@ -56,22 +80,13 @@ class Runner {
         Status status;
         for (Job& job : jobs) {
           if (job.lane != lane || !status.ok()) continue;
+          if (stopped()) break;
           if (job.answers.empty()) continue;
-          auto verdicts = lanes_[lane]->Judge(task_id, JudgeKind::kVerifier, job.answers);
-          if (!verdicts.ok() || verdicts->size() != job.answers.size()) {
-            status = verdicts.ok() ? InternalError("a lane answered the wrong number of verdicts") : verdicts.status();
-            break;
-          }
-          job.verifier = std::move(verdicts).value();
-          judgements_ += job.answers.size();
+          status = JudgeWithinBudget(lane, task_id, JudgeKind::kVerifier, job.answers, job.verifier);
+          if (!status.ok() || stopped()) break;
           if (job.with_oracle) {
-            auto oracle = lanes_[lane]->Judge(task_id, JudgeKind::kOracle, job.answers);
-            if (!oracle.ok() || oracle->size() != job.answers.size()) {
-              status = oracle.ok() ? InternalError("a lane answered the wrong number of verdicts") : oracle.status();
-              break;
-            }
-            job.oracle = std::move(oracle).value();
-            judgements_ += job.answers.size();
+            status = JudgeWithinBudget(lane, task_id, JudgeKind::kOracle, job.answers, job.oracle);
+            if (!status.ok() || stopped()) break;
           }
         }
         std::lock_guard<std::mutex> lock(mu);
@@ -94,6 +109,40 @@ class Runner {
 
   uint64_t judgements() const { return judgements_.load(); }
 
+  // Judges `answers` on `lane` into `verdicts` (appended), in calls that fit the budget. Returns
+  // OK with fewer verdicts than answers when the task stopped (a hang, the budget), an error
+  // Status when the lane failed.
+  Status JudgeWithinBudget(size_t lane, const std::string& task_id, JudgeKind judge,
+                           const std::vector<std::string>& answers, std::vector<Verdict>& verdicts) {
+    const char* judge_name = judge == JudgeKind::kOracle ? "oracle" : "verifier";
+    size_t done = 0;
+    while (done < answers.size() && !stopped()) {
+      size_t count = FittingAnswers(*lanes_[lane], answers.size() - done);
+      if (count == 0) {
+        Stop({"budget",
+              "the audit budget of " + FormatSeconds(budget_) + " s per task (--task-budget-seconds) was spent with " +
+                  std::to_string(answers.size() - done) + " answer(s) of a call still to judge by the " + judge_name,
+              ""});
+        break;
+      }
+      std::vector<std::string> chunk(answers.begin() + static_cast<std::ptrdiff_t>(done),
+                                     answers.begin() + static_cast<std::ptrdiff_t>(done + count));
+      auto judged = lanes_[lane]->Judge(task_id, judge, chunk);
+      if (!judged.ok()) return judged.status();
+      size_t got = judged->size();
+      bool hung = got < count && got > 0 && judged->back().defect && judged->back().limit == "wall_time";
+      if (got > count || (got < count && !hung)) return InternalError("a lane answered the wrong number of verdicts");
+      judgements_ += got;
+      for (Verdict& verdict : *judged) verdicts.push_back(std::move(verdict));
+      if (hung) {
+        Stop({"hang", verdicts.back().defect_message, chunk[got - 1]});
+        break;
+      }
+      done += count;
+    }
+    return Status::Ok();
+  }
+
   void Report() {
     if (!on_progress_) return;
     progress_->judgements = judgements_.load();
@@ -103,11 +152,48 @@ class Runner {
   }
 
  private:
+  // How many of `wanted` answers one call may take: its hard deadline plus one single-answer call
+  // (a hang's confirmation) must end before the deadline. A lane without a bound gets them all
+  // while time is left.
+  size_t FittingAnswers(const JudgeLane& lane, size_t wanted) const {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
+    if (left.count() <= 0) return 0;
+    if (lane.CallDeadline(1).count() <= 0) return wanted;
+    auto fits = [&](size_t n) { return lane.CallDeadline(n) + lane.CallDeadline(1) <= left; };
+    size_t low = 0, high = wanted;  // fits(low) holds (vacuously for 0); find the largest
+    while (low < high) {
+      size_t middle = low + (high - low + 1) / 2;
+      if (fits(middle)) {
+        low = middle;
+      } else {
+        high = middle - 1;
+      }
+    }
+    return low;
+  }
+
+  void Stop(StopReason reason) {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (!stop_) stop_ = std::move(reason);
+    stopped_.store(true);
+  }
+
+  static std::string FormatSeconds(std::chrono::milliseconds duration) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", static_cast<double>(duration.count()) / 1000.0);
+    return text;
+  }
+
   const std::vector<JudgeLane*>& lanes_;
   const std::function<void(const AuditProgress&)>& on_progress_;
   AuditProgress* progress_;
   Clock::time_point start_;
   std::atomic<uint64_t> judgements_{0};
+  mutable std::mutex stop_mu_;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  std::chrono::milliseconds budget_{0};
+  std::optional<StopReason> stop_;
+  std::atomic<bool> stopped_{false};
 };
 
 struct Judged {
@@ -165,6 +251,7 @@ class TaskAuditor {
 
   Result<TaskAudit> Run(AuditProgress& progress) {
     auto start = Clock::now();
+    runner_.BeginTask(start + options_.task_budget, options_.task_budget);
     uint64_t judgements_before = runner_.judgements();
     audit_.id = task_.id;
     audit_.verifier_version = task_.version;
@@ -217,13 +304,14 @@ class TaskAuditor {
     Absorb(jobs, gold_jobs);
 
     // 3. Walk from accepted answers.
-    ENVFORGE_RETURN_IF_ERROR(Walk());
+    if (!runner_.stopped()) ENVFORGE_RETURN_IF_ERROR(Walk());
 
     // 4. Determinism across lanes.
-    ENVFORGE_RETURN_IF_ERROR(Rejudge());
+    if (!runner_.stopped()) ENVFORGE_RETURN_IF_ERROR(Rejudge());
 
     // 5. Findings and verdict.
     Analyse();
+    RecordStop();
     if (const char* dump = std::getenv("ENVFORGE_AUDIT_DUMP"); dump != nullptr && *dump != '\0') DumpProbes(dump);
     ComputeVerdict(audit_, options_);
     audit_.probes = probes_.size();
@@ -290,16 +378,18 @@ class TaskAuditor {
     return Status::Ok();
   }
 
+  // Takes the verdicts of `jobs` (from `skip` on) into judged_; a job cut short by a stop has fewer
+  // verdicts than answers, and only the judged answers count.
   void Absorb(const std::vector<Job>& jobs, size_t skip) {
     judged_.resize(probes_.size());
     for (size_t j = skip; j < jobs.size(); ++j) {
       const Job& job = jobs[j];
-      for (size_t k = 0; k < job.indexes.size(); ++k) {
+      for (size_t k = 0; k < job.indexes.size() && k < job.verifier.size(); ++k) {
         Judged& entry = judged_[job.indexes[k]];
         entry.done = true;
         entry.lane = job.lane;
         entry.verifier = job.verifier[k];
-        if (job.with_oracle) {
+        if (job.with_oracle && k < job.oracle.size()) {
           entry.has_oracle = true;
           entry.oracle = job.oracle[k];
         }
@@ -515,6 +605,7 @@ class TaskAuditor {
                  [](size_t, size_t batch) { return batch; }, jobs);
       ENVFORGE_RETURN_IF_ERROR(runner_.Run(task_.id, jobs, "walk"));
       Absorb(jobs, 0);
+      if (runner_.stopped()) break;
       collect(before);
     }
     return Status::Ok();
@@ -551,9 +642,10 @@ class TaskAuditor {
     AppendJobs(probes_, subset, options_.batch_size, lanes, audit_.has_oracle,
                [&](size_t index, size_t) { return judged_[index].lane + 1; }, jobs);
     ENVFORGE_RETURN_IF_ERROR(runner_.Run(task_.id, jobs, "determinism"));
-    audit_.rejudged = subset.size();
+    audit_.rejudged = 0;
     for (const Job& job : jobs) {
-      for (size_t k = 0; k < job.indexes.size(); ++k) {
+      audit_.rejudged += std::min(job.indexes.size(), job.verifier.size());
+      for (size_t k = 0; k < job.indexes.size() && k < job.verifier.size(); ++k) {
         size_t index = job.indexes[k];
         const Judged& first = judged_[index];
         const Probe& probe = probes_[index];
@@ -564,7 +656,7 @@ class TaskAuditor {
                                  std::to_string(job.lane) + ": " + DescribeVerdict(job.verifier[k])},
                             options_.max_findings_per_kind);
         }
-        if (job.with_oracle && first.has_oracle && !SameVerdict(first.oracle, job.oracle[k])) {
+        if (job.with_oracle && k < job.oracle.size() && first.has_oracle && !SameVerdict(first.oracle, job.oracle[k])) {
           ++audit_.oracle_differences;
           audit_.AddFinding({"oracle_nondeterminism", probe.text, ProbeName(probe),
                              "lane " + std::to_string(first.lane) + ": " + DescribeVerdict(first.oracle) + " | lane " +
@@ -574,6 +666,17 @@ class TaskAuditor {
       }
     }
     return Status::Ok();
+  }
+
+  // The audit stopped early (a hang, the budget): why, and what was left unjudged.
+  void RecordStop() {
+    auto stop = runner_.stop_reason();
+    if (!stop) return;
+    audit_.stopped = stop->reason;
+    audit_.stopped_detail = stop->detail;
+    audit_.stopped_answer = stop->answer;
+    audit_.probes_not_judged = 0;
+    for (size_t i = 0; i < probes_.size(); ++i) audit_.probes_not_judged += judged_[i].done ? 0 : 1;
   }
 
   // Development aid (ENVFORGE_AUDIT_DUMP=FILE): every probe and its verdicts, one JSON per line.
@@ -633,7 +736,7 @@ class TaskAuditor {
             audit_.AddFinding({"oracle_defect", gold, "gold", where + ": " + DescribeVerdict(o)},
                               options_.max_findings_per_kind);
           }
-          if (!SameVerdict(gold_runs_[0].oracle[0], o) && !reported_oracle_difference) {
+          if (!gold_runs_[0].oracle.empty() && !SameVerdict(gold_runs_[0].oracle[0], o) && !reported_oracle_difference) {
             reported_oracle_difference = true;
             ++audit_.oracle_differences;
             audit_.AddFinding({"oracle_nondeterminism", gold, "gold",
@@ -645,7 +748,8 @@ class TaskAuditor {
       }
     }
     // The gold answer against the oracle (first run of each).
-    if (gold_runs_[0].with_oracle && !reference.defect && !gold_runs_[0].oracle[0].defect) {
+    if (gold_runs_[0].with_oracle && !gold_runs_[0].oracle.empty() && !reference.defect &&
+        !gold_runs_[0].oracle[0].defect) {
       const Verdict& o = gold_runs_[0].oracle[0];
       ++audit_.compared;
       if (o.passed) {
@@ -801,6 +905,7 @@ Status CheckOptions(const AuditOptions& options) {
   if (options.k < 1) return InvalidArgumentError("audit: k must be at least 1");
   if (options.batch_size < 1) return InvalidArgumentError("audit: batch size must be at least 1");
   if (options.loose_rate < 0 || options.loose_rate > 1) return InvalidArgumentError("audit: loose rate must be in [0, 1]");
+  if (options.task_budget.count() <= 0) return InvalidArgumentError("audit: the task budget must be positive");
   return Status::Ok();
 }
 
@@ -829,6 +934,10 @@ size_t TaskAudit::Count(const std::string& kind) const {
 void ComputeVerdict(TaskAudit& audit, const AuditOptions& options) {
   std::vector<std::string> broken, suspect;
   auto count_text = [](size_t n, const std::string& what) { return std::to_string(n) + " " + what; };
+  if (!audit.stopped.empty()) {
+    broken.push_back(audit.stopped + ": " + audit.stopped_detail + "; the audit stopped there (" +
+                     std::to_string(audit.probes_not_judged) + " probe(s) not judged, walk and determinism skipped)");
+  }
   if (audit.Count("gold_failed")) broken.push_back("the gold solution failed: " + audit.gold_error);
   if (audit.Count("gold_rejected")) {
     broken.push_back("the verifier rejected the gold answer (" + std::to_string(audit.gold_passes) + "/" +
@@ -928,7 +1037,8 @@ Json StoredAudit(const TaskAudit& audit, const AuditOptions& options) {
                        {"neighbourhood", options.neighbourhood},
                        {"boundary", options.boundary},
                        {"walk", options.walk},
-                       {"seed", options.seed}};
+                       {"seed", options.seed},
+                       {"task_budget_seconds", static_cast<double>(options.task_budget.count()) / 1000.0}};
   return stored;
 }
 

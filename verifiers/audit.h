@@ -17,8 +17,21 @@
 //                  another Python hash seed); any different verdict for the same answer is
 //                  nondeterminism, reported with the answer.
 //
+// BUDGET AND HANGS. Each task's audit runs against a budget of wall time (task_budget, from the
+// start of its gold run; `envforge audit --task-budget-seconds`). Judge calls are sized so that
+// each one's hard deadline (JudgeLane::CallDeadline), plus one more single-answer call to confirm a
+// hang, fits in what is left; when not even one answer fits, the budget is spent. A judge (verifier
+// or oracle) that never returns on an answer -- confirmed alone in a fresh session, see
+// JudgeLane::Judge -- is a hang. Either way the task's audit STOPS at once: the lanes finish the
+// call they are in and judge nothing more, the walk and the determinism re-judge are skipped, the
+// probes judged so far are analysed as usual, and TaskAudit::stopped says why (reason "hang" or
+// "budget", the detail, the probes left unjudged). A verifier that hangs on every answer is
+// therefore caught on the gold runs, in about (k + 1) * wall_time + 2 * kill_grace.
+//
 // VERDICT RULES (ComputeVerdict), first match wins:
-//   broken   the gold solution failed, or the verifier rejected the gold answer in any of its
+//   broken   the audit stopped (a hang, or the budget spent: the task cannot be audited, and a
+//            verifier that never returns hangs a trainer's episode too); or
+//            the gold solution failed, or the verifier rejected the gold answer in any of its
 //            runs; or the verifier has a defect (raised, hung, crashed, returned a non-verdict)
 //            on any probe; or any verifier nondeterminism (within the gold runs or across lanes);
 //            or any false accept or false reject against the oracle (the oracle judged the probe
@@ -50,6 +63,7 @@
 // Thread safety: RunAudit uses one thread per lane and calls on_progress from the calling thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -80,6 +94,9 @@ struct AuditOptions {
   size_t batch_size = 256;            // answers per judge call
   size_t max_findings_per_kind = 5;
   double loose_rate = 0.5;
+  // Wall time per task, gold run included (BUDGET AND HANGS above). Ten minutes: an ordinary
+  // task's full audit takes a small fraction of it.
+  std::chrono::milliseconds task_budget{std::chrono::minutes(10)};
 };
 
 struct AuditProgress {
@@ -116,6 +133,15 @@ struct TaskAudit {
   bool has_oracle = false;
   std::string verdict;           // sound | suspect | broken
   std::vector<std::string> verdict_reasons;
+
+  // Why the audit of this task stopped early, "" when it ran to the end (BUDGET AND HANGS):
+  //   "hang"    a judge never returned within its wall-time limit (stopped_detail names which and
+  //             the limit; the answer is among the findings, kind "defect" or "oracle_defect");
+  //   "budget"  task_budget was spent.
+  std::string stopped;
+  std::string stopped_detail;
+  std::string stopped_answer;     // the answer the judge hung on ("" for "budget")
+  size_t probes_not_judged = 0;   // probes built but never judged (the walk's are never built)
 
   std::string gold_answer;       // empty when the solution failed
   std::string gold_error;
@@ -182,7 +208,10 @@ struct AuditReport {
   size_t probes = 0;
   double seconds = 0;
   bool AnyBroken() const;
-  Json ToJson() const;            // {"path", "env", "hash", "options", "tasks": [...], "probes", ...}
+  Json ToJson() const;            // {"path", "env", "hash", "options", "tasks": [...], "broken", "stopped", ...}
+                                  // each task's "stopped": null or {"reason", "detail", "answer",
+                                  // "probes_not_judged", "budget_seconds"}; "stopped": ids of tasks
+                                  // whose audit stopped early
   void PrintTable(std::FILE* out) const;
 };
 

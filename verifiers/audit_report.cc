@@ -82,10 +82,18 @@ Json TaskAudit::ToJson() const {
                        {"false_rejects", false_rejects},
                        {"false_reject_rate", FalseRejectRate()}};
   }
+  Json stopped_json = nullptr;
+  if (!stopped.empty()) {
+    stopped_json = Json{{"reason", stopped},
+                        {"detail", stopped_detail},
+                        {"answer", stopped_answer},
+                        {"probes_not_judged", probes_not_judged}};
+  }
   return Json{
       {"id", id},
       {"verdict", verdict},
       {"verdict_reasons", verdict_reasons},
+      {"stopped", std::move(stopped_json)},
       {"verifier_version", verifier_version},
       {"has_oracle", has_oracle},
       {"gold",
@@ -127,7 +135,15 @@ Json TaskAudit::ToJson() const {
 
 Json AuditReport::ToJson() const {
   Json tasks_json = Json::array();
-  for (const auto& task : tasks) tasks_json.push_back(task.ToJson());
+  Json stopped = Json::array();
+  for (const auto& task : tasks) {
+    Json task_json = task.ToJson();
+    if (!task.stopped.empty()) {
+      task_json["stopped"]["budget_seconds"] = static_cast<double>(options.task_budget.count()) / 1000.0;
+      stopped.push_back(task.id);
+    }
+    tasks_json.push_back(std::move(task_json));
+  }
   return Json{{"path", path},
               {"env", env_name},
               {"hash", content_hash},
@@ -140,9 +156,11 @@ Json AuditReport::ToJson() const {
                 {"walk", options.walk},
                 {"rejudge_samples", options.rejudge_samples},
                 {"seed", options.seed},
-                {"batch_size", options.batch_size}}},
+                {"batch_size", options.batch_size},
+                {"task_budget_seconds", static_cast<double>(options.task_budget.count()) / 1000.0}}},
               {"tasks", std::move(tasks_json)},
               {"broken", AnyBroken()},
+              {"stopped", std::move(stopped)},
               {"probes", probes},
               {"judgements", judgements},
               {"seconds", Round(seconds, 3)},
@@ -159,6 +177,14 @@ void AuditReport::PrintTable(std::FILE* out) const {
     std::fprintf(out, "\n%s  %s%s\n", task.id.c_str(), upper.c_str(), task.has_oracle ? "" : "  (no oracle)");
     for (const auto& reason : task.verdict_reasons) std::fprintf(out, "  ! %s\n", reason.c_str());
     auto row = [out](const char* name, const std::string& value) { std::fprintf(out, "  %-24s %s\n", name, value.c_str()); };
+    if (!task.stopped.empty()) {
+      row("STOPPED", task.stopped + " after " + std::to_string(task.probes - task.probes_not_judged) + " of " +
+                         std::to_string(task.probes) + " probes; the rest were skipped");
+      if (!task.stopped_answer.empty()) {
+        Finding shown{"hang", task.stopped_answer, "", ""};
+        row("hung on answer", ShowAnswer(shown));
+      }
+    }
     if (!task.gold_error.empty()) {
       row("gold pass", "solution failed: " + Abbreviate(task.gold_error, 100));
     } else {
@@ -209,14 +235,18 @@ void AuditReport::PrintTable(std::FILE* out) const {
       if (count > shown) std::fprintf(out, "  (%zu more %s finding(s) not shown)\n", count - shown, kind.c_str());
     }
   }
-  size_t broken = 0, suspect = 0, sound = 0;
+  size_t broken = 0, suspect = 0, sound = 0, stopped = 0;
   for (const auto& task : tasks) {
     broken += task.verdict == "broken";
     suspect += task.verdict == "suspect";
     sound += task.verdict == "sound";
+    stopped += task.stopped.empty() ? 0 : 1;
   }
-  std::fprintf(out, "\n%zu sound, %zu suspect, %zu broken; %zu probes, %" PRIu64 " judgements in %.1f s (%.0f/s)\n", sound,
-               suspect, broken, probes, judgements, seconds, seconds > 0 ? double(judgements) / seconds : 0.0);
+  std::string stopped_note =
+      stopped == 0 ? "" : " (" + std::to_string(stopped) + " stopped early: a hang or the task budget spent)";
+  std::fprintf(out, "\n%zu sound, %zu suspect, %zu broken%s; %zu probes, %" PRIu64 " judgements in %.1f s (%.0f/s)\n",
+               sound, suspect, broken, stopped_note.c_str(), probes, judgements, seconds,
+               seconds > 0 ? double(judgements) / seconds : 0.0);
 }
 
 }  // namespace envforge::verifiers

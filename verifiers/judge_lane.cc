@@ -6,6 +6,9 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string_view>
 
 namespace envforge::verifiers {
 
@@ -26,9 +29,31 @@ std::string DescribeVerdict(const Verdict& verdict, size_t max_reasons) {
   return text;
 }
 
+namespace {
+
+constexpr std::string_view kScratchPrefix = "envforge-audit-";
+
+// The pid of an audit scratch root "envforge-audit-<pid>-<n>" of /tmp; nullopt for anything else.
+std::optional<pid_t> ScratchOwner(std::string_view name) {
+  if (!name.starts_with(kScratchPrefix)) return std::nullopt;
+  std::string_view rest = name.substr(kScratchPrefix.size());
+  auto pid = LeadingPid(rest);
+  if (!pid) return std::nullopt;
+  std::string_view after = rest.substr(std::to_string(*pid).size());
+  bool counter = after.size() >= 2 && after[0] == '-' &&
+                 after.find_first_not_of("0123456789", 1) == std::string_view::npos;
+  if (!counter) return std::nullopt;
+  return pid;
+}
+
+}  // namespace
+
 SessionJudgeLane::SessionJudgeLane(std::unique_ptr<sandbox::SessionManager> manager, std::string env_id,
-                                   std::string owned_scratch)
-    : manager_(std::move(manager)), env_id_(std::move(env_id)), owned_scratch_(std::move(owned_scratch)) {}
+                                   std::string owned_scratch, sandbox::SandboxLimits limits)
+    : manager_(std::move(manager)),
+      env_id_(std::move(env_id)),
+      owned_scratch_(std::move(owned_scratch)),
+      limits_(limits) {}
 
 SessionJudgeLane::~SessionJudgeLane() {
   for (const auto& [task, session] : sessions_) (void)manager_->CloseSession(session);
@@ -42,9 +67,13 @@ SessionJudgeLane::~SessionJudgeLane() {
 Result<std::unique_ptr<SessionJudgeLane>> SessionJudgeLane::Create(const std::string& envdb_path,
                                                                     sandbox::ManagerOptions options) {
   std::string owned_scratch;
+  ScopedCleanupPath registration;
   if (options.scratch_root.empty()) {
     static std::atomic<int> counter{0};
-    owned_scratch = "/tmp/envforge-audit-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    static std::once_flag swept;
+    std::call_once(swept, [] { SweepDeadProcessEntries("/tmp", ScratchOwner); });
+    owned_scratch = "/tmp/" + std::string(kScratchPrefix) + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    registration = ScopedCleanupPath(owned_scratch, CleanupKind::kTree);
     std::error_code ec;
     std::filesystem::remove_all(owned_scratch, ec);
     std::filesystem::create_directories(owned_scratch, ec);
@@ -52,6 +81,7 @@ Result<std::unique_ptr<SessionJudgeLane>> SessionJudgeLane::Create(const std::st
     ::chmod(owned_scratch.c_str(), 0711);
     options.scratch_root = owned_scratch;
   }
+  sandbox::SandboxLimits limits = options.limits;
   auto manager = sandbox::SessionManager::Create(std::move(options));
   auto cleanup = [&] {
     std::error_code ignored;
@@ -67,8 +97,14 @@ Result<std::unique_ptr<SessionJudgeLane>> SessionJudgeLane::Create(const std::st
     cleanup();
     return env_id.status();
   }
-  return std::unique_ptr<SessionJudgeLane>(
-      new SessionJudgeLane(std::move(manager).value(), std::move(env_id).value(), std::move(owned_scratch)));
+  std::unique_ptr<SessionJudgeLane> lane(
+      new SessionJudgeLane(std::move(manager).value(), std::move(env_id).value(), std::move(owned_scratch), limits));
+  lane->scratch_registration_ = std::move(registration);
+  return lane;
+}
+
+std::chrono::milliseconds SessionJudgeLane::CallDeadline(size_t answers) const {
+  return limits_.wall_time * static_cast<int64_t>(answers) + limits_.kill_grace;
 }
 
 Result<sandbox::SessionManager::SessionId> SessionJudgeLane::SessionFor(const std::string& task_id) {
@@ -100,7 +136,8 @@ Result<std::vector<Verdict>> SessionJudgeLane::Judge(const std::string& task_id,
   if (verdicts.ok()) return verdicts;
   StatusCode code = verdicts.status().code();
   if (code != StatusCode::kDeadlineExceeded && code != StatusCode::kUnavailable) return verdicts.status();
-  // The session died under this batch: find the answer(s) responsible, one fresh session each.
+  // The session died under this batch: find the answer(s) responsible, one fresh session each, up
+  // to the first that hangs alone (the contract's HANG: the call ends there).
   DropSession(task_id);
   std::vector<Verdict> alone;
   alone.reserve(answers.size());
@@ -116,13 +153,19 @@ Result<std::vector<Verdict>> SessionJudgeLane::Judge(const std::string& task_id,
         single.status().code() != StatusCode::kUnavailable) {
       return single.status();
     }
+    bool hung = !single.ok() && single.status().code() == StatusCode::kDeadlineExceeded;
     Verdict defect;
     defect.defect = true;
-    defect.defect_message = std::string(judge == JudgeKind::kOracle ? "the oracle" : "the verifier") + " of task '" +
-                            task_id + "' " +
-                            (single.ok() ? std::string("returned no verdict") : single.status().message());
-    if (!single.ok() && single.status().code() == StatusCode::kDeadlineExceeded) defect.limit = "wall_time";
+    defect.defect_message =
+        std::string(judge == JudgeKind::kOracle ? "the oracle" : "the verifier") + " of task '" + task_id + "' " +
+        (hung ? "never returned within its wall-time limit of " + std::to_string(limits_.wall_time.count()) +
+                    " ms, judging this answer alone in a fresh session (killed at the hard deadline): " +
+                    single.status().message()
+              : single.ok() ? std::string("returned no verdict")
+                            : single.status().message());
+    if (hung) defect.limit = "wall_time";
     alone.push_back(std::move(defect));
+    if (hung) break;
   }
   return alone;
 }

@@ -9,11 +9,13 @@
 // Thread safety: one lane is used by one thread at a time; distinct lanes run concurrently.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/cleanup_registry.h"
 #include "base/status.h"
 #include "sandbox/session_manager.h"
 
@@ -35,23 +37,40 @@ class JudgeLane {
   // solution itself failed (raised, broke a rule, ran out of time, crashed) -- a fault of the task;
   // any other error is the lane's (infrastructure).
   virtual Result<std::string> SolveGold(const std::string& task_id) = 0;
-  // One verdict per answer, in order. A judge that raises, hangs, crashes its session or returns a
-  // non-verdict yields a defect verdict for that answer; an error Status means the lane failed
-  // (infrastructure), or FailedPrecondition for kOracle on a task without an oracle.
+  // One verdict per answer, in order. A judge that raises, runs past its wall-time limit, crashes
+  // its session or returns a non-verdict yields a defect verdict for that answer; an error Status
+  // means the lane failed (infrastructure), or FailedPrecondition for kOracle on a task without an
+  // oracle.
+  // A HANG ends the call early: when the judge never returns for an answer (it swallows the
+  // wall-time exception and its session is killed at the hard deadline), the call returns the
+  // verdicts up to and including that answer's -- a defect with limit "wall_time" -- and so FEWER
+  // verdicts than answers; the answers after it are not judged. (Judging them would cost a hard
+  // deadline each, hours for a task; one hang already makes the task broken.)
   virtual Result<std::vector<Verdict>> Judge(const std::string& task_id, JudgeKind judge,
                                              const std::vector<std::string>& answers) = 0;
+  // The longest one Judge call of `answers` answers may run before the runtime kills its session
+  // (its hard deadline); a hang costs one more call of one answer on top. Zero: not bounded by
+  // the lane (the audit then checks its budget between calls only).
+  virtual std::chrono::milliseconds CallDeadline(size_t answers) const {
+    (void)answers;
+    return std::chrono::milliseconds(0);
+  }
 };
 
 // A lane over its own SessionManager. One session per task is reused across batches (judging
 // never changes a session; the judge's module is executed afresh per batch). When a batch fails
-// because its session died or hit the hard deadline, each of its answers is judged again alone in
-// a fresh session, and an answer that fails alone too gets a defect verdict carrying the status.
+// because its session died or hit the hard deadline, its answers are judged again one by one, each
+// alone in a fresh session: an answer whose session dies alone too gets a defect verdict carrying
+// the status, and the first answer that hits the hard deadline alone is a hang (see Judge): the
+// call returns there.
 class SessionJudgeLane : public JudgeLane {
  public:
   // Opens `envdb_path` in a new manager with `options`. An empty options.scratch_root gets a
   // directory of its own (/tmp/envforge-audit-<pid>-<n>, removed with the lane): the manager's
-  // default, /tmp/envforge-scratch-<pid>, would be shared by two managers of one process. Errors:
-  // SessionManager::Create's and OpenEnvironment's.
+  // default, /tmp/envforge-scratch-<pid>, would be shared by two managers of one process. That
+  // directory is registered for removal on SIGINT/SIGTERM/SIGHUP (base/cleanup_registry.h), and
+  // the /tmp/envforge-audit-<pid>-<n> directories of processes that no longer exist (a SIGKILLed
+  // audit) are swept first. Errors: SessionManager::Create's and OpenEnvironment's.
   static Result<std::unique_ptr<SessionJudgeLane>> Create(const std::string& envdb_path,
                                                           sandbox::ManagerOptions options);
   ~SessionJudgeLane() override;
@@ -59,11 +78,14 @@ class SessionJudgeLane : public JudgeLane {
   Result<std::string> SolveGold(const std::string& task_id) override;
   Result<std::vector<Verdict>> Judge(const std::string& task_id, JudgeKind judge,
                                      const std::vector<std::string>& answers) override;
+  // answers * wall_time + kill_grace: SessionManager::JudgeAnswers' hard deadline.
+  std::chrono::milliseconds CallDeadline(size_t answers) const override;
 
   sandbox::SessionManager& manager() { return *manager_; }
 
  private:
-  SessionJudgeLane(std::unique_ptr<sandbox::SessionManager> manager, std::string env_id, std::string owned_scratch);
+  SessionJudgeLane(std::unique_ptr<sandbox::SessionManager> manager, std::string env_id, std::string owned_scratch,
+                   sandbox::SandboxLimits limits);
   Result<sandbox::SessionManager::SessionId> SessionFor(const std::string& task_id);
   void DropSession(const std::string& task_id);
 
@@ -71,6 +93,8 @@ class SessionJudgeLane : public JudgeLane {
   std::string env_id_;
   std::map<std::string, sandbox::SessionManager::SessionId> sessions_;
   std::string owned_scratch_;  // removed by the destructor, after the manager
+  ScopedCleanupPath scratch_registration_;  // removes owned_scratch_ on a signal
+  sandbox::SandboxLimits limits_;           // of every session of this lane
 };
 
 }  // namespace envforge::verifiers

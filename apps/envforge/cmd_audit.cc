@@ -1,6 +1,7 @@
 // envforge audit X.envdb: per task, how often the verifier accepts wrong answers and rejects
 // right ones (verifiers/audit.h). Prints a table (or --json), stores each task's result in the
-// bundle's _tasks.audit (unless --no-store) and exits 1 when any task is broken.
+// bundle's _tasks.audit (unless --no-store) and exits 1 when any task is broken -- a hang or a
+// spent --task-budget-seconds included. SIGINT/SIGTERM/SIGHUP remove the lanes' scratch roots.
 #include <chrono>
 #include <cinttypes>
 #include <functional>
@@ -14,6 +15,7 @@
 #include "apps/envforge/commands.h"
 #include "apps/envforge/progress.h"
 #include "apps/envforge/solve_task.h"
+#include "base/cleanup_registry.h"
 #include "base/json.h"
 #include "sandbox/env_bundle.h"
 #include "verifiers/audit.h"
@@ -37,7 +39,8 @@ std::vector<std::string> SplitCommas(const std::string& text) {
 int RunAuditCommand(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge audit", args,
                           {.value_options = {"--task", "--seed", "--k", "--samples", "--max-enumerate", "--neighbourhood",
-                                             "--boundary", "--walk", "--rejudge", "--lanes", "--batch", "--limits"},
+                                             "--boundary", "--walk", "--rejudge", "--lanes", "--batch", "--limits",
+                                             "--task-budget-seconds"},
                            .flags = {"--json", "--no-store"},
                            .min_positional = 1,
                            .max_positional = 1});
@@ -62,6 +65,7 @@ int RunAuditCommand(const std::vector<std::string>& args) {
       {"--rejudge", 0, 100'000'000, [&](long long v) { options.rejudge_samples = static_cast<size_t>(v); }},
       {"--lanes", 1, 16, [&](long long v) { lanes = v; }},
       {"--batch", 1, 100'000, [&](long long v) { options.batch_size = static_cast<size_t>(v); }},
+      {"--task-budget-seconds", 1, 7 * 24 * 3600, [&](long long v) { options.task_budget = std::chrono::seconds(v); }},
   };
   for (const IntOption& option : int_options) {
     if (!parsed->Option(option.name)) continue;
@@ -91,6 +95,7 @@ int RunAuditCommand(const std::vector<std::string>& args) {
   }
 
   RaiseFileLimit();
+  InstallCleanupSignalHandlers();
   std::vector<std::unique_ptr<verifiers::SessionJudgeLane>> owned;
   std::vector<verifiers::JudgeLane*> lane_ptrs;
   for (long long i = 0; i < lanes; ++i) {

@@ -1,4 +1,6 @@
 // envforge env pack|show|check
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -7,6 +9,7 @@
 #include "apps/envforge/commands.h"
 #include "apps/envforge/env_check.h"
 #include "apps/envforge/solve_task.h"
+#include "base/cleanup_registry.h"
 #include "base/json.h"
 #include "sandbox/env_bundle.h"
 #include "sandbox/env_pack.h"
@@ -15,17 +18,28 @@ namespace envforge::cli {
 namespace {
 
 int Pack(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge env pack", args, {.value_options = {"-o", "--output", "--provenance"}, .flags = {"--json"},
-                                                       .min_positional = 1, .max_positional = 1});
+  auto parsed = ParseArgs("envforge env pack", args,
+                          {.value_options = {"-o", "--output", "--provenance", "--max-seconds", "--max-bytes"},
+                           .flags = {"--json"},
+                           .min_positional = 1,
+                           .max_positional = 1});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
   std::string output = parsed->OptionOr("-o", parsed->OptionOr("--output", ""));
   if (output.empty()) return Fail(InvalidArgumentError("envforge env pack: -o OUT.envdb is required"), kExitUsage);
   sandbox::PackOptions options;
+  auto max_seconds = parsed->IntOption("--max-seconds", options.max_time.count() / 1000, 1, 7 * 24 * 3600);
+  if (!max_seconds.ok()) return Fail(max_seconds.status(), kExitUsage);
+  options.max_time = std::chrono::seconds(*max_seconds);
+  auto max_bytes = parsed->IntOption("--max-bytes", static_cast<long long>(options.max_bytes), 4096, INT64_MAX);
+  if (!max_bytes.ok()) return Fail(max_bytes.status(), kExitUsage);
+  options.max_bytes = static_cast<uint64_t>(*max_bytes);
   if (auto provenance = parsed->Option("--provenance")) {
     auto json = ParseJson(*provenance, "--provenance");
     if (!json.ok()) return Fail(json.status(), kExitUsage);
     options.provenance = *json;
   }
+  // A pack interrupted by SIGINT/SIGTERM/SIGHUP removes its temporary file (sandbox/env_pack.h).
+  InstallCleanupSignalHandlers();
   Status packed = sandbox::PackEnvironment(parsed->positional[0], output, options);
   if (!packed.ok()) return Fail(packed, ExitCodeFor(packed));
   auto bundle = sandbox::EnvBundle::Load(output);

@@ -10,7 +10,13 @@ namespace {
 constexpr const char* kUsage = R"(envforge — agentic RL environments: pack, run, verify.
 
 usage:
-  envforge env pack DIR -o OUT.envdb          pack an environment source directory into a bundle
+  envforge env pack DIR -o OUT.envdb [--max-seconds S] [--max-bytes N] [--provenance JSON] [--json]
+                                              pack an environment source directory into a bundle;
+                                              schema.sql and the analysis run within S seconds
+                                              (default 300) and the bundle within N bytes (default
+                                              1073741824), or the pack fails (exit 2) naming the
+                                              budget and the statement; an interrupted pack leaves
+                                              no temporary file
   envforge env show X.envdb [--json]          manifest, tools, tasks and content hash
   envforge env check X.envdb [--json]         sources compile, schemas valid, every gold solution
                                               passes its verifier in a sandbox session
@@ -24,12 +30,16 @@ usage:
                                               session create and tool call latency, memory per session
   envforge audit X.envdb [--task ID[,ID]] [--json] [--seed S] [--k K] [--samples N]
                  [--max-enumerate N] [--neighbourhood N] [--boundary N] [--walk N] [--rejudge N] [--lanes N]
-                 [--batch N] [--limits JSON] [--no-store]
+                 [--batch N] [--limits JSON] [--task-budget-seconds S] [--no-store]
                                               per task: gold runs, trivial probes, the answer space
                                               (x-domain annotations) and mutants judged by the
                                               verifier and the oracle; false accepts/rejects,
                                               determinism, defects; verdict sound|suspect|broken,
-                                              stored in _tasks.audit; exit 1 when any is broken
+                                              stored in _tasks.audit; exit 1 when any is broken.
+                                              A judge that never returns (hang) or a task whose
+                                              audit outlasts S seconds (default 600) stops that
+                                              task's audit at once: broken, with "stopped" in the
+                                              report
 
   envforge generate --model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [--chat] [--thinking] [-n N]
                  [--max-tokens M] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--stop IDS]

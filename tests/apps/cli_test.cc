@@ -1,11 +1,17 @@
 // The envforge CLI as a user runs it: the real binary, real bundles, real sandbox sessions.
 // Asserts exit codes, JSON output and error messages.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/fd.h"
@@ -221,6 +227,221 @@ TEST_CASE("env check fails a task whose oracle rejects the gold answer, with the
   auto checked = Envforge({"env", "check", out});
   CHECK(checked.exit_code == 1);
   CHECK(checked.stdout_text.find("oracle rejects the gold answer: oracle says no") != std::string::npos);
+}
+
+// ---- Tooling that ends: budgets, hangs and signals ------------------------------------------------
+
+// Starts the envforge binary with `args` in the background, output discarded, with the default
+// disposition of every signal (a shell's background job would ignore SIGINT).
+pid_t StartEnvforge(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {ExecutableDirectory() + "/envforge"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> pointers;
+  for (auto& arg : argv) pointers.push_back(arg.data());
+  pointers.push_back(nullptr);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) ::signal(signal_number, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execv(pointers[0], pointers.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Polls `ready` for up to a minute.
+bool WaitUntil(const std::function<bool()>& ready) {
+  for (int i = 0; i < 1200; ++i) {
+    if (ready()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return ready();
+}
+
+// The pid of a child that has exited and been reaped: a process that no longer exists.
+pid_t DeadPid() {
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) ::_exit(0);
+  REQUIRE(::waitpid(pid, nullptr, 0) == pid);
+  return pid;
+}
+
+std::vector<std::string> Names(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The mini environment with schema.sql replaced.
+std::string MiniWithSchema(const TempDir& dir, const std::string& schema) {
+  fs::path source = dir.path / "mini";
+  fs::copy(SourceDir() + "/tests/fixtures/envs/mini", source, fs::copy_options::recursive);
+  REQUIRE(WriteFileAtomically((source / "schema.sql").string(), schema).ok());
+  return source.string();
+}
+
+const char* const kEndlessSchema =
+    "CREATE TABLE t(x);\n"
+    "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c)\n"
+    "  SELECT count(*) FROM c;\n";
+
+TEST_CASE("env pack stops schema.sql at --max-seconds and --max-bytes, naming the budget and the statement") {
+  TempDir dir;
+  std::string source = MiniWithSchema(dir, kEndlessSchema);
+  std::string out = (dir.path / "mini.envdb").string();
+  auto timed = Envforge({"env", "pack", source, "-o", out, "--max-seconds", "1"});
+  CHECK(timed.exit_code == 2);
+  CHECK_MESSAGE(timed.stderr_text.find("schema.sql:2: the time budget of 1 s (--max-seconds) was spent running this "
+                                       "statement") != std::string::npos,
+                timed.stderr_text);
+  CHECK(Names(dir.path) == std::vector<std::string>{"mini"});
+
+  REQUIRE(WriteFileAtomically(source + "/schema.sql",
+                              "CREATE TABLE t(x);\n"
+                              "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c)\n"
+                              "  INSERT INTO t SELECT randomblob(100000) FROM c;\n")
+              .ok());
+  auto filled = Envforge({"env", "pack", source, "-o", out, "--max-bytes", "10000000"});
+  CHECK(filled.exit_code == 2);
+  CHECK_MESSAGE(filled.stderr_text.find("schema.sql:2: the size budget of 10000000 bytes (--max-bytes) was spent") !=
+                    std::string::npos,
+                filled.stderr_text);
+  CHECK(Names(dir.path) == std::vector<std::string>{"mini"});
+
+  auto bad = Envforge({"env", "pack", source, "-o", out, "--max-seconds", "0"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.stderr_text.find("--max-seconds must be between 1 and") != std::string::npos);
+  auto help = Envforge({"help"});
+  for (const char* flag : {"--max-seconds", "--max-bytes", "--task-budget-seconds"}) {
+    CHECK_MESSAGE(help.stdout_text.find(flag) != std::string::npos, flag);
+  }
+}
+
+TEST_CASE("a pack ended by SIGINT, SIGTERM or SIGHUP removes its temporary file; a SIGKILLed one's is swept next time") {
+  TempDir dir;
+  std::string source = MiniWithSchema(dir, kEndlessSchema);
+  std::string out = (dir.path / "mini.envdb").string();
+  auto temp_files = [&] {
+    std::vector<std::string> found;
+    for (const auto& name : Names(dir.path)) {
+      if (name.find(".tmp.") != std::string::npos) found.push_back(name);
+    }
+    return found;
+  };
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP, SIGKILL}) {
+    CAPTURE(signal_number);
+    pid_t pid = StartEnvforge({"env", "pack", source, "-o", out, "--max-seconds", "120"});
+    REQUIRE(WaitUntil([&] { return !temp_files().empty(); }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // well inside schema.sql's endless statement
+    REQUIRE(::kill(pid, signal_number) == 0);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == signal_number);  // the handler re-raises: the process still ends by the signal
+    if (signal_number == SIGKILL) {
+      CHECK(temp_files().size() == 1);  // SIGKILL cannot be caught...
+    } else {
+      CHECK(temp_files().empty());
+    }
+  }
+  // ...so the next pack into the directory sweeps the dead process's file.
+  REQUIRE(WriteFileAtomically(source + "/schema.sql", "CREATE TABLE t(x);\nINSERT INTO t VALUES (1);\n").ok());
+  auto packed = Envforge({"env", "pack", source, "-o", out});
+  INFO(packed.stderr_text);
+  CHECK(packed.exit_code == 0);
+  CHECK(Names(dir.path) == (std::vector<std::string>{"mini", "mini.envdb"}));
+}
+
+// A bundle of the mini environment whose count_books verifier swallows the wall-time exception.
+std::string PackHangingMini(const TempDir& dir) {
+  fs::path source = dir.path / "hang";
+  fs::copy(SourceDir() + "/tests/fixtures/envs/mini", source, fs::copy_options::recursive);
+  REQUIRE(WriteFileAtomically((source / "tasks/count_books/verifier.py").string(),
+                              "def verify(answer, db):\n"
+                              "    while True:\n"
+                              "        try:\n"
+                              "            sum(range(100000))\n"
+                              "        except BaseException:\n"
+                              "            pass\n")
+              .ok());
+  std::string out = (dir.path / "hang.envdb").string();
+  auto packed = Envforge({"env", "pack", source.string(), "-o", out});
+  INFO(packed.stderr_text);
+  REQUIRE(packed.exit_code == 0);
+  return out;
+}
+
+TEST_CASE("audit of a verifier that never returns: broken (hang) on the gold runs, said in --json and the table, exit 1") {
+  TempDir dir;
+  std::string bundle = PackHangingMini(dir);
+  // A dead audit's scratch root (SIGKILLed: no handler ran) is swept by the next audit.
+  fs::path stale = "/tmp/envforge-audit-" + std::to_string(DeadPid()) + "-0";
+  fs::create_directories(stale / "f1" / "s1");
+  REQUIRE(WriteFileAtomically((stale / "f1" / "s1" / "left.txt").string(), "x").ok());
+
+  const std::vector<std::string> common = {"audit", bundle, "--task", "count_books", "--no-store", "--limits",
+                                           "{\"wall_time_ms\": 500, \"kill_grace_ms\": 200}"};
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> json_args = common;
+  json_args.push_back("--json");
+  auto audited = Envforge(json_args);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(audited.stderr_text);
+  CHECK(audited.exit_code == 1);
+  Json report = ParseJson(audited.stdout_text).value();
+  CHECK(report["broken"] == true);
+  CHECK(report["stopped"] == Json::array({"count_books"}));
+  const Json& task = report["tasks"][0];
+  CHECK(task["verdict"] == "broken");
+  CHECK(task["stopped"]["reason"] == "hang");
+  CHECK(task["stopped"]["detail"].get<std::string>().find("never returned within its wall-time limit of 500 ms") !=
+        std::string::npos);
+  CHECK(task["stopped"]["probes_not_judged"] == task["probes"]);
+  CHECK(task["stopped"]["budget_seconds"] == 600.0);
+  CHECK(task["verdict_reasons"][0].get<std::string>().rfind("hang: ", 0) == 0);
+  CHECK(report["options"]["task_budget_seconds"] == 600.0);
+  CHECK_FALSE(fs::exists(stale));
+  MESSAGE("envforge audit of a hanging verifier (wall_time 500 ms, kill_grace 200 ms): exit 1 after " << seconds << " s");
+
+  auto table = Envforge(common);
+  CHECK(table.exit_code == 1);
+  CHECK(table.stdout_text.find("count_books  BROKEN") != std::string::npos);
+  CHECK(table.stdout_text.find("STOPPED") != std::string::npos);
+  CHECK(table.stdout_text.find("hang after 0 of") != std::string::npos);
+  CHECK(table.stdout_text.find("1 stopped early: a hang or the task budget spent") != std::string::npos);
+
+  std::vector<std::string> bad = common;
+  bad.insert(bad.end(), {"--task-budget-seconds", "0"});
+  CHECK(Envforge(bad).exit_code == 2);
+}
+
+TEST_CASE("an audit ended by SIGTERM or SIGINT removes its lanes' scratch directories") {
+  TempDir dir;
+  std::string bundle = PackHangingMini(dir);
+  for (int signal_number : {SIGTERM, SIGINT}) {
+    CAPTURE(signal_number);
+    // Default limits: each gold batch hangs for seconds, so the audit is mid-judgement.
+    pid_t pid = StartEnvforge({"audit", bundle, "--task", "count_books", "--no-store"});
+    std::string prefix = "/tmp/envforge-audit-" + std::to_string(pid) + "-";
+    REQUIRE(WaitUntil([&] { return fs::exists(prefix + "1"); }));  // both lanes are up
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    CHECK(fs::exists(prefix + "0"));
+    REQUIRE(::kill(pid, signal_number) == 0);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == signal_number);
+    CHECK_FALSE(fs::exists(prefix + "0"));
+    CHECK_FALSE(fs::exists(prefix + "1"));
+  }
 }
 
 TEST_CASE("usage errors name the offending option") {

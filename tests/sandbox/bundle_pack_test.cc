@@ -1,6 +1,10 @@
 // PackEnvironment: what a good source directory becomes, every problem a bad one reports, and
 // that a failed pack leaves nothing behind.
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 
 #include <set>
 
@@ -327,6 +331,96 @@ TEST_SUITE("sandbox.bundle.pack") {
     CHECK(missing.code() == StatusCode::kInternal);
     CHECK(Contains(missing.message(), "no-such-worker"));
     CHECK(ListDir(dir.path()) == (std::vector<std::string>{"fake-worker", "mini"}));
+  }
+
+  // Budgets (sandbox/env_pack.h): the environment's SQL and files are untrusted work.
+  TEST_CASE("a schema.sql that never ends is stopped by the time budget, naming the statement's line") {
+    ScratchDir dir;
+    std::string source = CopyFixture(dir, "mini");
+    WriteFile(source + "/schema.sql",
+              "CREATE TABLE t(x);\n"
+              "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c)\n"
+              "  SELECT count(*) FROM c;\n");
+    PackOptions options = WithInstantWorker();
+    options.max_time = std::chrono::seconds(1);
+    Status status = Pack(source, dir / "out.envdb", options);
+    REQUIRE_FALSE(status.ok());
+    INFO(status.message());
+    CHECK(status.code() == StatusCode::kInvalidArgument);
+    CHECK(Contains(status.message(), "schema.sql:2: the time budget of 1 s (--max-seconds) was spent running this statement"));
+    CHECK(ListDir(dir.path()) == std::vector<std::string>{"mini"});
+  }
+
+  TEST_CASE("a schema.sql that grows the bundle past the size budget stops there, naming the statement") {
+    ScratchDir dir;
+    std::string source = CopyFixture(dir, "mini");
+    WriteFile(source + "/schema.sql",
+              "CREATE TABLE t(x);\n\n"
+              "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c)\n"
+              "  INSERT INTO t SELECT randomblob(10000) FROM c;\n");
+    PackOptions options = WithInstantWorker();
+    options.max_bytes = 1 << 20;
+    Status status = Pack(source, dir / "out.envdb", options);
+    REQUIRE_FALSE(status.ok());
+    INFO(status.message());
+    CHECK(status.code() == StatusCode::kInvalidArgument);
+    CHECK(Contains(status.message(), "schema.sql:3: the size budget of 1048576 bytes (--max-bytes) was spent running this statement"));
+    CHECK(ListDir(dir.path()) == std::vector<std::string>{"mini"});
+
+    // Sources and files/ are measured before they are read: they go into the bundle too.
+    WriteFile(source + "/schema.sql", "CREATE TABLE t(x);\n");
+    WriteFile(source + "/files/big.bin", std::string(2 << 20, 'x'));
+    status = Pack(source, dir / "out.envdb", options);
+    REQUIRE_FALSE(status.ok());
+    CHECK_MESSAGE(Contains(status.message(), "files/big.bin: 2097152 bytes: the size budget of 1048576 bytes (--max-bytes) "
+                                             "was spent reading the sources"),
+                  status.message());
+    CHECK(ListDir(dir.path()) == std::vector<std::string>{"mini"});
+  }
+
+  TEST_CASE("the analysis gets what is left of the time budget, and a budget that binds is named") {
+    ScratchDir dir;
+    std::string source = CopyFixture(dir, "mini");
+    PackOptions options;
+    options.worker_path = dir / "slow-worker";
+    WriteFile(options.worker_path, "#!/bin/sh\nexec sleep 30\n");
+    REQUIRE(::chmod(options.worker_path.c_str(), 0755) == 0);
+    options.max_time = std::chrono::seconds(1);  // analyze_timeout stays 60 s
+    Status status = Pack(source, dir / "out.envdb", options);
+    CHECK(status.code() == StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(Contains(status.message(), "the time budget of 1 s (--max-seconds) was spent in envforge-worker analyze"),
+                  status.message());
+    CHECK(ListDir(dir.path()) == (std::vector<std::string>{"mini", "slow-worker"}));
+
+    options.max_time = std::chrono::milliseconds(0);
+    CHECK(Pack(source, dir / "out.envdb", options).code() == StatusCode::kInvalidArgument);
+    options.max_time = std::chrono::seconds(1);
+    options.max_bytes = 0;
+    CHECK(Pack(source, dir / "out.envdb", options).code() == StatusCode::kInvalidArgument);
+  }
+
+  TEST_CASE("temporary files of dead pack processes are swept by the next pack into the directory") {
+    ScratchDir dir;
+    std::string source = CopyFixture(dir, "mini");
+    pid_t dead = ::fork();
+    REQUIRE(dead >= 0);
+    if (dead == 0) ::_exit(0);
+    REQUIRE(::waitpid(dead, nullptr, 0) == dead);
+    std::string dead_pid = std::to_string(dead), live_pid = std::to_string(::getpid());
+    const std::vector<std::string> swept = {"mini.envdb.tmp." + dead_pid + ".123",
+                                            "mini.envdb.tmp." + dead_pid + ".123-journal",
+                                            "other.envdb.tmp." + dead_pid + ".9"};
+    const std::vector<std::string> kept = {"other.envdb.tmp." + live_pid + ".9",   // a live pack
+                                           "notes.txt.tmp." + dead_pid + ".1",      // not a bundle
+                                           "mini.envdb.tmp." + dead_pid + ".x1"};   // not our name
+    for (const auto& name : swept) WriteFile(dir / name, "partial");
+    for (const auto& name : kept) WriteFile(dir / name, "keep");
+    PackAndLoad(source, dir / "mini.envdb", WithInstantWorker());
+    std::vector<std::string> expected = kept;
+    expected.push_back("mini");
+    expected.push_back("mini.envdb");
+    std::sort(expected.begin(), expected.end());
+    CHECK(ListDir(dir.path()) == expected);
   }
 
   TEST_CASE("the shipped trip_planning environment packs and loads") {

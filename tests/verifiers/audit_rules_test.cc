@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 
@@ -78,15 +79,32 @@ class FakeLane : public JudgeLane {
   Result<std::vector<Verdict>> Judge(const std::string&, JudgeKind judge, const std::vector<std::string>& answers) override {
     if (judge == JudgeKind::kOracle && !oracle_) return FailedPreconditionError("no oracle");
     if (fail_with) return *fail_with;
+    calls.fetch_add(1);
+    for (size_t seen = largest_call.load(); answers.size() > seen && !largest_call.compare_exchange_weak(seen, answers.size());) {
+    }
     std::vector<Verdict> verdicts;
     for (size_t k = 0; k < answers.size(); ++k) {
       Json answer = EffectiveAnswer(answers[k]);
       Call call{answer, index_, k};
+      if (judge == JudgeKind::kVerifier && verifier_hangs_on && verifier_hangs_on(answer)) {
+        // JudgeLane's HANG contract: the verdicts so far, the hang's defect last, nothing after.
+        Verdict hang = Defect("the verifier of task 'cheap_paris' never returned within its wall-time limit");
+        hang.limit = "wall_time";
+        verdicts.push_back(hang);
+        return verdicts;
+      }
       verdicts.push_back(judge == JudgeKind::kOracle ? oracle_(call) : verifier_(call));
     }
     return verdicts;
   }
+  std::chrono::milliseconds CallDeadline(size_t answers) const override {
+    return per_answer_deadline * static_cast<int64_t>(answers);
+  }
   std::optional<Status> fail_with;
+  std::function<bool(const Json&)> verifier_hangs_on;  // the verifier never returns on these
+  std::chrono::milliseconds per_answer_deadline{0};    // 0: an unbounded lane
+  std::atomic<size_t> calls{0};
+  std::atomic<size_t> largest_call{0};
 
  private:
   size_t index_;
@@ -122,8 +140,11 @@ struct Harness {
     auto report = RunAudit(bundle, lanes, options);
     REQUIRE_MESSAGE(report.ok(), report.status().ToString());
     REQUIRE(report->tasks.size() == 1);
+    last_report = report->ToJson();
     return report->tasks[0];
   }
+  FakeLane& lane(size_t i) { return *owned[i]; }
+  Json last_report;
 };
 
 bool HasAnswer(const std::vector<const Finding*>& findings, const Json& answer) {
@@ -305,6 +326,73 @@ TEST_CASE("infrastructure errors, unknown tasks and bad options are errors, not 
   CHECK(RunAudit(harness.bundle, {}, {}).status().code() == StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("a verifier that hangs stops the task's audit at once: broken (hang), naming the answer") {
+  Harness harness(kCorrect, kCorrect);
+  for (size_t i = 0; i < 2; ++i) harness.lane(i).verifier_hangs_on = [](const Json& answer) { return answer.is_null(); };
+  TaskAudit audit = harness.Run();
+  CHECK(audit.verdict == "broken");
+  CHECK(audit.stopped == "hang");
+  CHECK(audit.stopped_answer == "null");
+  CHECK(audit.stopped_detail.find("never returned within its wall-time limit") != std::string::npos);
+  REQUIRE_FALSE(audit.verdict_reasons.empty());
+  CHECK(audit.verdict_reasons[0].rfind("hang: ", 0) == 0);
+  CHECK(audit.verdict_reasons[0].find("probe(s) not judged") != std::string::npos);
+  CHECK(audit.gold_passes == 5);                 // judged before the hang
+  CHECK(audit.probes_not_judged > 0);            // the probes after it were skipped...
+  CHECK(audit.probes_not_judged < audit.probes);
+  CHECK(audit.walk.judged == 0);                 // ...and the walk and the re-judge
+  CHECK(audit.rejudged == 0);
+  CHECK(HasAnswer(FindingsOf(audit, "defect"), Json(nullptr)));
+  Json json = audit.ToJson();
+  CHECK(json["stopped"]["reason"] == "hang");
+  CHECK(json["stopped"]["answer"] == "null");
+  CHECK(json["stopped"]["probes_not_judged"] == audit.probes_not_judged);
+  CHECK(harness.last_report["stopped"] == Json::array({"cheap_paris"}));
+  CHECK(harness.last_report["tasks"][0]["stopped"]["budget_seconds"] == 600.0);
+
+  // Without the hang, the same audit runs to its end.
+  Harness fine(kCorrect, kCorrect);
+  TaskAudit complete = fine.Run();
+  CHECK(complete.stopped.empty());
+  CHECK(complete.probes_not_judged == 0);
+  CHECK(complete.ToJson()["stopped"].is_null());
+}
+
+TEST_CASE("judge calls are sized to the task budget, and a budget too small for one call stops the audit") {
+  SUBCASE("sized") {
+    // One minute of budget, one second of hard deadline per answer: no call may hold more than the
+    // answers whose deadline, with one more answer to confirm a hang, fits in what is left.
+    Harness harness(kCorrect, kCorrect);
+    for (size_t i = 0; i < 2; ++i) harness.lane(i).per_answer_deadline = std::chrono::seconds(1);
+    AuditOptions options;
+    options.task_budget = std::chrono::seconds(60);
+    TaskAudit audit = harness.Run(options);
+    CHECK(audit.verdict == "sound");
+    CHECK(audit.stopped.empty());
+    for (size_t i = 0; i < 2; ++i) {
+      CHECK(harness.lane(i).largest_call.load() <= 59);
+      CHECK(harness.lane(i).largest_call.load() >= 50);  // the batches of 256 were cut, not starved
+    }
+  }
+  SUBCASE("spent") {
+    Harness harness(kCorrect, kCorrect);
+    for (size_t i = 0; i < 2; ++i) harness.lane(i).per_answer_deadline = std::chrono::hours(1);
+    TaskAudit audit = harness.Run();  // ten minutes: not one answer fits
+    CHECK(audit.verdict == "broken");
+    CHECK(audit.stopped == "budget");
+    CHECK(audit.stopped_detail.find("the audit budget of 600 s per task (--task-budget-seconds) was spent") !=
+          std::string::npos);
+    CHECK(audit.probes_not_judged == audit.probes);
+    CHECK(audit.gold_runs == 0);
+    CHECK(harness.lane(0).calls.load() + harness.lane(1).calls.load() == 0);
+    CHECK(audit.verdict_reasons[0].rfind("budget: ", 0) == 0);
+  }
+  AuditOptions bad;
+  bad.task_budget = std::chrono::milliseconds(0);
+  Harness harness(kCorrect, kCorrect);
+  CHECK(RunAudit(harness.bundle, harness.lanes, bad).status().code() == StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("verdict rules: broken outranks suspect, findings are capped per kind with full counts") {
   AuditOptions options;
   TaskAudit audit;
@@ -321,6 +409,14 @@ TEST_CASE("verdict rules: broken outranks suspect, findings are capped per kind 
   CHECK(audit.verdict_reasons.size() == 2);
   CHECK(audit.Count("false_accept") == 5);
   CHECK(FindingsOf(audit, "false_accept").size() == 2);
+
+  TaskAudit stopped;
+  stopped.has_oracle = true;
+  stopped.stopped = "hang";
+  stopped.stopped_detail = "the verifier never returned";
+  ComputeVerdict(stopped, options);
+  CHECK(stopped.verdict == "broken");
+  CHECK(stopped.verdict_reasons.size() == 1);
 
   TaskAudit no_oracle;
   no_oracle.space.judged = 10;
