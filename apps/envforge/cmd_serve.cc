@@ -69,7 +69,8 @@ http:
   --io-threads N              network threads (2)
   --allow-origin ORIGIN       a browser Origin allowed besides loopback ones, e.g.
                               https://app.example.com (repeatable); others get 403
-  --max-connections N         open connections at most (4096); past it 503
+  --max-connections N         open connections at most (4096, or half the descriptor limit when
+                              that is lower); past it 503
   --max-unauthenticated N     of those, connections not yet authenticated (max-connections/4);
                               a new one past it evicts the oldest, so the rest stays for clients
                               with the token
@@ -166,9 +167,20 @@ int ServeStdio(RpcService& service, bool mcp, int signal_fd) {
   std::_Exit(shutdown.ok() ? kExitOk : kExitInfra);
 }
 
+// The default connection bound: 4096, or half the descriptor limit when that is lower, so that
+// the bounded connections can never take every descriptor (an accept failing with EMFILE would
+// lock everyone out, authorized clients included). RaiseFileLimit has run already.
+long long DefaultMaxConnections() {
+  constexpr long long kDefault = 4096;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return kDefault;
+  return std::clamp(static_cast<long long>(limit.rlim_cur) / 2, 1LL, kDefault);
+}
+
 // The admission bounds: each default is a share of the bound above it.
 Status AdmissionOptionsFrom(const ParsedArgs& parsed, HttpServerOptions* options) {
-  ENVFORGE_ASSIGN_OR_RETURN(long long connections, parsed.IntOption("--max-connections", 4096, 1, 1'000'000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long connections,
+                            parsed.IntOption("--max-connections", DefaultMaxConnections(), 1, 1'000'000));
   ENVFORGE_ASSIGN_OR_RETURN(long long unauthenticated,
                             parsed.IntOption("--max-unauthenticated", std::max(1LL, connections / 4), 1, connections));
   ENVFORGE_ASSIGN_OR_RETURN(long long per_peer, parsed.IntOption("--max-unauthenticated-per-peer",
@@ -264,6 +276,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (parsed->Has("--mcp") && !stdio) {
     return Fail(InvalidArgumentError("envforge serve: --mcp selects the stdio dialect; over HTTP use POST /mcp"), kExitUsage);
   }
+  RaiseFileLimit();  // before the HTTP options: the connection bound's default depends on it
   auto options = ServiceOptionsFrom(*parsed);
   if (!options.ok()) return Fail(options.status(), kExitUsage);
   std::optional<HttpServerOptions> http_options;
@@ -273,7 +286,6 @@ int RunServeCommand(const std::vector<std::string>& args) {
     http_options = std::move(checked).value();
   }
 
-  RaiseFileLimit();
   auto signal_fd = InstallSignalPipe();
   if (!signal_fd.ok()) return Fail(signal_fd.status(), kExitInfra);
   auto service = RpcService::Create(*options);
