@@ -46,7 +46,8 @@
 //     others make room for it, and once its request is read it leaves that pool.
 // max_connections bounds every open connection (HTTP and WebSocket). At it, a new connection
 // evicts the oldest unauthenticated one; when every open connection is authenticated it gets
-// 503 with a JSON-RPC -32003 body (retryable, data.retry_after_ms) and is closed. With
+// 503 with a JSON-RPC -32003 body (retryable, data.retry_after_ms) before any request, and is
+// closed (after a lingering close of at most 2 s, during which it holds a descriptor). With
 // max_unauthenticated_connections < max_connections, the difference is kept for authenticated
 // clients. Evictions and refusals are counted in envforge_transport_connections_refused_total
 // {reason="peer_limit"|"unauthenticated_limit"|"connection_limit"}.
@@ -57,10 +58,10 @@
 //     and the connection is closed. A WebSocket message over the limit closes the connection with
 //     close code 1009 (message too big).
 //   * Malformed HTTP gets 400 and the connection is closed; a header block over 64 KiB gets 431.
-//   * A request of an authenticated connection must arrive whole (header and body) within
-//     read_timeout of its first byte, and a keep-alive connection may sit idle between requests
-//     for idle_timeout; past either the connection is closed. WebSocket connections are pinged and closed after idle_timeout of
-//     silence.
+//   * A request must arrive whole (header and body) within read_timeout of its first byte; an
+//     authenticated keep-alive connection may sit idle between requests for idle_timeout (an
+//     unauthenticated one only for header_timeout, above); past either the connection is closed.
+//     WebSocket connections are pinged and closed after idle_timeout of silence.
 //   * A client that vanishes while its requests run loses their responses, silently; the requests
 //     themselves complete and are recorded by the service, and their sessions stay open (until
 //     closed or expired by the session TTL).
