@@ -2,6 +2,7 @@
 // server/internal/http_connection.cc.
 #include "server/http_server.h"
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -17,6 +18,7 @@
 #include "base/log.h"
 #include "server/internal/http_connection.h"
 #include "server/internal/http_shared.h"
+#include "server/internal/request_policy.h"
 
 namespace envforge::server {
 
@@ -29,6 +31,7 @@ class HttpServer::Impl {
   Impl(RpcService& service, HttpServerOptions options)
       : shared_(std::make_shared<internal::TransportShared>(service, std::move(options))),
         io_(shared_->options().io_threads),
+        work_(net::make_work_guard(io_)),
         acceptor_(net::make_strand(io_)),
         retry_timer_(acceptor_.get_executor()) {}
 
@@ -96,6 +99,7 @@ class HttpServer::Impl {
     for (int i = 0; i < 100 && shared_->open_connections() > 0 && !threads_.empty(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    work_.reset();
     io_.stop();
     for (auto& thread : threads_) {
       if (thread.joinable()) thread.join();
@@ -161,6 +165,10 @@ class HttpServer::Impl {
 
   std::shared_ptr<internal::TransportShared> shared_;
   net::io_context io_;
+  // Keeps io_.run() from returning while no connection has I/O pending (one whose request waits
+  // for the service has none, and the acceptor is closed while draining): the service's answer
+  // is then still posted and written. Only Stop ends the io threads.
+  net::executor_work_guard<net::io_context::executor_type> work_;
   tcp::acceptor acceptor_;
   net::steady_timer retry_timer_;
   bool accepting_ = true;  // on the acceptor's strand
@@ -173,15 +181,31 @@ class HttpServer::Impl {
   bool stopped_ = false;   // Stop has finished
 };
 
+Status ValidateHttpServerOptions(HttpServerOptions* options) {
+  if (options->io_threads < 1 || options->io_threads > 256) {
+    return InvalidArgumentError("io_threads must be within [1, 256], got " + std::to_string(options->io_threads));
+  }
+  if (options->max_payload_bytes == 0) return InvalidArgumentError("max_payload_bytes must be positive");
+  if (options->read_timeout.count() <= 0 || options->idle_timeout.count() <= 0 || options->header_timeout.count() <= 0) {
+    return InvalidArgumentError("read_timeout, idle_timeout and header_timeout must be positive");
+  }
+  if (options->max_in_flight_per_connection == 0) return InvalidArgumentError("max_in_flight_per_connection must be positive");
+  if (options->max_unauthenticated_per_peer < 1 ||
+      options->max_unauthenticated_per_peer > options->max_unauthenticated_connections ||
+      options->max_unauthenticated_connections > options->max_connections) {
+    return InvalidArgumentError("connection bounds must satisfy 1 <= max_unauthenticated_per_peer (" +
+                                std::to_string(options->max_unauthenticated_per_peer) + ") <= max_unauthenticated_connections (" +
+                                std::to_string(options->max_unauthenticated_connections) + ") <= max_connections (" +
+                                std::to_string(options->max_connections) + ")");
+  }
+  for (std::string& origin : options->allowed_origins) {
+    ENVFORGE_ASSIGN_OR_RETURN(origin, internal::NormalizeAllowedOrigin(origin));
+  }
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<HttpServer>> HttpServer::Create(RpcService& service, HttpServerOptions options) {
-  if (options.io_threads < 1 || options.io_threads > 256) {
-    return InvalidArgumentError("io_threads must be within [1, 256], got " + std::to_string(options.io_threads));
-  }
-  if (options.max_payload_bytes == 0) return InvalidArgumentError("max_payload_bytes must be positive");
-  if (options.read_timeout.count() <= 0 || options.idle_timeout.count() <= 0) {
-    return InvalidArgumentError("read_timeout and idle_timeout must be positive");
-  }
-  if (options.max_in_flight_per_connection == 0) return InvalidArgumentError("max_in_flight_per_connection must be positive");
+  ENVFORGE_RETURN_IF_ERROR(ValidateHttpServerOptions(&options));
   try {
     auto impl = std::make_unique<Impl>(service, std::move(options));
     ENVFORGE_RETURN_IF_ERROR(impl->Listen());

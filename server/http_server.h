@@ -22,7 +22,35 @@
 //
 // Auth: with a token set, every request but GET /health (the WebSocket upgrade and /metrics
 // included) needs "Authorization: Bearer <token>", compared in constant time; otherwise 401 with
-// a JSON-RPC error body (code -32005) and a WWW-Authenticate header.
+// a JSON-RPC error body (code -32005) and a WWW-Authenticate header. The 401 is sent as soon as
+// the request's header is read: the body is never read, and the connection is closed.
+//
+// Origin (the MCP Streamable HTTP transport requires servers to validate it, against DNS
+// rebinding and web pages driving a local server): a request without an Origin header
+// (non-browser clients) is allowed; so is a loopback origin (http or https, host localhost,
+// 127.0.0.1 or [::1], any port) and any origin in allowed_origins (compared case-insensitively,
+// e.g. "https://app.example.com:8443"). Any other Origin, on every route and on the WebSocket
+// upgrade, gets 403 naming it, at once, and the connection is closed. POST /rpc and POST /mcp
+// need "Content-Type: application/json" (parameters such as charset allowed), else 415 at once
+// and a close: a browser can send text/plain cross-origin without a preflight, never JSON.
+//
+// Connection admission. A connection is unauthenticated until one of its requests passes the
+// token check (without a token: until its first request other than GET /health); an upgraded
+// WebSocket connection is always authenticated. Unauthenticated connections:
+//   * must deliver each request header whole within header_timeout of the accept (or of the end
+//     of their previous response); past it they are closed;
+//   * are bounded: at most max_unauthenticated_connections in all and
+//     max_unauthenticated_per_peer from one peer address. A new connection over either bound
+//     evicts the oldest unauthenticated connection (of its peer, resp. of all): it is closed
+//     without an answer. An authorized client therefore always gets in: the idle sockets of
+//     others make room for it, and once its request is read it leaves that pool.
+// max_connections bounds every open connection (HTTP and WebSocket). At it, a new connection
+// evicts the oldest unauthenticated one; when every open connection is authenticated it gets
+// 503 with a JSON-RPC -32003 body (retryable, data.retry_after_ms) before any request, and is
+// closed (after a lingering close of at most 2 s, during which it holds a descriptor). With
+// max_unauthenticated_connections < max_connections, the difference is kept for authenticated
+// clients. Evictions and refusals are counted in envforge_transport_connections_refused_total
+// {reason="peer_limit"|"unauthenticated_limit"|"connection_limit"}.
 //
 // Limits and misbehaving clients:
 //   * A body over max_payload_bytes is refused with 413 and a JSON-RPC -32008 body as soon as its
@@ -30,10 +58,10 @@
 //     and the connection is closed. A WebSocket message over the limit closes the connection with
 //     close code 1009 (message too big).
 //   * Malformed HTTP gets 400 and the connection is closed; a header block over 64 KiB gets 431.
-//   * A request must arrive whole (header and body) within read_timeout of its first byte, and a
-//     keep-alive connection may sit idle between requests for idle_timeout; past either the
-//     connection is closed. WebSocket connections are pinged and closed after idle_timeout of
-//     silence.
+//   * A request must arrive whole (header and body) within read_timeout of its first byte; an
+//     authenticated keep-alive connection may sit idle between requests for idle_timeout (an
+//     unauthenticated one only for header_timeout, above); past either the connection is closed.
+//     WebSocket connections are pinged and closed after idle_timeout of silence.
 //   * A client that vanishes while its requests run loses their responses, silently; the requests
 //     themselves complete and are recorded by the service, and their sessions stay open (until
 //     closed or expired by the session TTL).
@@ -43,8 +71,12 @@
 // Life cycle:  Create (binds, listens) -> Start (io threads) -> serving
 //                -> BeginDrain (stops accepting, /health says "draining", RpcService::BeginDrain)
 //                -> WaitIdle (responses of requests in flight are written)
+//                -> RpcService::Shutdown (closes every session; calls still running answer)
+//                -> WaitIdle (those answers are written)
 //                -> Stop (closes every connection, joins the io threads).
-// The caller then runs RpcService::Shutdown. The destructor calls Stop.
+// The io threads keep running from Start to Stop even when no connection has I/O pending (a
+// request waiting for the service has none), so every answer produced before Stop is written.
+// The destructor calls Stop.
 //
 // Thread safety: every method may be called from any thread; Stop must not be called from a
 // callback of the service or from an io thread.
@@ -55,6 +87,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "server/rpc_service.h"
@@ -71,12 +104,25 @@ struct HttpServerOptions {
   std::chrono::milliseconds idle_timeout{120'000};  // keep-alive / WebSocket silence
   // WebSocket requests one connection may have in flight; reading pauses beyond it.
   size_t max_in_flight_per_connection = 4096;
+  // Admission (see "Connection admission" above). Create requires
+  // 1 <= max_unauthenticated_per_peer <= max_unauthenticated_connections <= max_connections.
+  size_t max_connections = 4096;
+  size_t max_unauthenticated_connections = 1024;
+  size_t max_unauthenticated_per_peer = 256;
+  std::chrono::milliseconds header_timeout{5'000};  // unauthenticated: accept -> whole header
+  // Origins allowed besides the loopback ones, "scheme://host[:port]" (no path).
+  std::vector<std::string> allowed_origins;
 };
+
+// The checks of HttpServer::Create on `options` alone (no binding): InvalidArgument naming the
+// option. Normalises options->allowed_origins (lower case, no trailing '/').
+Status ValidateHttpServerOptions(HttpServerOptions* options);
 
 class HttpServer {
  public:
   // Resolves host, binds and listens (so port() is known at once). InvalidArgument for bad
-  // options (io_threads < 1, max_payload_bytes 0, an unresolvable host); Unavailable when the
+  // options (io_threads < 1, max_payload_bytes 0, admission bounds out of order, an allowed
+  // origin that is not "scheme://host[:port]", an unresolvable host); Unavailable when the
   // address cannot be bound (in use, no permission). `service` must outlive the server.
   static Result<std::unique_ptr<HttpServer>> Create(RpcService& service, HttpServerOptions options);
   ~HttpServer();

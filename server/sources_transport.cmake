@@ -3,5 +3,6 @@ list(APPEND ENVFORGE_SERVER_SOURCES
   http_server.cc
   internal/http_connection.cc
   internal/http_shared.cc
+  internal/request_policy.cc
   rpc_client.cc
 )

@@ -12,13 +12,12 @@
 #include "base/log.h"
 
 namespace envforge::server {
-namespace {
 
 // Answers leave from arbitrary threads; this keeps them whole lines and counts the requests that
 // still owe one.
-class LineWriter {
+class StdioServer::Lines {
  public:
-  explicit LineWriter(std::ostream& out) : out_(out) {}
+  explicit Lines(std::ostream& out) : out_(out) {}
 
   void Write(const std::string& line) {
     std::lock_guard lock(mutex_);
@@ -37,6 +36,10 @@ class LineWriter {
     std::unique_lock lock(mutex_);
     idle_.wait(lock, [this] { return pending_ == 0; });
   }
+  bool WaitIdle(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return idle_.wait_for(lock, timeout, [this] { return pending_ == 0; });
+  }
 
  private:
   std::ostream& out_;
@@ -44,6 +47,8 @@ class LineWriter {
   std::condition_variable idle_;
   size_t pending_ = 0;
 };
+
+namespace {
 
 enum class LineRead { kLine, kTooLong, kEnd };
 
@@ -81,8 +86,21 @@ bool IsBlank(const std::string& line) {
 
 }  // namespace
 
+StdioServer::StdioServer(RpcService& service, std::ostream& out, StdioServerOptions options)
+    : service_(service), options_(options), lines_(std::make_shared<Lines>(out)) {}
+
+StdioServer::~StdioServer() = default;
+
+bool StdioServer::WaitIdle(std::chrono::milliseconds timeout) { return lines_->WaitIdle(timeout); }
+
 Status RunStdioServer(RpcService& service, std::istream& in, std::ostream& out, StdioServerOptions options) {
-  auto writer = std::make_shared<LineWriter>(out);
+  return StdioServer(service, out, options).Run(in);
+}
+
+Status StdioServer::Run(std::istream& in) {
+  const StdioServerOptions& options = options_;
+  RpcService& service = service_;
+  const std::shared_ptr<Lines>& writer = lines_;
   RequestContext context;
   context.dialect = options.dialect;
   context.peer = "stdio";

@@ -14,6 +14,11 @@ std::string ParsedArgs::OptionOr(const std::string& name, const std::string& fal
   return Option(name).value_or(fallback);
 }
 
+std::vector<std::string> ParsedArgs::Values(const std::string& name) const {
+  auto it = repeated.find(name);
+  return it == repeated.end() ? std::vector<std::string>() : it->second;
+}
+
 Result<long long> ParsedArgs::IntOption(const std::string& name, long long fallback, long long min, long long max) const {
   auto text = Option(name);
   if (!text) return fallback;
@@ -43,13 +48,19 @@ Result<ParsedArgs> ParseArgs(const std::string& command, const std::vector<std::
       if (spec.flags.count(name)) {
         if (inline_value) return InvalidArgumentError(command + ": " + name + " takes no value");
         parsed.flags.insert(name);
-      } else if (spec.value_options.count(name)) {
+      } else if (spec.value_options.count(name) || spec.repeated_options.count(name)) {
+        std::string value;
         if (inline_value) {
-          parsed.options[name] = *inline_value;
+          value = *inline_value;
         } else if (i + 1 < args.size()) {
-          parsed.options[name] = args[++i];
+          value = args[++i];
         } else {
           return InvalidArgumentError(command + ": " + name + " needs a value");
+        }
+        if (spec.repeated_options.count(name)) {
+          parsed.repeated[name].push_back(std::move(value));
+        } else {
+          parsed.options[name] = std::move(value);
         }
       } else {
         return InvalidArgumentError(command + ": unknown option " + name);

@@ -16,6 +16,7 @@ namespace envforge::cli {
 struct ArgSpec {
   std::set<std::string> value_options;  // "--task" takes a value
   std::set<std::string> flags;          // "--json" does not
+  std::set<std::string> repeated_options;  // "--allow-origin" takes a value and may be given again
   size_t min_positional = 0;
   size_t max_positional = 0;
 };
@@ -24,10 +25,13 @@ struct ParsedArgs {
   std::vector<std::string> positional;
   std::map<std::string, std::string> options;
   std::set<std::string> flags;
+  std::map<std::string, std::vector<std::string>> repeated;
 
   bool Has(const std::string& flag) const { return flags.count(flag) > 0; }
   std::optional<std::string> Option(const std::string& name) const;
   std::string OptionOr(const std::string& name, const std::string& fallback) const;
+  // Every value of a repeated option, in command-line order (empty when not given).
+  std::vector<std::string> Values(const std::string& name) const;
   // Parses an integer option within [min, max]; the error names the option.
   Result<long long> IntOption(const std::string& name, long long fallback, long long min, long long max) const;
 };

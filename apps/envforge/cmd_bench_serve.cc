@@ -13,6 +13,11 @@
 // a tools/call (about --chaos-drop-rate of them), reconnect and go on with the same session. The
 // server must stay up and still record every call it answered.
 //
+// --idle-connections N holds N connections that never send a byte (from --idle-peers loopback
+// source addresses; --idle-reopen opens each again when the server closes it) for the whole run,
+// and reports what the server did with them and its descriptors and memory (apps/envforge/
+// idle_flood.h): the load's latencies are then those of authorized clients under that pressure.
+//
 // Reconciliation (--trajectories FILE, the server's store): once the server's store queue is
 // empty, every episode the clients created must be recorded and ended, and each must hold at
 // least the steps the clients saw answered (tools/call results and submits that reached the
@@ -34,10 +39,12 @@
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -49,6 +56,7 @@
 #include "agents/trajectory_store.h"
 #include "apps/envforge/cli_args.h"
 #include "apps/envforge/commands.h"
+#include "apps/envforge/idle_flood.h"
 #include "base/json.h"
 #include "server/rpc_client.h"
 
@@ -514,6 +522,26 @@ std::vector<pid_t> SessionProcesses(pid_t server) {
   return sessions;
 }
 
+// A local process's open descriptors and resident memory (from /proc), for the idle flood.
+Json ProcessFootprint(pid_t pid) {
+  if (pid == 0) return nullptr;
+  std::string base = "/proc/" + std::to_string(pid);
+  size_t fds = 0;
+  if (DIR* dir = ::opendir((base + "/fd").c_str())) {
+    while (dirent* entry = ::readdir(dir)) {
+      if (entry->d_name[0] != '.') ++fds;
+    }
+    ::closedir(dir);
+  }
+  long long rss_kb = -1;
+  std::ifstream status(base + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) rss_kb = std::atoll(line.c_str() + 6);
+  }
+  return Json{{"fds", fds}, {"rss_kb", rss_kb}};
+}
+
 // ------------------------------------------------------------------------------------------------
 
 Json Percentiles(std::vector<double> samples) {
@@ -642,8 +670,9 @@ int RunBenchServe(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge bench serve", args,
                           {.value_options = {"--url", "--token", "--env", "--task", "--sessions", "--steps", "--concurrency",
                                              "--tool", "--arguments", "--answer", "--trajectories", "--transport",
-                                             "--io-threads", "--chaos-drop-rate", "--chaos-interval-ms"},
-                           .flags = {"--chaos", "--json"}});
+                                             "--io-threads", "--chaos-drop-rate", "--chaos-interval-ms", "--idle-connections",
+                                             "--idle-peers"},
+                           .flags = {"--chaos", "--json", "--idle-reopen"}});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
   BenchConfig config;
   auto url = parsed->Option("--url");
@@ -698,6 +727,31 @@ int RunBenchServe(const std::vector<std::string>& args) {
   if (!warm.ok()) return Fail(warm.status().WithContext("envforge bench serve: warm-up session"), ExitCodeFor(warm.status()));
   (void)(*control)->Call("session/close", Json{{"session", warm->value("session", "")}});
   std::string warm_trajectory = StringMember(*warm, "trajectory");
+
+  // The idle flood, held from here to the end of the load.
+  auto idle_connections = parsed->IntOption("--idle-connections", 0, 0, 1'000'000);
+  auto idle_peers = parsed->IntOption("--idle-peers", 1, 0, 250);
+  if (!idle_connections.ok()) return Fail(idle_connections.status(), kExitUsage);
+  if (!idle_peers.ok()) return Fail(idle_peers.status(), kExitUsage);
+  std::unique_ptr<IdleFlood> flood;
+  Json idle_report = nullptr;
+  pid_t server_process = 0;
+  if (*idle_connections > 0) {
+    server_process = ListeningProcess(static_cast<uint16_t>(std::stoi(config.port)));
+    idle_report = Json{{"server_pid", server_process}, {"server_before", ProcessFootprint(server_process)}};
+    flood = std::make_unique<IdleFlood>(IdleFloodOptions{.host = config.host,
+                                                         .port = static_cast<uint16_t>(std::stoi(config.port)),
+                                                         .connections = static_cast<size_t>(*idle_connections),
+                                                         .peers = static_cast<size_t>(*idle_peers),
+                                                         .reopen = parsed->Has("--idle-reopen")});
+    auto flood_started = std::chrono::steady_clock::now();
+    Status started = flood->Start();
+    if (!started.ok()) return Fail(started, kExitUsage);
+    idle_report["open_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - flood_started).count();
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // the server accepts and sorts them out
+    idle_report["server_with_idle"] = ProcessFootprint(server_process);
+    idle_report["flood_before_load"] = flood->Report();
+  }
 
   LoadRun run(config);
   ErrorCode resolve_ec;
@@ -762,6 +816,11 @@ int RunBenchServe(const std::vector<std::string>& args) {
   }
   for (auto& thread : io_threads_running) thread.join();
   double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  if (flood) {
+    idle_report["server_after_load"] = ProcessFootprint(server_process);
+    idle_report["flood_after_load"] = flood->Report();
+    flood->Stop();
+  }
   running.store(false);
   if (killer.joinable()) killer.join();
 
@@ -798,7 +857,8 @@ int RunBenchServe(const std::vector<std::string>& args) {
                {{"enabled", config.chaos},
                 {"killed_sessions", killed.load()},
                 {"dropped_connections", total.dropped},
-                {"kill_source", kill_source}}}};
+                {"kill_source", kill_source}}},
+              {"idle_flood", idle_report}};
 
   bool reconciled = true;
   if (auto trajectories = parsed->Option("--trajectories")) {

@@ -1,18 +1,19 @@
 // envforge serve: the JSON-RPC service (server/rpc_service.h) over HTTP + WebSocket
 // (server/http_server.h) or over stdio (server/stdio_server.h).
 //
-//   envforge serve --envs DIR [--host 127.0.0.1] [--port P] [--token T] [--max-sessions N]
-//                  [--session-ttl SECONDS] [--trajectories FILE.sqlite] [--limits JSON]
-//                  [--max-payload BYTES] [--io-threads N] [--port-file F]
+//   envforge serve --envs DIR [options]   (kUsage below; `envforge serve --help` prints it)
 //   envforge serve --stdio --envs DIR [--mcp] [...]
 //
 // The token may also come from the environment variable ENVFORGE_SERVE_TOKEN (it then does not
 // show in the process list). SIGTERM or SIGINT drains: the listener closes, new sessions and tool
-// calls are refused (-32006), requests in flight finish, every session is closed (recorded as
-// "shutdown") and the trajectories are flushed; then the process exits 0.
+// calls are refused (-32006), requests in flight finish and their answers are written (HTTP,
+// WebSocket and stdio alike), every session is closed (recorded as "shutdown") and the
+// trajectories are flushed; then the process exits 0.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
+
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "apps/envforge/cli_args.h"
@@ -39,9 +41,44 @@ using server::HttpServer;
 using server::HttpServerOptions;
 using server::RpcService;
 using server::RpcServiceOptions;
+using server::StdioServer;
 using server::StdioServerOptions;
 
 constexpr std::chrono::milliseconds kDrainGrace{10'000};
+
+constexpr const char* kUsage = R"(usage: envforge serve --envs DIR [options]
+       envforge serve --stdio --envs DIR [--mcp] [service options]
+
+JSON-RPC 2.0 over HTTP (POST /rpc), WebSocket (/ws) and MCP (POST /mcp); GET /health, GET /metrics.
+SIGTERM or SIGINT drains: calls in flight are answered and recorded, sessions closed, exit 0.
+
+service options:
+  --envs DIR                  every *.envdb in DIR is served (required)
+  --max-sessions N            open sessions at most (1024); past it -32003
+  --session-ttl SECONDS       a session idle this long is closed as "expired" (600)
+  --trajectories FILE.sqlite  record every episode
+  --limits JSON               sandbox limits of every session
+stdio:
+  --stdio                     one JSON-RPC message per line on stdin/stdout
+  --mcp                       the MCP dialect (with --stdio)
+http:
+  --host ADDR                 address to listen on (127.0.0.1)
+  --port P                    port (8080; 0 picks one)      --port-file F  write the port there
+  --token T                   require Authorization: Bearer T (or ENVFORGE_SERVE_TOKEN)
+  --max-payload BYTES         request body / WebSocket message limit (16 MiB); past it 413
+  --io-threads N              network threads (2)
+  --allow-origin ORIGIN       a browser Origin allowed besides loopback ones, e.g.
+                              https://app.example.com (repeatable); others get 403
+  --max-connections N         open connections at most (4096, or half the descriptor limit when
+                              that is lower); past it 503
+  --max-unauthenticated N     of those, connections not yet authenticated (max-connections/4);
+                              a new one past it evicts the oldest, so the rest stays for clients
+                              with the token
+  --max-unauthenticated-per-peer N
+                              of those, from one address (max-unauthenticated/4)
+  --header-timeout-ms MS      an unauthenticated connection's request header must arrive whole
+                              within this (5000)
+)";
 
 // The self-pipe: the signal handler only writes one byte, the main thread waits for it.
 int g_signal_pipe_write = -1;
@@ -101,10 +138,11 @@ int ServeStdio(RpcService& service, bool mcp, int signal_fd) {
   StdioServerOptions options;
   options.dialect = mcp ? Dialect::kMcp : Dialect::kNative;
   std::fprintf(stderr, "envforge serve: serving JSON-RPC (%s dialect) on stdin/stdout\n", mcp ? "MCP" : "native");
+  StdioServer server(service, std::cout, options);
   // stdin is read on its own thread so that a signal can end the server while it blocks there.
   Status served;
   std::thread reader([&] {
-    served = RunStdioServer(service, std::cin, std::cout, options);
+    served = server.Run(std::cin);
     char done = 0;
     [[maybe_unused]] ssize_t ignored = ::write(g_signal_pipe_write, &done, 1);
   });
@@ -119,6 +157,8 @@ int ServeStdio(RpcService& service, bool mcp, int signal_fd) {
   std::fprintf(stderr, "envforge serve: signal %d, draining\n", signal_number);
   service.BeginDrain();
   Status shutdown = service.Shutdown(kDrainGrace);
+  // Calls that outlived the grace answer as their sessions close: their lines go out too.
+  if (!server.WaitIdle(kDrainGrace)) std::fprintf(stderr, "envforge serve: some answers were not written in time\n");
   std::cout.flush();
   if (!shutdown.ok()) std::fprintf(stderr, "envforge serve: shutdown: %s\n", shutdown.message().c_str());
   // The reader thread may sit in a blocking read of stdin forever; the service is shut down and
@@ -127,24 +167,66 @@ int ServeStdio(RpcService& service, bool mcp, int signal_fd) {
   std::_Exit(shutdown.ok() ? kExitOk : kExitInfra);
 }
 
-int ServeHttp(RpcService& service, const ParsedArgs& parsed, int signal_fd) {
+// The default connection bound: 4096, or half the descriptor limit when that is lower, so that
+// the bounded connections can never take every descriptor (an accept failing with EMFILE would
+// lock everyone out, authorized clients included). RaiseFileLimit has run already.
+long long DefaultMaxConnections() {
+  constexpr long long kDefault = 4096;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return kDefault;
+  return std::clamp(static_cast<long long>(limit.rlim_cur) / 2, 1LL, kDefault);
+}
+
+// The admission bounds: each default is a share of the bound above it.
+Status AdmissionOptionsFrom(const ParsedArgs& parsed, HttpServerOptions* options) {
+  ENVFORGE_ASSIGN_OR_RETURN(long long connections,
+                            parsed.IntOption("--max-connections", DefaultMaxConnections(), 1, 1'000'000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long unauthenticated,
+                            parsed.IntOption("--max-unauthenticated", std::max(1LL, connections / 4), 1, connections));
+  ENVFORGE_ASSIGN_OR_RETURN(long long per_peer, parsed.IntOption("--max-unauthenticated-per-peer",
+                                                                 std::max(1LL, unauthenticated / 4), 1, unauthenticated));
+  ENVFORGE_ASSIGN_OR_RETURN(long long header_ms, parsed.IntOption("--header-timeout-ms", 5000, 1, 600'000));
+  options->max_connections = static_cast<size_t>(connections);
+  options->max_unauthenticated_connections = static_cast<size_t>(unauthenticated);
+  options->max_unauthenticated_per_peer = static_cast<size_t>(per_peer);
+  options->header_timeout = std::chrono::milliseconds(header_ms);
+  options->allowed_origins = parsed.Values("--allow-origin");
+  return Status::Ok();
+}
+
+// Every connection is a descriptor: say so when the limit cannot hold max_connections beside the
+// sessions' own (RaiseFileLimit has already lifted the soft limit to the hard one).
+void WarnIfFewDescriptors(size_t max_connections) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  if (limit.rlim_cur < max_connections + 256) {
+    std::fprintf(stderr, "envforge serve: warning: the descriptor limit (%llu) is below --max-connections (%zu) plus room for "
+                         "sessions; accepts will fail before the bound (raise ulimit -n)\n",
+                 static_cast<unsigned long long>(limit.rlim_cur), max_connections);
+  }
+}
+
+Result<HttpServerOptions> HttpOptionsFrom(const ParsedArgs& parsed) {
   HttpServerOptions options;
   options.host = parsed.OptionOr("--host", "127.0.0.1");
-  auto port = parsed.IntOption("--port", 8080, 0, 65535);
-  auto max_payload = parsed.IntOption("--max-payload", 16LL << 20, 1024, 1LL << 32);
-  auto io_threads = parsed.IntOption("--io-threads", 2, 1, 64);
-  for (const auto* r : {&port, &max_payload, &io_threads}) {
-    if (!r->ok()) return Fail(r->status(), kExitUsage);
-  }
-  options.port = static_cast<uint16_t>(*port);
-  options.max_payload_bytes = static_cast<size_t>(*max_payload);
-  options.io_threads = static_cast<int>(*io_threads);
+  ENVFORGE_ASSIGN_OR_RETURN(long long port, parsed.IntOption("--port", 8080, 0, 65535));
+  ENVFORGE_ASSIGN_OR_RETURN(long long max_payload, parsed.IntOption("--max-payload", 16LL << 20, 1024, 1LL << 32));
+  ENVFORGE_ASSIGN_OR_RETURN(long long io_threads, parsed.IntOption("--io-threads", 2, 1, 64));
+  options.port = static_cast<uint16_t>(port);
+  options.max_payload_bytes = static_cast<size_t>(max_payload);
+  options.io_threads = static_cast<int>(io_threads);
   if (auto token = parsed.Option("--token")) {
     options.token = *token;
   } else if (const char* from_env = std::getenv("ENVFORGE_SERVE_TOKEN"); from_env != nullptr) {
     options.token = from_env;
   }
+  ENVFORGE_RETURN_IF_ERROR(AdmissionOptionsFrom(parsed, &options));
+  ENVFORGE_RETURN_IF_ERROR(server::ValidateHttpServerOptions(&options));
+  return options;
+}
 
+int ServeHttp(RpcService& service, const ParsedArgs& parsed, HttpServerOptions options, int signal_fd) {
+  WarnIfFewDescriptors(options.max_connections);
   auto server = HttpServer::Create(service, options);
   if (!server.ok()) return Fail(server.status().WithContext("envforge serve"), ExitCodeFor(server.status()));
   (*server)->Start();
@@ -161,10 +243,14 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, int signal_fd) {
   std::fprintf(stderr, "envforge serve: signal %d, draining\n", signal_number);
   (*server)->BeginDrain();
   if (!(*server)->WaitIdle(kDrainGrace)) {
-    std::fprintf(stderr, "envforge serve: %zu requests still in flight after %lld ms; dropping them\n",
+    std::fprintf(stderr, "envforge serve: %zu requests still in flight after %lld ms; closing their sessions\n",
                  (*server)->in_flight(), static_cast<long long>(kDrainGrace.count()));
   }
   Status shutdown = service.Shutdown(kDrainGrace);
+  // Calls that outlived the grace answer as Shutdown closes their sessions: write those too.
+  if (!(*server)->WaitIdle(kDrainGrace)) {
+    std::fprintf(stderr, "envforge serve: %zu answers not written after the shutdown; dropping them\n", (*server)->in_flight());
+  }
   (*server)->Stop();
   if (!shutdown.ok()) return Fail(shutdown.WithContext("envforge serve: shutdown"), kExitInfra);
   std::fprintf(stderr, "envforge serve: stopped\n");
@@ -176,23 +262,36 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, int signal_fd) {
 int RunServeCommand(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge serve", args,
                           {.value_options = {"--envs", "--host", "--port", "--token", "--max-sessions", "--session-ttl",
-                                             "--trajectories", "--limits", "--max-payload", "--port-file", "--io-threads"},
-                           .flags = {"--stdio", "--mcp"}});
+                                             "--trajectories", "--limits", "--max-payload", "--port-file", "--io-threads",
+                                             "--max-connections", "--max-unauthenticated", "--max-unauthenticated-per-peer",
+                                             "--header-timeout-ms"},
+                           .flags = {"--stdio", "--mcp", "--help", "-h"},
+                           .repeated_options = {"--allow-origin"}});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
+  if (parsed->Has("--help") || parsed->Has("-h")) {
+    std::fputs(kUsage, stdout);
+    return kExitOk;
+  }
   bool stdio = parsed->Has("--stdio");
   if (parsed->Has("--mcp") && !stdio) {
     return Fail(InvalidArgumentError("envforge serve: --mcp selects the stdio dialect; over HTTP use POST /mcp"), kExitUsage);
   }
+  RaiseFileLimit();  // before the HTTP options: the connection bound's default depends on it
   auto options = ServiceOptionsFrom(*parsed);
   if (!options.ok()) return Fail(options.status(), kExitUsage);
+  std::optional<HttpServerOptions> http_options;
+  if (!stdio) {
+    auto checked = HttpOptionsFrom(*parsed);
+    if (!checked.ok()) return Fail(checked.status().WithContext("envforge serve"), kExitUsage);
+    http_options = std::move(checked).value();
+  }
 
-  RaiseFileLimit();
   auto signal_fd = InstallSignalPipe();
   if (!signal_fd.ok()) return Fail(signal_fd.status(), kExitInfra);
   auto service = RpcService::Create(*options);
   if (!service.ok()) return Fail(service.status().WithContext("envforge serve"), ExitCodeFor(service.status()));
   if (stdio) return ServeStdio(**service, parsed->Has("--mcp"), signal_fd->get());
-  return ServeHttp(**service, *parsed, signal_fd->get());
+  return ServeHttp(**service, *parsed, std::move(*http_options), signal_fd->get());
 }
 
 }  // namespace envforge::cli

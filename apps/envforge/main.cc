@@ -62,20 +62,25 @@ usage:
                                               (exit 3 when there is no GPU)
   envforge serve --envs DIR [--host 127.0.0.1] [--port 8080] [--token T] [--max-sessions N]
                  [--session-ttl SECONDS] [--trajectories FILE.sqlite] [--limits JSON]
-                 [--max-payload BYTES] [--port-file F] [--io-threads N]
+                 [--max-payload BYTES] [--port-file F] [--io-threads N] [--allow-origin O]...
+                 [--max-connections N] [--max-unauthenticated N] [--header-timeout-ms MS] ...
                                               JSON-RPC 2.0 over HTTP (POST /rpc), WebSocket (/ws) and
                                               MCP (POST /mcp); GET /health, GET /metrics (Prometheus);
-                                              every session recorded; SIGTERM drains and flushes
+                                              every session recorded; SIGTERM drains and flushes;
+                                              envforge serve --help lists every option
   envforge serve --stdio --envs DIR [--mcp] ...
                                               one JSON-RPC message per line on stdin/stdout (MCP
                                               clients: --mcp)
   envforge bench serve --url URL --env E --task T [--sessions 1000] [--steps 20]
                  [--concurrency 256] [--transport ws|http] [--tool T --arguments JSON] [--chaos]
-                 [--trajectories FILE.sqlite] [--token T] [--json]
+                 [--trajectories FILE.sqlite] [--token T] [--idle-connections N [--idle-peers K]
+                 [--idle-reopen]] [--json]
                                               load a running server through real sockets: latency per
                                               method, calls/s, errors by kind, trajectory
                                               reconciliation (lost must be 0); --chaos kills sessions
-                                              and drops connections meanwhile
+                                              and drops connections meanwhile; --idle-connections
+                                              holds N silent connections meanwhile and reports the
+                                              server's descriptors and memory
   envforge traj ls FILE.sqlite [--env E] [--task T] [--outcome O] [--limit N] [--json]
                                               recorded episodes, newest first: id, env, task, steps,
                                               outcome, verdict, start time

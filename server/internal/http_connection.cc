@@ -8,6 +8,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
+#include <algorithm>
+#include <chrono>
 #include <deque>
 #include <exception>
 #include <optional>
@@ -16,6 +18,7 @@
 
 #include "base/json.h"
 #include "base/log.h"
+#include "server/internal/request_policy.h"
 
 namespace envforge::server::internal {
 namespace {
@@ -33,11 +36,18 @@ constexpr const char* kServerName = "envforge";
 
 using Response = http::response<http::string_body>;
 
-std::string PeerName(const tcp::socket& socket) {
+struct Peer {
+  std::string address;  // the admission bounds count per address
+  std::string name;     // address:port, for logs and RequestContext
+};
+
+Peer PeerOf(const tcp::socket& socket) {
   ErrorCode ec;
   auto endpoint = socket.remote_endpoint(ec);
-  if (ec) return "unknown";
-  return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+  if (ec) return Peer{"unknown", "unknown"};
+  std::string address = endpoint.address().to_string();
+  std::string name = endpoint.address().is_v6() ? "[" + address + "]" : address;
+  return Peer{address, name + ":" + std::to_string(endpoint.port())};
 }
 
 // Errors after which nothing can be said to the client: it left, or it was too slow.
@@ -64,6 +74,8 @@ struct Decision {
   std::string body;
   std::string allow;
   bool unauthorized = false;
+  bool authenticated = false;    // the request passed the token check
+  bool answer_at_header = false;  // refused before its body is read; the connection then closes
 };
 
 Decision Reject(http::status status, std::string body, std::string allow = {}) {
@@ -80,28 +92,43 @@ Decision Accept(Route route) {
   return decision;
 }
 
+// A refusal answered as soon as the header is read, body unread, then the connection closes: the
+// client is not one to serve (a foreign web page, no token, not JSON).
+Decision RefuseAtHeader(http::status status, std::string body) {
+  Decision decision = Reject(status, std::move(body));
+  decision.answer_at_header = true;
+  return decision;
+}
+
+std::string_view View(beast::string_view text) { return std::string_view(text.data(), text.size()); }
+
+// An attacker-chosen header value quoted in an error message: bounded.
+std::string Quoted(std::string_view value) {
+  constexpr size_t kMaxQuoted = 200;
+  return "'" + std::string(value.substr(0, kMaxQuoted)) + (value.size() > kMaxQuoted ? "...'" : "'");
+}
+
+// POST /rpc and POST /mcp: JSON only (a web page can send text/plain cross-origin without a
+// preflight, never application/json).
 template <typename Header>
-Decision Decide(const Header& request, const TransportShared& shared) {
-  std::string_view target(request.target().data(), request.target().size());
-  std::string_view path = target.substr(0, target.find('?'));
-  http::verb method = request.method();
-  bool get = method == http::verb::get || method == http::verb::head;
-  if (path == "/health") return get ? Accept(Route::kHealth) : Reject(http::status::method_not_allowed, PlainError("use GET /health"), "GET");
-  auto authorization = request[http::field::authorization];
-  if (!shared.Authorized(std::string_view(authorization.data(), authorization.size()))) {
-    Decision decision = Reject(http::status::unauthorized,
-                               RpcService::ErrorResponse(nullptr, -32005, "unauthorized: send Authorization: Bearer <token>",
-                                                         Json{{"kind", "unauthorized"}, {"retryable", false}}));
-    decision.unauthorized = true;
-    return decision;
-  }
+Decision AcceptJsonPost(const Header& request, Route route, std::string_view path) {
+  std::string_view content_type = View(request[http::field::content_type]);
+  if (IsJsonContentType(content_type)) return Accept(route);
+  return RefuseAtHeader(http::status::unsupported_media_type,
+                        PlainError("POST " + std::string(path) + " needs Content-Type: application/json, got " +
+                                   (content_type.empty() ? std::string("none") : Quoted(content_type))));
+}
+
+// The route of a request that passed the Origin and token checks.
+template <typename Header>
+Decision DecideAuthenticated(const Header& request, std::string_view path, http::verb method, bool get) {
   if (path == "/rpc") {
-    return method == http::verb::post ? Accept(Route::kRpc) : Reject(http::status::method_not_allowed, PlainError("use POST /rpc"), "POST");
+    return method == http::verb::post ? AcceptJsonPost(request, Route::kRpc, path) : Reject(http::status::method_not_allowed, PlainError("use POST /rpc"), "POST");
   }
   if (path == "/mcp") {
     // Streamable HTTP: GET would open a server-to-client SSE stream, which this server does not
     // offer; the specification answers that with 405.
-    return method == http::verb::post ? Accept(Route::kMcp) : Reject(http::status::method_not_allowed, PlainError("use POST /mcp"), "POST");
+    return method == http::verb::post ? AcceptJsonPost(request, Route::kMcp, path) : Reject(http::status::method_not_allowed, PlainError("use POST /mcp"), "POST");
   }
   if (path == "/metrics") return get ? Accept(Route::kMetrics) : Reject(http::status::method_not_allowed, PlainError("use GET /metrics"), "GET");
   if (path == "/ws") {
@@ -112,6 +139,31 @@ Decision Decide(const Header& request, const TransportShared& shared) {
   return Reject(http::status::not_found, PlainError("no route for " + std::string(path)));
 }
 
+template <typename Header>
+Decision Decide(const Header& request, const TransportShared& shared) {
+  std::string_view target(request.target().data(), request.target().size());
+  std::string_view path = target.substr(0, target.find('?'));
+  http::verb method = request.method();
+  bool get = method == http::verb::get || method == http::verb::head;
+  std::string_view origin = View(request[http::field::origin]);
+  if (!shared.OriginAllowed(origin)) {
+    return RefuseAtHeader(http::status::forbidden,
+                          PlainError("origin " + Quoted(origin) +
+                                     " is not allowed: only loopback origins and those given with --allow-origin"));
+  }
+  if (path == "/health") return get ? Accept(Route::kHealth) : Reject(http::status::method_not_allowed, PlainError("use GET /health"), "GET");
+  if (!shared.Authorized(View(request[http::field::authorization]))) {
+    Decision decision = RefuseAtHeader(http::status::unauthorized,
+                                       RpcService::ErrorResponse(nullptr, -32005, "unauthorized: send Authorization: Bearer <token>",
+                                                                 Json{{"kind", "unauthorized"}, {"retryable", false}}));
+    decision.unauthorized = true;
+    return decision;
+  }
+  Decision decision = DecideAuthenticated(request, path, method, get);
+  decision.authenticated = true;
+  return decision;
+}
+
 // ------------------------------------------------------------------------------------------------
 
 class WsConnection : public HttpConnectionBase, public std::enable_shared_from_this<WsConnection> {
@@ -119,8 +171,10 @@ class WsConnection : public HttpConnectionBase, public std::enable_shared_from_t
   WsConnection(std::shared_ptr<TransportShared> shared, tcp::socket socket, std::string peer)
       : shared_(std::move(shared)), ws_(std::move(socket)), peer_(std::move(peer)) {}
 
-  void Accept(http::request<http::string_body> request) {
-    id_ = shared_->Register(shared_from_this());
+  // Takes over the registry slot `id` of the upgraded HTTP connection.
+  void Accept(http::request<http::string_body> request, uint64_t id) {
+    id_ = id;
+    shared_->Replace(id_, shared_from_this());
     shared_->CountConnectionOpened("ws");
     counted_ = true;
     const HttpServerOptions& options = shared_->options();
@@ -295,11 +349,20 @@ class WsConnection : public HttpConnectionBase, public std::enable_shared_from_t
 
 class HttpConnection : public HttpConnectionBase, public std::enable_shared_from_this<HttpConnection> {
  public:
-  HttpConnection(std::shared_ptr<TransportShared> shared, tcp::socket socket)
-      : shared_(std::move(shared)), peer_(PeerName(socket)), stream_(std::move(socket)) {}
+  HttpConnection(std::shared_ptr<TransportShared> shared, tcp::socket socket, Peer peer)
+      : shared_(std::move(shared)), peer_address_(std::move(peer.address)), peer_(std::move(peer.name)), stream_(std::move(socket)) {}
 
   void Start() {
-    id_ = shared_->Register(shared_from_this());
+    Admission admission = shared_->Admit(shared_from_this(), peer_address_);
+    for (const auto& evicted : admission.evicted) evicted->Close();
+    if (admission.id == 0) {
+      ENVFORGE_LOG(kDebug) << "refusing " << peer_ << ": " << admission.refusal;
+      return net::dispatch(stream_.get_executor(), [self = shared_from_this(), reason = std::move(admission.refusal)]() mutable {
+        self->Refuse(std::move(reason));
+      });
+    }
+    id_ = admission.id;
+    counted_ = true;
     shared_->CountConnectionOpened("http");
     net::dispatch(stream_.get_executor(), beast::bind_front_handler(&HttpConnection::DoIdleWait, shared_from_this()));
   }
@@ -309,16 +372,23 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   }
 
  private:
-  // Between requests a connection may idle for idle_timeout; its next request must then arrive
-  // whole within read_timeout of its first byte (a slow client cannot hold a connection forever).
+  // Between requests an authenticated connection may idle for idle_timeout; its next request must
+  // then arrive whole within read_timeout of its first byte (a slow client cannot hold a
+  // connection forever). An unauthenticated one must deliver its whole header within
+  // header_timeout of now.
   void DoIdleWait() {
     if (closed_) return;
     parser_.emplace();
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(shared_->options().max_payload_bytes);
     request_bytes_ = 0;
+    header_deadline_ = !authenticated_;
+    if (header_deadline_) {
+      header_deadline_at_ = std::chrono::steady_clock::now() + shared_->options().header_timeout;
+      stream_.expires_at(header_deadline_at_);
+    }
     if (buffer_.size() > 0) return DoReadHeader();  // a pipelined request is already here
-    stream_.expires_after(shared_->options().idle_timeout);
+    if (!header_deadline_) stream_.expires_after(shared_->options().idle_timeout);
     stream_.async_read_some(buffer_.prepare(4096), beast::bind_front_handler(&HttpConnection::OnIdleBytes, shared_from_this()));
   }
 
@@ -329,7 +399,8 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   }
 
   void DoReadHeader() {
-    stream_.expires_after(shared_->options().read_timeout);
+    request_deadline_at_ = std::chrono::steady_clock::now() + shared_->options().read_timeout;
+    stream_.expires_at(header_deadline_ ? std::min(request_deadline_at_, header_deadline_at_) : request_deadline_at_);
     http::async_read_header(stream_, buffer_, *parser_, beast::bind_front_handler(&HttpConnection::OnHeader, shared_from_this()));
   }
 
@@ -339,6 +410,13 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     try {
       const auto& request = parser_->get();
       decision_ = Decide(request, *shared_);
+      if (decision_.authenticated && !authenticated_) {
+        authenticated_ = true;
+        shared_->Authenticate(id_);
+      }
+      if (decision_.answer_at_header) return SendDecision(true);
+      // The header deadline bounded the header only; the body has the rest of read_timeout.
+      if (header_deadline_) stream_.expires_at(request_deadline_at_);
       auto length = parser_->content_length();
       if (length && *length > shared_->options().max_payload_bytes) {
         return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes), true);
@@ -484,6 +562,19 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     Send(std::move(response), close);
   }
 
+  // Over the connection bounds: 503 at once (before any request), then a close.
+  void Refuse(std::string reason) {
+    Response response{http::status::service_unavailable, 11};
+    response.set(http::field::server, kServerName);
+    response.set(http::field::content_type, "application/json");
+    response.set(http::field::retry_after, "1");
+    response.body() = RpcService::ErrorResponse(
+        nullptr, -32003, "server full: " + reason,
+        Json{{"kind", "server_full"}, {"retryable", true}, {"retry_after_ms", 1000}});
+    response.prepare_payload();
+    Send(std::move(response), true);
+  }
+
   void SendFinal(http::status status, std::string body, bool close) {
     Send(MakeResponse(status, std::move(body), "application/json"), close);
   }
@@ -551,9 +642,8 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     stream_.expires_never();
     auto ws = std::make_shared<WsConnection>(shared_, stream_.release_socket(), peer_);
     shared_->CountResponse(101);
-    ws->Accept(parser_->release());
+    ws->Accept(parser_->release(), id_);
     shared_->CountConnectionClosed("http");
-    shared_->Unregister(id_);
   }
 
   void Finish() {
@@ -564,14 +654,20 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     ErrorCode ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
-    shared_->CountConnectionClosed("http");
-    shared_->Unregister(id_);
+    if (counted_) shared_->CountConnectionClosed("http");
+    if (id_ != 0) shared_->Unregister(id_);
   }
 
   std::shared_ptr<TransportShared> shared_;
+  std::string peer_address_;
   std::string peer_;
   beast::tcp_stream stream_;
-  uint64_t id_ = 0;
+  uint64_t id_ = 0;  // 0: refused (never registered)
+  bool counted_ = false;
+  bool authenticated_ = false;   // a request passed the token check
+  bool header_deadline_ = false;  // the request being read is under header_timeout
+  std::chrono::steady_clock::time_point header_deadline_at_;
+  std::chrono::steady_clock::time_point request_deadline_at_;  // first byte + read_timeout
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::empty_body>> continue_response_;
@@ -590,7 +686,8 @@ void StartHttpConnection(std::shared_ptr<TransportShared> shared, tcp::socket so
   try {
     ErrorCode ec;
     socket.set_option(tcp::no_delay(true), ec);  // small JSON-RPC answers must not wait for Nagle
-    auto connection = std::make_shared<HttpConnection>(std::move(shared), std::move(socket));
+    Peer peer = PeerOf(socket);
+    auto connection = std::make_shared<HttpConnection>(std::move(shared), std::move(socket), std::move(peer));
     connection->Start();
   } catch (const std::exception& e) {
     ENVFORGE_LOG(kError) << "cannot start a connection: " << e.what();

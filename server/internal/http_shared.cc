@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/sha256.h"
+#include "server/internal/request_policy.h"
 
 namespace envforge::server::internal {
 namespace {
@@ -55,6 +56,10 @@ bool TransportShared::Authorized(std::string_view authorization_header) const {
   return CRYPTO_memcmp(digest.data(), token_digest_.data(), digest.size()) == 0 && !presented.empty();
 }
 
+bool TransportShared::OriginAllowed(std::string_view origin) const {
+  return origin.empty() || IsAllowedOrigin(origin, options_.allowed_origins);
+}
+
 std::shared_ptr<InFlightToken> TransportShared::AcquireInFlight() {
   {
     std::lock_guard<std::mutex> lock(in_flight_mutex_);
@@ -83,11 +88,71 @@ void TransportShared::CloseGate() {
   gate_open_ = false;
 }
 
-uint64_t TransportShared::Register(std::shared_ptr<HttpConnectionBase> connection) {
+Admission TransportShared::Admit(std::shared_ptr<HttpConnectionBase> connection, std::string peer_address) {
+  Admission admission;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex_);
+    auto peer_pool = pool_by_peer_.find(peer_address);
+    if (peer_pool != pool_by_peer_.end() && peer_pool->second.size() >= options_.max_unauthenticated_per_peer) {
+      Evict(peer_pool->second.front(), "peer_limit", admission);
+    }
+    if (pool_.size() >= options_.max_unauthenticated_connections) Evict(pool_.front(), "unauthenticated_limit", admission);
+    if (connections_.size() >= options_.max_connections) {
+      if (pool_.empty()) {
+        admission.refusal = "the server is at its connection limit (" + std::to_string(options_.max_connections) +
+                            " open, all authenticated); retry later";
+      } else {
+        Evict(pool_.front(), "unauthenticated_limit", admission);
+      }
+    }
+    if (admission.refusal.empty()) {
+      uint64_t id = next_connection_id_++;
+      Slot slot;
+      slot.connection = std::move(connection);
+      slot.in_pool = pool_.insert(pool_.end(), id);
+      std::list<uint64_t>& peer_list = pool_by_peer_[peer_address];
+      slot.in_peer_pool = peer_list.insert(peer_list.end(), id);
+      slot.peer = std::move(peer_address);
+      connections_.emplace(id, std::move(slot));
+      admission.id = id;
+    }
+  }
+  if (!admission.refusal.empty()) CountRefused("connection_limit");
+  return admission;
+}
+
+void TransportShared::Evict(uint64_t id, const char* reason, Admission& admission) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  LeavePools(it->second);
+  admission.evicted.push_back(std::move(it->second.connection));
+  connections_.erase(it);
+  CountRefused(reason);
+}
+
+void TransportShared::LeavePools(Slot& slot) {
+  if (slot.authenticated) return;
+  slot.authenticated = true;  // out of the pools for good
+  pool_.erase(slot.in_pool);
+  auto peer_pool = pool_by_peer_.find(slot.peer);
+  if (peer_pool == pool_by_peer_.end()) return;
+  peer_pool->second.erase(slot.in_peer_pool);
+  if (peer_pool->second.empty()) pool_by_peer_.erase(peer_pool);
+}
+
+void TransportShared::Authenticate(uint64_t id) {
   std::lock_guard<std::mutex> lock(registry_mutex_);
-  uint64_t id = next_connection_id_++;
-  connections_.emplace(id, std::move(connection));
-  return id;
+  auto it = connections_.find(id);
+  if (it != connections_.end()) LeavePools(it->second);
+}
+
+void TransportShared::Replace(uint64_t id, std::shared_ptr<HttpConnectionBase> connection) {
+  std::shared_ptr<HttpConnectionBase> replaced;  // destroyed outside the lock
+  std::lock_guard<std::mutex> lock(registry_mutex_);
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  LeavePools(it->second);
+  replaced = std::exchange(it->second.connection, std::move(connection));
 }
 
 void TransportShared::Unregister(uint64_t id) {
@@ -95,23 +160,31 @@ void TransportShared::Unregister(uint64_t id) {
   std::lock_guard<std::mutex> lock(registry_mutex_);
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
-  dropped = std::move(it->second);
+  LeavePools(it->second);
+  dropped = std::move(it->second.connection);
   connections_.erase(it);
+}
+
+void TransportShared::CountRefused(const char* reason) {
+  service_.metrics().Increment("envforge_transport_connections_refused_total", {{"reason", reason}}, 1,
+                               "Connections refused (503) or evicted unauthenticated by the admission bounds");
 }
 
 void TransportShared::CloseAll() {
   std::vector<std::shared_ptr<HttpConnectionBase>> all;
   {
     std::lock_guard<std::mutex> lock(registry_mutex_);
-    for (const auto& [id, connection] : connections_) all.push_back(connection);
+    for (const auto& [id, slot] : connections_) all.push_back(slot.connection);
   }
   for (const auto& connection : all) connection->Close();
 }
 
 void TransportShared::ClearRegistry() {
-  std::unordered_map<uint64_t, std::shared_ptr<HttpConnectionBase>> dropped;
+  std::unordered_map<uint64_t, Slot> dropped;
   std::lock_guard<std::mutex> lock(registry_mutex_);
   dropped.swap(connections_);
+  pool_.clear();
+  pool_by_peer_.clear();
 }
 
 size_t TransportShared::open_connections() const {

@@ -1,6 +1,7 @@
 // State shared by the HTTP server's listener and its connections (server/http_server.h): the
 // service, the options, the in-flight count behind WaitIdle, the gate that keeps late service
-// callbacks away from a stopped io_context, and the registry of live connections.
+// callbacks away from a stopped io_context, and the registry of live connections, which also
+// admits them (the connection bounds and the eviction of unauthenticated connections).
 //
 // Lifetime: owned by a shared_ptr held by the server, by every connection and by every in-flight
 // token, so a service callback arriving after the server is gone still finds it. Connections are
@@ -17,7 +18,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <list>
 #include <unordered_map>
+#include <vector>
 
 #include "server/http_server.h"
 #include "server/rpc_service.h"
@@ -33,6 +36,14 @@ class HttpConnectionBase {
 };
 
 class TransportShared;
+
+// What the registry decided about a new connection.
+struct Admission {
+  uint64_t id = 0;        // 0: refused
+  std::string refusal;    // why, when refused (for the 503 body)
+  // Unauthenticated connections that made room; the caller closes them (outside the lock).
+  std::vector<std::shared_ptr<HttpConnectionBase>> evicted;
+};
 
 // Held from the moment a request is handed to the service until its response is written or
 // dropped; its destruction decrements the in-flight count.
@@ -60,6 +71,8 @@ class TransportShared : public std::enable_shared_from_this<TransportShared> {
 
   // True when the request carries the configured token (always true without one).
   bool Authorized(std::string_view authorization_header) const;
+  // True when a request with this Origin header value may be served (empty: no header).
+  bool OriginAllowed(std::string_view origin) const;
 
   std::shared_ptr<InFlightToken> AcquireInFlight();
   size_t in_flight() const;
@@ -75,7 +88,13 @@ class TransportShared : public std::enable_shared_from_this<TransportShared> {
   }
   void CloseGate();
 
-  uint64_t Register(std::shared_ptr<HttpConnectionBase> connection);
+  // Admits a new, unauthenticated connection from `peer_address` under the bounds of
+  // HttpServerOptions (evicting the oldest unauthenticated ones as needed), or refuses it.
+  Admission Admit(std::shared_ptr<HttpConnectionBase> connection, std::string peer_address);
+  // The connection passed the token check: it leaves the unauthenticated pool for good.
+  void Authenticate(uint64_t id);
+  // The WebSocket connection takes over the upgraded HTTP connection's slot.
+  void Replace(uint64_t id, std::shared_ptr<HttpConnectionBase> connection);
   void Unregister(uint64_t id);
   // Closes every registered connection (posted to their strands).
   void CloseAll();
@@ -107,8 +126,23 @@ class TransportShared : public std::enable_shared_from_this<TransportShared> {
   std::mutex gate_mutex_;
   bool gate_open_ = true;
 
+  struct Slot {
+    std::shared_ptr<HttpConnectionBase> connection;
+    std::string peer;  // address, without the port
+    bool authenticated = false;
+    std::list<uint64_t>::iterator in_pool;       // unauthenticated: its place in pool_
+    std::list<uint64_t>::iterator in_peer_pool;  // unauthenticated: its place in its peer's list
+  };
+  // Takes an unauthenticated slot out of the pools (registry_mutex_ held).
+  void LeavePools(Slot& slot);
+  // Drops the slot of an unauthenticated connection and hands its connection to `admission`.
+  void Evict(uint64_t id, const char* reason, Admission& admission);
+  void CountRefused(const char* reason);
+
   mutable std::mutex registry_mutex_;
-  std::unordered_map<uint64_t, std::shared_ptr<HttpConnectionBase>> connections_;
+  std::unordered_map<uint64_t, Slot> connections_;
+  std::list<uint64_t> pool_;  // unauthenticated connections, oldest first
+  std::unordered_map<std::string, std::list<uint64_t>> pool_by_peer_;
   uint64_t next_connection_id_ = 1;
 
   std::mutex gauge_mutex_;

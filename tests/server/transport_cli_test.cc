@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "agents/trajectory_store.h"
@@ -33,13 +34,176 @@ class ServeProcess {
 
   std::string Url() const { return "http://127.0.0.1:" + std::to_string(port); }
 
+  // The recorded episode, after the server exited (its store flushed).
+  agents::Episode Episode(const std::string& id) const {
+    auto reader = agents::TrajectoryReader::Open(trajectories);
+    REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
+    auto episode = (*reader)->Get(id);
+    REQUIRE_MESSAGE(episode.ok(), episode.status().ToString());
+    return *episode;
+  }
+
   TempDir dir;
   std::string trajectories;
   std::optional<ChildProcess> child;
   uint16_t port = 0;
 };
 
+// server/stats over a connection of its own, closed by both sides once answered: the probe
+// leaves nothing open that would keep the server's io threads busy.
+std::optional<Json> ProbeStats(uint16_t port) {
+  RawConnection probe(port);
+  if (!probe.Send(HttpRequestText("POST", "/rpc", RpcText("server/stats"), {"Connection: close"}))) return std::nullopt;
+  auto response = probe.ReadResponse();
+  if (!response || response->status != 200) return std::nullopt;
+  auto body = ParseJson(response->body);
+  if (!body.ok() || !body->contains("result")) return std::nullopt;
+  return (*body)["result"];
+}
+
+// A tools/call of slow_echo (`seconds` long) on a fresh session, running on its own thread; it
+// returns once the server counts it in flight and the client's connection is the only one open.
+struct SlowCallInFlight {
+  std::string trajectory;
+  std::future<Result<Json>> answer;
+};
+
+SlowCallInFlight StartSlowCall(RpcClient& client, uint16_t port, double seconds) {
+  Json created = MustCall(client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
+  SlowCallInFlight call;
+  call.trajectory = created["trajectory"];
+  std::string session = created["session"];
+  call.answer = std::async(std::launch::async, [&client, session, seconds] {
+    return client.Call("tools/call", Json{{"session", session}, {"name", "slow_echo"}, {"arguments", {{"text", "still here"}, {"seconds", seconds}}}});
+  });
+  // server/stats counts itself: a second request in flight is the slow call.
+  bool in_flight = WaitFor([&] {
+    auto stats = ProbeStats(port);
+    return stats && stats->value("in_flight", 0) >= 2;
+  }, std::chrono::seconds(20));
+  REQUIRE(in_flight);
+  // Let the server see the probe's connection end: the slow call's is then the only one, with no
+  // I/O pending while its answer is computed.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  return call;
+}
+
+// The call answered in full, then recorded: one step, slow_echo, ok, with its content.
+void CheckAnsweredAndRecorded(ServeProcess& serve, SlowCallInFlight& call) {
+  REQUIRE(call.answer.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  Result<Json> answer = call.answer.get();
+  INFO(answer.status().ToString());
+  REQUIRE(answer.ok());
+  CHECK((*answer)["outcome"] == "ok");
+  CHECK((*answer)["content"] == "still here");
+  auto exit_code = serve.child->Wait(std::chrono::seconds(60));
+  INFO(serve.child->StderrText());
+  REQUIRE(exit_code.has_value());
+  CHECK(*exit_code == 0);
+  agents::Episode episode = serve.Episode(call.trajectory);
+  REQUIRE(episode.steps.size() == 1);
+  CHECK(episode.steps[0].tool == "slow_echo");
+  CHECK(episode.steps[0].result.outcome == toolsets::Outcome::kOk);
+  REQUIRE(episode.summary.outcome.has_value());
+  CHECK(*episode.summary.outcome == agents::EpisodeOutcome::kShutdown);
+}
+
 TEST_SUITE("server.transport.cli") {
+  TEST_CASE("SIGTERM with a tool call in flight over HTTP: the client gets the answer and the trajectory has the call") {
+    ServeProcess serve;
+    auto client = RpcClient::Connect(serve.Url() + "/rpc");
+    REQUIRE(client.ok());
+    SlowCallInFlight call = StartSlowCall(**client, serve.port, 2);
+    serve.child->Signal(SIGTERM);
+    CheckAnsweredAndRecorded(serve, call);
+  }
+
+  TEST_CASE("SIGTERM with a tool call in flight over WebSocket: the client gets the answer and the trajectory has the call") {
+    ServeProcess serve;
+    auto client = RpcClient::Connect("ws://127.0.0.1:" + std::to_string(serve.port) + "/ws");
+    REQUIRE(client.ok());
+    SlowCallInFlight call = StartSlowCall(**client, serve.port, 2);
+    serve.child->Signal(SIGTERM);
+    CheckAnsweredAndRecorded(serve, call);
+  }
+
+  TEST_CASE("SIGTERM with a tool call in flight over stdio: its answer line is written and the trajectory has the call") {
+    TempDir dir;
+    std::filesystem::create_directories(dir / "envs");
+    sandbox::testing::WriteFixtureBundle(dir / "envs/fixture.envdb");
+    std::string trajectories = dir / "trajectories.sqlite";
+    ChildProcess child({Envforge(), "serve", "--stdio", "--envs", dir / "envs", "--trajectories", trajectories, "--limits",
+                        R"({"wall_time_ms": 3000})"},
+                       dir / "serve.stderr", dir / "serve.stdout");
+    auto AnswerWithId = [&](int id) -> std::optional<Json> {
+      auto text = ReadFileToString(dir / "serve.stdout");
+      if (!text.ok()) return std::nullopt;
+      size_t start = 0;
+      while (start < text->size()) {
+        size_t end = text->find('\n', start);
+        if (end == std::string::npos) break;  // a line not yet whole
+        auto line = ParseJson(text->substr(start, end - start));
+        if (line.ok() && line->value("id", -1) == id) return *line;
+        start = end + 1;
+      }
+      return std::nullopt;
+    };
+    REQUIRE(child.WriteStdin(RpcText("session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}}, 1) + "\n"));
+    REQUIRE(WaitFor([&] { return AnswerWithId(1).has_value(); }, std::chrono::seconds(60)));
+    Json created = (*AnswerWithId(1))["result"];
+    REQUIRE(child.WriteStdin(RpcText("tools/call", Json{{"session", created["session"]}, {"name", "slow_echo"},
+                                                       {"arguments", {{"text", "still here"}, {"seconds", 1.5}}}}, 2) + "\n"));
+    REQUIRE(child.WriteStdin(RpcText("server/stats", Json::object(), 3) + "\n"));
+    REQUIRE(WaitFor([&] { return AnswerWithId(3).has_value(); }, std::chrono::seconds(20)));
+    CHECK((*AnswerWithId(3))["result"]["in_flight"].get<int>() >= 2);  // the slow call is running
+    child.Signal(SIGTERM);
+    auto exit_code = child.Wait(std::chrono::seconds(60));
+    INFO(child.StderrText());
+    REQUIRE(exit_code.has_value());
+    CHECK(*exit_code == 0);
+    auto answer = AnswerWithId(2);
+    REQUIRE(answer.has_value());
+    CHECK((*answer)["result"]["outcome"] == "ok");
+    CHECK((*answer)["result"]["content"] == "still here");
+    auto reader = agents::TrajectoryReader::Open(trajectories);
+    REQUIRE(reader.ok());
+    auto episode = (*reader)->Get(created["trajectory"].get<std::string>());
+    REQUIRE(episode.ok());
+    REQUIRE(episode->steps.size() == 1);
+    CHECK(episode->steps[0].tool == "slow_echo");
+  }
+
+  TEST_CASE("envforge serve --help lists the transport's bounds; bounds out of order are a usage error") {
+    auto help = RunCommand({Envforge(), "serve", "--help"});
+    REQUIRE(help.ok());
+    CHECK(help->exit_code == 0);
+    for (const char* flag : {"--max-connections", "--max-unauthenticated", "--max-unauthenticated-per-peer",
+                             "--header-timeout-ms", "--allow-origin"}) {
+      CAPTURE(flag);
+      CHECK(Contains(help->stdout_text, flag));
+    }
+    auto inverted = RunCommand({Envforge(), "serve", "--envs", "/nonexistent", "--max-connections", "10", "--max-unauthenticated", "20"});
+    REQUIRE(inverted.ok());
+    CHECK(inverted->exit_code == 2);
+    CHECK(Contains(inverted->stderr_text, "--max-unauthenticated"));
+    auto bad_origin = RunCommand({Envforge(), "serve", "--envs", "/nonexistent", "--allow-origin", "example.com/path"});
+    REQUIRE(bad_origin.ok());
+    CHECK(bad_origin->exit_code == 2);
+  }
+
+  TEST_CASE("envforge serve: a foreign Origin is refused, a repeated --allow-origin is honoured") {
+    ServeProcess serve({"--allow-origin", "https://a.example", "--allow-origin", "https://b.example"});
+    for (const auto& [origin, status] : std::vector<std::pair<std::string, int>>{
+             {"https://a.example", 200}, {"https://b.example", 200}, {"https://c.example", 403}}) {
+      CAPTURE(origin);
+      RawConnection connection(serve.port);
+      REQUIRE(connection.Send(HttpRequestText("POST", "/rpc", RpcText("ping"), {"Origin: " + origin})));
+      auto response = connection.ReadResponse();
+      REQUIRE(response.has_value());
+      CHECK(response->status == status);
+    }
+  }
+
   TEST_CASE("envforge serve answers over HTTP and WebSocket and drains on SIGTERM: exit 0, every episode ended") {
     ServeProcess serve({"--token", "tok"});
     // stderr is read by a pipe reader; give it a moment to catch up with the port file.

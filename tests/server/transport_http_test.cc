@@ -204,7 +204,7 @@ TEST_SUITE("server.transport.http") {
     SUBCASE("growing past the limit in chunks") {
       RawConnection connection(fixture.port());
       std::string chunk(3000, ' ');
-      std::string request = "POST /rpc HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+      std::string request = "POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
       for (int i = 0; i < 3; ++i) request += "bb8\r\n" + chunk + "\r\n";
       REQUIRE(connection.Send(request));
       auto response = connection.ReadResponse();
@@ -218,7 +218,7 @@ TEST_SUITE("server.transport.http") {
     MustCall(*client, "ping");
   }
 
-  TEST_CASE("with a token every request but /health needs it: 401 and -32005 without or with a wrong one") {
+  TEST_CASE("with a token every request but /health needs it: 401 and -32005 without or with a wrong one, then a close") {
     TransportFixture fixture(HttpServerOptions{.token = "s3cret"});
     for (const std::string& header : {std::string(), std::string("Authorization: Bearer wrong"),
                                       std::string("Authorization: Bearer s3cre"), std::string("Authorization: Basic s3cret")}) {
@@ -232,8 +232,10 @@ TEST_SUITE("server.transport.http") {
       CHECK(response->status == 401);
       CHECK(response->Header("www-authenticate: Bearer"));
       CHECK(ParseJson(response->body).value()["error"]["code"] == -32005);
-      REQUIRE(connection.Send(HttpRequestText("GET", "/metrics", "", headers)));
-      auto metrics = connection.ReadResponse();
+      CHECK(connection.WaitForClose());
+      RawConnection metrics_connection(fixture.port());
+      REQUIRE(metrics_connection.Send(HttpRequestText("GET", "/metrics", "", headers)));
+      auto metrics = metrics_connection.ReadResponse();
       REQUIRE(metrics.has_value());
       CHECK(metrics->status == 401);
     }

@@ -94,11 +94,18 @@ struct RawResponse {
 };
 
 // A blocking TCP connection to 127.0.0.1 for hand-written (and deliberately broken) requests.
+// `source` picks the local address (any of 127.0.0.0/8), so that a test can play several peers.
 class RawConnection {
  public:
-  explicit RawConnection(uint16_t port) {
+  explicit RawConnection(uint16_t port, const char* source = nullptr) {
     fd_ = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     REQUIRE(fd_.valid());
+    if (source != nullptr) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      REQUIRE(::inet_pton(AF_INET, source, &local.sin_addr) == 1);
+      REQUIRE(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&local), sizeof(local)) == 0);
+    }
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(port);
@@ -152,6 +159,15 @@ class RawConnection {
     }
   }
 
+  // True when the connection is still open after `timeout` of silence (nothing arrived, no close).
+  bool StaysOpen(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    size_t before = pending_.size();
+    while (ReadMore(deadline)) {
+    }
+    return !closed_ && pending_.size() == before;
+  }
+
   // True when the server closes the connection before `timeout` (data it sends first is kept).
   bool WaitForClose(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -202,19 +218,43 @@ inline std::string RpcText(const std::string& method, Json params = Json::object
 }
 
 // A child process started with posix_spawn; stderr goes to a file for the failure messages.
+// With a stdout path, stdin is a pipe (WriteStdin) and stdout goes to that file (the stdio
+// transport); otherwise stdin is /dev/null and stdout is inherited.
 class ChildProcess {
  public:
-  ChildProcess(const std::vector<std::string>& argv, const std::string& stderr_path) : stderr_path_(stderr_path) {
+  ChildProcess(const std::vector<std::string>& argv, const std::string& stderr_path, const std::string& stdout_path = "")
+      : stderr_path_(stderr_path) {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    int stdin_pipe[2] = {-1, -1};
+    if (stdout_path.empty()) {
+      posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    } else {
+      REQUIRE(::pipe2(stdin_pipe, O_CLOEXEC) == 0);
+      posix_spawn_file_actions_adddup2(&actions, stdin_pipe[0], 0);
+      posix_spawn_file_actions_addopen(&actions, 1, stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    }
     std::vector<char*> args;
     for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
     args.push_back(nullptr);
     int error = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
+    if (stdin_pipe[0] >= 0) {
+      ::close(stdin_pipe[0]);
+      stdin_.Reset(stdin_pipe[1]);
+    }
     REQUIRE_MESSAGE(error == 0, "cannot start " << argv[0]);
+  }
+
+  // Writes to the child's stdin (a pipe when a stdout path was given).
+  bool WriteStdin(std::string_view text) {
+    while (!text.empty()) {
+      ssize_t wrote = ::write(stdin_.get(), text.data(), text.size());
+      if (wrote <= 0) return false;
+      text.remove_prefix(static_cast<size_t>(wrote));
+    }
+    return true;
   }
   ~ChildProcess() {
     if (pid_ > 0 && !exited_) {
@@ -248,6 +288,7 @@ class ChildProcess {
   pid_t pid_ = 0;
   bool exited_ = false;
   std::string stderr_path_;
+  UniqueFd stdin_;
 };
 
 }  // namespace envforge::server::testing

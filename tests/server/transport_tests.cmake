@@ -6,6 +6,7 @@ envforge_add_test(server_transport_test
     ${CMAKE_CURRENT_SOURCE_DIR}/transport_ws_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/transport_cli_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/transport_depth_test.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/transport_admission_test.cc
   LIBS envforge_server
   LABELS integration
   TIMEOUT 300)
