@@ -231,7 +231,12 @@ TEST_SUITE("sandbox.manager.faults") {
     ToolResult wrote =
         f.manager->CallTool(id, Call("write_file", {{"path", info->scratch_dir + "/x.txt"}, {"text", "abc"}}));
     CHECK(wrote.content == 3);
-    CHECK(std::filesystem::exists(info->scratch_dir + "/x.txt"));
+    // The file lives in the zygote's private scratch tmpfs when it has one: visible through the
+    // zygote's own view of the file system only.
+    std::string zygote_view = "/proc/" + std::to_string(info->zygote_pid) + "/root";
+    bool private_scratch = testing::IsolationLayer(*f.manager, f.env_id, "zygote_scratch") == "on";
+    CHECK(std::filesystem::exists((private_scratch ? zygote_view : "") + info->scratch_dir + "/x.txt"));
+    if (private_scratch) CHECK_FALSE(std::filesystem::exists(info->scratch_dir + "/x.txt"));
     f.manager.reset();
     CHECK(std::filesystem::exists(dir / "root"));  // not the manager's to remove
     CHECK_FALSE(std::filesystem::exists(info->scratch_dir));
