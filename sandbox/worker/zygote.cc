@@ -11,8 +11,10 @@
 //     assigned; they are killed when the zygote exits.
 //  5. No environment code (tools.py's module body, solutions, verifiers) runs before the zygote
 //     confined itself (Isolation::ConfineZygote). What needs more than the confined zygote may
-//     do happens before: the stale sweeps of dead zygotes' cgroups and scratch directories, and
-//     forking the janitor, which removes this zygote's cgroup directories after it is gone.
+//     do happens before: the stale sweeps of dead zygotes' cgroups and scratch directories, the
+//     private IPC and mount namespaces (with the scratch tmpfs), forking the janitor, which
+//     removes this zygote's cgroup directories after it is gone, and forking the mount helper,
+//     which mounts the families' disk budgets.
 #include "sandbox/worker/zygote.h"
 
 #include <dirent.h>
