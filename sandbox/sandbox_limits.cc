@@ -9,6 +9,7 @@ namespace {
 
 constexpr int64_t kMinMemoryBytes = int64_t{16} << 20;
 constexpr int64_t kMinOpenFiles = 16;  // the interpreter and its session socket need a few
+constexpr int64_t kMinDiskBytes = int64_t{1} << 20;
 
 // Reads an integer field; floats with a fractional part, strings, booleans and values below
 // `minimum` are rejected with a message naming the field.
@@ -51,6 +52,10 @@ Status ValidateLimits(const SandboxLimits& limits) {
   if (limits.max_open_files < kMinOpenFiles) {
     return InvalidArgumentError("limits.max_open_files: must be at least " + std::to_string(kMinOpenFiles));
   }
+  if (limits.disk_bytes != 0 && limits.disk_bytes < kMinDiskBytes) {
+    return InvalidArgumentError("limits.disk_bytes: must be 0 (no budget of its own) or at least " +
+                                std::to_string(kMinDiskBytes));
+  }
   return Status::Ok();
 }
 
@@ -58,7 +63,8 @@ Json ToJson(const SandboxLimits& limits) {
   return Json{{"wall_time_ms", limits.wall_time.count()},    {"kill_grace_ms", limits.kill_grace.count()},
               {"cpu_seconds", limits.cpu_seconds},           {"memory_bytes", limits.memory_bytes},
               {"max_output_bytes", limits.max_output_bytes}, {"max_processes", limits.max_processes},
-              {"max_file_bytes", limits.max_file_bytes},     {"max_open_files", limits.max_open_files}};
+              {"max_file_bytes", limits.max_file_bytes},     {"max_open_files", limits.max_open_files},
+              {"disk_bytes", limits.disk_bytes}};
 }
 
 Json ToWireLimits(const SandboxLimits& limits, const std::string& scratch_dir) {
@@ -72,13 +78,14 @@ Result<SandboxLimits> SandboxLimitsFromJson(const Json& json, const SandboxLimit
   if (!json.is_object()) return InvalidArgumentError("limits: expected a JSON object, got " + DumpJson(json));
   static constexpr const char* kKnown[] = {"wall_time_ms",   "kill_grace_ms",    "cpu_seconds",
                                            "memory_bytes",   "max_output_bytes", "max_processes",
-                                           "max_file_bytes", "max_open_files",   "scratch_dir"};
+                                           "max_file_bytes", "max_open_files",   "disk_bytes",
+                                           "scratch_dir"};
   for (auto it = json.begin(); it != json.end(); ++it) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return it.key() == k; }) ==
         std::end(kKnown)) {
       return InvalidArgumentError("limits." + it.key() +
                                   ": unknown field (known: wall_time_ms, kill_grace_ms, cpu_seconds, memory_bytes, "
-                                  "max_output_bytes, max_processes, max_file_bytes, max_open_files)");
+                                  "max_output_bytes, max_processes, max_file_bytes, max_open_files, disk_bytes)");
     }
   }
   if (auto it = json.find("scratch_dir"); it != json.end() && !it->is_string()) {
@@ -95,6 +102,7 @@ Result<SandboxLimits> SandboxLimitsFromJson(const Json& json, const SandboxLimit
   ENVFORGE_RETURN_IF_ERROR(ReadInt(json, "max_processes", 0, &limits.max_processes));
   ENVFORGE_RETURN_IF_ERROR(ReadInt(json, "max_file_bytes", 1, &limits.max_file_bytes));
   ENVFORGE_RETURN_IF_ERROR(ReadInt(json, "max_open_files", kMinOpenFiles, &limits.max_open_files));
+  ENVFORGE_RETURN_IF_ERROR(ReadInt(json, "disk_bytes", 0, &limits.disk_bytes));
   limits.wall_time = std::chrono::milliseconds(wall);
   limits.kill_grace = std::chrono::milliseconds(grace);
   ENVFORGE_RETURN_IF_ERROR(ValidateLimits(limits));

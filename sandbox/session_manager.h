@@ -71,6 +71,10 @@ struct ManagerOptions {
   // its family's directory), a fork M of it in <scratch_root>/fN/sM, starting as a copy of its
   // parent's. The zygote creates them (owned by the session's uid) and removes each when its
   // session is reaped. Empty: a fresh /tmp/envforge-scratch-<pid>, removed by the destructor.
+  // Each zygote mounts its own tmpfs on this root inside its private mount namespace (isolation
+  // "zygote_scratch"): session files exist only there, not on the host's file system (read them
+  // from the host as /proc/<zygote pid>/root<scratch_dir>), and each family's directory is a
+  // tmpfs of its limits.disk_bytes.
   std::string scratch_root;
   // Sessions alive or starting at once (closed ones no longer count, even while their processes
   // exit); creating or forking beyond it is ResourceExhausted (retryable).

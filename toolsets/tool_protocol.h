@@ -46,7 +46,7 @@ struct ToolResult {
   Json content;         // kOk: the tool's JSON result (for submit_result: the verdict)
   std::string message;  // every other outcome: what went wrong, for the model or the operator
   // Which configured limit produced this result, when one did: "wall_time", "cpu_time",
-  // "memory", "output_size", "processes". Empty otherwise.
+  // "memory", "output_size", "processes", "disk". Empty otherwise.
   std::string limit;
   // What the tool printed (stdout and stderr, bounded by the session's output limit), any
   // outcome; empty when it printed nothing. For debugging a tool, not part of its result.

@@ -99,8 +99,8 @@ usage:
 
 options: --limits JSON on check, solve, run, bench, audit and replay sets per-session limits, e.g.
   '{"wall_time_ms": 2000, "cpu_seconds": 30, "memory_bytes": 268435456, "max_output_bytes": 65536,
-    "max_processes": 8}' (defaults: 10 s per call (audit: 3 s per answer), 60 s CPU, 512 MiB,
-  1 MiB output, 16 processes)
+    "max_processes": 8, "disk_bytes": 67108864}' (defaults: 10 s per call (audit: 3 s per answer),
+  60 s CPU, 512 MiB, 1 MiB output, 16 processes, 256 MiB of disk per session family)
 
 exit codes: 0 ok, 1 check failed (e.g. a verdict that did not pass), 2 bad usage or input,
             3 infrastructure failure. Logs: ENVFORGE_LOG=debug|info|warn|error.

@@ -49,8 +49,10 @@
 //   LIMITS = {"wall_time_ms":10000,"cpu_seconds":60,"memory_bytes":536870912,
 //             "max_output_bytes":1048576,"max_processes":16,"scratch_dir":"/abs/path",
 //             "max_file_bytes":N (RLIMIT_FSIZE, default memory_bytes),
-//             "max_open_files":256 (RLIMIT_NOFILE)}     every key optional (these defaults);
-//   0 for memory_bytes or max_processes means unlimited.
+//             "max_open_files":256 (RLIMIT_NOFILE),
+//             "disk_bytes":0 (the family's tmpfs size, see "scratch" below)}
+//                                                       every key optional (these defaults);
+//   0 for memory_bytes or max_processes means unlimited; for disk_bytes, no budget of its own.
 //
 // ISOLATION of the zygote (before it runs any environment code; every process below inherits it):
 //   zygote_caps      bounding/permitted/effective = CAP_SETUID, CAP_SETGID, CAP_DAC_OVERRIDE,
@@ -64,6 +66,13 @@
 //   zygote_seccomp   the sessions' deny-list (below) plus: set*id calls other than setresuid/
 //                    setresgid to its families' uids, setgroups with groups, socket(AF_UNIX),
 //                    socket(AF_VSOCK), inotify_add_watch, xattr writes.
+//   zygote_ipc       its own IPC namespace (SysV shm/msg/sem, POSIX mqueues): invisible to the
+//                    host and other zygotes, gone with the zygote; a family's SysV objects are
+//                    removed when the family's last session is reaped.
+//   zygote_scratch   its own mount namespace (a slave of the host's) with a tmpfs on the scratch
+//                    root: every session file lives there, out of other zygotes' and the host's
+//                    reach, and nothing is mounted on the host.
+//   session_disk     the mount helper that gives each family a disk budget (disk_bytes).
 //   Threat model and what the zygote can still do: sandbox/worker/README.md.
 //
 // ISOLATION of a session (worker side; applied before "ready", in this order):
@@ -88,6 +97,9 @@
 //              directory, e.g. <root>/f<id>/s<id>, and its forks <root>/f<id>/s<fork id>.
 //              scratch_dir must be inside --scratch-root (spawn_failed otherwise, when the
 //              zygote's Landlock is on). The session creates both as its family's uid.
+//              With disk_bytes > 0 (and "session_disk" on) a new family directory is a tmpfs of
+//              disk_bytes (inodes: one per 4 KiB), owned by the family uid, shared by the family's
+//              copies: writing past it is ENOSPC, a tool_error with limit "disk".
 //   uid        one per family, 200000 + (zygote pid % 32768) * 65536 + family slot (gid the
 //              same, no supplementary groups): families cannot signal or read each other, across
 //              zygotes too; copies share their family's uid.
@@ -123,7 +135,8 @@
 //              in a session without a task or without a string answer_text)
 //     stdout: what the call printed (sys.stdout and sys.stderr), at most 4 MiB, marked when cut.
 //     tool_error limits: "memory" (MemoryError), "output_size" (the JSON result is larger than
-//     max_output_bytes; the message gives both sizes), "processes" (a fork refused at pids.max).
+//     max_output_bytes; the message gives both sizes), "processes" (a fork refused at pids.max),
+//     "disk" (ENOSPC/EDQUOT with a disk budget: the message gives the budget).
 //     A result that is not JSON (a set, NaN) is a tool_error saying so.
 //     Wall time: SIGALRM raises a BaseException in the running tool, verifier or solution (so
 //     `except Exception` cannot swallow it) and interrupts a running SQLite statement; a call that

@@ -128,7 +128,7 @@ Status StartSession(const SessionSettings& settings) {
   try {
     py::module_::import("_envforge_runtime")
         .attr("start_session")(settings.task, settings.wall_time_ms, settings.max_output_bytes,
-                                settings.memory_bytes);
+                                settings.memory_bytes, settings.disk_bytes);
     return Status::Ok();
   } catch (py::error_already_set& error) {
     return InvalidArgumentError(DescribePythonError(error));

@@ -69,6 +69,7 @@ struct SessionSettings {
   int64_t wall_time_ms = 10000;
   int64_t max_output_bytes = 1 << 20;
   int64_t memory_bytes = 0;  // for messages only
+  int64_t disk_bytes = 0;    // the family's disk budget, for messages and limit "disk" (0: none)
 };
 Status StartSession(const SessionSettings& settings);
 

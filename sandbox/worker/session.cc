@@ -289,6 +289,7 @@ void RunWarmChild(WarmChildContext context) {
   settings.wall_time_ms = Int(a, "wall_time_ms", settings.wall_time_ms);
   settings.max_output_bytes = Int(a, "max_output_bytes", settings.max_output_bytes);
   settings.memory_bytes = Int(a, "memory_bytes", 0);
+  settings.disk_bytes = a.value("disk_mounted", false) ? Int(a, "disk_bytes", 0) : 0;
   if (Status s = StartSession(settings); !s.ok()) Fatal(fd, s.message());
 
   ResourceLimits limits;

@@ -11,8 +11,10 @@
 //     assigned; they are killed when the zygote exits.
 //  5. No environment code (tools.py's module body, solutions, verifiers) runs before the zygote
 //     confined itself (Isolation::ConfineZygote). What needs more than the confined zygote may
-//     do happens before: the stale sweeps of dead zygotes' cgroups and scratch directories, and
-//     forking the janitor, which removes this zygote's cgroup directories after it is gone.
+//     do happens before: the stale sweeps of dead zygotes' cgroups and scratch directories, the
+//     private IPC and mount namespaces (with the scratch tmpfs), forking the janitor, which
+//     removes this zygote's cgroup directories after it is gone, and forking the mount helper,
+//     which mounts the families' disk budgets.
 #include "sandbox/worker/zygote.h"
 
 #include <dirent.h>
@@ -44,8 +46,10 @@
 #include "sandbox/worker/bundle_image.h"
 #include "sandbox/worker/cgroups.h"
 #include "sandbox/worker/isolation.h"
+#include "sandbox/worker/private_namespaces.h"
 #include "sandbox/worker/python_host.h"
 #include "sandbox/worker/scratch_dirs.h"
+#include "sandbox/worker/scratch_mounter.h"
 #include "sandbox/worker/session.h"
 
 namespace envforge::sandbox::worker {
@@ -64,6 +68,7 @@ struct Limits {
   int64_t max_processes = 16;
   int64_t max_file_bytes = -1;  // default: memory_bytes
   int64_t max_open_files = 256;
+  int64_t disk_bytes = 0;  // the family's tmpfs size; 0: none of its own
   std::string scratch_dir;
 };
 
@@ -75,7 +80,7 @@ Result<Limits> ParseLimits(const Json& json) {
            {"wall_time_ms", &limits.wall_time_ms}, {"cpu_seconds", &limits.cpu_seconds},
            {"memory_bytes", &limits.memory_bytes}, {"max_output_bytes", &limits.max_output_bytes},
            {"max_processes", &limits.max_processes}, {"max_file_bytes", &limits.max_file_bytes},
-           {"max_open_files", &limits.max_open_files}}) {
+           {"max_open_files", &limits.max_open_files}, {"disk_bytes", &limits.disk_bytes}}) {
     auto it = json.find(key);
     if (it == json.end() || it->is_null()) continue;
     if (!it->is_number_integer() || it->get<int64_t>() < 0) {
@@ -167,6 +172,7 @@ struct Family {
   int uid = -1;
   std::string dir;
   bool own_dir = false;
+  bool mounted = false;  // dir is a tmpfs of the mounter's (the family's disk budget)
   int members = 0;
 };
 
@@ -193,6 +199,7 @@ class Zygote {
   [[noreturn]] void Fatal(const std::string& error);
   void StartJanitor();
   void ReleaseJanitor();
+  void StartMounter();
   Json IsolationReport() const;
   void Send(const Json& frame);
   bool HandleControlFrame();
@@ -209,6 +216,10 @@ class Zygote {
   UniqueFd control_;
   UniqueFd signals_;
   std::string network_;  // the network namespace's status
+  std::string ipc_;      // the IPC namespace's status
+  std::string scratch_;  // the private mount namespace and scratch tmpfs's status
+  std::string disk_ = "off: not started";  // the families' disk budgets (the mounter)
+  std::unique_ptr<ScratchMounter> mounter_;
   pid_t pid_ = getpid();
   std::optional<BundleImage> bundle_;
   std::set<std::string> task_ids_;
@@ -270,6 +281,26 @@ void Zygote::ReleaseJanitor() {
   janitor_pid_ = 0;
 }
 
+// The mounter needs the private scratch tmpfs (its mounts must not reach the host), root (it
+// keeps CAP_SYS_ADMIN) and Landlock (without it, the zygote's CAP_SYS_PTRACE reaches the
+// helper's memory through /proc).
+void Zygote::StartMounter() {
+  if (scratch_ != "on") {
+    disk_ = "off: no private scratch tmpfs (" + scratch_ + ")";
+  } else if (!isolation_.can_switch_uid()) {
+    disk_ = "off: the worker does not run as root";
+  } else if (isolation_.landlock_abi() < 1) {
+    disk_ = "off: no Landlock to keep the zygote away from the mount helper";
+  } else if (auto started = ScratchMounter::Start(scratch_root_, SessionUidBlock(pid_) + 1,
+                                                  SessionUidBlock(pid_) + kMaxFamilies);
+             !started.ok()) {
+    disk_ = "off: " + started.status().message();
+  } else {
+    mounter_ = std::move(*started);
+    disk_ = "on";
+  }
+}
+
 Json Zygote::IsolationReport() const {
   return {{"network", network_},
           {"landlock", isolation_.landlock_status()},
@@ -280,13 +311,17 @@ Json Zygote::IsolationReport() const {
           {"zygote_uid", isolation_.zygote_uid_status()},
           {"zygote_landlock", isolation_.zygote_landlock_status()},
           {"zygote_scope", isolation_.zygote_scope_status()},
-          {"zygote_seccomp", isolation_.zygote_seccomp_status()}};
+          {"zygote_seccomp", isolation_.zygote_seccomp_status()},
+          {"zygote_ipc", ipc_},
+          {"zygote_scratch", scratch_},
+          {"session_disk", disk_}};
 }
 
 int Zygote::Run() {
   (void)SetCloseOnExec(control_.get(), true);
   signal(SIGPIPE, SIG_IGN);  // a closed socket is an error return, never a death
   network_ = EnterEmptyNetworkNamespace();
+  ipc_ = EnterPrivateIpcNamespace();
   int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null_fd >= 0) {
     dup2(null_fd, STDIN_FILENO);
@@ -301,10 +336,12 @@ int Zygote::Run() {
   }
   isolation_ = Isolation::Prepare();
   cgroups_ = Cgroups::Create(pid_);  // also sweeps dead zygotes' cgroups
-  RemoveStaleScratch(scratch_root_);
+  RemoveStaleScratch(scratch_root_);  // the host's directory, before the tmpfs hides it
+  scratch_ = EnterPrivateScratch(scratch_root_);
   scratch_base_ = scratch_root_ + "/z" + std::to_string(pid_);
   if (Status s = MakeDirs(scratch_base_, 0711, -1); !s.ok()) Fatal("scratch root: " + s.message());
   StartJanitor();
+  StartMounter();
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);  // orphans of sessions come back here to be reaped
 
   auto bundle = LoadBundleImage(options_.bundle_path);
@@ -517,6 +554,16 @@ void Zygote::HandleSpawn(const Json& message, UniqueFd socket) {
     kill(doomed.pid, SIGKILL);
     doomed_[doomed.pid] = std::move(doomed.slot);
   };
+  if (family.own_dir && limits->disk_bytes > 0 && mounter_ && family.uid >= 0) {
+    std::string parent = ParentDir(family.dir);
+    Status mounted = lstat(parent.c_str(), &info) != 0 ? MakeDirs(parent, 0711, -1) : Status::Ok();
+    if (mounted.ok()) mounted = mounter_->Mount(family.dir, static_cast<uid_t>(family.uid), limits->disk_bytes);
+    if (!mounted.ok()) {
+      warm_.push_front(std::move(child));
+      return failed("cannot mount the session's disk budget: " + mounted.message());
+    }
+    family.mounted = true;
+  }
   Json assignment = {{"task", task},
                      {"wall_time_ms", limits->wall_time_ms},
                      {"max_output_bytes", limits->max_output_bytes},
@@ -525,6 +572,8 @@ void Zygote::HandleSpawn(const Json& message, UniqueFd socket) {
                      {"max_file_bytes", limits->max_file_bytes},
                      {"max_open_files", limits->max_open_files},
                      {"max_processes", limits->max_processes},
+                     {"disk_bytes", limits->disk_bytes},
+                     {"disk_mounted", family.mounted},
                      {"uid", family.uid},
                      {"scratch_dir", scratch},
                      {"family_dir", family.dir},
@@ -534,6 +583,7 @@ void Zygote::HandleSpawn(const Json& message, UniqueFd socket) {
   socket.Reset();
   if (!sent.ok()) {
     discard(child);
+    if (family.mounted) (void)mounter_->Unmount(family.dir);
     return failed("the session process died before its assignment: " + sent.message());
   }
   family.members = 1;
@@ -627,6 +677,12 @@ void Zygote::Reap() {
     rusage usage{};
     pid_t pid = wait4(-1, &status, WNOHANG, &usage);
     if (pid <= 0) return;
+    if (mounter_ && pid == mounter_->pid()) {
+      ENVFORGE_LOG(kWarn) << "envforge-worker zygote: the mount helper died (status " << status
+                          << "); sessions with a disk budget can no longer start";
+      mounter_->Forget();
+      continue;
+    }
     if (pid == janitor_pid_) {
       ENVFORGE_LOG(kWarn) << "envforge-worker zygote: the janitor died (status " << status
                           << "); the next zygote will remove this one's cgroup directories";
@@ -715,11 +771,19 @@ void Zygote::ReleaseFamily(int family_slot) {
   auto it = families_.find(family_slot);
   if (it == families_.end()) return;
   if (!cgroups_->enabled() && it->second.uid >= 0) KillEveryProcessOf(it->second.uid);
+  // The family's SysV objects die with it, not with the zygote (its uid is reused later).
+  if (ipc_ == "on" && it->second.uid >= 0) RemoveIpcObjectsOf(static_cast<uid_t>(it->second.uid));
+  if (it->second.mounted && mounter_) {
+    if (Status s = mounter_->Unmount(it->second.dir); !s.ok()) {
+      ENVFORGE_LOG(kWarn) << "envforge-worker zygote: cannot unmount a family's disk budget: " << s.message();
+    }
+  }
   if (it->second.own_dir) RemoveTree(it->second.dir);
   families_.erase(it);
 }
 
 void Zygote::ShutdownAndExit(int code) {
+  mounter_.reset();  // outside the zygote's Landlock domain: it leaves when its channel closes
   for (auto& [pid, session] : sessions_) kill(pid, SIGKILL);
   for (WarmChild& child : warm_) kill(child.pid, SIGKILL);
   if (cgroups_) cgroups_->Shutdown();

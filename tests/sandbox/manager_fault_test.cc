@@ -231,10 +231,56 @@ TEST_SUITE("sandbox.manager.faults") {
     ToolResult wrote =
         f.manager->CallTool(id, Call("write_file", {{"path", info->scratch_dir + "/x.txt"}, {"text", "abc"}}));
     CHECK(wrote.content == 3);
-    CHECK(std::filesystem::exists(info->scratch_dir + "/x.txt"));
+    // The file lives in the zygote's private scratch tmpfs when it has one: visible through the
+    // zygote's own view of the file system only.
+    std::string zygote_view = "/proc/" + std::to_string(info->zygote_pid) + "/root";
+    bool private_scratch = testing::IsolationLayer(*f.manager, f.env_id, "zygote_scratch") == "on";
+    CHECK(std::filesystem::exists((private_scratch ? zygote_view : "") + info->scratch_dir + "/x.txt"));
+    if (private_scratch) CHECK_FALSE(std::filesystem::exists(info->scratch_dir + "/x.txt"));
     f.manager.reset();
     CHECK(std::filesystem::exists(dir / "root"));  // not the manager's to remove
     CHECK_FALSE(std::filesystem::exists(info->scratch_dir));
+  }
+
+  TEST_CASE("another environment under the same manager cannot reach a session's files, from its zygote or a "
+            "session" * doctest::timeout(60)) {
+    ManagerFixture f;
+    SessionId owner = f.NewSession();
+    auto info = f.manager->GetSessionInfo(owner);
+    REQUIRE(info.ok());
+    std::string secret = info->scratch_dir + "/secret.txt";
+    REQUIRE(f.manager->CallTool(owner, Call("write_file", {{"path", secret}, {"text", "B's secret"}})).outcome ==
+            Outcome::kOk);
+    // The other environment's tools.py tries at import time (in its zygote) and keeps the results
+    // where its `get` tool finds them.
+    std::string path = Json(secret).dump();
+    std::string dir = Json(info->scratch_dir).dump();
+    std::string salt =
+        "trespasser\n"
+        "def _try(fn):\n"
+        "    try:\n"
+        "        return 'ok: %r' % (fn(),)\n"
+        "    except BaseException as exc:\n"
+        "        return '%s: %s' % (type(exc).__name__, exc)\n"
+        "_state['values']['read'] = _try(lambda: open(" + path + ").read())\n"
+        "_state['values']['write'] = _try(lambda: open(" + path + ", 'w').write('trespassed'))\n"
+        "_state['values']['list'] = _try(lambda: os.listdir(" + dir + "))\n";
+    auto other = f.manager->OpenEnvironment(testing::WriteFixtureBundle(f.dir / "trespasser.envdb", salt));
+    REQUIRE_MESSAGE(other.ok(), other.status().ToString());
+    auto trespasser = f.manager->CreateSession(*other, SessionOptions{});
+    REQUIRE_MESSAGE(trespasser.ok(), trespasser.status().ToString());
+    for (std::string attempt : {"read", "write", "list"}) {
+      ToolResult result = f.manager->CallTool(*trespasser, Call("get", {{"key", attempt}}));
+      INFO(attempt << " at import time: " << result.content);
+      REQUIRE(result.content.is_string());
+      CHECK(result.content.get<std::string>().rfind("ok", 0) != 0);
+    }
+    CHECK(f.manager->CallTool(*trespasser, Call("read_file", {{"path", secret}})).outcome == Outcome::kToolError);
+    CHECK(f.manager->CallTool(*trespasser, Call("write_file", {{"path", secret}, {"text", "x"}})).outcome ==
+          Outcome::kToolError);
+    // B's file is intact and B goes on.
+    CHECK(f.manager->CallTool(owner, Call("read_file", {{"path", secret}})).content == "B's secret");
+    CHECK(f.manager->CallTool(f.NewSession(), Call("add", {{"a", 2}, {"b", 2}})).content == 4);
   }
 
   TEST_CASE("output over max_output_bytes is refused with limit output_size" * doctest::timeout(30)) {

@@ -1,7 +1,11 @@
 // SandboxLimits: defaults, JSON forms and the errors of FromJson.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "sandbox/sandbox_limits.h"
+#include "tests/sandbox/manager_test_util.h"
 
 namespace envforge::sandbox {
 namespace {
@@ -17,6 +21,7 @@ TEST_SUITE("sandbox.limits") {
     CHECK(limits.max_processes == 16);
     CHECK(limits.max_file_bytes == 512 * 1024 * 1024);
     CHECK(limits.max_open_files == 256);
+    CHECK(limits.disk_bytes == 256 * 1024 * 1024);
     CHECK(ValidateLimits(limits).ok());
   }
 
@@ -32,7 +37,7 @@ TEST_SUITE("sandbox.limits") {
     Json wire = ToWireLimits(limits, "/scratch/s1");
     CHECK(wire == Json::parse(R"({"wall_time_ms":1234,"cpu_seconds":60,"memory_bytes":536870912,
                                "max_output_bytes":1048576,"max_processes":3,"max_file_bytes":536870912,
-                               "max_open_files":256,"scratch_dir":"/scratch/s1"})"));
+                               "max_open_files":256,"disk_bytes":268435456,"scratch_dir":"/scratch/s1"})"));
     auto from_wire = SandboxLimitsFromJson(wire);
     REQUIRE(from_wire.ok());
     CHECK(from_wire->max_processes == 3);
@@ -63,6 +68,9 @@ TEST_SUITE("sandbox.limits") {
              Case{R"({"kill_grace_ms":true})", "limits.kill_grace_ms: expected an integer"},
              Case{R"({"wall_time":10})", "limits.wall_time: unknown field"},
              Case{R"({"scratch_dir":7})", "limits.scratch_dir: expected a string"},
+             Case{R"({"disk_bytes":4096})", "limits.disk_bytes: must be 0 (no budget of its own) or at least 1048576"},
+             Case{R"({"disk_bytes":-1})", "limits.disk_bytes: must be at least 0, got -1"},
+             Case{R"({"disk_bytes":"1G"})", "limits.disk_bytes: expected an integer"},
              Case{R"([1,2])", "limits: expected a JSON object"},
          }) {
       CAPTURE(c.json);
@@ -71,6 +79,17 @@ TEST_SUITE("sandbox.limits") {
       CHECK(limits.status().code() == StatusCode::kInvalidArgument);
       CHECK(limits.status().message().find(c.expected) != std::string::npos);
     }
+  }
+
+  TEST_CASE("disk_bytes reads back from JSON and travels on the wire; 0 means no budget of its own") {
+    auto limits = SandboxLimitsFromJson(Json{{"disk_bytes", 8 << 20}});
+    REQUIRE(limits.ok());
+    CHECK(limits->disk_bytes == 8 << 20);
+    CHECK(ToJson(*limits)["disk_bytes"] == 8 << 20);
+    CHECK(ToWireLimits(*limits, "/s")["disk_bytes"] == 8 << 20);
+    auto none = SandboxLimitsFromJson(Json{{"disk_bytes", 0}});
+    REQUIRE(none.ok());
+    CHECK(none->disk_bytes == 0);
   }
 
   TEST_CASE("0 means unlimited for memory_bytes and max_processes") {
@@ -87,6 +106,53 @@ TEST_SUITE("sandbox.limits") {
     limits = SandboxLimits{};
     limits.max_output_bytes = 0;
     CHECK(ValidateLimits(limits).message().find("max_output_bytes") != std::string::npos);
+  }
+
+  // Mount points at or under `root` in the test process's (the manager's) mount table.
+  std::vector<std::string> HostMountsUnder(const std::string& root) {
+    std::ifstream in("/proc/self/mountinfo");
+    std::vector<std::string> found;
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream fields(line);
+      std::string id, parent, device, source, mount_point;
+      fields >> id >> parent >> device >> source >> mount_point;
+      if (mount_point == root || mount_point.rfind(root + "/", 0) == 0) found.push_back(mount_point);
+    }
+    return found;
+  }
+
+  TEST_CASE("a session's disk budget answers limit disk through the manager; none is mounted on the host" *
+            doctest::timeout(60)) {
+    testing::ManagerFixture f;
+    std::string root = f.manager->options().scratch_root;
+    SandboxLimits small = testing::FastLimits();
+    small.disk_bytes = 1 << 20;
+    SessionManager::SessionId tight = f.NewSession("", small);
+    SessionManager::SessionId roomy = f.NewSession();
+    if (testing::IsolationLayer(*f.manager, f.env_id, "session_disk") != "on") {
+      MESSAGE("no disk budgets here: " << testing::IsolationLayer(*f.manager, f.env_id, "session_disk"));
+      return;
+    }
+    std::string two_mib(2 << 20, 'x');
+    auto tight_info = f.manager->GetSessionInfo(tight);
+    REQUIRE(tight_info.ok());
+    CHECK(tight_info->limits.disk_bytes == 1 << 20);
+    toolsets::ToolResult full = f.manager->CallTool(
+        tight, testing::Call("write_file", {{"path", tight_info->scratch_dir + "/big.txt"}, {"text", two_mib}}));
+    INFO(toolsets::ToJson(full).dump());
+    CHECK(full.outcome == toolsets::Outcome::kToolError);
+    CHECK(full.limit == "disk");
+    CHECK(full.message.find("disk budget is 1048576 bytes") != std::string::npos);
+    // The session lives on, and another session's budget is its own.
+    CHECK(f.manager->CallTool(tight, testing::Call("add", {{"a", 1}, {"b", 2}})).content == 3);
+    auto roomy_info = f.manager->GetSessionInfo(roomy);
+    REQUIRE(roomy_info.ok());
+    toolsets::ToolResult fits = f.manager->CallTool(
+        roomy, testing::Call("write_file", {{"path", roomy_info->scratch_dir + "/big.txt"}, {"text", two_mib}}));
+    CHECK(fits.outcome == toolsets::Outcome::kOk);
+    CHECK(HostMountsUnder(root).empty());
+    f.manager.reset();
+    CHECK(HostMountsUnder(root).empty());
   }
 
 }  // TEST_SUITE

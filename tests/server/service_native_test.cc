@@ -1,6 +1,7 @@
 // The native dialect of RpcService over real worker sessions: every method's happy path, a full
 // recorded episode, the session errors, limits, TTL expiry, draining, shutdown and crashes.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <set>
 #include <string>
@@ -372,6 +373,22 @@ TEST_CASE("metrics count requests by method and code, tool calls by outcome, and
   CHECK(Contains(text, "envforge_sessions_live 1\n"));
   CHECK(Contains(text, "# TYPE envforge_trajectories_queue_depth gauge"));
   CHECK(f.service->metrics().CounterTotal("envforge_tool_calls_total") == 2);
+}
+
+TEST_CASE("session/create limits carry a disk budget: a write past it answers limit disk" * doctest::timeout(60)) {
+  ServiceFixture f;
+  Json bad = f.Error("session/create", {{"env", "manager_fixture"}, {"limits", {{"disk_bytes", 4096}}}});
+  CHECK(bad["code"] == -32602);
+  CHECK(bad["data"]["field"] == "params.limits");
+  CHECK(Contains(bad["message"], "disk_bytes"));
+  if (geteuid() != 0) return;  // budgets need the root worker's mount helper
+  Json tight = f.Ok("session/create", {{"env", "manager_fixture"}, {"limits", {{"disk_bytes", 1 << 20}}}});
+  std::string two_mib(2 << 20, 'x');
+  Json full = f.CallTool(tight["session"], "write_file", {{"path", "big.txt"}, {"text", two_mib}});
+  CHECK(full["outcome"] == "tool_error");
+  CHECK(full["limit"] == "disk");
+  Json roomy = f.Ok("session/create", {{"env", "manager_fixture"}});
+  CHECK(f.CallTool(roomy["session"], "write_file", {{"path", "big.txt"}, {"text", two_mib}})["outcome"] == "ok");
 }
 
 }  // TEST_SUITE

@@ -118,6 +118,7 @@ _wall = 10.0
 _wall_ms = 10000
 _max_output = 1 << 20
 _memory_bytes = 0
+_disk_bytes = 0  # the session family's tmpfs size: ENOSPC in its scratch directory is that budget
 _fired = False
 _context = "solution"
 _violations = []
@@ -182,13 +183,22 @@ def _error_message(exc):
         text = _describe(exc)
         return "%s (the session's memory limit is %d bytes)" % (
             text if text != "MemoryError" else "MemoryError: out of memory", _memory_bytes)
+    if _limit_of_disk(exc):
+        return "%s (the session's disk budget is %d bytes)" % (_describe(exc), _disk_bytes)
     return _describe(exc)
+
+
+def _limit_of_disk(exc):
+    # ENOSPC or EDQUOT: the only file system a session may write is its scratch tmpfs.
+    return _disk_bytes > 0 and isinstance(exc, OSError) and exc.errno in (28, 122)
 
 
 def _limit_of(exc):
     global _pids_hits_seen
     if isinstance(exc, MemoryError):
         return "memory"
+    if _limit_of_disk(exc):
+        return "disk"
     if isinstance(exc, BlockingIOError):
         # The pids cgroup counts the forks it refused; read only on this (rare) error path.
         hits = _envforge.pids_limit_hits()
@@ -789,8 +799,8 @@ def load(bundle_path, tools_source, tools, tasks, session_db, verifier_db):
     gc.enable()
 
 
-def start_session(task_id, wall_ms, max_output, memory_bytes=0):
-    global _task, _wall, _wall_ms, _max_output, _memory_bytes
+def start_session(task_id, wall_ms, max_output, memory_bytes=0, disk_bytes=0):
+    global _task, _wall, _wall_ms, _max_output, _memory_bytes, _disk_bytes
     if task_id:
         task = _tasks.get(task_id)
         if task is None:
@@ -801,6 +811,7 @@ def start_session(task_id, wall_ms, max_output, memory_bytes=0):
     _max_output = max(1, min(int(max_output), _FRAME_LIMIT))
     _out.limit = min(_max_output, _STDOUT_LIMIT)
     _memory_bytes = int(memory_bytes)
+    _disk_bytes = int(disk_bytes)
 
 
 def has_task(task_id):
