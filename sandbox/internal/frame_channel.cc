@@ -40,7 +40,6 @@ void FrameChannel::ArmRead() {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
-constexpr size_t kKeptBuffer = 1 << 20;  // larger buffers are released once drained
 // Control space for more descriptors than any frame may carry, so that an excess is seen (and
 // closed) rather than truncated silently.
 constexpr size_t kControlFds = 8;
@@ -54,23 +53,30 @@ uint32_t PeekLength(const char* prefix) {
 }  // namespace
 
 void FrameChannel::ReserveForRead() {
-  if (begin_ == end_) {
-    begin_ = end_ = 0;
-    if (buffer_.size() > kKeptBuffer) std::vector<char>().swap(buffer_);
-  }
-  if (buffer_.size() - end_ >= kReadChunk / 2) return;
+  if (capacity_ - end_ >= kReadChunk / 2) return;
   if (begin_ > 0) {
-    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    std::memmove(buffer_.get(), buffer_.get() + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
   }
-  if (buffer_.size() - end_ >= kReadChunk / 2) return;
+  if (capacity_ - end_ >= kReadChunk / 2) return;
   // Grow with what arrived (doubling keeps the copies linear), never past the frame being
   // received plus one read: what a length prefix announces is not allocated before it arrives.
   size_t held = end_;
   size_t wanted = std::max(kReadChunk, 2 * held);
-  if (held >= 4) wanted = std::min(wanted, 4 + static_cast<size_t>(PeekLength(buffer_.data())) + kReadChunk);
-  buffer_.resize(std::max(wanted, held + kReadChunk / 2));
+  if (held >= 4) wanted = std::min(wanted, 4 + static_cast<size_t>(PeekLength(buffer_.get())) + kReadChunk);
+  wanted = std::max(wanted, held + kReadChunk / 2);
+  std::unique_ptr<char[]> bigger(new char[wanted]);  // not zero-filled: only received bytes are read
+  if (held > 0) std::memcpy(bigger.get(), buffer_.get(), held);
+  buffer_ = std::move(bigger);
+  capacity_ = wanted;
+}
+
+void FrameChannel::ReleaseIfDrained() {
+  if (begin_ != end_) return;
+  // An idle channel holds no buffer: memory follows what peers send, not how many there are.
+  buffer_.reset();
+  capacity_ = begin_ = end_ = 0;
 }
 
 bool FrameChannel::TakeAncillary(msghdr& msg, uint64_t last_byte) {
@@ -115,7 +121,7 @@ void FrameChannel::OnReadable() {
   // Bounded reads per wakeup so one chatty peer cannot starve the others.
   for (int round = 0; round < 16; ++round) {
     ReserveForRead();
-    iovec iov{buffer_.data() + end_, buffer_.size() - end_};
+    iovec iov{buffer_.get() + end_, capacity_ - end_};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kControlFds)];
     msghdr msg{};
     msg.msg_iov = &iov;
@@ -139,6 +145,7 @@ void FrameChannel::OnReadable() {
     if (error == ECONNRESET) return Fail(UnavailableError("connection reset"));
     return Fail(ErrnoError("recvmsg", error));
   }
+  ReleaseIfDrained();
   ArmRead();
 }
 
@@ -146,7 +153,7 @@ bool FrameChannel::DeliverFrames() {
   // Holding a reference: a callback may drop the owner's.
   auto self = shared_from_this();
   while (!closed_ && end_ - begin_ >= 4) {
-    Result<uint32_t> length = wire::DecodeLength(buffer_.data() + begin_, max_frame_bytes_);
+    Result<uint32_t> length = wire::DecodeLength(buffer_.get() + begin_, max_frame_bytes_);
     if (!length.ok()) {
       Fail(length.status());
       return false;
@@ -154,7 +161,7 @@ bool FrameChannel::DeliverFrames() {
     size_t frame_bytes = 4 + static_cast<size_t>(*length);
     if (end_ - begin_ < frame_bytes) break;  // the rest arrives in later reads (ReserveForRead)
     uint64_t end = stream_offset_ + frame_bytes;
-    std::string payload(buffer_.data() + begin_ + 4, *length);
+    std::string payload(buffer_.get() + begin_ + 4, *length);
     begin_ += frame_bytes;
     stream_offset_ = end;
     std::vector<UniqueFd> fds;
@@ -233,8 +240,8 @@ void FrameChannel::Close() {
   socket_.close(ignored);
   outq_.clear();
   fds_.clear();
-  std::vector<char>().swap(buffer_);
-  begin_ = end_ = 0;
+  buffer_.reset();
+  capacity_ = begin_ = end_ = 0;
   // The handlers stay: Close() may run inside one of them. Owners capture weak references.
 }
 

@@ -4,7 +4,8 @@
 // Reading: recvmsg(MSG_DONTWAIT | MSG_CMSG_CLOEXEC) into a buffer, split into frames, one
 // callback per frame. The buffer grows with the bytes actually received (doubling, at most the
 // announced frame plus one read), never with what a length prefix announces: a peer that
-// announces max_frame_bytes and sends nothing costs one small read buffer. A length above
+// announces max_frame_bytes and sends nothing costs one 64 KiB read buffer; a channel with no
+// partial frame holds no buffer at all. A length above
 // max_frame_bytes fails the channel as soon as its 4 bytes arrive.
 //
 // Descriptors (SCM_RIGHTS) are refused unless the owner allows them: AllowDescriptors(n) lets
@@ -57,7 +58,8 @@ class FrameChannel : public std::enable_shared_from_this<FrameChannel> {
   // from the frame callback: it applies to the frames after the current one.
   void AllowDescriptors(size_t per_frame) { fds_per_frame_ = per_frame; }
   // Bytes held for frames not yet complete (buffer capacity, not the announced length).
-  size_t buffer_capacity() const { return buffer_.capacity(); }
+  // An idle channel (no partial frame) holds none.
+  size_t buffer_capacity() const { return capacity_; }
   // Queues one frame; `attach` (optional) rides on its first byte. Errors arrive through on_close.
   void Send(std::string_view payload, UniqueFd attach = {});
   // Stops reading and writing and closes the socket; unsent frames are dropped. Idempotent.
@@ -81,6 +83,7 @@ class FrameChannel : public std::enable_shared_from_this<FrameChannel> {
   void OnReadable();
   // Makes room for the next read: at least half a read's worth, more only as bytes arrived.
   void ReserveForRead();
+  void ReleaseIfDrained();
   // Takes the descriptors of a recvmsg; false (the channel failed) when they are not allowed.
   bool TakeAncillary(msghdr& msg, uint64_t last_byte);
   bool DeliverFrames();  // false when the channel closed meanwhile
@@ -94,7 +97,8 @@ class FrameChannel : public std::enable_shared_from_this<FrameChannel> {
   bool closed_ = false;
   bool write_armed_ = false;
 
-  std::vector<char> buffer_;  // received bytes in [begin_, end_)
+  std::unique_ptr<char[]> buffer_;  // received bytes in [begin_, end_)
+  size_t capacity_ = 0;
   size_t begin_ = 0;
   size_t end_ = 0;
   uint64_t stream_offset_ = 0;  // stream offset of buffer_[begin_]

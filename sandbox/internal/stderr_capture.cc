@@ -64,11 +64,12 @@ void StderrCapture::DrainNow() {
 }
 
 bool StderrCapture::ReadAvailable() {
-  if (chunk_.empty()) chunk_.resize(kChunkBytes);
+  // One read buffer for every capture of the io thread: idle captures hold none.
+  thread_local std::unique_ptr<char[]> chunk(new char[kChunkBytes]);
   for (int round = 0; round < kReadsPerWakeup; ++round) {
-    ssize_t n = ::read(pipe_.native_handle(), chunk_.data(), chunk_.size());
+    ssize_t n = ::read(pipe_.native_handle(), chunk.get(), kChunkBytes);
     if (n > 0) {
-      std::string_view bytes(chunk_.data(), static_cast<size_t>(n));
+      std::string_view bytes(chunk.get(), static_cast<size_t>(n));
       Keep(bytes);
       if (options_.log_level && *options_.log_level >= GetLogLevel()) LogLines(bytes);
       continue;

@@ -75,7 +75,6 @@ class StderrCapture : public std::enable_shared_from_this<StderrCapture> {
   std::chrono::steady_clock::time_point window_start_{};
   size_t window_lines_ = 0;
   uint64_t suppressed_lines_ = 0;
-  std::vector<char> chunk_;
 };
 
 }  // namespace envforge::sandbox::internal

@@ -75,6 +75,7 @@ TEST_SUITE("sandbox.frame_channel") {
     writer.join();
     REQUIRE(got.frames.size() == 1);
     CHECK(got.frames[0] == big);
+    CHECK(channel->buffer_capacity() == 0);  // nothing held once the frame is delivered
   }
 
   TEST_CASE("a descriptor is delivered with the frame it rode on") {
