@@ -70,11 +70,12 @@ Status WriteFloodEnvironment(const fs::path& dir) {
                              "def verify(answer, db):\n    return answer == 1\n");
 }
 
-long long ResidentKib() {
+// VmRSS (now) or VmHWM (the peak so far) of this process, in KiB.
+long long StatusKib(const char* field) {
   std::ifstream in("/proc/self/status");
   std::string key;
   while (in >> key) {
-    if (key == "VmRSS:") {
+    if (key == field) {
       long long kib = 0;
       in >> kib;
       return kib;
@@ -82,6 +83,27 @@ long long ResidentKib() {
     in.ignore(1 << 16, '\n');
   }
   return 0;
+}
+
+long long ResidentKib() { return StatusKib("VmRSS:"); }
+
+// Waits until the manager's RSS has not grown by more than 1 MiB for a second (it has read and
+// acted on every header), at most `limit`.
+long long SettledResidentKib(std::chrono::seconds limit) {
+  auto deadline = Clock::now() + limit;
+  long long last = ResidentKib();
+  auto stable_since = Clock::now();
+  while (Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    long long now = ResidentKib();
+    if (now > last + 1024) {
+      last = now;
+      stable_since = Clock::now();
+    } else if (Clock::now() - stable_since >= std::chrono::seconds(1)) {
+      return now;
+    }
+  }
+  return ResidentKib();
 }
 
 Json Quantiles(std::vector<double> samples) {
@@ -140,8 +162,8 @@ PhaseResult RunPhase(SessionManager& manager, const std::string& env_id, size_t 
     if (announced == markers.size() || answered.load() == markers.size()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  long long rss_pending = ResidentKib();
+  long long rss_pending = SettledResidentKib(std::chrono::seconds(60));
+  long long peak_kib = StatusKib("VmHWM:");
   size_t answered_then = answered.load();
   for (auto id : sessions) (void)manager.CloseSession(id);
   while (answered.load() < sessions.size()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -154,6 +176,7 @@ PhaseResult RunPhase(SessionManager& manager, const std::string& env_id, size_t 
       {"headers_written", announced},
       {"manager_rss_kib_before", rss_before},
       {"manager_rss_kib_headers_pending", rss_pending},
+      {"manager_peak_rss_kib_so_far", peak_kib},
       {"manager_rss_growth_kib_per_session",
        static_cast<double>(rss_pending - rss_before) / static_cast<double>(std::max<size_t>(1, sessions.size()))},
       {"answered_while_pending", answered_then},
