@@ -6,6 +6,7 @@ add_library(envforge_sandbox STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/frame_channel.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/pidfd.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/session_channel.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/internal/stderr_capture.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/wire.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/zygote_process.cc
 )

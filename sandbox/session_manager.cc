@@ -293,8 +293,8 @@ Result<std::shared_ptr<SessionManager::Impl::Session>> SessionManager::Impl::New
   session->parent = parent != nullptr ? parent->id : 0;
   internal::SessionChannelOptions channel_options;
   // The worker keeps its replies under 48 MiB (content within max_output_bytes, stdout capped);
-  // anything past the wire's limit is a protocol violation.
-  channel_options.max_frame_bytes = wire::kMaxFrameBytes;
+  // anything past the manager's limit is a protocol violation, seen on the frame's header.
+  channel_options.max_frame_bytes = options_.max_frame_bytes;
   // A session spawned while its zygote starts waits for that start too.
   channel_options.ready_timeout = options_.spawn_timeout;
   if (zygote->state() == ZygoteProcess::State::kStarting)
@@ -672,6 +672,8 @@ Result<SessionInfo> SessionManager::Impl::DoInfo(SessionId id) const {
   info.parent = session->parent;
   info.scratch_dir = session->scratch_dir;
   info.limits = session->limits;
+  info.stderr_bytes = session->channel->stderr_bytes();
+  info.stderr_excerpt = session->channel->stderr_excerpt();
   return info;
 }
 
@@ -734,6 +736,10 @@ SessionManager::~SessionManager() = default;
 Result<std::unique_ptr<SessionManager>> SessionManager::Create(ManagerOptions options) {
   ENVFORGE_RETURN_IF_ERROR(ValidateLimits(options.limits));
   if (options.max_sessions == 0) return InvalidArgumentError("max_sessions must be at least 1");
+  if (options.max_frame_bytes < 4096 || options.max_frame_bytes > wire::kMaxFrameBytes) {
+    return InvalidArgumentError("max_frame_bytes must be between 4096 and " + std::to_string(wire::kMaxFrameBytes) +
+                                ", not " + std::to_string(options.max_frame_bytes));
+  }
   if (options.worker_path.empty()) {
     ENVFORGE_ASSIGN_OR_RETURN(options.worker_path, FindWorkerExecutable());
   } else if (::access(options.worker_path.c_str(), X_OK) != 0) {

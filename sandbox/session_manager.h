@@ -25,8 +25,26 @@
 // (crash, memory limit, ...) the call in flight, every queued call and every later call answer
 // crashed, session_alive false, with the zygote's exit report folded into the message and limit
 // ("session process killed by SIGSEGV", limit "memory"); the manager waits up to 200 ms for that
-// report. A session that sends an oversized or malformed frame is killed (crashed, "protocol
-// violation ..."). When a zygote dies, its sessions' calls answer infra_error.
+// report. A session that breaks the wire protocol is killed and its calls answer crashed,
+// "protocol violation by session N: <what>": a malformed frame, a frame whose 4-byte header
+// announces more than ManagerOptions::max_frame_bytes (killed on the header, before any of the
+// body is read), a descriptor (SCM_RIGHTS) on any frame but its "ready", or any other ancillary
+// data. Descriptors the protocol does not expect are closed on arrival. When a zygote dies, its
+// sessions' calls answer infra_error.
+//
+// Memory per session: the manager allocates for a frame only as its bytes arrive (never what
+// its header announces), so a session holds at most one partial frame of up to max_frame_bytes
+// in the manager, plus its captured stderr (below).
+//
+// Stderr: each session's stderr (fd 2, what os.write(2, ...), C code and child processes write;
+// Python's sys.stderr is captured into the reply's "stdout") is a pipe the manager drains as
+// fast as it is written, per session: it keeps the first and last 4 KiB (SessionInfo's
+// stderr_excerpt, escaped) and counts the rest (stderr_bytes), logs lines only at debug level,
+// escaped and prefixed "session N stderr: " (20 lines a second at most), and names the last
+// bytes in the crash message of a session that dies ("...; its stderr ended with: \"...\"").
+// A zygote's own stderr is drained the same way and logged at warn level, escaped and
+// prefixed "zygote P for <environment> stderr: ". Nothing a worker writes reaches the manager's
+// stderr raw.
 //
 // Session lifecycle, as callers see it:
 //
@@ -83,6 +101,11 @@ struct ManagerOptions {
   std::string worker_path;
   std::chrono::milliseconds zygote_start_timeout{60'000};  // launch -> "ready"
   std::chrono::milliseconds spawn_timeout{15'000};         // spawn sent -> session "ready"
+  // The largest frame a session may send (its replies; see wire.h): a header announcing more
+  // kills the session at once. 4 KiB .. wire::kMaxFrameBytes (64 MiB, the default). Replies of
+  // the worker stay under 48 MiB with the largest max_output_bytes; with the default 1 MiB
+  // output limit they are far smaller, so a manager holding many sessions may lower it.
+  uint32_t max_frame_bytes = 64u << 20;
 };
 
 struct SessionOptions {
@@ -121,6 +144,8 @@ struct SessionInfo {
   uint64_t parent = 0;   // the session it was forked from, 0 for a fresh one
   std::string scratch_dir;
   SandboxLimits limits;
+  uint64_t stderr_bytes = 0;   // bytes the session wrote to its stderr (fd 2) so far
+  std::string stderr_excerpt;  // their first and last 4 KiB, escaped ("[... N bytes not kept ...]")
 };
 
 struct ZygoteInfo {

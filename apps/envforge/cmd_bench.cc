@@ -249,7 +249,8 @@ int RunBenchCommand(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "engine") return RunBenchEngine(rest);
   if (!args.empty() && args[0] == "serve") return RunBenchServe(rest);
   if (!args.empty() && args[0] == "kernels") return RunBenchKernels(rest);
-  std::fprintf(stderr, "envforge bench: expected 'sandbox', 'engine', 'serve' or 'kernels'\n");
+  if (!args.empty() && args[0] == "frames") return RunBenchFrames(rest);
+  std::fprintf(stderr, "envforge bench: expected 'sandbox', 'engine', 'serve', 'kernels' or 'frames'\n");
   return kExitUsage;
 }
 

@@ -33,5 +33,6 @@ int RunGenerateCommand(const std::vector<std::string>& args);  // generate --mod
 int RunBenchEngine(const std::vector<std::string>& args);  // bench engine --model DIR
 int RunBenchServe(const std::vector<std::string>& args);   // bench serve --url URL
 int RunBenchKernels(const std::vector<std::string>& args);  // bench kernels [--json] (CUDA)
+int RunBenchFrames(const std::vector<std::string>& args);   // bench frames [--sessions N] [--json]
 
 }  // namespace envforge::cli

@@ -56,6 +56,10 @@ usage:
                                               token, decode step split indexer/attention/rest for DSA
                                               vs dense per context, GEMM and bandwidth vs this CPU's
                                               measured peaks
+  envforge bench frames [--sessions 1000] [--max-frame-bytes N] [--json]
+                                              the manager's RSS while N hostile sessions each
+                                              announce the largest frame (and one byte more) and
+                                              send nothing; how the over-limit ones end
   envforge bench kernels [--shapes real|tiny|all] [--iterations N] [--json]
                                               every CUDA kernel at the real and tiny model shapes:
                                               time, TFLOPS or GB/s, fraction of the GPU's roofline

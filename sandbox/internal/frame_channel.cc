@@ -37,43 +37,104 @@ void FrameChannel::ArmRead() {
                      });
 }
 
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+// Control space for more descriptors than any frame may carry, so that an excess is seen (and
+// closed) rather than truncated silently.
+constexpr size_t kControlFds = 8;
+
+uint32_t PeekLength(const char* prefix) {
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<unsigned char>(prefix[i])) << (8 * i);
+  return n;
+}
+
+}  // namespace
+
+void FrameChannel::ReserveForRead() {
+  if (capacity_ - end_ >= kReadChunk / 2) return;
+  if (begin_ > 0) {
+    std::memmove(buffer_.get(), buffer_.get() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  if (capacity_ - end_ >= kReadChunk / 2) return;
+  // Grow with what arrived (doubling keeps the copies linear), never past the frame being
+  // received plus one read: what a length prefix announces is not allocated before it arrives.
+  size_t held = end_;
+  size_t wanted = std::max(kReadChunk, 2 * held);
+  if (held >= 4) wanted = std::min(wanted, 4 + static_cast<size_t>(PeekLength(buffer_.get())) + kReadChunk);
+  wanted = std::max(wanted, held + kReadChunk / 2);
+  std::unique_ptr<char[]> bigger(new char[wanted]);  // not zero-filled: only received bytes are read
+  if (held > 0) std::memcpy(bigger.get(), buffer_.get(), held);
+  buffer_ = std::move(bigger);
+  capacity_ = wanted;
+}
+
+void FrameChannel::ReleaseIfDrained() {
+  if (begin_ != end_) return;
+  // An idle channel holds no buffer: memory follows what peers send, not how many there are.
+  buffer_.reset();
+  capacity_ = begin_ = end_ = 0;
+}
+
+bool FrameChannel::TakeAncillary(msghdr& msg, uint64_t last_byte) {
+  std::vector<UniqueFd> fds;  // closed on every failure path below
+  bool foreign = false;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+      foreign = true;
+      continue;
+    }
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      fds.emplace_back(fd);
+    }
+  }
+  bool truncated = (msg.msg_flags & MSG_CTRUNC) != 0;
+  if (!foreign && !truncated && fds.empty()) return true;
+  size_t pending = fds.size();
+  for (const IncomingFds& entry : fds_) pending += entry.fds.size();
+  std::string problem;
+  if (foreign) {
+    problem = "ancillary data other than descriptors";
+  } else if (truncated) {
+    problem = "more descriptors in one message than the control buffer holds";
+  } else if (fds_per_frame_ == 0) {
+    problem = std::to_string(fds.size()) + " descriptor(s) where the protocol expects none";
+  } else if (pending > fds_per_frame_) {
+    problem = std::to_string(pending) + " descriptors for one frame (at most " + std::to_string(fds_per_frame_) + ")";
+  }
+  if (!problem.empty()) {
+    fds.clear();
+    Fail(InvalidArgumentError(problem));
+    return false;
+  }
+  fds_.push_back(IncomingFds{last_byte, std::move(fds)});
+  return true;
+}
+
 void FrameChannel::OnReadable() {
-  constexpr size_t kInitialBuffer = 16 * 1024;
-  constexpr size_t kKeptBuffer = 1 << 20;  // larger buffers are released once drained
   // Bounded reads per wakeup so one chatty peer cannot starve the others.
   for (int round = 0; round < 16; ++round) {
-    if (begin_ == end_) {
-      begin_ = end_ = 0;
-      if (buffer_.size() > kKeptBuffer) std::vector<char>().swap(buffer_);
-    }
-    if (buffer_.size() - end_ < kInitialBuffer / 2) {
-      if (begin_ > 0) {
-        std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
-        end_ -= begin_;
-        begin_ = 0;
-      }
-      if (buffer_.size() - end_ < kInitialBuffer / 2) buffer_.resize(std::max(kInitialBuffer, 2 * buffer_.size()));
-    }
-    iovec iov{buffer_.data() + end_, buffer_.size() - end_};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    ReserveForRead();
+    iovec iov{buffer_.get() + end_, capacity_ - end_};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kControlFds)];
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control;
     msg.msg_controllen = sizeof control;
     ssize_t n = ::recvmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n >= 0 && msg.msg_controllen > 0) {
+      uint64_t last_byte = stream_offset_ + (end_ - begin_) + static_cast<size_t>(n) - 1;
+      if (!TakeAncillary(msg, last_byte)) return;
+    }
     if (n > 0) {
       end_ += static_cast<size_t>(n);
-      uint64_t last_byte = stream_offset_ + (end_ - begin_) - 1;
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < count; ++i) {
-          int fd;
-          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-          fds_.push_back(IncomingFd{last_byte, UniqueFd(fd)});
-        }
-      }
       if (!DeliverFrames()) return;
       continue;
     }
@@ -84,6 +145,7 @@ void FrameChannel::OnReadable() {
     if (error == ECONNRESET) return Fail(UnavailableError("connection reset"));
     return Fail(ErrnoError("recvmsg", error));
   }
+  ReleaseIfDrained();
   ArmRead();
 }
 
@@ -91,36 +153,23 @@ bool FrameChannel::DeliverFrames() {
   // Holding a reference: a callback may drop the owner's.
   auto self = shared_from_this();
   while (!closed_ && end_ - begin_ >= 4) {
-    Result<uint32_t> length = wire::DecodeLength(buffer_.data() + begin_, max_frame_bytes_);
+    Result<uint32_t> length = wire::DecodeLength(buffer_.get() + begin_, max_frame_bytes_);
     if (!length.ok()) {
       Fail(length.status());
       return false;
     }
     size_t frame_bytes = 4 + static_cast<size_t>(*length);
-    if (end_ - begin_ < frame_bytes) {
-      // Make room for the whole frame now, so the rest arrives in few reads.
-      if (buffer_.size() - begin_ < frame_bytes) {
-        std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
-        end_ -= begin_;
-        begin_ = 0;
-        if (buffer_.size() < frame_bytes) buffer_.resize(frame_bytes);
-      }
-      break;
-    }
-    uint64_t start = stream_offset_;
-    uint64_t end = start + frame_bytes;
-    std::string payload(buffer_.data() + begin_ + 4, *length);
+    if (end_ - begin_ < frame_bytes) break;  // the rest arrives in later reads (ReserveForRead)
+    uint64_t end = stream_offset_ + frame_bytes;
+    std::string payload(buffer_.get() + begin_ + 4, *length);
     begin_ += frame_bytes;
     stream_offset_ = end;
-    // A descriptor belongs to the frame holding the last byte of the recvmsg that carried it:
-    // Linux stops a stream recvmsg right after the segment carrying descriptors, and the sender
-    // attached it to the segment starting that frame.
-    UniqueFd fd;
+    std::vector<UniqueFd> fds;
     while (!fds_.empty() && fds_.front().last_byte < end) {
-      if (fds_.front().last_byte >= start && !fd.valid()) fd = std::move(fds_.front().fd);
-      fds_.pop_front();  // a stray descriptor is closed
+      for (UniqueFd& fd : fds_.front().fds) fds.push_back(std::move(fd));
+      fds_.pop_front();
     }
-    on_frame_(std::move(payload), std::move(fd));
+    on_frame_(std::move(payload), std::move(fds));
   }
   return !closed_;
 }
@@ -191,8 +240,8 @@ void FrameChannel::Close() {
   socket_.close(ignored);
   outq_.clear();
   fds_.clear();
-  std::vector<char>().swap(buffer_);
-  begin_ = end_ = 0;
+  buffer_.reset();
+  capacity_ = begin_ = end_ = 0;
   // The handlers stay: Close() may run inside one of them. Owners capture weak references.
 }
 

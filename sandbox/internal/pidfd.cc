@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 namespace envforge::sandbox::internal {
 
@@ -25,6 +26,15 @@ Status PidfdSignal(int pidfd, int sig) {
     return ErrnoError("pidfd_send_signal", errno);
   }
   return Status::Ok();
+}
+
+bool IsPidfdOf(int fd, pid_t pid) {
+  Result<std::string> info = ReadFileToString("/proc/self/fdinfo/" + std::to_string(fd));
+  if (!info.ok()) return false;
+  // A pidfd's fdinfo has "Pid:\t<pid>" (Linux >= 5.10); no other descriptor has that line.
+  size_t at = info->find("\nPid:\t");
+  if (at == std::string::npos) return false;
+  return std::strtol(info->c_str() + at + 6, nullptr, 10) == static_cast<long>(pid);
 }
 
 bool PidfdExited(int pidfd) {

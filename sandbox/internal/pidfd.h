@@ -14,6 +14,9 @@ namespace envforge::sandbox::internal {
 Result<UniqueFd> PidfdOpen(pid_t pid);
 // Sends `sig` through the pidfd. A process that already exited is not an error.
 Status PidfdSignal(int pidfd, int sig);
+// True when `fd` is a pidfd of process `pid` (its /proc/self/fdinfo names that pid). A
+// descriptor received from a worker is checked with it before it is trusted as a pidfd.
+bool IsPidfdOf(int fd, pid_t pid);
 // True when the process behind the pidfd has exited (the pidfd polls readable).
 bool PidfdExited(int pidfd);
 // "SIGSEGV" for 11; "signal 77" for a number with no name.

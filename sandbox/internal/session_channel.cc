@@ -1,12 +1,15 @@
 #include "sandbox/internal/session_channel.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <boost/asio/post.hpp>
 
 #include "base/log.h"
 #include "sandbox/internal/frame_channel.h"
 #include "sandbox/internal/pidfd.h"
+#include "sandbox/internal/stderr_capture.h"
 
 namespace envforge::sandbox::internal {
 
@@ -30,9 +33,10 @@ void SessionChannel::Start(std::function<void(Result<int>)> on_ready, std::funct
   on_ready_ = std::move(on_ready);
   on_gone_ = std::move(on_gone);
   std::weak_ptr<SessionChannel> weak = weak_from_this();
+  frames_->AllowDescriptors(2);  // "ready": the pidfd and the stderr pipe
   frames_->Start(
-      [weak](std::string payload, UniqueFd fd) {
-        if (auto self = weak.lock()) self->OnFrame(std::move(payload), std::move(fd));
+      [weak](std::string payload, std::vector<UniqueFd> fds) {
+        if (auto self = weak.lock()) self->OnFrame(std::move(payload), std::move(fds));
       },
       [weak](const Status& why) {
         if (auto self = weak.lock()) self->OnSocketClosed(why);
@@ -69,8 +73,9 @@ void SessionChannel::WatchPidfd() {
                     });
 }
 
-void SessionChannel::OnFrame(std::string payload, UniqueFd fd) {
+void SessionChannel::OnFrame(std::string payload, std::vector<UniqueFd> fds) {
   if (state_ != State::kStarting && state_ != State::kReady) return;
+  if (state_ == State::kReady && !fds.empty()) return ProtocolViolation("descriptors on a frame after \"ready\"");
   Result<Json> parsed = ParseJson(payload, "session frame");
   if (!parsed.ok() || !parsed->is_object()) {
     return ProtocolViolation(parsed.ok() ? "a frame that is not a JSON object" : parsed.status().message());
@@ -87,13 +92,7 @@ void SessionChannel::OnFrame(std::string payload, UniqueFd fd) {
       return ProtocolViolation("expected {\"op\":\"ready\",\"pid\":P} as the first frame, got " +
                                payload.substr(0, 200));
     }
-    if (!pidfd_.is_open()) {
-      if (fd.valid())
-        pidfd_.assign(fd.Release());
-      else if (Result<UniqueFd> opened = PidfdOpen(pid->get<int>()); opened.ok())
-        pidfd_.assign(opened->Release());
-      if (pidfd_.is_open()) WatchPidfd();
-    }
+    if (!TakeReadyDescriptors(std::move(fds), pid->get<int>())) return;
     pid_ = pid->get<int>();
     state_ = State::kReady;
     aux_timer_.cancel();
@@ -119,6 +118,43 @@ void SessionChannel::OnFrame(std::string payload, UniqueFd fd) {
   done.done(std::move(reply));
   if (state_ == State::kReady) SendNext();
 }
+
+bool SessionChannel::TakeReadyDescriptors(std::vector<UniqueFd> fds, int pid) {
+  frames_->AllowDescriptors(0);  // no later frame carries any
+  UniqueFd pidfd = fds.size() > 0 ? std::move(fds[0]) : UniqueFd();
+  UniqueFd stderr_end = fds.size() > 1 ? std::move(fds[1]) : UniqueFd();
+  if (stderr_end.valid()) {
+    struct stat info {};
+    int flags = ::fcntl(stderr_end.get(), F_GETFL);
+    if (::fstat(stderr_end.get(), &info) != 0 || !S_ISFIFO(info.st_mode) || flags < 0 ||
+        (flags & O_ACCMODE) != O_RDONLY) {
+      ProtocolViolation("the second descriptor on \"ready\" is not the read end of a pipe");
+      return false;
+    }
+  }
+  if (pidfd.valid() && !IsPidfdOf(pidfd.get(), pid)) pidfd.Reset();  // unverifiable: open our own
+  if (!pidfd_.is_open()) {
+    if (pidfd.valid())
+      pidfd_.assign(pidfd.Release());
+    else if (Result<UniqueFd> opened = PidfdOpen(pid); opened.ok())
+      pidfd_.assign(opened->Release());
+    if (pidfd_.is_open()) WatchPidfd();
+  }
+  if (stderr_end.valid()) {
+    StderrCaptureOptions capture;
+    capture.head_bytes = options_.stderr_head_bytes;
+    capture.tail_bytes = options_.stderr_tail_bytes;
+    capture.log_level = LogLevel::kDebug;
+    capture.label = options_.label;
+    stderr_ = StderrCapture::Create(io_, std::move(stderr_end), std::move(capture));
+    stderr_->Start();
+  }
+  return true;
+}
+
+uint64_t SessionChannel::stderr_bytes() const { return stderr_ ? stderr_->total_bytes() : 0; }
+
+std::string SessionChannel::stderr_excerpt() const { return stderr_ ? stderr_->Excerpt() : std::string(); }
 
 void SessionChannel::Request(Json request, std::chrono::milliseconds hard_deadline, UniqueFd attach,
                              ReplyCallback done) {
@@ -240,6 +276,10 @@ void SessionChannel::Finalize() {
   } else {
     death.message = "session process ended (its connection closed; no exit report from the zygote)";
   }
+  if (stderr_) {
+    stderr_->DrainNow();  // its last words may still sit in the pipe
+    if (stderr_->total_bytes() > 0) death.message += "; its stderr ended with: \"" + stderr_->Tail(400) + "\"";
+  }
   Die(std::move(death), nullptr);
 }
 
@@ -348,6 +388,7 @@ void SessionChannel::FinishClose() {
   if (state_ == State::kClosed) return;
   state_ = State::kClosed;
   frames_->Close();
+  if (stderr_) stderr_->Close();
   deadline_timer_.cancel();
   aux_timer_.cancel();
   boost::system::error_code ignored;
@@ -359,6 +400,7 @@ void SessionChannel::FinishClose() {
 void SessionChannel::Detach() {
   state_ = State::kClosed;
   frames_->Close();
+  if (stderr_) stderr_->Close();
   deadline_timer_.cancel();
   aux_timer_.cancel();
   boost::system::error_code ignored;

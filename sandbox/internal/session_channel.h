@@ -10,6 +10,15 @@
 //       +--EOF, exit, ready_timeout, protocol violation----------------------------------> kDead
 //   any state --Close()--> kClosing --exit report, or pidfd exit + report_wait--> kClosed
 //
+// Descriptors: only "ready" may carry any: its pidfd, then optionally the read end of its stderr
+// pipe (wire.h). A pidfd that is not one of the pid the frame names is ignored (the channel opens
+// its own); a second descriptor that is not a pipe's read end, and any descriptor on a later
+// frame, is a protocol violation (FrameChannel closes such descriptors on arrival).
+//
+// Stderr: drained by a StderrCapture (bounded head and tail, the rest counted; logged escaped at
+// debug level as "session N stderr: ..."). The death of a session that wrote to stderr names
+// its last bytes: "session process killed by SIGSEGV; its stderr ended with: \"...\"".
+//
 // Before "ready" a session may send {"op":"fatal","error":...} (it could not set itself up) and
 // exit: the start fails with that error.
 //
@@ -37,6 +46,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/fd.h"
 #include "base/json.h"
@@ -47,6 +57,7 @@
 namespace envforge::sandbox::internal {
 
 class FrameChannel;
+class StderrCapture;
 
 // Why a request got no answer from the session.
 struct SessionFailure {
@@ -68,6 +79,8 @@ struct SessionChannelOptions {
   // How long a dead session waits for the zygote's exit report before answering.
   std::chrono::milliseconds report_wait{200};
   std::string label;  // "session 12", for messages
+  size_t stderr_head_bytes = 4096;  // of the session's stderr, kept for SessionInfo
+  size_t stderr_tail_bytes = 4096;
 };
 
 class SessionChannel : public std::enable_shared_from_this<SessionChannel> {
@@ -106,6 +119,9 @@ class SessionChannel : public std::enable_shared_from_this<SessionChannel> {
   // Set once the session is dead: what every later request is answered with.
   const std::optional<SessionFailure>& death() const { return death_; }
   const std::optional<ExitReport>& exit_report() const { return exit_report_; }
+  // What the session wrote to its stderr: bytes in all, and an escaped excerpt (head, tail).
+  uint64_t stderr_bytes() const;
+  std::string stderr_excerpt() const;
 
  private:
   struct Pending {
@@ -117,7 +133,9 @@ class SessionChannel : public std::enable_shared_from_this<SessionChannel> {
     std::chrono::steady_clock::time_point sent;
   };
 
-  void OnFrame(std::string payload, UniqueFd fd);
+  void OnFrame(std::string payload, std::vector<UniqueFd> fds);
+  // The descriptors of "ready": false after a protocol violation.
+  bool TakeReadyDescriptors(std::vector<UniqueFd> fds, int pid);
   void OnSocketClosed(const Status& why);
   void WatchPidfd();
   void OnProcessExited();
@@ -138,6 +156,7 @@ class SessionChannel : public std::enable_shared_from_this<SessionChannel> {
   boost::asio::io_context& io_;
   SessionChannelOptions options_;
   std::shared_ptr<FrameChannel> frames_;
+  std::shared_ptr<StderrCapture> stderr_;
   boost::asio::posix::stream_descriptor pidfd_;
   boost::asio::steady_timer deadline_timer_;
   boost::asio::steady_timer aux_timer_;  // ready timeout, report wait, close grace

@@ -2,8 +2,12 @@
 //
 // FRAMES. Every message is one frame: a 4-byte little-endian unsigned length N, then N bytes of
 // UTF-8 JSON (one object). N must be 1..kMaxFrameBytes; a larger or zero length is a protocol
-// error and the reader drops the peer. A descriptor may ride on a frame's first byte
-// (SCM_RIGHTS; see SendFrameWithFd).
+// error and the reader drops the peer. Descriptors may ride on a frame's first byte
+// (SCM_RIGHTS; see SendFrameWithFd), on the frames that say so below and on no other: the
+// manager closes any other descriptor on arrival, and one from a session or the zygote is a
+// protocol violation (the session, or the zygote, is killed), as is any other ancillary data.
+// The manager allocates for a frame as its bytes arrive, never what a header announces; a
+// session's limit is the manager's max_frame_bytes (default kMaxFrameBytes).
 //
 // PROCESSES. The manager starts one zygote per environment: `envforge-worker zygote --bundle
 // PATH --control-fd 3 [--scratch-root DIR]` with fd 3 one end of a socket pair (the control
@@ -43,6 +47,8 @@
 //              a signal other than SIGKILL), or null. Before reporting, the zygote kills whatever
 //              is left in the session's cgroup and removes its scratch directory.
 //   manager -> {"op":"shutdown"}: the zygote kills every session, reaps them and exits(0).
+//   No zygote frame carries a descriptor. The zygote's stdout and stderr are a pipe the manager
+//   drains and logs escaped, at warn level, rate-limited (zygote_process.h).
 //   The zygote also exits (killing its sessions) when the control channel closes, and on
 //   SIGTERM/SIGINT/SIGHUP. Sessions die with the zygote (PR_SET_PDEATHSIG), whatever the cause.
 //
@@ -118,9 +124,12 @@
 //   checks of generated code, not a security boundary; the layers above are.
 //
 // SESSION CHANNEL (manager <-> one session)
-//   session -> {"op":"ready","pid":P,"scratch_dir":D}  first frame, with a pidfd of the session
-//              attached, sent once isolation is in place (cgroup joined, rlimits, uid, landlock,
-//              seccomp). A failure before that: {"op":"fatal","error":"..."}, then exit(1).
+//   session -> {"op":"ready","pid":P,"scratch_dir":D}  first frame, with two descriptors attached:
+//              a pidfd of the session, then the read end of a pipe whose write end the session
+//              made its stderr (fd 2); sent once isolation is in place (cgroup joined, rlimits,
+//              uid, landlock, seccomp). The only session frame that carries descriptors; the
+//              manager drains the pipe (bounded, per session; session_manager.h "Stderr").
+//              A failure before that: {"op":"fatal","error":"..."}, then exit(1).
 //   The session answers requests one at a time, in order.
 //   manager -> {"op":"call","id":K,"name":N,"arguments":{...}}   (arguments already validated
 //              against the tool's schema by the manager; name may be "submit_result")
@@ -175,7 +184,8 @@
 //              copies its scratch directory to D (default <family dir>/c<pid>-<n>; D must be
 //              directly in the family directory), clones itself (CLONE_PARENT: the copy is the
 //              zygote's child) and the copy serves that socket, starting with its own "ready"
-//              frame (with its pidfd). Then send "adopt" to the zygote.
+//              frame (with its pidfd and a stderr pipe of its own). Then send "adopt" to the
+//              zygote.
 //   session -> {"id":K,"outcome":"ok","pid":P,"scratch_dir":D} | {"id":K,"outcome":"infra_error",...}
 //   manager -> {"op":"close"}: the session exits(0) at once, no reply. So does the end of stream.
 //   The manager enforces a hard deadline of wall_time_ms + grace per call: past it, it kills the
@@ -185,6 +195,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/fd.h"
 #include "base/status.h"
@@ -192,6 +203,7 @@
 namespace envforge::sandbox::wire {
 
 inline constexpr uint32_t kMaxFrameBytes = 64u << 20;
+inline constexpr size_t kMaxFdsPerFrame = 4;
 
 // Encodes the 4-byte little-endian length prefix followed by the payload.
 std::string EncodeFrame(std::string_view payload);
@@ -201,6 +213,8 @@ Result<uint32_t> DecodeLength(const char prefix[4], uint32_t max_bytes = kMaxFra
 // Blocking helpers for the worker side (and tests).
 Status WriteFrame(int fd, std::string_view payload);
 Status SendFrameWithFd(int socket, std::string_view payload, int fd_to_send);
+// Like SendFrameWithFd with 1..kMaxFdsPerFrame descriptors, in order, in one SCM_RIGHTS message.
+Status SendFrameWithFds(int socket, std::string_view payload, const std::vector<int>& fds);
 // Reads one frame. Unavailable on a clean end of stream at a frame boundary.
 Result<std::string> ReadFrame(int fd, uint32_t max_bytes = kMaxFrameBytes);
 // Reads one frame, returning any descriptor that rode on its first byte in *fd.

@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "sandbox/internal/frame_channel.h"
 #include "sandbox/internal/pidfd.h"
+#include "sandbox/internal/stderr_capture.h"
 #include "sandbox/internal/wire.h"
 
 namespace envforge::sandbox::internal {
@@ -30,15 +31,20 @@ namespace bp = boost::process;
 constexpr int kControlFd = 3;
 
 // Boost.Process initializer run in the child between fork and exec (async-signal-safe calls
-// only): the control socket becomes fd 3, stdin /dev/null, stdout the manager's stderr (a stdio
-// JSON-RPC server must never see worker output on its stdout), and every descriptor above 3 is
-// marked close-on-exec, so nothing else of the manager leaks into the zygote. Boost's own
-// exec-error pipe is close-on-exec already and keeps working until exec.
+// only): stdout and stderr the write end of the manager's pipe (a stdio JSON-RPC server must
+// never see worker output on its stdout, and the server's log never sees it raw), the control
+// socket fd 3, stdin /dev/null, and every descriptor above 3 is marked close-on-exec, so nothing
+// else of the manager leaks into the zygote. Boost's own exec-error pipe is close-on-exec
+// already and keeps working until exec.
 struct ZygoteExecSetup : bp::extend::handler {
   int control_fd;
+  int output_fd;
 
   template <class Executor>
   void on_exec_setup(Executor&) const {
+    // Before the control socket: output_fd may be 3, which the socket then replaces.
+    ::dup2(output_fd, 2);
+    ::dup2(output_fd, 1);
     if (control_fd == kControlFd) {
       ::fcntl(kControlFd, F_SETFD, 0);
     } else {
@@ -46,7 +52,6 @@ struct ZygoteExecSetup : bp::extend::handler {
     }
     int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null_fd >= 0) ::dup2(null_fd, 0);
-    ::dup2(2, 1);
     if (::syscall(SYS_close_range, kControlFd + 1, ~0u, CLOSE_RANGE_CLOEXEC) != 0) {
       rlimit nofile{};
       int top = ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < (1u << 20)
@@ -102,18 +107,23 @@ Result<std::shared_ptr<ZygoteProcess>> ZygoteProcess::Launch(asio::io_context& i
   UniqueFd child_end(::fcntl(sockets.second.get(), F_DUPFD_CLOEXEC, kControlFd));
   if (!child_end.valid()) return ErrnoError("fcntl(F_DUPFD_CLOEXEC)", errno);
   sockets.second.Reset();
+  int output[2];
+  if (::pipe2(output, O_CLOEXEC) != 0) return ErrnoError("pipe2", errno);
+  UniqueFd output_read(output[0]);
+  UniqueFd output_write(output[1]);
 
   std::vector<std::string> argv = {
       "zygote",         "--bundle",          options.bundle_path, "--control-fd", std::to_string(kControlFd),
       "--scratch-root", options.scratch_root};
   std::error_code ec;
-  bp::child child(bp::exe = options.worker_path, bp::args = argv, ZygoteExecSetup{{}, child_end.get()}, ec);
+  bp::child child(bp::exe = options.worker_path, bp::args = argv, ZygoteExecSetup{{}, child_end.get(), output_write.get()}, ec);
   if (ec) {
     return UnavailableError("cannot start " + options.worker_path + " for " + options.label + ": " + ec.message());
   }
   int pid = child.id();
   child.detach();  // reaped here, by pid, once its pidfd polls readable
   child_end.Reset();
+  output_write.Reset();
   Result<UniqueFd> pidfd = PidfdOpen(pid);
   if (!pidfd.ok()) {
     ::kill(pid, SIGKILL);
@@ -122,13 +132,13 @@ Result<std::shared_ptr<ZygoteProcess>> ZygoteProcess::Launch(asio::io_context& i
   }
   auto control = FrameChannel::Create(io, std::move(sockets.first), wire::kMaxFrameBytes);
   auto zygote = std::make_shared<ZygoteProcess>(io, std::move(options), std::move(callbacks), pid,
-                                                std::move(pidfd).value(), std::move(control));
+                                                std::move(pidfd).value(), std::move(control), std::move(output_read));
   zygote->Start();
   return zygote;
 }
 
 ZygoteProcess::ZygoteProcess(asio::io_context& io, ZygoteOptions options, Callbacks callbacks, int pid, UniqueFd pidfd,
-                             std::shared_ptr<FrameChannel> control)
+                             std::shared_ptr<FrameChannel> control, UniqueFd stderr_read)
     : io_(io),
       options_(std::move(options)),
       callbacks_(std::move(callbacks)),
@@ -137,9 +147,15 @@ ZygoteProcess::ZygoteProcess(asio::io_context& io, ZygoteOptions options, Callba
       control_(std::move(control)),
       watchdog_(io),
       kill_timer_(io),
-      started_(std::chrono::steady_clock::now()) {}
+      started_(std::chrono::steady_clock::now()) {
+  StderrCaptureOptions capture;
+  capture.log_level = LogLevel::kWarn;
+  capture.label = "zygote " + std::to_string(pid_) + " for " + options_.label;
+  stderr_ = StderrCapture::Create(io, std::move(stderr_read), std::move(capture));
+}
 
 ZygoteProcess::~ZygoteProcess() {
+  if (stderr_) stderr_->Close();
   // Normally reaped already (Shutdown or death). If not (the manager is torn down abruptly), do
   // not leave a zombie or an orphan behind.
   if (!exited_ && pidfd_.is_open()) {
@@ -151,8 +167,9 @@ ZygoteProcess::~ZygoteProcess() {
 
 void ZygoteProcess::Start() {
   std::weak_ptr<ZygoteProcess> weak = weak_from_this();
+  stderr_->Start();
   control_->Start(
-      [weak](std::string payload, UniqueFd) {
+      [weak](std::string payload, std::vector<UniqueFd>) {
         if (auto self = weak.lock()) self->OnFrame(payload);
       },
       [weak](const Status& why) {

@@ -11,9 +11,15 @@
 // Invariants:
 //   1. The zygote is this process's child and is reaped here (waitpid after its pidfd polls
 //      readable); the Boost.Process child is detached right after the launch.
-//   2. Only the control socket (as fd 3), stdin (/dev/null), stdout (= the manager's stderr)
-//      and stderr are open in the zygote after exec: every other descriptor is marked
-//      close-on-exec between fork and exec (close_range).
+//   2. Only the control socket (as fd 3), stdin (/dev/null), stdout and stderr (both the write
+//      end of a pipe the manager drains) are open in the zygote after exec: every other
+//      descriptor is marked close-on-exec between fork and exec (close_range).
+//   5. The zygote's output never reaches the manager's stderr raw: a StderrCapture drains the
+//      pipe and logs each line escaped, at warn level, as "zygote P for <label> stderr: ...",
+//      at most 20 lines a second. Sessions that do not install a pipe of their own (wire.h,
+//      "ready") write there too.
+//   6. The control channel carries no descriptor from the zygote: one is closed on arrival and
+//      is a protocol violation (the zygote is killed as broken).
 //   3. Every Spawn/Adopt callback is called exactly once: with the answer, or with Unavailable
 //      when the zygote dies or does not answer within request_timeout (the zygote is then
 //      killed as broken).
@@ -41,6 +47,7 @@
 namespace envforge::sandbox::internal {
 
 class FrameChannel;
+class StderrCapture;
 
 // The zygote's {"op":"exited"} report for one reaped session process.
 struct ExitReport {
@@ -95,7 +102,7 @@ class ZygoteProcess : public std::enable_shared_from_this<ZygoteProcess> {
   const std::string& python_version() const { return python_; }
 
   ZygoteProcess(boost::asio::io_context& io, ZygoteOptions options, Callbacks callbacks, int pid, UniqueFd pidfd,
-                std::shared_ptr<FrameChannel> control);
+                std::shared_ptr<FrameChannel> control, UniqueFd stderr_read);
 
  private:
   struct Pending {
@@ -121,6 +128,7 @@ class ZygoteProcess : public std::enable_shared_from_this<ZygoteProcess> {
   int pid_;
   boost::asio::posix::stream_descriptor pidfd_;
   std::shared_ptr<FrameChannel> control_;
+  std::shared_ptr<StderrCapture> stderr_;
   boost::asio::steady_timer watchdog_;
   boost::asio::steady_timer kill_timer_;
   std::chrono::steady_clock::time_point started_;

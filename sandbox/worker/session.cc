@@ -128,11 +128,20 @@ class FrameReader {
   std::deque<UniqueFd> fds_;
 };
 
+// "ready" carries a pidfd and the read end of a fresh pipe that becomes this process's stderr:
+// the manager drains it per session, so nothing the session writes to fd 2 reaches the
+// manager's (or the zygote's) stderr.
 Status SendReady(int session_fd) {
   UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0)));
   if (!pidfd.valid()) return ErrnoError("pidfd_open", errno);
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoError("pipe2", errno);
+  UniqueFd stderr_read(pipe_fds[0]);
+  int moved = dup2(pipe_fds[1], STDERR_FILENO);  // without O_CLOEXEC: children inherit it
+  close(pipe_fds[1]);
+  if (moved < 0) return ErrnoError("dup2", errno);
   Json ready = {{"op", "ready"}, {"pid", getpid()}, {"scratch_dir", g_scratch_dir}};
-  return wire::SendFrameWithFd(session_fd, DumpJson(ready), pidfd.get());
+  return wire::SendFrameWithFds(session_fd, DumpJson(ready), {pidfd.get(), stderr_read.get()});
 }
 
 pid_t RawCloneParent() {

@@ -2,10 +2,12 @@
 // passing, large frames, protocol errors and end of stream.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
+#include <cstring>
 #include <thread>
 
 #include "sandbox/internal/frame_channel.h"
@@ -35,8 +37,8 @@ std::shared_ptr<FrameChannel> StartChannel(boost::asio::io_context& io, UniqueFd
                                            uint32_t max_frame = wire::kMaxFrameBytes) {
   auto channel = FrameChannel::Create(io, std::move(socket), max_frame);
   channel->Start(
-      [&got](std::string payload, UniqueFd fd) {
-        if (fd.valid()) {
+      [&got](std::string payload, std::vector<UniqueFd> fds) {
+        for (const UniqueFd& fd : fds) {
           struct stat info {};
           ::fstat(fd.get(), &info);
           got.fd_frames.push_back(static_cast<int>(got.frames.size()));
@@ -73,6 +75,7 @@ TEST_SUITE("sandbox.frame_channel") {
     writer.join();
     REQUIRE(got.frames.size() == 1);
     CHECK(got.frames[0] == big);
+    CHECK(channel->buffer_capacity() == 0);  // nothing held once the frame is delivered
   }
 
   TEST_CASE("a descriptor is delivered with the frame it rode on") {
@@ -80,6 +83,7 @@ TEST_SUITE("sandbox.frame_channel") {
     auto pair = MakeSocketPair().value();
     Received got;
     auto channel = StartChannel(io, std::move(pair.first), got);
+    channel->AllowDescriptors(1);
     UniqueFd file(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
     REQUIRE(file.valid());
     struct stat info {};
@@ -126,6 +130,76 @@ TEST_SUITE("sandbox.frame_channel") {
       REQUIRE(got.closed.has_value());
       CHECK(got.closed->code() == c.code);
       CHECK(channel->closed());
+    }
+  }
+
+  // The channel's copy of a passed descriptor is closed when the read end of its pipe sees EOF
+  // once the test closed its own copy of the write end.
+  bool PipeClosedEverywhere(int read_end) {
+    char byte;
+    return ::read(read_end, &byte, 1) == 0;
+  }
+
+  TEST_CASE("descriptors are refused and closed at once unless allowed, and beyond the allowance") {
+    struct Case {
+      size_t allowed;
+      size_t sent;
+      std::string why;
+    };
+    for (const Case& c : {Case{0, 1, "where the protocol expects none"}, Case{1, 2, "for one frame (at most 1)"},
+                          Case{2, 20, "control buffer"}}) {
+      CAPTURE(c.allowed);
+      CAPTURE(c.sent);
+      boost::asio::io_context io;
+      auto pair = MakeSocketPair().value();
+      Received got;
+      auto channel = StartChannel(io, std::move(pair.first), got);
+      channel->AllowDescriptors(c.allowed);
+      int pipe_fds[2];
+      REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
+      UniqueFd read_end(pipe_fds[0]);
+      // An unfinished frame whose bytes carry the descriptors: they never complete a frame.
+      REQUIRE(WriteFull(pair.second.get(), std::string("\x00\x01\x00\x00", 4)).ok());
+      std::vector<int> fds(c.sent, pipe_fds[1]);
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 32)] = {};
+      iovec iov{const_cast<char*>("x"), 1};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+      cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+      std::memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
+      REQUIRE(::sendmsg(pair.second.get(), &msg, MSG_NOSIGNAL) == 1);
+      ::close(pipe_fds[1]);
+      RunUntil(io, [&] { return got.closed.has_value(); });
+      REQUIRE(got.closed.has_value());
+      CHECK(got.closed->code() == StatusCode::kInvalidArgument);
+      CHECK(got.closed->message().find(c.why) != std::string::npos);
+      CHECK(PipeClosedEverywhere(read_end.get()));
+      CHECK(got.frames.empty());
+    }
+  }
+
+  TEST_CASE("a header announcing a large frame allocates nothing before the bytes arrive") {
+    boost::asio::io_context io;
+    std::vector<std::shared_ptr<FrameChannel>> channels;
+    std::vector<UniqueFd> peers;
+    std::vector<Received> got(16);
+    for (Received& received : got) {
+      auto pair = MakeSocketPair().value();
+      channels.push_back(StartChannel(io, std::move(pair.first), received));
+      REQUIRE(WriteFull(pair.second.get(), std::string("\x00\x00\x00\x04", 4) + "{\"partial\":").ok());
+      peers.push_back(std::move(pair.second));
+    }
+    io.restart();
+    io.run_for(std::chrono::milliseconds(200));
+    for (const auto& channel : channels) {
+      CHECK_FALSE(channel->closed());
+      CHECK(channel->buffer_capacity() < (1u << 20));  // 64 MiB announced
     }
   }
 

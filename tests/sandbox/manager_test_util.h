@@ -215,8 +215,11 @@ inline void Exec(Database& db, const std::string& sql, const std::vector<SqlValu
 
 // Writes the fixture bundle: a data table `items` (3 rows), the tools above, and task
 // "sum_task" whose gold solution adds 2 and 3 through the tools. `salt` changes the content
-// (and so the environment id). Returns the path.
-inline std::string WriteFixtureBundle(const std::string& path, const std::string& salt = "") {
+// (and so the environment id). `extra_source` is appended to tools.py and `extra_tools` to its
+// tool list (a suite's own hostile tools). Returns the path.
+inline std::string WriteFixtureBundle(const std::string& path, const std::string& salt = "",
+                                      const std::string& extra_source = "",
+                                      const std::vector<FixtureTool>& extra_tools = {}) {
   std::error_code ignored;
   fs::remove(path, ignored);
   {
@@ -235,6 +238,7 @@ inline std::string WriteFixtureBundle(const std::string& path, const std::string
             .ok());
     std::string tools_module = kFixtureTools;
     if (!salt.empty()) tools_module += "\n# salt: " + salt + "\n";
+    tools_module += extra_source;
     const std::vector<std::pair<std::string, std::string>> env = {
         {"name", "manager_fixture"},    {"kind", "general"},
         {"category", "tests"},          {"description", "Fixture environment of the session-manager tests."},
@@ -243,7 +247,9 @@ inline std::string WriteFixtureBundle(const std::string& path, const std::string
     };
     for (const auto& [key, value] : env) Exec(*db, "INSERT INTO _env VALUES (?, ?)", {key, value});
     int64_t position = 0;
-    for (const FixtureTool& tool : FixtureToolSpecs()) {
+    std::vector<FixtureTool> tools = FixtureToolSpecs();
+    tools.insert(tools.end(), extra_tools.begin(), extra_tools.end());
+    for (const FixtureTool& tool : tools) {
       Exec(*db, "INSERT INTO _tools VALUES (?, ?, ?, ?, ?, 0)",
            {position++, std::string(tool.name), std::string("fixture tool ") + tool.name, std::string(tool.schema),
             std::string("def ") + tool.name + "(...): ..."});

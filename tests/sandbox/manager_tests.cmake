@@ -8,6 +8,7 @@ envforge_add_test(sandbox_manager_test
     ${CMAKE_CURRENT_SOURCE_DIR}/manager_frame_channel_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/manager_judge_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/manager_depth_test.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/manager_wire_abuse_test.cc
   LIBS envforge_sandbox Boost::headers
   LABELS integration
   TIMEOUT 180)
