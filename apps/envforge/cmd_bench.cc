@@ -74,7 +74,7 @@ std::string DefaultTool(const sandbox::EnvBundle& bundle) {
 
 int BenchSandbox(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge bench sandbox", args,
-                          {.value_options = {"--sessions", "--calls", "--concurrency", "--tool", "--arguments", "--limits"},
+                          {.value_options = {"--sessions", "--calls", "--concurrency", "--tool", "--arguments", "--limits", "--task"},
                            .flags = {"--json"},
                            .min_positional = 1,
                            .max_positional = 1});
@@ -103,6 +103,11 @@ int BenchSandbox(const std::vector<std::string>& args) {
   }
   auto arguments = ParseJson(parsed->OptionOr("--arguments", "{}"), "--arguments");
   if (!arguments.ok()) return Fail(arguments.status(), kExitUsage);
+  // --task: every session is one of this task, so `--tool submit_result` measures a verdict.
+  std::string task = parsed->OptionOr("--task", "");
+  if (!task.empty() && bundle->FindTask(task) == nullptr) {
+    return Fail(InvalidArgumentError("envforge bench sandbox: no task '" + task + "' in this environment"), kExitUsage);
+  }
 
   // Warm-up: the first session starts the zygote (interpreter start, compile) -- not a session cost.
   auto warm = (*manager)->CreateSession(*env_id, std::string());
@@ -115,7 +120,7 @@ int BenchSandbox(const std::vector<std::string>& args) {
   Progress create_progress("creating sessions", static_cast<size_t>(*sessions_wanted));
   for (long long i = 0; i < *sessions_wanted; ++i) {
     auto start = Clock::now();
-    auto session = (*manager)->CreateSession(*env_id, std::string());
+    auto session = (*manager)->CreateSession(*env_id, task);
     create_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     if (!session.ok()) return Fail(session.status().WithContext("session " + std::to_string(i)), kExitInfra);
     sessions.push_back(*session);
@@ -211,6 +216,7 @@ int BenchSandbox(const std::vector<std::string>& args) {
   Json figures{
       {"env", bundle->manifest.name},
       {"tool", tool},
+      {"task", task},
       {"sessions", sessions_wanted.value()},
       {"session_create_ms", Percentiles(create_ms)},
       {"session_reset_ms", Percentiles(reset_ms)},
