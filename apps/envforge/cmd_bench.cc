@@ -176,12 +176,16 @@ int BenchSandbox(const std::vector<std::string>& args) {
   std::atomic<size_t> issued{0}, answered{0}, failed{0};
   std::mutex mutex;
   std::condition_variable all_done;
+  std::string first_failure;  // guarded by mutex
   size_t total_calls = static_cast<size_t>(*calls_wanted);
   std::function<void(size_t)> issue = [&](size_t lane) {
     size_t n = issued.fetch_add(1);
     if (n >= total_calls) return;
     (*manager)->CallToolAsync(sessions[lane], make_call(n), [&, lane](toolsets::ToolResult result) {
-      if (!result.ok()) failed.fetch_add(1);
+      if (!result.ok() && failed.fetch_add(1) == 0) {
+        std::lock_guard<std::mutex> lock(mutex);
+        first_failure = std::string(toolsets::OutcomeName(result.outcome)) + ": " + result.message;
+      }
       if (answered.fetch_add(1) + 1 == total_calls) {
         std::lock_guard<std::mutex> lock(mutex);
         all_done.notify_all();
@@ -225,6 +229,7 @@ int BenchSandbox(const std::vector<std::string>& args) {
       {"calls_per_s", static_cast<long long>(static_cast<double>(total_calls) / throughput_seconds)},
       {"concurrency", lanes},
       {"calls_failed", failed.load()},
+      {"first_failure", first_failure},
       {"rss_per_session_kib", measured ? rss_total / measured : 0},
       {"pss_per_session_kib", measured ? pss_total / measured : 0},
       {"total_pss_mib", (pss_total + zygote_pss) / 1024},
