@@ -6,6 +6,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <cmath>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -43,6 +44,19 @@ struct Environment {
 };
 
 std::chrono::milliseconds HardDeadline(const SandboxLimits& limits) { return limits.wall_time + limits.kill_grace; }
+
+// Judge processes' ids (spawn ids, channel labels, scratch directories) never meet a session's.
+constexpr uint64_t kFirstJudgeId = uint64_t{1} << 48;
+// What the manager keeps of a judge's verdict (the worker caps reasons the same way; the
+// manager does not rely on it).
+constexpr size_t kMaxReasons = 17;  // 16 and "... N more"
+constexpr size_t kMaxReasonChars = 403;
+constexpr size_t kMaxDefectChars = 4096;
+
+std::string Truncated(std::string text, size_t max_chars) {
+  if (text.size() > max_chars) text.resize(max_chars);
+  return text;
+}
 
 ToolResult ResultFromReply(SessionReply reply, std::string call_id) {
   ToolResult result;
@@ -95,6 +109,14 @@ class SessionManager::Impl {
   void DoSolve(SessionId id, std::function<void(Result<SolveOutput>)> done);
   void DoJudge(SessionId id, Judge judge, std::vector<std::string> answers,
                std::function<void(Result<std::vector<JudgeVerdict>>)> done);
+  // submit_result: the verifier on the answer text, in a fresh judge process.
+  void DoSubmit(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
+  // Judges `answers` in a judge process: a fresh fork of the environment's zygote that runs
+  // nothing but this one "judge" request, then is closed. Not a session of the caller's (no id,
+  // not counted in max_sessions); at most max_sessions of them at once (ResourceExhausted).
+  void JudgeInFreshProcess(const std::shared_ptr<const Environment>& env, const std::string& task_id,
+                           const SandboxLimits& limits, Judge judge, std::vector<std::string> answers,
+                           std::function<void(Result<std::vector<JudgeVerdict>>)> done);
   void DoFork(SessionId id, std::function<void(Result<SessionId>)> done);
   void DoClose(SessionId id, std::function<void(Status)> done);
   void DoReset(SessionId id, std::function<void(Result<SessionId>)> done);
@@ -109,10 +131,15 @@ class SessionManager::Impl {
  private:
   Result<std::shared_ptr<ZygoteProcess>> EnsureZygote(const std::shared_ptr<const Environment>& env);
   // A session object in the starting state with its channel started; `worker_end` receives the
-  // session's end of the socket pair.
+  // session's end of the socket pair. A judge process (`judge`) gets an id of its own range
+  // (kFirstJudgeId + n), works in <scratch_root>/j<n>/s<n>, and is never counted in live_ nor
+  // handed to a caller.
   Result<std::shared_ptr<Session>> NewSession(const std::shared_ptr<const Environment>& env, std::string task_id,
                                               SandboxLimits limits, const std::shared_ptr<ZygoteProcess>& zygote,
-                                              const Session* parent, UniqueFd* worker_end);
+                                              const Session* parent, UniqueFd* worker_end, bool judge = false);
+  // Sends the spawn of a fresh session (a caller's or a judge process) to its zygote.
+  void SpawnFresh(const std::shared_ptr<Session>& session, const std::shared_ptr<ZygoteProcess>& zygote,
+                  UniqueFd worker_end);
   void OnSessionReady(const std::shared_ptr<Session>& session, Result<int> pid);
   // The session's pid, from whichever answer names it first (spawned / fork reply / ready).
   void RecordPid(const std::shared_ptr<Session>& session, pid_t pid);
@@ -142,7 +169,9 @@ class SessionManager::Impl {
   std::unordered_map<pid_t, std::weak_ptr<Session>> by_pid_;
   std::map<std::string, std::shared_ptr<ZygoteProcess>> zygotes_;  // by environment id
   SessionId next_id_ = 1;
+  SessionId next_judge_id_ = kFirstJudgeId;
   size_t live_ = 0;
+  size_t judges_ = 0;  // judge processes starting or judging
   ManagerStats stats_;
   bool shutting_down_ = false;
 };
@@ -161,6 +190,7 @@ struct SessionManager::Impl::Session {
   SessionId parent = 0;
   pid_t pid = 0;
   uint64_t calls = 0;
+  bool judge = false;    // a judge process (JudgeInFreshProcess), never a caller's session
   bool live = true;      // counted in live_
   bool created = false;  // handed to the caller
   bool closing = false;
@@ -278,16 +308,18 @@ Result<std::shared_ptr<ZygoteProcess>> SessionManager::Impl::EnsureZygote(
 
 Result<std::shared_ptr<SessionManager::Impl::Session>> SessionManager::Impl::NewSession(
     const std::shared_ptr<const Environment>& env, std::string task_id, SandboxLimits limits,
-    const std::shared_ptr<ZygoteProcess>& zygote, const Session* parent, UniqueFd* worker_end) {
+    const std::shared_ptr<ZygoteProcess>& zygote, const Session* parent, UniqueFd* worker_end, bool judge) {
   ENVFORGE_ASSIGN_OR_RETURN(auto sockets, MakeSocketPair());
   auto session = std::make_shared<Session>();
-  session->id = next_id_++;
+  session->id = judge ? next_judge_id_++ : next_id_++;
+  session->judge = judge;
   session->env = env;
   session->task_id = std::move(task_id);
   session->limits = limits;
-  std::string family_dir = parent == nullptr ? options_.scratch_root + "/f" + std::to_string(session->id)
-                                             : std::filesystem::path(parent->scratch_dir).parent_path().string();
-  session->scratch_dir = family_dir + "/s" + std::to_string(session->id);
+  std::string number = std::to_string(judge ? session->id - kFirstJudgeId : session->id);
+  std::string family_dir = parent != nullptr ? std::filesystem::path(parent->scratch_dir).parent_path().string()
+                                             : options_.scratch_root + (judge ? "/j" : "/f") + number;
+  session->scratch_dir = family_dir + "/s" + number;
   session->zygote = zygote;
   session->zygote_pid = zygote->pid();
   session->parent = parent != nullptr ? parent->id : 0;
@@ -300,7 +332,7 @@ Result<std::shared_ptr<SessionManager::Impl::Session>> SessionManager::Impl::New
   if (zygote->state() == ZygoteProcess::State::kStarting)
     channel_options.ready_timeout += options_.zygote_start_timeout;
   channel_options.kill_grace = limits.kill_grace;
-  channel_options.label = "session " + std::to_string(session->id);
+  channel_options.label = (judge ? "judge process " : "session ") + number;
   session->channel = SessionChannel::Create(io_, std::move(sockets.first), std::move(channel_options));
   *worker_end = std::move(sockets.second);
   std::weak_ptr<Session> weak = session;
@@ -316,7 +348,11 @@ Result<std::shared_ptr<SessionManager::Impl::Session>> SessionManager::Impl::New
         if (s->created && !s->closing) ++stats_.sessions_died;
       });
   sessions_[session->id] = session;
-  ++live_;
+  if (judge) {
+    session->live = false;
+  } else {
+    ++live_;
+  }
   return session;
 }
 
@@ -331,6 +367,10 @@ void SessionManager::Impl::OnSessionReady(const std::shared_ptr<Session>& sessio
   session->ready = true;
   RecordPid(session, *pid);
   if (session->parent != 0) return MaybeFinishFork(session);
+  if (session->judge) {
+    if (auto done = std::move(session->on_created)) done(session->id);
+    return;
+  }
   session->created = true;
   ++stats_.sessions_created;
   if (auto done = std::move(session->on_created)) done(session->id);
@@ -411,14 +451,19 @@ void SessionManager::Impl::DoCreate(const std::string& env_id, SessionOptions op
   if (!created.ok()) return done(created.status());
   std::shared_ptr<Session> session = *created;
   session->on_created = std::move(done);
+  SpawnFresh(session, *zygote, std::move(worker_end));
+}
+
+void SessionManager::Impl::SpawnFresh(const std::shared_ptr<Session>& session,
+                                      const std::shared_ptr<ZygoteProcess>& zygote, UniqueFd worker_end) {
   std::weak_ptr<Session> weak = session;
-  (*zygote)->Spawn(session->id, session->task_id, ToWireLimits(limits, session->scratch_dir), std::move(worker_end),
-                   [this, weak](Result<int> pid) {
-                     auto s = weak.lock();
-                     if (!s) return;
-                     if (!pid.ok()) return FailCreate(s, pid.status());
-                     RecordPid(s, *pid);
-                   });
+  zygote->Spawn(session->id, session->task_id, ToWireLimits(session->limits, session->scratch_dir),
+                std::move(worker_end), [this, weak](Result<int> pid) {
+                  auto s = weak.lock();
+                  if (!s) return;
+                  if (!pid.ok()) return FailCreate(s, pid.status());
+                  RecordPid(s, *pid);
+                });
 }
 
 SessionManager::Impl::Session* SessionManager::Impl::FindCreated(SessionId id) const {
@@ -457,6 +502,7 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
   if (!violations.empty()) {
     return done(ToolResult::Error(Outcome::kInvalidCall, toolsets::DescribeViolations(violations), call.id));
   }
+  if (call.name == toolsets::kSubmitResultTool) return DoSubmit(*session, std::move(call), std::move(done));
   Json request = {{"op", "call"}, {"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}};
   std::weak_ptr<Session> weak = sessions_.at(id);
   session->channel->Request(
@@ -498,14 +544,19 @@ void SessionManager::Impl::DoSolve(SessionId id, std::function<void(Result<Solve
                             });
 }
 
-// Reads one entry of a judge reply's "verdicts" array (see wire.h, op "judge").
+// Reads one entry of a judge reply's "verdicts" array (see wire.h, op "judge"). The judge process
+// ran the environment's code: its reply is untrusted, so anything but the documented shapes is
+// an error, and the texts are capped.
 Result<JudgeVerdict> JudgeVerdictFromJson(const Json& entry) {
   if (!entry.is_object()) return InternalError("judge reply: a verdict is not an object");
   JudgeVerdict verdict;
   if (auto defect = entry.find("defect"); defect != entry.end()) {
+    if (!defect->is_string()) return InternalError("judge reply: a defect that is not a string");
     verdict.defect = true;
-    verdict.defect_message = defect->is_string() ? defect->get<std::string>() : DumpJson(*defect);
-    if (auto limit = entry.find("limit"); limit != entry.end() && limit->is_string()) verdict.limit = *limit;
+    verdict.defect_message = Truncated(defect->get<std::string>(), kMaxDefectChars);
+    if (auto limit = entry.find("limit"); limit != entry.end() && limit->is_string()) {
+      verdict.limit = Truncated(limit->get<std::string>(), 32);
+    }
     return verdict;
   }
   auto passed = entry.find("passed");
@@ -515,12 +566,42 @@ Result<JudgeVerdict> JudgeVerdictFromJson(const Json& entry) {
   }
   verdict.passed = passed->get<bool>();
   verdict.score = score->get<double>();
-  if (auto reasons = entry.find("reasons"); reasons != entry.end() && reasons->is_array()) {
-    for (const auto& reason : *reasons) {
-      if (reason.is_string()) verdict.reasons.push_back(reason.get<std::string>());
-    }
+  if (!std::isfinite(verdict.score)) return InternalError("judge reply: a verdict whose score is not finite");
+  auto reasons = entry.find("reasons");
+  if (reasons == entry.end() || !reasons->is_array() || reasons->size() > kMaxReasons) {
+    return InternalError("judge reply: a verdict whose reasons are not a list of at most " +
+                         std::to_string(kMaxReasons) + " strings");
+  }
+  for (const auto& reason : *reasons) {
+    if (!reason.is_string()) return InternalError("judge reply: a reason that is not a string");
+    verdict.reasons.push_back(Truncated(reason.get<std::string>(), kMaxReasonChars));
   }
   return verdict;
+}
+
+// The verdicts of a judge process's reply to {"op":"judge"} with `expected` answers.
+Result<std::vector<JudgeVerdict>> VerdictsFromReply(SessionReply reply, size_t expected) {
+  if (reply.failure) {
+    if (reply.failure->outcome == Outcome::kTimeout) return DeadlineExceededError(reply.failure->message);
+    return UnavailableError(reply.failure->message);
+  }
+  Json& frame = reply.frame;
+  if (frame["outcome"] != "ok") {
+    const Json& message = frame.value("message", Json());
+    return InternalError("judge: " + Truncated(message.is_string() ? message.get<std::string>() : "failed",
+                                               kMaxDefectChars));
+  }
+  auto verdicts_json = frame.find("verdicts");
+  if (verdicts_json == frame.end() || !verdicts_json->is_array() || verdicts_json->size() != expected) {
+    return InternalError("judge reply: expected " + std::to_string(expected) + " verdicts");
+  }
+  std::vector<JudgeVerdict> verdicts;
+  verdicts.reserve(expected);
+  for (const auto& entry : *verdicts_json) {
+    ENVFORGE_ASSIGN_OR_RETURN(JudgeVerdict verdict, JudgeVerdictFromJson(entry));
+    verdicts.push_back(std::move(verdict));
+  }
+  return verdicts;
 }
 
 void SessionManager::Impl::DoJudge(SessionId id, Judge judge, std::vector<std::string> answers,
@@ -538,30 +619,95 @@ void SessionManager::Impl::DoJudge(SessionId id, Judge judge, std::vector<std::s
     }
   }
   if (answers.empty()) return done(std::vector<JudgeVerdict>{});
-  auto deadline = session->limits.wall_time * static_cast<int64_t>(answers.size()) + session->limits.kill_grace;
-  size_t expected = answers.size();
-  Json request{{"op", "judge"}, {"judge", judge == Judge::kOracle ? "oracle" : "verifier"}, {"answers", std::move(answers)}};
-  session->channel->Request(
-      std::move(request), deadline, {}, [done = std::move(done), expected](SessionReply reply) {
-        if (reply.failure) {
-          if (reply.failure->outcome == Outcome::kTimeout) return done(DeadlineExceededError(reply.failure->message));
-          return done(UnavailableError(reply.failure->message));
+  JudgeInFreshProcess(session->env, session->task_id, session->limits, judge, std::move(answers), std::move(done));
+}
+
+void SessionManager::Impl::DoSubmit(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
+  if (session.task_id.empty()) {
+    return done(ToolResult::Error(Outcome::kInvalidCall, "submit_result: this session has no task", call.id));
+  }
+  auto answer_text = call.arguments.find("answer_text");
+  if (!call.arguments.is_object() || answer_text == call.arguments.end() || !answer_text->is_string()) {
+    return done(ToolResult::Error(Outcome::kInvalidCall, "submit_result needs {\"answer_text\": string}", call.id));
+  }
+  std::string answer = answer_text->get<std::string>();
+  const TaskRecord* task = session.env->bundle.FindTask(session.task_id);
+  std::string version = task != nullptr ? task->version : "";
+  auto start = std::chrono::steady_clock::now();
+  std::weak_ptr<Session> weak = sessions_.at(session.id);
+  JudgeInFreshProcess(
+      session.env, session.task_id, session.limits, Judge::kVerifier, {std::move(answer)},
+      [this, weak, start, version = std::move(version), call_id = std::move(call.id),
+       done = std::move(done)](Result<std::vector<JudgeVerdict>> judged) mutable {
+        ++stats_.calls;
+        auto s = weak.lock();
+        ToolResult result;
+        result.call_id = std::move(call_id);
+        result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+        result.session_alive = s && s->channel->alive();
+        if (s) ++s->calls;
+        if (!judged.ok()) {
+          result.outcome = Outcome::kInfraError;
+          result.message = "the verifier's judge process failed: " + judged.status().message();
+          if (judged.status().code() == StatusCode::kDeadlineExceeded) result.limit = "wall_time";
+          return done(std::move(result));
         }
-        Json& frame = reply.frame;
-        if (frame["outcome"] != "ok") return done(InternalError("judge: " + frame.value("message", std::string("failed"))));
-        auto verdicts_json = frame.find("verdicts");
-        if (verdicts_json == frame.end() || !verdicts_json->is_array() || verdicts_json->size() != expected) {
-          return done(InternalError("judge reply: expected " + std::to_string(expected) + " verdicts"));
+        const JudgeVerdict& verdict = judged->front();
+        if (verdict.defect) {
+          result.outcome = Outcome::kInfraError;
+          result.message = verdict.defect_message;
+          result.limit = verdict.limit;
+          return done(std::move(result));
         }
-        std::vector<JudgeVerdict> verdicts;
-        verdicts.reserve(expected);
-        for (const auto& entry : *verdicts_json) {
-          auto verdict = JudgeVerdictFromJson(entry);
-          if (!verdict.ok()) return done(verdict.status());
-          verdicts.push_back(std::move(*verdict));
-        }
-        return done(std::move(verdicts));
+        result.outcome = Outcome::kOk;
+        result.content = Json{{"passed", verdict.passed},
+                              {"score", verdict.score},
+                              {"reasons", verdict.reasons},
+                              {"verifier_version", version}};
+        done(std::move(result));
       });
+}
+
+void SessionManager::Impl::JudgeInFreshProcess(const std::shared_ptr<const Environment>& env,
+                                               const std::string& task_id, const SandboxLimits& limits, Judge judge,
+                                               std::vector<std::string> answers,
+                                               std::function<void(Result<std::vector<JudgeVerdict>>)> done) {
+  if (shutting_down_) return done(UnavailableError("the session manager is shutting down"));
+  if (judges_ >= options_.max_sessions) {
+    return done(ResourceExhaustedError("too many judgements in flight: " + std::to_string(judges_) +
+                                       " judge processes (max_sessions); retry"));
+  }
+  Result<std::shared_ptr<ZygoteProcess>> zygote = EnsureZygote(env);
+  if (!zygote.ok()) return done(zygote.status());
+  UniqueFd worker_end;
+  Result<std::shared_ptr<Session>> created = NewSession(env, task_id, limits, *zygote, nullptr, &worker_end, true);
+  if (!created.ok()) return done(created.status());
+  ++judges_;
+  auto finish = [this, done = std::move(done)](Result<std::vector<JudgeVerdict>> verdicts) {
+    --judges_;
+    done(std::move(verdicts));
+  };
+  std::shared_ptr<Session> process = *created;
+  std::weak_ptr<Session> weak = process;
+  process->on_created = [this, weak, judge, limits, answers = std::move(answers),
+                         finish = std::move(finish)](Result<SessionId> ready) mutable {
+    if (!ready.ok()) return finish(ready.status());  // FailCreate already forgot the process
+    auto judge_process = weak.lock();
+    if (!judge_process) return finish(UnavailableError("the judge process is gone"));
+    size_t expected = answers.size();
+    auto deadline = limits.wall_time * static_cast<int64_t>(expected) + limits.kill_grace;
+    Json request{{"op", "judge"}, {"judge", judge == Judge::kOracle ? "oracle" : "verifier"}, {"answers", std::move(answers)}};
+    judge_process->channel->Request(
+        std::move(request), deadline, {},
+        [this, weak, expected, finish = std::move(finish)](SessionReply reply) mutable {
+          // One judgement per process: it goes as soon as it answered (outside the channel's callback).
+          Post([this, weak] {
+            if (auto p = weak.lock(); p && !p->closing) Forget(p, nullptr);
+          });
+          finish(VerdictsFromReply(std::move(reply), expected));
+        });
+  };
+  SpawnFresh(process, *zygote, std::move(worker_end));
 }
 
 void SessionManager::Impl::DoFork(SessionId id, std::function<void(Result<SessionId>)> done) {

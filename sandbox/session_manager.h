@@ -46,6 +46,21 @@
 // prefixed "zygote P for <environment> stderr: ". Nothing a worker writes reaches the manager's
 // stderr raw.
 //
+// Verdicts. submit_result, JudgeAsync (and so `session solve`, `env check`, the audit and
+// replays) never run in the episode's session: code there (a tool, a solution, an agent's code
+// in a code environment) could have rewritten its runtime. Each verdict is computed in a JUDGE
+// PROCESS: a fresh spawn of the environment's zygote, with the session's task and limits, that
+// runs nothing but one {"op":"judge"} request (sandbox/internal/wire.h) and is closed after it.
+// The manager validates its reply as untrusted input and caps its texts. Judge processes are no
+// sessions of the caller's: they have no id, do not count against max_sessions, and at most
+// max_sessions of them run at once (beyond: ResourceExhausted / infra_error, retryable).
+// submit_result (checked like any call: the session exists, is alive, the arguments satisfy
+// {"answer_text": string}; a session without a task answers invalid_call) is not queued behind
+// the session's calls: its verdict depends only on the answer and the pristine data. Its ok
+// content is {"passed","score","reasons","verifier_version"}; a verifier that raises, runs past
+// the wall time, breaks a rule or returns a non-verdict answers infra_error (the message names
+// the task's verifier; limit "wall_time" when it ran out of time), session_alive unchanged.
+//
 // Session lifecycle, as callers see it:
 //
 //   CreateSession / ForkSession / ResetSession --> alive --crash, kill, zygote death--> dead
@@ -213,12 +228,15 @@ class SessionManager {
   void ForkSessionAsync(SessionId session, std::function<void(Result<SessionId>)> done);
   // Runs the session's task's verifier (or oracle) on each answer text -- parsed as JSON when it
   // is JSON, else the raw string, exactly as submit_result does -- in order, each under the
-  // session's wall-time limit, without ending or changing the session. The judge's module is
+  // session's wall-time limit, in one fresh judge process (see "Verdicts" above): the session
+  // only names the task and the limits, and is neither used nor changed. The judge's module is
   // executed once per batch, so module-level state persists across the answers of one batch
-  // (and nondeterminism can show). The hard deadline of a batch is
-  // answer_texts.size() * wall_time + kill_grace; when the session dies the whole batch fails
-  // with that Status (re-judge its answers one by one, in fresh sessions, to pinpoint the one).
-  // FailedPrecondition for a session without a task, or kOracle on a task without an oracle.
+  // (and nondeterminism can show); the data it reads cannot change. The hard deadline of a
+  // batch is answer_texts.size() * wall_time + kill_grace; when the judge process dies or hits
+  // it the whole batch fails with that Status (DeadlineExceeded or Unavailable; re-judge its
+  // answers one by one to pinpoint the one), and Internal when its reply is malformed.
+  // FailedPrecondition for a session without a task, or kOracle on a task without an oracle;
+  // Unavailable for a dead session; ResourceExhausted past max_sessions judge processes.
   void JudgeAsync(SessionId session, Judge judge, std::vector<std::string> answer_texts,
                   std::function<void(Result<std::vector<JudgeVerdict>>)> done);
   // Ends a session: {"op":"close"} to an idle one, SIGKILL to a busy one (its pending calls answer

@@ -57,12 +57,14 @@ class JudgeLane {
   }
 };
 
-// A lane over its own SessionManager. One session per task is reused across batches (judging
-// never changes a session; the judge's module is executed afresh per batch). When a batch fails
-// because its session died or hit the hard deadline, its answers are judged again one by one, each
-// alone in a fresh session: an answer whose session dies alone too gets a defect verdict carrying
-// the status, and the first answer that hits the hard deadline alone is a hang (see Judge): the
-// call returns there.
+// A lane over its own SessionManager. Every batch is judged in a judge process of its own (a
+// fresh fork of the pristine zygote, SessionManager::JudgeAsync), so nothing one batch's judge
+// did reaches the next, and within a batch the judge's view of the data is read-only (no write,
+// PRAGMA, TEMP object or ATTACH). One session per task is kept only to name the task and limits
+// (nothing runs in it). When a batch fails because its judge process died or hit the hard
+// deadline, its answers are judged again one by one, each alone: an answer that fails alone too
+// gets a defect verdict carrying the status, and the first answer that hits the hard deadline
+// alone is a hang (see Judge): the call returns there.
 class SessionJudgeLane : public JudgeLane {
  public:
   // Opens `envdb_path` in a new manager with `options`. An empty options.scratch_root gets a

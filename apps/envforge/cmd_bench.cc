@@ -74,7 +74,7 @@ std::string DefaultTool(const sandbox::EnvBundle& bundle) {
 
 int BenchSandbox(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge bench sandbox", args,
-                          {.value_options = {"--sessions", "--calls", "--concurrency", "--tool", "--arguments", "--limits"},
+                          {.value_options = {"--sessions", "--calls", "--concurrency", "--tool", "--arguments", "--limits", "--task"},
                            .flags = {"--json"},
                            .min_positional = 1,
                            .max_positional = 1});
@@ -103,6 +103,11 @@ int BenchSandbox(const std::vector<std::string>& args) {
   }
   auto arguments = ParseJson(parsed->OptionOr("--arguments", "{}"), "--arguments");
   if (!arguments.ok()) return Fail(arguments.status(), kExitUsage);
+  // --task: every session is one of this task, so `--tool submit_result` measures a verdict.
+  std::string task = parsed->OptionOr("--task", "");
+  if (!task.empty() && bundle->FindTask(task) == nullptr) {
+    return Fail(InvalidArgumentError("envforge bench sandbox: no task '" + task + "' in this environment"), kExitUsage);
+  }
 
   // Warm-up: the first session starts the zygote (interpreter start, compile) -- not a session cost.
   auto warm = (*manager)->CreateSession(*env_id, std::string());
@@ -115,7 +120,7 @@ int BenchSandbox(const std::vector<std::string>& args) {
   Progress create_progress("creating sessions", static_cast<size_t>(*sessions_wanted));
   for (long long i = 0; i < *sessions_wanted; ++i) {
     auto start = Clock::now();
-    auto session = (*manager)->CreateSession(*env_id, std::string());
+    auto session = (*manager)->CreateSession(*env_id, task);
     create_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     if (!session.ok()) return Fail(session.status().WithContext("session " + std::to_string(i)), kExitInfra);
     sessions.push_back(*session);
@@ -171,12 +176,16 @@ int BenchSandbox(const std::vector<std::string>& args) {
   std::atomic<size_t> issued{0}, answered{0}, failed{0};
   std::mutex mutex;
   std::condition_variable all_done;
+  std::string first_failure;  // guarded by mutex
   size_t total_calls = static_cast<size_t>(*calls_wanted);
   std::function<void(size_t)> issue = [&](size_t lane) {
     size_t n = issued.fetch_add(1);
     if (n >= total_calls) return;
     (*manager)->CallToolAsync(sessions[lane], make_call(n), [&, lane](toolsets::ToolResult result) {
-      if (!result.ok()) failed.fetch_add(1);
+      if (!result.ok() && failed.fetch_add(1) == 0) {
+        std::lock_guard<std::mutex> lock(mutex);
+        first_failure = std::string(toolsets::OutcomeName(result.outcome)) + ": " + result.message;
+      }
       if (answered.fetch_add(1) + 1 == total_calls) {
         std::lock_guard<std::mutex> lock(mutex);
         all_done.notify_all();
@@ -211,6 +220,7 @@ int BenchSandbox(const std::vector<std::string>& args) {
   Json figures{
       {"env", bundle->manifest.name},
       {"tool", tool},
+      {"task", task},
       {"sessions", sessions_wanted.value()},
       {"session_create_ms", Percentiles(create_ms)},
       {"session_reset_ms", Percentiles(reset_ms)},
@@ -219,6 +229,7 @@ int BenchSandbox(const std::vector<std::string>& args) {
       {"calls_per_s", static_cast<long long>(static_cast<double>(total_calls) / throughput_seconds)},
       {"concurrency", lanes},
       {"calls_failed", failed.load()},
+      {"first_failure", first_failure},
       {"rss_per_session_kib", measured ? rss_total / measured : 0},
       {"pss_per_session_kib", measured ? pss_total / measured : 0},
       {"total_pss_mib", (pss_total + zygote_pss) / 1024},

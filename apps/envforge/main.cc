@@ -26,7 +26,7 @@ usage:
   envforge session run X.envdb --task ID --calls FILE.jsonl [--json]
                                               play tool calls ({"name","arguments"} per line) in one
                                               session, print each typed result
-  envforge bench sandbox X.envdb [--sessions N] [--calls N] [--json]
+  envforge bench sandbox X.envdb [--sessions N] [--calls N] [--task T --tool submit_result --arguments JSON] [--json]
                                               session create and tool call latency, memory per session
   envforge audit X.envdb [--task ID[,ID]] [--json] [--seed S] [--k K] [--samples N]
                  [--max-enumerate N] [--neighbourhood N] [--boundary N] [--walk N] [--rejudge N] [--lanes N]

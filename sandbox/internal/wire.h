@@ -120,8 +120,17 @@
 //              (masked compare), ioctl TIOCSTI/TIOCLINUX; ENOSYS for clone3; other
 //              architectures' syscalls kill the process. Stacked on the zygote's filter.
 //   network    the zygote unshares an empty network namespace once at start (loopback down).
-//   Python-level rules for solutions and verifiers (restricted builtins, import allow-list) are
-//   checks of generated code, not a security boundary; the layers above are.
+//   Python-level rules for solutions and verifiers (restricted builtins, import allow-list,
+//   read-only proxies of the allowed modules, formatters refusing underscore fields, the static
+//   checks of `envforge-worker analyze`) are defence in depth, not a security boundary; the layers
+//   above are, and so is the process boundary of VERDICTS below.
+//
+// VERDICTS. No verdict is computed in a process that ran episode code (a tool call, a solution):
+// whoever runs code there can rewrite the runtime. The manager judges every answer (submit_result,
+// session solve, env check, the audit, replays) in a JUDGE PROCESS: a fresh spawn of the pristine
+// zygote (whose only Python code so far is tools.py's module body, the environment's own) that is
+// sent one "judge" request and then closed. The episode's session only hands the answer out
+// (submit_result's argument, or solve's answer_text); it never receives submit_result nor judge.
 //
 // SESSION CHANNEL (manager <-> one session)
 //   session -> {"op":"ready","pid":P,"scratch_dir":D}  first frame, with two descriptors attached:
@@ -132,7 +141,8 @@
 //              A failure before that: {"op":"fatal","error":"..."}, then exit(1).
 //   The session answers requests one at a time, in order.
 //   manager -> {"op":"call","id":K,"name":N,"arguments":{...}}   (arguments already validated
-//              against the tool's schema by the manager; name may be "submit_result")
+//              against the tool's schema by the manager; never "submit_result", which the
+//              manager judges itself: a session answers it invalid_call)
 //   session -> {"id":K,"outcome":"ok","content":JSON,"stdout":"..."?}
 //            | {"id":K,"outcome":"tool_error","message":"ValueError: unknown hotel 'X'","limit":L?,
 //               "where":"tools.py:12 (get_hotel)"?}
@@ -140,8 +150,7 @@
 //              the session interrupted the tool itself and lives on)
 //            | {"id":K,"outcome":"infra_error","message":"..."}  (e.g. the verifier raised or
 //              returned something that is not a verdict)
-//            | {"id":K,"outcome":"invalid_call","message":"..."}  (unknown tool; submit_result
-//              in a session without a task or without a string answer_text)
+//            | {"id":K,"outcome":"invalid_call","message":"..."}  (unknown tool, submit_result)
 //     stdout: what the call printed (sys.stdout and sys.stderr), at most 4 MiB, marked when cut.
 //     tool_error limits: "memory" (MemoryError), "output_size" (the JSON result is larger than
 //     max_output_bytes; the message gives both sizes), "processes" (a fork refused at pids.max),
@@ -151,13 +160,6 @@
 //     `except Exception` cannot swallow it) and interrupts a running SQLite statement; a call that
 //     swallowed it anyway is still reported as a timeout. Code stuck in C is the manager's hard
 //     deadline's job.
-//     submit_result's ok content: {"passed":bool,"score":float,"reasons":[str],"verifier_version":V}
-//     answer_text is parsed as JSON when it is valid JSON, else passed as the raw string; the
-//     verifier runs under the same wall time on a read-only view of the pristine data; a bool is
-//     {"passed":b,"score":1.0|0.0,"reasons":[]}; a dict needs a bool "passed" (score defaults
-//     from it, reasons a list of strings). A verifier that raises, times out, breaks a rule or
-//     returns anything else is an infra_error naming the task's verifier. Its prints are
-//     discarded (they could reveal the expected answer).
 //   manager -> {"op":"solve","id":K}  runs the task's gold solution with the tools proxy
 //   session -> {"id":K,"outcome":"ok","answer":JSON,"answer_text":"<json text submitted>",
 //               "stdout":"..."?}
@@ -175,11 +177,20 @@
 //   manager -> {"op":"judge","id":K,"judge":"verifier"|"oracle","answers":["<answer text>",...]}
 //   session -> {"id":K,"outcome":"ok","verdicts":[V,...]}  one V per answer, in order:
 //              {"passed":b,"score":f,"reasons":[...]} or {"defect":"<what the judge did>",
-//              "limit":L?}. Each answer is parsed and judged exactly as submit_result does, under
-//              the wall time per answer, on the pristine read-only data; the session's state is
-//              untouched. The judge's module is executed once per batch (module-level state
-//              persists across one batch's answers). Reasons are capped (16, 400 characters
-//              each). A task without the requested judge -> invalid_call.
+//              "limit":L?}. Served only by a session that never ran a tool or a solution (else
+//              invalid_call): the manager's judge process. Each answer text is parsed as JSON
+//              when it is valid JSON, else passed as the raw string, and judged under the wall
+//              time per answer on the verifiers' read-only view of the pristine data (reads only:
+//              no write, no PRAGMA but the schema ones, no TEMP object, no ATTACH, no transaction;
+//              see db_module.h). A bool is {"passed":b,"score":1.0|0.0,"reasons":[]}; a dict
+//              needs a bool "passed" (score defaults from it, reasons a list of strings). A judge
+//              that raises, times out, breaks a rule or returns anything else is a defect naming
+//              the task's verifier or oracle; its prints are discarded (they could reveal the
+//              expected answer). The judge's module is executed once per batch (module-level
+//              state persists across one batch's answers; the data cannot change). Reasons are
+//              capped (16 and "... N more", 400 characters each). A task without the requested
+//              judge -> invalid_call. The manager parses this reply as untrusted input (the
+//              process ran the environment's code): anything but these shapes is an error.
 //   manager -> {"op":"fork","id":K,"scratch_dir":D?}  with a new socket end attached: the session
 //              copies its scratch directory to D (default <family dir>/c<pid>-<n>; D must be
 //              directly in the family directory), clones itself (CLONE_PARENT: the copy is the

@@ -39,11 +39,39 @@ int Authorizer(void*, int action, const char*, const char*, const char*, const c
   return (action == SQLITE_ATTACH || action == SQLITE_DETACH) ? SQLITE_DENY : SQLITE_OK;
 }
 
+// Introspection pragmas that read the schema and change nothing.
+bool IsSchemaPragma(const char* name) {
+  if (name == nullptr) return false;
+  for (const char* allowed : {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
+                              "foreign_key_list"}) {
+    if (sqlite3_stricmp(name, allowed) == 0) return true;
+  }
+  return false;
+}
+
+// The verifiers' view: reads only. Every write, schema change (TEMP objects included, which
+// would shadow the pristine tables), transaction, ATTACH/DETACH and state-changing PRAGMA
+// (query_only=0 first of all) is denied when the statement is prepared, so a judgement cannot
+// leave anything behind for the next one.
+int ReadOnlyAuthorizer(void*, int action, const char* arg1, const char*, const char*, const char*) {
+  switch (action) {
+    case SQLITE_SELECT:
+    case SQLITE_READ:
+    case SQLITE_FUNCTION:
+    case SQLITE_RECURSIVE:
+      return SQLITE_OK;
+    case SQLITE_PRAGMA:
+      return IsSchemaPragma(arg1) ? SQLITE_OK : SQLITE_DENY;
+    default:
+      return SQLITE_DENY;
+  }
+}
+
 class Db {
  public:
   Db(sqlite3* db, bool read_only) : db_(db), read_only_(read_only) {
     sqlite3_progress_handler(db_, 1000, &ProgressHandler, nullptr);
-    sqlite3_set_authorizer(db_, &Authorizer, nullptr);
+    sqlite3_set_authorizer(db_, read_only_ ? &ReadOnlyAuthorizer : &Authorizer, nullptr);
   }
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
@@ -236,7 +264,8 @@ class Db {
   static PyObject* ErrorType(int rc) {
     switch (rc & 0xff) {
       case SQLITE_CONSTRAINT: return g_integrity_error;
-      case SQLITE_READONLY: return PyExc_PermissionError;
+      case SQLITE_READONLY:
+      case SQLITE_AUTH: return PyExc_PermissionError;
       case SQLITE_MISUSE:
       case SQLITE_RANGE: return g_programming_error;
       default: return g_operational_error;

@@ -15,9 +15,13 @@
 
 namespace envforge::sandbox::worker {
 
-// A new `_envforge.Db` over `db` (not owned; must outlive the object). read_only adds
-// PRAGMA query_only semantics on top of what the connection allows: execute() raises
-// PermissionError without touching SQLite.
+// A new `_envforge.Db` over `db` (not owned; must outlive the object). Every Db refuses ATTACH
+// and DETACH. read_only (the verifiers' view) allows reads only: execute() raises
+// PermissionError without touching SQLite, and query() refuses, when the statement is prepared
+// (PermissionError "not authorized"), anything but SELECT/WITH reads and the schema pragmas
+// (table_info, table_xinfo, table_list, index_list, index_info, index_xinfo, foreign_key_list):
+// no write, no CREATE (TEMP tables and views included), no transaction, no other PRAGMA
+// (query_only=0), so a judgement cannot change what the next one reads.
 pybind11::object NewDbObject(sqlite3* db, bool read_only);
 
 }  // namespace envforge::sandbox::worker

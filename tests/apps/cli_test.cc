@@ -195,6 +195,29 @@ TEST_CASE("env check fails, naming the task, when a gold solution does not satis
   CHECK(ParseJson(solved.stdout_text).value()["passed"] == false);
 }
 
+TEST_CASE("env check and session solve fail a gold solution that rewrites its session's runtime before submitting") {
+  // tests/fixtures/envs/forger: the gold solution of `forged` calls a tool that patches the
+  // verdict normalisation, the judge, the verifiers, their builtins and the db module of its
+  // session; its verifier always says no. `honest` is a plain task of the same environment.
+  TempDir dir;
+  std::string out = (dir.path / "forger.envdb").string();
+  auto packed = Envforge({"env", "pack", SourceDir() + "/tests/fixtures/envs/forger", "-o", out});
+  INFO(packed.stderr_text);
+  REQUIRE(packed.exit_code == 0);
+  auto checked = Envforge({"env", "check", out});
+  INFO(checked.stdout_text);
+  CHECK(checked.exit_code == 1);
+  CHECK(checked.stdout_text.find("[FAIL] task forged") != std::string::npos);
+  CHECK(checked.stdout_text.find("gold solution rejected by its verifier") != std::string::npos);
+  CHECK(checked.stdout_text.find("[ok] task honest") != std::string::npos);
+  auto forged = Envforge({"session", "solve", out, "--task", "forged", "--json"});
+  CHECK(forged.exit_code == 1);
+  CHECK(ParseJson(forged.stdout_text).value()["passed"] == false);
+  auto honest = Envforge({"session", "solve", out, "--task", "honest", "--json"});
+  CHECK(honest.exit_code == 0);
+  CHECK(ParseJson(honest.stdout_text).value()["passed"] == true);
+}
+
 TEST_CASE("--limits sets per-session limits, and each hit limit is reported as a typed outcome") {
   TempDir dir;
   std::string calls = (dir.path / "calls.jsonl").string();

@@ -264,6 +264,28 @@ def verify(answer, db):
   CHECK(result["problems"].size() == 8);
 }
 
+TEST_CASE("match class patterns may not read underscore or frame attributes by name") {
+  const char* solution = R"PY(def solve(tools):
+    match tools.list_hotels:
+        case object(__globals__=g):
+            return g
+        case object(_private=p, gi_frame=f):
+            return p, f
+        case object(real=r, imag=i):
+            return r, i
+        case object(name=n):
+            return n
+)PY";
+  Json result = Analyze({{"solutions", {{{"task", "t1"}, {"path", "tasks/t1/solution.py"}, {"source", solution}}}}});
+  INFO(Problems(result));
+  const std::string path = "tasks/t1/solution.py";
+  CHECK(HasProblem(result, path, 3, "a class pattern reading the attribute '__globals__' is not allowed in a solution"));
+  CHECK(HasProblem(result, path, 5, "a class pattern reading the attribute '_private'"));
+  CHECK(HasProblem(result, path, 5, "a class pattern reading the attribute 'gi_frame'"));
+  // Public attribute names (lines 7 and 9) are fine, as `x.real` is.
+  CHECK(result["problems"].size() == 3);
+}
+
 TEST_CASE("a malformed request is an error exit, not a result") {
   CommandOptions options;
   options.stdin_text = "[1, 2]";

@@ -319,11 +319,11 @@ TEST_CASE("tools.py's module body cannot reach the host, and the zygote still se
     CHECK(victim_cgroups->find("envforge") == std::string::npos);
     CHECK(HexField(victim.pid, "CapEff") != 0);  // untouched
 
-    // The zygote still does its job: tool calls, submit, fork, sessions it kills on close.
+    // The zygote still does its job: tool calls, judging, fork, sessions it kills on close.
     CHECK(s.Call("get_hotel", {{"name", "Alpha"}})["content"]["price"] == 100);
-    Json verdict = s.Call("submit_result", {{"answer_text", R"({"cheapest": "Alpha"})"}});
+    Json verdict = zygote.Spawn("cheapest").Judge({R"({"cheapest": "Alpha"})"});
     CHECK(verdict["outcome"] == "ok");
-    CHECK(verdict["content"]["passed"] == true);
+    CHECK(verdict["verdicts"][0]["passed"] == true);
     Session copy = zygote.Fork(s);
     CHECK(copy.Call("bump")["content"] == 1);
     Session other = zygote.Spawn();

@@ -205,6 +205,77 @@ def verify(answer, db):
     return {"passed": False, "reasons": ["expected the cheapest hotel in Paris"]}
 )PY";
 
+// On "attack", tries to change the read-only view for later judgements (query_only off, a TEMP
+// table shadowing hotels with a cheaper hotel, a write, ATTACH, a transaction) and passes with
+// the statements that worked as reasons; on anything else, passes only when the view is pristine.
+inline constexpr char kShadowingVerifier[] = R"PY(
+def verify(answer, db):
+    if answer == "attack":
+        worked = []
+        for sql in ("PRAGMA query_only=0",
+                    "CREATE TEMP TABLE hotels(name TEXT, city TEXT, price INTEGER)",
+                    "INSERT INTO temp.hotels VALUES ('Zeta', 'Paris', 1)",
+                    "INSERT INTO main.hotels VALUES ('Eta', 'Paris', 2)",
+                    "CREATE TEMP VIEW cheapest AS SELECT 'Zeta' AS name",
+                    "ATTACH DATABASE ':memory:' AS other",
+                    "BEGIN"):
+            try:
+                db.query(sql)
+                worked.append(sql)
+            except Exception:  # PermissionError, or no such table after a refused CREATE
+                pass
+        return {"passed": True, "reasons": worked}
+    rows = db.query("SELECT name, price FROM hotels WHERE city = 'Paris' ORDER BY price LIMIT 1")
+    temp = db.query("SELECT count(*) AS n FROM sqlite_temp_master")
+    columns = [r["name"] for r in db.query("PRAGMA table_info(hotels)")]
+    seen = "%s %s temp=%d columns=%s" % (rows[0]["name"], rows[0]["price"], temp[0]["n"], ",".join(columns))
+    return {"passed": seen == "Alpha 100 temp=0 columns=name,city,price", "reasons": [seen]}
+)PY";
+
+// Every allowed module's public API still works through the read-only proxies, and so do format
+// strings without underscore fields.
+inline constexpr char kAllowedModulesSolution[] = R"PY(
+import bisect
+import collections.abc
+import datetime as dt
+import functools
+import heapq
+import itertools
+import json
+import math
+import re
+import statistics
+from collections import Counter, OrderedDict
+from json.decoder import JSONDecodeError
+
+
+def solve(tools):
+    counts = Counter("abca")
+    try:
+        json.loads("{")
+        decoded = "no error"
+    except JSONDecodeError:
+        decoded = "JSONDecodeError"
+    template = "{name}:{0}:{n[1]}"
+    return {
+        "counter": counts.most_common(1)[0][0],
+        "mapping": isinstance(OrderedDict(), collections.abc.Mapping),
+        "date": dt.date(2024, 1, 2).isoformat(),
+        "reduce": functools.reduce(lambda a, b: a + b, [1, 2, 3]),
+        "heap": heapq.nsmallest(1, [3, 1, 2])[0],
+        "chain": list(itertools.chain([1], [2])),
+        "floor": math.floor(math.pi),
+        "match": re.compile(r"(\d+)").search("ab12").group(1),
+        "mean": statistics.mean([1, 2, 3]),
+        "insort": bisect.bisect_left([1, 2, 3], 2),
+        "decoded": decoded,
+        "format": template.format(7, name="x", n=[0, 1]),
+        "format_map": "{a}-{b:>3}".format_map({"a": 1, "b": 2}),
+        "unbound": str.format("{}+{}", 1, 2),
+        "json": json.dumps({"k": [1]}, sort_keys=True),
+    }
+)PY";
+
 struct FixtureTask {
   const char* id;
   const char* solution;
@@ -222,6 +293,17 @@ inline const std::vector<FixtureTask>& FixtureTasks() {
       {"bad_verdict", kCheapestSolution, "def verify(answer, db):\n    return 'yes'\n"},
       {"slow_verifier", kCheapestSolution, "def verify(answer, db):\n    while True:\n        pass\n"},
       {"slow_solution", "def solve(tools):\n    while True:\n        tools.bump()\n", kCheapestVerifier},
+      {"shadowing_verifier", kCheapestSolution, kShadowingVerifier},
+      {"module_attribute", "import statistics\n\n\ndef solve(tools):\n    return str(statistics.sys.modules)\n",
+       kCheapestVerifier},
+      {"runtime_format", "def solve(tools):\n    field = '{0.' + '_' * 2 + 'class' + '_' * 2 + '}'\n"
+                         "    return field.format(tools)\n", kCheapestVerifier},
+      {"runtime_format_map", "def solve(tools):\n    field = '{t.' + '_' * 2 + 'class' + '_' * 2 + '}'\n"
+                             "    return field.format_map({'t': tools})\n", kCheapestVerifier},
+      {"unbound_format", "def solve(tools):\n    f = str.format\n"
+                         "    return f('{0.' + '_' * 2 + 'class' + '_' * 2 + '}', tools)\n",
+       kCheapestVerifier},
+      {"allowed_modules", kAllowedModulesSolution, kCheapestVerifier},
   };
   return tasks;
 }
@@ -300,6 +382,13 @@ struct Session {
     return reply;
   }
   Json Solve() { return Request({{"op", "solve"}, {"id", ++next_id}}); }
+  // {"op":"judge"}: served only by a session that never ran a tool or a solution.
+  Json Judge(std::vector<std::string> answers, const std::string& judge = "verifier") {
+    int id = ++next_id;
+    Json reply = Request({{"op", "judge"}, {"id", id}, {"judge", judge}, {"answers", answers}});
+    CHECK(reply["id"] == id);
+    return reply;
+  }
   // True when the session closed its end (it died).
   bool AtEnd() {
     auto frame = wire::ReadFrame(fd.get());

@@ -186,53 +186,110 @@ TEST_CASE("CPU time: a session past cpu_seconds is killed and reported with limi
   CHECK(exited["signal"] == SIGXCPU);
 }
 
-TEST_CASE("submit_result runs the task's verifier on the pristine data" * doctest::timeout(60)) {
+TEST_CASE("judge runs the task's verifier on the pristine data, in a session that ran nothing else" *
+          doctest::timeout(60)) {
   Zygote zygote(FixtureBundle());
   Session s = zygote.Spawn("cheapest");
-  // The agent's writes do not reach the verifier's read-only, pristine view.
+  // The episode's session changes its data, then may not judge, nor run submit_result: verdicts
+  // come from a fresh session (the manager's judge process).
   CHECK(s.Call("set_price", {{"name", "Beta"}, {"price", 1}})["content"] == 1);
-  Json reply = s.Call("submit_result", {{"answer_text", R"({"cheapest": "Alpha"})"}});
-  CHECK(reply["outcome"] == "ok");
-  CHECK(reply["content"] == Json({{"passed", true}, {"score", 1.0}, {"reasons", Json::array()}, {"verifier_version", "v-cheapest"}}));
-  reply = s.Call("submit_result", {{"answer_text", "Beta"}});  // not JSON: verified as a string
-  CHECK(reply["content"]["passed"] == false);
-  CHECK(reply["content"]["score"] == 0.0);
-  CHECK(reply["content"]["reasons"] == Json::array({"expected the cheapest hotel in Paris"}));
+  Json refused = s.Judge({R"({"cheapest": "Alpha"})"});
+  CHECK(refused["outcome"] == "invalid_call");
+  CHECK(Contains(refused["message"], "already ran episode code"));
+  refused = s.Call("submit_result", {{"answer_text", R"({"cheapest": "Alpha"})"}});
+  CHECK(refused["outcome"] == "invalid_call");
+  CHECK(Contains(refused["message"], "judged by the manager"));
 
-  SUBCASE("a verifier that raises is an infra_error naming the task's verifier") {
+  Session judge = zygote.Spawn("cheapest");
+  Json reply = judge.Judge({R"({"cheapest": "Alpha"})", "Beta"});  // "Beta" is not JSON: judged as a string
+  REQUIRE(reply["outcome"] == "ok");
+  CHECK(reply["verdicts"] == Json::array({Json{{"passed", true}, {"score", 1.0}, {"reasons", Json::array()}},
+                                          Json{{"passed", false}, {"score", 0.0},
+                                               {"reasons", {"expected the cheapest hotel in Paris"}}}}));
+
+  SUBCASE("a verifier that raises is a defect naming the task's verifier") {
     Session t = zygote.Spawn("raising_verifier");
-    Json r = t.Call("submit_result", {{"answer_text", "1"}});
-    CHECK(r["outcome"] == "infra_error");
-    CHECK(Contains(r["message"], "verifier of task 'raising_verifier'"));
-    CHECK(Contains(r["message"], "KeyError"));
+    Json v = t.Judge({"1"})["verdicts"][0];
+    CHECK(Contains(v["defect"], "verifier of task 'raising_verifier'"));
+    CHECK(Contains(v["defect"], "KeyError"));
   }
   SUBCASE("a verifier's database refuses writes") {
     Session t = zygote.Spawn("writing_verifier");
-    Json r = t.Call("submit_result", {{"answer_text", "1"}});
-    CHECK(r["outcome"] == "infra_error");
-    CHECK(Contains(r["message"], "PermissionError"));
+    CHECK(Contains(t.Judge({"1"})["verdicts"][0]["defect"], "PermissionError"));
   }
-  SUBCASE("a verifier that runs past the wall time is an infra_error, and the session lives on") {
+  SUBCASE("a verifier that runs past the wall time is a defect, and the judge answers on") {
     Session t = zygote.Spawn("slow_verifier");
-    Json r = t.Call("submit_result", {{"answer_text", "1"}});
-    CHECK(r["outcome"] == "infra_error");
-    CHECK(Contains(r["message"], "verifier of task 'slow_verifier' exceeded the wall-time limit"));
-    CHECK(t.Call("bump")["outcome"] == "ok");
+    Json v = t.Judge({"1"})["verdicts"][0];
+    CHECK(Contains(v["defect"], "verifier of task 'slow_verifier' exceeded the wall-time limit"));
+    CHECK(v["limit"] == "wall_time");
+    CHECK(t.Judge({"2"})["outcome"] == "ok");
   }
-  SUBCASE("a verdict that is neither a bool nor a verdict object is an infra_error") {
+  SUBCASE("a verdict that is neither a bool nor a verdict object is a defect") {
     Session t = zygote.Spawn("bad_verdict");
-    Json r = t.Call("submit_result", {{"answer_text", "1"}});
-    CHECK(r["outcome"] == "infra_error");
-    CHECK(Contains(r["message"], "returned str"));
+    CHECK(Contains(t.Judge({"1"})["verdicts"][0]["defect"], "returned str"));
   }
-  SUBCASE("no task, no submit") {
+  SUBCASE("no task, no judge") {
     Session t = zygote.Spawn();
-    CHECK(t.Call("submit_result", {{"answer_text", "1"}})["outcome"] == "invalid_call");
+    CHECK(t.Judge({"1"})["outcome"] == "invalid_call");
   }
   SUBCASE("an unknown task is refused at spawn") {
     Json failed = zygote.SpawnExpectingFailure("no_such_task");
     CHECK(failed["op"] == "spawn_failed");
     CHECK(Contains(failed["error"], "no_such_task"));
+  }
+}
+
+TEST_CASE("a verifier cannot change the read-only view: no pragma, temp table, write, attach or transaction" *
+          doctest::timeout(60)) {
+  Zygote zygote(FixtureBundle());
+  Session judge = zygote.Spawn("shadowing_verifier");
+  // One batch: the attack first, then two judgements that must still see the pristine data.
+  Json reply = judge.Judge({"attack", "check", "check"});
+  REQUIRE(reply["outcome"] == "ok");
+  INFO(reply.dump());
+  CHECK(reply["verdicts"][0]["reasons"] == Json::array());  // no statement of the attack worked
+  CHECK(reply["verdicts"][1]["passed"] == true);
+  CHECK(reply["verdicts"][2]["passed"] == true);
+  // And the next batch of the same process.
+  CHECK(judge.Judge({"check"})["verdicts"][0]["passed"] == true);
+}
+
+TEST_CASE("solutions get read-only proxies of the allowed modules and formatters that refuse underscore fields" *
+          doctest::timeout(60)) {
+  Zygote zygote(FixtureBundle());
+  SUBCASE("modules the allowed ones imported are not reachable through them") {
+    Session s = zygote.Spawn("module_attribute");
+    Json reply = s.Solve();
+    CHECK(reply["outcome"] == "tool_error");
+    CHECK(Contains(reply["message"], "AttributeError"));
+    CHECK(Contains(reply["message"], "'sys'"));
+  }
+  for (const char* task : {"runtime_format", "runtime_format_map", "unbound_format"}) {
+    INFO(task);
+    Session s = zygote.Spawn(task);
+    Json reply = s.Solve();
+    CHECK(reply["outcome"] == "tool_error");
+    CHECK(Contains(reply["message"], "broke a rule: a format field reaching '__class__'"));
+  }
+  SUBCASE("the allowed modules' public API and plain format strings still work") {
+    Session s = zygote.Spawn("allowed_modules");
+    Json reply = s.Solve();
+    REQUIRE(reply["outcome"] == "ok");
+    CHECK(reply["answer"] == Json{{"counter", "a"},
+                                  {"mapping", true},
+                                  {"date", "2024-01-02"},
+                                  {"reduce", 6},
+                                  {"heap", 1},
+                                  {"chain", {1, 2}},
+                                  {"floor", 3},
+                                  {"match", "12"},
+                                  {"mean", 2},
+                                  {"insort", 1},
+                                  {"decoded", "JSONDecodeError"},
+                                  {"format", "x:7:1"},
+                                  {"format_map", "1-  2"},
+                                  {"unbound", "1+2"},
+                                  {"json", R"({"k": [1]})"}});
   }
 }
 
@@ -243,7 +300,7 @@ TEST_CASE("solve runs the gold solution through the tools, and only through them
   CHECK(reply["outcome"] == "ok");
   CHECK(reply["answer"] == Json({{"cheapest", "Alpha"}}));
   CHECK(reply["answer_text"] == R"({"cheapest":"Alpha"})");
-  CHECK(s.Call("submit_result", {{"answer_text", reply["answer_text"]}})["content"]["passed"] == true);
+  CHECK(zygote.Spawn("cheapest").Judge({reply["answer_text"].get<std::string>()})["verdicts"][0]["passed"] == true);
 
   Session db = zygote.Spawn("reaches_for_db");
   reply = db.Solve();

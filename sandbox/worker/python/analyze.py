@@ -313,6 +313,12 @@ def _check_restricted(tree, path, kind, problems):
             elif node.attr in FRAME_ATTRIBUTES:
                 problems.add(path, node.lineno, "access to the frame attribute %r is not allowed "
                              "in %s" % (node.attr, kind))
+        elif isinstance(node, ast.MatchClass):
+            # `case C(attr=p)` reads C's attribute `attr` by name, like `x.attr` does.
+            for attr in node.kwd_attrs:
+                if attr.startswith("_") or attr in FRAME_ATTRIBUTES:
+                    problems.add(path, node.lineno, "a class pattern reading the attribute %r is "
+                                 "not allowed in %s" % (attr, kind))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if _FORMAT_DUNDER.search(node.value):
                 problems.add(path, node.lineno, "format string reaching a dunder attribute is not "

@@ -5,6 +5,8 @@ then handle() for each frame. handle() never raises: every failure becomes a typ
 Kept lean on purpose: one json.loads, one dict lookup, the call, one encode per tool call.
 """
 
+import _string as _string_module
+import ast
 import builtins
 import gc
 import inspect
@@ -120,10 +122,16 @@ _max_output = 1 << 20
 _memory_bytes = 0
 _disk_bytes = 0  # the session family's tmpfs size: ENOSPC in its scratch directory is that budget
 _fired = False
+_touched = False     # a tool or a solution ran here: this process may no longer judge
 _context = "solution"
 _violations = []
 _safe_builtins = {}
 _real_import = builtins.__import__
+
+
+def _mark_touched():
+    global _touched
+    _touched = True
 
 
 def _on_alarm(signum, frame):
@@ -226,8 +234,10 @@ def _call(msg):
     fn = _tools.get(name)
     if fn is None:
         if name == "submit_result":
-            return _submit(cid, msg.get("arguments"))
+            return _reply(cid, "invalid_call", "submit_result is judged by the manager in a fresh "
+                          "session process (op \"judge\"), never in the episode's session")
         return _reply(cid, "invalid_call", "unknown tool %r" % (name,))
+    _mark_touched()
     args = msg.get("arguments", {})
     if type(args) is not dict:
         return _reply(cid, "invalid_call", "arguments of %r must be a JSON object" % (name,))
@@ -347,34 +357,19 @@ def _judge_one(verify, who, filename, text):
     return content, None
 
 
-def _submit(cid, args):
-    task = _task
-    if task is None:
-        return _reply(cid, "invalid_call", "submit_result: this session has no task")
-    if type(args) is not dict or not isinstance(args.get("answer_text"), str):
-        return _reply(cid, "invalid_call", "submit_result needs {\"answer_text\": string}")
-    who = "the verifier of task %r" % task.id
-    if task.verifier_problem:
-        return _reply(cid, "infra_error", "%s breaks the rules: %s" % (who, task.verifier_problem))
-    _out.take()
-    verify, defect = _load_judge(task.verifier, who)
-    if defect is None:
-        content, defect = _judge_one(verify, who, task.verifier.co_filename, args["answer_text"])
-    if defect is not None:
-        return _reply(cid, "infra_error", defect[0], defect[1])
-    content["verifier_version"] = task.version
-    return '{"id":' + _dumps(cid) + ',"outcome":"ok","content":' + _dumps(content) + "}"
-
-
 _MAX_REASONS = 16
 _MAX_REASON_CHARS = 400
 
 
 def _judge(cid, msg):
-    """op "judge": the task's verifier or oracle on a batch of answer texts, the session unchanged."""
+    """op "judge": the task's verifier or oracle on a batch of answer texts. Served only by a
+    session that never ran a tool or a solution (the manager spawns a fresh one per judgement)."""
     task = _task
     if task is None:
         return _reply(cid, "invalid_call", "judge: this session has no task")
+    if _touched:
+        return _reply(cid, "invalid_call", "judge: this session already ran episode code (a tool "
+                      "or a solution); verdicts come only from a fresh session")
     which = msg.get("judge")
     answers = msg.get("answers")
     if which not in ("verifier", "oracle") or type(answers) is not list \
@@ -443,6 +438,7 @@ def _solve(cid):
     who = "the solution of task %r" % task.id
     if task.solution_problem:
         return _reply(cid, "tool_error", "%s breaks the rules: %s" % (who, task.solution_problem))
+    _mark_touched()
     _out.take()
     del _violations[:]
     _context = "solution"
@@ -532,7 +528,118 @@ def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
         _violation("relative import is not allowed in a %s" % _context)
     if name.partition(".")[0] not in _analysis.ALLOWED_MODULES:
         _violation("import of %r is not allowed in a %s" % (name, _context))
-    return _real_import(name, globals, locals, fromlist, level)
+    return _module_proxy(_real_import(name, globals, locals, fromlist, level))
+
+
+class _AllowedModule(types.SimpleNamespace):
+    """What `import json` gives a solution, verifier or oracle: the module's public functions,
+    classes and constants, read-only. The modules it imported itself (statistics.sys,
+    json.codecs, ...) are not there; its own submodules (collections.abc) are, as proxies."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        raise AttributeError("the allowed modules are read-only")
+
+    def __delattr__(self, name):
+        raise AttributeError("the allowed modules are read-only")
+
+    def __repr__(self):
+        return "<allowed module>"
+
+
+_module_proxies = {}  # module name -> _AllowedModule
+
+
+def _module_proxy(module):
+    name = module.__name__
+    proxy = _module_proxies.get(name)
+    if proxy is not None:
+        return proxy
+    public = getattr(module, "__all__", None)
+    if public is None:
+        public = [n for n in vars(module) if not n.startswith("_")]
+    attributes = {}
+    for attribute in public:
+        if attribute.startswith("_") or not hasattr(module, attribute):
+            continue
+        value = getattr(module, attribute)
+        if not isinstance(value, types.ModuleType):
+            attributes[attribute] = value
+    for attribute, value in vars(module).items():  # public submodules already imported (json.decoder)
+        if not attribute.startswith("_") and isinstance(value, types.ModuleType) \
+                and value.__name__ == name + "." + attribute:
+            attributes[attribute] = _module_proxy(value)
+    proxy = _AllowedModule(**attributes)
+    _module_proxies[name] = proxy
+    return proxy
+
+
+# str.format and str.format_map walk attributes and items of their arguments by name, from a
+# string that may be built at run time ("{0." + "__class__}"): compiled task files reach them
+# only through _format_attribute, whose formatters refuse underscore names.
+_field_name_split = _string_module.formatter_field_name_split
+_formatter_parser = _string_module.formatter_parser
+_str_format = str.format
+_str_format_map = str.format_map
+
+
+def _check_format(template):
+    if not isinstance(template, str):
+        return
+    for _, field, spec, _ in _formatter_parser(template):
+        if field is None:
+            continue
+        first, rest = _field_name_split(field)
+        names = [first] if isinstance(first, str) else []
+        names.extend(key for _, key in rest if isinstance(key, str))
+        for key in names:
+            if key.startswith("_"):
+                _violation("a format field reaching %r is not allowed in a %s" % (key, _context))
+        if spec:
+            _check_format(spec)
+
+
+def _safe_format(template, *args, **kwargs):
+    _check_format(template)
+    return _str_format(template, *args, **kwargs)
+
+
+def _safe_format_map(template, mapping):
+    _check_format(template)
+    return _str_format_map(template, mapping)
+
+
+def _format_attribute(obj, name):
+    """`obj.format` / `obj.format_map` in a compiled task file (see _SafeFormatRewriter)."""
+    if name not in ("format", "format_map"):
+        _violation("attribute %r through the format guard is not allowed in a %s" % (name, _context))
+    value = getattr(obj, name)
+    if value is _str_format:
+        return _safe_format
+    if value is _str_format_map:
+        return _safe_format_map
+    if type(value) is types.BuiltinMethodType and isinstance(getattr(value, "__self__", None), str) \
+            and getattr(value, "__name__", None) in ("format", "format_map"):
+        template = value.__self__
+        safe = _safe_format if name == "format" else _safe_format_map
+
+        def bound(*args, **kwargs):
+            return safe(template, *args, **kwargs)
+        return bound
+    return value
+
+
+class _SafeFormatRewriter(ast.NodeTransformer):
+    """x.format / x.format_map (loads) -> _envforge_format_attribute(x, "format")."""
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if node.attr in ("format", "format_map") and isinstance(node.ctx, ast.Load):
+            call = ast.Call(func=ast.Name(id="_envforge_format_attribute", ctx=ast.Load()),
+                            args=[node.value, ast.Constant(value=node.attr)], keywords=[])
+            return ast.copy_location(call, node)
+        return node
 
 
 def _forbidden(name):
@@ -564,6 +671,7 @@ def _build_safe_builtins():
     for name in _analysis.FORBIDDEN_NAMES:
         safe[name] = _forbidden(name)
     safe["__import__"] = _guarded_import
+    safe["_envforge_format_attribute"] = _format_attribute
     safe["ToolError"] = ToolError
     safe["ToolCallError"] = ToolCallError
     return safe
@@ -724,7 +832,8 @@ def _compile_task_file(path, source, kind):
         if len(problems) > 3:
             text += "; and %d more" % (len(problems) - 3)
         return None, text
-    return compile(source, path, "exec", dont_inherit=True), None
+    tree = _SafeFormatRewriter().visit(ast.parse(source, filename=path))
+    return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True), None
 
 
 def _positional_params(fn):
