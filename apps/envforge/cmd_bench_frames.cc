@@ -132,7 +132,12 @@ PhaseResult RunPhase(SessionManager& manager, const std::string& env_id, size_t 
     sessions.push_back(*id);
   }
   std::vector<std::string> markers;
-  for (auto id : sessions) markers.push_back(manager.GetSessionInfo(id)->scratch_dir + "/announced");
+  // Session files live in the zygote's private scratch mount (sandbox/worker/README.md): the host
+  // reaches them through the zygote's root.
+  for (auto id : sessions) {
+    auto info = manager.GetSessionInfo(id);
+    markers.push_back("/proc/" + std::to_string(info->zygote_pid) + "/root" + info->scratch_dir + "/announced");
+  }
   long long rss_before = ResidentKib();
 
   std::mutex mutex;
