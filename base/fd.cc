@@ -71,20 +71,24 @@ Status SetCloseOnExec(int fd, bool close_on_exec) {
   return Status::Ok();
 }
 
-Status SendWithFd(int socket, std::string_view bytes, int fd_to_send) {
-  if (bytes.empty()) return InvalidArgumentError("SendWithFd needs at least one byte");
+Status SendWithFds(int socket, std::string_view bytes, const std::vector<int>& fds_to_send) {
+  if (bytes.empty()) return InvalidArgumentError("SendWithFds needs at least one byte");
+  if (fds_to_send.empty() || fds_to_send.size() > kMaxFdsPerSend) {
+    return InvalidArgumentError("SendWithFds sends 1.." + std::to_string(kMaxFdsPerSend) + " descriptors");
+  }
+  const size_t fd_bytes = sizeof(int) * fds_to_send.size();
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerSend)] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  msg.msg_controllen = CMSG_SPACE(fd_bytes);
   cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
   cmsg->cmsg_level = SOL_SOCKET;
   cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cmsg), &fd_to_send, sizeof(int));
+  cmsg->cmsg_len = CMSG_LEN(fd_bytes);
+  std::memcpy(CMSG_DATA(cmsg), fds_to_send.data(), fd_bytes);
   ssize_t n;
   do {
     n = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
@@ -93,8 +97,12 @@ Status SendWithFd(int socket, std::string_view bytes, int fd_to_send) {
     if (errno == EPIPE || errno == ECONNRESET) return UnavailableError("peer closed the connection");
     return ErrnoError("sendmsg", errno);
   }
-  // The descriptor travels with the first byte; the rest is ordinary stream data.
+  // The descriptors travel with the first bytes; the rest is ordinary stream data.
   return WriteFull(socket, bytes.substr(static_cast<size_t>(n)));
+}
+
+Status SendWithFd(int socket, std::string_view bytes, int fd_to_send) {
+  return SendWithFds(socket, bytes, {fd_to_send});
 }
 
 Result<size_t> RecvWithFd(int socket, char* buffer, size_t capacity, UniqueFd* received_fd) {

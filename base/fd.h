@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 #include <utility>
 
 #include "base/status.h"
@@ -43,7 +44,11 @@ Result<std::pair<UniqueFd, UniqueFd>> MakeSocketPair();
 Status SetNonBlocking(int fd, bool non_blocking);
 Status SetCloseOnExec(int fd, bool close_on_exec);
 
-// Sends `bytes` with one descriptor attached (SCM_RIGHTS). bytes must be non-empty.
+// Sends `bytes` with 1..kMaxFdsPerSend descriptors attached, in order, in one SCM_RIGHTS message
+// riding on the first byte. bytes must be non-empty.
+inline constexpr size_t kMaxFdsPerSend = 4;
+Status SendWithFds(int socket, std::string_view bytes, const std::vector<int>& fds_to_send);
+// SendWithFds with one descriptor.
 Status SendWithFd(int socket, std::string_view bytes, int fd_to_send);
 // Receives up to `capacity` bytes and at most one attached descriptor; *received_fd is -1 when
 // none came. Returns the byte count (0 = peer closed).

@@ -34,30 +34,8 @@ Status SendFrameWithFd(int socket, std::string_view payload, int fd_to_send) {
 }
 
 Status SendFrameWithFds(int socket, std::string_view payload, const std::vector<int>& fds) {
-  if (fds.empty() || fds.size() > kMaxFdsPerFrame) return InvalidArgumentError("SendFrameWithFds: 1..4 descriptors");
-  std::string frame = EncodeFrame(payload);
-  iovec iov{frame.data(), frame.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerFrame)] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-  std::memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
-  ssize_t n;
-  do {
-    n = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) {
-    if (errno == EPIPE || errno == ECONNRESET) return UnavailableError("peer closed the connection");
-    return ErrnoError("sendmsg", errno);
-  }
-  // The descriptors travel with the first bytes; the rest is ordinary stream data.
-  return WriteFull(socket, std::string_view(frame).substr(static_cast<size_t>(n)));
+  if (fds.size() > kMaxFdsPerFrame) return InvalidArgumentError("SendFrameWithFds: at most 4 descriptors");
+  return SendWithFds(socket, EncodeFrame(payload), fds);
 }
 
 Result<std::string> ReadFrame(int fd, uint32_t max_bytes) {

@@ -42,6 +42,28 @@ uint64_t HexField(int pid, const std::string& key) { return std::strtoull(Status
 // The capabilities the zygote keeps as root (isolation.h, kZygoteCapabilities).
 constexpr uint64_t kZygoteCaps = (1ull << 1) | (1ull << 5) | (1ull << 6) | (1ull << 7) | (1ull << 8) | (1ull << 19);
 
+// The tools every bundle below needs besides its own (the fixture tasks' solutions call them).
+constexpr char kHotelTools[] = R"PY(
+
+def get_hotel(name: str):
+    """Look up a hotel by name."""
+    rows = db.query("SELECT name, city, price FROM hotels WHERE name = ?", (name,))
+    if not rows:
+        raise ValueError("unknown hotel %r" % name)
+    return rows[0]
+
+
+def list_hotels(city: str, limit: int = 10):
+    """List hotels in a city, cheapest first."""
+    return [r["name"] for r in db.query(
+        "SELECT name FROM hotels WHERE city = ? ORDER BY price LIMIT ?", (city, limit))]
+
+
+def bump():
+    """Returns 1."""
+    return 1
+)PY";
+
 // A tools module whose body attacks the host at import time and records every outcome.
 std::string HostileToolsModule(int victim, const std::string& escape, const std::string& target,
                                const std::string& socket_path) {
@@ -122,25 +144,7 @@ def attempts():
     """What the module body could do at import time."""
     return {"attempts": ATTEMPTS, "uid": UID}
 
-
-def get_hotel(name: str):
-    """Look up a hotel by name."""
-    rows = db.query("SELECT name, city, price FROM hotels WHERE name = ?", (name,))
-    if not rows:
-        raise ValueError("unknown hotel %r" % name)
-    return rows[0]
-
-
-def list_hotels(city: str, limit: int = 10):
-    """List hotels in a city, cheapest first."""
-    return [r["name"] for r in db.query(
-        "SELECT name FROM hotels WHERE city = ? ORDER BY price LIMIT ?", (city, limit))]
-
-
-def bump():
-    """Returns 1."""
-    return 1
-)PY";
+)PY" + std::string(kHotelTools);
   auto substitute = [&](const std::string& key, const std::string& value) {
     for (auto at = module.find(key); at != std::string::npos; at = module.find(key, at + value.size())) {
       module.replace(at, key.size(), value);
@@ -372,28 +376,6 @@ TEST_CASE("the janitor removes the cgroup directories of a zygote that was kille
 // ---------------------------------------------------------------------------------------------
 // Nothing outlives a session, nothing crosses environments: SysV IPC, other environments'
 // scratch files, disk.
-
-// The tools every bundle below needs besides its own (the fixture tasks' solutions call them).
-constexpr char kHotelTools[] = R"PY(
-
-def get_hotel(name: str):
-    """Look up a hotel by name."""
-    rows = db.query("SELECT name, city, price FROM hotels WHERE name = ?", (name,))
-    if not rows:
-        raise ValueError("unknown hotel %r" % name)
-    return rows[0]
-
-
-def list_hotels(city: str, limit: int = 10):
-    """List hotels in a city, cheapest first."""
-    return [r["name"] for r in db.query(
-        "SELECT name FROM hotels WHERE city = ? ORDER BY price LIMIT ?", (city, limit))]
-
-
-def bump():
-    """Returns 1."""
-    return 1
-)PY";
 
 std::vector<std::pair<std::string, Json>> SchemasWith(std::vector<std::pair<std::string, Json>> extra) {
   auto object = [](Json properties, Json required) {
