@@ -34,6 +34,7 @@ inline constexpr std::string_view kThinkEnd = "</think>";
 inline constexpr std::string_view kDsmlMarker = "｜DSML｜";
 
 struct ChatToolCall {
+  std::string id;  // OpenAI's tool-call id (tool messages answer it); not rendered by DSV32
   std::string name;
   // A JSON object, or a string holding a JSON object's text (OpenAI style), which EncodeChat reads
   // keeping its key order (Json objects render in their own, sorted, key order).
@@ -45,6 +46,7 @@ struct ChatMessage {
   std::string content;
   std::string reasoning_content;         // assistant only
   std::vector<ChatToolCall> tool_calls;  // assistant only
+  std::string tool_call_id;              // tool only: the call it answers (OpenAI); not rendered
 };
 
 struct ChatEncodeOptions {

@@ -1,0 +1,158 @@
+// inference::Backend: the one seam between the rollout loop (agents/), the /v1 endpoint (server/)
+// and whatever produces completions (ARCHITECTURE.md, "Inference"). Three implementations:
+//
+//   embedded:MODEL_DIR   the DSA engine in this process (inference/embedded_backend.h): DSV32
+//                        chat encoding, DSML parsing, continuous batching of every caller's
+//                        sequences, KV caches kept across the turns of an episode;
+//   openai:URL           any OpenAI-compatible server over HTTP (inference/openai_backend.h);
+//   scripted:FILE.jsonl  recorded responses replayed in order (inference/scripted_backend.h).
+//
+// A request is chat messages + tool specs + sampling parameters + n; the answer is n choices,
+// each a parsed assistant message (content, reasoning, tool calls) with what the backend knows
+// of its tokens. Complete() blocks the calling thread and is safe to call from many threads at
+// once: that is how callers get batched (the embedded engine folds every pending request into
+// its decode steps).
+//
+// Errors (the Status of Complete): InvalidArgument for a request the backend refuses (bad
+// sampling parameters, messages the chat encoding rejects, a prompt longer than the context
+// window: OutOfRange); every failure that is not the request's fault (server unreachable, 5xx
+// after retries, a response that is not the documented shape, the script ran out) is
+// Unavailable, DataLoss or DeadlineExceeded. Callers (the rollout loop) turn any of those into
+// the episode outcome `infra_error`, never into a reward.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/json.h"
+#include "base/status.h"
+#include "inference/chat_format.h"
+#include "inference/sampler.h"
+
+namespace envforge::inference {
+
+struct CompletionRequest {
+  std::string model;  // openai: the "model" field sent; others: reported back only
+  std::vector<ChatMessage> messages;
+  // Raw completion (/v1/completions): when raw is set, prompt_text is completed as it is (no chat
+  // rendering; embedded: BOS prepended unless present) and choices carry only text (no parsing);
+  // messages and tools are ignored.
+  bool raw = false;
+  std::string prompt_text;
+  // MCP-style ({name, description, inputSchema}) or OpenAI-style tool specs.
+  Json tools = Json::array();
+  // "auto", "none" (tools are not offered), "required" (a completion without a tool call is a
+  // failed choice: finish_reason stays, parse_error says so), or a function name.
+  std::string tool_choice = "auto";
+  int64_t n = 1;
+  int64_t max_tokens = 512;  // per choice
+  SamplingParams sampling;   // temperature, top_p, top_k, seed
+  bool thinking = false;     // DSV32 thinking mode / DeepSeek's {"thinking": {"type": "enabled"}}
+  std::vector<std::string> stop;  // stop strings; the matched text is not part of the content
+  bool logprobs = false;          // fill Completion::logprobs (embedded: always filled)
+  int64_t top_logprobs = 0;       // 0..20 alternatives per token (needs logprobs)
+  // Continue the conversation of an earlier choice (its Completion::cache_handle): when
+  // `messages` are that choice's conversation plus its assistant message plus new tool/user
+  // messages, the embedded engine appends only the new messages' tokens to the choice's KV
+  // cache instead of prefilling again. A handle is consumed by the request that continues it.
+  // Backends without caches ignore it; an unknown or unusable handle only costs a prefill.
+  std::string continue_from;
+  // Streaming: called with each new piece of a choice's generated text (whole UTF-8 sequences),
+  // from the backend's thread, before Complete returns. Must not block.
+  std::function<void(int64_t choice, std::string_view piece)> on_text;
+  std::chrono::milliseconds timeout{0};  // 0: the backend's default
+};
+
+// One alternative of top_logprobs.
+struct TokenAlternative {
+  int32_t token = -1;  // -1 when the backend only has text (openai)
+  std::string text;
+  double logprob = 0;
+};
+
+struct Completion {
+  ChatMessage message;       // role "assistant": content, reasoning_content, tool_calls
+  std::string text;          // the generated text as produced (before parsing)
+  std::string parse_error;   // non-empty: the tool-call block (or its JSON arguments) is malformed
+  std::string finish_reason; // "stop", "length", "tool_calls"
+  // Tokens of the generated text, when the backend has them (embedded always; openai only with
+  // logprobs and ids). logprobs[i] is log p(tokens[i]) under the distribution sampled from;
+  // kept_counts[i] the size of the top-k/top-p set it was drawn from (0 when unknown).
+  std::vector<int32_t> tokens;
+  std::vector<std::string> token_texts;  // openai logprobs: the token strings
+  std::vector<double> logprobs;
+  std::vector<int64_t> kept_counts;
+  std::vector<std::vector<TokenAlternative>> top_logprobs;
+  // The prompt this choice was generated from, as token ids (embedded only): prompt_tokens are
+  // its length; the first reused_tokens of them were already in the continued cache (the rest,
+  // new_prompt_tokens, were fed this turn; of those, prefilled_tokens ran through the model --
+  // less than new_prompt_tokens when a shared prompt prefill served several choices).
+  int64_t prompt_tokens = 0;
+  int64_t reused_tokens = 0;
+  std::vector<int32_t> new_prompt_tokens;
+  int64_t prefilled_tokens = 0;
+  int64_t completion_tokens = 0;
+  // Embedded: pass as CompletionRequest::continue_from to continue this conversation; release
+  // with Backend::Release when the conversation ends. Empty for other backends.
+  std::string cache_handle;
+};
+
+struct CompletionResult {
+  std::string model;  // as reported by the backend
+  std::vector<Completion> choices;
+  int64_t prompt_tokens = 0;      // usage: the prompt once
+  int64_t completion_tokens = 0;  // usage: every choice's generated tokens
+};
+
+struct BackendInfo {
+  std::string kind;   // "embedded", "openai", "scripted"
+  std::string spec;   // as opened ("embedded:/path")
+  std::string model;  // model name (embedded: the directory's base name unless --model names it)
+  int64_t context_window = 0;  // tokens; 0 when unknown
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual BackendInfo info() const = 0;
+  // See the file comment. Thread-safe.
+  virtual Result<CompletionResult> Complete(const CompletionRequest& request) = 0;
+  // Tokens `text` occupies for this backend's model (embedded: exact; others: an estimate of
+  // one token per 4 bytes). Used to decide when the context passes its window's threshold.
+  virtual int64_t CountTokens(std::string_view text) const = 0;
+  // Drops the KV cache kept for a handle (no-op for unknown handles and cacheless backends).
+  virtual void Release(const std::string& cache_handle) { (void)cache_handle; }
+  // Backend-specific counters as a JSON object (embedded: prefill/decode tokens, batch sizes,
+  // live caches); {} when there are none.
+  virtual Json Stats() const { return Json::object(); }
+};
+
+struct BackendOptions {
+  std::string model_name;  // --model: sent to openai servers, reported by the others
+  // openai: the environment variable holding the API key (sent as "Authorization: Bearer");
+  // empty: OPENAI_API_KEY when set, else no key.
+  std::string api_key_env;
+  std::chrono::milliseconds request_timeout{120'000};
+  int max_retries = 4;      // openai: retries on 429/5xx/connection errors
+  int max_concurrency = 64; // openai: requests in flight at once
+  // embedded: where the forward runs ("cpu", "cuda", "auto") and the context window (0: the
+  // model's max_position_embeddings).
+  std::string device = "cpu";
+  int64_t context_window = 0;
+};
+
+// Opens "embedded:DIR", "openai:URL" or "scripted:FILE". Errors: InvalidArgument for an unknown
+// scheme or a malformed spec (naming it); the implementation's open errors (a model directory that
+// does not load, a script that does not parse: InvalidArgument/NotFound naming the file; an openai
+// URL is not contacted here).
+Result<std::unique_ptr<Backend>> OpenBackend(std::string_view spec, const BackendOptions& options);
+
+// The OpenAI function-tool form of MCP-style specs, and back (either form is accepted by both).
+Json ToOpenAiTools(const Json& tools);
+
+}  // namespace envforge::inference
