@@ -14,6 +14,10 @@
 //   GET  /metrics  Prometheus text: RpcService::metrics() plus this transport's counters
 //                  (envforge_transport_connections_total / _open, envforge_transport_bytes_total,
 //                  envforge_http_responses_total{code}, envforge_ws_messages_total{direction}).
+//   /v1/...        the OpenAI-compatible endpoint (server/openai_api.h): GET /v1/models,
+//                  POST /v1/chat/completions, POST /v1/completions; streamed answers are
+//                  server-sent events over a chunked response. Its refusals (401, 403, 415 and
+//                  the endpoint's own) carry OpenAI's {"error": {...}} body instead of JSON-RPC's.
 //   GET  /ws       WebSocket upgrade; each text (or binary) message is one native-dialect payload.
 //                  Requests on one connection run concurrently and their responses are written
 //                  as they complete (match them by id), one frame per response.
@@ -94,6 +98,8 @@
 
 namespace envforge::server {
 
+class OpenAiApi;
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";  // an IPv4 or IPv6 literal, or "localhost"
   uint16_t port = 0;               // 0: an ephemeral port (see HttpServer::port())
@@ -112,6 +118,9 @@ struct HttpServerOptions {
   std::chrono::milliseconds header_timeout{5'000};  // unauthenticated: accept -> whole header
   // Origins allowed besides the loopback ones, "scheme://host[:port]" (no path).
   std::vector<std::string> allowed_origins;
+  // Serves every path under /v1 (server/openai_api.h); must outlive the server. Null: /v1
+  // requests are answered 503 ("no model is served").
+  OpenAiApi* openai = nullptr;
 };
 
 // The checks of HttpServer::Create on `options` alone (no binding): InvalidArgument naming the

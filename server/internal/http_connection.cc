@@ -10,6 +10,7 @@
 #include <boost/beast/websocket.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <exception>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "server/internal/request_policy.h"
+#include "server/openai_api.h"
 
 namespace envforge::server::internal {
 namespace {
@@ -65,7 +67,10 @@ std::string TooLargeBody(size_t limit) {
                                    Json{{"kind", "payload_too_large"}, {"retryable", false}, {"limit", limit}});
 }
 
-enum class Route { kRpc, kMcp, kHealth, kMetrics, kWebSocket };
+enum class Route { kRpc, kMcp, kHealth, kMetrics, kWebSocket, kV1 };
+
+// Paths of the OpenAI-compatible endpoint: their refusals speak OpenAI's error shape.
+bool IsV1Path(std::string_view path) { return path == "/v1" || path.rfind("/v1/", 0) == 0; }
 
 // What to do with a request, decided from its header alone.
 struct Decision {
@@ -114,9 +119,10 @@ template <typename Header>
 Decision AcceptJsonPost(const Header& request, Route route, std::string_view path) {
   std::string_view content_type = View(request[http::field::content_type]);
   if (IsJsonContentType(content_type)) return Accept(route);
+  std::string message = "POST " + std::string(path) + " needs Content-Type: application/json, got " +
+                        (content_type.empty() ? std::string("none") : Quoted(content_type));
   return RefuseAtHeader(http::status::unsupported_media_type,
-                        PlainError("POST " + std::string(path) + " needs Content-Type: application/json, got " +
-                                   (content_type.empty() ? std::string("none") : Quoted(content_type))));
+                        IsV1Path(path) ? V1ErrorBody(message, "invalid_request_error", "unsupported_media_type") : PlainError(message));
 }
 
 // The route of a request that passed the Origin and token checks.
@@ -136,6 +142,10 @@ Decision DecideAuthenticated(const Header& request, std::string_view path, http:
     if (!websocket::is_upgrade(request)) return Reject(http::status::upgrade_required, PlainError("/ws needs a WebSocket upgrade"));
     return Accept(Route::kWebSocket);
   }
+  if (IsV1Path(path)) {
+    // The endpoint answers wrong methods and unknown paths itself, in its own shape.
+    return method == http::verb::post ? AcceptJsonPost(request, Route::kV1, path) : Accept(Route::kV1);
+  }
   return Reject(http::status::not_found, PlainError("no route for " + std::string(path)));
 }
 
@@ -147,15 +157,19 @@ Decision Decide(const Header& request, const TransportShared& shared) {
   bool get = method == http::verb::get || method == http::verb::head;
   std::string_view origin = View(request[http::field::origin]);
   if (!shared.OriginAllowed(origin)) {
+    std::string message = "origin " + Quoted(origin) + " is not allowed: only loopback origins and those given with --allow-origin";
     return RefuseAtHeader(http::status::forbidden,
-                          PlainError("origin " + Quoted(origin) +
-                                     " is not allowed: only loopback origins and those given with --allow-origin"));
+                          IsV1Path(path) ? V1ErrorBody(message, "invalid_request_error", "origin_not_allowed") : PlainError(message));
   }
   if (path == "/health") return get ? Accept(Route::kHealth) : Reject(http::status::method_not_allowed, PlainError("use GET /health"), "GET");
   if (!shared.Authorized(View(request[http::field::authorization]))) {
-    Decision decision = RefuseAtHeader(http::status::unauthorized,
-                                       RpcService::ErrorResponse(nullptr, -32005, "unauthorized: send Authorization: Bearer <token>",
-                                                                 Json{{"kind", "unauthorized"}, {"retryable", false}}));
+    // OpenAI clients send their API key as this same Bearer token.
+    Decision decision = RefuseAtHeader(
+        http::status::unauthorized,
+        IsV1Path(path) ? V1ErrorBody("Incorrect or missing API key: send Authorization: Bearer <token>", "invalid_request_error",
+                                     "invalid_api_key")
+                       : RpcService::ErrorResponse(nullptr, -32005, "unauthorized: send Authorization: Bearer <token>",
+                                                   Json{{"kind", "unauthorized"}, {"retryable", false}}));
     decision.unauthorized = true;
     return decision;
   }
@@ -467,6 +481,8 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
                       false);
         case Route::kWebSocket:
           return Upgrade();
+        case Route::kV1:
+          return DispatchV1();
       }
     } catch (const std::exception& e) {
       SendInternalError(e);
@@ -544,6 +560,132 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
       return Send(MakeResponse(dialect == Dialect::kMcp ? http::status::accepted : http::status::no_content, {}, {}), false);
     }
     Send(MakeResponse(http::status::ok, std::move(*answer), "application/json"), false);
+  }
+
+  // ---- /v1 (server/openai_api.h) ----------------------------------------------------------------
+
+  // The connection as a V1Responder: every call is posted to the strand through the gate, as the
+  // service's answers are. It holds the in-flight token until it is dropped, so WaitIdle waits for
+  // completions still running on the endpoint's pool.
+  class V1Sink : public V1Responder {
+   public:
+    V1Sink(std::shared_ptr<TransportShared> shared, std::weak_ptr<HttpConnection> connection, std::shared_ptr<InFlightToken> token)
+        : shared_(std::move(shared)), connection_(std::move(connection)), token_(std::move(token)) {}
+
+    void Reply(int status, std::string body, Headers headers) override {
+      Post([status, body = std::move(body), headers = std::move(headers), token = token_](HttpConnection& self) mutable {
+        self.OnV1Reply(status, std::move(body), std::move(headers), std::move(token));
+      });
+    }
+    void BeginStream() override {
+      Post([token = token_](HttpConnection& self) mutable { self.OnV1StreamBegin(std::move(token)); });
+    }
+    void Event(std::string data) override {
+      Post([data = std::move(data)](HttpConnection& self) mutable { self.OnV1StreamData("data: " + data + "\n\n"); });
+    }
+    void EndStream() override {
+      Post([](HttpConnection& self) { self.OnV1StreamEnd(); });
+    }
+
+   private:
+    template <typename Fn>
+    void Post(Fn&& fn) {
+      shared_->IfOpen([&] {
+        auto self = connection_.lock();
+        if (!self) return;
+        net::post(self->stream_.get_executor(), [self, fn = std::forward<Fn>(fn)]() mutable { fn(*self); });
+      });
+    }
+
+    std::shared_ptr<TransportShared> shared_;
+    std::weak_ptr<HttpConnection> connection_;
+    std::shared_ptr<InFlightToken> token_;
+  };
+
+  void DispatchV1() {
+    // Without an endpoint configured, one with no backend words the 503.
+    static OpenAiApi no_backend(nullptr, OpenAiApiOptions{});
+    OpenAiApi* api = shared_->options().openai != nullptr ? shared_->options().openai : &no_backend;
+    auto& request = parser_->get();
+    std::string_view target = View(request.target());
+    std::string_view path = target.substr(0, target.find('?'));
+    auto sink = std::make_shared<V1Sink>(shared_, weak_from_this(), shared_->AcquireInFlight());
+    api->Handle(View(request.method_string()), path, std::move(request.body()), std::move(sink));
+  }
+
+  void OnV1Reply(int status, std::string body, V1Responder::Headers headers, std::shared_ptr<InFlightToken> token) {
+    if (closed_) return;
+    token_ = std::move(token);  // released once the response is written
+    Response response = MakeResponse(static_cast<http::status>(status), std::move(body), "application/json");
+    for (const auto& [name, value] : headers) response.set(name, value);
+    Send(std::move(response), false);
+  }
+
+  // The header of a server-sent event stream. HTTP/1.1 frames it in chunks and keeps the
+  // connection; an HTTP/1.0 client gets the bare stream, ended by the close.
+  void OnV1StreamBegin(std::shared_ptr<InFlightToken> token) {
+    if (closed_) return;
+    token_ = std::move(token);
+    const auto& request = parser_->get();
+    stream_chunked_ = request.version() >= 11;
+    close_after_write_ = !request.keep_alive() || shared_->draining() || !stream_chunked_;
+    std::string head = std::string(stream_chunked_ ? "HTTP/1.1" : "HTTP/1.0") + " 200 OK\r\nServer: " + kServerName +
+                       "\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n" +
+                       (stream_chunked_ ? "Transfer-Encoding: chunked\r\n" : "") +
+                       (close_after_write_ ? "Connection: close\r\n" : "Connection: keep-alive\r\n") + "\r\n";
+    shared_->CountResponse(200);
+    stream_out_ += head;
+    DoStreamWrite();
+  }
+
+  void OnV1StreamData(std::string data) {
+    if (closed_ || data.empty()) return;
+    if (stream_chunked_) {
+      char size[20];
+      std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+      stream_out_.append(size).append(data).append("\r\n");
+    } else {
+      stream_out_ += data;
+    }
+    DoStreamWrite();
+  }
+
+  void OnV1StreamEnd() {
+    if (closed_) return;
+    if (stream_chunked_) stream_out_ += "0\r\n\r\n";
+    stream_ended_ = true;
+    DoStreamWrite();
+  }
+
+  // Events that arrive while a write runs gather in stream_out_ and leave in the next write.
+  void DoStreamWrite() {
+    if (stream_writing_ || closed_) return;
+    if (stream_out_.empty()) {
+      if (stream_ended_) return OnStreamDone();
+      return;
+    }
+    stream_writing_ = true;
+    stream_in_flight_.swap(stream_out_);
+    stream_out_.clear();
+    stream_.expires_after(shared_->options().read_timeout);  // a client that does not read is slow too
+    net::async_write(stream_, net::buffer(stream_in_flight_), beast::bind_front_handler(&HttpConnection::OnStreamWrite, shared_from_this()));
+  }
+
+  void OnStreamWrite(ErrorCode ec, size_t bytes) {
+    stream_writing_ = false;
+    stream_in_flight_.clear();
+    if (ec) return Finish();  // the client left; the completion runs on, its events are dropped
+    stream_.expires_never();
+    shared_->CountBytes("http", "out", bytes);
+    DoStreamWrite();
+  }
+
+  void OnStreamDone() {
+    stream_ended_ = false;
+    stream_chunked_ = false;
+    token_.reset();
+    if (close_after_write_) return LingeringClose();
+    DoIdleWait();
   }
 
   void SendHealth() {
@@ -678,6 +820,12 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   std::shared_ptr<InFlightToken> token_;
   bool close_after_write_ = false;
   bool closed_ = false;
+  // A /v1 event stream being written: bytes waiting, bytes being written, and its state.
+  std::string stream_out_;
+  std::string stream_in_flight_;
+  bool stream_writing_ = false;
+  bool stream_ended_ = false;
+  bool stream_chunked_ = false;
 };
 
 }  // namespace
