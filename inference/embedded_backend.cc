@@ -20,6 +20,7 @@ struct HandleState {
   std::string prompt_text;         // the rendering the choice was generated from
   ChatMessage message;             // the choice's parsed assistant message
   bool thinking = false;
+  bool ended_with_stop_token = false;
   std::string tools_key;
 };
 
@@ -177,6 +178,11 @@ bool EmbeddedBackend::Continue(const CompletionRequest& request, HandleState& st
   if (!through_text.ok() || prepared.prompt_text.compare(0, through_text->size(), *through_text) != 0) return false;
   prepared.new_tokens = model_->tokenizer()->Encode(std::string_view(prepared.prompt_text).substr(through_text->size()));
   if (prepared.new_tokens.empty()) return false;
+  if (!state.ended_with_stop_token) {
+    // The turn was cut by max_tokens: the rendering closes it with EOS, which the model never
+    // sampled; it is fed as a prompt token.
+    prepared.new_tokens.insert(prepared.new_tokens.begin(), static_cast<int32_t>(model_->config().eos_token_id));
+  }
   prepared.reused = static_cast<int64_t>(state.context.size());
   prepared.context = std::move(state.context);
   prepared.feed = {prepared.context.back()};
@@ -286,8 +292,10 @@ Completion EmbeddedBackend::MakeChoice(const CompletionRequest& request, EngineC
   for (size_t i = 0; i < completion.message.tool_calls.size(); ++i) {
     completion.message.tool_calls[i].id = "call_" + std::to_string(i);
   }
-  if (choice.stopped_by_token && parsed.ok()) {
+  // A choice cut by a stop string has tokens in its cache that its text leaves out: not continuable.
+  if (!choice.stopped_by_callback && !choice.tokens.empty()) {
     HandleState state;
+    state.ended_with_stop_token = choice.stopped_by_token;
     state.cache = std::move(choice.cache);
     state.context = prepared.context;
     state.context.insert(state.context.end(), choice.tokens.begin(), choice.tokens.end());

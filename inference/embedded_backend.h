@@ -6,12 +6,12 @@
 // DSML tool calls; malformed DSML is the choice's parse_error). Raw requests complete
 // prompt_text as it is (BOS prepended unless present).
 //
-// Multi-turn reuse (what keeps an agent episode from re-prefilling its conversation): a choice that
-// ended on EOS gets a cache_handle holding its KV cache, its token context and the text it was
-// generated from. A request with continue_from = that handle whose messages are the same
+// Multi-turn reuse (what keeps an agent episode from re-prefilling its conversation): a chat choice
+// that ended on EOS or on max_tokens (not on a stop string) gets a cache_handle holding its KV
+// cache, its token context and the text it was generated from. A request with continue_from = that handle whose messages are the same
 // conversation plus that choice's assistant message plus new messages feeds only the tokens of the
-// new messages' rendering (and the choice's final EOS, which the cache has not seen) into that
-// cache: the conversation's tokens are exactly those the model sampled, never re-tokenized. When
+// new messages' rendering (after the choice's last sampled token, which the cache has not seen,
+// and an EOS closing a turn cut by max_tokens) into that cache: the conversation's tokens are exactly those the model sampled, never re-tokenized. When
 // the conversation does not match (edited history, thinking dropped by a new user message,
 // context management), the request prefills from scratch and the handle's cache is dropped.
 // Fresh prompts are shared through the engine's prompt cache, so the n episodes of one task
