@@ -87,7 +87,8 @@ class EventStream {
       if (i >= splitters_.size()) splitters_.emplace_back(thinking_, !chat_, request.completion.stop), role_sent_.push_back(false);
       SendRole(i);
       if (chat_) {
-        SendDelta(i, splitters_[i].Finish(choice.message.reasoning_content, choice.message.content));
+        // Reasoning is part of the answer only in thinking mode (as in MessageJson).
+        SendDelta(i, splitters_[i].Finish(thinking_ ? choice.message.reasoning_content : "", choice.message.content));
         if (!choice.message.tool_calls.empty()) Send(ChunkJson(i, Json{{"tool_calls", internal::ToolCallsJson(choice, true)}}));
         Json logprobs = request.completion.logprobs ? internal::ChatLogprobsJson(choice, request.completion.top_logprobs) : Json(nullptr);
         Send(ChunkJson(i, Json::object(), internal::FinishReason(choice), std::move(logprobs)));
@@ -276,13 +277,17 @@ void OpenAiApi::Complete(const std::shared_ptr<Call>& call) {
   auto result = backend_->Complete(request.completion);
   request.completion.on_text = nullptr;  // the stream must not outlive this call through it
   if (!result.ok()) {
-    ApiError error = internal::ErrorFromStatus(result.status());
+    ApiError error = internal::V1ErrorFromStatus(result.status());
     if (error.status >= 500) {
       ENVFORGE_LOG(kWarn) << "/v1 completion failed: " << result.status().ToString();
     }
     Count(endpoint, error.status);
     if (!stream || !stream->Fail(error)) ReplyError(*call->responder, error);
     return;
+  }
+  // /v1 has no way to continue a choice's cache: drop the caches the backend kept for them.
+  for (const auto& choice : result->choices) {
+    if (!choice.cache_handle.empty()) backend_->Release(choice.cache_handle);
   }
   internal::AssignToolCallIds(*result);
   if (!request.chat) TrimRawText(*result, request.completion.stop);

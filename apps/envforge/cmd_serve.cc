@@ -3,6 +3,8 @@
 //
 //   envforge serve --envs DIR [options]   (kUsage below; `envforge serve --help` prints it)
 //   envforge serve --stdio --envs DIR [--mcp] [...]
+//   envforge serve --envs DIR --model MODEL_DIR [--model-name NAME] [--device cpu|cuda|auto]
+//                                    (also the OpenAI-compatible /v1, server/openai_api.h)
 //
 // The token may also come from the environment variable ENVFORGE_SERVE_TOKEN (it then does not
 // show in the process list). SIGTERM or SIGINT drains: the listener closes, new sessions and tool
@@ -29,7 +31,9 @@
 #include "apps/envforge/solve_task.h"
 #include "base/fd.h"
 #include "base/log.h"
+#include "inference/backend.h"
 #include "server/http_server.h"
+#include "server/openai_api.h"
 #include "server/rpc_service.h"
 #include "server/stdio_server.h"
 
@@ -78,6 +82,15 @@ http:
                               of those, from one address (max-unauthenticated/4)
   --header-timeout-ms MS      an unauthenticated connection's request header must arrive whole
                               within this (5000)
+OpenAI-compatible /v1 (GET /v1/models, POST /v1/chat/completions, POST /v1/completions):
+  --model MODEL_DIR           serve this model with the embedded engine (= --backend embedded:DIR)
+  --backend SPEC              embedded:DIR | openai:URL | scripted:FILE.jsonl
+  --model-name NAME           the name clients use (the model directory's name)
+  --device cpu|cuda|auto      where the embedded engine runs (cpu)
+  --context-window N          tokens (the model's max_position_embeddings)
+  --v1-workers N              completions running at once, batched together by the engine (64)
+  --v1-max-queue N            completions waiting beyond those (256); past it 429 + Retry-After
+  Without --model or --backend, /v1 answers 503. --token also guards /v1 (the client's API key).
 )";
 
 // The self-pipe: the signal handler only writes one byte, the main thread waits for it.
@@ -225,14 +238,57 @@ Result<HttpServerOptions> HttpOptionsFrom(const ParsedArgs& parsed) {
   return options;
 }
 
+// The backend behind /v1: --model DIR is --backend embedded:DIR. nullptr when neither is given.
+Result<std::unique_ptr<inference::Backend>> BackendFrom(const ParsedArgs& parsed) {
+  auto model = parsed.Option("--model");
+  auto spec = parsed.Option("--backend");
+  if (model && spec) return InvalidArgumentError("envforge serve: give --model DIR or --backend SPEC, not both");
+  if (!model && !spec) {
+    for (const char* option : {"--model-name", "--device", "--context-window"}) {
+      if (parsed.Option(option)) return InvalidArgumentError(std::string("envforge serve: ") + option + " needs --model or --backend");
+    }
+    return std::unique_ptr<inference::Backend>();
+  }
+  inference::BackendOptions options;
+  options.model_name = parsed.OptionOr("--model-name", "");
+  options.device = parsed.OptionOr("--device", "cpu");
+  if (options.device != "cpu" && options.device != "cuda" && options.device != "auto") {
+    return InvalidArgumentError("envforge serve: --device must be cpu, cuda or auto, got '" + options.device + "'");
+  }
+  ENVFORGE_ASSIGN_OR_RETURN(long long window, parsed.IntOption("--context-window", 0, 0, 1LL << 24));
+  options.context_window = window;
+  return inference::OpenBackend(model ? "embedded:" + *model : *spec, options);
+}
+
+Result<server::OpenAiApiOptions> OpenAiOptionsFrom(const ParsedArgs& parsed) {
+  server::OpenAiApiOptions options;
+  ENVFORGE_ASSIGN_OR_RETURN(long long workers, parsed.IntOption("--v1-workers", 64, 1, 4096));
+  ENVFORGE_ASSIGN_OR_RETURN(long long queued, parsed.IntOption("--v1-max-queue", 256, 0, 1'000'000));
+  options.workers = static_cast<size_t>(workers);
+  options.max_queued = static_cast<size_t>(queued);
+  options.model_name = parsed.OptionOr("--model-name", "");
+  return options;
+}
+
 int ServeHttp(RpcService& service, const ParsedArgs& parsed, HttpServerOptions options, int signal_fd) {
   WarnIfFewDescriptors(options.max_connections);
+  auto backend = BackendFrom(parsed);
+  if (!backend.ok()) return Fail(backend.status().WithContext("envforge serve"), ExitCodeFor(backend.status()));
+  auto api_options = OpenAiOptionsFrom(parsed);
+  if (!api_options.ok()) return Fail(api_options.status().WithContext("envforge serve"), kExitUsage);
+  api_options->metrics = &service.metrics();
+  // Declared before the server: destroyed after it (the server calls into it until Stop).
+  server::OpenAiApi api(backend->get(), std::move(*api_options));
+  options.openai = &api;
   auto server = HttpServer::Create(service, options);
   if (!server.ok()) return Fail(server.status().WithContext("envforge serve"), ExitCodeFor(server.status()));
   (*server)->Start();
   std::string address = options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host;
   std::fprintf(stderr, "envforge serve: listening on http://%s:%u (POST /rpc, POST /mcp, WebSocket /ws, GET /health, GET /metrics)%s\n",
                address.c_str(), static_cast<unsigned>((*server)->port()), options.token.empty() ? "" : ", token required");
+  if (api.has_backend()) {
+    std::fprintf(stderr, "envforge serve: /v1 serves model '%s' (%s)\n", api.model_name().c_str(), (*backend)->info().spec.c_str());
+  }
   // The port file comes last: a script that waits for it finds the listening line already written.
   if (auto port_file = parsed.Option("--port-file")) {
     Status written = WriteFileAtomically(*port_file, std::to_string((*server)->port()) + "\n");
@@ -264,7 +320,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
                           {.value_options = {"--envs", "--host", "--port", "--token", "--max-sessions", "--session-ttl",
                                              "--trajectories", "--limits", "--max-payload", "--port-file", "--io-threads",
                                              "--max-connections", "--max-unauthenticated", "--max-unauthenticated-per-peer",
-                                             "--header-timeout-ms"},
+                                             "--header-timeout-ms", "--model", "--backend", "--model-name", "--device",
+                                             "--context-window", "--v1-workers", "--v1-max-queue"},
                            .flags = {"--stdio", "--mcp", "--help", "-h"},
                            .repeated_options = {"--allow-origin"}});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
@@ -275,6 +332,9 @@ int RunServeCommand(const std::vector<std::string>& args) {
   bool stdio = parsed->Has("--stdio");
   if (parsed->Has("--mcp") && !stdio) {
     return Fail(InvalidArgumentError("envforge serve: --mcp selects the stdio dialect; over HTTP use POST /mcp"), kExitUsage);
+  }
+  if (stdio && (parsed->Option("--model") || parsed->Option("--backend"))) {
+    return Fail(InvalidArgumentError("envforge serve: /v1 (--model, --backend) is served over HTTP, not with --stdio"), kExitUsage);
   }
   RaiseFileLimit();  // before the HTTP options: the connection bound's default depends on it
   auto options = ServiceOptionsFrom(*parsed);

@@ -7,12 +7,12 @@ namespace {
 
 bool Mentions(const std::string& text, const char* needle) { return text.find(needle) != std::string::npos; }
 
-// Backends word a prompt past the window this way (inference/backend.h, "Errors"); base/status.h
-// has no OutOfRange code, so the words decide.
+// A prompt past the window: ResourceExhausted "context length exceeded: ..." (inference/backend.h,
+// "Errors"); an openai backend relays the upstream server's own words.
 bool IsContextLengthError(const Status& status) {
   const std::string& message = status.message();
-  return Mentions(message, "context window") || Mentions(message, "context length") ||
-         Mentions(message, "context_length") || Mentions(message, "OutOfRange");
+  return Mentions(message, "context length exceeded") || Mentions(message, "context_length_exceeded") ||
+         Mentions(message, "maximum context length");
 }
 
 }  // namespace
@@ -33,15 +33,21 @@ Json ErrorJson(const ApiError& error) {
                 {"code", error.code.empty() ? Json(nullptr) : Json(error.code)}}}};
 }
 
-ApiError ErrorFromStatus(const Status& status) {
+ApiError V1ErrorFromStatus(const Status& status) {
   ApiError error;
   error.message = status.message();
+  if ((status.code() == StatusCode::kResourceExhausted || status.code() == StatusCode::kInvalidArgument) &&
+      IsContextLengthError(status)) {
+    error.status = 400;
+    error.code = "context_length_exceeded";
+    error.param = "messages";
+    return error;
+  }
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
     case StatusCode::kFailedPrecondition:
       error.status = 400;
-      if (IsContextLengthError(status)) error.code = "context_length_exceeded";
       return error;
     case StatusCode::kUnavailable:
     case StatusCode::kResourceExhausted:

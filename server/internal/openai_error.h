@@ -25,9 +25,10 @@ ApiError InvalidField(std::string param, std::string message);
 // The response body {"error": {...}}.
 Json ErrorJson(const ApiError& error);
 
-// A failed Backend::Complete: InvalidArgument -> 400; the context window (OutOfRange, or a
-// message saying so) -> 400 context_length_exceeded; Unavailable, ResourceExhausted and
+// A failed Backend::Complete: InvalidArgument -> 400; a prompt past the context window
+// (ResourceExhausted "context length exceeded", inference/backend.h) -> 400 code
+// context_length_exceeded; Unavailable, other ResourceExhausted and
 // DeadlineExceeded -> 503 with Retry-After (not the request's fault, retry later); the rest -> 500.
-ApiError ErrorFromStatus(const Status& status);
+ApiError V1ErrorFromStatus(const Status& status);
 
 }  // namespace envforge::server::internal
