@@ -7,53 +7,11 @@
 #include <future>
 #include <thread>
 
-#include "inference/chat_format.h"
 #include "server/internal/openai_stream.h"
 #include "tests/server/v1_test_util.h"
 
 namespace envforge::server::testing {
 namespace {
-
-// A DSV32 completion in thinking mode: reasoning, content, one tool call, EOS.
-std::string DsmlCompletion() {
-  inference::ChatToolCall call;
-  call.name = "search";
-  call.arguments = Json{{"q", "hotels in Paris"}, {"limit", 3}};
-  return std::string("I should search the hotels.") + std::string(inference::kThinkEnd) + "Searching now." +
-         inference::RenderToolCalls({call}) + std::string(inference::kEosToken);
-}
-
-// Every answer is a `when` line (picked by the last message's text), so requests may come in any
-// order; the one script line answers anything else.
-std::string WriteScript(const envforge::testing::TempDir& dir) {
-  std::vector<Json> lines = {
-      Json{{"when", "greet"}, {"content", "Hello there!"}, {"reasoning_content", "The user greets me."}},
-      Json{{"when", "weather"},
-           {"content", "Let me check."},
-           {"tool_calls", Json::array({Json{{"name", "get_weather"}, {"arguments", Json{{"city", "Paris"}}}, {"id", "call_w1"}}})}},
-      Json{{"when", "dsml"}, {"text", DsmlCompletion()}},
-      Json{{"when", "fall over"}, {"error", "unavailable"}, {"message", "upstream fell over"}},
-      Json{{"when", "very long"}, {"error", "invalid_argument"}, {"message", "context length exceeded: 9000 tokens, the window is 4096"}},
-      Json{{"when", "slow"}, {"content", "slow answer"}, {"sleep_ms", 1500}},
-      Json{{"content", "default answer"}},
-  };
-  std::string text;
-  for (const Json& line : lines) text += DumpJson(line) + "\n";
-  std::string path = dir / "script.jsonl";
-  REQUIRE(WriteFileAtomically(path, text).ok());
-  return path;
-}
-
-struct ScriptedServer {
-  explicit ScriptedServer(std::vector<std::string> extra = {}) : server(Args(std::move(extra))) {}
-  std::vector<std::string> Args(std::vector<std::string> extra) {
-    std::vector<std::string> args = {"--backend", "scripted:" + WriteScript(script_dir), "--model-name", "tiny-scripted"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  }
-  envforge::testing::TempDir script_dir;
-  V1Server server;
-};
 
 void CheckError(const HttpReply& reply, int status, const std::string& type, const Json& param, const Json& code) {
   INFO(reply.body);

@@ -1,5 +1,5 @@
 // Helpers of the /v1 suites: the real `envforge serve` binary with a backend on an ephemeral port,
-// and a plain HTTP/1.1 client (Boost.Beast, synchronous) that reads whole responses, chunked
+// the scripted backend's answers, and a plain HTTP/1.1 client (Boost.Beast, synchronous) that reads whole responses, chunked
 // event streams included, and splits server-sent events.
 #pragma once
 
@@ -18,6 +18,7 @@
 
 #include "base/fd.h"
 #include "base/json.h"
+#include "inference/chat_format.h"
 #include "tests/server/transport_test_util.h"
 #include "tests/temp_dir.h"
 
@@ -145,6 +146,48 @@ inline std::string Concatenated(const std::vector<Json>& chunks, const std::stri
   }
   return text;
 }
+
+// A DSV32 completion in thinking mode: reasoning, content, one tool call, EOS.
+inline std::string DsmlCompletion() {
+  inference::ChatToolCall call;
+  call.name = "search";
+  call.arguments = Json{{"q", "hotels in Paris"}, {"limit", 3}};
+  return std::string("I should search the hotels.") + std::string(inference::kThinkEnd) + "Searching now." +
+         inference::RenderToolCalls({call}) + std::string(inference::kEosToken);
+}
+
+// Every answer is a `when` line (picked by the last message's text), so requests may come in any
+// order; the one script line answers anything else.
+inline std::string WriteV1Script(const envforge::testing::TempDir& dir) {
+  std::vector<Json> lines = {
+      Json{{"when", "greet"}, {"content", "Hello there!"}, {"reasoning_content", "The user greets me."}},
+      Json{{"when", "weather"},
+           {"content", "Let me check."},
+           {"tool_calls", Json::array({Json{{"name", "get_weather"}, {"arguments", Json{{"city", "Paris"}}}, {"id", "call_w1"}}})}},
+      Json{{"when", "dsml"}, {"text", DsmlCompletion()}},
+      Json{{"when", "fall over"}, {"error", "unavailable"}, {"message", "upstream fell over"}},
+      Json{{"when", "very long"}, {"error", "invalid_argument"}, {"message", "context length exceeded: 9000 tokens, the window is 4096"}},
+      Json{{"when", "slow"}, {"content", "slow answer"}, {"sleep_ms", 1500}},
+      Json{{"content", "default answer"}},
+  };
+  std::string text;
+  for (const Json& line : lines) text += DumpJson(line) + "\n";
+  std::string path = dir / "script.jsonl";
+  REQUIRE(WriteFileAtomically(path, text).ok());
+  return path;
+}
+
+// `envforge serve --backend scripted:<WriteV1Script> --model-name tiny-scripted ...extra`.
+struct ScriptedServer {
+  explicit ScriptedServer(std::vector<std::string> extra = {}) : server(Args(std::move(extra))) {}
+  std::vector<std::string> Args(std::vector<std::string> extra) {
+    std::vector<std::string> args = {"--backend", "scripted:" + WriteV1Script(script_dir), "--model-name", "tiny-scripted"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  envforge::testing::TempDir script_dir;
+  V1Server server;
+};
 
 inline Json UserChat(const std::string& text, Json extra = Json::object()) {
   Json body{{"messages", Json::array({Json{{"role", "user"}, {"content", text}}})}};

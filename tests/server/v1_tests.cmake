@@ -5,6 +5,7 @@ envforge_add_test(server_v1_test
   SOURCES
     ${CMAKE_CURRENT_SOURCE_DIR}/transport_v1_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/transport_v1_embedded_test.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/transport_v1_npm_test.cc
   LIBS envforge_server
   LABELS integration
   TIMEOUT 600)

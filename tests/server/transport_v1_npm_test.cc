@@ -1,0 +1,102 @@
+// The official `openai` npm package as a real client of `envforge serve`'s /v1 (scripted backend):
+// models.list, chat.completions.create with tools, a stream read with `for await`, and errors
+// caught as APIError with their status. The package is installed into a temporary directory at
+// test time; without a reachable npm registry (or without node) the test says so and skips.
+#include <doctest/doctest.h>
+
+#include "base/subprocess.h"
+#include "tests/server/v1_test_util.h"
+
+namespace envforge::server::testing {
+namespace {
+
+constexpr const char* kClientScript = R"JS(
+import OpenAI from "openai";
+
+const [baseURL, apiKey] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
+const out = {};
+
+const models = await client.models.list();
+out.models = models.data.map((m) => m.id);
+
+const tools = [{ type: "function", function: { name: "get_weather", description: "Weather of a city",
+  parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
+const called = await client.chat.completions.create({
+  model: "tiny-scripted", messages: [{ role: "user", content: "What is the weather in Paris?" }], tools, tool_choice: "auto" });
+out.finish_reason = called.choices[0].finish_reason;
+out.tool_name = called.choices[0].message.tool_calls[0].function.name;
+out.tool_arguments = JSON.parse(called.choices[0].message.tool_calls[0].function.arguments);
+out.usage_total = called.usage.total_tokens;
+
+const stream = await client.chat.completions.create({
+  model: "tiny-scripted", messages: [{ role: "user", content: "dsml" }], stream: true,
+  stream_options: { include_usage: true }, thinking: { type: "enabled" } });
+out.content = ""; out.reasoning = ""; out.stream_tools = []; out.chunks = 0;
+for await (const chunk of stream) {
+  out.chunks += 1;
+  if (chunk.usage) out.stream_usage = chunk.usage.total_tokens;
+  for (const choice of chunk.choices) {
+    if (choice.delta.content) out.content += choice.delta.content;
+    if (choice.delta.reasoning_content) out.reasoning += choice.delta.reasoning_content;
+    for (const call of choice.delta.tool_calls ?? []) out.stream_tools.push(call.function.name);
+    if (choice.finish_reason) out.stream_finish = choice.finish_reason;
+  }
+}
+
+try {
+  await client.chat.completions.create({ model: "no-such-model", messages: [{ role: "user", content: "hi" }] });
+  out.unknown_model = "no error";
+} catch (error) {
+  out.unknown_model = { api_error: error instanceof OpenAI.APIError, status: error.status, code: error.code };
+}
+try {
+  const stranger = new OpenAI({ baseURL, apiKey: "wrong-key", maxRetries: 0 });
+  await stranger.models.list();
+  out.bad_key = "no error";
+} catch (error) {
+  out.bad_key = { api_error: error instanceof OpenAI.APIError, status: error.status };
+}
+console.log(JSON.stringify(out));
+)JS";
+
+TEST_CASE("v1 npm: the openai package talks to envforge serve") {
+  envforge::testing::TempDir npm_dir;
+  CommandOptions install_options;
+  install_options.timeout = std::chrono::seconds(240);
+  auto install = RunCommand({"npm", "install", "--no-audit", "--no-fund", "--prefix", npm_dir.path().string(), "openai"}, install_options);
+  if (!install.ok() || install->exit_code != 0 || install->timed_out) {
+    MESSAGE("skipped: `npm install openai` failed (no node/npm, or the npm registry is unreachable): "
+            << (install.ok() ? install->stderr_text.substr(0, 400) : install.status().ToString()));
+    return;
+  }
+  std::string script = npm_dir / "client.mjs";
+  REQUIRE(WriteFileAtomically(script, kClientScript).ok());
+
+  ScriptedServer scripted({"--token", "npm-key"});
+  CommandOptions run_options;
+  run_options.timeout = std::chrono::seconds(60);
+  auto run = RunCommand({"node", script, scripted.server.Url() + "/v1", "npm-key"}, run_options);
+  REQUIRE(run.ok());
+  INFO("stdout: " << run->stdout_text << "\nstderr: " << run->stderr_text);
+  REQUIRE(run->exit_code == 0);
+  auto out = ParseJson(run->stdout_text, "client output");
+  REQUIRE(out.ok());
+  Json result = *out;
+  CHECK(result["models"] == Json::array({"tiny-scripted"}));
+  CHECK(result["finish_reason"] == "tool_calls");
+  CHECK(result["tool_name"] == "get_weather");
+  CHECK(result["tool_arguments"] == Json{{"city", "Paris"}});
+  CHECK(result["usage_total"].get<int64_t>() > 0);
+  CHECK(result["reasoning"] == "I should search the hotels.");
+  CHECK(result["content"] == "Searching now.");
+  CHECK(result["stream_tools"] == Json::array({"search"}));
+  CHECK(result["stream_finish"] == "tool_calls");
+  CHECK(result["stream_usage"].get<int64_t>() > 0);
+  CHECK(result["chunks"].get<int64_t>() >= 5);
+  CHECK(result["unknown_model"] == Json{{"api_error", true}, {"status", 404}, {"code", "model_not_found"}});
+  CHECK(result["bad_key"] == Json{{"api_error", true}, {"status", 401}});
+}
+
+}  // namespace
+}  // namespace envforge::server::testing
