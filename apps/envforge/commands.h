@@ -34,5 +34,6 @@ int RunBenchEngine(const std::vector<std::string>& args);  // bench engine --mod
 int RunBenchServe(const std::vector<std::string>& args);   // bench serve --url URL
 int RunBenchKernels(const std::vector<std::string>& args);  // bench kernels [--json] (CUDA)
 int RunBenchFrames(const std::vector<std::string>& args);   // bench frames [--sessions N] [--json]
+int RunBenchV1(const std::vector<std::string>& args);       // bench v1 --url URL (OpenAI-compatible /v1)
 
 }  // namespace envforge::cli

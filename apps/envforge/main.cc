@@ -72,6 +72,11 @@ usage:
                                               MCP (POST /mcp); GET /health, GET /metrics (Prometheus);
                                               every session recorded; SIGTERM drains and flushes;
                                               envforge serve --help lists every option
+  envforge serve --envs DIR --model MODEL_DIR [--model-name NAME] [--device cpu|cuda|auto] ...
+  envforge serve --envs DIR --backend embedded:DIR|openai:URL|scripted:FILE.jsonl ...
+                                              also an OpenAI-compatible /v1: GET /v1/models, POST
+                                              /v1/chat/completions (tools, reasoning, streaming),
+                                              POST /v1/completions; concurrent requests are batched
   envforge serve --stdio --envs DIR [--mcp] ...
                                               one JSON-RPC message per line on stdin/stdout (MCP
                                               clients: --mcp)
@@ -85,6 +90,10 @@ usage:
                                               and drops connections meanwhile; --idle-connections
                                               holds N silent connections meanwhile and reports the
                                               server's descriptors and memory
+  envforge bench v1 --url URL [--concurrency 32] [--requests N] [--max-tokens M] [--model NAME]
+                 [--token T] [--json]
+                                              load a running server's /v1/chat/completions:
+                                              requests/s, completion tokens/s, latency p50/p99
   envforge traj ls FILE.sqlite [--env E] [--task T] [--outcome O] [--limit N] [--json]
                                               recorded episodes, newest first: id, env, task, steps,
                                               outcome, verdict, start time

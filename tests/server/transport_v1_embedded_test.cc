@@ -9,6 +9,7 @@
 #include <future>
 #include <thread>
 
+#include "base/subprocess.h"
 #include "tests/inference/model_test_util.h"
 #include "tests/server/v1_test_util.h"
 
@@ -174,6 +175,29 @@ TEST_CASE("v1 embedded: 32 concurrent clients are all answered, each as if alone
     CHECK(alone["choices"][0]["logprobs"]["content"].size() == answers[i]["choices"][0]["logprobs"]["content"].size());
     CHECK(alone["choices"][0]["message"] == answers[i]["choices"][0]["message"]);
   }
+}
+
+TEST_CASE("v1 embedded: envforge bench v1 reports requests/s, tokens/s and latency with no failures") {
+  CommandOptions options;
+  options.timeout = std::chrono::seconds(120);
+  auto bench = RunCommand({ExecutableDirectory() + "/envforge", "bench", "v1", "--url", Embedded().Url() + "/v1", "--concurrency", "8",
+                           "--requests", "24", "--max-tokens", "6", "--json"},
+                          options);
+  REQUIRE(bench.ok());
+  INFO(bench->stdout_text << bench->stderr_text);
+  REQUIRE(bench->exit_code == 0);
+  Json figures = ParseJson(bench->stdout_text).value();
+  CHECK(figures["requests"] == 24);
+  CHECK(figures["failed"] == 0);
+  CHECK(figures["completion_tokens"].get<int64_t>() >= 24);
+  CHECK(figures["completion_tokens"].get<int64_t>() <= 24 * 6);
+  CHECK(figures["requests_per_s"].get<double>() > 0);
+  CHECK(figures["latency_ms"]["p99"].get<double>() >= figures["latency_ms"]["p50"].get<double>());
+
+  auto no_url = RunCommand({ExecutableDirectory() + "/envforge", "bench", "v1"}, options);
+  REQUIRE(no_url.ok());
+  CHECK(no_url->exit_code != 0);
+  CHECK(no_url->stderr_text.find("--url") != std::string::npos);
 }
 
 }  // TEST_SUITE
