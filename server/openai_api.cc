@@ -168,6 +168,7 @@ OpenAiApi::OpenAiApi(inference::Backend* backend, OpenAiApiOptions options)
     : backend_(backend), options_(std::move(options)), created_(internal::UnixSeconds()) {
   model_name_ = options_.model_name;
   if (model_name_.empty() && backend_ != nullptr) model_name_ = backend_->info().model;
+  streams_dsv32_text_ = backend_ != nullptr && backend_->info().kind == "embedded";
   if (backend_ != nullptr) pool_ = std::make_unique<internal::WorkerPool>(std::max<size_t>(options_.workers, 1), options_.max_queued);
 }
 
@@ -212,9 +213,12 @@ void OpenAiApi::Handle(std::string_view method, std::string_view path, std::stri
                           "embedded:DIR|openai:URL|scripted:FILE",
                           "server_error", "no_backend"));
     }
+    if (path == "/v1/models") {
+      Count("models", 200);
+      return ReplyJson(*responder, 200, internal::ModelListJson(model_name_, created_));
+    }
     if (models) {
-      std::string id(path.substr(std::min(path.size(), std::string_view("/v1/models/").size())));
-      if (path == "/v1/models") return Count("models", 200), ReplyJson(*responder, 200, internal::ModelListJson(model_name_, created_));
+      std::string id(path.substr(std::string_view("/v1/models/").size()));
       if (id != model_name_) {
         return refuse(Error(404, "The model '" + id + "' does not exist; this server serves '" + model_name_ + "'",
                             "invalid_request_error", "model_not_found"));
@@ -272,7 +276,12 @@ void OpenAiApi::Complete(const std::shared_ptr<Call>& call) {
   std::shared_ptr<EventStream> stream;
   if (request.stream) {
     stream = std::make_shared<EventStream>(call->responder, meta, request);
-    request.completion.on_text = [stream](int64_t choice, std::string_view piece) { stream->OnText(choice, piece); };
+    // Chat pieces are split along the DSV32 layout, which is what the embedded engine generates;
+    // another backend's text need not hold the reasoning (the scripted one's does not), so its
+    // chat messages are streamed from the parsed answer, once complete. Raw text is text anywhere.
+    if (!request.chat || streams_dsv32_text_) {
+      request.completion.on_text = [stream](int64_t choice, std::string_view piece) { stream->OnText(choice, piece); };
+    }
   }
   auto result = backend_->Complete(request.completion);
   request.completion.on_text = nullptr;  // the stream must not outlive this call through it

@@ -61,7 +61,11 @@ bool IsQuietDisconnect(const ErrorCode& ec) {
 
 std::string PlainError(std::string_view message) { return DumpJson(Json{{"error", message}}); }
 
-std::string TooLargeBody(size_t limit) {
+std::string TooLargeBody(size_t limit, bool v1) {
+  if (v1) {
+    return V1ErrorBody("request body too large: the limit is " + std::to_string(limit) + " bytes (--max-payload)",
+                       "invalid_request_error", "payload_too_large");
+  }
   return RpcService::ErrorResponse(nullptr, -32008,
                                    "payload too large: the limit is " + std::to_string(limit) + " bytes",
                                    Json{{"kind", "payload_too_large"}, {"retryable", false}, {"limit", limit}});
@@ -81,6 +85,7 @@ struct Decision {
   bool unauthorized = false;
   bool authenticated = false;    // the request passed the token check
   bool answer_at_header = false;  // refused before its body is read; the connection then closes
+  bool v1 = false;                // a /v1 path: refusals in OpenAI's error shape
 };
 
 Decision Reject(http::status status, std::string body, std::string allow = {}) {
@@ -175,6 +180,7 @@ Decision Decide(const Header& request, const TransportShared& shared) {
   }
   Decision decision = DecideAuthenticated(request, path, method, get);
   decision.authenticated = true;
+  decision.v1 = IsV1Path(path);
   return decision;
 }
 
@@ -393,6 +399,7 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   void DoIdleWait() {
     if (closed_) return;
     parser_.emplace();
+    decision_ = Decision{};
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(shared_->options().max_payload_bytes);
     request_bytes_ = 0;
@@ -433,7 +440,7 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
       if (header_deadline_) stream_.expires_at(request_deadline_at_);
       auto length = parser_->content_length();
       if (length && *length > shared_->options().max_payload_bytes) {
-        return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes), true);
+        return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes, decision_.v1), true);
       }
       auto expect = request[http::field::expect];
       bool expects_continue = beast::iequals(expect, "100-continue");
@@ -491,7 +498,10 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
 
   void OnReadError(const ErrorCode& ec) {
     if (ec == http::error::body_limit) {
-      return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes), true);
+      // Beast may refuse a declared length while reading the header, before Decide ran.
+      std::string_view target = View(parser_->get().target());
+      bool v1 = IsV1Path(target.substr(0, target.find('?')));
+      return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes, v1), true);
     }
     if (ec == http::error::header_limit) {
       return SendFinal(http::status::request_header_fields_too_large, PlainError("header block over 64 KiB"), true);

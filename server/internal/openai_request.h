@@ -1,16 +1,18 @@
 // The request bodies of POST /v1/chat/completions and POST /v1/completions (server/openai_api.h),
 // read into an inference::CompletionRequest.
 //
-// Chat: model, messages (system | user | assistant | tool; content a string, an array of
-// {type: "text", text} parts, or null for an assistant message; assistant tool_calls with
-// function.arguments as JSON text (or an object) and reasoning_content; tool messages'
-// tool_call_id), tools (OpenAI function tools or MCP specs), tool_choice ("auto" | "none" |
-// "required" | {type: "function", function: {name}}), n, temperature, top_p, top_k, max_tokens /
-// max_completion_tokens, seed, stop (a string or an array), logprobs + top_logprobs (0..20),
-// stream + stream_options.include_usage, thinking ({"thinking": {"type": "enabled" | "disabled"}}
-// or chat_template_kwargs {"thinking" | "enable_thinking": bool}).
-// Completions: prompt (a string, or an array of one string), the same sampling fields, echo is
-// refused, logprobs an integer 0..5 (the legacy form: that many alternatives per token).
+// Chat: model; messages (system | user | assistant | tool; content a string, an array of
+// {type: "text", text} parts joined with newlines (other part types are refused), or null for an
+// assistant message; assistant tool_calls with function.arguments as JSON text (or an object) and
+// reasoning_content; tool messages' tool_call_id); tools (OpenAI function tools or MCP specs);
+// tool_choice ("auto" | "none" | "required" | {type: "function", function: {name}}); n;
+// temperature; top_p; top_k; max_tokens / max_completion_tokens (default 512); seed; stop (a
+// string or an array of up to 16); logprobs + top_logprobs (0..20); stream +
+// stream_options.include_usage; thinking ({"thinking": {"type": "enabled" | "disabled"}} or
+// chat_template_kwargs {"thinking" | "enable_thinking": bool}).
+// Completions: prompt (a string, or an array of one string), the same sampling fields
+// (max_tokens default 16, as OpenAI's), echo and suffix refused, logprobs an integer 0..5 (the
+// legacy form: that many alternatives per token).
 // Unknown fields are ignored. A field of the wrong type or out of range is a 400 naming it
 // (param "messages[2].role", "temperature", ...). No seed: a random one (repeat the seed to get
 // the same sample).

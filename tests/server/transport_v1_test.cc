@@ -179,14 +179,31 @@ TEST_CASE("v1 scripted: streaming splits reasoning, content and tool calls; usag
   CHECK(whole["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "search");
   CHECK(whole["choices"][0]["finish_reason"] == "tool_calls");
 
+  // A scripted answer given as content + reasoning_content streams the same way.
+  std::vector<Json> greet = SseChunks(PostJson(port, "/v1/chat/completions", UserChat("greet", {{"thinking", {{"type", "enabled"}}}, {"stream", true}})).body);
+  CHECK(Concatenated(greet, "reasoning_content") == "The user greets me.");
+  CHECK(Concatenated(greet, "content") == "Hello there!");
+
   // A keep-alive connection serves a streamed answer and then another request.
-  RawConnection connection(port);
-  std::string body = DumpJson(UserChat("greet", {{"stream", true}}));
-  REQUIRE(connection.Send(HttpRequestText("POST", "/v1/chat/completions", body)));
-  bool done = WaitFor([&] { connection.StaysOpen(std::chrono::milliseconds(20)); return connection.pending().find("0\r\n\r\n") != std::string::npos; },
-                      std::chrono::seconds(20));
-  REQUIRE(done);
-  CHECK(connection.pending().find("Hello there!") != std::string::npos);
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  boost::asio::io_context io;
+  beast::tcp_stream connection(io);
+  connection.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+  beast::flat_buffer buffer;
+  for (bool stream : {true, false}) {
+    http::request<http::string_body> request_on_connection{http::verb::post, "/v1/chat/completions", 11};
+    request_on_connection.set(http::field::host, "127.0.0.1");
+    request_on_connection.set(http::field::content_type, "application/json");
+    request_on_connection.body() = DumpJson(UserChat("greet", {{"stream", stream}}));
+    request_on_connection.prepare_payload();
+    http::write(connection, request_on_connection);
+    http::response<http::string_body> response;
+    http::read(connection, buffer, response);
+    CHECK(response.result_int() == 200);
+    CHECK(response.keep_alive());
+    CHECK(response.body().find("Hello there!") != std::string::npos);
+  }
 }
 
 TEST_CASE("v1 scripted: errors in OpenAI's shape with the right status") {
@@ -235,8 +252,8 @@ TEST_CASE("v1 scripted: errors in OpenAI's shape with the right status") {
              "invalid_request_error", nullptr, "unsupported_media_type");
 }
 
-TEST_CASE("v1 scripted: the Bearer token guards /v1; JSON-RPC keeps its own shape") {
-  ScriptedServer scripted({"--token", "s3cret"});
+TEST_CASE("v1 scripted: the Bearer token guards /v1, a body past --max-payload is 413; JSON-RPC keeps its own shape") {
+  ScriptedServer scripted({"--token", "s3cret", "--max-payload", "4096"});
   uint16_t port = scripted.server.port;
   HttpReply missing = HttpCall(port, "GET", "/v1/models");
   CheckError(missing, 401, "invalid_request_error", nullptr, "invalid_api_key");
@@ -245,6 +262,9 @@ TEST_CASE("v1 scripted: the Bearer token guards /v1; JSON-RPC keeps its own shap
              nullptr, "invalid_api_key");
   HttpReply allowed = PostJson(port, "/v1/chat/completions", UserChat("greet"), {{"Authorization", "Bearer s3cret"}});
   CHECK(allowed.status == 200);
+  // A body over --max-payload: 413 in OpenAI's shape too.
+  HttpReply too_large = PostJson(port, "/v1/chat/completions", UserChat(std::string(5000, 'x')), {{"Authorization", "Bearer s3cret"}});
+  CheckError(too_large, 413, "invalid_request_error", nullptr, "payload_too_large");
   HttpReply rpc = HttpCall(port, "POST", "/rpc", RpcText("envs/list"));
   CHECK(rpc.status == 401);
   CHECK(rpc.json()["error"]["code"] == -32005);
