@@ -85,7 +85,6 @@ struct Decision {
   bool unauthorized = false;
   bool authenticated = false;    // the request passed the token check
   bool answer_at_header = false;  // refused before its body is read; the connection then closes
-  bool v1 = false;                // a /v1 path: refusals in OpenAI's error shape
 };
 
 Decision Reject(http::status status, std::string body, std::string allow = {}) {
@@ -180,7 +179,6 @@ Decision Decide(const Header& request, const TransportShared& shared) {
   }
   Decision decision = DecideAuthenticated(request, path, method, get);
   decision.authenticated = true;
-  decision.v1 = IsV1Path(path);
   return decision;
 }
 
@@ -399,7 +397,6 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   void DoIdleWait() {
     if (closed_) return;
     parser_.emplace();
-    decision_ = Decision{};
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(shared_->options().max_payload_bytes);
     request_bytes_ = 0;
@@ -440,7 +437,7 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
       if (header_deadline_) stream_.expires_at(request_deadline_at_);
       auto length = parser_->content_length();
       if (length && *length > shared_->options().max_payload_bytes) {
-        return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes, decision_.v1), true);
+        return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes, RequestIsV1()), true);
       }
       auto expect = request[http::field::expect];
       bool expects_continue = beast::iequals(expect, "100-continue");
@@ -496,12 +493,16 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     }
   }
 
+  // The request being read is for /v1 (its header is read). Beast may refuse a declared length
+  // while reading the header, before Decide runs, so this reads the target itself.
+  bool RequestIsV1() const {
+    std::string_view target = View(parser_->get().target());
+    return IsV1Path(target.substr(0, target.find('?')));
+  }
+
   void OnReadError(const ErrorCode& ec) {
     if (ec == http::error::body_limit) {
-      // Beast may refuse a declared length while reading the header, before Decide ran.
-      std::string_view target = View(parser_->get().target());
-      bool v1 = IsV1Path(target.substr(0, target.find('?')));
-      return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes, v1), true);
+      return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes, RequestIsV1()), true);
     }
     if (ec == http::error::header_limit) {
       return SendFinal(http::status::request_header_fields_too_large, PlainError("header block over 64 KiB"), true);
