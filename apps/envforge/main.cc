@@ -96,14 +96,19 @@ usage:
                                               and drops connections meanwhile; --idle-connections
                                               holds N silent connections meanwhile and reports the
                                               server's descriptors and memory
-  envforge traj ls FILE.sqlite [--env E] [--task T] [--outcome O] [--limit N] [--json]
-                                              recorded episodes, newest first: id, env, task, steps,
-                                              outcome, verdict, start time
+  envforge traj ls FILE.sqlite [--env E] [--task T] [--outcome O] [--rollout R] [--kind K]
+                  [--limit N] [--json]        recorded episodes, newest first: id, kind (served |
+                                              rollout), env, task, steps, outcome, verdict, start
+                                              time, backend
   envforge traj show FILE.sqlite ID [--json]  one episode (ID or a unique prefix of 6+ hex digits):
-                                              versions, answer, verdict, each step's call and result
+                                              versions, answer, verdict, each step's call and
+                                              result; a rollout: its whole conversation (reasoning,
+                                              tool calls, typed results, model turns' tokens,
+                                              context events), then the verdict
   envforge traj export FILE.sqlite [--jsonl] [-o OUT] [--env E] [--task T] [--outcome O]
-                                              every episode as one JSON line, oldest first (stdout
-                                              by default)
+                  [--rollout R] [--kind K]    every episode as one JSON line, oldest first (stdout
+                                              by default), with messages, model turns and the
+                                              token-exact "tokens" segments
   envforge replay FILE.sqlite ID --envs DIR|X.envdb [--verifier-of OTHER.envdb]
                   [--allow-version-drift] [--limits JSON] [--json]
                                               re-run the episode's calls on a fresh session of the
