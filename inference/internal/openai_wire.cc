@@ -7,32 +7,7 @@
 #include <utility>
 #include <vector>
 
-namespace envforge::inference {
-
-Json ToOpenAiTools(const Json& tools) {
-  Json out = Json::array();
-  if (!tools.is_array()) return out;
-  for (const Json& entry : tools) {
-    Json spec = entry;
-    // chat_format accepts a spec as JSON text; so does this.
-    if (spec.is_string()) {
-      Result<Json> parsed = ParseJson(spec.get<std::string>(), "tool spec", kMaxJsonValueDepth);
-      if (parsed.ok()) spec = std::move(*parsed);
-    }
-    if (!spec.is_object() || spec.contains("function") || !spec.contains("name")) {
-      out.push_back(std::move(spec));  // already OpenAI's form, or not ours to fix: the server judges
-      continue;
-    }
-    Json parameters = spec.value("inputSchema", spec.value("parameters", Json()));
-    if (parameters.is_null()) parameters = Json{{"type", "object"}, {"properties", Json::object()}};
-    Json function{{"name", spec["name"]}, {"parameters", std::move(parameters)}};
-    if (spec.contains("description")) function["description"] = spec["description"];
-    out.push_back(Json{{"type", "function"}, {"function", std::move(function)}});
-  }
-  return out;
-}
-
-namespace openai_wire {
+namespace envforge::inference::openai_wire {
 namespace {
 
 std::string Quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
@@ -152,7 +127,19 @@ Status AddTools(const CompletionRequest& request, Json& body) {
     return InvalidArgumentError("tool_choice " + Quoted(choice) + " needs tools, and the request offers none");
   }
   if (choice.empty()) return InvalidArgumentError("tool_choice is empty (expected auto, none, required or a tool name)");
-  body["tools"] = ToOpenAiTools(request.tools);
+  // chat_format accepts a spec as JSON text; the server needs the object.
+  Json tools = Json::array();
+  for (size_t i = 0; i < request.tools.size(); ++i) {
+    const Json& spec = request.tools[i];
+    if (!spec.is_string()) {
+      tools.push_back(spec);
+      continue;
+    }
+    Result<Json> parsed = ParseJson(spec.get<std::string>(), "tools[" + std::to_string(i) + "]", kMaxJsonValueDepth);
+    if (!parsed.ok()) return parsed.status();
+    tools.push_back(std::move(*parsed));
+  }
+  body["tools"] = ToOpenAiTools(tools);
   if (choice == "auto" || choice == "required") {
     body["tool_choice"] = choice;
   } else {
@@ -633,5 +620,4 @@ Result<std::string> StreamAssembler::Finish() {
   return DumpJson(response);
 }
 
-}  // namespace openai_wire
-}  // namespace envforge::inference
+}  // namespace envforge::inference::openai_wire

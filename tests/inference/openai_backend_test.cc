@@ -225,7 +225,8 @@ TEST_CASE("openai: the request body carries messages, tool calls with ids, tools
 TEST_CASE("openai: thinking off sends no reasoning; tool_choice none drops the tools; a named choice is a function") {
   auto backend = Open(Server().base());
   CompletionRequest request = Request("echo/choice", {Msg("user", "q"), Msg("assistant", "a", "thought")});
-  request.tools = Json::array({Json{{"name", "search"}, {"inputSchema", {{"type", "object"}}}}});
+  // A spec may be JSON text (as chat_format accepts); it goes out as an object.
+  request.tools = Json::array({Json("{\"name\": \"search\", \"inputSchema\": {\"type\": \"object\"}}")});
 
   request.tool_choice = "none";
   Result<CompletionResult> none = Complete(*backend, request);
@@ -471,7 +472,7 @@ TEST_CASE("openai: at most max_concurrency requests are in flight at once") {
   CHECK(run("slowcount/open", 6, 6) > 2);
 }
 
-TEST_CASE("openai: bad specs, unset key variables and bad requests are InvalidArgument naming them") {
+TEST_CASE("openai: OpenBackend opens openai:URL; bad specs, unset key variables and bad requests are InvalidArgument naming them") {
   BackendOptions options;
   CHECK(OpenOpenAiBackend("", options).status().code() == StatusCode::kInvalidArgument);
   Result<std::unique_ptr<Backend>> ftp = OpenOpenAiBackend("ftp://example.com/v1", options);
@@ -486,7 +487,9 @@ TEST_CASE("openai: bad specs, unset key variables and bad requests are InvalidAr
   options = BackendOptions{};
   options.model_name = "served-model";
   options.context_window = 4096;
-  auto backend = Open(Server().base(), options);
+  Result<std::unique_ptr<Backend>> opened = OpenBackend("openai:" + Server().base(), options);
+  REQUIRE(opened.ok());
+  std::unique_ptr<Backend> backend = std::move(*opened);
   BackendInfo info = backend->info();
   CHECK(info.kind == "openai");
   CHECK(info.spec == "openai:" + Server().base());
