@@ -133,6 +133,18 @@ std::string ServerMessage(const std::string& body) {
   return body.size() <= 300 ? body : body.substr(0, 300) + "...";
 }
 
+// OpenAI's error code, or the message vLLM, SGLang and DeepSeek give a prompt past the window.
+bool ContextLengthExceeded(const std::string& body, const std::string& message) {
+  Result<Json> parsed = ParseJson(body, "error body");
+  if (parsed.ok() && parsed->is_object()) {
+    const Json& error = parsed->value("error", Json());
+    if (error.is_object() && error.value("code", Json()) == "context_length_exceeded") return true;
+  }
+  std::string lower = message;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return lower.find("context length") != std::string::npos;
+}
+
 milliseconds Backoff(int attempt) {
   thread_local std::mt19937_64 random{std::random_device{}()};
   double base = static_cast<double>(kFirstBackoff.count()) * static_cast<double>(1LL << std::min(attempt, 16));
@@ -293,7 +305,13 @@ class OpenAiBackend : public Backend {
       attempt.body = std::move(*assembled);
       return attempt;
     }
-    std::string answered = "HTTP " + std::to_string(status) + ": " + ServerMessage(sink.body);
+    std::string message = ServerMessage(sink.body);
+    std::string answered = "HTTP " + std::to_string(status) + ": " + message;
+    if (status == 400 && ContextLengthExceeded(sink.body, message)) {
+      // backend.h: the rollout loop frees context on this prefix.
+      attempt.error = ResourceExhaustedError("context length exceeded: openai server " + url + " answered " + answered);
+      return attempt;
+    }
     if (status / 100 == 4 && status != 429) {
       attempt.error = InvalidArgumentError("openai server " + url + " refused the request with " + answered);
       return attempt;

@@ -338,13 +338,19 @@ TEST_CASE("openai: 500 twice then success; 500 forever is Unavailable after max_
   CHECK(Server().Stats("down500/a")["attempts"] == 3);
 }
 
-TEST_CASE("openai: a 400 is InvalidArgument with the server's message, not retried") {
+TEST_CASE("openai: a 400 is InvalidArgument with the server's message, not retried; a context overflow is ResourceExhausted") {
   auto backend = Open(Server().base());
   Result<CompletionResult> result = Complete(*backend, Request("bad400/a"));
   CHECK(result.status().code() == StatusCode::kInvalidArgument);
   CHECK(Contains(result.status().message(), "400"));
   CHECK(Contains(result.status().message(), "The model `bad400` does not exist."));
   CHECK(Server().Stats("bad400/a")["attempts"] == 1);
+
+  // A prompt past the window is the one 400 the rollout loop acts on (backend.h).
+  Result<CompletionResult> too_long = Complete(*backend, Request("toolong/a"));
+  CHECK(too_long.status().code() == StatusCode::kResourceExhausted);
+  CHECK(too_long.status().message().rfind("context length exceeded: ", 0) == 0);
+  CHECK(Contains(too_long.status().message(), "maximum context length is 4096 tokens"));
 }
 
 TEST_CASE("openai: bodies that are not the documented shape are DataLoss naming the URL and the problem") {

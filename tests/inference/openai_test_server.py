@@ -16,6 +16,7 @@ model string. Modes:
   noarray | nomessage | badtypes   200 with JSON of the wrong shape
   slow       answers after 3 s
   bad400     400 with an OpenAI error body
+  toolong    400 saying the prompt exceeds the context length (vLLM's wording)
   stream     two canned choices (reasoning, content, two tool calls); with "stream": true sent as
              server-sent events split into small pieces, else as one body
   streamcut  a stream that stops before its finish_reason and [DONE]
@@ -185,6 +186,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send_json(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": 5}}]})
         if mode == "bad400":
             return self.send_json(400, ERROR_400)
+        if mode == "toolong":
+            return self.send_json(400, {"error": {"message": "This model's maximum context length is 4096 tokens. However, you "
+                                                              "requested 5000 tokens. Please reduce the length of the messages.",
+                                                  "type": "BadRequestError", "param": None, "code": 400}})
         if mode in ("stream", "streamcut"):
             if body.get("stream"):
                 return self.send_events(stream_chunks(model, cut=mode == "streamcut"), done=mode == "stream")
