@@ -30,12 +30,25 @@ Result<std::string> Summarize(std::vector<ChatMessage> messages, inference::Back
   ChatMessage ask;
   ask.role = "user";
   ask.content = std::string(kSummaryRequest);
-  messages.push_back(std::move(ask));
-  request.messages = std::move(messages);
-  ENVFORGE_ASSIGN_OR_RETURN(inference::CompletionResult result, backend.Complete(request));
-  if (result.choices.empty()) return DataLossError("the summary request returned no choice");
-  const inference::Completion& choice = result.choices[0];
-  return choice.message.content.empty() ? choice.text : choice.message.content;
+  // The conversation is past 80% of the window; with the request for a summary it may no longer
+  // fit. Then the oldest turns are left out of what is summarised, one at a time.
+  while (true) {
+    request.messages = messages;
+    request.messages.push_back(ask);
+    Result<inference::CompletionResult> result = backend.Complete(request);
+    std::vector<size_t> starts = TurnStarts(messages);
+    const bool too_long = !result.ok() && result.status().code() == StatusCode::kResourceExhausted &&
+                          result.status().message().rfind("context length exceeded", 0) == 0;
+    if (too_long && !starts.empty()) {
+      const size_t end = starts.size() > 1 ? starts[1] : messages.size();
+      messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(starts[0]), messages.begin() + static_cast<std::ptrdiff_t>(end));
+      continue;
+    }
+    if (!result.ok()) return result.status();
+    if (result->choices.empty()) return DataLossError("the summary request returned no choice");
+    const inference::Completion& choice = result->choices[0];
+    return choice.message.content.empty() ? choice.text : choice.message.content;
+  }
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 //
 // The conversation is [system, user (the task), then turns]: a turn is one assistant message and
 // the messages that answer it (tool results, or the user note after a malformed call). Strategies:
-//   summary      one backend call (tools off) summarises the conversation so far; the episode
-//                restarts from [system, user (task + the summary)];
+//   summary      one backend call (tools off) summarises the conversation so far (its oldest
+//                turns left out, one at a time, while the request does not fit the window); the
+//                episode restarts from [system, user (task + the summary)];
 //   discard75    drops the oldest 75% of the turns (rounded down, at least one), keeping the latest;
 //   discard-all  drops every turn, keeping [system, user (task)].
 // Tool calls and results are dropped only whole turns at a time, so what stays is a valid

@@ -303,14 +303,18 @@ class EpisodeRun {
 
   void ManageContext() {
     const int64_t window = spec_.context_window;
-    const int64_t tokens = context_tokens_ + EstimateTokens(backend_, {messages_.back()});
+    size_t last_turn = messages_.size();
+    while (last_turn > 0 && messages_[last_turn - 1].role != "assistant") --last_turn;
+    const int64_t tokens =
+        context_tokens_ + EstimateTokens(backend_, {messages_.begin() + static_cast<std::ptrdiff_t>(last_turn), messages_.end()});
     if (window <= 0 || static_cast<double>(tokens) <= options_.context_threshold * static_cast<double>(window)) return;
     if (options_.context_strategy == ContextStrategy::kNone) return;  // the next turn fails if it no longer fits
     inference::CompletionRequest base = BaseRequest();
     base.sampling.seed = TurnSeed(options_.sampling.seed, spec_.task->id, spec_.sample_index, -1 - result_.context_events);
     base.max_tokens = std::min<int64_t>(options_.max_tokens_per_turn, std::max<int64_t>(window / 4, 16));
-    if (handle_.size()) backend_.Release(handle_);
-    handle_.clear();
+    // The handle stays: the next turn names it, and a backend with caches finds that the
+    // conversation no longer extends it and prefills afresh (dropping the cache); a scripted
+    // backend keeps walking the episode's script.
     Result<ContextEvent> event = ApplyContextStrategy(options_.context_strategy, messages_, backend_, base);
     if (!event.ok()) {
       if (event.status().code() == StatusCode::kResourceExhausted) return End(RolloutOutcome::kContextExhausted, "the summary did not fit: " + event.status().message());

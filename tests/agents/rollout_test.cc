@@ -201,7 +201,7 @@ TEST_CASE("malformed calls: bad DSML, unknown tools and bad arguments are counte
 
 TEST_CASE("context management: each strategy frees the window and the episode goes on") {
   Lab lab;
-  const std::string manual = R"({"tool_calls": [{"name": "read_manual", "arguments": {"pages": 3}}]})";
+  const std::string manual = R"({"tool_calls": [{"name": "read_manual", "arguments": {"pages": 4}}]})";
   const std::string page = R"({"tool_calls": [{"name": "read_manual", "arguments": {"pages": 1}}]})";
   RolloutOptions options;
   SUBCASE("discard-all") {
@@ -214,7 +214,8 @@ TEST_CASE("context management: each strategy frees the window and the episode go
   }
   SUBCASE("discard75 keeps the latest quarter of the turns") {
     options.context_strategy = ContextStrategy::kDiscard75;
-    auto backend = lab.Scripted(Lines({kLookup, kLookup, kLookup, page, page, kSubmitRight}), 1000);
+    // Three small turns, then a page that passes 80% of 500 tokens: three of the four turns go.
+    auto backend = lab.Scripted(Lines({kLookup, kLookup, kLookup, page, kSubmitRight}), 500);
     TaskRollout task = lab.Run(*backend, options);
     CHECK(task.episodes[0].outcome == RolloutOutcome::kSubmitted);
     CHECK(task.episodes[0].context_events >= 1);
