@@ -297,8 +297,10 @@ void PrintConversation(const Episode& episode) {
       trailing_events.push_back(&event);
     }
   }
-  std::printf("\nconversation (%zu messages, %zu model turns, %zu context events):\n", episode.messages.size(),
-              episode.model_turns.size(), episode.context_events.size());
+  auto count = [](size_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); };
+  std::printf("\nconversation (%s, %s, %s):\n", count(episode.messages.size(), "message").c_str(),
+              count(episode.model_turns.size(), "model turn").c_str(),
+              count(episode.context_events.size(), "context event").c_str());
   std::set<int64_t> shown_turns;
   for (const auto& message : episode.messages) {
     for (const auto* event : events_before[message.index]) {
