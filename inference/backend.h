@@ -15,9 +15,9 @@
 //
 // Errors (the Status of Complete): InvalidArgument for a request the backend refuses (bad
 // sampling parameters, messages the chat encoding rejects, a prompt longer than the context
-// window: OutOfRange); every failure that is not the request's fault (server unreachable, 5xx
-// after retries, a response that is not the documented shape, the script ran out) is
-// Unavailable, DataLoss or DeadlineExceeded. Callers (the rollout loop) turn any of those into
+// window: ResourceExhausted, its message starting "context length exceeded"); every failure
+// that is not the request's fault (server unreachable, 5xx after retries, a response that is
+// not the documented shape, the script ran out) is Unavailable, DataLoss or DeadlineExceeded. Callers (the rollout loop) turn any of those into
 // the episode outcome `infra_error`, never into a reward.
 #pragma once
 

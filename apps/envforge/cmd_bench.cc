@@ -261,7 +261,8 @@ int RunBenchCommand(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "serve") return RunBenchServe(rest);
   if (!args.empty() && args[0] == "kernels") return RunBenchKernels(rest);
   if (!args.empty() && args[0] == "frames") return RunBenchFrames(rest);
-  std::fprintf(stderr, "envforge bench: expected 'sandbox', 'engine', 'serve', 'kernels' or 'frames'\n");
+  if (!args.empty() && args[0] == "rollout") return RunBenchRollout(rest);
+  std::fprintf(stderr, "envforge bench: expected 'sandbox', 'engine', 'serve', 'kernels', 'frames' or 'rollout'\n");
   return kExitUsage;
 }
 

@@ -50,6 +50,13 @@ usage:
                                               tokens, per-token logprobs and kept-set sizes;
                                               --device cuda runs on the GPU, or says why not and
                                               runs on the CPU
+  envforge rollout X.envdb (--task ID | --all) --backend embedded:MODEL_DIR|openai:URL|scripted:FILE.jsonl
+                 [-n N] [--model NAME] [--thinking] [--max-turns T] [--max-tokens M] [--temperature X]
+                 [--top-p P] [--seed S] [--context-strategy none|summary|discard75|discard-all]
+                 [--context-window W] [--trajectories F.sqlite] [--json] ...
+                                              N episodes per task played by a model: pass@k for
+                                              k = 1, 2, 4, ... N, mean turns and tokens, outcomes by
+                                              kind; envforge rollout --help lists every option
   envforge bench engine --model DIR [--contexts 1024,4096,16384,65536] [--samples 100]
                  [--prefill-tokens N] [--steps N] [--threads N] [--json]
                                               prefill/decode tokens/s, n-sample decode, KV bytes per
@@ -60,6 +67,10 @@ usage:
                                               the manager's RSS while N hostile sessions each
                                               announce the largest frame (and one byte more) and
                                               send nothing; how the over-limit ones end
+  envforge bench rollout --model DIR --env X.envdb --task ID [-n 100] [--max-turns 8] [--json]
+                                              N episodes at once vs one after another on the embedded
+                                              engine: episodes/s, generated tokens/s, their ratio, and
+                                              prefill tokens / unique context tokens
   envforge bench kernels [--shapes real|tiny|all] [--iterations N] [--json]
                                               every CUDA kernel at the real and tiny model shapes:
                                               time, TFLOPS or GB/s, fraction of the GPU's roofline
@@ -133,6 +144,7 @@ int main(int argc, char** argv) {
   if (group == "traj") return envforge::cli::RunTrajCommand(rest);
   if (group == "replay") return envforge::cli::RunReplayCommand(rest);
   if (group == "generate") return envforge::cli::RunGenerateCommand(rest);
+  if (group == "rollout") return envforge::cli::RunRolloutCommand(rest);
   std::fprintf(stderr, "envforge: unknown command '%s' (try envforge help)\n", group.c_str());
   return envforge::cli::kExitUsage;
 }

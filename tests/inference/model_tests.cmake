@@ -31,3 +31,11 @@ if(ENVFORGE_HAVE_CUDA)
     TIMEOUT 600)
   envforge_cuda_emulated_executable(inference_cuda_engine_emulated_test)
 endif()
+
+# The Backend seam: scripted scripts, and the embedded backend's batching, prompt sharing,
+# multi-turn cache reuse, stop strings and streaming on the tiny model.
+envforge_add_test(inference_backend_test
+  SOURCES backend_test.cc
+  LIBS envforge_inference
+  LABELS unit python
+  TIMEOUT 300)

@@ -1,0 +1,41 @@
+// The backend factory: a spec's scheme picks the implementation.
+#include "inference/backend.h"
+
+#include "inference/embedded_backend.h"
+#include "inference/openai_backend.h"
+#include "inference/scripted_backend.h"
+
+namespace envforge::inference {
+
+Result<std::unique_ptr<Backend>> OpenBackend(std::string_view spec, const BackendOptions& options) {
+  size_t colon = spec.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == spec.size()) {
+    return InvalidArgumentError("backend '" + std::string(spec) +
+                                "' is not SCHEME:TARGET (embedded:MODEL_DIR, openai:URL or scripted:FILE.jsonl)");
+  }
+  std::string scheme(spec.substr(0, colon));
+  std::string target(spec.substr(colon + 1));
+  if (scheme == "embedded") return OpenEmbeddedBackend(target, options);
+  if (scheme == "scripted") return OpenScriptedBackend(target, options);
+  if (scheme == "openai") return OpenOpenAiBackend(target, options);
+  return InvalidArgumentError("unknown backend scheme '" + scheme + "' in '" + std::string(spec) +
+                              "' (known: embedded, openai, scripted)");
+}
+
+Json ToOpenAiTools(const Json& tools) {
+  Json out = Json::array();
+  if (!tools.is_array()) return out;
+  for (const Json& tool : tools) {
+    if (tool.is_object() && tool.contains("function")) {
+      out.push_back(tool);
+      continue;
+    }
+    if (!tool.is_object()) continue;
+    Json function = {{"name", tool.value("name", "")}, {"description", tool.value("description", "")}};
+    function["parameters"] = tool.value("inputSchema", Json::object());
+    out.push_back({{"type", "function"}, {"function", std::move(function)}});
+  }
+  return out;
+}
+
+}  // namespace envforge::inference

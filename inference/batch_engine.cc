@@ -1,0 +1,343 @@
+// BatchEngine: one thread, one Forward per step over every new prefill and every live choice.
+#include "inference/batch_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+namespace envforge::inference {
+
+struct BatchEngine::PromptEntry {
+  std::vector<int32_t> tokens;
+  std::unique_ptr<KvCache> cache;  // a fork holding the prompt as its shared prefix, nothing own
+  std::vector<float> logits;       // the prompt's last-token logits
+  int64_t bytes = 0;
+};
+
+struct BatchEngine::Active {
+  EngineRequest request;
+  std::promise<Result<EngineResult>> promise;
+  EngineResult result;
+  bool started = false;            // choices are sampling (prefill done or served from a cache)
+  Active* leader = nullptr;        // an identical fresh feed prefilled by another request this step
+  std::vector<SampleStream> streams;
+  std::vector<char> live;
+  int64_t live_count = 0;
+  int64_t max_length = 0;
+};
+
+namespace {
+
+Status CheckRequest(const EngineRequest& request, const Model& model) {
+  if (request.choices.empty()) return InvalidArgumentError("engine request without choices");
+  if (request.feed.empty() && request.max_tokens > 0) return InvalidArgumentError("engine request with nothing to feed");
+  if (request.max_tokens < 0) return InvalidArgumentError("max_tokens must be >= 0");
+  if (request.top_logprobs < 0 || request.top_logprobs > 20) return InvalidArgumentError("top_logprobs must be in 0..20");
+  for (const EngineChoiceParams& choice : request.choices) {
+    const SamplingParams& p = choice.sampling;
+    if (!(p.temperature >= 0)) return InvalidArgumentError("temperature must be >= 0");
+    if (!(p.top_p > 0 && p.top_p <= 1)) return InvalidArgumentError("top_p must be in (0, 1]");
+    if (p.top_k < 0) return InvalidArgumentError("top_k must be >= 0");
+  }
+  const int64_t vocab = model.config().vocab_size;
+  for (int32_t token : request.feed) {
+    if (token < 0 || token >= vocab) return InvalidArgumentError("token id " + std::to_string(token) + " is outside the vocabulary");
+  }
+  return Status::Ok();
+}
+
+std::vector<EngineAlternative> TopAlternatives(std::span<const float> row, int64_t count) {
+  float max_logit = -INFINITY;
+  for (float value : row) max_logit = std::max(max_logit, value);
+  double sum = 0;
+  for (float value : row) sum += std::isfinite(value) ? std::exp(static_cast<double>(value - max_logit)) : 0.0;
+  const double log_z = max_logit + std::log(sum);
+  std::vector<int32_t> ids(row.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  const auto keep = static_cast<size_t>(std::min<int64_t>(count, static_cast<int64_t>(row.size())));
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(keep), ids.end(),
+                    [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+  std::vector<EngineAlternative> out;
+  for (size_t i = 0; i < keep; ++i) out.push_back({ids[i], static_cast<double>(row[ids[i]]) - log_z});
+  return out;
+}
+
+}  // namespace
+
+Json EngineStats::ToJson() const {
+  return {{"forward_calls", forward_calls},   {"prefill_tokens", prefill_tokens},
+          {"carried_tokens", carried_tokens}, {"decode_tokens", decode_tokens},
+          {"max_batch", max_batch},           {"prompt_cache_hits", prompt_cache_hits},
+          {"shared_prefills", shared_prefills}, {"requests", requests},
+          {"live_choices", live_choices}};
+}
+
+BatchEngine::BatchEngine(Model& model, EngineOptions options) : model_(model), options_(options) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+BatchEngine::~BatchEngine() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+std::future<Result<EngineResult>> BatchEngine::Submit(EngineRequest request) {
+  auto active = std::make_unique<Active>();
+  auto future = active->promise.get_future();
+  Status status = CheckRequest(request, model_);
+  if (!status.ok()) {
+    active->promise.set_value(status);
+    return future;
+  }
+  if (request.cache != nullptr && request.cache->shape().layers != model_.cache_shape().layers) {
+    active->promise.set_value(InvalidArgumentError("engine request with a cache of another model"));
+    return future;
+  }
+  active->request = std::move(request);
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) {
+      active->promise.set_value(UnavailableError("the inference engine is shutting down"));
+      return future;
+    }
+    submitted_.push_back(std::move(active));
+    stats_.requests += 1;
+  }
+  wake_.notify_one();
+  return future;
+}
+
+EngineStats BatchEngine::Stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void BatchEngine::Loop() {
+  while (true) {
+    std::vector<std::unique_ptr<Active>> incoming;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !submitted_.empty() || !active_.empty(); });
+      if (stopping_) break;
+      while (!submitted_.empty()) {
+        incoming.push_back(std::move(submitted_.front()));
+        submitted_.pop_front();
+      }
+    }
+    StartRequests(incoming);
+    Step();
+  }
+  FailAll(UnavailableError("the inference engine is shutting down"));
+  std::lock_guard lock(mutex_);
+  for (auto& active : submitted_) active->promise.set_value(UnavailableError("the inference engine is shutting down"));
+  submitted_.clear();
+}
+
+void BatchEngine::StartRequests(std::vector<std::unique_ptr<Active>>& incoming) {
+  const ModelConfig& config = model_.config();
+  const int64_t model_limit = config.max_position_embeddings > 0 ? config.max_position_embeddings : INT64_MAX;
+  for (auto& owned : incoming) {
+    Active& active = *owned;
+    EngineRequest& request = active.request;
+    active.max_length = request.max_length > 0 ? std::min(request.max_length, model_limit) : model_limit;
+    if (request.stop_tokens.empty()) request.stop_tokens.push_back(static_cast<int32_t>(config.eos_token_id));
+    const size_t n = request.choices.size();
+    active.result.choices.resize(n);
+    for (size_t i = 0; i < n; ++i) active.streams.emplace_back(request.choices[i].sampling.seed, request.choices[i].stream_id);
+    active.live.assign(n, 1);
+    active.live_count = static_cast<int64_t>(n);
+    const int64_t base = request.cache ? request.cache->length() : 0;
+    if (request.max_tokens == 0) {
+      active.result.choices[0].cache = std::move(request.cache);
+      active.promise.set_value(std::move(active.result));
+      continue;
+    }
+    if (base + static_cast<int64_t>(request.feed.size()) > active.max_length) {
+      active.promise.set_value(ResourceExhaustedError("context length exceeded: " + std::to_string(base + request.feed.size()) +
+                                                      " tokens, the limit is " + std::to_string(active.max_length)));
+      continue;
+    }
+    active_.push_back(std::move(owned));
+  }
+}
+
+void BatchEngine::FinishChoice(Active& active, size_t choice) {
+  active.live[choice] = 0;
+  active.live_count -= 1;
+}
+
+void BatchEngine::FailAll(const Status& status) {
+  for (auto& active : active_) active->promise.set_value(status);
+  active_.clear();
+}
+
+void BatchEngine::Step() {
+  // Prompt-cache hits and identical fresh feeds first: they need no rows of their own.
+  std::vector<Active*> prefills;
+  for (auto& owned : active_) {
+    Active& active = *owned;
+    if (active.started || active.leader != nullptr) continue;
+    if (active.request.cache == nullptr && active.request.share_prompt) {
+      for (Active* other : prefills) {
+        if (other->request.cache == nullptr && other->request.share_prompt && other->request.feed == active.request.feed) {
+          active.leader = other;
+          break;
+        }
+      }
+      if (active.leader != nullptr) continue;
+    }
+    prefills.push_back(&active);
+  }
+
+  std::vector<SequenceInput> batch;
+  std::vector<std::pair<Active*, int64_t>> rows;  // (request, choice) per row; choice -1: prefill
+  std::vector<std::unique_ptr<KvCache>> prefill_caches;
+  std::vector<std::pair<Active*, PromptEntry*>> hits;
+  for (Active* active : prefills) {
+    if (active->request.cache == nullptr && active->request.share_prompt) {
+      auto hit = std::find_if(prompt_cache_.begin(), prompt_cache_.end(),
+                              [&](const auto& entry) { return entry->tokens == active->request.feed; });
+      if (hit != prompt_cache_.end()) {
+        std::rotate(prompt_cache_.begin(), hit, hit + 1);
+        hits.push_back({active, prompt_cache_.front().get()});
+        continue;
+      }
+    }
+    if (active->request.cache == nullptr) active->request.cache = model_.NewCache();
+    batch.push_back({active->request.cache.get(), std::span<const int32_t>(active->request.feed)});
+    rows.push_back({active, -1});
+  }
+  for (auto& owned : active_) {
+    Active& active = *owned;
+    if (!active.started) continue;
+    for (size_t i = 0; i < active.live.size(); ++i) {
+      if (!active.live[i]) continue;
+      EngineChoice& choice = active.result.choices[i];
+      batch.push_back({choice.cache.get(), std::span<const int32_t>(&choice.tokens.back(), 1)});
+      rows.push_back({&active, static_cast<int64_t>(i)});
+    }
+  }
+
+  std::vector<float> logits;
+  if (!batch.empty()) {
+    Status status = model_.Forward(batch, &logits);
+    if (!status.ok()) {
+      FailAll(status);
+      return;
+    }
+  }
+  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  auto sample_into = [&](Active& active, size_t i, std::span<const float> row) {
+    const EngineChoiceParams& params = active.request.choices[i];
+    EngineChoice& choice = active.result.choices[i];
+    SampledToken token = Sample(row, params.sampling, active.streams[i]);
+    choice.tokens.push_back(token.token);
+    choice.logprobs.push_back(token.logprob);
+    choice.raw_logprobs.push_back(token.raw_logprob);
+    choice.kept_counts.push_back(token.kept_count);
+    if (active.request.top_logprobs > 0) choice.top_logprobs.push_back(TopAlternatives(row, active.request.top_logprobs));
+    const auto& stops = active.request.stop_tokens;
+    bool done = false;
+    if (std::find(stops.begin(), stops.end(), token.token) != stops.end()) {
+      choice.stopped_by_token = true;
+      done = true;
+    } else if (active.request.on_token && !active.request.on_token(static_cast<int64_t>(i), token.token)) {
+      choice.stopped_by_callback = true;
+      done = true;
+    }
+    if (!done && static_cast<int64_t>(choice.tokens.size()) >= active.request.max_tokens) done = true;
+    if (!done && choice.cache->length() + 1 > active.max_length) done = true;
+    if (done) FinishChoice(active, i);
+  };
+  // Starts a request's choices from a prompt cache (rows of `source`) and its last logits.
+  auto start_choices = [&](Active& active, KvCache& source, std::unique_ptr<KvCache> own, std::span<const float> row) {
+    const size_t n = active.result.choices.size();
+    for (size_t i = 0; i < n; ++i) {
+      active.result.choices[i].cache = (i == 0 && own != nullptr) ? std::move(own) : source.Fork();
+    }
+    active.started = true;
+    for (size_t i = 0; i < n; ++i) sample_into(active, i, row);
+  };
+
+  int64_t prefilled = 0, carried = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    auto [active, choice] = rows[r];
+    std::span<const float> row(logits.data() + r * vocab, vocab);
+    if (choice >= 0) {
+      sample_into(*active, static_cast<size_t>(choice), row);
+      continue;
+    }
+    EngineRequest& request = active->request;
+    const int64_t prompt_tokens = static_cast<int64_t>(request.feed.size()) - request.carried_tokens;
+    active->result.prefilled_tokens = prompt_tokens;
+    prefilled += prompt_tokens;
+    carried += request.carried_tokens;
+    std::unique_ptr<KvCache> cache = std::move(request.cache);
+    if (request.share_prompt) {
+      auto entry = std::make_unique<PromptEntry>();
+      entry->tokens = request.feed;
+      entry->cache = cache->Fork();
+      entry->logits.assign(row.begin(), row.end());
+      entry->bytes = entry->cache->prefix_bytes();
+      prompt_cache_.push_front(std::move(entry));
+      for (auto& other : active_) {
+        if (other->leader == active) {
+          start_choices(*other, *cache, nullptr, row);
+          std::lock_guard lock(mutex_);
+          stats_.shared_prefills += 1;
+        }
+      }
+    }
+    KvCache& source = *cache;
+    if (active->result.choices.size() == 1) {
+      start_choices(*active, source, std::move(cache), row);
+    } else {
+      start_choices(*active, source, nullptr, row);  // every choice forks; the prefill cache goes
+    }
+  }
+  for (auto [active, entry] : hits) {
+    for (auto& other : active_) {
+      if (other.get() != active && other->leader != active) continue;
+      other->result.prompt_cache_hit = true;
+      start_choices(*other, *entry->cache, nullptr, entry->logits);
+    }
+  }
+  // Bound the prompt cache.
+  int64_t bytes = 0, kept = 0;
+  for (auto it = prompt_cache_.begin(); it != prompt_cache_.end();) {
+    bytes += (*it)->bytes;
+    kept += 1;
+    if (kept > options_.prompt_cache_entries || bytes > options_.prompt_cache_bytes) {
+      it = prompt_cache_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+
+  int64_t decoded = 0, live = 0;
+  for (auto [active, choice] : rows) decoded += choice >= 0 ? 1 : 0;
+  for (auto it = active_.begin(); it != active_.end();) {
+    Active& active = **it;
+    if (active.started && active.live_count == 0) {
+      active.promise.set_value(std::move(active.result));
+      it = active_.erase(it);
+    } else {
+      live += active.started ? active.live_count : 0;
+      ++it;
+    }
+  }
+  std::lock_guard lock(mutex_);
+  stats_.forward_calls += batch.empty() ? 0 : 1;
+  stats_.prefill_tokens += prefilled;
+  stats_.carried_tokens += carried;
+  stats_.decode_tokens += decoded;
+  stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(batch.size()));
+  stats_.prompt_cache_hits += static_cast<int64_t>(hits.size());
+  stats_.live_choices = live;
+}
+
+}  // namespace envforge::inference

@@ -1,0 +1,142 @@
+// Continuous batching on the embedded DSA engine: every caller's sequences share each decode step.
+//
+// A request feeds tokens into a KV cache (a fresh one, or the cache an earlier request returned)
+// and then samples n continuations that fork from it. One engine thread runs the loop
+// (Orca/vLLM-style continuous batching, agents-and-rollouts.md section 4):
+//   1. take every request submitted since the last step;
+//   2. run ONE Model::Forward over all of them: each new request's feed tokens (its prefill) and
+//      the last token of every live choice (a decode step) -- sequences join and leave the batch
+//      at every step, so a conversation waiting for its tool result holds no slot;
+//   3. sample each sequence's next token; a choice finishes on a stop token, on its max_tokens,
+//      at the position limit or when its on_token callback says stop; a request is answered
+//      when all its choices have finished, and each choice's cache goes back to the caller.
+// Prompt sharing: a request marked share_prompt with a fresh cache looks its feed up among the
+// prompts prefilled recently (an LRU of frozen caches with their last logits, at most
+// EngineOptions::prompt_cache_entries); on an exact match it forks that cache and runs no
+// prefill. Identical fresh feeds submitted in the same step are prefilled once. A request with
+// n > 1 prefills once and forks n caches (KvCache::Fork: the prompt rows are shared, not copied).
+//
+// Token accounting: after a choice finishes, its cache holds the feed and every generated token
+// but the last (the last sampled token was never fed). A continuation therefore feeds that last
+// token first; EngineRequest::carried_tokens says how many leading feed tokens are such
+// generated tokens, so prefill_tokens counts only prompt tokens.
+//
+// Randomness: choice i samples from SampleStream(sampling[i].seed, stream_ids[i]), so its tokens
+// depend on (seed, stream id, logits) only, never on batching. Thread safety: Submit may be called
+// from any thread; callbacks run on the engine thread and must not block or call Submit.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/json.h"
+#include "base/status.h"
+#include "inference/kv_cache.h"
+#include "inference/model.h"
+#include "inference/sampler.h"
+
+namespace envforge::inference {
+
+struct EngineChoiceParams {
+  SamplingParams sampling;
+  uint64_t stream_id = 0;
+};
+
+struct EngineRequest {
+  std::unique_ptr<KvCache> cache;  // continue this cache; null: a fresh one
+  std::vector<int32_t> feed;       // tokens appended before sampling; at least one
+  int64_t carried_tokens = 0;      // leading feed tokens that were generated earlier (not prompt)
+  bool share_prompt = false;       // fresh cache only: use / fill the prompt cache
+  std::vector<EngineChoiceParams> choices;  // n >= 1
+  int64_t max_tokens = 256;        // per choice; 0 answers at once with no tokens (nothing fed)
+  int64_t max_length = 0;          // cache length limit (0: the model's max_position_embeddings)
+  std::vector<int32_t> stop_tokens;  // empty: the model's eos_token_id
+  int64_t top_logprobs = 0;        // alternatives per token (raw model distribution), 0..20
+  // Called after each sampled token of a choice; returning false finishes the choice (finish
+  // "stop", stop_matched set) -- used for stop strings and streaming.
+  std::function<bool(int64_t choice, int32_t token)> on_token;
+};
+
+struct EngineAlternative {
+  int32_t token = -1;
+  double logprob = 0;
+};
+
+struct EngineChoice {
+  std::vector<int32_t> tokens;
+  std::vector<double> logprobs;      // sampling distribution
+  std::vector<double> raw_logprobs;  // model distribution
+  std::vector<int64_t> kept_counts;
+  std::vector<std::vector<EngineAlternative>> top_logprobs;
+  bool stopped_by_token = false;  // ended on a stop token (kept as the last token)
+  bool stopped_by_callback = false;
+  std::unique_ptr<KvCache> cache;  // holds the feed and tokens[0 .. size-1)
+};
+
+struct EngineResult {
+  std::vector<EngineChoice> choices;
+  int64_t prefilled_tokens = 0;  // prompt tokens of this request run through the model
+  bool prompt_cache_hit = false;
+};
+
+struct EngineOptions {
+  int64_t prompt_cache_entries = 32;
+  int64_t prompt_cache_bytes = 512ll << 20;
+};
+
+struct EngineStats {
+  int64_t forward_calls = 0;
+  int64_t prefill_tokens = 0;    // prompt tokens run through the model
+  int64_t carried_tokens = 0;    // earlier generated tokens fed on continuation
+  int64_t decode_tokens = 0;     // one per live choice per step
+  int64_t max_batch = 0;         // most sequences in one Forward
+  int64_t prompt_cache_hits = 0;
+  int64_t shared_prefills = 0;   // fresh requests served by another request's prefill in a step
+  int64_t requests = 0;
+  int64_t live_choices = 0;      // now
+  Json ToJson() const;
+};
+
+class BatchEngine {
+ public:
+  BatchEngine(Model& model, EngineOptions options = {});
+  ~BatchEngine();  // fails pending requests with Unavailable and joins the thread
+  BatchEngine(const BatchEngine&) = delete;
+  BatchEngine& operator=(const BatchEngine&) = delete;
+
+  // InvalidArgument (through the future) for an empty feed, no choices, bad sampling parameters,
+  // a cache of another shape; errors of Model::Forward fail every request of that step.
+  std::future<Result<EngineResult>> Submit(EngineRequest request);
+  EngineStats Stats() const;
+  Model& model() { return model_; }
+
+ private:
+  struct Active;
+  struct PromptEntry;
+  void Loop();
+  void StartRequests(std::vector<std::unique_ptr<Active>>& incoming);
+  void Step();
+  void FinishChoice(Active& active, size_t choice);
+  void FailAll(const Status& status);
+
+  Model& model_;
+  EngineOptions options_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<Active>> submitted_;
+  bool stopping_ = false;
+  EngineStats stats_;
+  // Engine thread only.
+  std::vector<std::unique_ptr<Active>> active_;
+  std::deque<std::unique_ptr<PromptEntry>> prompt_cache_;  // most recent first
+  std::thread thread_;
+};
+
+}  // namespace envforge::inference
