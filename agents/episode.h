@@ -37,7 +37,7 @@ struct EpisodeSpec {
   const sandbox::TaskRecord* task = nullptr;
   int64_t sample_index = 0;
   std::string rollout_id;
-  int64_t context_window = 0;  // resolved by the runner (> 0)
+  int64_t context_window = 0;  // resolved by the runner; 0: unknown (no context management)
 };
 
 // The seed of one model turn: a hash of (run seed, task id, sample index, turn).

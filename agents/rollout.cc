@@ -137,7 +137,10 @@ Result<std::vector<TaskRollout>> RolloutRunner::Run(const std::string& env_id, c
   }
   if (tasks.empty()) return InvalidArgumentError("environment '" + bundle->manifest.name + "' has no tasks");
   const int64_t window = options_.context_window > 0 ? options_.context_window : backend_.info().context_window;
-  if (window <= 0) return InvalidArgumentError("the backend does not know its context window: give --context-window");
+  if (window <= 0 && options_.context_strategy != ContextStrategy::kNone) {
+    return InvalidArgumentError("context strategy " + std::string(ContextStrategyName(options_.context_strategy)) +
+                                " needs a context window, and the backend does not know its own: give --context-window");
+  }
 
   std::vector<TaskRollout> rollouts(tasks.size());
   std::vector<EpisodeSpec> specs;

@@ -65,7 +65,7 @@ struct RolloutOptions {
   int64_t max_tokens_per_turn = 2048;  // generated tokens per model turn
   inference::SamplingParams sampling;  // seed: the run's seed
   ContextStrategy context_strategy = ContextStrategy::kNone;
-  int64_t context_window = 0;          // tokens; 0: the backend's (required then)
+  int64_t context_window = 0;          // tokens; 0: the backend's (none known: no context management)
   double context_threshold = 0.8;
   int64_t max_invalid_calls = 3;       // consecutive malformed calls that end an episode
   std::chrono::milliseconds episode_timeout{600'000};
@@ -128,8 +128,8 @@ class RolloutRunner {
   RolloutRunner(sandbox::SessionManager& manager, inference::Backend& backend, RolloutOptions options);
 
   // Plays the tasks (all of the environment's when task_ids is empty) of an environment opened in
-  // the manager. Errors (before any episode runs): InvalidArgument for n < 1, a bad option, or no
-  // context window known; NotFound for an unknown environment or task (naming it). Episode failures
+  // the manager. Errors (before any episode runs): InvalidArgument for n < 1, a bad option, or a
+  // context strategy without a known context window; NotFound for an unknown environment or task (naming it). Episode failures
   // are outcomes, not errors.
   Result<std::vector<TaskRollout>> Run(const std::string& env_id, const std::vector<std::string>& task_ids);
   const std::string& rollout_id() const { return rollout_id_; }

@@ -109,7 +109,7 @@ int List(const std::vector<std::string>& args) {
   if (parsed->Has("--json")) {
     Json list = Json::array();
     for (const auto& summary : *episodes) list.push_back(agents::EpisodeSummaryToJson(summary));
-    std::printf("%s\n", list.dump(2).c_str());
+    std::printf("%s\n", list.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
     return kExitOk;
   }
   std::printf("%-26s  %-7s  %-20s  %-24s  %5s  %-17s  %-9s  %-19s  %s\n", "ID", "KIND", "ENV", "TASK", "STEPS",
@@ -136,7 +136,7 @@ void PrintVerdict(const EpisodeSummary& s) {
     std::printf("  verdict  %s (verifier %s)\n", VerdictText(s.verdict).c_str(),
                 s.verdict->value("verifier_version", s.start.verifier_version).c_str());
     for (const auto& reason : s.verdict->value("reasons", Json::array())) {
-      std::printf("           - %s\n", Excerpt(reason.is_string() ? reason.get<std::string>() : reason.dump(), 200).c_str());
+      std::printf("           - %s\n", Excerpt(reason.is_string() ? reason.get<std::string>() : DumpJson(reason), 200).c_str());
     }
   }
 }
@@ -351,7 +351,7 @@ int Show(const std::vector<std::string>& args) {
   auto episode = (*reader)->Get(parsed->positional[1]);
   if (!episode.ok()) return Fail(episode.status(), ExitCodeFor(episode.status()));
   if (parsed->Has("--json")) {
-    std::printf("%s\n", agents::EpisodeToJson(*episode).dump(2).c_str());
+    std::printf("%s\n", agents::EpisodeToJson(*episode).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
     return kExitOk;
   }
   bool conversation = !episode->messages.empty() || episode->summary.start.kind == "rollout";
@@ -513,7 +513,7 @@ int RunReplayCommand(const std::vector<std::string>& args) {
     return Fail(report.status(), bad_input ? kExitUsage : kExitInfra);
   }
   if (parsed->Has("--json")) {
-    std::printf("%s\n", agents::ReplayReportToJson(*report).dump(2).c_str());
+    std::printf("%s\n", agents::ReplayReportToJson(*report).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
     PrintReport(*report);
   }

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "agents/episode.h"
+#include "agents/replay.h"
 #include "agents/rollout.h"
 #include "base/subprocess.h"
 #include "inference/backend.h"
@@ -286,6 +287,63 @@ TEST_CASE("the embedded tiny model plays real episodes; their shared prompt is p
     CHECK(again.episodes[i].outcome == task.episodes[i].outcome);
     CHECK(again.episodes[i].generated_tokens == task.episodes[i].generated_tokens);
   }
+}
+
+TEST_CASE("episodes are recorded token-exactly: messages, model turns, tool steps, verdict; a rollout replays") {
+  Lab lab;
+  TempDir dir;
+  auto store = TrajectoryStore::Open(dir / "rollouts.sqlite");
+  REQUIRE(store.ok());
+
+  auto embedded = inference::OpenBackend("embedded:" + TinyModelDir(), {});
+  REQUIRE(embedded.ok());
+  RolloutOptions options;
+  options.n = 3;
+  options.max_turns = 3;
+  options.max_tokens_per_turn = 10;
+  options.store = store->get();
+  TaskRollout played = lab.Run(**embedded, options);
+  auto scripted = lab.Scripted(Lines({kLookup, kSubmitRight}));
+  options.n = 1;
+  TaskRollout submitted = lab.Run(*scripted, options);
+  REQUIRE((*store)->Flush().ok());
+
+  for (const EpisodeResult& result : played.episodes) {
+    auto episode = (*store)->Get(result.episode_id);
+    REQUIRE(episode.ok());
+    CHECK(episode->summary.start.kind == "rollout");
+    CHECK(episode->summary.start.backend == "embedded:" + TinyModelDir());
+    CHECK(episode->summary.start.sample_index == result.sample_index);
+    CHECK(episode->summary.outcome == EpisodeOutcome::kInvalidCalls);
+    REQUIRE(static_cast<int64_t>(episode->model_turns.size()) == result.turns);
+    CHECK(episode->messages.size() == 2 + 2 * episode->model_turns.size() - 1);
+    CHECK(episode->messages[1].content.find("alpha") != std::string::npos);
+    Json segments = TokenSegmentsToJson(episode->model_turns);
+    REQUIRE(segments.size() == 1);  // one context: every turn continued the previous one
+    CHECK(segments[0]["consistent"] == true);
+    const ModelTurnRecord& last = episode->model_turns.back();
+    CHECK(segments[0]["ids"].size() == last.prompt_tokens + last.output_tokens.size());
+    int64_t generated = 0;
+    for (const Json& bit : segments[0]["mask"]) generated += bit.get<int64_t>();
+    CHECK(generated == result.generated_tokens);
+  }
+
+  auto episode = (*store)->Get(submitted.episodes[0].episode_id);
+  REQUIRE(episode.ok());
+  CHECK(episode->summary.outcome == EpisodeOutcome::kSubmitted);
+  REQUIRE(episode->steps.size() == 2);
+  CHECK(episode->steps[0].tool == "lookup");
+  CHECK(episode->steps[1].tool == "submit_result");
+  REQUIRE(episode->summary.verdict.has_value());
+  CHECK((*episode->summary.verdict)["passed"] == true);
+  CHECK(episode->messages.back().role == "tool");
+  CHECK(episode->messages.back().tool_outcome == "ok");
+  ReplayOptions replay_options;
+  replay_options.envs = LabBundle();
+  auto report = Replay(*episode, *lab.manager, replay_options);
+  INFO(report.status().ToString());
+  REQUIRE(report.ok());
+  CHECK(report->matches());
 }
 
 }  // TEST_SUITE
