@@ -277,8 +277,25 @@ void PrintMessage(const agents::MessageRecord& message, const agents::ModelTurnR
   }
 }
 
+// Where a context event goes in the conversation: before the first message recorded after it
+// (the rollout loop records the conversation it restarts with again, after the event), found by
+// time among the messages after its turn's assistant message; without timestamps, before the
+// next turn's assistant message. -1: after every message.
+int64_t MessageAfterEvent(const agents::ContextEventRecord& event, const Episode& episode,
+                          const std::map<int64_t, int64_t>& message_of_turn) {
+  auto own = message_of_turn.find(event.turn);
+  int64_t after = own == message_of_turn.end() ? -1 : own->second;
+  if (event.created_at_us != 0) {
+    for (const auto& message : episode.messages) {
+      if (message.index > after && message.created_at_us > event.created_at_us) return message.index;
+    }
+  }
+  auto next = message_of_turn.find(event.turn + 1);
+  return next == message_of_turn.end() ? -1 : next->second;
+}
+
 // A rollout: the conversation as the model saw it, with each model turn's tokens and each
-// context event where it happened (before the turn that followed it), then the verdict.
+// context event where it happened, then the verdict.
 void PrintConversation(const Episode& episode) {
   Style style = Style::ForStdout();
   std::map<int64_t, const agents::ModelTurnRecord*> turn_of_message;
@@ -290,15 +307,17 @@ void PrintConversation(const Episode& episode) {
   std::map<int64_t, std::vector<const agents::ContextEventRecord*>> events_before;  // by message index
   std::vector<const agents::ContextEventRecord*> trailing_events;
   for (const auto& event : episode.context_events) {
-    auto next = message_of_turn.find(event.turn + 1);
-    if (next != message_of_turn.end()) {
-      events_before[next->second].push_back(&event);
+    int64_t before = MessageAfterEvent(event, episode, message_of_turn);
+    if (before >= 0) {
+      events_before[before].push_back(&event);
     } else {
       trailing_events.push_back(&event);
     }
   }
-  std::printf("\nconversation (%zu messages, %zu model turns, %zu context events):\n", episode.messages.size(),
-              episode.model_turns.size(), episode.context_events.size());
+  auto count = [](size_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); };
+  std::printf("\nconversation (%s, %s, %s):\n", count(episode.messages.size(), "message").c_str(),
+              count(episode.model_turns.size(), "model turn").c_str(),
+              count(episode.context_events.size(), "context event").c_str());
   std::set<int64_t> shown_turns;
   for (const auto& message : episode.messages) {
     for (const auto* event : events_before[message.index]) {
