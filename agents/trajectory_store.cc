@@ -2,10 +2,10 @@
 // into one SQLite file in batches, and per-call read connections for List/Get/Count.
 //
 // Records that cannot be applied are rejected, never retried forever and never silently lost:
-//   * a step whose (episode, step) is already stored keeps the first record; the duplicate is
-//     rejected with an error log line naming episode, step and both tools, and counted in
-//     Stats::write_errors (the batch it came in still commits);
-//   * a step, submit or end for an episode id the store never saw is rejected the same way.
+//   * a step (message, model turn, context event) whose key is already stored keeps the first
+//     record; the duplicate is rejected with an error log line naming episode and key, and
+//     counted in Stats::write_errors (the batch it came in still commits);
+//   * any record for an episode id the store never saw is rejected the same way.
 // Everything else that fails (SQLITE_BUSY, I/O errors, a full disk) fails the whole batch, which
 // stays with the writer and is retried with backoff (10 ms doubling to 1 s); errors other than a
 // busy database also reopen the connection, so a condition that cleared (a file made writable
@@ -17,7 +17,10 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cctype>
+#include <cmath>
+#include <cstring>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -36,7 +39,7 @@
 namespace envforge::agents {
 namespace {
 
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;
 constexpr int kBusyTimeoutWriterMs = 250;
 constexpr int kBusyTimeoutReaderMs = 5000;
 constexpr std::chrono::milliseconds kFirstBackoff{10};
@@ -45,7 +48,9 @@ constexpr std::chrono::milliseconds kMaxBackoff{1000};
 // many the set starts over (a miss only costs that query).
 constexpr size_t kKnownEpisodesMax = 1 << 16;
 
-constexpr const char* kSchema = R"SQL(
+// Format 1: what every file holds. A new file gets it, then the migrations up to kFormatVersion
+// (the same path an old file takes, so the two cannot drift apart).
+constexpr const char* kSchemaV1 = R"SQL(
 CREATE TABLE IF NOT EXISTS _meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS episodes(
   id TEXT PRIMARY KEY, env_id TEXT NOT NULL, env_version TEXT NOT NULL, env_name TEXT NOT NULL,
@@ -61,9 +66,45 @@ CREATE TABLE IF NOT EXISTS steps(
 INSERT OR IGNORE INTO _meta(key, value) VALUES ('format_version', '1'), ('kind', 'envforge-trajectories');
 )SQL";
 
+// Format 1 -> 2: rollouts. Column defaults are what a served episode of format 1 means.
+constexpr const char* kMigrateV1ToV2 = R"SQL(
+ALTER TABLE episodes ADD COLUMN kind TEXT NOT NULL DEFAULT 'served';
+ALTER TABLE episodes ADD COLUMN backend TEXT NOT NULL DEFAULT '';
+ALTER TABLE episodes ADD COLUMN model TEXT NOT NULL DEFAULT '';
+ALTER TABLE episodes ADD COLUMN sampling TEXT;
+ALTER TABLE episodes ADD COLUMN rollout_id TEXT;
+ALTER TABLE episodes ADD COLUMN sample_index INTEGER;
+CREATE INDEX episodes_by_rollout ON episodes(rollout_id) WHERE rollout_id IS NOT NULL;
+CREATE TABLE messages(
+  episode_id TEXT NOT NULL, idx INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL,
+  reasoning_content TEXT NOT NULL, tool_calls TEXT NOT NULL, tool_call_id TEXT NOT NULL,
+  tool_outcome TEXT NOT NULL, step INTEGER, created_at_us INTEGER NOT NULL,
+  PRIMARY KEY(episode_id, idx)) WITHOUT ROWID;
+CREATE TABLE model_turns(
+  episode_id TEXT NOT NULL, turn INTEGER NOT NULL, message_index INTEGER NOT NULL,
+  input_tokens BLOB, reused_tokens INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL,
+  output_tokens BLOB, logprobs BLOB, kept_counts BLOB, finish_reason TEXT NOT NULL,
+  parse_error TEXT NOT NULL, raw_text TEXT NOT NULL, started_at_us INTEGER NOT NULL,
+  duration_us INTEGER NOT NULL, PRIMARY KEY(episode_id, turn));
+CREATE TABLE context_events(
+  episode_id TEXT NOT NULL, seq INTEGER NOT NULL, turn INTEGER NOT NULL, strategy TEXT NOT NULL,
+  tokens_before INTEGER NOT NULL, tokens_after INTEGER NOT NULL, messages_dropped INTEGER NOT NULL,
+  summary TEXT NOT NULL, created_at_us INTEGER NOT NULL, PRIMARY KEY(episode_id, seq)) WITHOUT ROWID;
+UPDATE _meta SET value = '2' WHERE key = 'format_version';
+)SQL";
+
 constexpr const char* kSummaryColumns =
     "id, env_id, env_name, task_id, task_version, verifier_version, seed, parent_id, fork_step, client, "
-    "started_at_us, ended_at_us, outcome, answer, verdict, steps";
+    "started_at_us, ended_at_us, outcome, answer, verdict, steps, kind, backend, model, sampling, rollout_id, "
+    "sample_index";
+
+// Where reads find episodes: the table itself, or for a format-1 file (read-only, not migrated)
+// the table with the format-2 columns at the values the migration would give them.
+std::string EpisodesSource(int format_version) {
+  if (format_version >= 2) return "episodes";
+  return "(SELECT *, 'served' AS kind, '' AS backend, '' AS model, NULL AS sampling, NULL AS rollout_id, "
+         "NULL AS sample_index FROM episodes)";
+}
 
 int64_t NowMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -92,6 +133,42 @@ SqlValue TextOrNull(const std::string& text) {
   return text;
 }
 
+// --- Token vectors as BLOBs of little-endian fixed-width values (see the header) ---------------
+
+template <typename T>
+std::vector<uint8_t> PackLittleEndian(const std::vector<T>& values) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  std::vector<uint8_t> bytes;
+  bytes.reserve(values.size() * sizeof(T));
+  for (T value : values) {
+    Bits bits = std::bit_cast<Bits>(value);
+    for (size_t i = 0; i < sizeof(T); ++i) bytes.push_back(static_cast<uint8_t>(bits >> (8 * i)));
+  }
+  return bytes;
+}
+
+// NULL reads as empty; a length that is not a whole number of values is DataLoss (`what` names
+// the column).
+template <typename T>
+Result<std::vector<T>> UnpackLittleEndian(const SqlValue& value, const std::string& what) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  if (std::holds_alternative<std::monostate>(value)) return std::vector<T>();
+  const auto* bytes = std::get_if<std::vector<uint8_t>>(&value);
+  if (bytes == nullptr) return DataLossError(what + " is not a BLOB");
+  if (bytes->size() % sizeof(T) != 0) {
+    return DataLossError(what + " holds " + std::to_string(bytes->size()) + " bytes, not a multiple of " +
+                         std::to_string(sizeof(T)));
+  }
+  std::vector<T> values(bytes->size() / sizeof(T));
+  for (size_t v = 0; v < values.size(); ++v) {
+    Bits bits = 0;
+    for (size_t i = 0; i < sizeof(T); ++i) bits |= static_cast<Bits>((*bytes)[v * sizeof(T) + i]) << (8 * i);
+    values[v] = std::bit_cast<T>(bits);
+  }
+  return values;
+}
+
 // --- Opening and format checks (shared by the store and the reader) --------------------------
 
 // A non-empty file without SQLite's magic header is "not a store" (the user named the wrong
@@ -118,21 +195,7 @@ Result<bool> HasTable(Database& db, const std::string& table) {
   return stmt.Step();
 }
 
-// Checks the _meta format version and the two tables. `create`: an empty database gets the schema.
-Status CheckOrCreateSchema(Database& db, const std::string& path, bool create) {
-  ENVFORGE_ASSIGN_OR_RETURN(bool has_meta, HasTable(db, "_meta"));
-  if (!has_meta) {
-    ENVFORGE_ASSIGN_OR_RETURN(Statement count, db.Prepare("SELECT count(*) FROM sqlite_schema"));
-    ENVFORGE_ASSIGN_OR_RETURN(bool row, count.Step());
-    bool empty = row && count.ColumnInt(0) == 0;
-    if (!empty || !create) {
-      return InvalidArgumentError(path + " is not a trajectory store (no _meta table" +
-                                  std::string(empty ? ": the database is empty)" : ")"));
-    }
-    ENVFORGE_ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db));
-    ENVFORGE_RETURN_IF_ERROR(db.Exec(kSchema));
-    return txn.Commit();
-  }
+Result<int> ReadFormatVersion(Database& db, const std::string& path) {
   ENVFORGE_ASSIGN_OR_RETURN(Statement meta, db.Prepare("SELECT value FROM _meta WHERE key = 'format_version'"));
   ENVFORGE_ASSIGN_OR_RETURN(bool row, meta.Step());
   if (!row) return InvalidArgumentError(path + " is not a trajectory store (_meta has no format_version)");
@@ -147,11 +210,50 @@ Status CheckOrCreateSchema(Database& db, const std::string& path, bool create) {
     return InvalidArgumentError(path + " is a trajectory store of format " + version_text +
                                 ", newer than this envforge reads (" + std::to_string(kFormatVersion) + ")");
   }
-  for (const char* table : {"episodes", "steps"}) {
+  if (version < 1) return InvalidArgumentError(path + ": trajectory store format_version '" + version_text + "' is not valid");
+  return version;
+}
+
+// Brings a format-1 store to kFormatVersion in one transaction: a failure (or a crash) leaves it
+// at format 1, never half migrated. The version is read again under the write lock, so two
+// processes opening the same old file migrate it once.
+Status Migrate(Database& db, const std::string& path) {
+  ENVFORGE_ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db));
+  ENVFORGE_ASSIGN_OR_RETURN(int version, ReadFormatVersion(db, path));
+  if (version == kFormatVersion) return Status::Ok();
+  Status migrated = db.Exec(kMigrateV1ToV2);
+  if (!migrated.ok()) return InternalError(path + ": migrating the trajectory store from format 1 to 2: " + migrated.message());
+  ENVFORGE_RETURN_IF_ERROR(txn.Commit());
+  ENVFORGE_LOG(kInfo) << "trajectory store " << path << ": migrated from format 1 to " << kFormatVersion;
+  return Status::Ok();
+}
+
+// Checks the _meta format version and the tables that version has; returns the version. `create`:
+// an empty database gets the current schema.
+Result<int> CheckOrCreateSchema(Database& db, const std::string& path, bool create) {
+  ENVFORGE_ASSIGN_OR_RETURN(bool has_meta, HasTable(db, "_meta"));
+  if (!has_meta) {
+    ENVFORGE_ASSIGN_OR_RETURN(Statement count, db.Prepare("SELECT count(*) FROM sqlite_schema"));
+    ENVFORGE_ASSIGN_OR_RETURN(bool row, count.Step());
+    bool empty = row && count.ColumnInt(0) == 0;
+    if (!empty || !create) {
+      return InvalidArgumentError(path + " is not a trajectory store (no _meta table" +
+                                  std::string(empty ? ": the database is empty)" : ")"));
+    }
+    ENVFORGE_ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db));
+    ENVFORGE_RETURN_IF_ERROR(db.Exec(kSchemaV1));
+    ENVFORGE_RETURN_IF_ERROR(db.Exec(kMigrateV1ToV2));
+    ENVFORGE_RETURN_IF_ERROR(txn.Commit());
+    return kFormatVersion;
+  }
+  ENVFORGE_ASSIGN_OR_RETURN(int version, ReadFormatVersion(db, path));
+  std::vector<const char*> tables = {"episodes", "steps"};
+  if (version >= 2) tables.insert(tables.end(), {"messages", "model_turns", "context_events"});
+  for (const char* table : tables) {
     ENVFORGE_ASSIGN_OR_RETURN(bool present, HasTable(db, table));
     if (!present) return InvalidArgumentError(path + " is not a trajectory store (no " + table + " table)");
   }
-  return Status::Ok();
+  return version;
 }
 
 Result<Database> OpenForRead(const std::string& path) {
@@ -190,12 +292,25 @@ Result<EpisodeSummary> ReadSummaryRow(const Statement& stmt, const std::string& 
     summary.verdict = std::move(*verdict);
   }
   summary.steps = stmt.ColumnInt(15);
+  summary.start.kind = stmt.ColumnText(16);
+  summary.start.backend = stmt.ColumnText(17);
+  summary.start.model = stmt.ColumnText(18);
+  if (!stmt.ColumnIsNull(19)) {
+    auto sampling = ParseJson(stmt.ColumnText(19), "sampling of episode " + summary.id);
+    if (!sampling.ok()) return DataLossError(path + ": " + sampling.status().message());
+    summary.start.sampling = std::move(*sampling);
+  }
+  summary.start.rollout_id = stmt.ColumnText(20);
+  summary.start.sample_index = stmt.ColumnIsNull(21) ? -1 : stmt.ColumnInt(21);
   return summary;
 }
 
 Result<std::vector<EpisodeSummary>> ReadList(const std::string& path, const ListFilter& filter) {
   ENVFORGE_ASSIGN_OR_RETURN(Database db, OpenForRead(path));
-  std::string sql = std::string("SELECT ") + kSummaryColumns + " FROM episodes WHERE 1";
+  // One read transaction: the version and the rows come from the same snapshot.
+  ENVFORGE_RETURN_IF_ERROR(db.Exec("BEGIN"));
+  ENVFORGE_ASSIGN_OR_RETURN(int version, ReadFormatVersion(db, path));
+  std::string sql = std::string("SELECT ") + kSummaryColumns + " FROM " + EpisodesSource(version) + " WHERE 1";
   std::vector<SqlValue> values;
   if (!filter.env_id.empty()) {
     sql += " AND (env_id = ? OR env_name = ?)";
@@ -210,6 +325,14 @@ Result<std::vector<EpisodeSummary>> ReadList(const std::string& path, const List
     sql += " AND outcome = ?";
     values.emplace_back(std::string(EpisodeOutcomeName(*filter.outcome)));
   }
+  if (!filter.rollout_id.empty()) {
+    sql += " AND rollout_id = ?";
+    values.emplace_back(filter.rollout_id);
+  }
+  if (!filter.kind.empty()) {
+    sql += " AND kind = ?";
+    values.emplace_back(filter.kind);
+  }
   sql += " ORDER BY started_at_us DESC, id DESC LIMIT ? OFFSET ?";
   values.emplace_back(filter.limit > 0 ? filter.limit : int64_t{-1});
   values.emplace_back(std::max<int64_t>(filter.offset, 0));
@@ -222,11 +345,14 @@ Result<std::vector<EpisodeSummary>> ReadList(const std::string& path, const List
     ENVFORGE_ASSIGN_OR_RETURN(EpisodeSummary summary, ReadSummaryRow(stmt, path));
     summaries.push_back(std::move(summary));
   }
+  (void)db.Exec("COMMIT");
   return summaries;
 }
 
-Result<std::optional<EpisodeSummary>> ReadSummaryById(Database& db, const std::string& path, const std::string& id) {
-  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare(std::string("SELECT ") + kSummaryColumns + " FROM episodes WHERE id = ?"));
+Result<std::optional<EpisodeSummary>> ReadSummaryById(Database& db, const std::string& path, int version,
+                                                     const std::string& id) {
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare(std::string("SELECT ") + kSummaryColumns + " FROM " +
+                                                       EpisodesSource(version) + " WHERE id = ?"));
   ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, id));
   ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row) return std::optional<EpisodeSummary>();
@@ -269,21 +395,13 @@ Result<std::string> ResolveId(Database& db, const std::string& path, const std::
   return InvalidArgumentError("episode id prefix '" + id_or_prefix + "' is ambiguous: " + listed);
 }
 
-Result<Episode> ReadEpisode(const std::string& path, const std::string& id_or_prefix) {
-  ENVFORGE_ASSIGN_OR_RETURN(Database db, OpenForRead(path));
-  // One read transaction: the summary and its steps come from the same snapshot.
-  ENVFORGE_RETURN_IF_ERROR(db.Exec("BEGIN"));
-  ENVFORGE_ASSIGN_OR_RETURN(std::string id, ResolveId(db, path, id_or_prefix));
-  ENVFORGE_ASSIGN_OR_RETURN(auto summary, ReadSummaryById(db, path, id));
-  if (!summary) return NotFoundError("no episode '" + id_or_prefix + "' in " + path);
-  Episode episode;
-  episode.summary = std::move(*summary);
+Status ReadSteps(Database& db, const std::string& path, const std::string& id, Episode& episode) {
   ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT step, tool, arguments, result, started_at_us, duration_us "
                                                        "FROM steps WHERE episode_id = ? ORDER BY step"));
   ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, id));
   while (true) {
     ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
-    if (!row) break;
+    if (!row) return Status::Ok();
     StepRecord step;
     step.step = stmt.ColumnInt(0);
     step.tool = stmt.ColumnText(1);
@@ -300,21 +418,123 @@ Result<Episode> ReadEpisode(const std::string& path, const std::string& id_or_pr
     step.duration_us = stmt.ColumnInt(5);
     episode.steps.push_back(std::move(step));
   }
+}
+
+Status ReadMessages(Database& db, const std::string& path, const std::string& id, Episode& episode) {
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt,
+                            db.Prepare("SELECT idx, role, content, reasoning_content, tool_calls, tool_call_id, "
+                                       "tool_outcome, step, created_at_us FROM messages WHERE episode_id = ? ORDER BY idx"));
+  ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, id));
+  while (true) {
+    ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return Status::Ok();
+    MessageRecord message;
+    message.index = stmt.ColumnInt(0);
+    message.role = stmt.ColumnText(1);
+    message.content = stmt.ColumnText(2);
+    message.reasoning_content = stmt.ColumnText(3);
+    auto tool_calls = ParseJson(stmt.ColumnText(4), "tool_calls");
+    if (!tool_calls.ok()) {
+      return DataLossError(path + ": episode " + id + " message " + std::to_string(message.index) + ": " +
+                           tool_calls.status().message());
+    }
+    message.tool_calls = std::move(*tool_calls);
+    message.tool_call_id = stmt.ColumnText(5);
+    message.tool_outcome = stmt.ColumnText(6);
+    message.step = stmt.ColumnIsNull(7) ? -1 : stmt.ColumnInt(7);
+    message.created_at_us = stmt.ColumnInt(8);
+    episode.messages.push_back(std::move(message));
+  }
+}
+
+Status ReadModelTurns(Database& db, const std::string& path, const std::string& id, Episode& episode) {
+  ENVFORGE_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db.Prepare("SELECT turn, message_index, input_tokens, reused_tokens, prompt_tokens, output_tokens, logprobs, "
+                 "kept_counts, finish_reason, parse_error, raw_text, started_at_us, duration_us FROM model_turns "
+                 "WHERE episode_id = ? ORDER BY turn"));
+  ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, id));
+  while (true) {
+    ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return Status::Ok();
+    ModelTurnRecord turn;
+    turn.turn = stmt.ColumnInt(0);
+    std::string where = path + ": episode " + id + " model turn " + std::to_string(turn.turn) + ": ";
+    turn.message_index = stmt.ColumnInt(1);
+    ENVFORGE_ASSIGN_OR_RETURN(turn.input_tokens, UnpackLittleEndian<int32_t>(stmt.Column(2), where + "input_tokens"));
+    turn.reused_tokens = stmt.ColumnInt(3);
+    turn.prompt_tokens = stmt.ColumnInt(4);
+    ENVFORGE_ASSIGN_OR_RETURN(turn.output_tokens, UnpackLittleEndian<int32_t>(stmt.Column(5), where + "output_tokens"));
+    ENVFORGE_ASSIGN_OR_RETURN(turn.logprobs, UnpackLittleEndian<double>(stmt.Column(6), where + "logprobs"));
+    ENVFORGE_ASSIGN_OR_RETURN(turn.kept_counts, UnpackLittleEndian<int64_t>(stmt.Column(7), where + "kept_counts"));
+    turn.finish_reason = stmt.ColumnText(8);
+    turn.parse_error = stmt.ColumnText(9);
+    turn.raw_text = stmt.ColumnText(10);
+    turn.started_at_us = stmt.ColumnInt(11);
+    turn.duration_us = stmt.ColumnInt(12);
+    episode.model_turns.push_back(std::move(turn));
+  }
+}
+
+Status ReadContextEvents(Database& db, const std::string& id, Episode& episode) {
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt,
+                            db.Prepare("SELECT seq, turn, strategy, tokens_before, tokens_after, messages_dropped, "
+                                       "summary, created_at_us FROM context_events WHERE episode_id = ? ORDER BY seq"));
+  ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, id));
+  while (true) {
+    ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return Status::Ok();
+    ContextEventRecord event;
+    event.seq = stmt.ColumnInt(0);
+    event.turn = stmt.ColumnInt(1);
+    event.strategy = stmt.ColumnText(2);
+    event.tokens_before = stmt.ColumnInt(3);
+    event.tokens_after = stmt.ColumnInt(4);
+    event.messages_dropped = stmt.ColumnInt(5);
+    event.summary = stmt.ColumnText(6);
+    event.created_at_us = stmt.ColumnInt(7);
+    episode.context_events.push_back(std::move(event));
+  }
+}
+
+Result<Episode> ReadEpisode(const std::string& path, const std::string& id_or_prefix) {
+  ENVFORGE_ASSIGN_OR_RETURN(Database db, OpenForRead(path));
+  // One read transaction: the summary and its records come from the same snapshot.
+  ENVFORGE_RETURN_IF_ERROR(db.Exec("BEGIN"));
+  ENVFORGE_ASSIGN_OR_RETURN(int version, ReadFormatVersion(db, path));
+  ENVFORGE_ASSIGN_OR_RETURN(std::string id, ResolveId(db, path, id_or_prefix));
+  ENVFORGE_ASSIGN_OR_RETURN(auto summary, ReadSummaryById(db, path, version, id));
+  if (!summary) return NotFoundError("no episode '" + id_or_prefix + "' in " + path);
+  Episode episode;
+  episode.summary = std::move(*summary);
+  ENVFORGE_RETURN_IF_ERROR(ReadSteps(db, path, id, episode));
+  if (version >= 2) {
+    ENVFORGE_RETURN_IF_ERROR(ReadMessages(db, path, id, episode));
+    ENVFORGE_RETURN_IF_ERROR(ReadModelTurns(db, path, id, episode));
+    ENVFORGE_RETURN_IF_ERROR(ReadContextEvents(db, id, episode));
+  }
   (void)db.Exec("COMMIT");
   return episode;
 }
 
 Result<TrajectoryStore::Counts> ReadCounts(const std::string& path) {
   ENVFORGE_ASSIGN_OR_RETURN(Database db, OpenForRead(path));
-  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT (SELECT count(*) FROM episodes), (SELECT count(*) FROM steps), "
-                                                       "(SELECT count(*) FROM episodes WHERE outcome IS NULL)"));
+  ENVFORGE_RETURN_IF_ERROR(db.Exec("BEGIN"));
+  ENVFORGE_ASSIGN_OR_RETURN(int version, ReadFormatVersion(db, path));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db.Prepare(std::string("SELECT (SELECT count(*) FROM episodes), (SELECT count(*) FROM steps), "
+                             "(SELECT count(*) FROM episodes WHERE outcome IS NULL), ") +
+                 (version >= 2 ? "(SELECT count(*) FROM model_turns)" : "0")));
   ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
   TrajectoryStore::Counts counts;
   if (row) {
     counts.episodes = stmt.ColumnInt(0);
     counts.steps = stmt.ColumnInt(1);
     counts.open_episodes = stmt.ColumnInt(2);
+    counts.model_turns = stmt.ColumnInt(3);
   }
+  (void)db.Exec("COMMIT");
   return counts;
 }
 
@@ -339,7 +559,20 @@ struct EndRecord {
   EpisodeOutcome outcome = EpisodeOutcome::kClosed;
   int64_t ended_at_us = 0;
 };
-using Record = std::variant<BeginRecord, StepRecordItem, SubmitRecord, EndRecord>;
+struct MessageItem {
+  std::string episode_id;
+  MessageRecord message;
+};
+struct ModelTurnItem {
+  std::string episode_id;
+  ModelTurnRecord turn;
+};
+struct ContextEventItem {
+  std::string episode_id;
+  ContextEventRecord event;
+};
+using Record = std::variant<BeginRecord, StepRecordItem, SubmitRecord, EndRecord, MessageItem, ModelTurnItem,
+                            ContextEventItem>;
 
 // The writer thread's connection and its prepared statements.
 struct WriterConnection {
@@ -350,6 +583,9 @@ struct WriterConnection {
   Statement count_step;
   Statement set_submit;
   Statement set_end;
+  Statement insert_message;
+  Statement insert_model_turn;
+  Statement insert_context_event;
 
   static Result<std::unique_ptr<WriterConnection>> Open(const std::string& path) {
     ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::Open(path, Database::Mode::kReadWrite));
@@ -368,8 +604,8 @@ struct WriterConnection {
     ENVFORGE_ASSIGN_OR_RETURN(
         Statement insert_episode,
         db.Prepare("INSERT OR IGNORE INTO episodes(id, env_id, env_version, env_name, task_id, task_version, "
-                   "verifier_version, seed, parent_id, fork_step, client, started_at_us, steps) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"));
+                   "verifier_version, seed, parent_id, fork_step, client, started_at_us, steps, kind, backend, model, "
+                   "sampling, rollout_id, sample_index) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"));
     ENVFORGE_ASSIGN_OR_RETURN(Statement episode_exists, db.Prepare("SELECT 1 FROM episodes WHERE id = ?"));
     ENVFORGE_ASSIGN_OR_RETURN(
         Statement insert_step,
@@ -380,9 +616,23 @@ struct WriterConnection {
     ENVFORGE_ASSIGN_OR_RETURN(
         Statement set_end,
         db.Prepare("UPDATE episodes SET ended_at_us = ?, outcome = ? WHERE id = ? AND outcome IS NULL"));
+    ENVFORGE_ASSIGN_OR_RETURN(
+        Statement insert_message,
+        db.Prepare("INSERT OR IGNORE INTO messages(episode_id, idx, role, content, reasoning_content, tool_calls, "
+                   "tool_call_id, tool_outcome, step, created_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    ENVFORGE_ASSIGN_OR_RETURN(
+        Statement insert_model_turn,
+        db.Prepare("INSERT OR IGNORE INTO model_turns(episode_id, turn, message_index, input_tokens, reused_tokens, "
+                   "prompt_tokens, output_tokens, logprobs, kept_counts, finish_reason, parse_error, raw_text, "
+                   "started_at_us, duration_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    ENVFORGE_ASSIGN_OR_RETURN(
+        Statement insert_context_event,
+        db.Prepare("INSERT OR IGNORE INTO context_events(episode_id, seq, turn, strategy, tokens_before, tokens_after, "
+                   "messages_dropped, summary, created_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     return std::unique_ptr<WriterConnection>(new WriterConnection{
         std::move(db), std::move(insert_episode), std::move(episode_exists), std::move(insert_step),
-        std::move(count_step), std::move(set_submit), std::move(set_end)});
+        std::move(count_step), std::move(set_submit), std::move(set_end), std::move(insert_message),
+        std::move(insert_model_turn), std::move(insert_context_event)});
   }
 };
 
@@ -414,14 +664,26 @@ std::string_view EpisodeOutcomeName(EpisodeOutcome outcome) {
     case EpisodeOutcome::kInfraError: return "infra_error";
     case EpisodeOutcome::kShutdown: return "shutdown";
     case EpisodeOutcome::kReset: return "reset";
+    case EpisodeOutcome::kMaxTurns: return "max_turns";
+    case EpisodeOutcome::kMaxTokens: return "max_tokens";
+    case EpisodeOutcome::kContextExhausted: return "context_exhausted";
+    case EpisodeOutcome::kInvalidCalls: return "invalid_calls";
+    case EpisodeOutcome::kTimeout: return "timeout";
   }
   return "closed";
 }
 
+const std::vector<EpisodeOutcome>& AllEpisodeOutcomes() {
+  static const std::vector<EpisodeOutcome> kAll = {
+      EpisodeOutcome::kSubmitted, EpisodeOutcome::kClosed,    EpisodeOutcome::kCrashed,
+      EpisodeOutcome::kExpired,   EpisodeOutcome::kInfraError, EpisodeOutcome::kShutdown,
+      EpisodeOutcome::kReset,     EpisodeOutcome::kMaxTurns,  EpisodeOutcome::kMaxTokens,
+      EpisodeOutcome::kContextExhausted, EpisodeOutcome::kInvalidCalls, EpisodeOutcome::kTimeout};
+  return kAll;
+}
+
 std::optional<EpisodeOutcome> EpisodeOutcomeFromName(std::string_view name) {
-  for (EpisodeOutcome outcome : {EpisodeOutcome::kSubmitted, EpisodeOutcome::kClosed, EpisodeOutcome::kCrashed,
-                                 EpisodeOutcome::kExpired, EpisodeOutcome::kInfraError, EpisodeOutcome::kShutdown,
-                                 EpisodeOutcome::kReset}) {
+  for (EpisodeOutcome outcome : AllEpisodeOutcomes()) {
     if (EpisodeOutcomeName(outcome) == name) return outcome;
   }
   return std::nullopt;
@@ -444,7 +706,13 @@ Json EpisodeSummaryToJson(const EpisodeSummary& summary) {
             {"outcome", summary.outcome ? Json(std::string(EpisodeOutcomeName(*summary.outcome))) : Json()},
             {"answer", summary.answer ? Json(*summary.answer) : Json()},
             {"verdict", summary.verdict ? *summary.verdict : Json()},
-            {"steps", summary.steps}};
+            {"steps", summary.steps},
+            {"kind", start.kind},
+            {"backend", start.backend},
+            {"model", start.model},
+            {"sampling", start.sampling},
+            {"rollout_id", start.rollout_id.empty() ? Json() : Json(start.rollout_id)},
+            {"sample_index", start.sample_index < 0 ? Json() : Json(start.sample_index)}};
   return json;
 }
 
@@ -461,6 +729,148 @@ Json EpisodeToJson(const Episode& episode) {
                          {"duration_us", step.duration_us}});
   }
   json["steps"] = std::move(steps);
+  Json messages = Json::array();
+  for (const MessageRecord& m : episode.messages) {
+    messages.push_back(Json{{"index", m.index},
+                            {"role", m.role},
+                            {"content", m.content},
+                            {"reasoning_content", m.reasoning_content},
+                            {"tool_calls", m.tool_calls},
+                            {"tool_call_id", m.tool_call_id},
+                            {"tool_outcome", m.tool_outcome},
+                            {"step", m.step < 0 ? Json() : Json(m.step)},
+                            {"created_at_us", m.created_at_us}});
+  }
+  json["messages"] = std::move(messages);
+  Json turns = Json::array();
+  for (const ModelTurnRecord& t : episode.model_turns) {
+    turns.push_back(Json{{"turn", t.turn},
+                         {"message_index", t.message_index},
+                         {"input_tokens", t.input_tokens},
+                         {"reused_tokens", t.reused_tokens},
+                         {"prompt_tokens", t.prompt_tokens},
+                         {"output_tokens", t.output_tokens},
+                         {"logprobs", t.logprobs},
+                         {"kept_counts", t.kept_counts},
+                         {"finish_reason", t.finish_reason},
+                         {"parse_error", t.parse_error},
+                         {"raw_text", t.raw_text},
+                         {"started_at_us", t.started_at_us},
+                         {"duration_us", t.duration_us}});
+  }
+  json["model_turns"] = std::move(turns);
+  Json events = Json::array();
+  for (const ContextEventRecord& e : episode.context_events) {
+    events.push_back(Json{{"seq", e.seq},
+                          {"turn", e.turn},
+                          {"strategy", e.strategy},
+                          {"tokens_before", e.tokens_before},
+                          {"tokens_after", e.tokens_after},
+                          {"messages_dropped", e.messages_dropped},
+                          {"summary", e.summary},
+                          {"created_at_us", e.created_at_us}});
+  }
+  json["context_events"] = std::move(events);
+  json["tokens"] = TokenSegmentsToJson(episode.model_turns);
+  return json;
+}
+
+namespace {
+
+// A segment of TokenSegmentsToJson being built.
+struct Segment {
+  Json ids = Json::array();
+  Json mask = Json::array();
+  Json logprobs = Json::array();
+  Json turns = Json::array();
+  Json problems = Json::array();
+  Json prefix_of;  // null unless the segment starts with a prefix of an earlier one
+
+  Json ToJson() && {
+    Json json{{"ids", std::move(ids)},
+              {"mask", std::move(mask)},
+              {"logprobs", std::move(logprobs)},
+              {"turns", std::move(turns)},
+              {"consistent", problems.empty()},
+              {"problems", std::move(problems)}};
+    if (!prefix_of.is_null()) json["prefix_of"] = std::move(prefix_of);
+    return json;
+  }
+};
+
+// Starts the segment `turn` continues: a fresh one, or one holding the reused prefix of `current`.
+Segment StartSegment(const ModelTurnRecord& turn, const Segment* current, size_t current_index) {
+  Segment segment;
+  if (turn.reused_tokens <= 0) return segment;
+  const std::string where = "turn " + std::to_string(turn.turn) + ": ";
+  if (current == nullptr) {
+    segment.problems.push_back(where + "reuses " + std::to_string(turn.reused_tokens) +
+                               " tokens but no earlier turn recorded a context");
+    return segment;
+  }
+  size_t take = std::min<size_t>(static_cast<size_t>(turn.reused_tokens), current->ids.size());
+  for (size_t i = 0; i < take; ++i) {
+    segment.ids.push_back(current->ids[i]);
+    segment.mask.push_back(0);  // trained once, in the segment that sampled it
+    segment.logprobs.push_back(nullptr);
+  }
+  segment.prefix_of = Json{{"segment", current_index}, {"tokens", take}};
+  return segment;
+}
+
+void AppendTurn(const ModelTurnRecord& turn, Segment& segment) {
+  const std::string where = "turn " + std::to_string(turn.turn) + ": ";
+  int64_t before = static_cast<int64_t>(segment.ids.size());
+  if (turn.reused_tokens > before) {
+    segment.problems.push_back(where + "reused_tokens " + std::to_string(turn.reused_tokens) + " exceeds the " +
+                               std::to_string(before) + " tokens the recording holds for its context");
+  }
+  int64_t fed = static_cast<int64_t>(turn.input_tokens.size());
+  if (turn.prompt_tokens != 0 && turn.prompt_tokens != turn.reused_tokens + fed) {
+    segment.problems.push_back(where + "prompt_tokens " + std::to_string(turn.prompt_tokens) + " != reused_tokens " +
+                               std::to_string(turn.reused_tokens) + " + " + std::to_string(fed) + " input tokens");
+  }
+  bool have_logprobs = !turn.logprobs.empty();
+  if (have_logprobs && turn.logprobs.size() != turn.output_tokens.size()) {
+    segment.problems.push_back(where + std::to_string(turn.logprobs.size()) + " logprobs for " +
+                               std::to_string(turn.output_tokens.size()) + " output tokens");
+  }
+  if (turn.output_tokens.empty() && !turn.raw_text.empty()) {
+    segment.problems.push_back(where + "generated text without output token ids");
+  }
+  for (int32_t id : turn.input_tokens) {
+    segment.ids.push_back(id);
+    segment.mask.push_back(0);
+    segment.logprobs.push_back(nullptr);
+  }
+  for (size_t i = 0; i < turn.output_tokens.size(); ++i) {
+    segment.ids.push_back(turn.output_tokens[i]);
+    segment.mask.push_back(1);
+    if (i < turn.logprobs.size() && std::isfinite(turn.logprobs[i])) {
+      segment.logprobs.push_back(turn.logprobs[i]);
+    } else {
+      segment.logprobs.push_back(nullptr);
+    }
+  }
+  segment.turns.push_back(turn.turn);
+}
+
+}  // namespace
+
+Json TokenSegmentsToJson(const std::vector<ModelTurnRecord>& model_turns) {
+  std::vector<Segment> segments;
+  for (const ModelTurnRecord& turn : model_turns) {
+    bool continues = !segments.empty() && turn.reused_tokens > 0 &&
+                     turn.reused_tokens >= static_cast<int64_t>(segments.back().ids.size());
+    if (!continues) {
+      const Segment* current = segments.empty() ? nullptr : &segments.back();
+      Segment next = StartSegment(turn, current, segments.empty() ? 0 : segments.size() - 1);
+      segments.push_back(std::move(next));
+    }
+    AppendTurn(turn, segments.back());
+  }
+  Json json = Json::array();
+  for (Segment& segment : segments) json.push_back(std::move(segment).ToJson());
   return json;
 }
 
@@ -635,7 +1045,10 @@ class TrajectoryStore::Impl {
         conn_->insert_episode,
         {record.episode_id, start.env_id, start.env_id, start.env_name, start.task_id, start.task_version,
          start.verifier_version, start.seed ? SqlValue(*start.seed) : SqlValue(), TextOrNull(start.parent_id),
-         start.parent_id.empty() ? SqlValue() : SqlValue(start.fork_step), start.client, record.started_at_us}));
+         start.parent_id.empty() ? SqlValue() : SqlValue(start.fork_step), start.client, record.started_at_us,
+         start.kind.empty() ? std::string("served") : start.kind, start.backend, start.model,
+         start.sampling.is_null() ? SqlValue() : SqlValue(DumpJson(start.sampling)), TextOrNull(start.rollout_id),
+         start.sample_index < 0 ? SqlValue() : SqlValue(start.sample_index)}));
     if (conn_->db.Changes() == 0) rejections->push_back("episode " + record.episode_id + " begun twice; the first kept");
     state.confirmed.push_back(record.episode_id);
     return Status::Ok();
@@ -682,6 +1095,50 @@ class TrajectoryStore::Impl {
     return Status::Ok();
   }
 
+  // A message, model turn or context event: inserted when its episode exists and its key is new.
+  Status InsertKeyed(const std::string& episode_id, const std::string& what, Statement& insert,
+                     const std::vector<SqlValue>& values, BatchState& state, std::vector<std::string>* rejections) {
+    ENVFORGE_ASSIGN_OR_RETURN(bool exists, Known(episode_id, state));
+    if (!exists) {
+      rejections->push_back(what + " of unknown episode " + episode_id + " rejected");
+      return Status::Ok();
+    }
+    ENVFORGE_RETURN_IF_ERROR(RunWith(insert, values));
+    if (conn_->db.Changes() == 0) {
+      rejections->push_back("duplicate " + what + " of episode " + episode_id + " rejected; the first recorded is kept");
+    }
+    return Status::Ok();
+  }
+
+  Status Apply(const MessageItem& record, BatchState& state, std::vector<std::string>* rejections) {
+    const MessageRecord& m = record.message;
+    return InsertKeyed(record.episode_id, "message " + std::to_string(m.index) + " (" + m.role + ")",
+                       conn_->insert_message,
+                       {record.episode_id, m.index, m.role, m.content, m.reasoning_content,
+                        DumpJson(m.tool_calls.is_null() ? Json::array() : m.tool_calls), m.tool_call_id, m.tool_outcome,
+                        m.step < 0 ? SqlValue() : SqlValue(m.step), m.created_at_us},
+                       state, rejections);
+  }
+
+  Status Apply(const ModelTurnItem& record, BatchState& state, std::vector<std::string>* rejections) {
+    const ModelTurnRecord& t = record.turn;
+    return InsertKeyed(record.episode_id, "model turn " + std::to_string(t.turn), conn_->insert_model_turn,
+                       {record.episode_id, t.turn, t.message_index, PackLittleEndian(t.input_tokens), t.reused_tokens,
+                        t.prompt_tokens, PackLittleEndian(t.output_tokens), PackLittleEndian(t.logprobs),
+                        PackLittleEndian(t.kept_counts), t.finish_reason, t.parse_error, t.raw_text, t.started_at_us,
+                        t.duration_us},
+                       state, rejections);
+  }
+
+  Status Apply(const ContextEventItem& record, BatchState& state, std::vector<std::string>* rejections) {
+    const ContextEventRecord& e = record.event;
+    return InsertKeyed(record.episode_id, "context event " + std::to_string(e.seq) + " (" + e.strategy + ")",
+                       conn_->insert_context_event,
+                       {record.episode_id, e.seq, e.turn, e.strategy, e.tokens_before, e.tokens_after,
+                        e.messages_dropped, e.summary, e.created_at_us},
+                       state, rejections);
+  }
+
   const std::string path_;
   TrajectoryStoreOptions options_;
   std::unique_ptr<WriterConnection> conn_;  // writer thread only (null: reopen before the next batch)
@@ -712,7 +1169,8 @@ Result<std::unique_ptr<TrajectoryStore>> TrajectoryStore::Open(const std::string
   }
   SetBusyTimeout(*db, kBusyTimeoutReaderMs);
   ENVFORGE_RETURN_IF_ERROR(db->Exec("PRAGMA journal_mode = WAL"));
-  ENVFORGE_RETURN_IF_ERROR(CheckOrCreateSchema(*db, path, /*create=*/true));
+  ENVFORGE_ASSIGN_OR_RETURN(int version, CheckOrCreateSchema(*db, path, /*create=*/true));
+  if (version < kFormatVersion) ENVFORGE_RETURN_IF_ERROR(Migrate(*db, path));
   ENVFORGE_ASSIGN_OR_RETURN(auto conn, WriterConnection::Prepare(std::move(*db)));
   return std::unique_ptr<TrajectoryStore>(
       new TrajectoryStore(std::make_unique<Impl>(path, options, std::move(conn))));
@@ -737,6 +1195,18 @@ void TrajectoryStore::RecordSubmit(const std::string& episode_id, std::string an
 
 void TrajectoryStore::EndEpisode(const std::string& episode_id, EpisodeOutcome outcome) {
   impl_->Enqueue(EndRecord{episode_id, outcome, NowMicros()});
+}
+
+void TrajectoryStore::RecordMessage(const std::string& episode_id, MessageRecord message) {
+  impl_->Enqueue(MessageItem{episode_id, std::move(message)});
+}
+
+void TrajectoryStore::RecordModelTurn(const std::string& episode_id, ModelTurnRecord turn) {
+  impl_->Enqueue(ModelTurnItem{episode_id, std::move(turn)});
+}
+
+void TrajectoryStore::RecordContextEvent(const std::string& episode_id, ContextEventRecord event) {
+  impl_->Enqueue(ContextEventItem{episode_id, std::move(event)});
 }
 
 Status TrajectoryStore::Flush() { return impl_->Flush(); }
@@ -768,7 +1238,7 @@ Result<std::unique_ptr<TrajectoryReader>> TrajectoryReader::Open(const std::stri
     if (db.status().code() == StatusCode::kDataLoss) return db.status();
     return InternalError("cannot open trajectory store: " + db.status().message());
   }
-  ENVFORGE_RETURN_IF_ERROR(CheckOrCreateSchema(*db, path, /*create=*/false));
+  ENVFORGE_RETURN_IF_ERROR(CheckOrCreateSchema(*db, path, /*create=*/false).status());
   return std::unique_ptr<TrajectoryReader>(new TrajectoryReader(std::make_unique<Impl>(path)));
 }
 

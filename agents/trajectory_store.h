@@ -23,15 +23,38 @@
 // Thread safety: every method may be called from any thread concurrently (Record* from Asio
 // callbacks included: they only lock a mutex around a deque push).
 //
-// Schema (format version 1, in the file's `_meta` table):
+// Schema (format version 2, in the file's `_meta` table):
 //   episodes(id TEXT PK, env_id, env_version, env_name, task_id, task_version, verifier_version,
 //            seed INTEGER NULL, parent_id TEXT NULL (the episode this one was forked from),
 //            fork_step INTEGER NULL (the parent's step count at the fork), client TEXT,
 //            started_at_us INTEGER, ended_at_us INTEGER NULL, outcome TEXT NULL,
-//            answer TEXT NULL, verdict TEXT NULL (JSON), steps INTEGER)
+//            answer TEXT NULL, verdict TEXT NULL (JSON), steps INTEGER,
+//            -- format 2:
+//            kind TEXT ('served' | 'rollout'), backend TEXT, model TEXT, sampling TEXT NULL (JSON),
+//            rollout_id TEXT NULL, sample_index INTEGER NULL)
 //   steps(episode_id, step INTEGER, tool TEXT, arguments TEXT (JSON), result TEXT (JSON of
 //         toolsets::ToolResult), outcome TEXT, started_at_us INTEGER, duration_us INTEGER,
 //         PRIMARY KEY(episode_id, step))
+//   -- format 2:
+//   messages(episode_id, idx INTEGER, role, content, reasoning_content, tool_calls TEXT (JSON),
+//            tool_call_id, tool_outcome, step INTEGER NULL, created_at_us,
+//            PRIMARY KEY(episode_id, idx))
+//   model_turns(episode_id, turn INTEGER, message_index, input_tokens BLOB, reused_tokens,
+//               prompt_tokens, output_tokens BLOB, logprobs BLOB, kept_counts BLOB,
+//               finish_reason, parse_error, raw_text, started_at_us, duration_us,
+//               PRIMARY KEY(episode_id, turn))
+//   context_events(episode_id, seq INTEGER, turn, strategy, tokens_before, tokens_after,
+//                  messages_dropped, summary, created_at_us, PRIMARY KEY(episode_id, seq))
+// Token vectors are BLOBs of fixed-width little-endian values: token ids int32, logprobs IEEE-754
+// float64, kept counts int64 (4 bytes per id instead of ~6 as JSON text, and no parsing; a BLOB
+// whose length is not a multiple of the width reads as DataLoss). The JSON forms below always
+// use arrays.
+//
+// Format 1 files (served episodes only, written before rollouts existed) keep opening:
+// TrajectoryStore::Open migrates one in place, in one transaction (the new episode columns take
+// their defaults: kind 'served', no backend, model, sampling, rollout; the three new tables start
+// empty); TrajectoryReader (read-only) reads it as it is, with the same defaults and no
+// messages, model turns or context events. A file newer than format 2 is refused.
 #pragma once
 
 #include <chrono>
@@ -48,8 +71,17 @@
 namespace envforge::agents {
 
 // How an episode ended. Stored as text: "submitted", "closed", "crashed", "expired",
-// "infra_error", "shutdown", "reset".
-enum class EpisodeOutcome { kSubmitted, kClosed, kCrashed, kExpired, kInfraError, kShutdown, kReset };
+// "infra_error", "shutdown", "reset" (served episodes and rollouts), and for rollouts that ended
+// without a submit: "max_turns" (the turn budget ran out), "max_tokens" (the episode's token
+// budget ran out), "context_exhausted" (the context window is full and context management could
+// not free room), "invalid_calls" (too many consecutive invalid tool calls), "timeout" (the
+// episode's wall-clock limit).
+enum class EpisodeOutcome {
+  kSubmitted, kClosed, kCrashed, kExpired, kInfraError, kShutdown, kReset,
+  kMaxTurns, kMaxTokens, kContextExhausted, kInvalidCalls, kTimeout
+};
+// Every outcome, in declaration order (for help texts and tests).
+const std::vector<EpisodeOutcome>& AllEpisodeOutcomes();
 std::string_view EpisodeOutcomeName(EpisodeOutcome outcome);
 std::optional<EpisodeOutcome> EpisodeOutcomeFromName(std::string_view name);
 
@@ -63,6 +95,14 @@ struct EpisodeStart {
   std::string parent_id;    // non-empty for a forked episode
   int64_t fork_step = 0;    // steps the parent had taken when it was forked
   std::string client;       // free text: peer address, "runtime", "replay", ...
+  // Format 2: what produced the episode.
+  std::string kind = "served";  // "served" (a client drove the session) or "rollout" (agents/)
+  std::string backend;          // rollouts: the backend spec, "embedded:/path", "openai:URL", ...
+  std::string model;            // the model name the backend reported
+  Json sampling;                // object (temperature, top_p, top_k, seed, max_tokens, thinking,
+                                // ... as the caller chose); null when absent
+  std::string rollout_id;       // groups the episodes of one `envforge rollout` run; empty: none
+  int64_t sample_index = -1;    // the episode's index among its task's n samples; -1: none
 };
 
 struct StepRecord {
@@ -72,6 +112,53 @@ struct StepRecord {
   toolsets::ToolResult result;
   int64_t started_at_us = 0;  // wall clock (microseconds since the Unix epoch)
   int64_t duration_us = 0;    // as observed by the recorder (server-side, request to answer)
+};
+
+// One message of the conversation as the model saw it, in order (index 0, 1, ... per episode).
+// Model turns are assistant messages with a ModelTurnRecord attached (by message_index).
+struct MessageRecord {
+  int64_t index = 0;
+  std::string role;                 // system | user | assistant | tool
+  std::string content;
+  std::string reasoning_content;    // assistant
+  Json tool_calls = Json::array();  // assistant: [{"id", "name", "arguments"}]
+  std::string tool_call_id;         // tool
+  std::string tool_outcome;         // tool: the typed outcome name ("ok", "tool_error", ...)
+  int64_t step = -1;                // tool: the StepRecord::step this result came from; -1 none
+  int64_t created_at_us = 0;
+};
+
+// The model side of one assistant message: what a trainer needs for token-exact training.
+// Invariant a consistent recording keeps (see TokenSegmentsToJson): a turn that continues a
+// context (reused_tokens > 0) has reused_tokens == the ids of that context so far (every earlier
+// turn's input_tokens + output_tokens since the context started), and prompt_tokens ==
+// reused_tokens + input_tokens.size(). Backends without token ids leave the vectors empty.
+struct ModelTurnRecord {
+  int64_t turn = 0;                    // 0-based model turn in the episode
+  int64_t message_index = 0;           // the assistant MessageRecord it produced
+  std::vector<int32_t> input_tokens;   // prompt tokens fed this turn (after the reused prefix)
+  int64_t reused_tokens = 0;           // prompt tokens already in context (0: a fresh context)
+  int64_t prompt_tokens = 0;           // the whole prompt's length
+  std::vector<int32_t> output_tokens;  // generated ids
+  std::vector<double> logprobs;        // per output token, under the distribution sampled from
+  std::vector<int64_t> kept_counts;    // per output token: size of the top-k/top-p kept set
+  std::string finish_reason;           // stop | length | tool_calls
+  std::string parse_error;             // malformed tool call text, if any
+  std::string raw_text;                // the generated text before parsing
+  int64_t started_at_us = 0;
+  int64_t duration_us = 0;
+};
+
+// A context-management event (DeepSeek-V3.2 paper, 4.4).
+struct ContextEventRecord {
+  int64_t seq = 0;           // 0-based per episode
+  int64_t turn = 0;          // the model turn after which it happened
+  std::string strategy;      // summary | discard75 | discard-all
+  int64_t tokens_before = 0;
+  int64_t tokens_after = 0;
+  int64_t messages_dropped = 0;
+  std::string summary;       // summary strategy: the summary text
+  int64_t created_at_us = 0;
 };
 
 struct EpisodeSummary {
@@ -87,13 +174,18 @@ struct EpisodeSummary {
 
 struct Episode {
   EpisodeSummary summary;
-  std::vector<StepRecord> steps;  // ascending step
+  std::vector<StepRecord> steps;                   // ascending step
+  std::vector<MessageRecord> messages;             // ascending index (rollouts)
+  std::vector<ModelTurnRecord> model_turns;        // ascending turn
+  std::vector<ContextEventRecord> context_events;  // ascending seq
 };
 
 struct ListFilter {
   std::string env_id;  // empty: any (matches env_id or env_name)
   std::string task_id;
   std::optional<EpisodeOutcome> outcome;
+  std::string rollout_id;  // empty: any
+  std::string kind;        // empty: any ("served", "rollout")
   int64_t limit = 100;  // newest first; <= 0: no limit
   int64_t offset = 0;
 };
@@ -126,9 +218,10 @@ class TrajectoryStore {
   TrajectoryStore& operator=(const TrajectoryStore&) = delete;
 
   // Write path: enqueue only (see the file comment). Returns the new episode id.
-  // Records the writer cannot apply are rejected, never retried: a step whose (episode, step) is
-  // already stored (the first record is kept), and a step, submit or end for an episode id that
-  // was never begun. Each rejection is an error log line and counts in Stats::write_errors; the
+  // Records the writer cannot apply are rejected, never retried: a step, message, model turn or
+  // context event whose key ((episode, step), (episode, index), (episode, turn), (episode, seq))
+  // is already stored (the first record is kept), and any record for an episode id that was never
+  // begun. Each rejection is an error log line and counts in Stats::write_errors; the
   // rest of its batch commits.
   std::string BeginEpisode(EpisodeStart start);
   void RecordStep(const std::string& episode_id, StepRecord step);
@@ -137,6 +230,11 @@ class TrajectoryStore {
   // Ends the episode (sets ended_at_us, outcome). Ending an already-ended episode keeps the first
   // outcome.
   void EndEpisode(const std::string& episode_id, EpisodeOutcome outcome);
+  // Rollouts (format 2): the conversation, the model side of each assistant message, and
+  // context-management events. Same queue, same FIFO order per episode, never blocking.
+  void RecordMessage(const std::string& episode_id, MessageRecord message);
+  void RecordModelTurn(const std::string& episode_id, ModelTurnRecord turn);
+  void RecordContextEvent(const std::string& episode_id, ContextEventRecord event);
   // Waits until every record enqueued before the call is committed. DeadlineExceeded (with the
   // last write error) past flush_deadline.
   Status Flush();
@@ -152,6 +250,7 @@ class TrajectoryStore {
     int64_t episodes = 0;
     int64_t steps = 0;
     int64_t open_episodes = 0;
+    int64_t model_turns = 0;  // 0 for a format-1 file
   };
   Result<Counts> Count() const;
 
@@ -177,10 +276,41 @@ class TrajectoryReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// The JSON form used by `envforge traj show/export --jsonl` and the replay report:
-// {"id", "env_id", "env_name", "task_id", ..., "steps": [{"step", "tool", "arguments", "result",
-//  "started_at_us", "duration_us"}]}.
+// The JSON form used by `envforge traj show --json/export` and the replay report:
+// {"id", "env_id", "env_name", "task_id", ..., "kind", "backend", "model", "sampling",
+//  "rollout_id" (null when none), "sample_index" (null when none),
+//  "steps": [{"step", "tool", "arguments", "result", "started_at_us", "duration_us"}],
+//  "messages": [{"index", "role", "content", "reasoning_content", "tool_calls", "tool_call_id",
+//                "tool_outcome", "step", "created_at_us"}],
+//  "model_turns": [{"turn", "message_index", "input_tokens", "reused_tokens", "prompt_tokens",
+//                   "output_tokens", "logprobs", "kept_counts", "finish_reason", "parse_error",
+//                   "raw_text", "started_at_us", "duration_us"}],
+//  "context_events": [{"seq", "turn", "strategy", "tokens_before", "tokens_after",
+//                      "messages_dropped", "summary", "created_at_us"}],
+//  "tokens": TokenSegmentsToJson(model_turns)}.
+// Token vectors are JSON arrays. Empty strings in messages and turns stay "" (not null).
 Json EpisodeToJson(const Episode& episode);
 Json EpisodeSummaryToJson(const EpisodeSummary& summary);
+
+// The token-exact view a trainer consumes: one segment per contiguous model context, in turn
+// order, each {"ids": [...], "mask": [...], "logprobs": [...], "turns": [first, ..., last],
+// "consistent": bool, "problems": ["..."]}.
+//   * A segment holds, turn by turn, the turn's input_tokens (mask 0, logprob null) then its
+//     output_tokens (mask 1, their logprob, null where the backend gave none). Its ids are thus
+//     exactly the context the last turn's output was sampled in, plus that output.
+//   * A turn with reused_tokens == 0 starts a new segment (a fresh context: the first turn, or
+//     after a context reset such as discard-all without prefix reuse).
+//   * A turn whose reused_tokens is below the current segment's length continued only a prefix
+//     of it (context management cut the history, or a re-rendered message diverged from what was
+//     sampled): a new segment starts with those reused ids copied from the current one, masked
+//     0 (their outputs are trained once, in the segment that sampled them), and "prefix_of"
+//     {"segment": i, "tokens": n} says where they came from.
+//   * Inconsistencies mark the segment "consistent": false with a line in "problems" naming the
+//     turn: reused_tokens above the segment's length (ids the recording does not hold: the
+//     segment's tail is not the context the model saw), prompt_tokens (when non-zero) not equal
+//     to reused_tokens + input_tokens, logprobs (when present) not one per output token, and a
+//     turn with generated text but no output token ids (a backend without ids: not trainable
+//     token-exactly).
+Json TokenSegmentsToJson(const std::vector<ModelTurnRecord>& model_turns);
 
 }  // namespace envforge::agents

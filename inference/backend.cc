@@ -2,6 +2,7 @@
 #include "inference/backend.h"
 
 #include "inference/embedded_backend.h"
+#include "inference/openai_backend.h"
 #include "inference/scripted_backend.h"
 
 namespace envforge::inference {
@@ -16,7 +17,7 @@ Result<std::unique_ptr<Backend>> OpenBackend(std::string_view spec, const Backen
   std::string target(spec.substr(colon + 1));
   if (scheme == "embedded") return OpenEmbeddedBackend(target, options);
   if (scheme == "scripted") return OpenScriptedBackend(target, options);
-  if (scheme == "openai") return FailedPreconditionError("backend 'openai:" + target + "': the openai backend is not built yet");
+  if (scheme == "openai") return OpenOpenAiBackend(target, options);
   return InvalidArgumentError("unknown backend scheme '" + scheme + "' in '" + std::string(spec) +
                               "' (known: embedded, openai, scripted)");
 }

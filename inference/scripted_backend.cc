@@ -84,6 +84,11 @@ class ScriptedBackend final : public Backend {
 
   Result<CompletionResult> Complete(const CompletionRequest& request) override {
     if (request.n < 1) return InvalidArgumentError("n must be at least 1, got " + std::to_string(request.n));
+    const int64_t prompt_tokens = PromptTokens(request);
+    if (options_.context_window > 0 && prompt_tokens >= options_.context_window) {
+      return ResourceExhaustedError("context length exceeded: the prompt has about " + std::to_string(prompt_tokens) +
+                                    " tokens and the context window is " + std::to_string(options_.context_window));
+    }
     CompletionResult result;
     result.model = info().model;
     for (int64_t choice = 0; choice < request.n; ++choice) {
@@ -95,8 +100,8 @@ class ScriptedBackend final : public Backend {
       result.completion_tokens += completion.completion_tokens;
       result.choices.push_back(std::move(completion));
     }
-    result.prompt_tokens = PromptTokens(request);
-    for (Completion& completion : result.choices) completion.prompt_tokens = result.prompt_tokens;
+    result.prompt_tokens = prompt_tokens;
+    for (Completion& completion : result.choices) completion.prompt_tokens = prompt_tokens;
     return result;
   }
 

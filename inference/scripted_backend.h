@@ -25,7 +25,8 @@
 // A conversation past its script's last line fails with Unavailable naming the script and turn.
 //
 // CountTokens is one token per 4 bytes (rounded up); the context window is
-// BackendOptions::context_window. Completions carry no token ids.
+// BackendOptions::context_window, and a prompt that fills it is refused as the embedded engine
+// refuses it (ResourceExhausted, "context length exceeded ..."). Completions carry no token ids.
 #pragma once
 
 #include <memory>

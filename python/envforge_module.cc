@@ -28,6 +28,7 @@
 
 #include "base/json.h"
 #include "python/json_convert.h"
+#include "python/rollout_binding.h"
 #include "python/rpc_endpoint.h"
 
 namespace py = pybind11;
@@ -259,4 +260,5 @@ class RpcError(Exception):
         "An in-process runtime over every *.envdb in envs_dir (no server needed).");
   m.def("Client", &MakeClient, py::arg("url"), py::arg("token") = py::none(), py::arg("timeout") = 60.0,
         "A client of `envforge serve` (http://host:port or ws://host:port/ws).");
+  DefineRollout(m);
 }

@@ -55,3 +55,18 @@ MODEL_DIR="$OUT_DIR/tiny-model"
 "$ENVFORGE" generate --model "$MODEL_DIR" --prompt "Plan a trip to Suzhou" -n 4 --max-tokens 24 \
   --temperature 1.0 --top-p 0.95 --seed 7 --device auto
 "$ENVFORGE" bench engine --model "$MODEL_DIR" --contexts 256,1024 --samples 16 --json
+echo
+echo "== rollout: the tiny model (random weights: pass@k stays 0 until a trained policy lands) plays every"
+echo "   task of the reference environment, 16 episodes each, batched in one engine; recorded"
+TINY_DIR="$OUT_DIR/tiny-fp32"
+/usr/bin/python3 scripts/make_tiny_model.py --out "$TINY_DIR" --preset tiny --dtype fp32 >/dev/null
+ROLLOUTS="$OUT_DIR/rollouts.sqlite"
+rm -f "$ROLLOUTS" "$ROLLOUTS-wal" "$ROLLOUTS-shm"
+"$ENVFORGE" rollout "$BUNDLE" --all --backend "embedded:$TINY_DIR" -n 16 --max-turns 4 --max-tokens-per-turn 48 \
+  --seed 1 --trajectories "$ROLLOUTS"
+ROLLOUT_EPISODE=$("$ENVFORGE" traj ls "$ROLLOUTS" --limit 1 --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
+echo "== traj show $ROLLOUT_EPISODE (first lines)"
+"$ENVFORGE" traj show "$ROLLOUTS" "$ROLLOUT_EPISODE" | head -24
+echo
+echo "== bench rollout: 64 episodes at once vs one after another; recompute ratio"
+"$ENVFORGE" bench rollout --model "$TINY_DIR" --env "$BUNDLE" --task cheapest_rated_hotel -n 64 --max-turns 4 --json

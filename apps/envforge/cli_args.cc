@@ -34,6 +34,18 @@ Result<long long> ParsedArgs::IntOption(const std::string& name, long long fallb
   return value;
 }
 
+Result<double> ParsedArgs::DoubleOption(const std::string& name, double fallback) const {
+  auto text = Option(name);
+  if (!text) return fallback;
+  try {
+    size_t used = 0;
+    double value = std::stod(*text, &used);
+    if (used == text->size()) return value;
+  } catch (...) {
+  }
+  return InvalidArgumentError(name + " expects a number, got '" + *text + "'");
+}
+
 Result<ParsedArgs> ParseArgs(const std::string& command, const std::vector<std::string>& args, const ArgSpec& spec) {
   ParsedArgs parsed;
   for (size_t i = 0; i < args.size(); ++i) {

@@ -34,6 +34,8 @@ struct ParsedArgs {
   std::vector<std::string> Values(const std::string& name) const;
   // Parses an integer option within [min, max]; the error names the option.
   Result<long long> IntOption(const std::string& name, long long fallback, long long min, long long max) const;
+  // Parses a number option; the error names the option.
+  Result<double> DoubleOption(const std::string& name, double fallback) const;
 };
 
 // `command` is used in error messages ("envforge session solve: ...").

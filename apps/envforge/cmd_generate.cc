@@ -32,18 +32,6 @@
 namespace envforge::cli {
 namespace {
 
-Result<double> DoubleOption(const ParsedArgs& args, const std::string& name, double fallback) {
-  auto text = args.Option(name);
-  if (!text) return fallback;
-  try {
-    size_t used = 0;
-    double value = std::stod(*text, &used);
-    if (used == text->size()) return value;
-  } catch (...) {
-  }
-  return InvalidArgumentError(name + " expects a number, got '" + *text + "'");
-}
-
 Result<std::vector<int32_t>> IdList(const std::string& name, const std::string& text) {
   std::vector<int32_t> ids;
   size_t begin = 0;
@@ -94,8 +82,8 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
   for (const auto* r : {&n, &max_tokens, &top_k, &seed}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
-  auto temperature = DoubleOption(*parsed, "--temperature", 1.0);
-  auto top_p = DoubleOption(*parsed, "--top-p", 1.0);
+  auto temperature = parsed->DoubleOption("--temperature", 1.0);
+  auto top_p = parsed->DoubleOption("--top-p", 1.0);
   for (const auto* r : {&temperature, &top_p}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,24 +62,39 @@ std::string OutcomeText(const EpisodeSummary& summary) {
   return summary.outcome ? std::string(agents::EpisodeOutcomeName(*summary.outcome)) : "open";
 }
 
-// --env/--task/--outcome of ls and export.
+// --env/--task/--outcome/--rollout/--kind of ls and export.
 Result<agents::ListFilter> FilterFrom(const ParsedArgs& parsed) {
   agents::ListFilter filter;
   filter.env_id = parsed.OptionOr("--env", "");
   filter.task_id = parsed.OptionOr("--task", "");
+  filter.rollout_id = parsed.OptionOr("--rollout", "");
+  filter.kind = parsed.OptionOr("--kind", "");
   if (auto outcome = parsed.Option("--outcome")) {
     filter.outcome = agents::EpisodeOutcomeFromName(*outcome);
     if (!filter.outcome) {
-      return InvalidArgumentError("--outcome must be one of submitted, closed, crashed, expired, infra_error, shutdown, "
-                                  "reset; got '" + *outcome + "'");
+      std::string names;
+      for (auto known : agents::AllEpisodeOutcomes()) {
+        names += (names.empty() ? "" : ", ") + std::string(agents::EpisodeOutcomeName(known));
+      }
+      return InvalidArgumentError("--outcome must be one of " + names + "; got '" + *outcome + "'");
     }
+  }
+  if (!filter.kind.empty() && filter.kind != "served" && filter.kind != "rollout") {
+    return InvalidArgumentError("--kind must be served or rollout; got '" + filter.kind + "'");
   }
   return filter;
 }
 
+constexpr const char* kFilterOptions[] = {"--env", "--task", "--outcome", "--rollout", "--kind"};
+
+std::set<std::string> WithFilterOptions(std::set<std::string> options) {
+  options.insert(std::begin(kFilterOptions), std::end(kFilterOptions));
+  return options;
+}
+
 int List(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge traj ls", args,
-                          {.value_options = {"--env", "--task", "--outcome", "--limit"}, .flags = {"--json"},
+                          {.value_options = WithFilterOptions({"--limit"}), .flags = {"--json"},
                            .min_positional = 1, .max_positional = 1});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
   auto filter = FilterFrom(*parsed);
@@ -91,23 +109,238 @@ int List(const std::vector<std::string>& args) {
   if (parsed->Has("--json")) {
     Json list = Json::array();
     for (const auto& summary : *episodes) list.push_back(agents::EpisodeSummaryToJson(summary));
-    std::printf("%s\n", list.dump(2).c_str());
+    std::printf("%s\n", list.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
     return kExitOk;
   }
-  std::printf("%-26s  %-20s  %-24s  %5s  %-11s  %-9s  %s\n", "ID", "ENV", "TASK", "STEPS", "OUTCOME", "VERDICT",
-              "STARTED (UTC)");
+  std::printf("%-26s  %-7s  %-20s  %-24s  %5s  %-17s  %-9s  %-19s  %s\n", "ID", "KIND", "ENV", "TASK", "STEPS",
+              "OUTCOME", "VERDICT", "STARTED (UTC)", "BACKEND");
   for (const auto& summary : *episodes) {
-    std::printf("%-26s  %-20s  %-24s  %5lld  %-11s  %-9s  %s\n", summary.id.c_str(),
-                Excerpt(summary.start.env_name, 20).c_str(),
+    std::printf("%-26s  %-7s  %-20s  %-24s  %5lld  %-17s  %-9s  %-19s  %s\n", summary.id.c_str(),
+                Excerpt(summary.start.kind, 7).c_str(), Excerpt(summary.start.env_name, 20).c_str(),
                 Excerpt(summary.start.task_id.empty() ? "-" : summary.start.task_id, 24).c_str(),
                 static_cast<long long>(summary.steps), OutcomeText(summary).c_str(), VerdictText(summary.verdict).c_str(),
-                FormatTime(summary.started_at_us).c_str());
+                FormatTime(summary.started_at_us).c_str(),
+                summary.start.backend.empty() ? "-" : Excerpt(summary.start.backend, 60).c_str());
   }
   auto counts = (*reader)->Count();
   if (counts.ok() && counts->episodes > static_cast<int64_t>(episodes->size())) {
     std::printf("(%zu shown of %lld episodes in the store)\n", episodes->size(), static_cast<long long>(counts->episodes));
   }
   return kExitOk;
+}
+
+void PrintVerdict(const EpisodeSummary& s) {
+  std::printf("  outcome  %s\n", OutcomeText(s).c_str());
+  if (s.answer) std::printf("  answer   %s\n", Excerpt(*s.answer, 200).c_str());
+  if (s.verdict) {
+    std::printf("  verdict  %s (verifier %s)\n", VerdictText(s.verdict).c_str(),
+                s.verdict->value("verifier_version", s.start.verifier_version).c_str());
+    for (const auto& reason : s.verdict->value("reasons", Json::array())) {
+      std::printf("           - %s\n", Excerpt(reason.is_string() ? reason.get<std::string>() : DumpJson(reason), 200).c_str());
+    }
+  }
+}
+
+void PrintHeader(const EpisodeSummary& s, bool verdict) {
+  std::printf("episode %s\n", s.id.c_str());
+  std::printf("  env      %s (version %s)\n", s.start.env_name.c_str(), s.start.env_id.c_str());
+  if (!s.start.task_id.empty()) {
+    std::printf("  task     %s (version %s)\n", s.start.task_id.c_str(), s.start.task_version.c_str());
+  }
+  if (!s.start.parent_id.empty()) {
+    std::printf("  forked   from %s at step %lld\n", s.start.parent_id.c_str(), static_cast<long long>(s.start.fork_step));
+  }
+  if (s.start.kind != "served") {
+    std::printf("  kind     %s", s.start.kind.c_str());
+    if (!s.start.rollout_id.empty()) std::printf(" (rollout %s", s.start.rollout_id.c_str());
+    if (s.start.sample_index >= 0) {
+      std::printf("%s sample %lld", s.start.rollout_id.empty() ? " (" : ",", static_cast<long long>(s.start.sample_index));
+    }
+    if (!s.start.rollout_id.empty() || s.start.sample_index >= 0) std::printf(")");
+    std::printf("\n");
+  }
+  if (!s.start.backend.empty()) std::printf("  backend  %s\n", s.start.backend.c_str());
+  if (!s.start.model.empty()) std::printf("  model    %s\n", s.start.model.c_str());
+  if (!s.start.sampling.is_null()) std::printf("  sampling %s\n", DumpJson(s.start.sampling).c_str());
+  if (s.start.seed) std::printf("  seed     %lld\n", static_cast<long long>(*s.start.seed));
+  std::printf("  client   %s\n", s.start.client.c_str());
+  std::printf("  started  %s UTC", FormatTime(s.started_at_us).c_str());
+  if (s.ended_at_us) std::printf(", ended %s UTC", FormatTime(*s.ended_at_us).c_str());
+  std::printf("\n");
+  if (verdict) PrintVerdict(s);
+}
+
+void PrintSteps(const Episode& episode) {
+  std::printf("\nsteps (%zu):\n", episode.steps.size());
+  for (const auto& step : episode.steps) {
+    std::printf("  #%-3lld %s %s -> %s%s%s  (%.1f ms)\n", static_cast<long long>(step.step), step.tool.c_str(),
+                Excerpt(DumpJson(step.arguments), 160).c_str(), std::string(toolsets::OutcomeName(step.result.outcome)).c_str(),
+                step.result.limit.empty() ? "" : " limit=", step.result.limit.c_str(), step.duration_us / 1000.0);
+    std::printf("        %s\n", Observation(step.result, 200).c_str());
+  }
+}
+
+// Reasoning is dimmed on a terminal (and never where NO_COLOR is set or output is piped).
+struct Style {
+  const char* dim = "";
+  const char* reset = "";
+  static Style ForStdout() {
+    if (::isatty(STDOUT_FILENO) == 1 && std::getenv("NO_COLOR") == nullptr) return {"\033[2m", "\033[0m"};
+    return {};
+  }
+};
+
+// Every line of `text` behind `prefix` (an empty text prints nothing).
+void PrintIndented(const std::string& text, const std::string& prefix, const Style& style = {}) {
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    std::printf("%s%s%s%s\n", style.dim, prefix.c_str(), text.substr(begin, end - begin).c_str(), style.reset);
+    begin = end + 1;
+  }
+}
+
+std::string TurnLine(const agents::ModelTurnRecord& turn) {
+  std::string line = "turn " + std::to_string(turn.turn);
+  if (!turn.finish_reason.empty()) line += ", finish " + turn.finish_reason;
+  if (turn.prompt_tokens > 0 || !turn.input_tokens.empty()) {
+    line += ", prompt " + std::to_string(turn.prompt_tokens) + " tokens (reused " + std::to_string(turn.reused_tokens) +
+            ", fed " + std::to_string(turn.input_tokens.size()) + ")";
+  }
+  line += ", " + std::to_string(turn.output_tokens.size()) + " generated";
+  char ms[32];
+  std::snprintf(ms, sizeof(ms), ", %.1f ms", turn.duration_us / 1000.0);
+  return line + ms;
+}
+
+void PrintContextEvent(const agents::ContextEventRecord& event) {
+  std::printf("-- context event %lld after turn %lld: %s, %lld -> %lld tokens, %lld messages dropped\n",
+              static_cast<long long>(event.seq), static_cast<long long>(event.turn), event.strategy.c_str(),
+              static_cast<long long>(event.tokens_before), static_cast<long long>(event.tokens_after),
+              static_cast<long long>(event.messages_dropped));
+  if (!event.summary.empty()) {
+    std::printf("   summary:\n");
+    PrintIndented(event.summary, "     ");
+  }
+}
+
+void PrintToolCalls(const Json& calls) {
+  if (!calls.is_array()) return;
+  for (const Json& call : calls) {
+    const Json arguments = call.value("arguments", Json());
+    std::string text = arguments.is_string() ? arguments.get<std::string>() : DumpJson(arguments);
+    std::printf("    -> call %s %s", call.value("name", std::string("?")).c_str(), text.c_str());
+    std::string id = call.value("id", std::string());
+    std::printf("%s%s%s\n", id.empty() ? "" : "  [", id.c_str(), id.empty() ? "" : "]");
+  }
+}
+
+// The tool a tool message answered: its step's tool, else the call with its id.
+std::string ToolNameOf(const agents::MessageRecord& message, const Episode& episode) {
+  for (const auto& step : episode.steps) {
+    if (message.step >= 0 && step.step == message.step) return step.tool;
+  }
+  for (const auto& other : episode.messages) {
+    if (!other.tool_calls.is_array()) continue;
+    for (const Json& call : other.tool_calls) {
+      if (!message.tool_call_id.empty() && call.value("id", std::string()) == message.tool_call_id) {
+        return call.value("name", std::string());
+      }
+    }
+  }
+  return "";
+}
+
+void PrintMessage(const agents::MessageRecord& message, const agents::ModelTurnRecord* turn, const Episode& episode,
+                  const Style& style) {
+  std::printf("\n[%lld] %s", static_cast<long long>(message.index), message.role.c_str());
+  if (message.role == "tool") {
+    std::string tool = ToolNameOf(message, episode);
+    if (!tool.empty()) std::printf(" %s", tool.c_str());
+    if (!message.tool_call_id.empty()) std::printf(" [%s]", message.tool_call_id.c_str());
+    std::printf(" -> %s", message.tool_outcome.empty() ? "?" : message.tool_outcome.c_str());
+    if (message.step >= 0) std::printf(" (step %lld)", static_cast<long long>(message.step));
+  }
+  if (turn != nullptr) std::printf("  (%s)", TurnLine(*turn).c_str());
+  std::printf("\n");
+  if (!message.reasoning_content.empty()) {
+    std::printf("%s    reasoning:%s\n", style.dim, style.reset);
+    PrintIndented(message.reasoning_content, "    | ", style);
+  }
+  PrintIndented(message.content, "    ");
+  PrintToolCalls(message.tool_calls);
+  if (turn != nullptr && !turn->parse_error.empty()) {
+    std::printf("    parse error: %s\n", turn->parse_error.c_str());
+    std::printf("    raw text:\n");
+    PrintIndented(turn->raw_text, "      ");
+  }
+}
+
+// Where a context event goes in the conversation: before the first message recorded after it
+// (the rollout loop records the conversation it restarts with again, after the event), found by
+// time among the messages after its turn's assistant message; without timestamps, before the
+// next turn's assistant message. -1: after every message.
+int64_t MessageAfterEvent(const agents::ContextEventRecord& event, const Episode& episode,
+                          const std::map<int64_t, int64_t>& message_of_turn) {
+  auto own = message_of_turn.find(event.turn);
+  int64_t after = own == message_of_turn.end() ? -1 : own->second;
+  if (event.created_at_us != 0) {
+    for (const auto& message : episode.messages) {
+      if (message.index > after && message.created_at_us > event.created_at_us) return message.index;
+    }
+  }
+  auto next = message_of_turn.find(event.turn + 1);
+  return next == message_of_turn.end() ? -1 : next->second;
+}
+
+// A rollout: the conversation as the model saw it, with each model turn's tokens and each
+// context event where it happened, then the verdict.
+void PrintConversation(const Episode& episode) {
+  Style style = Style::ForStdout();
+  std::map<int64_t, const agents::ModelTurnRecord*> turn_of_message;
+  std::map<int64_t, int64_t> message_of_turn;
+  for (const auto& turn : episode.model_turns) {
+    turn_of_message[turn.message_index] = &turn;
+    message_of_turn[turn.turn] = turn.message_index;
+  }
+  std::map<int64_t, std::vector<const agents::ContextEventRecord*>> events_before;  // by message index
+  std::vector<const agents::ContextEventRecord*> trailing_events;
+  for (const auto& event : episode.context_events) {
+    int64_t before = MessageAfterEvent(event, episode, message_of_turn);
+    if (before >= 0) {
+      events_before[before].push_back(&event);
+    } else {
+      trailing_events.push_back(&event);
+    }
+  }
+  auto count = [](size_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); };
+  std::printf("\nconversation (%s, %s, %s):\n", count(episode.messages.size(), "message").c_str(),
+              count(episode.model_turns.size(), "model turn").c_str(),
+              count(episode.context_events.size(), "context event").c_str());
+  std::set<int64_t> shown_turns;
+  for (const auto& message : episode.messages) {
+    for (const auto* event : events_before[message.index]) {
+      std::printf("\n");
+      PrintContextEvent(*event);
+    }
+    auto turn = turn_of_message.find(message.index);
+    const agents::ModelTurnRecord* record = turn == turn_of_message.end() ? nullptr : turn->second;
+    if (record != nullptr) shown_turns.insert(record->turn);
+    PrintMessage(message, record, episode, style);
+  }
+  for (const auto* event : trailing_events) {
+    std::printf("\n");
+    PrintContextEvent(*event);
+  }
+  for (const auto& turn : episode.model_turns) {
+    if (shown_turns.count(turn.turn) == 0) {
+      std::printf("\n(model turn without a recorded message: %s; message %lld)\n", TurnLine(turn).c_str(),
+                  static_cast<long long>(turn.message_index));
+    }
+  }
+  std::printf("\n%zu tool steps recorded (envforge replay re-runs them)\n\nverdict:\n", episode.steps.size());
+  PrintVerdict(episode.summary);
 }
 
 int Show(const std::vector<std::string>& args) {
@@ -118,44 +351,22 @@ int Show(const std::vector<std::string>& args) {
   auto episode = (*reader)->Get(parsed->positional[1]);
   if (!episode.ok()) return Fail(episode.status(), ExitCodeFor(episode.status()));
   if (parsed->Has("--json")) {
-    std::printf("%s\n", agents::EpisodeToJson(*episode).dump(2).c_str());
+    std::printf("%s\n", agents::EpisodeToJson(*episode).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
     return kExitOk;
   }
-  const EpisodeSummary& s = episode->summary;
-  std::printf("episode %s\n", s.id.c_str());
-  std::printf("  env      %s (version %s)\n", s.start.env_name.c_str(), s.start.env_id.c_str());
-  if (!s.start.task_id.empty()) {
-    std::printf("  task     %s (version %s)\n", s.start.task_id.c_str(), s.start.task_version.c_str());
-  }
-  if (!s.start.parent_id.empty()) {
-    std::printf("  forked   from %s at step %lld\n", s.start.parent_id.c_str(), static_cast<long long>(s.start.fork_step));
-  }
-  if (s.start.seed) std::printf("  seed     %lld\n", static_cast<long long>(*s.start.seed));
-  std::printf("  client   %s\n", s.start.client.c_str());
-  std::printf("  started  %s UTC", FormatTime(s.started_at_us).c_str());
-  if (s.ended_at_us) std::printf(", ended %s UTC", FormatTime(*s.ended_at_us).c_str());
-  std::printf("\n  outcome  %s\n", OutcomeText(s).c_str());
-  if (s.answer) std::printf("  answer   %s\n", Excerpt(*s.answer, 200).c_str());
-  if (s.verdict) {
-    std::printf("  verdict  %s (verifier %s)\n", VerdictText(s.verdict).c_str(),
-                s.verdict->value("verifier_version", s.start.verifier_version).c_str());
-    for (const auto& reason : s.verdict->value("reasons", Json::array())) {
-      std::printf("           - %s\n", Excerpt(reason.is_string() ? reason.get<std::string>() : reason.dump(), 200).c_str());
-    }
-  }
-  std::printf("\nsteps (%zu):\n", episode->steps.size());
-  for (const auto& step : episode->steps) {
-    std::printf("  #%-3lld %s %s -> %s%s%s  (%.1f ms)\n", static_cast<long long>(step.step), step.tool.c_str(),
-                Excerpt(DumpJson(step.arguments), 160).c_str(), std::string(toolsets::OutcomeName(step.result.outcome)).c_str(),
-                step.result.limit.empty() ? "" : " limit=", step.result.limit.c_str(), step.duration_us / 1000.0);
-    std::printf("        %s\n", Observation(step.result, 200).c_str());
+  bool conversation = !episode->messages.empty() || episode->summary.start.kind == "rollout";
+  PrintHeader(episode->summary, /*verdict=*/!conversation);
+  if (conversation) {
+    PrintConversation(*episode);
+  } else {
+    PrintSteps(*episode);
   }
   return kExitOk;
 }
 
 int Export(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge traj export", args,
-                          {.value_options = {"-o", "--output", "--env", "--task", "--outcome"}, .flags = {"--jsonl"},
+                          {.value_options = WithFilterOptions({"-o", "--output"}), .flags = {"--jsonl"},
                            .min_positional = 1, .max_positional = 1});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
   auto filter = FilterFrom(*parsed);
@@ -302,7 +513,7 @@ int RunReplayCommand(const std::vector<std::string>& args) {
     return Fail(report.status(), bad_input ? kExitUsage : kExitInfra);
   }
   if (parsed->Has("--json")) {
-    std::printf("%s\n", agents::ReplayReportToJson(*report).dump(2).c_str());
+    std::printf("%s\n", agents::ReplayReportToJson(*report).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
     PrintReport(*report);
   }

@@ -29,11 +29,13 @@ int RunServeCommand(const std::vector<std::string>& args);    // serve --envs DI
 int RunTrajCommand(const std::vector<std::string>& args);     // traj ls|show|export
 int RunReplayCommand(const std::vector<std::string>& args);   // replay ID
 int RunGenerateCommand(const std::vector<std::string>& args);  // generate --model DIR ...
+int RunRolloutCommand(const std::vector<std::string>& args);   // rollout X.envdb --backend SPEC ...
 // bench sub-commands other than sandbox (called by RunBenchCommand with the words after the name).
 int RunBenchEngine(const std::vector<std::string>& args);  // bench engine --model DIR
 int RunBenchServe(const std::vector<std::string>& args);   // bench serve --url URL
 int RunBenchKernels(const std::vector<std::string>& args);  // bench kernels [--json] (CUDA)
 int RunBenchFrames(const std::vector<std::string>& args);   // bench frames [--sessions N] [--json]
+int RunBenchRollout(const std::vector<std::string>& args);  // bench rollout --model DIR --env X --task T
 int RunBenchV1(const std::vector<std::string>& args);       // bench v1 --url URL (OpenAI-compatible /v1)
 
 }  // namespace envforge::cli

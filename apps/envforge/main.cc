@@ -50,6 +50,13 @@ usage:
                                               tokens, per-token logprobs and kept-set sizes;
                                               --device cuda runs on the GPU, or says why not and
                                               runs on the CPU
+  envforge rollout X.envdb (--task ID | --all) --backend embedded:MODEL_DIR|openai:URL|scripted:FILE.jsonl
+                 [-n N] [--model NAME] [--thinking] [--max-turns T] [--max-tokens M] [--temperature X]
+                 [--top-p P] [--seed S] [--context-strategy none|summary|discard75|discard-all]
+                 [--context-window W] [--trajectories F.sqlite] [--json] ...
+                                              N episodes per task played by a model: pass@k for
+                                              k = 1, 2, 4, ... N, mean turns and tokens, outcomes by
+                                              kind; envforge rollout --help lists every option
   envforge bench engine --model DIR [--contexts 1024,4096,16384,65536] [--samples 100]
                  [--prefill-tokens N] [--steps N] [--threads N] [--json]
                                               prefill/decode tokens/s, n-sample decode, KV bytes per
@@ -60,6 +67,10 @@ usage:
                                               the manager's RSS while N hostile sessions each
                                               announce the largest frame (and one byte more) and
                                               send nothing; how the over-limit ones end
+  envforge bench rollout --model DIR --env X.envdb --task ID [-n 100] [--max-turns 8] [--json]
+                                              N episodes at once vs one after another on the embedded
+                                              engine: episodes/s, generated tokens/s, their ratio, and
+                                              prefill tokens / unique context tokens
   envforge bench kernels [--shapes real|tiny|all] [--iterations N] [--json]
                                               every CUDA kernel at the real and tiny model shapes:
                                               time, TFLOPS or GB/s, fraction of the GPU's roofline
@@ -94,14 +105,19 @@ usage:
                  [--token T] [--json]
                                               load a running server's /v1/chat/completions:
                                               requests/s, completion tokens/s, latency p50/p99
-  envforge traj ls FILE.sqlite [--env E] [--task T] [--outcome O] [--limit N] [--json]
-                                              recorded episodes, newest first: id, env, task, steps,
-                                              outcome, verdict, start time
+  envforge traj ls FILE.sqlite [--env E] [--task T] [--outcome O] [--rollout R] [--kind K]
+                  [--limit N] [--json]        recorded episodes, newest first: id, kind (served |
+                                              rollout), env, task, steps, outcome, verdict, start
+                                              time, backend
   envforge traj show FILE.sqlite ID [--json]  one episode (ID or a unique prefix of 6+ hex digits):
-                                              versions, answer, verdict, each step's call and result
+                                              versions, answer, verdict, each step's call and
+                                              result; a rollout: its whole conversation (reasoning,
+                                              tool calls, typed results, model turns' tokens,
+                                              context events), then the verdict
   envforge traj export FILE.sqlite [--jsonl] [-o OUT] [--env E] [--task T] [--outcome O]
-                                              every episode as one JSON line, oldest first (stdout
-                                              by default)
+                  [--rollout R] [--kind K]    every episode as one JSON line, oldest first (stdout
+                                              by default), with messages, model turns and the
+                                              token-exact "tokens" segments
   envforge replay FILE.sqlite ID --envs DIR|X.envdb [--verifier-of OTHER.envdb]
                   [--allow-version-drift] [--limits JSON] [--json]
                                               re-run the episode's calls on a fresh session of the
@@ -137,6 +153,7 @@ int main(int argc, char** argv) {
   if (group == "traj") return envforge::cli::RunTrajCommand(rest);
   if (group == "replay") return envforge::cli::RunReplayCommand(rest);
   if (group == "generate") return envforge::cli::RunGenerateCommand(rest);
+  if (group == "rollout") return envforge::cli::RunRolloutCommand(rest);
   std::fprintf(stderr, "envforge: unknown command '%s' (try envforge help)\n", group.c_str());
   return envforge::cli::kExitUsage;
 }

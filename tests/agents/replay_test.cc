@@ -2,8 +2,9 @@
 // way the server records it (SessionManager calls + the trajectory store) replays identically; a
 // result tampered with in the SQLite file is found at its step with both sides; a re-packed
 // environment with an edited verifier re-scores the answer; a missing environment version is
-// NotFound naming it; forked episodes replay their parent's prefix; and the envforge binary's
-// traj and replay commands give the documented output and exit codes.
+// NotFound naming it; forked episodes replay their parent's prefix; a rollout (conversation, model
+// turns, context events recorded beside its tool steps) replays exactly as a served episode; and
+// the envforge binary's traj and replay commands give the documented output and exit codes.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -152,6 +153,75 @@ std::string RecordEpisode(sandbox::SessionManager& manager, TrajectoryStore& sto
   toolsets::ToolResult submitted = recorder.Step("submit_result", Json{{"answer_text", answer}});
   REQUIRE(submitted.ok());
   CHECK(submitted.content["passed"] == true);
+  store.RecordSubmit(recorder.episode_id, answer, submitted.content);
+  store.EndEpisode(recorder.episode_id, EpisodeOutcome::kSubmitted);
+  (void)manager.CloseSession(*session);
+  REQUIRE(store.Flush().ok());
+  return recorder.episode_id;
+}
+
+// The same episode as RecordEpisode, recorded the way the rollout loop records it: the start
+// names the backend and the rollout, every message the model saw is recorded with the model side
+// of each assistant message, each tool call is also an ordinary step (what replay re-runs), a
+// context event sits between the turns, and the submit is a step plus RecordSubmit.
+std::string RecordRolloutEpisode(sandbox::SessionManager& manager, TrajectoryStore& store, const std::string& env_id) {
+  std::string answer = GoldAnswer(manager, env_id);
+  EpisodeStart start = StartFor(manager, env_id);
+  start.client = "rollout";
+  start.kind = "rollout";
+  start.backend = "scripted:/fixtures/trip.jsonl";
+  start.model = "tiny-dsv32";
+  start.sampling = Json{{"temperature", 1.0}, {"top_p", 0.9}, {"seed", 5}, {"max_tokens", 256}};
+  start.rollout_id = "r-replay";
+  start.sample_index = 0;
+  Recorder recorder{manager, store, store.BeginEpisode(start)};
+  auto session = manager.CreateSession(env_id, kTask);
+  REQUIRE_MESSAGE(session.ok(), session.status().ToString());
+  recorder.session = *session;
+  int64_t message = 0;
+  int64_t turn = 0;
+  int64_t context = 0;  // tokens in the model's context so far
+  auto say = [&](const std::string& role, const std::string& content) {
+    store.RecordMessage(recorder.episode_id, MessageRecord{.index = message++, .role = role, .content = content});
+  };
+  // One model turn that calls `tool`, then its result as a step and a tool message.
+  auto call = [&](const std::string& tool, Json arguments, const std::string& reasoning) {
+    std::string call_id = "call_" + std::to_string(turn);
+    MessageRecord assistant{.index = message++, .role = "assistant", .reasoning_content = reasoning,
+                            .tool_calls = Json::array({Json{{"id", call_id}, {"name", tool}, {"arguments", arguments}}})};
+    ModelTurnRecord model{.turn = turn++, .message_index = assistant.index, .input_tokens = {1, 2, 3},
+                          .reused_tokens = context, .output_tokens = {7, 8}, .logprobs = {-0.1, -0.2},
+                          .kept_counts = {4, 2}, .finish_reason = "tool_calls", .raw_text = reasoning};
+    model.prompt_tokens = context + 3;
+    context += 5;
+    store.RecordMessage(recorder.episode_id, assistant);
+    store.RecordModelTurn(recorder.episode_id, model);
+    int64_t step = recorder.next_step;
+    toolsets::ToolResult result = recorder.Step(tool, std::move(arguments));
+    store.RecordMessage(recorder.episode_id,
+                        MessageRecord{.index = message++, .role = "tool",
+                                      .content = result.ok() ? DumpJson(result.content) : result.message,
+                                      .tool_call_id = call_id,
+                                      .tool_outcome = std::string(toolsets::OutcomeName(result.outcome)), .step = step});
+    return result;
+  };
+  say("system", "You are a travel agent. Use the tools.");
+  say("user", "Find the cheapest hotel in Suzhou rated 4.0 or better.");
+  toolsets::ToolResult hotels = call("get_all_hotels_by_city", Json{{"city", kCity}}, "List the city's hotels first.");
+  REQUIRE(hotels.ok());
+  REQUIRE(hotels.content.size() >= 3);
+  for (int i = 0; i < 3; ++i) {
+    call("get_infos_by_hotel", Json{{"info_keywords", {"price", "rating"}}, {"hotel", hotels.content[i]}},
+         "Check hotel " + std::to_string(i) + ".");
+  }
+  store.RecordContextEvent(recorder.episode_id,
+                           ContextEventRecord{.seq = 0, .turn = turn - 1, .strategy = "discard-all",
+                                              .tokens_before = context, .tokens_after = 0, .messages_dropped = 6});
+  context = 0;  // a fresh context: the next turn reuses nothing
+  toolsets::ToolResult unknown = call("get_city_by_hotel", Json{{"hotel", "No Such Hotel"}}, "Where is it?");
+  CHECK(unknown.outcome == toolsets::Outcome::kToolError);
+  toolsets::ToolResult submitted = call("submit_result", Json{{"answer_text", answer}}, "Submit the cheapest.");
+  REQUIRE(submitted.ok());
   store.RecordSubmit(recorder.episode_id, answer, submitted.content);
   store.EndEpisode(recorder.episode_id, EpisodeOutcome::kSubmitted);
   (void)manager.CloseSession(*session);
@@ -399,6 +469,56 @@ TEST_CASE("a forked episode replays its parent's steps below fork_step, then its
   }
 }
 
+TEST_CASE("a rollout replays like a served episode: its conversation and model turns change nothing in the report") {
+  const Bundles& bundles = TripBundles();
+  TempDir dir;
+  auto manager = NewManager();
+  auto env_id = manager->OpenEnvironment(bundles.original);
+  REQUIRE(env_id.ok());
+  auto store = OpenStore(dir / "traj.sqlite");
+  std::string id = RecordRolloutEpisode(*manager, *store, *env_id);
+  auto episode = store->Get(id);
+  REQUIRE_MESSAGE(episode.ok(), episode.status().ToString());
+  REQUIRE(episode->steps.size() == 6);
+  CHECK(episode->messages.size() == 2 + 6 * 2);
+  CHECK(episode->model_turns.size() == 6);
+  CHECK(episode->context_events.size() == 1);
+  Json tokens = EpisodeToJson(*episode)["tokens"];
+  REQUIRE(tokens.size() == 2);  // the discard-all reset starts a second context
+  CHECK(tokens[0]["consistent"] == true);
+  CHECK(tokens[0]["turns"] == Json::array({0, 1, 2, 3}));
+  CHECK(tokens[1]["turns"] == Json::array({4, 5}));
+
+  auto replay_manager = NewManager();
+  auto report = Replay(*episode, *replay_manager, OptionsFor(bundles.original_dir, *store));
+  REQUIRE_MESSAGE(report.ok(), report.status().ToString());
+  for (const auto& step : report->steps) {
+    INFO("step ", step.step, " ", step.tool, " ", DumpJson(toolsets::ToJson(step.replayed)));
+    CHECK(step.status == StepStatus::kMatch);
+  }
+  CHECK(report->verdict.status == VerdictStatus::kSame);
+  CHECK(report->matches());
+
+  // The same episode with the model side stripped (as a served episode) gives the same report,
+  // up to what differs between any two runs (the replayed results' timing and call ids).
+  Episode served = *episode;
+  served.messages.clear();
+  served.model_turns.clear();
+  served.context_events.clear();
+  served.summary.start = StartFor(*manager, *env_id);
+  auto served_report = Replay(served, *replay_manager, OptionsFor(bundles.original_dir, *store));
+  REQUIRE_MESSAGE(served_report.ok(), served_report.status().ToString());
+  auto comparable = [](const ReplayReport& r) {
+    Json json = ReplayReportToJson(r);
+    for (Json& step : json["steps"]) {
+      step["replayed"] = Json{{"outcome", step["replayed"]["outcome"]}, {"content", step["replayed"]["content"]},
+                              {"message", step["replayed"].value("message", Json())}};
+    }
+    return json;
+  };
+  CHECK(comparable(*report) == comparable(*served_report));
+}
+
 // --- The real binary ---------------------------------------------------------------------------
 
 using ::envforge::testing::Envforge;
@@ -487,6 +607,108 @@ TEST_CASE("envforge traj ls|show|export and envforge replay: output and exit cod
   CHECK(Envforge({"replay", path, id}).exit_code == 2);  // --envs is required
   CHECK(Envforge({"replay", path, "t-000000000000000000000000", "--envs", bundles.original}).exit_code == 2);
   CHECK(Envforge({"traj", "frobnicate", path}).exit_code == 2);
+}
+
+TEST_CASE("envforge traj show prints a rollout's whole conversation; ls and export carry the rollout; replay works") {
+  const Bundles& bundles = TripBundles();
+  TempDir dir;
+  const std::string path = dir / "traj.sqlite";
+  std::string rollout_id;
+  std::string served_id;
+  {
+    auto manager = NewManager();
+    auto env_id = manager->OpenEnvironment(bundles.original);
+    REQUIRE(env_id.ok());
+    auto store = OpenStore(path);
+    served_id = RecordEpisode(*manager, *store, *env_id);
+    rollout_id = RecordRolloutEpisode(*manager, *store, *env_id);
+  }
+
+  auto show = Envforge({"traj", "show", path, rollout_id.substr(0, 12)});
+  INFO(show.stdout_text, show.stderr_text);
+  REQUIRE(show.exit_code == 0);
+  const std::string& text = show.stdout_text;
+  // The header names what produced the episode.
+  CHECK(text.find("  kind     rollout (rollout r-replay, sample 0)") != std::string::npos);
+  CHECK(text.find("  backend  scripted:/fixtures/trip.jsonl") != std::string::npos);
+  CHECK(text.find("  model    tiny-dsv32") != std::string::npos);
+  CHECK(text.find("\"top_p\":0.9") != std::string::npos);
+  CHECK(text.find("conversation (14 messages, 6 model turns, 1 context event):") != std::string::npos);
+  // Every message in order: role, content, reasoning (indented; no color codes when piped), the
+  // tool calls with their arguments, the tool results with their typed outcome and step.
+  std::vector<std::string> in_order = {
+      "[0] system\n    You are a travel agent. Use the tools.",
+      "[1] user\n    Find the cheapest hotel in Suzhou rated 4.0 or better.",
+      "[2] assistant  (turn 0, finish tool_calls, prompt 3 tokens (reused 0, fed 3), 2 generated, 0.0 ms)",
+      "    reasoning:\n    | List the city's hotels first.",
+      "    -> call get_all_hotels_by_city {\"city\":\"Suzhou\"}  [call_0]",
+      "[3] tool get_all_hotels_by_city [call_0] -> ok (step 0)",
+      "[4] assistant  (turn 1, finish tool_calls, prompt 8 tokens (reused 5, fed 3), 2 generated",
+      "-- context event 0 after turn 3: discard-all, 20 -> 0 tokens, 6 messages dropped",
+      "[10] assistant  (turn 4, finish tool_calls, prompt 3 tokens (reused 0, fed 3)",
+      "    -> call get_city_by_hotel {\"hotel\":\"No Such Hotel\"}  [call_4]",
+      "[11] tool get_city_by_hotel [call_4] -> tool_error (step 4)",
+      "[13] tool submit_result [call_5] -> ok (step 5)",
+      "6 tool steps recorded",
+      "verdict:\n  outcome  submitted",
+      "  verdict  pass 1",
+  };
+  size_t at = 0;
+  for (const std::string& expected : in_order) {
+    size_t found = text.find(expected, at);
+    CHECK_MESSAGE(found != std::string::npos, "missing, or out of order: " << expected);
+    if (found != std::string::npos) at = found + expected.size();
+  }
+  CHECK(text.find("\033[") == std::string::npos);
+  CHECK(text.find("Suzhou") != std::string::npos);
+
+  // A served episode in the same (format 2) store still shows its steps as before.
+  auto served_show = Envforge({"traj", "show", path, served_id});
+  REQUIRE(served_show.exit_code == 0);
+  CHECK(served_show.stdout_text.find("steps (6):") != std::string::npos);
+  CHECK(served_show.stdout_text.find("conversation") == std::string::npos);
+  CHECK(served_show.stdout_text.find("  kind ") == std::string::npos);
+
+  auto show_json = Envforge({"traj", "show", path, rollout_id, "--json"});
+  REQUIRE(show_json.exit_code == 0);
+  Json json = ParseJson(show_json.stdout_text).value();
+  CHECK(json["kind"] == "rollout");
+  CHECK(json["messages"].size() == 14);
+  CHECK(json["model_turns"][0]["output_tokens"] == Json::array({7, 8}));
+  CHECK(json["tokens"].size() == 2);
+
+  auto ls = Envforge({"traj", "ls", path});
+  INFO(ls.stdout_text, ls.stderr_text);
+  REQUIRE(ls.exit_code == 0);
+  CHECK(ls.stdout_text.find("KIND") != std::string::npos);
+  CHECK(ls.stdout_text.find("BACKEND") != std::string::npos);
+  CHECK(ls.stdout_text.find("scripted:/fixtures/trip.jsonl") != std::string::npos);
+  auto by_rollout = Envforge({"traj", "ls", path, "--rollout", "r-replay", "--json"});
+  REQUIRE(by_rollout.exit_code == 0);
+  Json listed = ParseJson(by_rollout.stdout_text).value();
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0]["id"] == rollout_id);
+  CHECK(listed[0]["sample_index"] == 0);
+  auto served_only = Envforge({"traj", "ls", path, "--kind", "served", "--json"});
+  REQUIRE(served_only.exit_code == 0);
+  CHECK(ParseJson(served_only.stdout_text).value().size() == 1);
+  auto bad_kind = Envforge({"traj", "ls", path, "--kind", "robot"});
+  CHECK(bad_kind.exit_code == 2);
+  CHECK(bad_kind.stderr_text.find("--kind must be served or rollout; got 'robot'") != std::string::npos);
+
+  auto exported = Envforge({"traj", "export", path, "--rollout", "r-replay"});
+  REQUIRE(exported.exit_code == 0);
+  Json line = ParseJson(exported.stdout_text).value();
+  CHECK(line["id"] == rollout_id);
+  CHECK(line["backend"] == "scripted:/fixtures/trip.jsonl");
+  CHECK(line["model_turns"].size() == 6);
+  CHECK(line["context_events"][0]["strategy"] == "discard-all");
+  CHECK(line["tokens"][0]["mask"].is_array());
+
+  auto replayed = Envforge({"replay", path, rollout_id, "--envs", bundles.original_dir});
+  INFO(replayed.stdout_text, replayed.stderr_text);
+  CHECK(replayed.exit_code == 0);
+  CHECK(replayed.stdout_text.find("6 of 6 steps match; verdict same: the episode replays identically") != std::string::npos);
 }
 
 }  // TEST_SUITE

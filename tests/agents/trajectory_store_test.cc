@@ -314,7 +314,7 @@ TEST_CASE("files that are not trajectory stores are refused with the right code"
     {
       auto db = Database::Open(dir / "new.sqlite", Database::Mode::kReadWrite);
       REQUIRE(db.ok());
-      REQUIRE(db->Exec("UPDATE _meta SET value = '2' WHERE key = 'format_version'").ok());
+      REQUIRE(db->Exec("UPDATE _meta SET value = '3' WHERE key = 'format_version'").ok());
     }
     auto store = TrajectoryStore::Open(dir / "new.sqlite");
     CHECK(store.status().code() == StatusCode::kInvalidArgument);

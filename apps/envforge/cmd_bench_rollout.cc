@@ -1,0 +1,147 @@
+// envforge bench rollout: N episodes of one task on the embedded engine, all at once (continuous
+// batching, shared prompt, KV caches kept across turns) versus the same N one after another, and
+// how many prompt tokens the engine ran through the model per unique context token.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "agents/rollout.h"
+#include "apps/envforge/cli_args.h"
+#include "apps/envforge/commands.h"
+#include "apps/envforge/progress.h"
+#include "apps/envforge/solve_task.h"
+#include "base/cleanup_registry.h"
+#include "inference/backend.h"
+#include "sandbox/session_manager.h"
+
+namespace envforge::cli {
+namespace {
+
+constexpr const char* kHelp = R"(usage: envforge bench rollout --model DIR --env X.envdb --task ID [-n 100] [--max-turns 8]
+                              [--max-tokens-per-turn 64] [--seed S] [--skip-sequential] [--json]
+
+Plays N episodes of the task with the embedded engine twice: all N at once, then one after another
+(a fresh engine each time). Prints episodes/s and generated tokens/s of both, their ratio, and
+prefill_tokens / unique_context_tokens of the concurrent run (1.0: no prompt token was computed
+twice; the N episodes share their first prompt, counted once). Malformed calls do not end an
+episode here (max invalid calls = max turns), so every episode plays its turns.
+)";
+
+struct RunFigures {
+  double seconds = 0;
+  int64_t episodes = 0;
+  int64_t generated_tokens = 0;
+  int64_t prefilled_tokens = 0;
+  int64_t unique_context_tokens = 0;
+  int64_t turns = 0;
+  Json engine;
+  Json ToJson() const {
+    return {{"seconds", seconds},
+            {"episodes", episodes},
+            {"turns", turns},
+            {"generated_tokens", generated_tokens},
+            {"episodes_per_s", episodes / seconds},
+            {"generated_tokens_per_s", static_cast<double>(generated_tokens) / seconds},
+            {"prefill_tokens", prefilled_tokens},
+            {"unique_context_tokens", unique_context_tokens},
+            {"engine", engine}};
+  }
+};
+
+Result<RunFigures> PlayOnce(sandbox::SessionManager& manager, const std::string& env_id, const std::string& task,
+                            const std::string& model_dir, agents::RolloutOptions options, const char* label) {
+  ENVFORGE_ASSIGN_OR_RETURN(auto backend, inference::OpenBackend("embedded:" + model_dir, {}));
+  Progress progress(label, static_cast<size_t>(options.n));
+  options.on_episode = [&progress](int64_t done, int64_t) { progress.Update(static_cast<size_t>(done)); };
+  agents::RolloutRunner runner(manager, *backend, options);
+  auto started = std::chrono::steady_clock::now();
+  ENVFORGE_ASSIGN_OR_RETURN(auto rollouts, runner.Run(env_id, {task}));
+  RunFigures figures;
+  figures.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  progress.Finish();
+  int64_t first_prompt = 0;
+  for (const agents::EpisodeResult& episode : rollouts[0].episodes) {
+    if (episode.outcome == agents::RolloutOutcome::kInfraError) return UnavailableError("an episode failed: " + episode.detail);
+    figures.episodes += 1;
+    figures.turns += episode.turns;
+    figures.generated_tokens += episode.generated_tokens;
+    figures.prefilled_tokens += episode.prefilled_tokens;
+    figures.unique_context_tokens += episode.new_prompt_tokens - episode.first_prompt_tokens;
+    first_prompt = episode.first_prompt_tokens;
+  }
+  figures.unique_context_tokens += first_prompt;  // the shared first prompt, once
+  figures.engine = backend->Stats();
+  return figures;
+}
+
+}  // namespace
+
+int RunBenchRollout(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::fputs(kHelp, stdout);
+    return kExitOk;
+  }
+  const char* kCommand = "envforge bench rollout";
+  auto parsed = ParseArgs(kCommand, args,
+                          {.value_options = {"--model", "--env", "--task", "-n", "--max-turns", "--max-tokens-per-turn", "--seed"},
+                           .flags = {"--json", "--skip-sequential"}});
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
+  auto model_dir = parsed->Option("--model");
+  auto env_path = parsed->Option("--env");
+  auto task = parsed->Option("--task");
+  if (!model_dir || !env_path || !task) return Fail(InvalidArgumentError("--model, --env and --task are required"), kExitUsage, kCommand);
+  auto n = parsed->IntOption("-n", 100, 1, 100'000);
+  auto max_turns = parsed->IntOption("--max-turns", 8, 1, 10'000);
+  auto per_turn = parsed->IntOption("--max-tokens-per-turn", 64, 1, 1'000'000);
+  auto seed = parsed->IntOption("--seed", 0, 0, INT64_MAX);
+  for (const auto* value : {&n, &max_turns, &per_turn, &seed}) {
+    if (!value->ok()) return Fail(value->status(), kExitUsage, kCommand);
+  }
+  agents::RolloutOptions options;
+  options.n = *n;
+  options.max_turns = *max_turns;
+  options.max_invalid_calls = *max_turns;
+  options.max_tokens_per_turn = *per_turn;
+  options.max_tokens = *max_turns * *per_turn;
+  options.sampling.seed = static_cast<uint64_t>(*seed);
+
+  RaiseFileLimit();
+  InstallCleanupSignalHandlers();
+  auto manager = sandbox::SessionManager::Create(sandbox::ManagerOptions{});
+  if (!manager.ok()) return Fail(manager.status(), kExitInfra, kCommand);
+  auto env_id = (*manager)->OpenEnvironment(*env_path);
+  if (!env_id.ok()) return Fail(env_id.status(), ExitCodeFor(env_id.status()), kCommand);
+
+  options.concurrency = *n;
+  auto concurrent = PlayOnce(**manager, *env_id, *task, *model_dir, options, "concurrent");
+  if (!concurrent.ok()) return Fail(concurrent.status(), ExitCodeFor(concurrent.status()), kCommand);
+  Json report = {{"model", *model_dir}, {"env", *env_path}, {"task", *task}, {"n", *n},
+                 {"max_turns", *max_turns}, {"max_tokens_per_turn", *per_turn}, {"concurrent", concurrent->ToJson()}};
+  report["recompute_ratio"] =
+      static_cast<double>(concurrent->prefilled_tokens) / static_cast<double>(std::max<int64_t>(concurrent->unique_context_tokens, 1));
+  if (!parsed->Has("--skip-sequential")) {
+    options.concurrency = 1;
+    auto sequential = PlayOnce(**manager, *env_id, *task, *model_dir, options, "sequential");
+    if (!sequential.ok()) return Fail(sequential.status(), ExitCodeFor(sequential.status()), kCommand);
+    report["sequential"] = sequential->ToJson();
+    report["speedup_tokens_per_s"] = (static_cast<double>(concurrent->generated_tokens) / concurrent->seconds) /
+                                     (static_cast<double>(sequential->generated_tokens) / sequential->seconds);
+  }
+  if (parsed->Has("--json")) {
+    std::printf("%s\n", report.dump(2).c_str());
+  } else {
+    std::printf("concurrent: %lld episodes in %.2f s, %.1f episodes/s, %.0f generated tokens/s\n",
+                static_cast<long long>(concurrent->episodes), concurrent->seconds, concurrent->episodes / concurrent->seconds,
+                static_cast<double>(concurrent->generated_tokens) / concurrent->seconds);
+    if (report.contains("sequential")) {
+      std::printf("sequential: %.2f s, %.0f generated tokens/s; concurrent/sequential tokens/s = %.2fx\n",
+                  report["sequential"]["seconds"].get<double>(), report["sequential"]["generated_tokens_per_s"].get<double>(),
+                  report["speedup_tokens_per_s"].get<double>());
+    }
+    std::printf("recompute ratio (prefill tokens / unique context tokens): %.3f\n", report["recompute_ratio"].get<double>());
+  }
+  return kExitOk;
+}
+
+}  // namespace envforge::cli

@@ -1,0 +1,225 @@
+// envforge rollout X.envdb: a backend plays the environment's tasks, N episodes each
+// (agents/rollout.h); a progress bar, then per task pass@k, mean turns and tokens, outcomes.
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "agents/rollout.h"
+#include "agents/trajectory_store.h"
+#include "apps/envforge/cli_args.h"
+#include "apps/envforge/commands.h"
+#include "apps/envforge/progress.h"
+#include "apps/envforge/solve_task.h"
+#include "base/cleanup_registry.h"
+#include "inference/backend.h"
+#include "sandbox/session_manager.h"
+
+namespace envforge::cli {
+namespace {
+
+constexpr const char* kRolloutHelp = R"(usage: envforge rollout X.envdb (--task ID[,ID...] | --all) --backend SPEC [options]
+
+A backend plays the environment's tasks, N episodes per task, each in a fresh sandbox session;
+prints per task pass@k for k = 1, 2, 4, ... N (unbiased estimator), mean turns and generated
+tokens, and episode outcomes by kind. Episodes that end infra_error are not scored.
+
+backends:
+  --backend embedded:MODEL_DIR    the embedded DSA engine (episodes batched, KV caches kept across turns)
+  --backend openai:URL            an OpenAI-compatible server (URL like http://host:8000/v1)
+  --backend scripted:FILE.jsonl   recorded responses (inference/scripted_backend.h)
+options:
+  -n N                        episodes per task (default 1)
+  --model NAME                model name sent to / reported by the backend
+  --api-key-env VAR           openai: the environment variable holding the API key
+  --device cpu|cuda|auto      embedded: where the engine runs (default cpu)
+  --thinking                  thinking mode (reasoning kept across tool results)
+  --max-turns T               model turns per episode (default 32)
+  --max-tokens M              generated tokens per episode (default 16384)
+  --max-tokens-per-turn M     generated tokens per model turn (default 2048)
+  --temperature X --top-p P --top-k K --seed S     sampling (defaults 1, 1, 0, 0)
+  --context-strategy none|summary|discard75|discard-all   at 80% of the window (default none)
+  --context-window W          tokens (default: the backend's)
+  --max-invalid-calls K       malformed calls in a row that end an episode (default 3)
+  --episode-timeout S         seconds per episode (default 600)
+  --concurrency C             episodes at once (default min(all, 256))
+  --limits JSON               per-session sandbox limits (see envforge help)
+  --trajectories F.sqlite     record every episode (messages, tokens, logprobs, tool steps, verdict)
+  --json                      one JSON object per task on stdout
+exit codes: 0 done, 2 bad input (unknown backend, model that does not load, unknown task, N < 1),
+            3 infrastructure (every episode failed on the backend or the runtime)
+)";
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, ',')) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+Status ReadOptions(const ParsedArgs& args, agents::RolloutOptions& options) {
+  struct IntOption {
+    const char* name;
+    long long fallback, min, max;
+    int64_t* out;
+  };
+  int64_t seed64 = 0, top_k64 = 0, timeout64 = 0;
+  const IntOption ints[] = {
+      {"-n", 1, 1, 1'000'000, &options.n},
+      {"--max-turns", 32, 1, 100'000, &options.max_turns},
+      {"--max-tokens", 16384, 1, 100'000'000, &options.max_tokens},
+      {"--max-tokens-per-turn", 2048, 1, 10'000'000, &options.max_tokens_per_turn},
+      {"--context-window", 0, 0, 100'000'000, &options.context_window},
+      {"--max-invalid-calls", 3, 1, 1000, &options.max_invalid_calls},
+      {"--concurrency", 0, 0, 100'000, &options.concurrency},
+      {"--seed", 0, 0, INT64_MAX, &seed64},
+      {"--top-k", 0, 0, 100'000'000, &top_k64},
+      {"--episode-timeout", 600, 1, 7 * 24 * 3600, &timeout64},
+  };
+  for (const IntOption& option : ints) {
+    ENVFORGE_ASSIGN_OR_RETURN(long long value, args.IntOption(option.name, option.fallback, option.min, option.max));
+    *option.out = value;
+  }
+  options.sampling.seed = static_cast<uint64_t>(seed64);
+  options.sampling.top_k = top_k64;
+  options.episode_timeout = std::chrono::seconds(timeout64);
+  ENVFORGE_ASSIGN_OR_RETURN(options.sampling.temperature, args.DoubleOption("--temperature", 1.0));
+  ENVFORGE_ASSIGN_OR_RETURN(options.sampling.top_p, args.DoubleOption("--top-p", 1.0));
+  ENVFORGE_ASSIGN_OR_RETURN(options.context_strategy, agents::ParseContextStrategy(args.OptionOr("--context-strategy", "none")));
+  options.thinking = args.Has("--thinking");
+  if (auto limits = args.Option("--limits")) {
+    ENVFORGE_ASSIGN_OR_RETURN(Json json, ParseJson(*limits, "--limits"));
+    ENVFORGE_ASSIGN_OR_RETURN(sandbox::SandboxLimits parsed, sandbox::SandboxLimitsFromJson(json, sandbox::SandboxLimits{}));
+    ENVFORGE_RETURN_IF_ERROR(sandbox::ValidateLimits(parsed));
+    options.limits = parsed;
+  }
+  return Status::Ok();
+}
+
+void PrintTask(const agents::TaskRollout& task) {
+  std::printf("task %s (%s): %zu episodes, %" PRId64 " scored, %" PRId64 " passed\n", task.task_id.c_str(), task.env_name.c_str(),
+              task.episodes.size(), task.scored, task.passed);
+  if (task.pass_at_k.empty()) {
+    std::printf("  pass@k       no scored episode\n");
+  } else {
+    std::printf("  pass@k      ");
+    for (auto [k, value] : task.pass_at_k) std::printf(" k=%" PRId64 ":%.3f", k, value);
+    std::printf("\n");
+  }
+  std::printf("  mean turns   %.2f   mean generated tokens %.1f\n", task.mean_turns, task.mean_generated_tokens);
+  std::printf("  outcomes    ");
+  for (agents::RolloutOutcome outcome : agents::kAllRolloutOutcomes) {
+    auto it = task.outcomes.find(std::string(agents::RolloutOutcomeName(outcome)));
+    if (it != task.outcomes.end()) std::printf(" %s %" PRId64, it->first.c_str(), it->second);
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+
+int RunRolloutCommand(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::fputs(kRolloutHelp, stdout);
+    return kExitOk;
+  }
+  const char* kCommand = "envforge rollout";
+  auto parsed = ParseArgs(kCommand, args,
+                          {.value_options = {"--task", "--backend", "--model", "-n", "--max-turns", "--max-tokens",
+                                             "--max-tokens-per-turn", "--temperature", "--top-p", "--top-k", "--seed",
+                                             "--context-strategy", "--context-window", "--max-invalid-calls",
+                                             "--episode-timeout", "--concurrency", "--limits", "--trajectories",
+                                             "--api-key-env", "--device"},
+                           .flags = {"--all", "--thinking", "--json"},
+                           .min_positional = 1,
+                           .max_positional = 1});
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
+  const std::string path = parsed->positional[0];
+  auto backend_spec = parsed->Option("--backend");
+  if (!backend_spec) return Fail(InvalidArgumentError("--backend SPEC is required (envforge rollout --help)"), kExitUsage, kCommand);
+  auto task_list = parsed->Option("--task");
+  if (task_list.has_value() == parsed->Has("--all")) {
+    return Fail(InvalidArgumentError("give exactly one of --task ID[,ID...] and --all"), kExitUsage, kCommand);
+  }
+  agents::RolloutOptions options;
+  Status read = ReadOptions(*parsed, options);
+  if (!read.ok()) return Fail(read, kExitUsage, kCommand);
+
+  inference::BackendOptions backend_options;
+  backend_options.model_name = parsed->OptionOr("--model", "");
+  backend_options.api_key_env = parsed->OptionOr("--api-key-env", "");
+  backend_options.device = parsed->OptionOr("--device", "cpu");
+  backend_options.context_window = options.context_window;
+  backend_options.max_concurrency = 256;
+  auto backend = inference::OpenBackend(*backend_spec, backend_options);
+  if (!backend.ok()) return Fail(backend.status(), ExitCodeFor(backend.status()), kCommand);
+
+  RaiseFileLimit();
+  InstallCleanupSignalHandlers();
+  auto manager = sandbox::SessionManager::Create(sandbox::ManagerOptions{});
+  if (!manager.ok()) return Fail(manager.status(), kExitInfra, kCommand);
+  auto env_id = (*manager)->OpenEnvironment(path);
+  if (!env_id.ok()) return Fail(env_id.status(), ExitCodeFor(env_id.status()), kCommand);
+  std::unique_ptr<agents::TrajectoryStore> store;
+  if (auto trajectories = parsed->Option("--trajectories")) {
+    auto opened = agents::TrajectoryStore::Open(*trajectories);
+    if (!opened.ok()) return Fail(opened.status(), ExitCodeFor(opened.status()), kCommand);
+    store = std::move(*opened);
+    options.store = store.get();
+  }
+  std::vector<std::string> tasks = task_list ? SplitCommas(*task_list) : std::vector<std::string>{};
+  const sandbox::EnvBundle* bundle = (*manager)->FindEnvironment(*env_id);
+  const size_t task_count = tasks.empty() ? bundle->tasks.size() : tasks.size();
+  Progress progress("rollout", task_count * static_cast<size_t>(options.n));
+  options.on_episode = [&progress](int64_t done, int64_t total) {
+    progress.Update(static_cast<size_t>(done), std::to_string(total - done) + " left");
+  };
+  agents::RolloutRunner runner(**manager, **backend, options);
+  auto started = std::chrono::steady_clock::now();
+  auto rollouts = runner.Run(*env_id, tasks);
+  if (!rollouts.ok()) return Fail(rollouts.status(), ExitCodeFor(rollouts.status()), kCommand);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  progress.Finish("done");
+  if (store != nullptr) {
+    Status flushed = store->Flush();
+    if (!flushed.ok()) return Fail(flushed.WithContext("writing trajectories"), kExitInfra, kCommand);
+  }
+
+  int64_t episodes = 0, infra = 0;
+  std::string first_infra;
+  for (const agents::TaskRollout& task : *rollouts) {
+    for (const agents::EpisodeResult& episode : task.episodes) {
+      episodes += 1;
+      if (episode.outcome != agents::RolloutOutcome::kInfraError) continue;
+      infra += 1;
+      if (first_infra.empty()) first_infra = episode.detail;
+    }
+  }
+  const inference::BackendInfo info = (*backend)->info();
+  for (const agents::TaskRollout& task : *rollouts) {
+    if (parsed->Has("--json")) {
+      Json line = task.ToJson();
+      line["rollout_id"] = runner.rollout_id();
+      line["backend"] = info.spec;
+      line["model"] = info.model;
+      std::printf("%s\n", line.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+    } else {
+      PrintTask(task);
+    }
+  }
+  if (!parsed->Has("--json")) {
+    std::printf("rollout %s: %" PRId64 " episodes in %.1f s with %s%s%s\n", runner.rollout_id().c_str(), episodes, seconds,
+                info.spec.c_str(), store ? ", recorded in " : "", store ? store->path().c_str() : "");
+  }
+  if (episodes > 0 && infra == episodes) {
+    return Fail(UnavailableError("every episode failed on the infrastructure; the first: " + first_infra), kExitInfra, kCommand);
+  }
+  return kExitOk;
+}
+
+}  // namespace envforge::cli

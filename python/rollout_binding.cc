@@ -1,0 +1,137 @@
+// envforge.rollout: environments opened from a directory, a backend, the RolloutRunner.
+#include "python/rollout_binding.h"
+
+#include <pybind11/stl.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agents/rollout.h"
+#include "agents/trajectory_store.h"
+#include "inference/backend.h"
+#include "python/json_convert.h"
+#include "sandbox/session_manager.h"
+
+namespace py = pybind11;
+namespace fs = std::filesystem;
+
+namespace envforge::python {
+namespace {
+
+[[noreturn]] void Raise(const Status& status) {
+  const bool bad_input = status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kNotFound ||
+                         status.code() == StatusCode::kDataLoss;
+  if (bad_input) throw py::value_error(status.message());
+  throw std::runtime_error(status.ToString());
+}
+
+// Opens the bundle named `env` under envs_dir in the manager; returns its id.
+Result<std::string> OpenNamedEnvironment(sandbox::SessionManager& manager, const std::string& envs_dir, const std::string& env) {
+  if (fs::is_regular_file(env)) return manager.OpenEnvironment(env);
+  std::error_code error;
+  if (!fs::is_directory(envs_dir, error)) return InvalidArgumentError("envs_dir '" + envs_dir + "' is not a directory");
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(envs_dir, error)) {
+    if (entry.path().extension() != ".envdb") continue;
+    ENVFORGE_ASSIGN_OR_RETURN(std::string id, manager.OpenEnvironment(entry.path().string()));
+    const sandbox::EnvBundle* bundle = manager.FindEnvironment(id);
+    if (bundle->manifest.name == env || id == env || entry.path().stem() == env) return id;
+    names.push_back(bundle->manifest.name);
+  }
+  std::string known;
+  for (const std::string& name : names) known += (known.empty() ? "" : ", ") + name;
+  return NotFoundError("no environment '" + env + "' in " + envs_dir + " (it holds: " + (known.empty() ? "none" : known) + ")");
+}
+
+struct RolloutArgs {
+  std::string envs_dir, env, backend, model, context_strategy, trajectories;
+  std::optional<std::string> task;
+  agents::RolloutOptions options;
+};
+
+Json RunRollout(RolloutArgs args) {
+  auto strategy = agents::ParseContextStrategy(args.context_strategy);
+  if (!strategy.ok()) Raise(strategy.status());
+  args.options.context_strategy = *strategy;
+  inference::BackendOptions backend_options;
+  backend_options.model_name = args.model;
+  backend_options.context_window = args.options.context_window;
+  auto backend = inference::OpenBackend(args.backend, backend_options);
+  if (!backend.ok()) Raise(backend.status());
+  auto manager = sandbox::SessionManager::Create({});
+  if (!manager.ok()) Raise(manager.status());
+  auto env_id = OpenNamedEnvironment(**manager, args.envs_dir, args.env);
+  if (!env_id.ok()) Raise(env_id.status());
+  std::unique_ptr<agents::TrajectoryStore> store;
+  if (!args.trajectories.empty()) {
+    auto opened = agents::TrajectoryStore::Open(args.trajectories);
+    if (!opened.ok()) Raise(opened.status());
+    store = std::move(*opened);
+    args.options.store = store.get();
+  }
+  agents::RolloutRunner runner(**manager, **backend, args.options);
+  std::vector<std::string> tasks;
+  if (args.task) tasks.push_back(*args.task);
+  auto rollouts = runner.Run(*env_id, tasks);
+  if (!rollouts.ok()) Raise(rollouts.status());
+  if (store != nullptr) {
+    Status flushed = store->Flush();
+    if (!flushed.ok()) Raise(flushed);
+  }
+  Json out = Json::array();
+  const inference::BackendInfo info = (*backend)->info();
+  for (const agents::TaskRollout& rollout : *rollouts) {
+    Json figures = rollout.ToJson();
+    figures["rollout_id"] = runner.rollout_id();
+    figures["backend"] = info.spec;
+    figures["model"] = info.model;
+    out.push_back(std::move(figures));
+  }
+  return args.task ? out[0] : out;
+}
+
+}  // namespace
+
+void DefineRollout(py::module_& module) {
+  module.def(
+      "rollout",
+      [](const std::string& envs_dir, const std::string& env, std::optional<std::string> task, const std::string& backend,
+         int64_t n, const std::string& model, bool thinking, int64_t max_turns, int64_t max_tokens, int64_t max_tokens_per_turn,
+         double temperature, double top_p, int64_t top_k, uint64_t seed, const std::string& context_strategy,
+         int64_t context_window, int64_t max_invalid_calls, double episode_timeout, int64_t concurrency,
+         std::optional<std::string> trajectories) {
+        RolloutArgs args{envs_dir, env, backend, model, context_strategy, trajectories.value_or(""), std::move(task), {}};
+        agents::RolloutOptions& o = args.options;
+        o.n = n;
+        o.thinking = thinking;
+        o.max_turns = max_turns;
+        o.max_tokens = max_tokens;
+        o.max_tokens_per_turn = max_tokens_per_turn;
+        o.sampling.temperature = temperature;
+        o.sampling.top_p = top_p;
+        o.sampling.top_k = top_k;
+        o.sampling.seed = seed;
+        o.context_window = context_window;
+        o.max_invalid_calls = max_invalid_calls;
+        o.episode_timeout = std::chrono::milliseconds(static_cast<int64_t>(episode_timeout * 1000));
+        o.concurrency = concurrency;
+        Json result;
+        {
+          py::gil_scoped_release release;
+          result = RunRollout(std::move(args));
+        }
+        return JsonToPython(result);
+      },
+      py::arg("envs_dir"), py::arg("env"), py::arg("task") = py::none(), py::kw_only(), py::arg("backend"), py::arg("n") = 1,
+      py::arg("model") = "", py::arg("thinking") = false, py::arg("max_turns") = 32, py::arg("max_tokens") = 16384,
+      py::arg("max_tokens_per_turn") = 2048, py::arg("temperature") = 1.0, py::arg("top_p") = 1.0, py::arg("top_k") = 0,
+      py::arg("seed") = 0, py::arg("context_strategy") = "none", py::arg("context_window") = 0, py::arg("max_invalid_calls") = 3,
+      py::arg("episode_timeout") = 600.0, py::arg("concurrency") = 0, py::arg("trajectories") = py::none(),
+      "Plays a task (or every task) n times with a backend (embedded:DIR, openai:URL, scripted:FILE); returns pass@k, "
+      "mean turns and tokens, outcomes and the episode ids.");
+}
+
+}  // namespace envforge::python

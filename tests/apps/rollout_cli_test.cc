@@ -1,0 +1,135 @@
+// envforge rollout as a user runs it: the real binary with the scripted, embedded and openai
+// backends; exit codes and messages for bad input and for infrastructure failures; the recorded
+// rollout shown by traj show and replayed by envforge replay.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "base/subprocess.h"
+#include "tests/run_envforge.h"
+#include "tests/temp_dir.h"
+
+namespace envforge {
+namespace {
+
+using ::envforge::testing::Envforge;
+using ::envforge::testing::TempDir;
+
+std::string SourceDir() {
+  const char* dir = std::getenv("ENVFORGE_SOURCE_DIR");
+  return dir != nullptr ? dir : ENVFORGE_TEST_SOURCE_DIR;
+}
+
+struct Fixture {
+  TempDir dir;
+  std::string bundle = dir / "rollout_lab.envdb";
+  std::string script = dir / "script.jsonl";
+  std::string model = dir / "tiny";
+  Fixture() {
+    auto packed = Envforge({"env", "pack", SourceDir() + "/tests/fixtures/envs/rollout_lab", "-o", bundle});
+    INFO(packed.stderr_text);
+    REQUIRE(packed.exit_code == 0);
+    std::ofstream(script) << R"({"tool_calls": [{"name": "lookup", "arguments": {"name": "alpha"}}]})" "\n"
+                          << R"({"tool_calls": [{"name": "submit_result", "arguments": {"answer_text": "{\"code\": 4211}"}}]})" "\n";
+  }
+  void MakeModel() {
+    CommandOptions options;
+    options.timeout = std::chrono::seconds(180);
+    auto made = RunCommand({"/usr/bin/python3", SourceDir() + "/scripts/make_tiny_model.py", "--out", model, "--preset", "tiny",
+                            "--dtype", "fp32"},
+                           options);
+    REQUIRE(made.ok());
+    REQUIRE(made->exit_code == 0);
+  }
+};
+
+TEST_CASE("rollout --help lists the backends and options") {
+  auto help = Envforge({"rollout", "--help"});
+  CHECK(help.exit_code == 0);
+  for (const char* text : {"embedded:MODEL_DIR", "openai:URL", "scripted:FILE.jsonl", "--context-strategy", "--trajectories"}) {
+    CHECK(help.stdout_text.find(text) != std::string::npos);
+  }
+}
+
+TEST_CASE("bad input exits 2 with a message naming what was wrong") {
+  Fixture f;
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {{"--all", "--backend", "grpc:somewhere"}, "unknown backend scheme 'grpc'"},
+      {{"--all", "--backend", "embedded:" + f.dir / "no_model"}, "no_model"},
+      {{"--task", "no_such_task", "--backend", "scripted:" + f.script}, "no task 'no_such_task'"},
+      {{"--all", "--backend", "scripted:" + f.script, "-n", "0"}, "-n must be between 1"},
+      {{"--all"}, "--backend SPEC is required"},
+      {{"--all", "--task", "vault_code", "--backend", "scripted:" + f.script}, "exactly one of --task"},
+      {{"--all", "--backend", "scripted:" + f.script, "--context-strategy", "forget"}, "unknown context strategy 'forget'"},
+      {{"--all", "--backend", "scripted:" + f.dir / "missing.jsonl"}, "missing.jsonl"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"rollout", f.bundle};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    auto run = Envforge(args);
+    INFO(run.stderr_text);
+    CHECK(run.exit_code == 2);
+    CHECK(run.stderr_text.find(c.message) != std::string::npos);
+  }
+}
+
+TEST_CASE("an unreachable openai URL is an infrastructure failure: exit 3, naming the URL") {
+  Fixture f;
+  auto run = Envforge({"rollout", f.bundle, "--all", "--backend", "openai:http://127.0.0.1:9/v1", "-n", "1"});
+  INFO(run.stderr_text);
+  CHECK(run.exit_code == 3);
+  CHECK(run.stderr_text.find("127.0.0.1:9") != std::string::npos);
+  CHECK(run.stdout_text.find("infra_error 1") != std::string::npos);
+}
+
+TEST_CASE("a scripted rollout: pass@k in --json, the conversation in traj show, the tool steps replayed") {
+  Fixture f;
+  std::string store = f.dir / "rollouts.sqlite";
+  auto run = Envforge({"rollout", f.bundle, "--task", "vault_code", "--backend", "scripted:" + f.script, "-n", "4", "--json",
+                       "--trajectories", store});
+  INFO(run.stderr_text);
+  REQUIRE(run.exit_code == 0);
+  auto line = ParseJson(run.stdout_text.substr(0, run.stdout_text.find('\n')));
+  REQUIRE(line.ok());
+  CHECK((*line)["task"] == "vault_code");
+  CHECK((*line)["n"] == 4);
+  CHECK((*line)["passed"] == 4);
+  CHECK((*line)["pass_at_k"] == Json{{"1", 1.0}, {"2", 1.0}, {"4", 1.0}});
+  CHECK((*line)["outcomes"] == Json{{"submitted", 4}});
+  CHECK((*line)["backend"] == "scripted:" + f.script);
+  const std::string id = (*line)["episodes"][0]["id"].get<std::string>();
+
+  auto show = Envforge({"traj", "show", store, id});
+  INFO(show.stdout_text);
+  CHECK(show.exit_code == 0);
+  for (const char* text : {"rollout", "What is the code stored under the name alpha?", "lookup", "submit_result", "4211"}) {
+    CHECK(show.stdout_text.find(text) != std::string::npos);
+  }
+  auto replay = Envforge({"replay", store, id, "--envs", f.bundle});
+  INFO(replay.stdout_text << replay.stderr_text);
+  CHECK(replay.exit_code == 0);
+}
+
+TEST_CASE("the embedded tiny model plays every task; the table shows pass@k, turns, tokens and outcomes") {
+  Fixture f;
+  f.MakeModel();
+  auto run = Envforge({"rollout", f.bundle, "--all", "--backend", "embedded:" + f.model, "-n", "4", "--max-turns", "2",
+                       "--max-tokens-per-turn", "8", "--seed", "3"});
+  INFO(run.stderr_text);
+  REQUIRE(run.exit_code == 0);
+  for (const char* text : {"task vault_code (rollout_lab): 4 episodes, 4 scored", "pass@k", "k=1:", "k=4:", "mean turns", "outcomes"}) {
+    CHECK(run.stdout_text.find(text) != std::string::npos);
+  }
+  CHECK(run.stderr_text.find("rollout: [") != std::string::npos);  // the progress bar
+}
+
+}  // namespace
+}  // namespace envforge
