@@ -84,7 +84,10 @@ class EventStream {
     Start();
     for (size_t i = 0; i < result.choices.size(); ++i) {
       const auto& choice = result.choices[i];
-      if (i >= splitters_.size()) splitters_.emplace_back(thinking_, !chat_, request.completion.stop), role_sent_.push_back(false);
+      if (i >= splitters_.size()) {
+        splitters_.emplace_back(thinking_, !chat_, request.completion.stop);
+        role_sent_.push_back(false);
+      }
       SendRole(i);
       if (chat_) {
         // Reasoning is part of the answer only in thinking mode (as in MessageJson).
@@ -168,7 +171,9 @@ OpenAiApi::OpenAiApi(inference::Backend* backend, OpenAiApiOptions options)
     : backend_(backend), options_(std::move(options)), created_(internal::UnixSeconds()) {
   model_name_ = options_.model_name;
   if (model_name_.empty() && backend_ != nullptr) model_name_ = backend_->info().model;
-  streams_dsv32_text_ = backend_ != nullptr && backend_->info().kind == "embedded";
+  if (model_name_.empty() && backend_ != nullptr) model_name_ = backend_->info().kind;  // an openai backend without --model-name
+  std::string kind = backend_ != nullptr ? backend_->info().kind : "";
+  text_layout_ = kind == "embedded" ? TextLayout::kDsv32 : kind == "openai" ? TextLayout::kContentOnly : TextLayout::kUnknown;
   if (backend_ != nullptr) pool_ = std::make_unique<internal::WorkerPool>(std::max<size_t>(options_.workers, 1), options_.max_queued);
 }
 
@@ -276,10 +281,12 @@ void OpenAiApi::Complete(const std::shared_ptr<Call>& call) {
   std::shared_ptr<EventStream> stream;
   if (request.stream) {
     stream = std::make_shared<EventStream>(call->responder, meta, request);
-    // Chat pieces are split along the DSV32 layout, which is what the embedded engine generates;
-    // another backend's text need not hold the reasoning (the scripted one's does not), so its
-    // chat messages are streamed from the parsed answer, once complete. Raw text is text anywhere.
-    if (!request.chat || streams_dsv32_text_) {
+    // Raw text is text from any backend. Chat pieces are split along the DSV32 layout from the
+    // embedded engine; the openai backend's pieces are content only, which says all in
+    // non-thinking mode; other chat text need not hold the reasoning (the scripted backend's does
+    // not), so those messages are streamed from the parsed answer, once complete.
+    bool thinking = request.completion.thinking;
+    if (!request.chat || text_layout_ == TextLayout::kDsv32 || (text_layout_ == TextLayout::kContentOnly && !thinking)) {
       request.completion.on_text = [stream](int64_t choice, std::string_view piece) { stream->OnText(choice, piece); };
     }
   }

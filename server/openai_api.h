@@ -9,8 +9,8 @@
 // Responses have the shapes of agents-and-rollouts.md section 3. With "stream": true the answer
 // is server-sent events: chunks as the backend generates (delta.role first, then
 // delta.reasoning_content / delta.content pieces, the tool calls whole at the end; chat pieces
-// arrive as generated from the embedded engine, whose text is DSV32, and from other backends
-// once their message is complete), a chunk with
+// arrive as generated from the embedded engine, whose text is DSV32, and from the openai backend
+// outside thinking mode; otherwise once the message is complete), a chunk with
 // finish_reason (and the choice's logprobs when asked), a usage chunk with
 // stream_options.include_usage, then "data: [DONE]". The concatenated deltas equal the message of
 // the same request without streaming.
@@ -100,7 +100,10 @@ class OpenAiApi {
   inference::Backend* backend_;
   OpenAiApiOptions options_;
   std::string model_name_;
-  bool streams_dsv32_text_ = false;  // the backend's generated text is DSV32 (embedded)
+  // What the backend's CompletionRequest::on_text pieces hold: DSV32 text (embedded), content
+  // only (openai), or text not to be split (the rest).
+  enum class TextLayout { kDsv32, kContentOnly, kUnknown };
+  TextLayout text_layout_ = TextLayout::kUnknown;
   int64_t created_;
   std::unique_ptr<internal::WorkerPool> pool_;
 };

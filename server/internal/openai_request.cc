@@ -84,17 +84,26 @@ std::optional<int64_t> OptInteger(const Json& object, const char* key, int64_t l
   return number;
 }
 
+// 63 bits: a seed an OpenAI client (or our openai backend) can send back as a signed integer.
 uint64_t RandomSeed() {
   thread_local std::mt19937_64 generator{std::random_device{}()};
-  return generator();
+  return generator() >> 1;
+}
+
+// Any 64-bit integer, signed or unsigned (both spellings of one seed are common).
+std::optional<uint64_t> OptSeed(const Json& object) {
+  const Json* value = Find(object, "seed");
+  if (value == nullptr) return std::nullopt;
+  if (value->is_number_unsigned()) return value->get<uint64_t>();
+  return static_cast<uint64_t>(*OptInteger(object, "seed", INT64_MIN, INT64_MAX));
 }
 
 // model, n, temperature, top_p, top_k, max_tokens, seed, stop, stream: the fields both endpoints
 // share.
 void ReadCommon(const Json& body, V1Request& request) {
   inference::CompletionRequest& completion = request.completion;
+  // Checked against the served name, not passed on: an openai backend sends its own model name.
   request.model = OptString(body, "model").value_or("");
-  completion.model = request.model;
   completion.n = OptInteger(body, "n", 1, kMaxChoices).value_or(1);
   completion.sampling.temperature = OptNumber(body, "temperature", 0, 2).value_or(1.0);
   if (auto top_p = OptNumber(body, "top_p", 0, 1)) {
@@ -106,8 +115,7 @@ void ReadCommon(const Json& body, V1Request& request) {
   auto max_tokens = OptInteger(body, "max_tokens", 1, kMaxTokensLimit);
   if (auto newer = OptInteger(body, "max_completion_tokens", 1, kMaxTokensLimit)) max_tokens = newer;
   if (max_tokens) completion.max_tokens = *max_tokens;
-  auto seed = OptInteger(body, "seed", INT64_MIN, INT64_MAX);
-  completion.sampling.seed = seed ? static_cast<uint64_t>(*seed) : RandomSeed();
+  completion.sampling.seed = OptSeed(body).value_or(RandomSeed());
   if (const Json* stop = Find(body, "stop")) {
     if (stop->is_string()) {
       completion.stop.push_back(stop->get<std::string>());

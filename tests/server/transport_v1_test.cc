@@ -306,6 +306,32 @@ TEST_CASE("v1 scripted: a full queue answers 429 with Retry-After; the rest are 
   CHECK(metrics.body.find("envforge_v1_requests_total{endpoint=\"chat\",code=\"429\"} 2") != std::string::npos);
 }
 
+TEST_CASE("v1: envforge serve --backend openai: in front of another envforge serve's /v1") {
+  ScriptedServer upstream;
+  V1Server proxy({"--backend", "openai:" + upstream.server.Url() + "/v1", "--model-name", "tiny-scripted"});
+  uint16_t port = proxy.port;
+  CHECK(HttpCall(port, "GET", "/v1/models").json()["data"][0]["id"] == "tiny-scripted");
+
+  Json called = PostJson(port, "/v1/chat/completions", UserChat("the weather, please")).json();
+  CHECK(called["choices"][0]["finish_reason"] == "tool_calls");
+  CHECK(called["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather");
+  CHECK(ParseJson(called["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()).value() ==
+        Json{{"city", "Paris"}});
+
+  // Content streamed through both servers; reasoning and tool calls in thinking mode too.
+  std::vector<Json> plain = SseChunks(PostJson(port, "/v1/chat/completions", UserChat("greet", {{"stream", true}})).body);
+  CHECK(Concatenated(plain, "content") == "Hello there!");
+  std::vector<Json> dsml = SseChunks(
+      PostJson(port, "/v1/chat/completions", UserChat("dsml", {{"stream", true}, {"thinking", {{"type", "enabled"}}}})).body);
+  CHECK(Concatenated(dsml, "reasoning_content") == "I should search the hotels.");
+  CHECK(Concatenated(dsml, "content") == "Searching now.");
+  CHECK(dsml.back()["choices"][0]["finish_reason"] == "tool_calls");
+
+  // The upstream's context-length refusal keeps its meaning.
+  CheckError(PostJson(port, "/v1/chat/completions", UserChat("a very long prompt")), 400, "invalid_request_error", "messages",
+             "context_length_exceeded");
+}
+
 }  // TEST_SUITE
 
 }  // namespace
