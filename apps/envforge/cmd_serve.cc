@@ -242,10 +242,10 @@ Result<HttpServerOptions> HttpOptionsFrom(const ParsedArgs& parsed) {
 Result<std::unique_ptr<inference::Backend>> BackendFrom(const ParsedArgs& parsed) {
   auto model = parsed.Option("--model");
   auto spec = parsed.Option("--backend");
-  if (model && spec) return InvalidArgumentError("envforge serve: give --model DIR or --backend SPEC, not both");
+  if (model && spec) return InvalidArgumentError("give --model DIR or --backend SPEC, not both");
   if (!model && !spec) {
     for (const char* option : {"--model-name", "--device", "--context-window"}) {
-      if (parsed.Option(option)) return InvalidArgumentError(std::string("envforge serve: ") + option + " needs --model or --backend");
+      if (parsed.Option(option)) return InvalidArgumentError(std::string(option) + " needs --model or --backend");
     }
     return std::unique_ptr<inference::Backend>();
   }
@@ -253,7 +253,7 @@ Result<std::unique_ptr<inference::Backend>> BackendFrom(const ParsedArgs& parsed
   options.model_name = parsed.OptionOr("--model-name", "");
   options.device = parsed.OptionOr("--device", "cpu");
   if (options.device != "cpu" && options.device != "cuda" && options.device != "auto") {
-    return InvalidArgumentError("envforge serve: --device must be cpu, cuda or auto, got '" + options.device + "'");
+    return InvalidArgumentError("--device must be cpu, cuda or auto, got '" + options.device + "'");
   }
   ENVFORGE_ASSIGN_OR_RETURN(long long window, parsed.IntOption("--context-window", 0, 0, 1LL << 24));
   options.context_window = window;

@@ -4,9 +4,11 @@
 // stream splitter itself, fed one byte at a time.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <future>
 #include <thread>
 
+#include "base/subprocess.h"
 #include "server/internal/openai_stream.h"
 #include "tests/server/v1_test_util.h"
 
@@ -304,6 +306,25 @@ TEST_CASE("v1 scripted: a full queue answers 429 with Retry-After; the rest are 
   // The metrics count the endpoint's answers by status.
   HttpReply metrics = HttpCall(port, "GET", "/metrics");
   CHECK(metrics.body.find("envforge_v1_requests_total{endpoint=\"chat\",code=\"429\"} 2") != std::string::npos);
+}
+
+TEST_CASE("v1: envforge serve refuses a bad backend before serving, naming what is wrong") {
+  envforge::testing::TempDir dir;
+  std::filesystem::create_directories(dir / "envs");
+  auto serve = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {ExecutableDirectory() + "/envforge", "serve", "--envs", dir / "envs", "--port", "0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto run = RunCommand(argv);
+    REQUIRE(run.ok());
+    INFO(run->stderr_text);
+    CHECK(run->exit_code == 2);
+    return run->stderr_text;
+  };
+  CHECK(serve({"--backend", "foo:bar"}).find("unknown backend scheme 'foo'") != std::string::npos);
+  CHECK(serve({"--model", dir / "no-model"}).find("no-model") != std::string::npos);
+  CHECK(serve({"--model", "a", "--backend", "scripted:b"}).find("not both") != std::string::npos);
+  CHECK(serve({"--model-name", "x"}).find("--model-name needs --model or --backend") != std::string::npos);
+  CHECK(serve({"--backend", "scripted:" + (dir / "missing.jsonl")}).find("missing.jsonl") != std::string::npos);
 }
 
 TEST_CASE("v1: envforge serve --backend openai: in front of another envforge serve's /v1") {
