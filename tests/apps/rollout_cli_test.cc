@@ -2,12 +2,18 @@
 // backends; exit codes and messages for bad input and for infrastructure failures; the recorded
 // rollout shown by traj show and replayed by envforge replay.
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <thread>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "base/fd.h"
 #include "base/json.h"
 #include "base/subprocess.h"
 #include "tests/run_envforge.h"
@@ -129,6 +135,52 @@ TEST_CASE("the embedded tiny model plays every task; the table shows pass@k, tur
     CHECK(run.stdout_text.find(text) != std::string::npos);
   }
   CHECK(run.stderr_text.find("rollout: [") != std::string::npos);  // the progress bar
+}
+
+// `envforge serve` as a child process, killed when the test ends.
+class Server {
+ public:
+  explicit Server(std::vector<std::string> argv) {
+    argv.insert(argv.begin(), ExecutableDirectory() + "/envforge");
+    std::vector<char*> args;
+    for (auto& arg : argv) args.push_back(arg.data());
+    args.push_back(nullptr);
+    REQUIRE(posix_spawn(&pid_, args[0], nullptr, nullptr, args.data(), environ) == 0);
+  }
+  ~Server() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+
+ private:
+  pid_t pid_ = 0;
+};
+
+TEST_CASE("the openai backend plays episodes against envforge serve --model's /v1, over real HTTP") {
+  Fixture f;
+  f.MakeModel();
+  std::string envs = f.dir / "envs";
+  std::filesystem::create_directories(envs);
+  std::filesystem::copy_file(f.bundle, envs + "/rollout_lab.envdb");
+  std::string port_file = f.dir / "port";
+  Server server({"serve", "--envs", envs, "--model", f.model, "--port", "0", "--port-file", port_file});
+  std::string port;
+  for (int i = 0; i < 600 && port.empty(); ++i) {
+    auto text = ReadFileToString(port_file);
+    if (text.ok()) port = text->substr(0, text->find_first_of("\r\n"));
+    if (port.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(!port.empty());
+  auto run = Envforge({"rollout", f.bundle, "--all", "--backend", "openai:http://127.0.0.1:" + port + "/v1", "-n", "3",
+                       "--max-turns", "2", "--max-tokens-per-turn", "8", "--json"});
+  INFO(run.stderr_text);
+  REQUIRE(run.exit_code == 0);
+  auto line = ParseJson(run.stdout_text.substr(0, run.stdout_text.find('\n')));
+  REQUIRE(line.ok());
+  CHECK((*line)["n"] == 3);
+  CHECK((*line)["scored"] == 3);  // no infra_error: every /v1 answer had the documented shape
+  CHECK(!(*line)["outcomes"].contains("infra_error"));
+  for (const Json& episode : (*line)["episodes"]) CHECK(episode["turns"].get<int64_t>() >= 1);
 }
 
 }  // namespace
