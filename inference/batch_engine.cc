@@ -175,6 +175,21 @@ void BatchEngine::FailAll(const Status& status) {
   active_.clear();
 }
 
+// Prefill rows and decode rows in separate Forward calls: a batch of single tokens takes the
+// model's decode path (selection and attention split across sequences), which one multi-token
+// sequence in the batch would turn off for every row. The weights stream once more per step,
+// which costs far less than serialising a hundred decode rows.
+Status BatchEngine::ForwardInParts(std::span<const SequenceInput> batch, size_t prefill_rows, std::vector<float>* logits) {
+  logits->clear();
+  if (batch.empty()) return Status::Ok();
+  if (prefill_rows == 0 || prefill_rows == batch.size()) return model_.Forward(batch, logits);
+  std::vector<float> decode_logits;
+  ENVFORGE_RETURN_IF_ERROR(model_.Forward(batch.first(prefill_rows), logits));
+  ENVFORGE_RETURN_IF_ERROR(model_.Forward(batch.subspan(prefill_rows), &decode_logits));
+  logits->insert(logits->end(), decode_logits.begin(), decode_logits.end());
+  return Status::Ok();
+}
+
 void BatchEngine::Step() {
   // Prompt-cache hits and identical fresh feeds first: they need no rows of their own.
   std::vector<Active*> prefills;
@@ -211,6 +226,7 @@ void BatchEngine::Step() {
     batch.push_back({active->request.cache.get(), std::span<const int32_t>(active->request.feed)});
     rows.push_back({active, -1});
   }
+  const size_t prefill_rows = rows.size();
   for (auto& owned : active_) {
     Active& active = *owned;
     if (!active.started) continue;
@@ -223,12 +239,10 @@ void BatchEngine::Step() {
   }
 
   std::vector<float> logits;
-  if (!batch.empty()) {
-    Status status = model_.Forward(batch, &logits);
-    if (!status.ok()) {
-      FailAll(status);
-      return;
-    }
+  Status status = ForwardInParts(batch, prefill_rows, &logits);
+  if (!status.ok()) {
+    FailAll(status);
+    return;
   }
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   auto sample_into = [&](Active& active, size_t i, std::span<const float> row) {

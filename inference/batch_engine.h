@@ -4,8 +4,9 @@
 // and then samples n continuations that fork from it. One engine thread runs the loop
 // (Orca/vLLM-style continuous batching, agents-and-rollouts.md section 4):
 //   1. take every request submitted since the last step;
-//   2. run ONE Model::Forward over all of them: each new request's feed tokens (its prefill) and
-//      the last token of every live choice (a decode step) -- sequences join and leave the batch
+//   2. run the step over all of them: each new request's feed tokens (its prefill) in one
+//      Model::Forward, the last token of every live choice (a decode step) in another (so the
+//      decode rows keep the model's batched decode path) -- sequences join and leave the batch
 //      at every step, so a conversation waiting for its tool result holds no slot;
 //   3. sample each sequence's next token; a choice finishes on a stop token, on its max_tokens,
 //      at the position limit or when its on_token callback says stop; a request is answered
@@ -33,6 +34,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -123,6 +125,7 @@ class BatchEngine {
   void Loop();
   void StartRequests(std::vector<std::unique_ptr<Active>>& incoming);
   void Step();
+  Status ForwardInParts(std::span<const SequenceInput> batch, size_t prefill_rows, std::vector<float>* logits);
   void FinishChoice(Active& active, size_t choice);
   void FailAll(const Status& status);
 

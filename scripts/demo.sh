@@ -70,3 +70,17 @@ echo "== traj show $ROLLOUT_EPISODE (first lines)"
 echo
 echo "== bench rollout: 64 episodes at once vs one after another; recompute ratio"
 "$ENVFORGE" bench rollout --model "$TINY_DIR" --env "$BUNDLE" --task cheapest_rated_hotel -n 64 --max-turns 4 --json
+echo
+echo "== serve the tiny model on /v1 (OpenAI-compatible): one chat completion, then 32 concurrent clients"
+rm -f "$OUT_DIR/port"
+"$ENVFORGE" serve --envs "$ENVS_DIR" --model "$TINY_DIR" --port 0 --port-file "$OUT_DIR/port" 2>"$OUT_DIR/serve-v1.log" &
+SERVER_PID=$!
+trap 'kill $SERVER_PID 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do [[ -s "$OUT_DIR/port" ]] && break; sleep 0.1; done
+PORT=$(cat "$OUT_DIR/port")
+curl -s "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"messages": [{"role": "user", "content": "Plan a trip to Suzhou"}], "max_tokens": 16, "seed": 1}'
+echo
+"$ENVFORGE" bench v1 --url "http://127.0.0.1:$PORT" --concurrency 32 --requests 256 --max-tokens 16 --json
+kill -TERM $SERVER_PID && wait $SERVER_PID || true
+trap - EXIT

@@ -1,6 +1,7 @@
 #include "apps/envforge/cli_args.h"
 
 #include <charconv>
+#include <sstream>
 
 namespace envforge::cli {
 
@@ -32,6 +33,16 @@ Result<long long> ParsedArgs::IntOption(const std::string& name, long long fallb
                                 ", got " + *text);
   }
   return value;
+}
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, ',')) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
 }
 
 Result<double> ParsedArgs::DoubleOption(const std::string& name, double fallback) const {

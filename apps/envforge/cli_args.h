@@ -38,6 +38,9 @@ struct ParsedArgs {
   Result<double> DoubleOption(const std::string& name, double fallback) const;
 };
 
+// "a,b,,c" -> {"a", "b", "c"} (empty parts dropped): lists given as one option value.
+std::vector<std::string> SplitCommas(const std::string& text);
+
 // `command` is used in error messages ("envforge session solve: ...").
 Result<ParsedArgs> ParseArgs(const std::string& command, const std::vector<std::string>& args, const ArgSpec& spec);
 

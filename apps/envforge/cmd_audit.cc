@@ -22,19 +22,6 @@
 #include "verifiers/judge_lane.h"
 
 namespace envforge::cli {
-namespace {
-
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream stream(text);
-  std::string part;
-  while (std::getline(stream, part, ',')) {
-    if (!part.empty()) parts.push_back(part);
-  }
-  return parts;
-}
-
-}  // namespace
 
 int RunAuditCommand(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge audit", args,

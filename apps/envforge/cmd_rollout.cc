@@ -53,15 +53,6 @@ exit codes: 0 done, 2 bad input (unknown backend, model that does not load, unkn
             3 infrastructure (every episode failed on the backend or the runtime)
 )";
 
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream stream(text);
-  std::string part;
-  while (std::getline(stream, part, ',')) {
-    if (!part.empty()) parts.push_back(part);
-  }
-  return parts;
-}
 
 Status ReadOptions(const ParsedArgs& args, agents::RolloutOptions& options) {
   struct IntOption {
