@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/fp8_quant.h"
@@ -342,6 +344,9 @@ struct SelectArgs {
   const float* weights;     // [queries, heads]
   const int64_t* positions;  // [queries]
   int64_t queries, heads, dim, topk;
+  // Set (one query only): its scores against the cache's shared prefix (segment 0 of two), already
+  // computed by ScoreSharedPrefixes; SelectKeys copies them instead of scoring the prefix again.
+  const float* prefix_scores = nullptr;
 };
 
 // Score buffers of SelectKeys, one set per thread (selection runs on pool threads when a decode
@@ -364,6 +369,10 @@ void SelectKeys(const SelectArgs& a, int32_t* selected) {
     KvSegmentView view = a.cache->Segment(seg, a.layer);
     const int64_t count = std::min(view.rows, keys - view.begin);
     if (count <= 0) continue;
+    if (seg == 0 && segments == 2 && a.prefix_scores != nullptr) {
+      std::memcpy(scores.data() + view.begin, a.prefix_scores, Sz(count) * sizeof(float));
+      continue;
+    }
     // Key range of this segment per query, relative to the segment.
     scratch.segment_end.resize(Sz(a.queries));
     for (int64_t i = 0; i < a.queries; ++i) {
@@ -392,6 +401,90 @@ void SelectKeys(const SelectArgs& a, int32_t* selected) {
     }
   }
   kernels::TopKRows(scores.data(), a.queries, keys, keys, key_end.data(), a.topk, selected);
+}
+
+// The prefix key pointer of a one-query selection's cache, or null when it has no shared prefix.
+const uint8_t* SharedPrefixKeys(const SelectArgs& a) {
+  if (a.cache->segment_count() != 2) return nullptr;
+  return a.cache->Segment(0, a.layer).index_keys;
+}
+
+// Buffers of ScoreSharedPrefixes; they only grow, so steady decode allocates nothing.
+struct PrefixScratch {
+  std::vector<std::pair<const uint8_t*, int64_t>> order;  // (prefix keys, row), grouped by prefix
+  std::vector<uint8_t> q8;
+  std::vector<float> weights, scores;
+  std::vector<int64_t> key_end;
+};
+
+// Scores the group rows order[first, last) (one query each, same prefix) against their shared
+// prefix in one IndexerScores call, so each block of prefix keys is decoded once per group rather
+// than once per row. Row i's scores land at scores + i * prefix rows. The per-row arguments are the
+// ones SelectKeys would pass (key_end relative to the prefix), so the scores are bitwise its own.
+void ScorePrefixGroup(std::span<const SelectArgs> rows, PrefixScratch& p, size_t first, size_t last, float* scores) {
+  const SelectArgs& lead = rows[Sz(p.order[first].second)];
+  const KvSegmentView view = lead.cache->Segment(0, lead.layer);
+  const auto queries = static_cast<int64_t>(last - first);
+  const int64_t heads = lead.heads, dim = lead.dim;
+  p.q8.resize(Sz(queries * heads * dim));
+  p.weights.resize(Sz(queries * heads));
+  p.key_end.resize(Sz(queries));
+  for (int64_t i = 0; i < queries; ++i) {
+    const SelectArgs& a = rows[Sz(p.order[first + Sz(i)].second)];
+    std::memcpy(&p.q8[Sz(i * heads * dim)], a.q8, Sz(heads * dim));
+    std::memcpy(&p.weights[Sz(i * heads)], a.weights, Sz(heads) * sizeof(float));
+    p.key_end[Sz(i)] = std::clamp<int64_t>(a.positions[0] + 1 - view.begin, 0, view.rows);
+  }
+  kernels::IndexerScoresArgs args;
+  args.q = p.q8.data();
+  args.head_weight = p.weights.data();
+  args.keys = view.index_keys;
+  args.key_scale = view.index_scales;
+  args.key_end = p.key_end.data();
+  args.queries = queries;
+  args.heads = heads;
+  args.dim = dim;
+  args.keys_count = view.rows;
+  kernels::IndexerScores(args, scores);
+}
+
+// Decode rows (one query each; rows[b].queries == 0 skips b) whose caches read the same shared
+// prefix store are scored against it together (ScorePrefixGroup); rows[b].prefix_scores is set for
+// each row of a group of two or more, and left null for the others, which score their prefix alone.
+void ScoreSharedPrefixes(std::span<SelectArgs> rows) {
+  thread_local PrefixScratch p;
+  p.order.clear();
+  for (size_t b = 0; b < rows.size(); ++b) {
+    const uint8_t* keys = rows[b].queries == 1 ? SharedPrefixKeys(rows[b]) : nullptr;
+    if (keys != nullptr) p.order.emplace_back(keys, static_cast<int64_t>(b));
+  }
+  std::sort(p.order.begin(), p.order.end());
+  // Score row offsets first: p.scores must not move once pointers into it are handed out.
+  std::vector<size_t> group_begin;
+  size_t score_floats = 0;
+  for (size_t i = 0; i < p.order.size();) {
+    size_t j = i + 1;
+    while (j < p.order.size() && p.order[j].first == p.order[i].first) ++j;
+    if (j - i >= 2) {
+      group_begin.push_back(i);
+      const SelectArgs& lead = rows[Sz(p.order[i].second)];
+      score_floats += (j - i) * Sz(lead.cache->Segment(0, lead.layer).rows);
+    }
+    i = j;
+  }
+  p.scores.resize(score_floats);
+  size_t offset = 0;
+  for (size_t i : group_begin) {
+    size_t j = i + 1;
+    while (j < p.order.size() && p.order[j].first == p.order[i].first) ++j;
+    const SelectArgs& lead = rows[Sz(p.order[i].second)];
+    const auto prefix_rows = Sz(lead.cache->Segment(0, lead.layer).rows);
+    ScorePrefixGroup(rows, p, i, j, p.scores.data() + offset);
+    for (size_t k = i; k < j; ++k) {
+      rows[Sz(p.order[k].second)].prefix_scores = p.scores.data() + offset + (k - i) * prefix_rows;
+    }
+    offset += (j - i) * prefix_rows;
+  }
 }
 
 }  // namespace
@@ -513,9 +606,16 @@ void Model::RunAttention(int64_t layer_idx, std::span<const SequenceInput> batch
     }
     if (sparse) {
       auto select_start = Clock::now();
+      // Rows sharing a prompt prefix score it together first; each row then scores its own keys.
+      // (A reference, so pool threads read this thread's vector, not their own thread_local.)
+      thread_local std::vector<SelectArgs> rows_storage;
+      std::vector<SelectArgs>& rows = rows_storage;
+      rows.resize(Sz(n));
+      for (int64_t b = 0; b < n; ++b) rows[Sz(b)] = select_args(batch[Sz(b)].cache, b, s.selects[Sz(b)] != 0 ? 1 : 0);
+      ScoreSharedPrefixes(rows);
       kernels::ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
         for (int64_t b = begin; b < end; ++b) {
-          if (s.selects[Sz(b)] != 0) SelectKeys(select_args(batch[Sz(b)].cache, b, 1), &s.selected[Sz(b * topk)]);
+          if (s.selects[Sz(b)] != 0) SelectKeys(rows[Sz(b)], &s.selected[Sz(b * topk)]);
         }
       });
       indexer_inside += SecondsSince(select_start);

@@ -2,8 +2,12 @@
 //
 // Fast path: a query's FP8 heads are decoded to fp32 once; keys are decoded 16 at a time and
 // transposed, so the head x key dot products of a block are a small GEMM run by the 6x16
-// micro-kernel; each tile is ReLU'd, weighted by its head weight and summed over heads. Threads split the keys when there are
-// few queries (decode) and the queries otherwise (prefill).
+// micro-kernel; each tile is ReLU'd, weighted by its head weight and summed over heads.
+// One query (decode of one sequence): threads split its keys. Several queries (prefill, or the
+// decode rows of many sequences sharing one prompt prefix): threads split the key blocks, and each
+// block is decoded and transposed once for all queries, whose (query, head) rows go through the
+// micro-kernel 6 at a time. Every micro-kernel row and column is an independent fp32 accumulation
+// over dim in the same order, so a (query, key) score is bitwise the same on either route.
 #include "kernels/cpu/indexer_scores.h"
 
 #include <algorithm>
@@ -56,6 +60,22 @@ constexpr int64_t kKeysPerBlock = internal::kMicroCols;
 
 // Keys in blocks of 16: decode, transpose to [dim][16], then Z = Q_heads x K^T with the 6x16
 // micro-kernel (heads are the broadcast rows) and a ReLU-weighted head sum over each tile.
+// Decodes keys [s0, s0 + 16) (zero rows past keys_count) and transposes them to [dim][16].
+ENVFORGE_TARGET_AVX2 void DecodeKeyBlock(const IndexerScoresArgs& a, int64_t s0, float* keys, float* transposed) {
+  const int64_t dim = a.dim;
+  const int64_t count = std::min(kKeysPerBlock, a.keys_count - s0);
+  for (int64_t r = 0; r < kKeysPerBlock; ++r) {
+    float* key = keys + r * dim;
+    if (r < count) {
+      const uint8_t* codes = a.keys + (s0 + r) * dim;
+      for (int64_t d = 0; d < dim; d += 8) _mm256_storeu_ps(key + d, internal::DecodeFp8x8(codes + d));
+    } else {
+      std::fill(key, key + dim, 0.0f);
+    }
+  }
+  internal::TransposeRows16(keys, dim, dim, transposed);
+}
+
 ENVFORGE_TARGET_AVX2 void ScoreKeysAvx2(const IndexerScoresArgs& a, int64_t t, const float* q, int64_t begin,
                                         int64_t end, float* out) {
   const int64_t dim = a.dim;
@@ -95,6 +115,82 @@ ENVFORGE_TARGET_AVX2 void ScoreKeysAvx2(const IndexerScoresArgs& a, int64_t t, c
   }
 }
 
+// Queries scored per micro-kernel pass over a key block: bounds the z tile a thread keeps.
+constexpr int64_t kQueriesPerTile = 64;
+
+// Queries [t0, t1) (all of which see key s0) against the transposed block at s0: z rows are the
+// queries' heads back to back, 6 per micro-kernel call; then per query the same ReLU-weighted
+// head sum, in head order, as ScoreKeysAvx2.
+ENVFORGE_TARGET_AVX2 void ScoreTileAvx2(const IndexerScoresArgs& a, const float* q, const float* transposed,
+                                        int64_t s0, int64_t t0, int64_t t1, float* scores) {
+  const int64_t dim = a.dim, rows = (t1 - t0) * a.heads;
+  const int64_t count = std::min(kKeysPerBlock, a.keys_count - s0);
+  thread_local internal::AlignedFloats z_buffer;
+  float* z = z_buffer.Get(static_cast<size_t>(rows * kKeysPerBlock));
+  for (int64_t r = 0; r < rows; r += internal::kMicroRows) {
+    const int64_t mr = std::min<int64_t>(internal::kMicroRows, rows - r);
+    internal::RunMicroKernel(mr, q + (t0 * a.heads + r) * dim, dim, transposed, kKeysPerBlock, dim,
+                             z + r * kKeysPerBlock, kKeysPerBlock, kKeysPerBlock, false);
+  }
+  const __m256 zero = _mm256_setzero_ps();
+  alignas(32) float sums[kKeysPerBlock];
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* weights = a.head_weight + t * a.heads;
+    const float* zt = z + (t - t0) * a.heads * kKeysPerBlock;
+    __m256 sum0 = _mm256_setzero_ps(), sum1 = _mm256_setzero_ps();
+    for (int64_t j = 0; j < a.heads; ++j) {
+      const __m256 w = _mm256_set1_ps(weights[j]);
+      sum0 = _mm256_fmadd_ps(w, _mm256_max_ps(_mm256_loadu_ps(zt + j * kKeysPerBlock), zero), sum0);
+      sum1 = _mm256_fmadd_ps(w, _mm256_max_ps(_mm256_loadu_ps(zt + j * kKeysPerBlock + 8), zero), sum1);
+    }
+    _mm256_store_ps(sums, sum0);
+    _mm256_store_ps(sums + 8, sum1);
+    float* row = scores + t * a.keys_count + s0;
+    const int64_t visible = std::min(count, KeyEnd(a, t) - s0);
+    for (int64_t r = 0; r < visible; ++r) row[r] = a.key_scale[s0 + r] * sums[r];
+    std::fill(row + visible, row + count, kNegInf);
+  }
+}
+
+// Key blocks [block_begin, block_end) against every query; q holds all queries' decoded heads.
+// Queries whose key end is at or before a block's start get -inf there without being scored.
+ENVFORGE_TARGET_AVX2 void ScoreBlocksAvx2(const IndexerScoresArgs& a, const float* q, int64_t block_begin,
+                                          int64_t block_end, float* scores) {
+  thread_local internal::AlignedFloats key_buffer, transposed_buffer;
+  float* keys = key_buffer.Get(static_cast<size_t>(kKeysPerBlock * a.dim));
+  float* transposed = transposed_buffer.Get(static_cast<size_t>(kKeysPerBlock * a.dim));
+  for (int64_t block = block_begin; block < block_end; ++block) {
+    const int64_t s0 = block * kKeysPerBlock;
+    const int64_t count = std::min(kKeysPerBlock, a.keys_count - s0);
+    DecodeKeyBlock(a, s0, keys, transposed);
+    int64_t t = 0;
+    while (t < a.queries) {
+      if (KeyEnd(a, t) <= s0) {
+        std::fill_n(scores + t * a.keys_count + s0, count, kNegInf);
+        ++t;
+        continue;
+      }
+      // A run of consecutive queries that see this block, at most one tile.
+      int64_t t1 = t + 1;
+      while (t1 < a.queries && t1 - t < kQueriesPerTile && KeyEnd(a, t1) > s0) ++t1;
+      ScoreTileAvx2(a, q, transposed, s0, t, t1, scores);
+      t = t1;
+    }
+  }
+}
+
+// The multi-query route (see the file comment): queries decoded once, threads over key blocks.
+void ScoreQueriesByKeyBlocks(const IndexerScoresArgs& a, float* scores) {
+  thread_local std::vector<float> q;
+  q.resize(static_cast<size_t>(a.queries * a.heads * a.dim));
+  DecodeCodes(a.q, a.queries * a.heads * a.dim, q.data());
+  const int64_t blocks = (a.keys_count + kKeysPerBlock - 1) / kKeysPerBlock;
+  // About 256 (query, key) scores per chunk at least, so tiny calls stay inline.
+  const int64_t grain = std::max<int64_t>(1, 16 / a.queries);
+  const float* decoded = q.data();
+  ParallelFor(blocks, grain, [&](int64_t begin, int64_t end) { ScoreBlocksAvx2(a, decoded, begin, end, scores); });
+}
+
 #endif  // ENVFORGE_KERNELS_X86
 
 bool UseAvx2For(const IndexerScoresArgs& a) { return internal::UseAvx2() && a.dim % 8 == 0; }
@@ -121,6 +217,12 @@ void ScoreRange(const IndexerScoresArgs& a, int64_t t, int64_t begin, int64_t en
 
 void IndexerScores(const IndexerScoresArgs& args, float* scores) {
   const int64_t keys = args.keys_count;
+#if ENVFORGE_KERNELS_X86
+  if (args.queries > 1 && UseAvx2For(args)) {
+    ScoreQueriesByKeyBlocks(args, scores);
+    return;
+  }
+#endif
   if (args.queries >= 2 * ThreadCount()) {
     ParallelFor(args.queries, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) ScoreRange(args, t, 0, keys, scores + t * keys);

@@ -6,8 +6,11 @@
 // fp32. Query t scores keys [0, key_end[t]); entries s >= key_end[t] are set to -inf (causal).
 // scores: [queries, keys] row-major (row stride = keys).
 //
-// IndexerScores (fast) threads over keys (decode: one query, many keys) or queries (prefill) and
-// uses AVX2/FMA when present; ref::IndexerScores is the plain loop.
+// IndexerScores (fast) uses AVX2/FMA when present; ref::IndexerScores is the plain loop. One query
+// (decode): threads split its keys. Several queries (prefill, or the decode rows of many sequences
+// against one shared prompt prefix): each block of 16 keys is decoded once for all queries and
+// threads split the key blocks. The fast result of a (query, key) pair is bitwise the same whatever
+// the other queries of the call, so scoring rows together or one at a time selects the same keys.
 #pragma once
 
 #include <cstdint>

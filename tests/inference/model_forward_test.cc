@@ -338,6 +338,62 @@ TEST_CASE("a decode batch of forked caches equals decoding each fork alone") {
   }
 }
 
+// Prefills `prompt` into a new cache (logits discarded).
+std::unique_ptr<KvCache> Prefilled(Model& model, const std::vector<int32_t>& prompt) {
+  auto cache = model.NewCache();
+  std::vector<float> logits;
+  SequenceInput input{cache.get(), prompt};
+  REQUIRE(model.Forward(std::span<const SequenceInput>(&input, 1), &logits).ok());
+  return cache;
+}
+
+TEST_CASE("a decode batch mixing shared prefixes selects exactly the keys each sequence selects alone") {
+  // Decode rows sharing a prefix store score it in one indexer call per group; rows of another
+  // prefix, a lone fork and a private cache (no prefix) sit in the same batch, interleaved.
+  auto model = LoadModel(TinyModel("fp32"));
+  const int64_t vocab = model->config().vocab_size;
+  REQUIRE(model->config().index_topk < 20);
+  auto prompt_a = PromptTokens(24, vocab, 41), prompt_b = PromptTokens(37, vocab, 42);
+  auto prompt_c = PromptTokens(20, vocab, 43);
+  auto cache_a = Prefilled(*model, prompt_a), cache_b = Prefilled(*model, prompt_b);
+  auto cache_c = Prefilled(*model, prompt_c);
+  // Two copies of every sequence: one decoded in the batch, one alone.
+  std::vector<std::unique_ptr<KvCache>> batched, single;
+  for (int copy = 0; copy < 2; ++copy) {
+    auto& caches = copy == 0 ? batched : single;
+    for (int i = 0; i < 4; ++i) {
+      caches.push_back(cache_a->Fork());
+      if (i < 3) caches.push_back(cache_b->Fork());
+    }
+    caches.push_back(cache_c->Fork());
+    caches.push_back(Prefilled(*model, prompt_a));
+  }
+  const size_t rows = batched.size();
+  for (int step = 0; step < 3; ++step) {
+    std::vector<int32_t> tokens;
+    for (size_t i = 0; i < rows; ++i) {
+      tokens.push_back(static_cast<int32_t>(2 + (step * 17 + static_cast<int64_t>(i) * 5) % (vocab - 2)));
+    }
+    std::vector<SequenceInput> batch;
+    for (size_t i = 0; i < rows; ++i) batch.push_back({batched[i].get(), std::span<const int32_t>(&tokens[i], 1)});
+    std::vector<float> logits, alone;
+    SelectionRecord record, alone_record;
+    ForwardOptions options;
+    options.record_selection = &record;
+    REQUIRE(model->Forward(batch, &logits, options).ok());
+    for (size_t i = 0; i < rows; ++i) {
+      CAPTURE(step);
+      CAPTURE(i);
+      SequenceInput one{single[i].get(), std::span<const int32_t>(&tokens[i], 1)};
+      options.record_selection = &alone_record;
+      REQUIRE(model->Forward(std::span<const SequenceInput>(&one, 1), &alone, options).ok());
+      for (size_t layer = 0; layer < record.size(); ++layer) CHECK(record[layer][i] == alone_record[layer][0]);
+      const int64_t pos = single[i]->length() - 1;
+      CHECK(record.back()[i].size() == static_cast<size_t>(std::min<int64_t>(pos + 1, model->config().index_topk)));
+    }
+  }
+}
+
 TEST_CASE("Forward rejects bad input and leaves the caches unchanged") {
   auto model = LoadModel(TinyModel("fp32"));
   auto cache = model->NewCache();

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -83,6 +84,57 @@ TEST_CASE("fast indexer scores match ref for decode and prefill shapes") {
   CheckFastMatchesRef(2, 13, 72, 50, true);      // dim a multiple of 8 but not of 16
   CheckFastMatchesRef(3, 3, 20, 41, true);       // dim not a multiple of 8: portable loop
   CheckFastMatchesRef(2, 2, 64, 0, false);       // no keys
+}
+
+// Decode-like multi-query calls: many queries over the same keys with scattered key ends (some at
+// or before a block start, some mid-block, some 0). Each row must be bitwise the row that a
+// one-query call computes, and close to ref.
+void CheckMultiQueryMatchesSingleQuery(int64_t queries, int64_t heads, int64_t dim, int64_t keys, uint32_t seed) {
+  CAPTURE(queries);
+  CAPTURE(heads);
+  CAPTURE(dim);
+  CAPTURE(keys);
+  IndexerCase c = MakeCase(queries, heads, dim, keys, false, seed);
+  for (int64_t t = 0; t < queries; ++t) {
+    const int64_t end = t % 5 == 0 ? keys : (t * 37 + static_cast<int64_t>(seed)) % (keys + 1);
+    c.key_end.push_back(t % 7 == 3 ? 0 : end);
+  }
+  c.args.key_end = c.key_end.data();
+  std::vector<float> expected(static_cast<size_t>(queries * keys));
+  ref::IndexerScores(c.args, expected.data());
+  testing::OnEveryPath([&] {
+    std::vector<float> together(expected.size(), 1.0f), alone(expected.size(), 1.0f);
+    IndexerScores(c.args, together.data());
+    for (int64_t t = 0; t < queries; ++t) {
+      IndexerScoresArgs one = c.args;
+      one.q = c.args.q + t * heads * dim;
+      one.head_weight = c.args.head_weight + t * heads;
+      one.key_end = c.args.key_end + t;
+      one.queries = 1;
+      IndexerScores(one, alone.data() + t * keys);
+    }
+    CHECK(std::memcmp(together.data(), alone.data(), together.size() * sizeof(float)) == 0);
+    std::vector<float> finite_expected, finite_actual;
+    bool masks_agree = true;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      if (expected[i] == kNegInf || together[i] == kNegInf) {
+        masks_agree = masks_agree && expected[i] == together[i];
+      } else {
+        finite_expected.push_back(expected[i]);
+        finite_actual.push_back(together[i]);
+      }
+    }
+    CHECK(masks_agree);
+    CHECK(testing::RelativeError(finite_actual, finite_expected) < 1e-5);
+  });
+}
+
+TEST_CASE("multi-query indexer scores equal one-query scores bitwise (decode rows sharing keys)") {
+  CheckMultiQueryMatchesSingleQuery(100, 4, 128, 1037, 11);  // the tiny model's decode batch shape
+  CheckMultiQueryMatchesSingleQuery(7, 5, 64, 300, 12);      // heads not dividing the 6-row tile
+  CheckMultiQueryMatchesSingleQuery(70, 3, 32, 45, 13);      // more queries than one tile of 64
+  CheckMultiQueryMatchesSingleQuery(2, 64, 128, 17, 14);     // many heads, a partial last block
+  CheckMultiQueryMatchesSingleQuery(3, 3, 20, 41, 15);       // dim not a multiple of 8: portable loop
 }
 
 TEST_CASE("the score is key_scale * sum_j w_j * relu(q_j . k)") {
