@@ -20,11 +20,17 @@
 namespace envforge::kernels {
 namespace {
 
-inline uint32_t OrderKey(float v) {
-  if (v != v) v = -std::numeric_limits<float>::infinity();
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+// The order-preserving keys of scores[0, n) (file comment), without branches so the loop
+// vectorizes: ~bits is bits ^ 0xffffffff and bits | 0x80000000 (sign clear) is bits ^ 0x80000000.
+void OrderKeys(const float* scores, int64_t n, uint32_t* keys) {
+  constexpr uint32_t kNanKey = 0x007fffffu;  // OrderKey(-inf)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &scores[i], 4);
+    const uint32_t flip = static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) | 0x80000000u;
+    const uint32_t key = bits ^ flip;
+    keys[i] = scores[i] != scores[i] ? kNanKey : key;
+  }
 }
 
 struct Candidate {
@@ -42,7 +48,8 @@ void AllThenPadding(int64_t n, int64_t k, int32_t* out) {
 int64_t RadixPass(std::vector<Candidate>& candidates, int shift, int bits, int64_t remaining, int32_t* out,
                   int64_t& written) {
   const uint32_t mask = (1u << bits) - 1u;
-  std::vector<int64_t> histogram(static_cast<size_t>(mask) + 1, 0);
+  thread_local std::vector<int64_t> histogram;
+  histogram.assign(static_cast<size_t>(mask) + 1, 0);
   for (const Candidate& c : candidates) ++histogram[(c.key >> shift) & mask];
   uint32_t pivot = mask;
   int64_t above = 0;
@@ -72,10 +79,16 @@ void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) {
     return;
   }
   // Pass 1 runs on the scores directly, so only the pivot bucket is ever copied.
+  // Keys computed once, buffers kept per thread: selection runs per decode row on every step.
   constexpr int kFirstBits = 12;
   constexpr int kFirstShift = 32 - kFirstBits;
-  std::vector<int64_t> histogram(1u << kFirstBits, 0);
-  for (int64_t i = 0; i < n; ++i) ++histogram[OrderKey(scores[i]) >> kFirstShift];
+  thread_local std::vector<uint32_t> keys;
+  thread_local std::vector<int64_t> histogram;
+  thread_local std::vector<Candidate> candidates;
+  keys.resize(static_cast<size_t>(n));
+  OrderKeys(scores, n, keys.data());
+  histogram.assign(1u << kFirstBits, 0);
+  for (int64_t i = 0; i < n; ++i) ++histogram[keys[static_cast<size_t>(i)] >> kFirstShift];
   uint32_t pivot = (1u << kFirstBits) - 1;
   int64_t above = 0;
   for (;; --pivot) {
@@ -83,10 +96,10 @@ void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) {
     above += histogram[pivot];
   }
   int64_t written = 0;
-  std::vector<Candidate> candidates;
+  candidates.clear();
   candidates.reserve(static_cast<size_t>(histogram[pivot]));
   for (int64_t i = 0; i < n; ++i) {
-    const uint32_t key = OrderKey(scores[i]);
+    const uint32_t key = keys[static_cast<size_t>(i)];
     const uint32_t digit = key >> kFirstShift;
     if (digit > pivot) {
       out[written++] = static_cast<int32_t>(i);
