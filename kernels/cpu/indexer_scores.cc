@@ -58,12 +58,11 @@ void ScoreKeysPortable(const IndexerScoresArgs& a, int64_t t, const float* q, in
 
 constexpr int64_t kKeysPerBlock = internal::kMicroCols;
 
-// Keys in blocks of 16: decode, transpose to [dim][16], then Z = Q_heads x K^T with the 6x16
-// micro-kernel (heads are the broadcast rows) and a ReLU-weighted head sum over each tile.
-// Decodes keys [s0, s0 + 16) (zero rows past keys_count) and transposes them to [dim][16].
-ENVFORGE_TARGET_AVX2 void DecodeKeyBlock(const IndexerScoresArgs& a, int64_t s0, float* keys, float* transposed) {
+// Decodes keys [s0, min(s0 + 16, end)) (zero rows past end) and transposes them to [dim][16].
+ENVFORGE_TARGET_AVX2 void DecodeKeyBlock(const IndexerScoresArgs& a, int64_t s0, int64_t end, float* keys,
+                                         float* transposed) {
   const int64_t dim = a.dim;
-  const int64_t count = std::min(kKeysPerBlock, a.keys_count - s0);
+  const int64_t count = std::min(kKeysPerBlock, end - s0);
   for (int64_t r = 0; r < kKeysPerBlock; ++r) {
     float* key = keys + r * dim;
     if (r < count) {
@@ -76,6 +75,8 @@ ENVFORGE_TARGET_AVX2 void DecodeKeyBlock(const IndexerScoresArgs& a, int64_t s0,
   internal::TransposeRows16(keys, dim, dim, transposed);
 }
 
+// Keys in blocks of 16: decode, transpose to [dim][16], then Z = Q_heads x K^T with the 6x16
+// micro-kernel (heads are the broadcast rows) and a ReLU-weighted head sum over each tile.
 ENVFORGE_TARGET_AVX2 void ScoreKeysAvx2(const IndexerScoresArgs& a, int64_t t, const float* q, int64_t begin,
                                         int64_t end, float* out) {
   const int64_t dim = a.dim;
@@ -86,16 +87,7 @@ ENVFORGE_TARGET_AVX2 void ScoreKeysAvx2(const IndexerScoresArgs& a, int64_t t, c
   alignas(32) float z[internal::kMicroRows * kKeysPerBlock];
   for (int64_t s0 = begin; s0 < end; s0 += kKeysPerBlock) {
     const int64_t count = std::min(kKeysPerBlock, end - s0);
-    for (int64_t r = 0; r < kKeysPerBlock; ++r) {
-      float* key = keys + r * dim;
-      if (r < count) {
-        const uint8_t* codes = a.keys + (s0 + r) * dim;
-        for (int64_t d = 0; d < dim; d += 8) _mm256_storeu_ps(key + d, internal::DecodeFp8x8(codes + d));
-      } else {
-        std::fill(key, key + dim, 0.0f);
-      }
-    }
-    internal::TransposeRows16(keys, dim, dim, transposed);
+    DecodeKeyBlock(a, s0, end, keys, transposed);
     __m256 sum0 = _mm256_setzero_ps(), sum1 = _mm256_setzero_ps();
     const __m256 zero = _mm256_setzero_ps();
     for (int64_t j = 0; j < a.heads; j += internal::kMicroRows) {
@@ -162,7 +154,7 @@ ENVFORGE_TARGET_AVX2 void ScoreBlocksAvx2(const IndexerScoresArgs& a, const floa
   for (int64_t block = block_begin; block < block_end; ++block) {
     const int64_t s0 = block * kKeysPerBlock;
     const int64_t count = std::min(kKeysPerBlock, a.keys_count - s0);
-    DecodeKeyBlock(a, s0, keys, transposed);
+    DecodeKeyBlock(a, s0, a.keys_count, keys, transposed);
     int64_t t = 0;
     while (t < a.queries) {
       if (KeyEnd(a, t) <= s0) {
