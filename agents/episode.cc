@@ -135,16 +135,17 @@ class EpisodeRun {
   void Loop() {
     while (!ended_) {
       if (result_.turns >= options_.max_turns) return End(RolloutOutcome::kMaxTurns, "no submission after " + std::to_string(options_.max_turns) + " turns");
-      if (result_.generated_tokens >= options_.max_tokens) return End(RolloutOutcome::kMaxTokens, "the episode generated its " + std::to_string(options_.max_tokens) + " tokens");
+      if (TokenBudgetSpent()) return EndMaxTokens();
       if (PastDeadline()) return End(RolloutOutcome::kTimeout, "the episode ran past its wall-clock limit");
       auto completion = Sample();
       if (!completion) return;
       if (!completion->parse_error.empty()) {
-        Malformed(*completion, "Your last message could not be used: " + completion->parse_error +
-                                   ". Call a tool with the tool-call format, or submit your answer with submit_result.");
+        Malformed("Your last message could not be used: " + completion->parse_error +
+                  ". Call a tool with the tool-call format, or submit your answer with submit_result.");
       } else if (completion->message.tool_calls.empty()) {
-        if (result_.generated_tokens >= options_.max_tokens) return End(RolloutOutcome::kMaxTokens, "the episode generated its " + std::to_string(options_.max_tokens) + " tokens");
-        Malformed(*completion, "You did not call a tool. Call a tool, or submit your answer with submit_result.");
+        // A turn cut by the episode's token budget is not a malformed call.
+        if (TokenBudgetSpent()) return EndMaxTokens();
+        Malformed("You did not call a tool. Call a tool, or submit your answer with submit_result.");
       } else {
         CallTools(*completion);
       }
@@ -232,8 +233,12 @@ class EpisodeRun {
     store_->RecordModelTurn(result_.episode_id, std::move(record));
   }
 
-  void Malformed(const inference::Completion& completion, std::string note) {
-    (void)completion;
+  bool TokenBudgetSpent() const { return result_.generated_tokens >= options_.max_tokens; }
+  void EndMaxTokens() {
+    End(RolloutOutcome::kMaxTokens, "the episode generated its " + std::to_string(options_.max_tokens) + " tokens");
+  }
+
+  void Malformed(std::string note) {
     CountInvalid();
     if (ended_) return;
     Append({"user", std::move(note)});

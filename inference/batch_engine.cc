@@ -165,11 +165,6 @@ void BatchEngine::StartRequests(std::vector<std::unique_ptr<Active>>& incoming) 
   }
 }
 
-void BatchEngine::FinishChoice(Active& active, size_t choice) {
-  active.live[choice] = 0;
-  active.live_count -= 1;
-}
-
 void BatchEngine::FailAll(const Status& status) {
   for (auto& active : active_) active->promise.set_value(status);
   active_.clear();
@@ -190,13 +185,15 @@ Status BatchEngine::ForwardInParts(std::span<const SequenceInput> batch, size_t 
   return Status::Ok();
 }
 
-void BatchEngine::Step() {
-  // Prompt-cache hits and identical fresh feeds first: they need no rows of their own.
+// Requests not started yet that need a prefill row of their own: a fresh shared feed identical to
+// one already listed follows that one (its leader) instead.
+std::vector<BatchEngine::Active*> BatchEngine::CollectPrefills() {
   std::vector<Active*> prefills;
   for (auto& owned : active_) {
     Active& active = *owned;
     if (active.started || active.leader != nullptr) continue;
-    if (active.request.cache == nullptr && active.request.share_prompt) {
+    const bool fresh_shared = active.request.cache == nullptr && active.request.share_prompt;
+    if (fresh_shared) {
       for (Active* other : prefills) {
         if (other->request.cache == nullptr && other->request.share_prompt && other->request.feed == active.request.feed) {
           active.leader = other;
@@ -207,120 +204,80 @@ void BatchEngine::Step() {
     }
     prefills.push_back(&active);
   }
+  return prefills;
+}
 
-  std::vector<SequenceInput> batch;
-  std::vector<std::pair<Active*, int64_t>> rows;  // (request, choice) per row; choice -1: prefill
-  std::vector<std::unique_ptr<KvCache>> prefill_caches;
-  std::vector<std::pair<Active*, PromptEntry*>> hits;
-  for (Active* active : prefills) {
-    if (active->request.cache == nullptr && active->request.share_prompt) {
-      auto hit = std::find_if(prompt_cache_.begin(), prompt_cache_.end(),
-                              [&](const auto& entry) { return entry->tokens == active->request.feed; });
-      if (hit != prompt_cache_.end()) {
-        std::rotate(prompt_cache_.begin(), hit, hit + 1);
-        hits.push_back({active, prompt_cache_.front().get()});
-        continue;
-      }
-    }
-    if (active->request.cache == nullptr) active->request.cache = model_.NewCache();
-    batch.push_back({active->request.cache.get(), std::span<const int32_t>(active->request.feed)});
-    rows.push_back({active, -1});
-  }
-  const size_t prefill_rows = rows.size();
-  for (auto& owned : active_) {
-    Active& active = *owned;
-    if (!active.started) continue;
-    for (size_t i = 0; i < active.live.size(); ++i) {
-      if (!active.live[i]) continue;
-      EngineChoice& choice = active.result.choices[i];
-      batch.push_back({choice.cache.get(), std::span<const int32_t>(&choice.tokens.back(), 1)});
-      rows.push_back({&active, static_cast<int64_t>(i)});
-    }
-  }
+BatchEngine::PromptEntry* BatchEngine::FindPrompt(const std::vector<int32_t>& feed) {
+  auto hit = std::find_if(prompt_cache_.begin(), prompt_cache_.end(), [&](const auto& entry) { return entry->tokens == feed; });
+  if (hit == prompt_cache_.end()) return nullptr;
+  std::rotate(prompt_cache_.begin(), hit, hit + 1);
+  return prompt_cache_.front().get();
+}
 
-  std::vector<float> logits;
-  Status status = ForwardInParts(batch, prefill_rows, &logits);
-  if (!status.ok()) {
-    FailAll(status);
-    return;
+void BatchEngine::SampleNext(Active& active, size_t i, std::span<const float> row) {
+  EngineChoice& choice = active.result.choices[i];
+  SampledToken token = Sample(row, active.request.choices[i].sampling, active.streams[i]);
+  choice.tokens.push_back(token.token);
+  choice.logprobs.push_back(token.logprob);
+  choice.raw_logprobs.push_back(token.raw_logprob);
+  choice.kept_counts.push_back(token.kept_count);
+  if (active.request.top_logprobs > 0) choice.top_logprobs.push_back(TopAlternatives(row, active.request.top_logprobs));
+  const auto& stops = active.request.stop_tokens;
+  bool done = false;
+  if (std::find(stops.begin(), stops.end(), token.token) != stops.end()) {
+    choice.stopped_by_token = true;
+    done = true;
+  } else if (active.request.on_token && !active.request.on_token(static_cast<int64_t>(i), token.token)) {
+    choice.stopped_by_callback = true;
+    done = true;
   }
-  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
-  auto sample_into = [&](Active& active, size_t i, std::span<const float> row) {
-    const EngineChoiceParams& params = active.request.choices[i];
-    EngineChoice& choice = active.result.choices[i];
-    SampledToken token = Sample(row, params.sampling, active.streams[i]);
-    choice.tokens.push_back(token.token);
-    choice.logprobs.push_back(token.logprob);
-    choice.raw_logprobs.push_back(token.raw_logprob);
-    choice.kept_counts.push_back(token.kept_count);
-    if (active.request.top_logprobs > 0) choice.top_logprobs.push_back(TopAlternatives(row, active.request.top_logprobs));
-    const auto& stops = active.request.stop_tokens;
-    bool done = false;
-    if (std::find(stops.begin(), stops.end(), token.token) != stops.end()) {
-      choice.stopped_by_token = true;
-      done = true;
-    } else if (active.request.on_token && !active.request.on_token(static_cast<int64_t>(i), token.token)) {
-      choice.stopped_by_callback = true;
-      done = true;
-    }
-    if (!done && static_cast<int64_t>(choice.tokens.size()) >= active.request.max_tokens) done = true;
-    if (!done && choice.cache->length() + 1 > active.max_length) done = true;
-    if (done) FinishChoice(active, i);
-  };
-  // Starts a request's choices from a prompt cache (rows of `source`) and its last logits.
-  auto start_choices = [&](Active& active, KvCache& source, std::unique_ptr<KvCache> own, std::span<const float> row) {
-    const size_t n = active.result.choices.size();
-    for (size_t i = 0; i < n; ++i) {
-      active.result.choices[i].cache = (i == 0 && own != nullptr) ? std::move(own) : source.Fork();
-    }
-    active.started = true;
-    for (size_t i = 0; i < n; ++i) sample_into(active, i, row);
-  };
+  if (!done && static_cast<int64_t>(choice.tokens.size()) >= active.request.max_tokens) done = true;
+  if (!done && choice.cache->length() + 1 > active.max_length) done = true;
+  if (done) {
+    active.live[i] = 0;
+    active.live_count -= 1;
+  }
+}
 
-  int64_t prefilled = 0, carried = 0;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    auto [active, choice] = rows[r];
-    std::span<const float> row(logits.data() + r * vocab, vocab);
-    if (choice >= 0) {
-      sample_into(*active, static_cast<size_t>(choice), row);
-      continue;
-    }
-    EngineRequest& request = active->request;
-    const int64_t prompt_tokens = static_cast<int64_t>(request.feed.size()) - request.carried_tokens;
-    active->result.prefilled_tokens = prompt_tokens;
-    prefilled += prompt_tokens;
-    carried += request.carried_tokens;
-    std::unique_ptr<KvCache> cache = std::move(request.cache);
-    if (request.share_prompt) {
-      auto entry = std::make_unique<PromptEntry>();
-      entry->tokens = request.feed;
-      entry->cache = cache->Fork();
-      entry->logits.assign(row.begin(), row.end());
-      entry->bytes = entry->cache->prefix_bytes();
-      prompt_cache_.push_front(std::move(entry));
-      for (auto& other : active_) {
-        if (other->leader == active) {
-          start_choices(*other, *cache, nullptr, row);
-          std::lock_guard lock(mutex_);
-          stats_.shared_prefills += 1;
-        }
-      }
-    }
-    KvCache& source = *cache;
-    if (active->result.choices.size() == 1) {
-      start_choices(*active, source, std::move(cache), row);
-    } else {
-      start_choices(*active, source, nullptr, row);  // every choice forks; the prefill cache goes
-    }
+void BatchEngine::StartChoices(Active& active, KvCache& source, std::unique_ptr<KvCache> own, std::span<const float> row) {
+  const size_t n = active.result.choices.size();
+  for (size_t i = 0; i < n; ++i) {
+    active.result.choices[i].cache = (i == 0 && own != nullptr) ? std::move(own) : source.Fork();
   }
-  for (auto [active, entry] : hits) {
-    for (auto& other : active_) {
-      if (other.get() != active && other->leader != active) continue;
-      other->result.prompt_cache_hit = true;
-      start_choices(*other, *entry->cache, nullptr, entry->logits);
-    }
+  active.started = true;
+  for (size_t i = 0; i < n; ++i) SampleNext(active, i, row);
+}
+
+void BatchEngine::StartFollowers(const Active* leader, KvCache& source, std::span<const float> row) {
+  for (auto& other : active_) {
+    if (other->leader != leader) continue;
+    StartChoices(*other, source, nullptr, row);
+    std::lock_guard lock(mutex_);
+    stats_.shared_prefills += 1;
   }
-  // Bound the prompt cache.
+}
+
+// A prefill row's request: its cache becomes the choices' (forked for n > 1), and a shared feed
+// enters the prompt cache and starts the requests that followed it.
+void BatchEngine::StartFromPrefill(Active& active, std::span<const float> row) {
+  EngineRequest& request = active.request;
+  active.result.prefilled_tokens = static_cast<int64_t>(request.feed.size()) - request.carried_tokens;
+  std::unique_ptr<KvCache> cache = std::move(request.cache);
+  if (request.share_prompt) {
+    auto entry = std::make_unique<PromptEntry>();
+    entry->tokens = request.feed;
+    entry->cache = cache->Fork();
+    entry->logits.assign(row.begin(), row.end());
+    entry->bytes = entry->cache->prefix_bytes();
+    prompt_cache_.push_front(std::move(entry));
+    StartFollowers(&active, *cache, row);
+  }
+  KvCache& source = *cache;
+  // One choice keeps the prefill cache; several fork it and it goes.
+  StartChoices(active, source, active.result.choices.size() == 1 ? std::move(cache) : nullptr, row);
+}
+
+void BatchEngine::TrimPromptCache() {
   int64_t bytes = 0, kept = 0;
   for (auto it = prompt_cache_.begin(); it != prompt_cache_.end();) {
     bytes += (*it)->bytes;
@@ -331,9 +288,11 @@ void BatchEngine::Step() {
       ++it;
     }
   }
+}
 
-  int64_t decoded = 0, live = 0;
-  for (auto [active, choice] : rows) decoded += choice >= 0 ? 1 : 0;
+// Answers the requests whose choices have all finished; returns the live choices left.
+int64_t BatchEngine::AnswerFinished() {
+  int64_t live = 0;
   for (auto it = active_.begin(); it != active_.end();) {
     Active& active = **it;
     if (active.started && active.live_count == 0) {
@@ -344,11 +303,68 @@ void BatchEngine::Step() {
       ++it;
     }
   }
+  return live;
+}
+
+void BatchEngine::Step() {
+  // Rows: each prefill (prompt-cache hits need none), then every live choice's last token.
+  std::vector<SequenceInput> batch;
+  std::vector<std::pair<Active*, int64_t>> rows;  // (request, choice) per row; choice -1: prefill
+  std::vector<std::pair<Active*, PromptEntry*>> hits;
+  for (Active* active : CollectPrefills()) {
+    const bool fresh_shared = active->request.cache == nullptr && active->request.share_prompt;
+    if (PromptEntry* entry = fresh_shared ? FindPrompt(active->request.feed) : nullptr) {
+      hits.push_back({active, entry});
+      continue;
+    }
+    if (active->request.cache == nullptr) active->request.cache = model_.NewCache();
+    batch.push_back({active->request.cache.get(), std::span<const int32_t>(active->request.feed)});
+    rows.push_back({active, -1});
+  }
+  const size_t prefill_rows = rows.size();
+  for (auto& owned : active_) {
+    if (!owned->started) continue;
+    for (size_t i = 0; i < owned->live.size(); ++i) {
+      if (!owned->live[i]) continue;
+      batch.push_back({owned->result.choices[i].cache.get(), std::span<const int32_t>(&owned->result.choices[i].tokens.back(), 1)});
+      rows.push_back({owned.get(), static_cast<int64_t>(i)});
+    }
+  }
+
+  std::vector<float> logits;
+  Status status = ForwardInParts(batch, prefill_rows, &logits);
+  if (!status.ok()) {
+    FailAll(status);
+    return;
+  }
+  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  int64_t prefilled = 0, carried = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    auto [active, choice] = rows[r];
+    std::span<const float> row(logits.data() + r * vocab, vocab);
+    if (choice >= 0) {
+      SampleNext(*active, static_cast<size_t>(choice), row);
+      continue;
+    }
+    carried += active->request.carried_tokens;
+    StartFromPrefill(*active, row);
+    prefilled += active->result.prefilled_tokens;
+  }
+  for (auto [active, entry] : hits) {
+    for (auto& other : active_) {  // the hit and the requests that followed it
+      if (other.get() != active && other->leader != active) continue;
+      other->result.prompt_cache_hit = true;
+      StartChoices(*other, *entry->cache, nullptr, entry->logits);
+    }
+  }
+  TrimPromptCache();
+  const int64_t live = AnswerFinished();
+
   std::lock_guard lock(mutex_);
   stats_.forward_calls += batch.empty() ? 0 : 1;
   stats_.prefill_tokens += prefilled;
   stats_.carried_tokens += carried;
-  stats_.decode_tokens += decoded;
+  stats_.decode_tokens += static_cast<int64_t>(rows.size() - prefill_rows);
   stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(batch.size()));
   stats_.prompt_cache_hits += static_cast<int64_t>(hits.size());
   stats_.live_choices = live;

@@ -125,8 +125,15 @@ class BatchEngine {
   void Loop();
   void StartRequests(std::vector<std::unique_ptr<Active>>& incoming);
   void Step();
+  std::vector<Active*> CollectPrefills();
+  PromptEntry* FindPrompt(const std::vector<int32_t>& feed);
+  void SampleNext(Active& active, size_t choice, std::span<const float> row);
+  void StartChoices(Active& active, KvCache& source, std::unique_ptr<KvCache> own, std::span<const float> row);
+  void StartFollowers(const Active* leader, KvCache& source, std::span<const float> row);
+  void StartFromPrefill(Active& active, std::span<const float> row);
+  void TrimPromptCache();
+  int64_t AnswerFinished();
   Status ForwardInParts(std::span<const SequenceInput> batch, size_t prefill_rows, std::vector<float>* logits);
-  void FinishChoice(Active& active, size_t choice);
   void FailAll(const Status& status);
 
   Model& model_;

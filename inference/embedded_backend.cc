@@ -69,19 +69,21 @@ struct TextWatcher {
   const std::vector<std::string>* stops = nullptr;
   const std::function<void(int64_t, std::string_view)>* on_text = nullptr;
   int64_t choice = 0;
-  std::vector<int32_t> tokens;
+  std::string text;  // the choice's decoded tokens so far (a byte-level decode is their concatenation)
   size_t emitted = 0;
   std::string final_text;
   bool stopped = false;
   size_t max_stop = 0;
 
-  // Returns false when a stop string appeared.
+  // Returns false when a stop string appeared. Only the new bytes (and the stop's length before
+  // them) are searched: an earlier occurrence would have stopped an earlier token.
   bool Add(int32_t token) {
-    tokens.push_back(token);
-    std::string text = tokenizer->Decode(tokens);
+    const size_t before = text.size();
+    text += tokenizer->TokenBytes(token);
     for (const std::string& stop : *stops) {
-      size_t at = text.find(stop);
-      if (!stop.empty() && at != std::string::npos) {
+      if (stop.empty()) continue;
+      size_t at = text.find(stop, before >= stop.size() - 1 ? before - (stop.size() - 1) : 0);
+      if (at != std::string::npos) {
         final_text = text.substr(0, at);
         stopped = true;
         return false;
@@ -95,9 +97,9 @@ struct TextWatcher {
     }
     return true;
   }
-  void Flush(const std::string& text) {
-    if (*on_text && text.size() > emitted) (*on_text)(choice, std::string_view(text).substr(emitted));
-    emitted = text.size();
+  void Flush(const std::string& full) {
+    if (*on_text && full.size() > emitted) (*on_text)(choice, std::string_view(full).substr(emitted));
+    emitted = full.size();
   }
 };
 
