@@ -37,20 +37,6 @@ Json ToolCallsJson(const std::vector<ChatToolCall>& calls) {
   return out;
 }
 
-EpisodeOutcome StoredOutcome(RolloutOutcome outcome) {
-  switch (outcome) {
-    case RolloutOutcome::kSubmitted: return EpisodeOutcome::kSubmitted;
-    case RolloutOutcome::kMaxTurns: return EpisodeOutcome::kMaxTurns;
-    case RolloutOutcome::kMaxTokens: return EpisodeOutcome::kMaxTokens;
-    case RolloutOutcome::kContextExhausted: return EpisodeOutcome::kContextExhausted;
-    case RolloutOutcome::kInvalidCalls: return EpisodeOutcome::kInvalidCalls;
-    case RolloutOutcome::kTimeout: return EpisodeOutcome::kTimeout;
-    case RolloutOutcome::kCrashed: return EpisodeOutcome::kCrashed;
-    case RolloutOutcome::kInfraError: return EpisodeOutcome::kInfraError;
-  }
-  return EpisodeOutcome::kInfraError;
-}
-
 class EpisodeRun {
  public:
   EpisodeRun(sandbox::SessionManager& manager, inference::Backend& backend, const RolloutOptions& options,
@@ -357,7 +343,7 @@ class EpisodeRun {
   void Cleanup() {
     if (!handle_.empty()) backend_.Release(handle_);
     if (session_ != 0) (void)manager_.CloseSession(session_);
-    if (store_ != nullptr && !result_.episode_id.empty()) store_->EndEpisode(result_.episode_id, StoredOutcome(result_.outcome));
+    if (store_ != nullptr && !result_.episode_id.empty()) store_->EndEpisode(result_.episode_id, ToEpisodeOutcome(result_.outcome));
   }
 
   sandbox::SessionManager& manager_;

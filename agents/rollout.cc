@@ -36,19 +36,21 @@ Status CheckOptions(const RolloutOptions& options) {
 
 }  // namespace
 
-std::string_view RolloutOutcomeName(RolloutOutcome outcome) {
+EpisodeOutcome ToEpisodeOutcome(RolloutOutcome outcome) {
   switch (outcome) {
-    case RolloutOutcome::kSubmitted: return "submitted";
-    case RolloutOutcome::kMaxTurns: return "max_turns";
-    case RolloutOutcome::kMaxTokens: return "max_tokens";
-    case RolloutOutcome::kContextExhausted: return "context_exhausted";
-    case RolloutOutcome::kInvalidCalls: return "invalid_calls";
-    case RolloutOutcome::kTimeout: return "timeout";
-    case RolloutOutcome::kCrashed: return "crashed";
-    case RolloutOutcome::kInfraError: return "infra_error";
+    case RolloutOutcome::kSubmitted: return EpisodeOutcome::kSubmitted;
+    case RolloutOutcome::kMaxTurns: return EpisodeOutcome::kMaxTurns;
+    case RolloutOutcome::kMaxTokens: return EpisodeOutcome::kMaxTokens;
+    case RolloutOutcome::kContextExhausted: return EpisodeOutcome::kContextExhausted;
+    case RolloutOutcome::kInvalidCalls: return EpisodeOutcome::kInvalidCalls;
+    case RolloutOutcome::kTimeout: return EpisodeOutcome::kTimeout;
+    case RolloutOutcome::kCrashed: return EpisodeOutcome::kCrashed;
+    case RolloutOutcome::kInfraError: return EpisodeOutcome::kInfraError;
   }
-  return "infra_error";
+  return EpisodeOutcome::kInfraError;
 }
+
+std::string_view RolloutOutcomeName(RolloutOutcome outcome) { return EpisodeOutcomeName(ToEpisodeOutcome(outcome)); }
 
 std::string_view ContextStrategyName(ContextStrategy strategy) {
   switch (strategy) {

@@ -47,6 +47,8 @@ enum class RolloutOutcome {
   kCrashed,           // the session process died
   kInfraError,        // the backend or the runtime failed: not scored
 };
+// The stored outcome of the same name (trajectory_store.h), and so the name.
+EpisodeOutcome ToEpisodeOutcome(RolloutOutcome outcome);
 std::string_view RolloutOutcomeName(RolloutOutcome outcome);
 inline constexpr RolloutOutcome kAllRolloutOutcomes[] = {
     RolloutOutcome::kSubmitted, RolloutOutcome::kMaxTurns,    RolloutOutcome::kMaxTokens, RolloutOutcome::kContextExhausted,
