@@ -1020,7 +1020,7 @@ class TrajectoryStore::Impl {
     ENVFORGE_RETURN_IF_ERROR(txn.Commit());
     // Only what committed may skip the existence query later.
     if (known_episodes_.size() + state.confirmed.size() > kKnownEpisodesMax) known_episodes_.clear();
-    for (std::string& id : state.confirmed) known_episodes_.insert(std::move(id));
+    known_episodes_.merge(state.confirmed);
     for (const std::string& id : state.ended) known_episodes_.erase(id);
     return Status::Ok();
   }
@@ -1028,14 +1028,14 @@ class TrajectoryStore::Impl {
   // What one batch learns while it is applied.
   struct BatchState {
     std::unordered_map<std::string, int64_t> steps_added;  // episode -> steps inserted
-    std::vector<std::string> confirmed;                     // episodes seen to exist
+    std::unordered_set<std::string> confirmed;              // episodes seen to exist
     std::vector<std::string> ended;                         // episodes ended (rarely stepped again)
   };
 
   Result<bool> Known(const std::string& episode_id, BatchState& state) {
-    if (known_episodes_.count(episode_id) != 0 || state.steps_added.count(episode_id) != 0) return true;
+    if (known_episodes_.count(episode_id) != 0 || state.confirmed.count(episode_id) != 0) return true;
     ENVFORGE_ASSIGN_OR_RETURN(bool exists, EpisodeExists(*conn_, episode_id));
-    if (exists) state.confirmed.push_back(episode_id);
+    if (exists) state.confirmed.insert(episode_id);
     return exists;
   }
 
@@ -1050,7 +1050,7 @@ class TrajectoryStore::Impl {
          start.sampling.is_null() ? SqlValue() : SqlValue(DumpJson(start.sampling)), TextOrNull(start.rollout_id),
          start.sample_index < 0 ? SqlValue() : SqlValue(start.sample_index)}));
     if (conn_->db.Changes() == 0) rejections->push_back("episode " + record.episode_id + " begun twice; the first kept");
-    state.confirmed.push_back(record.episode_id);
+    state.confirmed.insert(record.episode_id);
     return Status::Ok();
   }
 

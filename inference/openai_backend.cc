@@ -120,9 +120,9 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   return size * count;
 }
 
-// The message of an OpenAI error body ({"error": {"message": ...}}), or the start of the body.
-std::string ServerMessage(const std::string& body) {
-  Result<Json> parsed = ParseJson(body, "error body");
+// The message of an OpenAI error body ({"error": {"message": ...}}; `parsed` is the body parsed,
+// or an error), or the start of the body.
+std::string ServerMessage(const std::string& body, const Result<Json>& parsed) {
   if (parsed.ok() && parsed->is_object()) {
     const Json& error = parsed->value("error", Json());
     if (error.is_object() && error.contains("message") && error["message"].is_string()) return error["message"];
@@ -134,8 +134,7 @@ std::string ServerMessage(const std::string& body) {
 }
 
 // OpenAI's error code, or the message vLLM, SGLang and DeepSeek give a prompt past the window.
-bool ContextLengthExceeded(const std::string& body, const std::string& message) {
-  Result<Json> parsed = ParseJson(body, "error body");
+bool ContextLengthExceeded(const Result<Json>& parsed, const std::string& message) {
   if (parsed.ok() && parsed->is_object()) {
     const Json& error = parsed->value("error", Json());
     if (error.is_object() && error.value("code", Json()) == "context_length_exceeded") return true;
@@ -305,9 +304,10 @@ class OpenAiBackend : public Backend {
       attempt.body = std::move(*assembled);
       return attempt;
     }
-    std::string message = ServerMessage(sink.body);
+    const Result<Json> error_body = ParseJson(sink.body, "error body");
+    std::string message = ServerMessage(sink.body, error_body);
     std::string answered = "HTTP " + std::to_string(status) + ": " + message;
-    if (status == 400 && ContextLengthExceeded(sink.body, message)) {
+    if (status == 400 && ContextLengthExceeded(error_body, message)) {
       // backend.h: the rollout loop frees context on this prefix.
       attempt.error = ResourceExhaustedError("context length exceeded: openai server " + url + " answered " + answered);
       return attempt;

@@ -592,7 +592,7 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
       Post([token = token_](HttpConnection& self) mutable { self.OnV1StreamBegin(std::move(token)); });
     }
     void Event(std::string data) override {
-      Post([data = std::move(data)](HttpConnection& self) mutable { self.OnV1StreamData("data: " + data + "\n\n"); });
+      Post([data = std::move(data)](HttpConnection& self) mutable { self.OnV1StreamEvent(data); });
     }
     void EndStream() override {
       Post([](HttpConnection& self) { self.OnV1StreamEnd(); });
@@ -649,15 +649,18 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     DoStreamWrite();
   }
 
-  void OnV1StreamData(std::string data) {
-    if (closed_ || data.empty()) return;
+  // One server-sent event, "data: <data>\n\n", appended straight to the output (in an HTTP/1.1
+  // chunk when chunked).
+  void OnV1StreamEvent(const std::string& data) {
+    if (closed_) return;
+    constexpr std::string_view kPrefix = "data: ", kEnd = "\n\n";
     if (stream_chunked_) {
       char size[20];
-      std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
-      stream_out_.append(size).append(data).append("\r\n");
-    } else {
-      stream_out_ += data;
+      std::snprintf(size, sizeof(size), "%zx\r\n", kPrefix.size() + data.size() + kEnd.size());
+      stream_out_.append(size);
     }
+    stream_out_.append(kPrefix).append(data).append(kEnd);
+    if (stream_chunked_) stream_out_.append("\r\n");
     DoStreamWrite();
   }
 
@@ -676,8 +679,7 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
       return;
     }
     stream_writing_ = true;
-    stream_in_flight_.swap(stream_out_);
-    stream_out_.clear();
+    stream_in_flight_.swap(stream_out_);  // stream_in_flight_ was empty: stream_out_ now is
     stream_.expires_after(shared_->options().read_timeout);  // a client that does not read is slow too
     net::async_write(stream_, net::buffer(stream_in_flight_), beast::bind_front_handler(&HttpConnection::OnStreamWrite, shared_from_this()));
   }
