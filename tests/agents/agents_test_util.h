@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -25,6 +26,13 @@ using ::envforge::testing::TempDir;
 inline std::string SourceDir() {
   const char* dir = std::getenv("ENVFORGE_SOURCE_DIR");
   return dir != nullptr ? dir : ENVFORGE_TEST_SOURCE_DIR;
+}
+
+// Opens (creates) a trajectory store; REQUIREs success.
+inline std::unique_ptr<TrajectoryStore> OpenStore(const std::string& path, TrajectoryStoreOptions options = {}) {
+  auto store = TrajectoryStore::Open(path, options);
+  REQUIRE_MESSAGE(store.ok(), store.status().ToString());
+  return std::move(store).value();
 }
 
 // A step whose ok result carries `content`.

@@ -29,6 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::SourceDir;
+using testing::OpenStore;
 using testing::TempDir;
 
 constexpr const char* kTask = "cheapest_rated_hotel";
@@ -227,12 +228,6 @@ std::string RecordRolloutEpisode(sandbox::SessionManager& manager, TrajectorySto
   (void)manager.CloseSession(*session);
   REQUIRE(store.Flush().ok());
   return recorder.episode_id;
-}
-
-std::unique_ptr<TrajectoryStore> OpenStore(const std::string& path) {
-  auto store = TrajectoryStore::Open(path);
-  REQUIRE_MESSAGE(store.ok(), store.status().ToString());
-  return std::move(store).value();
 }
 
 // Rewrites the content of one recorded result, as a person editing the file would.

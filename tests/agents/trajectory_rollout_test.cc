@@ -23,6 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::OkStep;
 using testing::SourceDir;
+using testing::OpenStore;
 using testing::TempDir;
 
 // The fixture's episodes (tests/fixtures/trajectories/README.md).
@@ -52,12 +53,6 @@ bool HasColumn(const std::string& path, const std::string& table, const std::str
   REQUIRE(stmt.ok());
   REQUIRE(stmt->BindAll({table, column}).ok());
   return stmt->Step().value();
-}
-
-std::unique_ptr<TrajectoryStore> OpenStore(const std::string& path) {
-  auto store = TrajectoryStore::Open(path);
-  REQUIRE_MESSAGE(store.ok(), store.status().ToString());
-  return std::move(store).value();
 }
 
 // What the fixture holds, whichever way it is read.

@@ -19,6 +19,7 @@ namespace envforge::agents {
 namespace {
 
 using testing::OkStep;
+using testing::OpenStore;
 using testing::TempDir;
 using testing::WaitFor;
 
@@ -31,12 +32,6 @@ EpisodeStart Start(const std::string& env_name, const std::string& task_id) {
   start.verifier_version = "tv-" + task_id;
   start.client = "test";
   return start;
-}
-
-std::unique_ptr<TrajectoryStore> OpenStore(const std::string& path, TrajectoryStoreOptions options = {}) {
-  auto store = TrajectoryStore::Open(path, options);
-  REQUIRE_MESSAGE(store.ok(), store.status().ToString());
-  return std::move(store).value();
 }
 
 void Insert(Database& db, const std::string& sql, const std::vector<SqlValue>& values = {}) {
