@@ -144,6 +144,9 @@ struct BackendOptions {
   // model's max_position_embeddings).
   std::string device = "cpu";
   int64_t context_window = 0;
+  // embedded: attend to every previous token instead of the indexer's top-k (the DeepseekV3
+  // path), to measure what DSA costs at equal weights.
+  bool dense_attention = false;
 };
 
 // Opens "embedded:DIR", "openai:URL" or "scripted:FILE". Errors: InvalidArgument for an unknown

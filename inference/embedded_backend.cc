@@ -358,12 +358,15 @@ Result<CompletionResult> EmbeddedBackend::Complete(const CompletionRequest& requ
 Result<std::unique_ptr<Backend>> OpenEmbeddedBackend(const std::string& model_dir, const BackendOptions& options) {
   ModelOptions model_options;
   model_options.device = options.device.empty() ? "cpu" : options.device;
+  model_options.dense_attention = options.dense_attention;
   auto model = Model::Load(model_dir, model_options);
   if (!model.ok()) return Status(model.status().code(), "backend embedded:" + model_dir + ": " + model.status().message());
   if ((*model)->tokenizer() == nullptr) {
     return InvalidArgumentError("backend embedded:" + model_dir + ": the model directory has no tokenizer.json");
   }
-  return std::unique_ptr<Backend>(new EmbeddedBackend("embedded:" + model_dir, options, std::move(*model)));
+  // The spec recorded with every trajectory says when DSA was off.
+  std::string spec = "embedded:" + model_dir + (options.dense_attention ? " (dense attention)" : "");
+  return std::unique_ptr<Backend>(new EmbeddedBackend(std::move(spec), options, std::move(*model)));
 }
 
 }  // namespace envforge::inference

@@ -36,6 +36,7 @@ options:
   --model NAME                model name sent to / reported by the backend
   --api-key-env VAR           openai: the environment variable holding the API key
   --device cpu|cuda|auto      embedded: where the engine runs (default cpu)
+  --dense                     embedded: dense attention instead of DSA's top-k (same weights)
   --thinking                  thinking mode (reasoning kept across tool results)
   --max-turns T               model turns per episode (default 32)
   --max-tokens M              generated tokens per episode (default 16384)
@@ -126,7 +127,7 @@ int RunRolloutCommand(const std::vector<std::string>& args) {
                                              "--context-strategy", "--context-window", "--max-invalid-calls",
                                              "--episode-timeout", "--concurrency", "--limits", "--trajectories",
                                              "--api-key-env", "--device"},
-                           .flags = {"--all", "--thinking", "--json"},
+                           .flags = {"--all", "--thinking", "--json", "--dense"},
                            .min_positional = 1,
                            .max_positional = 1});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
@@ -145,6 +146,10 @@ int RunRolloutCommand(const std::vector<std::string>& args) {
   backend_options.model_name = parsed->OptionOr("--model", "");
   backend_options.api_key_env = parsed->OptionOr("--api-key-env", "");
   backend_options.device = parsed->OptionOr("--device", "cpu");
+  backend_options.dense_attention = parsed->Has("--dense");
+  if (backend_options.dense_attention && backend_spec->rfind("embedded:", 0) != 0) {
+    return Fail(InvalidArgumentError("--dense applies to the embedded backend only"), kExitUsage, kCommand);
+  }
   backend_options.context_window = options.context_window;
   backend_options.max_concurrency = 256;
   auto backend = inference::OpenBackend(*backend_spec, backend_options);

@@ -76,6 +76,7 @@ TEST_CASE("bad input exits 2 with a message naming what was wrong") {
       {{"--all", "--task", "vault_code", "--backend", "scripted:" + f.script}, "exactly one of --task"},
       {{"--all", "--backend", "scripted:" + f.script, "--context-strategy", "forget"}, "unknown context strategy 'forget'"},
       {{"--all", "--backend", "scripted:" + f.dir / "missing.jsonl"}, "missing.jsonl"},
+      {{"--all", "--backend", "scripted:" + f.script, "--dense"}, "--dense applies to the embedded backend only"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"rollout", f.bundle};
@@ -135,6 +136,19 @@ TEST_CASE("the embedded tiny model plays every task; the table shows pass@k, tur
     CHECK(run.stdout_text.find(text) != std::string::npos);
   }
   CHECK(run.stderr_text.find("rollout: [") != std::string::npos);  // the progress bar
+}
+
+TEST_CASE("--dense plays the embedded model with dense attention and records it") {
+  Fixture f;
+  f.MakeModel();
+  const std::string store = f.dir / "dense.sqlite";
+  auto run = Envforge({"rollout", f.bundle, "--all", "--backend", "embedded:" + f.model, "--dense", "-n", "2", "--max-turns", "1",
+                       "--max-tokens-per-turn", "8", "--trajectories", store});
+  INFO(run.stderr_text);
+  REQUIRE(run.exit_code == 0);
+  auto listing = Envforge({"traj", "ls", store, "--json"});
+  REQUIRE(listing.exit_code == 0);
+  CHECK(listing.stdout_text.find("(dense attention)") != std::string::npos);
 }
 
 // `envforge serve` as a child process, killed when the test ends.
