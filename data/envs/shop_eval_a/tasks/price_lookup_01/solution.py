@@ -1,0 +1,3 @@
+def solve(tools):
+    p = tools.get_product("Klarer Rake")
+    return {"price": p["price"]}

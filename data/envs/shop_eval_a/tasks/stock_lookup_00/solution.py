@@ -1,0 +1,3 @@
+def solve(tools):
+    p = tools.get_product("Tetor Sponge")
+    return {"stock": p["stock"]}

@@ -1,0 +1,3 @@
+def solve(tools):
+    p = tools.get_product("Vumos Shelf")
+    return {"stock": p["stock"]}

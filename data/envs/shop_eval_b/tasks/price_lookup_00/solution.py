@@ -1,0 +1,3 @@
+def solve(tools):
+    p = tools.get_product("Shokin Clamp")
+    return {"price": p["price"]}
