@@ -33,6 +33,7 @@
 #include "python/json_convert.h"
 #include "python/rollout_binding.h"
 #include "python/rpc_endpoint.h"
+#include "python/tokenizer_binding.h"
 #include "toolsets/tool_protocol.h"
 
 namespace py = pybind11;
@@ -275,4 +276,5 @@ class RpcError(Exception):
         "A client of `envforge serve` (http://host:port or ws://host:port/ws).");
   DefineRollout(m);
   DefineChat(m);
+  DefineTokenizer(m);
 }
