@@ -14,6 +14,11 @@
 // envforge.RpcError (code, message, data); bad Python arguments raise TypeError/ValueError.
 // Blocking calls release the GIL. Sessions, runtimes and clients are not thread-safe objects:
 // share one per thread (the Runtime itself may be used from several threads).
+//
+// Beside the session API: envforge.rollout (python/rollout_binding.h); encode_chat,
+// parse_completion and DEFAULT_SYSTEM_PROMPT (python/chat_binding.h); Tokenizer
+// (python/tokenizer_binding.h); model_logits (python/model_binding.h). ToolResult.message_text is
+// the tool message the rollout loop writes for a result (agents::ToolMessageText).
 #include <pybind11/eval.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -31,6 +36,7 @@
 #include "base/json.h"
 #include "python/chat_binding.h"
 #include "python/json_convert.h"
+#include "python/model_binding.h"
 #include "python/rollout_binding.h"
 #include "python/rpc_endpoint.h"
 #include "python/tokenizer_binding.h"
@@ -277,4 +283,5 @@ class RpcError(Exception):
   DefineRollout(m);
   DefineChat(m);
   DefineTokenizer(m);
+  DefineModel(m);
 }

@@ -1,14 +1,16 @@
-"""The engine from Python: envforge.Tokenizer against the reference tokenizer script."""
+"""The engine from Python: envforge.Tokenizer against the reference tokenizer script, and
+envforge.model_logits against the engine's own generation path (`envforge generate`)."""
 import json
 import subprocess
 import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import envforge
-from conftest import SOURCE_DIR
+from conftest import ENVFORGE, SOURCE_DIR
 
 SCRIPTS = SOURCE_DIR / "scripts"
 BOS = "<｜begin▁of▁sentence｜>"
@@ -27,6 +29,14 @@ def tokenizer_dir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("tokenizer")
     subprocess.run(["/usr/bin/python3", str(SCRIPTS / "make_tiny_tokenizer.py"), "--out", str(directory)], check=True,
                    capture_output=True)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tiny")
+    subprocess.run(["/usr/bin/python3", str(SCRIPTS / "make_tiny_model.py"), "--out", str(directory), "--preset", "tiny",
+                    "--dtype", "fp32"], check=True, capture_output=True)
     return directory
 
 
@@ -94,3 +104,56 @@ def test_tokenizer_encodes_large_texts_fast_from_threads(tokenizer_dir):
     for thread in threads:
         thread.join()
     assert all(result == expected for result in results)
+
+
+def log_softmax(row):
+    row = row.astype(np.float64) - row.max()
+    return row - np.log(np.exp(row).sum())
+
+
+def generate(model_dir, tokens, max_tokens, temperature, seed=0):
+    shown = subprocess.run([str(ENVFORGE), "generate", "--model", str(model_dir), "--prompt-tokens",
+                            ",".join(map(str, tokens)), "--max-tokens", str(max_tokens), "--temperature",
+                            str(temperature), "--seed", str(seed), "--json"], check=True, capture_output=True, text=True)
+    return json.loads(shown.stdout)["samples"][0]
+
+
+PROMPT = [0] + [5 + (7 * i) % 900 for i in range(40)]  # BOS + 40 tokens: past index_topk (16)
+
+
+def test_model_logits_shape_and_the_generate_path(tiny_model):
+    logits = envforge.model_logits(str(tiny_model), PROMPT)
+    assert logits.shape == (len(PROMPT), 1024) and logits.dtype == np.float32
+    assert np.isfinite(logits).all()
+    # Greedy generation takes the argmax of the last row.
+    greedy = generate(tiny_model, PROMPT, 1, 0)
+    assert greedy["tokens"] == [int(np.argmax(logits[-1]))]
+    # Sampling at temperature 1 reports log softmax of the rows: the last row for the first token,
+    # the rows of the prompt + generated tokens (decode steps there) for the next ones.
+    sampled = generate(tiny_model, PROMPT, 3, 1, seed=5)
+    tokens = sampled["tokens"]
+    rows = envforge.model_logits(str(tiny_model), PROMPT + tokens[:-1])[len(PROMPT) - 1:]
+    expected = [log_softmax(row)[token] for row, token in zip(rows, tokens)]
+    assert sampled["logprobs"] == pytest.approx(expected, abs=1e-4)
+    # Every row is the last row of the prefix it ends (causality).
+    prefix = envforge.model_logits(str(tiny_model), PROMPT[:10])
+    np.testing.assert_allclose(prefix, logits[:10], rtol=0, atol=1e-4)
+
+
+def test_model_logits_dense_equals_dsa_below_index_topk(tiny_model):
+    sparse = envforge.model_logits(str(tiny_model), PROMPT)
+    dense = envforge.model_logits(str(tiny_model), PROMPT, dense=True)
+    # index_topk is 16: up to 16 keys DSA selects every causal key, so it is dense attention.
+    np.testing.assert_allclose(sparse[:16], dense[:16], rtol=0, atol=1e-4)
+    assert np.abs(sparse[16:] - dense[16:]).max() > 1e-2  # past it the selection matters
+    # A numpy array of ids works as a list does (a shorter prefill: same values up to rounding).
+    np.testing.assert_allclose(envforge.model_logits(str(tiny_model), np.array(PROMPT[:5])), sparse[:5], rtol=0, atol=1e-4)
+
+
+def test_model_logits_bad_input_raises_value_error(tiny_model, tmp_path):
+    with pytest.raises(ValueError, match="tokens is empty"):
+        envforge.model_logits(str(tiny_model), [])
+    with pytest.raises(ValueError, match=r"token id 1024 outside \[0, 1024\)"):
+        envforge.model_logits(str(tiny_model), [0, 1024])
+    with pytest.raises(ValueError, match="config.json"):
+        envforge.model_logits(str(tmp_path), [0])
