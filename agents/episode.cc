@@ -23,14 +23,6 @@ uint64_t SplitMix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// What a tool result tells the model: the tool's content, or its typed failure.
-std::string ToolMessageText(const toolsets::ToolResult& result) {
-  if (result.ok()) return result.content.is_string() ? result.content.get<std::string>() : result.content.dump();
-  Json error = {{"outcome", std::string(toolsets::OutcomeName(result.outcome))}, {"message", result.message}};
-  if (!result.limit.empty()) error["limit"] = result.limit;
-  return error.dump();
-}
-
 Json ToolCallsJson(const std::vector<ChatToolCall>& calls) {
   Json out = Json::array();
   for (const ChatToolCall& call : calls) out.push_back({{"id", call.id}, {"name", call.name}, {"arguments", call.arguments}});
@@ -365,6 +357,13 @@ class EpisodeRun {
 };
 
 }  // namespace
+
+std::string ToolMessageText(const toolsets::ToolResult& result) {
+  if (result.ok()) return result.content.is_string() ? result.content.get<std::string>() : result.content.dump();
+  Json error = {{"outcome", std::string(toolsets::OutcomeName(result.outcome))}, {"message", result.message}};
+  if (!result.limit.empty()) error["limit"] = result.limit;
+  return error.dump();
+}
 
 uint64_t TurnSeed(uint64_t run_seed, const std::string& task_id, int64_t sample_index, int64_t turn) {
   uint64_t hash = SplitMix(run_seed);

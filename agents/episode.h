@@ -29,6 +29,7 @@
 #include "inference/backend.h"
 #include "sandbox/env_bundle.h"
 #include "sandbox/session_manager.h"
+#include "toolsets/tool_protocol.h"
 
 namespace envforge::agents {
 
@@ -39,6 +40,12 @@ struct EpisodeSpec {
   std::string rollout_id;
   int64_t context_window = 0;  // resolved by the runner; 0: unknown (no context management)
 };
+
+// The text of the tool message the loop appends for a tool result: an ok result's content (a JSON
+// string as is, any other value as compact JSON text), otherwise the typed failure as compact JSON
+// {"limit"?, "message", "outcome"} (keys in that sorted order). The Python module's
+// ToolResult.message_text calls this, so transcripts built there match rollouts byte for byte.
+std::string ToolMessageText(const toolsets::ToolResult& result);
 
 // The seed of one model turn: a hash of (run seed, task id, sample index, turn).
 uint64_t TurnSeed(uint64_t run_seed, const std::string& task_id, int64_t sample_index, int64_t turn);

@@ -14,6 +14,11 @@
 // envforge.RpcError (code, message, data); bad Python arguments raise TypeError/ValueError.
 // Blocking calls release the GIL. Sessions, runtimes and clients are not thread-safe objects:
 // share one per thread (the Runtime itself may be used from several threads).
+//
+// Beside the session API: envforge.rollout (python/rollout_binding.h); encode_chat,
+// parse_completion and DEFAULT_SYSTEM_PROMPT (python/chat_binding.h); Tokenizer
+// (python/tokenizer_binding.h); model_logits (python/model_binding.h). ToolResult.message_text is
+// the tool message the rollout loop writes for a result (agents::ToolMessageText).
 #include <pybind11/eval.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -23,13 +28,19 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "agents/episode.h"
 #include "base/json.h"
+#include "python/chat_binding.h"
 #include "python/json_convert.h"
+#include "python/model_binding.h"
 #include "python/rollout_binding.h"
 #include "python/rpc_endpoint.h"
+#include "python/tokenizer_binding.h"
+#include "toolsets/tool_protocol.h"
 
 namespace py = pybind11;
 
@@ -64,6 +75,13 @@ struct ToolResultView {
   Json json;
   std::string outcome() const { return json.value("outcome", ""); }
   bool ok() const { return outcome() == "ok"; }
+  // The rollout loop's tool message for this result (agents::ToolMessageText).
+  std::string MessageText() const {
+    Result<toolsets::ToolResult> result = toolsets::ToolResultFromJson(json);
+    // The JSON is a tools/call answer, written by toolsets::ToJson: it always reads back.
+    if (!result.ok()) throw std::runtime_error("ToolResult.message_text: " + result.status().message());
+    return agents::ToolMessageText(*result);
+  }
 };
 
 class Session {
@@ -221,6 +239,8 @@ class RpcError(Exception):
       .def_property_readonly("limit", [](const ToolResultView& r) { return JsonToPython(r.json.value("limit", Json())); })
       .def_property_readonly("session_alive", [](const ToolResultView& r) { return r.json.value("session_alive", true); })
       .def_property_readonly("duration_us", [](const ToolResultView& r) { return r.json.value("duration_us", int64_t{0}); })
+      .def_property_readonly("message_text", &ToolResultView::MessageText,
+                             "The text the rollout loop puts in the tool message for this result (what a model reads).")
       .def("to_dict", [](const ToolResultView& r) { return JsonToPython(r.json); })
       .def("__repr__", [](const ToolResultView& r) {
         std::string content = envforge::DumpJson(r.json.value("content", envforge::Json()));
@@ -261,4 +281,7 @@ class RpcError(Exception):
   m.def("Client", &MakeClient, py::arg("url"), py::arg("token") = py::none(), py::arg("timeout") = 60.0,
         "A client of `envforge serve` (http://host:port or ws://host:port/ws).");
   DefineRollout(m);
+  DefineChat(m);
+  DefineTokenizer(m);
+  DefineModel(m);
 }

@@ -13,6 +13,7 @@
 #include "agents/trajectory_store.h"
 #include "inference/backend.h"
 #include "python/json_convert.h"
+#include "python/status_error.h"
 #include "sandbox/session_manager.h"
 
 namespace py = pybind11;
@@ -20,13 +21,6 @@ namespace fs = std::filesystem;
 
 namespace envforge::python {
 namespace {
-
-[[noreturn]] void Raise(const Status& status) {
-  const bool bad_input = status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kNotFound ||
-                         status.code() == StatusCode::kDataLoss;
-  if (bad_input) throw py::value_error(status.message());
-  throw std::runtime_error(status.ToString());
-}
 
 // Opens the bundle named `env` under envs_dir in the manager; returns its id.
 Result<std::string> OpenNamedEnvironment(sandbox::SessionManager& manager, const std::string& envs_dir, const std::string& env) {
@@ -54,21 +48,21 @@ struct RolloutArgs {
 
 Json RunRollout(RolloutArgs args) {
   auto strategy = agents::ParseContextStrategy(args.context_strategy);
-  if (!strategy.ok()) Raise(strategy.status());
+  if (!strategy.ok()) RaiseStatus(strategy.status());
   args.options.context_strategy = *strategy;
   inference::BackendOptions backend_options;
   backend_options.model_name = args.model;
   backend_options.context_window = args.options.context_window;
   auto backend = inference::OpenBackend(args.backend, backend_options);
-  if (!backend.ok()) Raise(backend.status());
+  if (!backend.ok()) RaiseStatus(backend.status());
   auto manager = sandbox::SessionManager::Create({});
-  if (!manager.ok()) Raise(manager.status());
+  if (!manager.ok()) RaiseStatus(manager.status());
   auto env_id = OpenNamedEnvironment(**manager, args.envs_dir, args.env);
-  if (!env_id.ok()) Raise(env_id.status());
+  if (!env_id.ok()) RaiseStatus(env_id.status());
   std::unique_ptr<agents::TrajectoryStore> store;
   if (!args.trajectories.empty()) {
     auto opened = agents::TrajectoryStore::Open(args.trajectories);
-    if (!opened.ok()) Raise(opened.status());
+    if (!opened.ok()) RaiseStatus(opened.status());
     store = std::move(*opened);
     args.options.store = store.get();
   }
@@ -76,10 +70,10 @@ Json RunRollout(RolloutArgs args) {
   std::vector<std::string> tasks;
   if (args.task) tasks.push_back(*args.task);
   auto rollouts = runner.Run(*env_id, tasks);
-  if (!rollouts.ok()) Raise(rollouts.status());
+  if (!rollouts.ok()) RaiseStatus(rollouts.status());
   if (store != nullptr) {
     Status flushed = store->Flush();
-    if (!flushed.ok()) Raise(flushed);
+    if (!flushed.ok()) RaiseStatus(flushed);
   }
   Json out = Json::array();
   const inference::BackendInfo info = (*backend)->info();

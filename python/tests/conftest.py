@@ -29,6 +29,24 @@ def envs_dir(tmp_path_factory):
     return directory
 
 
+@pytest.fixture(scope="session")
+def lab_dir(tmp_path_factory):
+    """tests/fixtures/envs/rollout_lab packed: a lookup tool (dict results), read_manual (text)."""
+    directory = tmp_path_factory.mktemp("lab")
+    subprocess.run([str(ENVFORGE), "env", "pack", str(SOURCE_DIR / "tests" / "fixtures" / "envs" / "rollout_lab"),
+                    "-o", str(directory / "rollout_lab.envdb")], check=True, capture_output=True)
+    return directory
+
+
+def write_script(path, scripts):
+    """A scripted-backend file: scripts is a list of conversations, each a list of responses."""
+    with open(path, "w") as out:
+        for number, lines in enumerate(scripts):
+            for line in lines:
+                out.write(json.dumps(dict(line, script=number)) + "\n")
+    return str(path)
+
+
 def cheapest_rated_hotel(session):
     """The gold strategy of the cheapest_rated_hotel task, played through session tool calls."""
     best = None

@@ -5,27 +5,11 @@ import subprocess
 import pytest
 
 import envforge
-from conftest import ENVFORGE, SOURCE_DIR
+from conftest import ENVFORGE, SOURCE_DIR, write_script
 
 LOOKUP = {"tool_calls": [{"name": "lookup", "arguments": {"name": "alpha"}}]}
 SUBMIT = {"tool_calls": [{"name": "submit_result", "arguments": {"answer_text": "{\"code\": 4211}"}}]}
 WRONG = {"tool_calls": [{"name": "submit_result", "arguments": {"answer_text": "{\"code\": 7}"}}]}
-
-
-@pytest.fixture(scope="module")
-def lab_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("lab")
-    subprocess.run([str(ENVFORGE), "env", "pack", str(SOURCE_DIR / "tests" / "fixtures" / "envs" / "rollout_lab"),
-                    "-o", str(directory / "rollout_lab.envdb")], check=True, capture_output=True)
-    return directory
-
-
-def write_script(path, scripts):
-    with open(path, "w") as out:
-        for number, lines in enumerate(scripts):
-            for line in lines:
-                out.write(json.dumps(dict(line, script=number)) + "\n")
-    return str(path)
 
 
 def test_rollout_returns_pass_at_k_and_episode_ids(lab_dir, tmp_path):
