@@ -1,0 +1,191 @@
+#!/usr/bin/python3
+"""Measures a policy model on the evaluation environments with `envforge rollout`, per tier.
+
+    policy_eval.py --model DIR [--envs data/envs/shop_eval_a,data/envs/shop_eval_b] [-n 100]
+                   [--modes dsa,dense] [--seed S] [--max-turns T] [--json OUT.json]
+                   [--readme DIR/README.md] [--build DIR]
+
+Every environment source is packed (`envforge env pack`), then `envforge rollout X.envdb --all
+--backend embedded:DIR -n N --json` plays every task N times, once with DSA (the indexer's top-k)
+and once with `--dense` (the same weights, dense attention). Tasks are grouped by their tier
+(task.json "difficulty"; held-out templates are reported as their own rows). Per row and mode:
+tasks, mean pass@1, pass@10, pass@N (the unbiased estimator per task, averaged; "-" when N is
+smaller), mean turns, and the fraction of model turns that were well-formed tool calls
+(1 - invalid calls / turns).
+
+--readme replaces the block between "<!-- eval:begin -->" and "<!-- eval:end -->" in that file
+with the table (the block is appended when absent). Progress goes to stderr; --json writes
+every figure, per task included.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import policy_envs  # noqa: E402
+DEFAULT_ENVS = ["data/envs/shop_eval_a", "data/envs/shop_eval_b"]
+BEGIN, END = "<!-- eval:begin -->", "<!-- eval:end -->"
+
+
+def task_table(source):
+    """{task id: (tier, template, held_out)} from an environment source's task.json files and
+    policy_envs.TEMPLATES (which templates were held out of training)."""
+    held_out = {t.name for t in policy_envs.TEMPLATES if t.held_out}
+    tasks = {}
+    for task_id in sorted(os.listdir(os.path.join(source, "tasks"))):
+        with open(os.path.join(source, "tasks", task_id, "task.json")) as handle:
+            task = json.load(handle)
+        template = task.get("knobs", {}).get("template", task_id)
+        tasks[task_id] = (int(task.get("difficulty", 0)), template, template in held_out)
+    return tasks
+
+
+def pack(envforge_bin, source, directory):
+    name = os.path.basename(os.path.normpath(source))
+    target = os.path.join(directory, name + ".envdb")
+    done = subprocess.run([envforge_bin, "env", "pack", source, "-o", target], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError("envforge env pack %s: %s" % (source, done.stderr.strip()))
+    return target
+
+
+def rollout(envforge_bin, bundle, model, args, dense):
+    command = [envforge_bin, "rollout", bundle, "--all", "--backend", "embedded:" + model, "-n", str(args.n), "--json",
+               "--seed", str(args.seed), "--max-turns", str(args.max_turns), "--max-tokens-per-turn", str(args.max_tokens_per_turn),
+               "--temperature", str(args.temperature)]
+    if dense:
+        command.append("--dense")
+    print("policy_eval: %s" % " ".join(command), file=sys.stderr, flush=True)
+    started = time.monotonic()
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True)  # stderr (the progress bar) passes through
+    if done.returncode != 0:
+        raise RuntimeError("envforge rollout exited %d" % done.returncode)
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.strip().startswith("{")]
+    return results, time.monotonic() - started
+
+
+def row_key(tier, template, held_out):
+    return ("held-out %s" % template, 100 + tier) if held_out else ("tier %d" % tier, tier)
+
+
+def summarize(per_task, n):
+    """Rows per tier (and held-out template): means over the row's tasks."""
+    rows = {}
+    for entry in per_task:
+        label, order = row_key(entry["tier"], entry["template"], entry["held_out"])
+        rows.setdefault((order, label), []).append(entry)
+    table = []
+    for (order, label), entries in sorted(rows.items()):
+        def mean_pass(k):
+            values = [e["pass_at_k"].get(str(k)) for e in entries if e["pass_at_k"].get(str(k)) is not None]
+            return sum(values) / len(values) if values else None
+        turns = sum(e["turns"] for e in entries)
+        invalid = sum(e["invalid_calls"] for e in entries)
+        table.append({"row": label, "tasks": len(entries), "templates": sorted({e["template"] for e in entries}),
+                      "pass@1": mean_pass(1), "pass@10": mean_pass(10), "pass@n": mean_pass(n),
+                      "mean_turns": sum(e["mean_turns"] for e in entries) / len(entries),
+                      "well_formed_turns": 1.0 - invalid / turns if turns else None})
+    return table
+
+
+def per_task_entries(results, tasks):
+    entries = []
+    for result in results:
+        tier, template, held_out = tasks[result["task"]]
+        episodes = result.get("episodes", [])
+        entries.append({"env": result["env"], "task": result["task"], "tier": tier, "template": template, "held_out": held_out,
+                        "pass_at_k": result["pass_at_k"], "mean_turns": result["mean_turns"], "outcomes": result["outcomes"],
+                        "turns": sum(e["turns"] for e in episodes), "invalid_calls": sum(e["invalid_calls"] for e in episodes)})
+    return entries
+
+
+def fmt(value):
+    return "-" if value is None else "%.2f" % value
+
+
+def markdown(tables, n):
+    modes = list(tables)
+    per_mode = ["pass@1", "pass@10", "pass@%d" % n, "turns", "well-formed"]
+    lines = ["| row | tasks | " + " | ".join("%s %s" % (m, c) for m in modes for c in per_mode) + " |",
+             "|---|---|" + "---|" * (len(per_mode) * len(modes))]
+    for index, row in enumerate(tables[modes[0]]):
+        cells = []
+        for mode in modes:
+            other = tables[mode][index]
+            cells += [fmt(other["pass@1"]), fmt(other["pass@10"]), fmt(other["pass@n"]), fmt(other["mean_turns"]),
+                      fmt(other["well_formed_turns"])]
+        lines.append("| %s | %d | %s |" % (row["row"], row["tasks"], " | ".join(cells)))
+    return "\n".join(lines)
+
+
+def update_readme(path, block):
+    text = open(path).read() if os.path.exists(path) else ""
+    section = BEGIN + "\n" + block + "\n" + END
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    scratch = path + ".tmp"
+    with open(scratch, "w") as out:
+        out.write(text)
+    os.replace(scratch, path)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--envs", default=",".join(DEFAULT_ENVS), help="comma-separated environment source dirs")
+    parser.add_argument("-n", type=int, default=100)
+    parser.add_argument("--modes", default="dsa,dense")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-turns", type=int, default=8)
+    parser.add_argument("--max-tokens-per-turn", type=int, default=128)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--json", help="write every figure here")
+    parser.add_argument("--readme", help="put the table into this markdown file")
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    args = parser.parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or any(m not in ("dsa", "dense") for m in modes):
+        parser.error("--modes takes dsa and/or dense")
+    if args.n < 1:
+        parser.error("-n must be at least 1")
+    envforge_bin = os.path.join(args.build, "bin", "envforge")
+    sources = [os.path.join(ROOT, s) if not os.path.isabs(s) else s for s in args.envs.split(",") if s.strip()]
+    report = {"model": args.model, "n": args.n, "seed": args.seed, "temperature": args.temperature, "modes": {}}
+    tables = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="policy-eval-") as scratch:
+            packed = [(pack(envforge_bin, s, scratch), task_table(s)) for s in sources]
+            for mode in modes:
+                entries, seconds = [], 0.0
+                for bundle, tasks in packed:
+                    results, took = rollout(envforge_bin, bundle, args.model, args, mode == "dense")
+                    entries += per_task_entries(results, tasks)
+                    seconds += took
+                tables[mode] = summarize(entries, args.n)
+                report["modes"][mode] = {"seconds": round(seconds, 1), "rows": tables[mode], "tasks": entries}
+    except RuntimeError as error:
+        print("policy_eval: %s" % error, file=sys.stderr)
+        return 2
+    block = markdown(tables, args.n)
+    print(block)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=1)
+    if args.readme:
+        update_readme(args.readme, "Measured by `/usr/bin/python3 scripts/policy_eval.py --model %s -n %d --seed %d` "
+                                   "(temperature %g):\n\n%s" % (args.model, args.n, args.seed, args.temperature, block))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

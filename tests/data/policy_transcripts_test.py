@@ -1,0 +1,103 @@
+"""scripts/policy_transcripts.py: gold solutions played in real sessions become the exact
+conversations the rollout loop builds, rendered by the engine's own encoder.
+
+The strongest check replays each transcript's assistant turns through the rollout loop (the
+scripted backend) and compares the conversation the loop recorded with the transcript's, message
+by message; the episode must pass its verifier.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ENVFORGE = os.environ["ENVFORGE"]
+BUILD = os.path.dirname(os.path.dirname(ENVFORGE))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(BUILD, "python"))
+
+import envforge  # noqa: E402
+import policy_transcripts  # noqa: E402
+
+EOS = "<｜end▁of▁sentence｜>"
+BOS = "<｜begin▁of▁sentence｜>"
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    work = tmp_path_factory.mktemp("transcripts")
+    out = work / "t.jsonl"
+    code = policy_transcripts.main(["--out", str(out), "--seeds", "7", "--instances", "1", "--templates", "all",
+                                    "--thinking-fraction", "0.5", "--seed", "0", "--work", str(work / "work"),
+                                    "--build", BUILD, "--quiet"])
+    assert code == 0
+    records = [json.loads(line) for line in open(out)]
+    return work, records
+
+
+def test_one_transcript_per_task_with_tiers_and_both_modes(generated):
+    _work, records = generated
+    templates = {record["template"] for record in records}
+    assert len(records) == 7 and len(templates) == 7
+    assert {record["tier"] for record in records} == {1, 2, 3, 4, 5}
+    assert {record["thinking"] for record in records} == {True, False}
+
+
+def test_spans_are_whole_model_turns_that_parse_into_the_gold_calls(generated):
+    _work, records = generated
+    for record in records:
+        text, spans = record["text"], record["spans"]
+        assert text.startswith(BOS) and text.endswith(EOS)
+        assistant = [m for m in record["messages"] if m["role"] == "assistant"]
+        assert len(spans) == len(assistant) == record["calls"]
+        for (start, end), message in zip(spans, assistant):
+            turn = text[start:end]
+            assert turn.endswith(EOS) and EOS not in turn[:-len(EOS)]
+            parsed = envforge.parse_completion(turn, thinking=record["thinking"])
+            assert parsed["finished"]
+            assert [(c["name"], c["arguments"]) for c in parsed["tool_calls"]] == \
+                [(c["name"], c["arguments"]) for c in message["tool_calls"]]
+            if record["thinking"]:
+                assert parsed["reasoning_content"] == message["reasoning_content"]
+        assert assistant[-1]["tool_calls"][0]["name"] == "submit_result"
+
+
+def test_the_rollout_loop_rebuilds_the_same_conversation_and_passes(generated, tmp_path):
+    work, records = generated
+    envs_dir = str(work / "work" / "envs")
+    for record in records:
+        script = tmp_path / ("%s.jsonl" % record["task"])
+        with open(script, "w") as out:
+            for message in record["messages"]:
+                if message["role"] == "assistant":
+                    line = {"tool_calls": message["tool_calls"]}
+                    if message.get("reasoning_content"):
+                        line["reasoning_content"] = message["reasoning_content"]
+                    out.write(json.dumps(line) + "\n")
+        store = tmp_path / ("%s.sqlite" % record["task"])
+        figures = envforge.rollout(envs_dir, record["env"], record["task"], backend="scripted:" + str(script), n=1,
+                                   thinking=record["thinking"], trajectories=str(store))
+        assert figures["passed"] == 1, figures
+        episode_id = figures["episodes"][0]["id"]
+        shown = subprocess.run([ENVFORGE, "traj", "show", str(store), episode_id, "--json"], check=True,
+                               capture_output=True, text=True)
+        recorded = json.loads(shown.stdout)["messages"]
+        # The loop also records the submit_result's tool message, after the transcript ends.
+        assert len(recorded) == len(record["messages"]) + 1
+        for mine, theirs in zip(record["messages"], recorded):
+            assert mine["role"] == theirs["role"]
+            assert mine["content"] == theirs["content"]
+            assert mine.get("reasoning_content", "") == theirs.get("reasoning_content", "")
+            assert [(c["name"], c["arguments"]) for c in mine.get("tool_calls", [])] == \
+                [(c["name"], c["arguments"]) for c in theirs.get("tool_calls") or []]
+
+
+def test_bad_arguments_are_refused_with_a_message(tmp_path, capsys):
+    assert policy_transcripts.main(["--out", str(tmp_path / "x.jsonl"), "--seeds", "1", "--templates", "no_such",
+                                    "--build", BUILD, "--quiet"]) == 2
+    assert "unknown template(s) no_such" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        policy_transcripts.main(["--out", str(tmp_path / "x.jsonl"), "--seeds", "1", "--instances", "0"])
+    assert not (tmp_path / "x.jsonl").exists()
