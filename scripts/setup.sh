@@ -14,6 +14,7 @@ PACKAGES=(
   libseccomp-dev
   libcurl4-openssl-dev
   python3-numpy python3-pytest
+  python3-torch
 )
 
 missing=()
