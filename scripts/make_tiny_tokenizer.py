@@ -331,9 +331,18 @@ def _added_token(token_id, content, special):
 def build_json():
     """Returns (tokenizer.json text, tokenizer_config.json text, vocab size)."""
     vocab, merges = train()
+    for content, _ in TRAILING_ADDED_TOKENS:
+        vocab[content] = len(vocab)
+    tokenizer, config = build_documents(vocab, merges)
+    dump = lambda obj: json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
+    return dump(tokenizer), dump(config), len(vocab)
+
+
+def build_documents(vocab, merges):
+    """(tokenizer.json, tokenizer_config.json) objects for a vocab (BOS 0, EOS 1, the trailing
+    added tokens included) and its merges (pairs). Also used by scripts/policy/tokenizer.py."""
     added = [_added_token(0, BOS, True), _added_token(1, EOS, True)]
     for content, special in TRAILING_ADDED_TOKENS:
-        vocab[content] = len(vocab)
         added.append(_added_token(vocab[content], content, special))
     tokenizer = {
         "version": "1.0",
@@ -381,8 +390,7 @@ def build_json():
         "unk_token": None,
         "tokenizer_class": "LlamaTokenizerFast",
     }
-    dump = lambda obj: json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
-    return dump(tokenizer), dump(config), len(vocab)
+    return tokenizer, config
 
 
 def write_tokenizer(out_dir):

@@ -13,7 +13,8 @@ PACKAGES=(
   pybind11-dev python3 python3-dev libpython3-dev
   libseccomp-dev
   libcurl4-openssl-dev
-  python3-numpy python3-pytest python3-torch
+  python3-numpy python3-pytest
+  python3-torch
 )
 
 missing=()

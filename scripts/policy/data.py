@@ -1,0 +1,274 @@
+"""Training data: transcripts in the DSV32 chat format, tokenized with a loss mask, in batches.
+
+A transcript is one JSON object per line (policy-plan.md, step 3):
+    {"env", "task", "template", "tier", "thinking", "text": "<rendered text from BOS>",
+     "spans": [[start, end], ...]}
+where spans are Python str offsets of what the model generates (each assistant turn, from after
+its prompt's </think> or <think> up to and including its EOS token). The text is tokenized in
+segments split at span boundaries (they always sit next to special tokens, so splitting changes
+nothing), and the loss mask marks the tokens inside spans.
+
+`synthetic_transcripts` makes transcripts of the same shape (a shop domain with three lookup
+tools and submit_result, tiers 1-4, thinking and not) rendered with `render_chat`, a port of the
+engine's DSV32 encoder (inference/chat_format.cc) for the tools/tool-call subset used here. It is
+what the smoke test trains on and what development ran on before real transcripts existed.
+"""
+
+import json
+import random
+
+import numpy as np
+
+from . import tokenizer as tok
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an agent working in an environment through its tools. Call tools to gather what you "
+    "need, then call submit_result exactly once with your final answer as answer_text (JSON text "
+    "when the task asks for structured data).")
+
+# The engine's tools block (inference/chat_format.cc kToolsBlockHead / kToolsBlockTail).
+TOOLS_BLOCK_HEAD = (
+    "## Tools\n\nYou have access to a set of tools you can use to answer the user's question.\n"
+    "You can invoke functions by writing a \"<｜DSML｜function_calls>\" block like the following as part of "
+    "your reply to the user:\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"$FUNCTION_NAME\">\n"
+    "<｜DSML｜parameter name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE</｜DSML｜parameter>\n"
+    "...\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"$FUNCTION_NAME2\">\n...\n</｜DSML｜invoke>\n"
+    "</｜DSML｜function_calls>\n\nString and scalar parameters should be specified as is without any escaping "
+    "or quotes, while lists and objects should use JSON format. The \"string\" attribute should be set to "
+    "\"true\" for string type parameters and \"false\" for other types (numbers, booleans, arrays, objects).\n\n"
+    "If the thinking_mode is enabled, then after function results you should strongly consider outputting a "
+    "thinking block. Here is an example:\n\n<｜DSML｜function_calls>\n...\n</｜DSML｜function_calls>\n\n"
+    "<function_results>\n...\n</function_results>\n\n<think>...thinking about results</think>\n\n"
+    "Here are the functions available in JSONSchema format:\n<functions>\n")
+TOOLS_BLOCK_TAIL = "\n</functions>\n"
+
+
+def load_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering (the DSV32 encoder's subset: system + tools, user, assistant tool calls, tool results)
+
+
+def _invoke(name, arguments):
+    params = []
+    for key, value in arguments.items():
+        is_string = isinstance(value, str)
+        text = value if is_string else json.dumps(value, ensure_ascii=False)
+        params.append('<｜DSML｜parameter name="%s" string="%s">%s</｜DSML｜parameter>'
+                      % (key, "true" if is_string else "false", text))
+    return '<｜DSML｜invoke name="%s">\n%s\n</｜DSML｜invoke>' % (name, "\n".join(params))
+
+
+def render_chat(messages, tools, thinking):
+    """(text, spans) of a conversation; spans cover each assistant turn up to its EOS."""
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    text = tok.BOS
+    spans = []
+    for i, m in enumerate(messages):
+        role = m["role"]
+        if role == "system":
+            text += m["content"]
+            if tools:
+                text += "\n\n" + TOOLS_BLOCK_HEAD + "\n".join(
+                    json.dumps(t, ensure_ascii=False) for t in tools) + TOOLS_BLOCK_TAIL
+        elif role == "user":
+            text += tok.USER + m["content"] + tok.ASSISTANT
+            text += tok.THINK if (i == last_user and thinking) else tok.THINK_END
+        elif role == "tool":
+            first = messages[i - 1]["role"] != "tool"
+            last = i + 1 == len(messages) or messages[i + 1]["role"] != "tool"
+            if first:
+                text += "\n\n<function_results>"
+            text += "\n<result>" + m["content"] + "</result>"
+            if last:
+                text += "\n</function_results>\n\n" + (tok.THINK if thinking and i >= last_user else tok.THINK_END)
+        else:
+            start = len(text)
+            if thinking and i > last_user:
+                text += m.get("reasoning_content", "") + tok.THINK_END
+            text += m.get("content", "")
+            calls = m.get("tool_calls") or []
+            if calls:
+                text += "\n\n<｜DSML｜function_calls>\n" + "\n".join(
+                    _invoke(c["name"], c["arguments"]) for c in calls) + "\n</｜DSML｜function_calls>"
+            text += tok.EOS
+            spans.append([start, len(text)])
+    return text, spans
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic shop transcripts
+
+SHOP_TOOLS = [
+    {"name": "get_product", "description": "Get one product by exact name.",
+     "parameters": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+    {"name": "list_products", "description": "List the products of a category.",
+     "parameters": {"type": "object", "properties": {"category": {"type": "string"}},
+                    "required": ["category"]}},
+    {"name": "get_supplier", "description": "Get a supplier by exact name.",
+     "parameters": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+    {"name": "submit_result", "description": "Submit the final answer and end the episode.",
+     "parameters": {"type": "object", "properties": {"answer_text": {"type": "string"}},
+                    "required": ["answer_text"]}},
+]
+_SYLLABLES = ["ve", "xo", "du", "na", "ka", "ri", "mo", "ta", "lu", "pe", "zo", "fi", "ga", "no", "sa",
+              "bre", "tol", "vin", "mar", "kel", "dra", "pol", "sen", "tur", "qui"]
+_NOUNS = {"kitchen": ["Kettle", "Pan", "Mixer", "Toaster"], "lighting": ["Lamp", "Bulb", "Lantern"],
+          "garden": ["Hose", "Rake", "Shovel", "Planter"], "office": ["Stapler", "Desk", "Chair", "Folder"],
+          "audio": ["Speaker", "Headset", "Radio"], "sports": ["Ball", "Racket", "Helmet"]}
+_CITIES = ["Oslo", "Lyon", "Porto", "Graz", "Turin", "Gent", "Bern", "Malmo", "Split", "Riga"]
+
+
+def _word(rng, parts=2):
+    w = "".join(rng.choice(_SYLLABLES) for _ in range(parts))
+    return w[0].upper() + w[1:]
+
+
+def _shop(rng):
+    suppliers = {}
+    while len(suppliers) < 5:
+        suppliers[_word(rng) + " " + rng.choice(["Co", "Ltd", "Works"])] = {
+            "city": rng.choice(_CITIES), "phone": "555-%04d" % rng.randrange(10000)}
+    products = {}
+    for category in rng.sample(sorted(_NOUNS), 5):
+        prices = rng.sample(range(10, 1000), rng.randint(3, 5))
+        for price in prices:
+            name = _word(rng) + " " + rng.choice(_NOUNS[category])
+            products[name] = {"name": name, "category": category, "price": price,
+                              "stock": rng.randint(0, 60), "rating": round(rng.uniform(2.0, 5.0), 1),
+                              "supplier": rng.choice(sorted(suppliers))}
+    return products, suppliers
+
+
+def _episode(rng, products, suppliers, tier):
+    """(prompt, [(tool call, result text, reasoning)], answer dict, reasoning for the answer)."""
+    name = rng.choice(sorted(products))
+    p = products[name]
+    row = lambda q: {k: q[k] for k in ("name", "price", "stock", "rating")}  # noqa: E731
+    if tier == 1:
+        field = rng.choice(["price", "stock"])
+        prompt = "What is the %s of %s? Submit {\"%s\": <integer>}." % (field, name, field)
+        steps = [({"name": "get_product", "arguments": {"name": name}}, json.dumps(p),
+                  "I need the product %s." % name)]
+        return prompt, steps, {field: p[field]}, "The %s is %d." % (field, p[field])
+    if tier == 2:
+        s = p["supplier"]
+        prompt = "In which city is the supplier of %s? Submit {\"city\": \"<city>\"}." % name
+        steps = [({"name": "get_product", "arguments": {"name": name}}, json.dumps(p),
+                  "First the product %s." % name),
+                 ({"name": "get_supplier", "arguments": {"name": s}}, json.dumps({"name": s, **suppliers[s]}),
+                  "Its supplier is %s." % s)]
+        return prompt, steps, {"city": suppliers[s]["city"]}, "The city is %s." % suppliers[s]["city"]
+    category = p["category"]
+    rows = sorted((q for q in products.values() if q["category"] == category), key=lambda q: q["name"])
+    listing = json.dumps([row(q) for q in rows])
+    steps = [({"name": "list_products", "arguments": {"category": category}}, listing,
+              "I list the %s products." % category)]
+    if tier == 3:
+        prompt = "Which %s product is the cheapest? Submit {\"product\": \"<name>\"}." % category
+        best = min(rows, key=lambda q: q["price"])
+        return prompt, steps, {"product": best["name"]}, "The lowest price is %d." % best["price"]
+    stock = rng.choice([5, 10, 20])
+    rating = rng.choice([3.0, 3.5, 4.0])
+    prompt = ("Which %s product with stock >= %d and rating >= %.1f is the cheapest? "
+              "Submit {\"product\": \"<name>\"}." % (category, stock, rating))
+    ok = [q for q in rows if q["stock"] >= stock and q["rating"] >= rating]
+    best = min(ok, key=lambda q: q["price"]) if ok else None
+    answer = {"product": best["name"] if best else ""}
+    return prompt, steps, answer, "Among those that qualify the cheapest is %s." % answer["product"]
+
+
+def synthetic_transcripts(count, seed, thinking_fraction=0.3, tiers=(1, 2, 3, 4)):
+    """`count` transcripts of the shape described at the top, a pure function of the arguments."""
+    rng = random.Random(seed)
+    out = []
+    products, suppliers = _shop(rng)
+    for index in range(count):
+        if index % 8 == 0:
+            products, suppliers = _shop(rng)
+        tier = tiers[index % len(tiers)]
+        thinking = rng.random() < thinking_fraction
+        prompt, steps, answer, final_reason = _episode(rng, products, suppliers, tier)
+        messages = [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
+        for call, result, reason in steps:
+            messages.append({"role": "assistant", "content": "", "reasoning_content": reason, "tool_calls": [call]})
+            messages.append({"role": "tool", "content": result})
+        messages.append({"role": "assistant", "content": "", "reasoning_content": final_reason,
+                         "tool_calls": [{"name": "submit_result",
+                                         "arguments": {"answer_text": json.dumps(answer, separators=(",", ":"))}}]})
+        text, spans = render_chat(messages, SHOP_TOOLS, thinking)
+        out.append({"env": "synthetic_shop", "task": "t%05d" % index, "template": "tier%d" % tier, "tier": tier,
+                    "thinking": thinking, "text": text, "spans": spans})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenization and batches
+
+
+def encode_transcript(tokenizer, record):
+    """(ids int32 [T], mask uint8 [T]): mask[i] = 1 when token i is model-generated (in a span)."""
+    text, spans = record["text"], record["spans"]
+    cuts = sorted({0, len(text)} | {c for span in spans for c in span})
+    ids, mask = [], []
+    for begin, end in zip(cuts, cuts[1:]):
+        inside = any(s <= begin and end <= e for s, e in spans)
+        piece = tokenizer.encode(text[begin:end])
+        ids.extend(piece)
+        mask.extend([1 if inside else 0] * len(piece))
+    return np.asarray(ids, dtype=np.int32), np.asarray(mask, dtype=np.uint8)
+
+
+class Dataset:
+    """Tokenized transcripts; `batches` yields length-bucketed batches of about `tokens` tokens."""
+
+    def __init__(self, tokenizer, records, max_len=None):
+        self.ids, self.masks, self.records = [], [], []
+        self.dropped = 0
+        for record in records:
+            ids, mask = encode_transcript(tokenizer, record)
+            if max_len is not None and len(ids) > max_len:
+                self.dropped += 1
+                continue
+            self.ids.append(ids)
+            self.masks.append(mask)
+            self.records.append(record)
+        self.lengths = np.asarray([len(i) for i in self.ids])
+
+    def __len__(self):
+        return len(self.ids)
+
+    @property
+    def total_tokens(self):
+        return int(self.lengths.sum())
+
+    def batch_plan(self, tokens_per_batch, rng):
+        """A shuffled list of index lists: sequences of similar length grouped so that the padded
+        batch holds at most tokens_per_batch tokens (at least one sequence each)."""
+        order = np.argsort(self.lengths + rng.random(len(self.lengths)), kind="stable")
+        batches, current, longest = [], [], 0
+        for index in order:
+            length = int(self.lengths[index])
+            if current and max(longest, length) * (len(current) + 1) > tokens_per_batch:
+                batches.append(current)
+                current, longest = [], 0
+            current.append(int(index))
+            longest = max(longest, length)
+        if current:
+            batches.append(current)
+        rng.shuffle(batches)
+        return batches
+
+    def collate(self, indices):
+        """(ids int64 [B, L], loss mask float32 [B, L] of targets, lengths) padded with EOS (1)."""
+        length = max(int(self.lengths[i]) for i in indices)
+        ids = np.full((len(indices), length), 1, dtype=np.int64)
+        mask = np.zeros((len(indices), length), dtype=np.float32)
+        for row, i in enumerate(indices):
+            n = int(self.lengths[i])
+            ids[row, :n] = self.ids[i]
+            mask[row, :n] = self.masks[i]
+        return ids, mask, [int(self.lengths[i]) for i in indices]

@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""Trains the small DeepSeek-V3.2 policy model with the DSA recipe and exports it for the engine.
+
+    /usr/bin/python3 scripts/train_policy.py --out DIR [--transcripts F.jsonl]
+        [--eval-transcripts G.jsonl] [--steps N] [--seed S] [--size small|smoke] [--threads 2]
+        [--dense-steps A --warmup-steps B --sparse-steps C] [--vocab-size V] [--batch-tokens T]
+
+Steps (scripts/policy/ holds the parts):
+  1. tokenizer: a byte-level BPE in DeepSeek-V3's structure trained on the transcripts' text
+     (policy/tokenizer.py), written as DIR/tokenizer.json;
+  2. data: transcripts tokenized with the loss on the model-generated spans (policy/data.py);
+     without --transcripts, synthetic transcripts of the same shape (a development fixture);
+     without --eval-transcripts, a held-out slice of the training transcripts;
+  3. model: DeepSeek-V3.2 in PyTorch with the engine's semantics (policy/model.py);
+  4. the DSA recipe (policy/train.py): dense pre-training, dense warm-up of the indexers (KL),
+     sparse training; --steps N splits N steps over the stages in the size's proportions,
+     --dense-steps/--warmup-steps/--sparse-steps set them one by one;
+  5. export: config.json, model.safetensors (bf16), tokenizer files and training.json written to
+     a temporary directory beside DIR, then renamed to DIR (policy/export.py);
+  6. report: a progress line every few seconds on stderr; DIR/training.json with the
+     parameters, tokens and wall time per stage, losses, and the evaluation of the exported
+     weights (dense and sparse LM loss, token and turn accuracy on the spans, the indexer's
+     top-k recall of the dense attention mass per layer).
+
+The process re-executes itself once with glibc malloc tunables that keep freed memory in the
+heap: PyTorch allocates many tensors of tens of MB per step, and glibc otherwise maps and unmaps
+each of them, paying page faults on every step (about 2x the step time on this machine).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+MALLOC_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184"
+
+# Architecture sizes. Engine constraints (inference/model_config.cc): kv_lora_rank a multiple of
+# 128, index_head_dim 128, qk_rope_head_dim even and <= index_head_dim, n_group dividing
+# n_routed_experts, num_experts_per_tok <= topk_group * experts per group.
+SIZES = {
+    "small": {
+        "dims": dict(hidden_size=256, num_hidden_layers=4, first_k_dense_replace=1, num_attention_heads=4,
+                     q_lora_rank=128, kv_lora_rank=128, qk_nope_head_dim=32, qk_rope_head_dim=32,
+                     v_head_dim=32, index_n_heads=2, index_head_dim=128, index_topk=128,
+                     n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=2, n_shared_experts=1,
+                     moe_intermediate_size=256, intermediate_size=768, routed_scaling_factor=1.0),
+        "vocab_size": 1024, "batch_tokens": 8192, "steps": (2400, 100, 500), "lr": (2e-3, 1e-3, 5e-4),
+        "synthetic": 3000,
+    },
+    "smoke": {
+        "dims": dict(hidden_size=128, num_hidden_layers=2, first_k_dense_replace=1, num_attention_heads=2,
+                     q_lora_rank=64, kv_lora_rank=128, qk_nope_head_dim=16, qk_rope_head_dim=16,
+                     v_head_dim=16, index_n_heads=1, index_head_dim=128, index_topk=64,
+                     n_routed_experts=4, n_group=2, topk_group=1, num_experts_per_tok=2, n_shared_experts=1,
+                     moe_intermediate_size=64, intermediate_size=256, routed_scaling_factor=1.0),
+        "vocab_size": 512, "batch_tokens": 4096, "steps": (40, 15, 20), "lr": (3e-3, 2e-3, 1e-3),
+        "synthetic": 240,
+    },
+}
+EVAL_HOLDOUT = 48  # transcripts kept out of training when no --eval-transcripts is given
+
+
+def reexec_with_malloc_tunables():
+    if MALLOC_TUNABLES in os.environ.get("GLIBC_TUNABLES", ""):
+        return
+    env = dict(os.environ)
+    env["GLIBC_TUNABLES"] = (env["GLIBC_TUNABLES"] + ":" if env.get("GLIBC_TUNABLES") else "") + MALLOC_TUNABLES
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="model directory to write (replaced atomically)")
+    parser.add_argument("--transcripts", help="training transcripts (JSONL); default: synthetic ones")
+    parser.add_argument("--eval-transcripts", help="evaluation transcripts (JSONL); default: a held-out slice")
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument("--steps", type=int, help="total steps, split over the stages in the size's proportions")
+    parser.add_argument("--dense-steps", type=int)
+    parser.add_argument("--warmup-steps", type=int)
+    parser.add_argument("--sparse-steps", type=int)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--vocab-size", type=int, help="tokenizer vocabulary (default: the size's)")
+    parser.add_argument("--batch-tokens", type=int, help="padded tokens per batch (default: the size's)")
+    parser.add_argument("--eval-limit", type=int, default=200, help="evaluate on at most this many transcripts")
+    parser.add_argument("--log-every", type=float, default=5.0, help="seconds between progress lines")
+    args = parser.parse_args(argv)
+    if args.steps is not None and args.steps < 3:
+        parser.error("--steps must be at least 3 (one per stage)")
+    return args
+
+
+def stage_steps(args, size):
+    dense, warmup, sparse = size["steps"]
+    if args.steps is not None:
+        total = dense + warmup + sparse
+        warmup = max(1, round(args.steps * warmup / total))
+        sparse = max(1, round(args.steps * sparse / total))
+        dense = max(1, args.steps - warmup - sparse)
+    return (args.dense_steps if args.dense_steps is not None else dense,
+            args.warmup_steps if args.warmup_steps is not None else warmup,
+            args.sparse_steps if args.sparse_steps is not None else sparse)
+
+
+def log(message):
+    print("train_policy: " + message, file=sys.stderr, flush=True)
+
+
+def main(argv=None):
+    reexec_with_malloc_tunables()
+    args = parse_args(argv if argv is not None else sys.argv[1:])
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import numpy as np
+    import torch
+    from policy import data, export, model as model_lib, tokenizer as tokenizer_lib, train
+
+    started = time.time()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    size = SIZES[args.size]
+    steps = stage_steps(args, size)
+
+    # Data
+    if args.transcripts:
+        records = data.load_jsonl(args.transcripts)
+        source = os.path.abspath(args.transcripts)
+    else:
+        records = data.synthetic_transcripts(size["synthetic"], seed=1000 + args.seed)
+        source = "synthetic (scripts/policy/data.py, %d transcripts)" % len(records)
+        log("no --transcripts: training on %s" % source)
+    if not records:
+        sys.exit("train_policy: no transcripts in %s" % source)
+    if args.eval_transcripts:
+        eval_records = data.load_jsonl(args.eval_transcripts)
+        eval_source = os.path.abspath(args.eval_transcripts)
+    else:
+        holdout = min(EVAL_HOLDOUT, len(records) // 10)
+        order = np.random.default_rng(args.seed).permutation(len(records))
+        eval_records = [records[i] for i in order[:holdout]]
+        records = [records[i] for i in order[holdout:]]
+        eval_source = "held out of the training transcripts (%d)" % holdout
+
+    t0 = time.time()
+    vocab_size = args.vocab_size or size["vocab_size"]
+    vocab, merges = tokenizer_lib.train_bpe([r["text"] for r in records], vocab_size)
+    tok = tokenizer_lib.Tokenizer(vocab, merges)
+    dataset = data.Dataset(tok, records)
+    eval_set = data.Dataset(tok, eval_records[:args.eval_limit])
+    log("tokenizer: %d ids (%d merges) in %.1fs; %d transcripts, %d tokens (mean %.0f, max %d), "
+        "%.1f%% of them trained on; eval: %d transcripts"
+        % (tok.vocab_size, len(merges), time.time() - t0, len(dataset), dataset.total_tokens,
+           dataset.lengths.mean(), dataset.lengths.max(),
+           100.0 * sum(int(m.sum()) for m in dataset.masks) / dataset.total_tokens, len(eval_set)))
+
+    # Model
+    config = export.make_config(size["dims"], tok.vocab_size)
+    model = model_lib.DeepseekV32(config)
+    model.init_weights(args.seed)
+    parameters = sum(p.numel() for p in model.parameters())
+    indexer_parameters = sum(p.numel() for p in model.indexer_parameters())
+    log("model: %.2fM parameters (%.2fM in the indexers); stages: dense %d, warm-up %d, sparse %d steps"
+        % (parameters / 1e6, indexer_parameters / 1e6, *steps))
+
+    rng = np.random.default_rng(args.seed)
+    batch_tokens = args.batch_tokens or size["batch_tokens"]
+    stages = {}
+    for stage, count, lr in zip(train.STAGES, steps, size["lr"]):
+        stages[stage] = train.run_stage(model, dataset, stage, count, batch_tokens, lr, rng, log_every=args.log_every)
+        record = stages[stage]
+        log("stage %s: %d steps, %d tokens in %.0fs" % (stage, count, record["tokens"], record["seconds"]))
+
+    # Evaluate the exported weights, then write everything at once.
+    t0 = time.time()
+    final = export.rounded_copy(model)
+    evaluation = train.evaluate(final, eval_set)
+    log("evaluation (%.0fs): %s" % (time.time() - t0, json.dumps(evaluation)))
+
+    def summary(record):
+        losses = record["losses"]
+        tail = losses[-max(1, len(losses) // 10):]
+        out = {"steps": record["steps"], "tokens": record["tokens"], "computed_rows": record["computed_rows"],
+               "loss_tokens": record["loss_tokens"], "seconds": round(record["seconds"], 1),
+               "tokens_per_second": round(record["tokens"] / max(record["seconds"], 1e-9), 1),
+               "loss_first": losses[0] if losses else None, "loss_last_10pct": float(np.mean(tail)) if tail else None,
+               "losses": [round(v, 5) for v in losses]}
+        if record["kl"]:
+            out["kl_first"], out["kl_last_10pct"] = record["kl"][0], float(np.mean(record["kl"][-len(tail):]))
+        return out
+
+    report = {
+        "command": " ".join(["scripts/train_policy.py"] + (argv if argv is not None else sys.argv[1:])),
+        "size": args.size, "seed": args.seed, "threads": args.threads, "torch": torch.__version__,
+        "parameters": parameters, "indexer_parameters": indexer_parameters,
+        "config": config, "vocab_size": tok.vocab_size, "merges": len(merges),
+        "data": {"train": source, "train_transcripts": len(dataset), "train_tokens": dataset.total_tokens,
+                 "train_loss_tokens": int(sum(int(m.sum()) for m in dataset.masks)),
+                 "eval": eval_source, "eval_transcripts": len(eval_set), "batch_tokens": batch_tokens},
+        "stages": {stage: summary(record) for stage, record in stages.items()},
+        "evaluation": evaluation,
+    }
+    report["wall_seconds"] = round(time.time() - started, 1)
+    with_tokenizer = {}
+    tokenizer_text, tokenizer_config_text = tokenizer_lib.tokenizer_json(vocab, merges)
+    with_tokenizer["tokenizer.json"] = tokenizer_text
+    with_tokenizer["tokenizer_config.json"] = tokenizer_config_text
+    with_tokenizer["training.json"] = json.dumps(report, indent=2) + "\n"
+    export.export(final, args.out, [], with_tokenizer)
+    size_mb = os.path.getsize(os.path.join(args.out, "model.safetensors")) / 1e6
+    log("wrote %s (model.safetensors %.1f MB) in %.0fs total" % (args.out, size_mb, time.time() - started))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""scripts/train_policy.py: a smoke training (--size smoke, about a minute) through the three DSA
+stages on transcripts of the real shape, its export loaded by the engine, and the engine's logits
+against the training forward in eval mode; plus the invariants the training relies on (packed
+batches, loss masks, atomic export).
+
+Logits tolerance: max over positions of max |engine - training| / max |engine logit| < 1e-3 on a
+sequence longer than index_topk (measured ~1e-6: fp32 summation order; an FP8-boundary or
+top-k near-tie flip moves single positions by ~1e-4). A wrong rounding, pairing or selection
+moves logits by more than 1e-2.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed (scripts/setup.sh installs it)")
+
+SOURCE_DIR = pathlib.Path(os.environ.get("ENVFORGE_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
+BUILD_DIR = pathlib.Path(os.environ.get("ENVFORGE_BUILD_DIR", SOURCE_DIR / "build"))
+ENVFORGE = BUILD_DIR / "bin" / "envforge"
+SCRIPT = SOURCE_DIR / "scripts" / "train_policy.py"
+sys.path.insert(0, str(SOURCE_DIR / "scripts"))
+sys.path.insert(0, str(BUILD_DIR / "python"))
+
+from policy import data, engine, export, model as model_lib, tokenizer as tokenizer_lib, train  # noqa: E402
+
+LOGITS_TOLERANCE = 1e-3
+
+
+def write_jsonl(path, records):
+    with open(path, "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(model dir, training.json, stderr) of one smoke training on synthetic transcript files."""
+    work = tmp_path_factory.mktemp("policy")
+    write_jsonl(work / "train.jsonl", data.synthetic_transcripts(200, seed=11))
+    write_jsonl(work / "eval.jsonl", data.synthetic_transcripts(16, seed=12))
+    out = work / "model"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--size", "smoke",
+                           "--transcripts", str(work / "train.jsonl"), "--eval-transcripts", str(work / "eval.jsonl"),
+                           "--seed", "3", "--log-every", "1"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with open(out / "training.json") as f:
+        report = json.load(f)
+    return out, report, done.stderr
+
+
+def test_each_stage_runs_and_the_loss_falls(trained):
+    _, report, stderr = trained
+    stages = report["stages"]
+    assert list(stages) == ["dense", "warmup", "sparse"]
+    for name, stage in stages.items():
+        assert stage["steps"] > 0 and len(stage["losses"]) == stage["steps"], name
+        assert stage["tokens"] > 0 and stage["seconds"] > 0, name
+        assert all(np.isfinite(stage["losses"])), name
+    dense = stages["dense"]
+    assert dense["loss_last_10pct"] < 0.5 * dense["loss_first"], dense["losses"]
+    warmup = stages["warmup"]
+    assert warmup["kl_last_10pct"] < warmup["kl_first"], warmup["losses"]
+    sparse = stages["sparse"]
+    assert sparse["loss_last_10pct"] < 0.5 * dense["loss_first"]
+    assert sparse["kl_first"] > 0
+    # progress lines: stage, step, loss, throughput, ETA
+    assert "[dense] step" in stderr and "[warmup] step" in stderr and "[sparse] step" in stderr
+    assert "tok/s" in stderr and "ETA" in stderr
+    recall = report["evaluation"]["dense"]["topk_recall"]
+    assert 0 < recall["mean"] <= 1 and len(recall["per_layer"]) == report["config"]["num_hidden_layers"]
+
+
+def test_export_is_the_hf_layout_the_engine_loads(trained):
+    out, report, _ = trained
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["DeepseekV32ForCausalLM"]
+    assert config["index_topk"] == report["config"]["index_topk"]
+    with open(out / "model.safetensors", "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    dtypes = {entry["dtype"] for name, entry in header.items() if name != "__metadata__"}
+    assert dtypes == {"BF16", "F32"}
+    assert header["lm_head.weight"]["dtype"] == "BF16"
+    assert header["model.layers.1.mlp.gate.e_score_correction_bias"]["dtype"] == "F32"
+    # The engine's tokenizer reads tokenizer.json and splits a transcript as the trainer does.
+    tokenizer = tokenizer_lib.Tokenizer.load(out)
+    text = data.synthetic_transcripts(1, seed=99)[0]["text"][len(tokenizer_lib.BOS):]
+    done = subprocess.run([str(ENVFORGE), "generate", "--model", str(out), "--prompt", text, "--max-tokens", "1",
+                           "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["prompt_tokens"] == 1 + len(tokenizer.encode(text))
+
+
+def test_engine_logits_match_the_training_forward(trained):
+    out, report, _ = trained
+    tokenizer = tokenizer_lib.Tokenizer.load(out)
+    ids, _ = data.encode_transcript(tokenizer, data.synthetic_transcripts(1, seed=21)[0])
+    ids = ids[:320]
+    topk = report["config"]["index_topk"]
+    assert len(ids) > 3 * topk  # most positions choose index_topk of their candidates
+    model = export.load(out)
+    with torch.no_grad():
+        ours = model.logits(torch.tensor(ids, dtype=torch.long), "sparse").numpy()
+        ours_dense = model.logits(torch.tensor(ids, dtype=torch.long), "dense").numpy()
+    theirs = engine.engine_logits(out, ids)
+    if theirs is None:  # the module has no model_logits: the engine's oracle, and the engine's greedy tokens
+        theirs = engine.reference_logits(out, ids)
+        greedy_ours, context = [], list(ids[:200])
+        for _ in range(8):
+            with torch.no_grad():
+                nxt = int(model.logits(torch.tensor(context, dtype=torch.long), "sparse")[-1].argmax())
+            greedy_ours.append(nxt)
+            context.append(nxt)
+        assert engine.engine_greedy(ENVFORGE, out, ids[:200], 8) == greedy_ours
+    figures = engine.agreement(ours, theirs)
+    print("engine vs training forward:", figures)
+    assert figures["relative_max"] < LOGITS_TOLERANCE, figures
+    assert figures["argmax_agreement"] == 1.0, figures
+    # The comparison covers sparse selection: dense attention would be far off beyond index_topk.
+    assert engine.agreement(ours_dense, theirs)["relative_max"] > 10 * LOGITS_TOLERANCE
+
+
+def tiny_model(seed=0):
+    dims = dict(hidden_size=128, num_hidden_layers=2, first_k_dense_replace=1, num_attention_heads=2,
+                q_lora_rank=64, kv_lora_rank=128, qk_nope_head_dim=16, qk_rope_head_dim=16, v_head_dim=16,
+                index_n_heads=2, index_head_dim=128, index_topk=12, n_routed_experts=4, n_group=2, topk_group=1,
+                num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=32, intermediate_size=64)
+    model = model_lib.DeepseekV32(export.make_config(dims, 200))
+    model.init_weights(seed, std=0.1)
+    return model.eval()
+
+
+def test_a_packed_batch_computes_what_each_sequence_computes_alone():
+    model = tiny_model()
+    generator = torch.Generator().manual_seed(5)
+    prefix = torch.randint(0, 200, (30,), generator=generator)
+    suffixes = [torch.randint(0, 200, (n,), generator=generator) for n in (25, 14, 20)]
+    padded = torch.stack([torch.cat((s, torch.ones(25 - len(s), dtype=torch.long))) for s in suffixes])
+    for mode in ("dense", "sparse"):
+        with torch.no_grad():
+            hidden, layout = model.hidden(prefix, padded, mode, None, [len(s) for s in suffixes])
+            packed = model.lm_head(layout.suffix(hidden))
+            for row, suffix in enumerate(suffixes):
+                alone = model.logits(torch.cat((prefix, suffix)), mode)[30:]
+                figures = engine.agreement(packed[row, :len(suffix)].numpy(), alone.numpy())
+                assert figures["relative_max"] < 1e-3, (mode, row, figures)
+
+
+def test_the_loss_mask_covers_exactly_the_spans():
+    records = data.synthetic_transcripts(6, seed=3)
+    vocab, merges = tokenizer_lib.train_bpe([r["text"] for r in records], 400)
+    tokenizer = tokenizer_lib.Tokenizer(vocab, merges)
+    for record in records:
+        ids, mask = data.encode_transcript(tokenizer, record)
+        spans_text = "".join(record["text"][s:e] for s, e in record["spans"])
+        assert tokenizer.decode(ids[mask == 1]) == spans_text
+        assert tokenizer.decode(ids) == record["text"]
+        assert ids[mask == 1][-1] == 1  # each span ends with EOS
+    batch = train.Batch(*data.Dataset(tokenizer, records).collate([0, 1, 2]))
+    assert batch.P > 100  # the system prompt and tools block are shared
+    assert batch.loss_tokens == int(batch.weight.sum())
+
+
+def test_a_failed_export_leaves_the_previous_model_untouched(tmp_path, monkeypatch):
+    model = tiny_model()
+    out = tmp_path / "model"
+    export.export(model, str(out), [], {"note.txt": "first"})
+    before = sorted(os.listdir(out))
+
+    def fail(*_):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(export.tiny_model, "write_safetensors", fail)
+    with pytest.raises(OSError, match="disk full"):
+        export.export(model, str(out), [], {"note.txt": "second"})
+    assert sorted(os.listdir(out)) == before and (out / "note.txt").read_text() == "first"
+    assert sorted(os.listdir(tmp_path)) == ["model"]  # no temporary directory left behind
