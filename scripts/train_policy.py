@@ -56,7 +56,7 @@ SIZES = {
                      v_head_dim=16, index_n_heads=1, index_head_dim=128, index_topk=64,
                      n_routed_experts=4, n_group=2, topk_group=1, num_experts_per_tok=2, n_shared_experts=1,
                      moe_intermediate_size=64, intermediate_size=256, routed_scaling_factor=1.0),
-        "vocab_size": 512, "batch_tokens": 4096, "steps": (40, 15, 20), "lr": (3e-3, 2e-3, 1e-3),
+        "vocab_size": 512, "batch_tokens": 2048, "steps": (16, 6, 8), "lr": (3e-3, 2e-3, 1e-3),
         "synthetic": 240,
     },
 }

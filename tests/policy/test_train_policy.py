@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="python3-torch is not installed (scripts/setup.sh installs it)")
+torch.set_num_threads(1)  # one core: ctest runs this beside another test on a 2-core machine
 
 SOURCE_DIR = pathlib.Path(os.environ.get("ENVFORGE_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
 BUILD_DIR = pathlib.Path(os.environ.get("ENVFORGE_BUILD_DIR", SOURCE_DIR / "build"))
@@ -47,7 +48,7 @@ def trained(tmp_path_factory):
     out = work / "model"
     done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--size", "smoke",
                            "--transcripts", str(work / "train.jsonl"), "--eval-transcripts", str(work / "eval.jsonl"),
-                           "--seed", "3", "--log-every", "1"], capture_output=True, text=True)
+                           "--seed", "3", "--log-every", "1", "--threads", "1"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     with open(out / "training.json") as f:
         report = json.load(f)
