@@ -17,9 +17,13 @@ held-out template; category_stock_value, far beyond training) never appear in tr
 TRAIN_TEMPLATES lists the others.
 
 Each seed gives a different database: 5-6 categories of 3-5 products, 5 suppliers, made-up
-syllable names ("Vexo Lamp", "Tirza Co", city "Moravi") so that a model must copy names
+lexicon names ("Bito Lamp", "Rasa Co", city "Kelo") so that a model must copy names
 rather than memorise them; prices 10..999 (distinct within a category), stock 0..60,
 ratings 2.0..5.0 with one decimal. Three tools (get_product, list_products, get_supplier).
+Prompts quote the names and categories they mention ('the price of "Bito Lamp"'): a quoted name
+tokenizes the same as the tool-call argument and the JSON string it is copied into or from
+(a word after a space is a different token from the same word after a quote or a '>'), so a small
+model learns to copy it with one attention pattern.
 Everything is kept short on purpose: the tool specs are in every prompt of every episode.
 
 The output is a pure function of the arguments: only random.Random(seed) draws, no iteration
@@ -72,28 +76,25 @@ CATEGORIES = (
     ("sports", ("Ball", "Racket", "Helmet", "Skates", "Bat", "Glove")),
     ("bath", ("Towel", "Mirror", "Soap", "Sponge", "Mat", "Brush")),
 )
-_ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr",
-           "tr", "st", "kl", "sh")
-_VOWELS = ("a", "e", "i", "o", "u")
-_CODAS = ("", "", "", "n", "r", "x", "l", "s")
+# Made-up words (product first words, supplier names, cities) come from a fixed lexicon of 96
+# two-syllable words ("Bito", "Kelo"), each used at most once per database. The tokenizer trained
+# on the transcripts makes each of them one token, so a name is two tokens ("Bito", " Lamp") drawn
+# from a small alphabet, and a small model learns to copy over a small alphabet in far fewer steps
+# (a copy task in the shipped architecture: over 100 token ids it learns in ~80 steps, over 900
+# not in 120). Which product gets which word is random per seed: a name cannot be memorised.
+_SYLLABLES = tuple(o + v for o in "bdklmnprst" for v in "aeio")
+LEXICON = tuple(sorted(random.Random("policy-envs-lexicon").sample(
+    sorted({(a + b).capitalize() for a in _SYLLABLES for b in _SYLLABLES}), 96)))
 _SUPPLIER_SUFFIXES = ("Co", "Ltd", "Inc", "Bros", "Trade")
 N_SUPPLIERS = 5
 STOCK_STEPS = (5, 10, 15, 20, 25, 30)        # tier 4 thresholds: stock >= N
 RATING_STEPS = (30, 35, 40, 45)              # tier 4 thresholds: rating >= R (tenths)
 
 
-def _word(rng, syllables):
-    parts = [rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(syllables)]
-    return ("".join(parts) + rng.choice(_CODAS)).capitalize()
-
-
-def _unique_words(rng, n, used, syllables=(2, 2, 2, 3), max_len=7):
-    out = []
-    while len(out) < n:
-        w = _word(rng, rng.choice(syllables))
-        if w not in used and len(w) <= max_len:
-            used.add(w)
-            out.append(w)
+def _unique_words(rng, n, used):
+    """n lexicon words not in used (which receives them)."""
+    out = rng.sample([w for w in LEXICON if w not in used], n)
+    used.update(out)
     return out
 
 
@@ -116,7 +117,7 @@ def make_database(seed):
     while True:  # rejection sampling: every category must allow a tier-4 task
         used = set()
         cats = sorted(rng.sample(CATEGORIES, rng.choice((5, 6))))
-        cities = _unique_words(rng, N_SUPPLIERS, used, (2, 3), 8)
+        cities = _unique_words(rng, N_SUPPLIERS, used)
         phones = set()
         suppliers = []
         for word, city in zip(_unique_words(rng, N_SUPPLIERS, used), cities):
@@ -317,7 +318,7 @@ def _task_lookup(template, product):
     x = product["name"]
     key, what = {"price_lookup": ("price", "price"), "stock_lookup": ("stock", "stock")}[template]
     return {
-        "prompt": 'What is the %s of %s? Submit {"%s": <integer>}.' % (what, x, key),
+        "prompt": 'What is the %s of "%s"? Submit {"%s": <integer>}.' % (what, x, key),
         "schema": _schema(key, "integer"),
         "knobs": {"product": x},
         "consts": {"KEY": key, "PRODUCT": x},
@@ -329,9 +330,9 @@ def _task_lookup(template, product):
 def _task_supplier(template, product):
     x = product["name"]
     if template == "supplier_city":
-        key, prompt = "city", 'In which city is the supplier of %s? Submit {"city": "<city>"}.'
+        key, prompt = "city", 'In which city is the supplier of "%s"? Submit {"city": "<city>"}.'
     else:
-        key, prompt = "phone", ('What is the phone number of the supplier of %s? '
+        key, prompt = "phone", ('What is the phone number of the supplier of "%s"? '
                                 'Submit {"phone": "<phone>"}.')
     return {
         "prompt": prompt % x,
@@ -346,7 +347,7 @@ def _task_supplier(template, product):
 
 def _task_cheapest(category):
     return {
-        "prompt": 'Which %s product is the cheapest? Submit {"product": "<name>"}.' % category,
+        "prompt": 'Which product in category "%s" is the cheapest? Submit {"product": "<name>"}.' % category,
         "schema": _schema("product", "string"),
         "knobs": {"category": category},
         "consts": {"KEY": "product", "CATEGORY": category},
@@ -359,7 +360,7 @@ def _task_cheapest(category):
 def _task_cheapest_rated(category, min_stock, min_r10):
     r = _rating(min_r10)
     return {
-        "prompt": ('Which %s product with stock >= %d and rating >= %s is the cheapest? '
+        "prompt": ('Which product in category "%s" with stock >= %d and rating >= %s is the cheapest? '
                    'Submit {"product": "<name>"}.' % (category, min_stock, r)),
         "schema": _schema("product", "string"),
         "knobs": {"category": category, "min_stock": min_stock, "min_rating": float(r)},
@@ -375,7 +376,7 @@ def _task_cheapest_rated(category, min_stock, min_r10):
 def _task_stock_value(pair):
     a, b = pair
     return {
-        "prompt": ('What is the sum of price * stock over all %s and %s products? '
+        "prompt": ('What is the sum of price * stock over all products in categories "%s" and "%s"? '
                    'Submit {"total": <integer>}.' % (a, b)),
         "schema": _schema("total", "integer"),
         "knobs": {"categories": [a, b]},

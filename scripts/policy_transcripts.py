@@ -127,7 +127,9 @@ class RecordingTools:
 
 
 def answer_text_of(answer):
-    return answer if isinstance(answer, str) else json.dumps(answer)
+    """The submitted text: compact JSON, the tool results' own formatting, so that a value read
+    from a result ("price":851) is written back with the same tokens ({"price":851})."""
+    return answer if isinstance(answer, str) else json.dumps(answer, separators=(",", ":"))
 
 
 def compact(arguments):

@@ -3,7 +3,8 @@
 
     /usr/bin/python3 scripts/train_policy.py --out DIR [--transcripts F.jsonl]
         [--eval-transcripts G.jsonl] [--steps N] [--seed S] [--size small|smoke] [--threads 2]
-        [--dense-steps A --warmup-steps B --sparse-steps C] [--vocab-size V] [--batch-tokens T]
+        [--short-steps S --dense-steps A --warmup-steps B --sparse-steps C] [--vocab-size V]
+        [--batch-tokens T] [--eval-every N]
 
 Steps (scripts/policy/ holds the parts):
   1. tokenizer: a byte-level BPE in DeepSeek-V3's structure trained on the transcripts' text
@@ -15,14 +16,17 @@ Steps (scripts/policy/ holds the parts):
      --eval-transcripts, a held-out slice of the training transcripts;
   3. model: DeepSeek-V3.2 in PyTorch with the engine's semantics (policy/model.py);
   4. the DSA recipe (policy/train.py): dense pre-training, dense warm-up of the indexers (KL),
-     sparse training; --steps N splits N steps over the stages in the size's proportions,
+     sparse training; dense pre-training opens with --short-steps on the transcripts cut to
+     BOS + their turns (no system prompt and tools block: attention over ~200 positions instead
+     of ~900 finds the names to copy sooner, and batches of short rows hold more copies); --steps N splits N steps over the stages in the size's proportions,
      --dense-steps/--warmup-steps/--sparse-steps set them one by one;
   5. export: config.json, model.safetensors (bf16), tokenizer files and training.json written to
      a temporary directory beside DIR, then renamed to DIR (policy/export.py);
   6. report: a progress line every few seconds on stderr; DIR/training.json with the
      parameters, tokens and wall time per stage, losses, and the evaluation of the exported
-     weights (dense and sparse LM loss, token and turn accuracy on the spans, the indexer's
-     top-k recall of the dense attention mass per layer).
+     weights (dense and sparse LM loss, token and turn accuracy on the spans, per tier the
+     fraction of tool-call argument values predicted exactly, the indexer's top-k recall of the
+     dense attention mass per layer); --eval-every N prints that evaluation during training.
 
 The process re-executes itself once with glibc malloc tunables that keep freed memory in the
 heap: PyTorch allocates many tensors of tens of MB per step, and glibc otherwise maps and unmaps
@@ -47,7 +51,8 @@ SIZES = {
                      v_head_dim=32, index_n_heads=2, index_head_dim=128, index_topk=128,
                      n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=2, n_shared_experts=1,
                      moe_intermediate_size=256, intermediate_size=768, routed_scaling_factor=1.0),
-        "vocab_size": 1024, "batch_tokens": 8192, "steps": (2400, 100, 500), "lr": (2e-3, 1e-3, 5e-4),
+        "vocab_size": 1024, "batch_tokens": 8192, "steps": (800, 50, 150), "lr": (2e-3, 1e-3, 5e-4),
+        "short_steps": 0, "short_batch_tokens": 4096,
         "synthetic": 3000,
     },
     "smoke": {
@@ -57,6 +62,7 @@ SIZES = {
                      n_routed_experts=4, n_group=2, topk_group=1, num_experts_per_tok=2, n_shared_experts=1,
                      moe_intermediate_size=64, intermediate_size=256, routed_scaling_factor=1.0),
         "vocab_size": 512, "batch_tokens": 2048, "steps": (16, 6, 8), "lr": (3e-3, 2e-3, 1e-3),
+        "short_steps": 0, "short_batch_tokens": 1024,
         "synthetic": 240,
     },
 }
@@ -111,12 +117,16 @@ def parse_args(argv):
     parser.add_argument("--dense-steps", type=int)
     parser.add_argument("--warmup-steps", type=int)
     parser.add_argument("--sparse-steps", type=int)
+    parser.add_argument("--short-steps", type=int, help="dense steps on the transcripts without their system "
+                        "prompt before the dense stage (default: the size's; see the stage list above)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--vocab-size", type=int, help="tokenizer vocabulary (default: the size's)")
     parser.add_argument("--batch-tokens", type=int, help="padded tokens per batch (default: the size's)")
     parser.add_argument("--eval-limit", type=int, default=200, help="evaluate on at most this many transcripts")
     parser.add_argument("--log-every", type=float, default=5.0, help="seconds between progress lines")
+    parser.add_argument("--eval-every", type=int, default=0, help="every N steps of a stage, print the "
+                        "evaluation transcripts' exact argument values per tier (teacher forced; 0: never)")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 3:
         parser.error("--steps must be at least 3 (one per stage)")
@@ -178,7 +188,7 @@ def main(argv=None):
 
     t0 = time.time()
     vocab_size = args.vocab_size or size["vocab_size"]
-    vocab, merges = tokenizer_lib.train_bpe([r["text"] for r in records], vocab_size)
+    vocab, merges = tokenizer_lib.train_bpe(tokenizer_lib.bpe_corpus([r["text"] for r in records]), vocab_size)
     tok = tokenizer_lib.Tokenizer(vocab, merges)
     dataset = data.Dataset(tok, records)
     eval_set = data.Dataset(tok, eval_records[:args.eval_limit])
@@ -197,18 +207,35 @@ def main(argv=None):
     log("model: %.2fM parameters (%.2fM in the indexers); stages: dense %d, warm-up %d, sparse %d steps"
         % (parameters / 1e6, indexer_parameters / 1e6, *steps))
 
+    def checkpoint(stage, step):
+        mode = "sparse" if stage == "sparse" else "dense"
+        figures = train.evaluate(model, eval_set, modes=(mode,), max_sequences=args.eval_limit, tokenizer=tok)[mode]
+        log("[%s] step %d: eval loss %.4f, span token accuracy %.3f, exact arguments by tier %s"
+            % (stage, step, figures["loss"], figures["token_accuracy"],
+               json.dumps(figures.get("argument_exact_by_tier", {}))))
+
     rng = np.random.default_rng(args.seed)
     batch_tokens = args.batch_tokens or size["batch_tokens"]
     stages = {}
+    short_steps = size["short_steps"] if args.short_steps is None else args.short_steps
+    if short_steps:
+        short_set = data.Dataset(tok, [data.without_system_prompt(r) for r in dataset.records])
+        stages["short"] = train.run_stage(model, short_set, "dense", short_steps, size["short_batch_tokens"],
+                                          size["lr"][0], rng,
+                                          log_every=args.log_every, checkpoint=checkpoint,
+                                          checkpoint_every=args.eval_every, label="short")
+        log("stage short: %d steps, %d tokens in %.0fs" % (short_steps, stages["short"]["tokens"],
+                                                           stages["short"]["seconds"]))
     for stage, count, lr in zip(train.STAGES, steps, size["lr"]):
-        stages[stage] = train.run_stage(model, dataset, stage, count, batch_tokens, lr, rng, log_every=args.log_every)
+        stages[stage] = train.run_stage(model, dataset, stage, count, batch_tokens, lr, rng, log_every=args.log_every,
+                                        checkpoint=checkpoint, checkpoint_every=args.eval_every)
         record = stages[stage]
         log("stage %s: %d steps, %d tokens in %.0fs" % (stage, count, record["tokens"], record["seconds"]))
 
     # Evaluate the exported weights, then write everything at once.
     t0 = time.time()
     final = export.rounded_copy(model)
-    evaluation = train.evaluate(final, eval_set)
+    evaluation = train.evaluate(final, eval_set, tokenizer=tok)
     log("evaluation (%.0fs): %s" % (time.time() - t0, json.dumps(evaluation)))
 
     def summary(record):

@@ -16,6 +16,7 @@ what the smoke test trains on and what development ran on before real transcript
 
 import json
 import random
+import re
 
 import numpy as np
 
@@ -150,13 +151,13 @@ def _episode(rng, products, suppliers, tier):
     row = lambda q: {k: q[k] for k in ("name", "price", "stock", "rating")}  # noqa: E731
     if tier == 1:
         field = rng.choice(["price", "stock"])
-        prompt = "What is the %s of %s? Submit {\"%s\": <integer>}." % (field, name, field)
+        prompt = "What is the %s of \"%s\"? Submit {\"%s\": <integer>}." % (field, name, field)
         steps = [({"name": "get_product", "arguments": {"name": name}}, json.dumps(p),
                   "I need the product %s." % name)]
         return prompt, steps, {field: p[field]}, "The %s is %d." % (field, p[field])
     if tier == 2:
         s = p["supplier"]
-        prompt = "In which city is the supplier of %s? Submit {\"city\": \"<city>\"}." % name
+        prompt = "In which city is the supplier of \"%s\"? Submit {\"city\": \"<city>\"}." % name
         steps = [({"name": "get_product", "arguments": {"name": name}}, json.dumps(p),
                   "First the product %s." % name),
                  ({"name": "get_supplier", "arguments": {"name": s}}, json.dumps({"name": s, **suppliers[s]}),
@@ -168,12 +169,12 @@ def _episode(rng, products, suppliers, tier):
     steps = [({"name": "list_products", "arguments": {"category": category}}, listing,
               "I list the %s products." % category)]
     if tier == 3:
-        prompt = "Which %s product is the cheapest? Submit {\"product\": \"<name>\"}." % category
+        prompt = "Which product in category \"%s\" is the cheapest? Submit {\"product\": \"<name>\"}." % category
         best = min(rows, key=lambda q: q["price"])
         return prompt, steps, {"product": best["name"]}, "The lowest price is %d." % best["price"]
     stock = rng.choice([5, 10, 20])
     rating = rng.choice([3.0, 3.5, 4.0])
-    prompt = ("Which %s product with stock >= %d and rating >= %.1f is the cheapest? "
+    prompt = ("Which product in category \"%s\" with stock >= %d and rating >= %.1f is the cheapest? "
               "Submit {\"product\": \"<name>\"}." % (category, stock, rating))
     ok = [q for q in rows if q["stock"] >= stock and q["rating"] >= rating]
     best = min(ok, key=lambda q: q["price"]) if ok else None
@@ -220,6 +221,38 @@ def encode_transcript(tokenizer, record):
         ids.extend(piece)
         mask.extend([1 if inside else 0] * len(piece))
     return np.asarray(ids, dtype=np.int32), np.asarray(mask, dtype=np.uint8)
+
+
+def without_system_prompt(record):
+    """The record with its text cut to BOS + everything from the first <｜User｜> on (spans
+    moved with it): the short form the first training steps use (train_policy.py --short-steps)."""
+    text = record["text"]
+    cut = text.find(tok.USER)
+    if cut < 0:
+        return record
+    shift = cut - len(tok.BOS)
+    return dict(record, text=tok.BOS + text[cut:], spans=[[a - shift, b - shift] for a, b in record["spans"]])
+
+
+_ARGUMENT_VALUE = re.compile(r'string="(?:true|false)">(.*?)</｜DSML｜parameter>', re.S)
+
+
+def argument_values(tokenizer, record, ids):
+    """Per tool-call argument value the model writes (the text between string="..."> and
+    </｜DSML｜parameter> inside a span), the indices of the tokens lying wholly inside it: the
+    names, categories and answers a policy has to copy or compute right."""
+    text = record["text"]
+    ends = np.cumsum([len(tokenizer.token_bytes(t)) for t in ids])
+    starts = ends - np.asarray([len(tokenizer.token_bytes(t)) for t in ids])
+    out = []
+    for begin, end in record["spans"]:
+        for match in _ARGUMENT_VALUE.finditer(text, begin, end):
+            a = len(text[:match.start(1)].encode("utf-8"))
+            b = len(text[:match.end(1)].encode("utf-8"))
+            inside = np.flatnonzero((starts >= a) & (ends <= b))
+            if len(inside):
+                out.append(inside)
+    return out
 
 
 class Dataset:

@@ -53,6 +53,25 @@ def split_special(text):
     return out
 
 
+def bpe_corpus(texts):
+    """The texts BPE is trained on: every distinct system prompt (the text before the first
+    <｜User｜>) once, then each text from its first <｜User｜> on. The system prompt and tools
+    block open every transcript; counted once per transcript they would take most of the merges
+    (a prefix the model never generates and training computes once per batch), leaving the
+    names, values and markup of the turns split into many small pieces."""
+    prefixes, out = set(), []
+    for text in texts:
+        cut = text.find(USER)
+        if cut <= 0:
+            out.append(text)
+            continue
+        if text[:cut] not in prefixes:
+            prefixes.add(text[:cut])
+            out.append(text[:cut])
+        out.append(text[cut:])
+    return out
+
+
 def _is_digit_symbol(symbol):
     return all(c.isdigit() for c in symbol)
 
@@ -169,6 +188,13 @@ class Tokenizer:
             for word in tiny.pre_tokenize(piece):
                 ids.extend(self._word_ids(word))
         return ids
+
+    def token_bytes(self, token_id):
+        """The UTF-8 bytes token_id stands for."""
+        token = self.id_to_token.get(int(token_id), "")
+        if token in SPECIAL_STRINGS:
+            return token.encode("utf-8")
+        return bytes(self.byte_decoder[c] for c in token)
 
     def decode(self, ids):
         data = bytearray()

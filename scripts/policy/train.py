@@ -119,8 +119,12 @@ class Progress:
 
 
 def run_stage(model, dataset, stage, steps, tokens_per_batch, lr, rng, bias_rate=0.005, weight_decay=0.1,
-              warmup=None, log_every=5.0, out=sys.stderr):
-    """Trains `steps` steps of one stage; returns its record (losses, tokens, time)."""
+              warmup=None, log_every=5.0, out=sys.stderr, checkpoint=None, checkpoint_every=0, label=None):
+    """Trains `steps` steps of one stage; returns its record (losses, tokens, time). checkpoint:
+    called as checkpoint(stage, step) every checkpoint_every steps and after the last (a periodic
+    evaluation; the model is back in training mode afterwards). label names the stage in the
+    progress lines and checkpoint calls (default: the stage)."""
+    label = label or stage
     assert stage in STAGES
     model.train()
     indexer = set(id(p) for p in model.indexer_parameters())
@@ -134,7 +138,7 @@ def run_stage(model, dataset, stage, steps, tokens_per_batch, lr, rng, bias_rate
         params = list(model.parameters())
     optimizer = make_optimizer(params, lr, weight_decay)
     warmup = warmup if warmup is not None else max(1, min(100, steps // 10))
-    progress = Progress(stage, steps, log_every, out)
+    progress = Progress(label, steps, log_every, out)
     record = {"steps": steps, "tokens": 0, "computed_rows": 0, "loss_tokens": 0, "losses": [], "kl": []}
     start = time.time()
     plan = []
@@ -173,6 +177,9 @@ def run_stage(model, dataset, stage, steps, tokens_per_batch, lr, rng, bias_rate
         record["computed_rows"] += batch.rows
         record["loss_tokens"] += batch.loss_tokens
         progress.update(step, loss_value, batch.tokens, extra)
+        if checkpoint is not None and checkpoint_every and ((step + 1) % checkpoint_every == 0 or step + 1 == steps):
+            checkpoint(label, step + 1)
+            model.train()
     for p in model.parameters():
         p.requires_grad_(True)
     for moe in model.moe_layers():
@@ -182,16 +189,19 @@ def run_stage(model, dataset, stage, steps, tokens_per_batch, lr, rng, bias_rate
 
 
 @torch.no_grad()
-def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None):
+def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None, tokenizer=None):
     """Per mode: LM loss, token accuracy and exact-turn accuracy on the spans (teacher forced);
-    plus the indexer's top-k recall of the dense attention mass per layer (queries with more
-    than index_topk candidates)."""
+    with the tokenizer, per tier the fraction of tool-call argument values (names, categories,
+    answers: data.argument_values) predicted exactly; plus the indexer's top-k recall of the dense
+    attention mass per layer (queries with more than index_topk candidates)."""
+    from . import data as data_lib
     model.eval()
     result = {}
     n = len(dataset) if max_sequences is None else min(max_sequences, len(dataset))
     for mode in modes:
         loss_sum = tokens = correct = turns = turns_exact = 0
         recall = {}
+        values = {}
         for i in range(n):
             ids, masks, lengths = dataset.collate([i])
             batch = Batch(ids, masks, lengths)
@@ -213,6 +223,14 @@ def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None):
                     turns += 1
                     turns_exact += int(hit[run_start:k].all())
                     run_start = k
+            if tokenizer is not None:
+                # token t of the sequence is predicted at suffix row t - P - 1
+                hit_at = dict(zip((positions + batch.P + 1).tolist(), hit.tolist()))
+                tier = str(dataset.records[i].get("tier", "?"))
+                counts = values.setdefault(tier, [0, 0])
+                for inside in data_lib.argument_values(tokenizer, dataset.records[i], dataset.ids[i]):
+                    counts[0] += int(all(hit_at.get(int(t), False) for t in inside))
+                    counts[1] += 1
             if stats is not None:
                 for layer, mass, count in stats["recall"]:
                     m, c = recall.get(layer, (0.0, 0))
@@ -220,6 +238,9 @@ def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None):
         entry = {"loss": loss_sum / max(tokens, 1), "token_accuracy": correct / max(tokens, 1),
                  "turn_exact": turns_exact / max(turns, 1), "tokens": tokens, "turns": turns,
                  "sequences": n}
+        if values:
+            entry["argument_exact_by_tier"] = {tier: round(ok / max(total, 1), 4)
+                                               for tier, (ok, total) in sorted(values.items())}
         if recall:
             per = {str(layer): (m / c if c else None) for layer, (m, c) in sorted(recall.items())}
             vals = [v for v in per.values() if v is not None]

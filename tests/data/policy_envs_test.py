@@ -185,6 +185,27 @@ def test_data_rules(envs, seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
+def test_names_copy_as_whole_words(envs, seed):
+    """Made-up words come from the lexicon, once per database; prompts quote what they name, so
+    the quoted text is what a call or an answer must contain verbatim."""
+    src = envs[seed][0]
+    db, _ = _load(src)
+    words = [r["name"].split(" ")[0] for r in db.query("SELECT name FROM products")]
+    words += [r["name"].split(" ")[0] for r in db.query("SELECT name FROM suppliers")]
+    words += [r["city"] for r in db.query("SELECT city FROM suppliers")]
+    assert set(words) <= set(policy_envs.LEXICON) and len(set(words)) == len(words)
+    for _, d in _tasks(src):
+        with open(os.path.join(d, "task.json"), encoding="utf-8") as f:
+            task = json.load(f)
+        for key, value in task["knobs"].items():
+            if key == "template":
+                continue
+            for text in (value if isinstance(value, list) else [value]):
+                if isinstance(text, str):
+                    assert '"%s"' % text in task["prompt"], (task["prompt"], text)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
 def test_sources_in_process(envs, seed):
     """Every gold solution (run on plain Python tools) passes its verifier; its calls are the
     template's chain; wrong answers, wrong types, extra keys and non-objects fail."""

@@ -10,6 +10,7 @@ moves logits by more than 1e-2.
 """
 
 import json
+import re
 import os
 import pathlib
 import subprocess
@@ -48,7 +49,8 @@ def trained(tmp_path_factory):
     out = work / "model"
     done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--size", "smoke",
                            "--transcripts", str(work / "train.jsonl"), "--eval-transcripts", str(work / "eval.jsonl"),
-                           "--seed", "3", "--log-every", "1", "--threads", "1"], capture_output=True, text=True)
+                           "--seed", "3", "--log-every", "1", "--threads", "1", "--short-steps", "4",
+                           "--eval-every", "8"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     with open(out / "training.json") as f:
         report = json.load(f)
@@ -58,23 +60,46 @@ def trained(tmp_path_factory):
 def test_each_stage_runs_and_the_loss_falls(trained):
     _, report, stderr = trained
     stages = report["stages"]
-    assert list(stages) == ["dense", "warmup", "sparse"]
+    assert list(stages) == ["short", "dense", "warmup", "sparse"]
     for name, stage in stages.items():
         assert stage["steps"] > 0 and len(stage["losses"]) == stage["steps"], name
         assert stage["tokens"] > 0 and stage["seconds"] > 0, name
         assert all(np.isfinite(stage["losses"])), name
     dense = stages["dense"]
-    assert dense["loss_last_10pct"] < 0.5 * dense["loss_first"], dense["losses"]
+    assert dense["loss_last_10pct"] < 0.5 * stages["short"]["loss_first"], dense["losses"]
     warmup = stages["warmup"]
     assert warmup["kl_last_10pct"] < warmup["kl_first"], warmup["losses"]
     sparse = stages["sparse"]
-    assert sparse["loss_last_10pct"] < 0.5 * dense["loss_first"]
+    assert sparse["loss_last_10pct"] < 0.5 * stages["short"]["loss_first"]
     assert sparse["kl_first"] > 0
     # progress lines: stage, step, loss, throughput, ETA
-    assert "[dense] step" in stderr and "[warmup] step" in stderr and "[sparse] step" in stderr
+    assert "[short] step" in stderr and "[dense] step" in stderr and "[warmup] step" in stderr
+    assert "[sparse] step" in stderr
+    # --eval-every: the periodic evaluation, and the final one, report exact arguments per tier
+    assert "[dense] step 8: eval loss" in stderr and "exact arguments by tier" in stderr
+    exact = report["evaluation"]["dense"]["argument_exact_by_tier"]
+    assert set(exact) == {"1", "2", "3", "4"} and all(0 <= v <= 1 for v in exact.values())
     assert "tok/s" in stderr and "ETA" in stderr
     recall = report["evaluation"]["dense"]["topk_recall"]
     assert 0 < recall["mean"] <= 1 and len(recall["per_layer"]) == report["config"]["num_hidden_layers"]
+
+
+def test_argument_values_and_the_short_form():
+    """argument_values finds exactly the tool-call argument values of the spans;
+    without_system_prompt keeps every span's text."""
+    records = data.synthetic_transcripts(8, seed=5)
+    tok = tokenizer_lib.Tokenizer(*tokenizer_lib.train_bpe(tokenizer_lib.bpe_corpus([r["text"] for r in records]), 400))
+    for record in records:
+        ids, _ = data.encode_transcript(tok, record)
+        found = [tok.decode([ids[i] for i in inside]) for inside in data.argument_values(tok, record, ids)]
+        wanted = [value for begin, end in record["spans"]
+                  for value in re.findall(r'string="(?:true|false)">(.*?)</｜DSML｜parameter>', record["text"][begin:end])]
+        assert len(found) == len(wanted) > 0
+        # a value's first token may share bytes with the markup before it ('">{"'): compare the tails
+        assert all(w.endswith(f) and len(f) >= len(w) // 2 for f, w in zip(found, wanted)), (found, wanted)
+        short = data.without_system_prompt(record)
+        assert short["text"].startswith(tokenizer_lib.BOS + tokenizer_lib.USER)
+        assert [short["text"][a:b] for a, b in short["spans"]] == [record["text"][a:b] for a, b in record["spans"]]
 
 
 def test_export_is_the_hf_layout_the_engine_loads(trained):

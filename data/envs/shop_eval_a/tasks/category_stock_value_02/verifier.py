@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["garden", "office"]
+CATEGORIES = ["garden", "lighting"]
 KEY = "total"
 
 

@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "office"
+CATEGORY = "toys"
 KEY = "product"
 MIN_RATING_TENTHS = 40
-MIN_STOCK = 20
+MIN_STOCK = 15
 
 
 def _expected(db):

@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "garden"
+CATEGORY = "audio"
 KEY = "product"
-MIN_RATING_TENTHS = 40
-MIN_STOCK = 10
+MIN_RATING_TENTHS = 30
+MIN_STOCK = 15
 
 
 def _expected(db):

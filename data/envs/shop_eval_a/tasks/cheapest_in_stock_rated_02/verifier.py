@@ -5,7 +5,7 @@ import json
 CATEGORY = "sports"
 KEY = "product"
 MIN_RATING_TENTHS = 35
-MIN_STOCK = 15
+MIN_STOCK = 5
 
 
 def _expected(db):

@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "office"
+CATEGORY = "lighting"
 KEY = "product"
 MIN_RATING_TENTHS = 30
-MIN_STOCK = 20
+MIN_STOCK = 25
 
 
 def _expected(db):

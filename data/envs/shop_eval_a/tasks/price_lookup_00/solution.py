@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Drotas Glove")
+    p = tools.get_product("Tano Yoyo")
     return {"price": p["price"]}

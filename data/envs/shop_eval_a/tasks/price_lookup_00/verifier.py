@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Drotas Glove"
+PRODUCT = "Tano Yoyo"
 
 
 def _expected(db):

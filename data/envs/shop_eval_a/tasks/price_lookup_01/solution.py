@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Klarer Rake")
+    p = tools.get_product("Sole Lantern")
     return {"price": p["price"]}

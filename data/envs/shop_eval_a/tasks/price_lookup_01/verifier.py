@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Klarer Rake"
+PRODUCT = "Sole Lantern"
 
 
 def _expected(db):

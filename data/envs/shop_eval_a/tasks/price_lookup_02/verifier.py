@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Vumos Shelf"
+PRODUCT = "Kali Skates"
 
 
 def _expected(db):

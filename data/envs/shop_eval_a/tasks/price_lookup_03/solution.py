@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Faten Shears")
+    p = tools.get_product("Desi Shears")
     return {"price": p["price"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Faten Shears"
+PRODUCT = "Desi Shears"
 
 
 def _expected(db):

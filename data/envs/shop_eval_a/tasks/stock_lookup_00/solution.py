@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Tetor Sponge")
+    p = tools.get_product("Mimi Racket")
     return {"stock": p["stock"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Tetor Sponge"
+PRODUCT = "Mimi Racket"
 
 
 def _expected(db):

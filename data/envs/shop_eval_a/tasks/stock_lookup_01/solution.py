@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Sterun Robot")
+    p = tools.get_product("Pole Shovel")
     return {"stock": p["stock"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Sterun Robot"
+PRODUCT = "Pole Shovel"
 
 
 def _expected(db):

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Vumos Shelf")
+    p = tools.get_product("Tasa Sconce")
     return {"stock": p["stock"]}

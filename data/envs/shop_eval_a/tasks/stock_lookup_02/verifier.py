@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Vumos Shelf"
+PRODUCT = "Tasa Sconce"
 
 
 def _expected(db):

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Gegis Chair")
+    p = tools.get_product("Bose Headset")
     return {"stock": p["stock"]}

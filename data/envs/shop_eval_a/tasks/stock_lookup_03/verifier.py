@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Gegis Chair"
+PRODUCT = "Bose Headset"
 
 
 def _expected(db):

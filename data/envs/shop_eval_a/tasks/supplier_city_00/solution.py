@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Komu Soap")
+    p = tools.get_product("Sobe Bench")
     s = tools.get_supplier(p["supplier"])
     return {"city": s["city"]}

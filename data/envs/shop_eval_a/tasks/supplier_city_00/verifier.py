@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Komu Soap"
+PRODUCT = "Sobe Bench"
 
 
 def _expected(db):

@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Pudos Pen")
+    p = tools.get_product("Repo Puzzle")
     s = tools.get_supplier(p["supplier"])
     return {"city": s["city"]}

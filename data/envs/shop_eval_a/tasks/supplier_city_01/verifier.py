@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Pudos Pen"
+PRODUCT = "Repo Puzzle"
 
 
 def _expected(db):

@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Misudri Skates")
+    p = tools.get_product("Tasa Sconce")
     s = tools.get_supplier(p["supplier"])
     return {"city": s["city"]}

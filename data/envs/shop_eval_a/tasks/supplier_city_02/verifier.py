@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Misudri Skates"
+PRODUCT = "Tasa Sconce"
 
 
 def _expected(db):

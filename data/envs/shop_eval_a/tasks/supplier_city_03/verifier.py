@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Matun Bat"
+PRODUCT = "Roma Bat"
 
 
 def _expected(db):

@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Matun Bat")
+    p = tools.get_product("Tida Amp")
     s = tools.get_supplier(p["supplier"])
     return {"phone": s["phone"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Matun Bat"
+PRODUCT = "Tida Amp"
 
 
 def _expected(db):

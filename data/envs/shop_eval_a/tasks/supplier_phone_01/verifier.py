@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Nidrix Hose"
+PRODUCT = "Pola Blocks"
 
 
 def _expected(db):

@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Faten Shears"
+PRODUCT = "Tasa Sconce"
 
 
 def _expected(db):

@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Ribax Bench"
+PRODUCT = "Bati Rake"
 
 
 def _expected(db):

@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["office", "sports"]
+CATEGORIES = ["garden", "lighting"]
 KEY = "total"
 
 

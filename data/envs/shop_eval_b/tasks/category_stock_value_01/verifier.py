@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["office", "tools"]
+CATEGORIES = ["garden", "office"]
 KEY = "total"
 
 

@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["sports", "toys"]
+CATEGORIES = ["lighting", "tools"]
 KEY = "total"
 
 

@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["lighting", "office"]
+CATEGORIES = ["bath", "garden"]
 KEY = "total"
 
 

@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORY = "garden"
+CATEGORY = "audio"
 KEY = "product"
 
 

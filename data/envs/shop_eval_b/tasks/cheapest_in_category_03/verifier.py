@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORY = "office"
+CATEGORY = "garden"
 KEY = "product"
 
 

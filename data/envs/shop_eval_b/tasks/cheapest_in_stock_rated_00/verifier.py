@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "garden"
+CATEGORY = "office"
 KEY = "product"
-MIN_RATING_TENTHS = 35
-MIN_STOCK = 30
+MIN_RATING_TENTHS = 30
+MIN_STOCK = 20
 
 
 def _expected(db):

@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "lighting"
+CATEGORY = "audio"
 KEY = "product"
 MIN_RATING_TENTHS = 45
-MIN_STOCK = 25
+MIN_STOCK = 10
 
 
 def _expected(db):

@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "garden"
+CATEGORY = "bath"
 KEY = "product"
-MIN_RATING_TENTHS = 30
-MIN_STOCK = 30
+MIN_RATING_TENTHS = 45
+MIN_STOCK = 5
 
 
 def _expected(db):

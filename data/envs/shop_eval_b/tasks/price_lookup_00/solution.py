@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Shokin Clamp")
+    p = tools.get_product("Rabi Level")
     return {"price": p["price"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Shokin Clamp"
+PRODUCT = "Rabi Level"
 
 
 def _expected(db):

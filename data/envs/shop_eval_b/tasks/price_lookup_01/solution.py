@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Sholu Lamp")
+    p = tools.get_product("Pomi Radio")
     return {"price": p["price"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Sholu Lamp"
+PRODUCT = "Pomi Radio"
 
 
 def _expected(db):

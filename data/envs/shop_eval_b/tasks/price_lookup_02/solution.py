@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Klisax Rake")
+    p = tools.get_product("Remi Lantern")
     return {"price": p["price"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Klisax Rake"
+PRODUCT = "Remi Lantern"
 
 
 def _expected(db):

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Sule Hose")
+    p = tools.get_product("Tama Hose")
     return {"price": p["price"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Sule Hose"
+PRODUCT = "Tama Hose"
 
 
 def _expected(db):

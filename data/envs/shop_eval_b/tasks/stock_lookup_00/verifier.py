@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Sholu Lamp"
+PRODUCT = "Mesi Drill"
 
 
 def _expected(db):

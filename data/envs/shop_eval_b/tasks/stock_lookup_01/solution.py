@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Bastil Glove")
+    p = tools.get_product("Sole Bulb")
     return {"stock": p["stock"]}

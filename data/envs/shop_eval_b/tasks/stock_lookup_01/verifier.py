@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Bastil Glove"
+PRODUCT = "Sole Bulb"
 
 
 def _expected(db):

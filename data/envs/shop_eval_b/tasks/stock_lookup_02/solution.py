@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Subomen Bulb")
+    p = tools.get_product("Mopi Player")
     return {"stock": p["stock"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Subomen Bulb"
+PRODUCT = "Mopi Player"
 
 
 def _expected(db):

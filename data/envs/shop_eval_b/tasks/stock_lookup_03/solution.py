@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Trizo Desk")
+    p = tools.get_product("Rili Mic")
     return {"stock": p["stock"]}

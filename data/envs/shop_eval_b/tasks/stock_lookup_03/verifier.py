@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Trizo Desk"
+PRODUCT = "Rili Mic"
 
 
 def _expected(db):

@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Ginuklu Folder"
+PRODUCT = "Rabi Level"
 
 
 def _expected(db):

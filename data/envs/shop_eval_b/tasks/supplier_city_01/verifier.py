@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Sholu Lamp"
+PRODUCT = "Mopi Player"
 
 
 def _expected(db):

@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Feklar Sconce"
+PRODUCT = "Lobe Wrench"
 
 
 def _expected(db):

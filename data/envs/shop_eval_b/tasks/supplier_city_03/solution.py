@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Trizo Desk")
+    p = tools.get_product("Tibe Folder")
     s = tools.get_supplier(p["supplier"])
     return {"city": s["city"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Trizo Desk"
+PRODUCT = "Tibe Folder"
 
 
 def _expected(db):

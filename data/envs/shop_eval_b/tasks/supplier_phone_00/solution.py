@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Bufol Level")
+    p = tools.get_product("Mesi Drill")
     s = tools.get_supplier(p["supplier"])
     return {"phone": s["phone"]}

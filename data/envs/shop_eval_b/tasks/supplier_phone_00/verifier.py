@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Bufol Level"
+PRODUCT = "Mesi Drill"
 
 
 def _expected(db):

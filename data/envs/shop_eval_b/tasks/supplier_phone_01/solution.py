@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Shaso Stapler")
+    p = tools.get_product("Pako Soap")
     s = tools.get_supplier(p["supplier"])
     return {"phone": s["phone"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Shaso Stapler"
+PRODUCT = "Pako Soap"
 
 
 def _expected(db):

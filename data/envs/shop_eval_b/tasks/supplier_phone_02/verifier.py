@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Zures Wrench"
+PRODUCT = "Tibe Folder"
 
 
 def _expected(db):

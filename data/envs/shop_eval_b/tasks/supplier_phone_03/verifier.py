@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Shokin Clamp"
+PRODUCT = "Sila Shears"
 
 
 def _expected(db):
