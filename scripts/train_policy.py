@@ -4,7 +4,7 @@
     /usr/bin/python3 scripts/train_policy.py --out DIR [--transcripts F.jsonl]
         [--eval-transcripts G.jsonl] [--steps N] [--seed S] [--size small|smoke] [--threads 2]
         [--short-steps S --dense-steps A --warmup-steps B --sparse-steps C] [--vocab-size V]
-        [--batch-tokens T] [--eval-every N]
+        [--batch-tokens T] [--eval-every N] [--value-weight W]
 
 Steps (scripts/policy/ holds the parts):
   1. tokenizer: a byte-level BPE in DeepSeek-V3's structure trained on the transcripts' text
@@ -119,6 +119,8 @@ def parse_args(argv):
     parser.add_argument("--sparse-steps", type=int)
     parser.add_argument("--short-steps", type=int, help="dense steps on the transcripts without their system "
                         "prompt before the dense stage (default: the size's; see the stage list above)")
+    parser.add_argument("--value-weight", type=float, default=1.0, help="loss weight of the tokens of tool-call "
+                        "argument values (names, categories, answers) against 1 for the other generated tokens")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--vocab-size", type=int, help="tokenizer vocabulary (default: the size's)")
@@ -190,13 +192,13 @@ def main(argv=None):
     vocab_size = args.vocab_size or size["vocab_size"]
     vocab, merges = tokenizer_lib.train_bpe(tokenizer_lib.bpe_corpus([r["text"] for r in records]), vocab_size)
     tok = tokenizer_lib.Tokenizer(vocab, merges)
-    dataset = data.Dataset(tok, records)
+    dataset = data.Dataset(tok, records, mark_values=args.value_weight != 1.0)
     eval_set = data.Dataset(tok, eval_records[:args.eval_limit])
     log("tokenizer: %d ids (%d merges) in %.1fs; %d transcripts, %d tokens (mean %.0f, max %d), "
         "%.1f%% of them trained on; eval: %d transcripts"
         % (tok.vocab_size, len(merges), time.time() - t0, len(dataset), dataset.total_tokens,
            dataset.lengths.mean(), dataset.lengths.max(),
-           100.0 * sum(int(m.sum()) for m in dataset.masks) / dataset.total_tokens, len(eval_set)))
+           100.0 * sum(int((m > 0).sum()) for m in dataset.masks) / dataset.total_tokens, len(eval_set)))
 
     # Model
     config = export.make_config(size["dims"], tok.vocab_size)
@@ -219,16 +221,19 @@ def main(argv=None):
     stages = {}
     short_steps = size["short_steps"] if args.short_steps is None else args.short_steps
     if short_steps:
-        short_set = data.Dataset(tok, [data.without_system_prompt(r) for r in dataset.records])
+        short_set = data.Dataset(tok, [data.without_system_prompt(r) for r in dataset.records],
+                                 mark_values=args.value_weight != 1.0)
         stages["short"] = train.run_stage(model, short_set, "dense", short_steps, size["short_batch_tokens"],
                                           size["lr"][0], rng,
                                           log_every=args.log_every, checkpoint=checkpoint,
-                                          checkpoint_every=args.eval_every, label="short")
+                                          checkpoint_every=args.eval_every, label="short",
+                                          value_weight=args.value_weight)
         log("stage short: %d steps, %d tokens in %.0fs" % (short_steps, stages["short"]["tokens"],
                                                            stages["short"]["seconds"]))
     for stage, count, lr in zip(train.STAGES, steps, size["lr"]):
         stages[stage] = train.run_stage(model, dataset, stage, count, batch_tokens, lr, rng, log_every=args.log_every,
-                                        checkpoint=checkpoint, checkpoint_every=args.eval_every)
+                                        checkpoint=checkpoint, checkpoint_every=args.eval_every,
+                                        value_weight=args.value_weight)
         record = stages[stage]
         log("stage %s: %d steps, %d tokens in %.0fs" % (stage, count, record["tokens"], record["seconds"]))
 
@@ -256,7 +261,7 @@ def main(argv=None):
         "parameters": parameters, "indexer_parameters": indexer_parameters,
         "config": config, "vocab_size": tok.vocab_size, "merges": len(merges),
         "data": {"train": source, "train_transcripts": len(dataset), "train_tokens": dataset.total_tokens,
-                 "train_loss_tokens": int(sum(int(m.sum()) for m in dataset.masks)),
+                 "train_loss_tokens": int(sum(int((m > 0).sum()) for m in dataset.masks)),
                  "eval": eval_source, "eval_transcripts": len(eval_set), "batch_tokens": batch_tokens},
         "stages": {stage: summary(record) for stage, record in stages.items()},
         "evaluation": evaluation,

@@ -258,11 +258,16 @@ def argument_values(tokenizer, record, ids):
 class Dataset:
     """Tokenized transcripts; `batches` yields length-bucketed batches of about `tokens` tokens."""
 
-    def __init__(self, tokenizer, records, max_len=None):
+    def __init__(self, tokenizer, records, max_len=None, mark_values=False):
+        """mark_values: masks hold 2 (not 1) at the tokens of tool-call argument values
+        (argument_values), which the training loss can weigh up (train.Batch value_weight)."""
         self.ids, self.masks, self.records = [], [], []
         self.dropped = 0
         for record in records:
             ids, mask = encode_transcript(tokenizer, record)
+            if mark_values:
+                for inside in argument_values(tokenizer, record, ids):
+                    mask[inside] = 2
             if max_len is not None and len(ids) > max_len:
                 self.dropped += 1
                 continue

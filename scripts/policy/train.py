@@ -39,7 +39,11 @@ def shared_prefix_length(ids, masks, lengths):
 
 
 class Batch:
-    def __init__(self, ids, masks, lengths):
+    """A packed batch: the shared prefix, the suffixes, and per suffix row the target (the next
+    token) with its loss weight: 1 for a span token, value_weight for one marked 2 (an argument
+    value: data.Dataset mark_values), 0 elsewhere."""
+
+    def __init__(self, ids, masks, lengths, value_weight=1.0):
         self.P = shared_prefix_length(ids, masks, lengths)
         self.prefix = torch.from_numpy(ids[0, :self.P].copy())
         self.suffix = torch.from_numpy(ids[:, self.P:].copy())
@@ -48,21 +52,24 @@ class Batch:
         target = np.full(ids[:, self.P:].shape, 1, dtype=np.int64)
         weight = np.zeros(ids[:, self.P:].shape, dtype=np.float32)
         target[:, :-1] = ids[:, self.P + 1:]
-        weight[:, :-1] = masks[:, self.P + 1:]
+        marks = masks[:, self.P + 1:]
+        weight[:, :-1] = np.where(marks > 1, value_weight, marks)
         self.target = torch.from_numpy(target)
         self.weight = torch.from_numpy(weight)
         self.tokens = int(sum(lengths))
         self.rows = self.P + ids.shape[0] * (ids.shape[1] - self.P)
-        self.loss_tokens = int(weight.sum())
+        self.loss_tokens = int((weight > 0).sum())
 
 
 def lm_loss(model, batch, mode, stats=None):
-    """Mean cross-entropy over the batch's target tokens (and the hidden layout)."""
+    """Weighted mean cross-entropy over the batch's target tokens (and the hidden layout)."""
     h, layout = model.hidden(batch.prefix, batch.suffix, mode, stats, batch.suffix_lengths)
     hs = layout.suffix(h)  # [B, S, D]
     pick = batch.weight > 0
     logits = model.lm_head(hs[pick])
-    return torch.nn.functional.cross_entropy(logits, batch.target[pick]), logits, pick
+    losses = torch.nn.functional.cross_entropy(logits, batch.target[pick], reduction="none")
+    weight = batch.weight[pick]
+    return (losses * weight).sum() / weight.sum(), logits, pick
 
 
 def kl_loss(stats):
@@ -119,7 +126,8 @@ class Progress:
 
 
 def run_stage(model, dataset, stage, steps, tokens_per_batch, lr, rng, bias_rate=0.005, weight_decay=0.1,
-              warmup=None, log_every=5.0, out=sys.stderr, checkpoint=None, checkpoint_every=0, label=None):
+              warmup=None, log_every=5.0, out=sys.stderr, checkpoint=None, checkpoint_every=0, label=None,
+              value_weight=1.0):
     """Trains `steps` steps of one stage; returns its record (losses, tokens, time). checkpoint:
     called as checkpoint(stage, step) every checkpoint_every steps and after the last (a periodic
     evaluation; the model is back in training mode afterwards). label names the stage in the
@@ -145,7 +153,7 @@ def run_stage(model, dataset, stage, steps, tokens_per_batch, lr, rng, bias_rate
     for step in range(steps):
         if not plan:
             plan = dataset.batch_plan(tokens_per_batch, rng)
-        batch = Batch(*dataset.collate(plan.pop()))
+        batch = Batch(*dataset.collate(plan.pop()), value_weight=value_weight)
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, steps, lr, warmup)
         stats = {} if stage != "dense" else None

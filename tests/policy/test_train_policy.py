@@ -50,7 +50,7 @@ def trained(tmp_path_factory):
     done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--size", "smoke",
                            "--transcripts", str(work / "train.jsonl"), "--eval-transcripts", str(work / "eval.jsonl"),
                            "--seed", "3", "--log-every", "1", "--threads", "1", "--short-steps", "4",
-                           "--eval-every", "8"], capture_output=True, text=True)
+                           "--eval-every", "8", "--value-weight", "3"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     with open(out / "training.json") as f:
         report = json.load(f)
@@ -97,6 +97,14 @@ def test_argument_values_and_the_short_form():
         assert len(found) == len(wanted) > 0
         # a value's first token may share bytes with the markup before it ('">{"'): compare the tails
         assert all(w.endswith(f) and len(f) >= len(w) // 2 for f, w in zip(found, wanted)), (found, wanted)
+        # mark_values: the value tokens (and only they) weigh value_weight in the loss
+        marked = data.Dataset(tok, [record], mark_values=True)
+        values = sorted(int(i) for inside in data.argument_values(tok, record, ids) for i in inside)
+        assert sorted(np.flatnonzero(marked.masks[0] == 2).tolist()) == values
+        batch = train.Batch(*marked.collate([0]), value_weight=3.0)
+        weights = batch.weight[0].numpy()
+        assert sorted((np.flatnonzero(weights == 3.0) + batch.P + 1).tolist()) == values
+        assert set(np.unique(weights).tolist()) == {0.0, 1.0, 3.0}
         short = data.without_system_prompt(record)
         assert short["text"].startswith(tokenizer_lib.BOS + tokenizer_lib.USER)
         assert [short["text"][a:b] for a, b in short["spans"]] == [record["text"][a:b] for a, b in record["spans"]]
