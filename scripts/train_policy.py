@@ -16,10 +16,10 @@ Steps (scripts/policy/ holds the parts):
      --eval-transcripts, a held-out slice of the training transcripts;
   3. model: DeepSeek-V3.2 in PyTorch with the engine's semantics (policy/model.py);
   4. the DSA recipe (policy/train.py): dense pre-training, dense warm-up of the indexers (KL),
-     sparse training; dense pre-training opens with --short-steps on the transcripts cut to
-     BOS + their turns (no system prompt and tools block: attention over ~200 positions instead
-     of ~900 finds the names to copy sooner, and batches of short rows hold more copies); --steps N splits N steps over the stages in the size's proportions,
-     --dense-steps/--warmup-steps/--sparse-steps set them one by one;
+     sparse training; --steps N splits N steps over the stages in the size's proportions,
+     --dense-steps/--warmup-steps/--sparse-steps set them one by one; --short-steps S opens dense
+     pre-training with S steps on the transcripts cut to BOS + their turns (no system prompt and
+     tools block; an experiment, off by default: it did not make the model read the prompt);
   5. export: config.json, model.safetensors (bf16), tokenizer files and training.json written to
      a temporary directory beside DIR, then renamed to DIR (policy/export.py);
   6. report: a progress line every few seconds on stderr; DIR/training.json with the
@@ -192,7 +192,8 @@ def main(argv=None):
     vocab_size = args.vocab_size or size["vocab_size"]
     vocab, merges = tokenizer_lib.train_bpe(tokenizer_lib.bpe_corpus([r["text"] for r in records]), vocab_size)
     tok = tokenizer_lib.Tokenizer(vocab, merges)
-    dataset = data.Dataset(tok, records, mark_values=args.value_weight != 1.0)
+    mark_values = args.value_weight != 1.0
+    dataset = data.Dataset(tok, records, mark_values=mark_values)
     eval_set = data.Dataset(tok, eval_records[:args.eval_limit])
     log("tokenizer: %d ids (%d merges) in %.1fs; %d transcripts, %d tokens (mean %.0f, max %d), "
         "%.1f%% of them trained on; eval: %d transcripts"
@@ -211,7 +212,7 @@ def main(argv=None):
 
     def checkpoint(stage, step):
         mode = "sparse" if stage == "sparse" else "dense"
-        figures = train.evaluate(model, eval_set, modes=(mode,), max_sequences=args.eval_limit, tokenizer=tok)[mode]
+        figures = train.evaluate(model, eval_set, modes=(mode,), max_sequences=args.eval_limit, by_argument=True)[mode]
         log("[%s] step %d: eval loss %.4f, span token accuracy %.3f, exact arguments by tier %s"
             % (stage, step, figures["loss"], figures["token_accuracy"],
                json.dumps(figures.get("argument_exact_by_tier", {}))))
@@ -222,7 +223,7 @@ def main(argv=None):
     short_steps = size["short_steps"] if args.short_steps is None else args.short_steps
     if short_steps:
         short_set = data.Dataset(tok, [data.without_system_prompt(r) for r in dataset.records],
-                                 mark_values=args.value_weight != 1.0)
+                                 mark_values=mark_values)
         stages["short"] = train.run_stage(model, short_set, "dense", short_steps, size["short_batch_tokens"],
                                           size["lr"][0], rng,
                                           log_every=args.log_every, checkpoint=checkpoint,
@@ -240,7 +241,7 @@ def main(argv=None):
     # Evaluate the exported weights, then write everything at once.
     t0 = time.time()
     final = export.rounded_copy(model)
-    evaluation = train.evaluate(final, eval_set, tokenizer=tok)
+    evaluation = train.evaluate(final, eval_set, by_argument=True)
     log("evaluation (%.0fs): %s" % (time.time() - t0, json.dumps(evaluation)))
 
     def summary(record):

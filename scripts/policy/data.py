@@ -242,8 +242,9 @@ def argument_values(tokenizer, record, ids):
     </｜DSML｜parameter> inside a span), the indices of the tokens lying wholly inside it: the
     names, categories and answers a policy has to copy or compute right."""
     text = record["text"]
-    ends = np.cumsum([len(tokenizer.token_bytes(t)) for t in ids])
-    starts = ends - np.asarray([len(tokenizer.token_bytes(t)) for t in ids])
+    sizes = np.asarray([len(tokenizer.token_bytes(t)) for t in ids])
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
     out = []
     for begin, end in record["spans"]:
         for match in _ARGUMENT_VALUE.finditer(text, begin, end):
@@ -261,20 +262,30 @@ class Dataset:
     def __init__(self, tokenizer, records, max_len=None, mark_values=False):
         """mark_values: masks hold 2 (not 1) at the tokens of tool-call argument values
         (argument_values), which the training loss can weigh up (train.Batch value_weight)."""
+        self.tokenizer = tokenizer
         self.ids, self.masks, self.records = [], [], []
+        self._values = {}
         self.dropped = 0
         for record in records:
             ids, mask = encode_transcript(tokenizer, record)
-            if mark_values:
-                for inside in argument_values(tokenizer, record, ids):
-                    mask[inside] = 2
             if max_len is not None and len(ids) > max_len:
                 self.dropped += 1
                 continue
+            if mark_values:
+                for inside in self.argument_values(len(self.ids), record, ids):
+                    mask[inside] = 2
             self.ids.append(ids)
             self.masks.append(mask)
             self.records.append(record)
         self.lengths = np.asarray([len(i) for i in self.ids])
+
+    def argument_values(self, index, record=None, ids=None):
+        """argument_values of transcript `index` (computed once; record and ids while it is being
+        added)."""
+        if index not in self._values:
+            self._values[index] = argument_values(self.tokenizer, record or self.records[index],
+                                                  self.ids[index] if ids is None else ids)
+        return self._values[index]
 
     def __len__(self):
         return len(self.ids)

@@ -197,12 +197,11 @@ def run_stage(model, dataset, stage, steps, tokens_per_batch, lr, rng, bias_rate
 
 
 @torch.no_grad()
-def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None, tokenizer=None):
+def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None, by_argument=False):
     """Per mode: LM loss, token accuracy and exact-turn accuracy on the spans (teacher forced);
-    with the tokenizer, per tier the fraction of tool-call argument values (names, categories,
+    with by_argument, per tier the fraction of tool-call argument values (names, categories,
     answers: data.argument_values) predicted exactly; plus the indexer's top-k recall of the dense
     attention mass per layer (queries with more than index_topk candidates)."""
-    from . import data as data_lib
     model.eval()
     result = {}
     n = len(dataset) if max_sequences is None else min(max_sequences, len(dataset))
@@ -231,12 +230,12 @@ def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None, toke
                     turns += 1
                     turns_exact += int(hit[run_start:k].all())
                     run_start = k
-            if tokenizer is not None:
+            if by_argument:
                 # token t of the sequence is predicted at suffix row t - P - 1
                 hit_at = dict(zip((positions + batch.P + 1).tolist(), hit.tolist()))
                 tier = str(dataset.records[i].get("tier", "?"))
                 counts = values.setdefault(tier, [0, 0])
-                for inside in data_lib.argument_values(tokenizer, dataset.records[i], dataset.ids[i]):
+                for inside in dataset.argument_values(i):
                     counts[0] += int(all(hit_at.get(int(t), False) for t in inside))
                     counts[1] += 1
             if stats is not None:
