@@ -3,7 +3,7 @@
 
     /usr/bin/python3 scripts/train_policy.py --out DIR [--transcripts F.jsonl]
         [--eval-transcripts G.jsonl] [--steps N] [--seed S] [--size small|smoke] [--threads 2]
-        [--short-steps S --dense-steps A --warmup-steps B --sparse-steps C] [--vocab-size V]
+        [--copy-steps K --short-steps S --dense-steps A --warmup-steps B --sparse-steps C] [--vocab-size V]
         [--batch-tokens T] [--eval-every N] [--value-weight W]
 
 Steps (scripts/policy/ holds the parts):
@@ -15,14 +15,20 @@ Steps (scripts/policy/ holds the parts):
      synthetic transcripts of the same shape (a development fixture); without
      --eval-transcripts, a held-out slice of the training transcripts;
   3. model: DeepSeek-V3.2 in PyTorch with the engine's semantics (policy/model.py);
-  4. the DSA recipe (policy/train.py): dense pre-training, dense warm-up of the indexers (KL),
-     sparse training; --steps N splits N steps over the stages in the size's proportions,
-     --dense-steps/--warmup-steps/--sparse-steps set them one by one; --short-steps S opens dense
-     pre-training with S steps on the transcripts cut to BOS + their turns (no system prompt and
-     tools block; an experiment, off by default: it did not make the model read the prompt);
-  5. export: config.json, model.safetensors (bf16), tokenizer files and training.json written to
+  4. a copy stage (--copy-steps): dense steps on synthetic induction sequences (random token
+     ids, then the same ids again; policy/data.py copy_sequences) that give the model its
+     copying circuit before it sees a transcript (why: see copy_sequences);
+  5. the DSA recipe (policy/train.py): dense pre-training, dense warm-up of the indexers (KL),
+     sparse training, the tokens of tool-call argument values weighing --value-weight in the LM
+     loss (a name or number is a few tokens among a turn's ~50 format tokens, whose gradient
+     otherwise drowns theirs); --steps N splits N steps over the stages in the size's
+     proportions, --dense-steps/--warmup-steps/--sparse-steps set them one by one; --short-steps
+     S opens dense pre-training with S steps on the transcripts cut to BOS + their turns (no
+     system prompt and tools block, whose 42 opening quotes otherwise compete with the one
+     before the name in the prompt while the copying is learnt; 150 for the small size);
+  6. export: config.json, model.safetensors (bf16), tokenizer files and training.json written to
      a temporary directory beside DIR, then renamed to DIR (policy/export.py);
-  6. report: a progress line every few seconds on stderr; DIR/training.json with the
+  7. report: a progress line every few seconds on stderr; DIR/training.json with the
      parameters, tokens and wall time per stage, losses, and the evaluation of the exported
      weights (dense and sparse LM loss, token and turn accuracy on the spans, per tier the
      fraction of tool-call argument values predicted exactly, the indexer's top-k recall of the
@@ -51,8 +57,10 @@ SIZES = {
                      v_head_dim=32, index_n_heads=2, index_head_dim=128, index_topk=128,
                      n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=2, n_shared_experts=1,
                      moe_intermediate_size=256, intermediate_size=768, routed_scaling_factor=1.0),
-        "vocab_size": 1024, "batch_tokens": 8192, "steps": (800, 50, 150), "lr": (2e-3, 1e-3, 5e-4),
-        "short_steps": 0, "short_batch_tokens": 4096,
+        "tie_embeddings": True, "vocab_size": 1024, "batch_tokens": 8192, "steps": (450, 50, 150), "lr": (2e-3, 1e-3, 5e-4),
+        "short_steps": 150, "short_batch_tokens": 4096,
+        "copy_steps": 150, "copy_batch_tokens": 4096, "copy_half": 40, "lookup_records": 12,
+        "value_weight": 10.0,
         "synthetic": 3000,
     },
     "smoke": {
@@ -61,8 +69,10 @@ SIZES = {
                      v_head_dim=16, index_n_heads=1, index_head_dim=128, index_topk=64,
                      n_routed_experts=4, n_group=2, topk_group=1, num_experts_per_tok=2, n_shared_experts=1,
                      moe_intermediate_size=64, intermediate_size=256, routed_scaling_factor=1.0),
-        "vocab_size": 512, "batch_tokens": 2048, "steps": (16, 6, 8), "lr": (3e-3, 2e-3, 1e-3),
+        "tie_embeddings": True, "vocab_size": 512, "batch_tokens": 2048, "steps": (16, 6, 8), "lr": (3e-3, 2e-3, 1e-3),
         "short_steps": 0, "short_batch_tokens": 1024,
+        "copy_steps": 0, "copy_batch_tokens": 1024, "copy_half": 16, "lookup_records": 6,
+        "value_weight": 1.0,
         "synthetic": 240,
     },
 }
@@ -119,8 +129,11 @@ def parse_args(argv):
     parser.add_argument("--sparse-steps", type=int)
     parser.add_argument("--short-steps", type=int, help="dense steps on the transcripts without their system "
                         "prompt before the dense stage (default: the size's; see the stage list above)")
-    parser.add_argument("--value-weight", type=float, default=1.0, help="loss weight of the tokens of tool-call "
-                        "argument values (names, categories, answers) against 1 for the other generated tokens")
+    parser.add_argument("--copy-steps", type=int, help="steps on synthetic induction sequences (random ids, "
+                        "repeated) before the transcripts (default: the size's)")
+    parser.add_argument("--value-weight", type=float, help="loss weight of the tokens of tool-call argument "
+                        "values (names, categories, answers) against 1 for the other generated tokens "
+                        "(default: the size's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--vocab-size", type=int, help="tokenizer vocabulary (default: the size's)")
@@ -192,7 +205,8 @@ def main(argv=None):
     vocab_size = args.vocab_size or size["vocab_size"]
     vocab, merges = tokenizer_lib.train_bpe(tokenizer_lib.bpe_corpus([r["text"] for r in records]), vocab_size)
     tok = tokenizer_lib.Tokenizer(vocab, merges)
-    mark_values = args.value_weight != 1.0
+    value_weight = size["value_weight"] if args.value_weight is None else args.value_weight
+    mark_values = value_weight != 1.0
     dataset = data.Dataset(tok, records, mark_values=mark_values)
     eval_set = data.Dataset(tok, eval_records[:args.eval_limit])
     log("tokenizer: %d ids (%d merges) in %.1fs; %d transcripts, %d tokens (mean %.0f, max %d), "
@@ -203,7 +217,7 @@ def main(argv=None):
 
     # Model
     config = export.make_config(size["dims"], tok.vocab_size)
-    model = model_lib.DeepseekV32(config)
+    model = model_lib.DeepseekV32(config, tie_embeddings=size["tie_embeddings"])
     model.init_weights(args.seed)
     parameters = sum(p.numel() for p in model.parameters())
     indexer_parameters = sum(p.numel() for p in model.indexer_parameters())
@@ -220,6 +234,19 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
     batch_tokens = args.batch_tokens or size["batch_tokens"]
     stages = {}
+    copy_steps = size["copy_steps"] if args.copy_steps is None else args.copy_steps
+    if copy_steps:
+        half = size["copy_half"]
+        count = copy_steps * max(1, size["copy_batch_tokens"] // (2 * half + 1))
+        # half induction, half key-value lookups, shuffled together by the batch plan's length order
+        copy_ids, copy_masks = data.copy_sequences(tok, count // 2, half, seed=args.seed)
+        lookup_ids, lookup_masks = data.lookup_sequences(tok, count - count // 2, size["lookup_records"],
+                                                         seed=args.seed + 1)
+        copy_set = data.Dataset.from_sequences(tok, copy_ids + lookup_ids, copy_masks + lookup_masks)
+        stages["copy"] = train.run_stage(model, copy_set, "dense", copy_steps, size["copy_batch_tokens"],
+                                         size["lr"][0], rng, log_every=args.log_every, label="copy")
+        log("stage copy: %d steps, %d tokens in %.0fs" % (copy_steps, stages["copy"]["tokens"],
+                                                          stages["copy"]["seconds"]))
     short_steps = size["short_steps"] if args.short_steps is None else args.short_steps
     if short_steps:
         short_set = data.Dataset(tok, [data.without_system_prompt(r) for r in dataset.records],
@@ -228,13 +255,13 @@ def main(argv=None):
                                           size["lr"][0], rng,
                                           log_every=args.log_every, checkpoint=checkpoint,
                                           checkpoint_every=args.eval_every, label="short",
-                                          value_weight=args.value_weight)
+                                          value_weight=value_weight)
         log("stage short: %d steps, %d tokens in %.0fs" % (short_steps, stages["short"]["tokens"],
                                                            stages["short"]["seconds"]))
     for stage, count, lr in zip(train.STAGES, steps, size["lr"]):
         stages[stage] = train.run_stage(model, dataset, stage, count, batch_tokens, lr, rng, log_every=args.log_every,
                                         checkpoint=checkpoint, checkpoint_every=args.eval_every,
-                                        value_weight=args.value_weight)
+                                        value_weight=value_weight)
         record = stages[stage]
         log("stage %s: %d steps, %d tokens in %.0fs" % (stage, count, record["tokens"], record["seconds"]))
 

@@ -256,8 +256,69 @@ def argument_values(tokenizer, record, ids):
     return out
 
 
+def copy_sequences(tokenizer, count, half, seed):
+    """(ids, masks) of `count` induction sequences: BOS, `half` token ids drawn uniformly from the
+    tokenizer's ordinary ids (no special tokens), then the same ids again, the loss on the repeat.
+
+    Why: a transcript's hard tokens are copies (a name from the prompt into a call, a value from a
+    tool result into the answer), a small share of its loss beside the format tokens. Trained on
+    transcripts alone, the small model learns the format and then sits at the copy tokens' marginal
+    distribution (0 exact names after 400 steps); after a short stage on these sequences, where
+    copying is the whole loss, it has the induction circuit and copies names within ~30 steps."""
+    special = {tokenizer.vocab[s] for s in tok.SPECIAL_STRINGS if s in tokenizer.vocab}
+    ordinary = np.asarray([i for i in range(tokenizer.vocab_size) if i not in special])
+    rng = np.random.default_rng(seed)
+    body = ordinary[rng.integers(0, len(ordinary), (count, half))]
+    bos = tokenizer.vocab[tok.BOS]
+    ids, masks = [], []
+    for row in body:
+        ids.append(np.concatenate(([bos], row, row)).astype(np.int64))
+        mask = np.zeros(1 + 2 * half, dtype=np.float32)
+        mask[half + 2:] = 1  # the repeat after its first token, which nothing predicts
+        masks.append(mask)
+    return ids, masks
+
+
+def lookup_sequences(tokenizer, count, records, seed):
+    """(ids, masks) of `count` key-value lookup sequences: BOS, `records` records
+    `key SEP value... END` (distinct keys, 1-3 value ids, SEP and END fixed per sequence), then a
+    query `key SEP` for one of the keys followed by its value and END, the loss on those.
+
+    Why: a number in a tool result sits after a separator shared by every field (`":` in
+    `"price":408,"stock":21`), so copying it into the answer needs a match on two tokens (the key
+    and the separator), which plain induction (copy_sequences) does not teach."""
+    special = {tokenizer.vocab[s] for s in tok.SPECIAL_STRINGS if s in tokenizer.vocab}
+    ordinary = np.asarray([i for i in range(tokenizer.vocab_size) if i not in special])
+    rng = np.random.default_rng(seed)
+    bos = tokenizer.vocab[tok.BOS]
+    ids, masks = [], []
+    for _ in range(count):
+        drawn = ordinary[rng.choice(len(ordinary), records + 2, replace=False)]
+        keys, sep, end = drawn[:records], drawn[records], drawn[records + 1]
+        values = [ordinary[rng.integers(0, len(ordinary), rng.integers(1, 4))] for _ in range(records)]
+        row = [bos]
+        for key, value in zip(keys, values):
+            row += [key, sep, *value, end]
+        asked = int(rng.integers(0, records))
+        row += [keys[asked], sep]
+        mask = [0.0] * len(row) + [1.0] * (len(values[asked]) + 1)
+        row += [*values[asked], end]
+        ids.append(np.asarray(row, dtype=np.int64))
+        masks.append(np.asarray(mask, dtype=np.float32))
+    return ids, masks
+
+
 class Dataset:
     """Tokenized transcripts; `batches` yields length-bucketed batches of about `tokens` tokens."""
+
+    @classmethod
+    def from_sequences(cls, tokenizer, ids, masks):
+        """A dataset of already tokenized sequences (no transcript records)."""
+        dataset = cls(tokenizer, [])
+        dataset.ids, dataset.masks = list(ids), list(masks)
+        dataset.records = [{} for _ in dataset.ids]
+        dataset.lengths = np.asarray([len(i) for i in dataset.ids])
+        return dataset
 
     def __init__(self, tokenizer, records, max_len=None, mark_values=False):
         """mark_values: masks hold 2 (not 1) at the tokens of tool-call argument values

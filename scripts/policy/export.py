@@ -24,7 +24,8 @@ from . import model as model_lib  # noqa: E402
 
 def make_config(dims, vocab_size):
     """config.json as a dict: make_tiny_model's (every field the engine reads, the 671B YaRN
-    rope_scaling, bf16) for these dims, with the router scale given by dims when present."""
+    rope_scaling, bf16) for these dims, with the router scale and the context length given by
+    dims when present."""
     config = tiny_model.make_config(dims, "v32", "bf16", vocab_size, mtp=False)
     for field in ("routed_scaling_factor", "max_position_embeddings"):
         if field in dims:

@@ -507,11 +507,20 @@ class Backbone(nn.Module):
 
 
 class DeepseekV32(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, tie_embeddings=False):
+        """tie_embeddings: lm_head shares embed_tokens' matrix while training. One matrix for both
+        ends means copying a token from the context (a name from the prompt, a value from a tool
+        result) needs only an attention path that maps an embedding to itself, learnt once for
+        every token; untied, each token's output row is learnt on its own, and a small model did
+        not learn to copy among 900 distinct ids in 120 steps where the tied one reached 56%.
+        The export writes both tensors and config tie_word_embeddings stays false (the engine
+        rejects tied configs), which describes the checkpoint exactly."""
         super().__init__()
         self.config = dict(config)
         self.model = Backbone(config)
         self.lm_head = linear(config["hidden_size"], config["vocab_size"])
+        if tie_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
         self.register_buffer("rope_freqs", yarn_frequencies(config), persistent=False)
 
     def init_weights(self, seed, std=0.02):
