@@ -16,8 +16,9 @@ Steps (scripts/policy/ holds the parts):
      --eval-transcripts, a held-out slice of the training transcripts;
   3. model: DeepSeek-V3.2 in PyTorch with the engine's semantics (policy/model.py);
   4. a copy stage (--copy-steps): dense steps on synthetic induction sequences (random token
-     ids, then the same ids again; policy/data.py copy_sequences) that give the model its
-     copying circuit before it sees a transcript (why: see copy_sequences);
+     ids, then the same ids again; policy/data.py copy_sequences) and key-value look-ups
+     (lookup_sequences), half each, that give the model its copying circuit before it sees a
+     transcript (why: see those functions; the look-ups are not learnt in 75 steps yet);
   5. the DSA recipe (policy/train.py): dense pre-training, dense warm-up of the indexers (KL),
      sparse training, the tokens of tool-call argument values weighing --value-weight in the LM
      loss (a name or number is a few tokens among a turn's ~50 format tokens, whose gradient
