@@ -256,6 +256,12 @@ def argument_values(tokenizer, record, ids):
     return out
 
 
+def _ordinary_ids(tokenizer):
+    """The tokenizer's ids that are not special tokens, ascending."""
+    special = {tokenizer.vocab[s] for s in tok.SPECIAL_STRINGS if s in tokenizer.vocab}
+    return np.asarray([i for i in range(tokenizer.vocab_size) if i not in special])
+
+
 def copy_sequences(tokenizer, count, half, seed):
     """(ids, masks) of `count` induction sequences: BOS, `half` token ids drawn uniformly from the
     tokenizer's ordinary ids (no special tokens), then the same ids again, the loss on the repeat.
@@ -265,8 +271,7 @@ def copy_sequences(tokenizer, count, half, seed):
     transcripts alone, the small model learns the format and then sits at the copy tokens' marginal
     distribution (0 exact names after 400 steps); after a short stage on these sequences, where
     copying is the whole loss, it has the induction circuit and copies names within ~30 steps."""
-    special = {tokenizer.vocab[s] for s in tok.SPECIAL_STRINGS if s in tokenizer.vocab}
-    ordinary = np.asarray([i for i in range(tokenizer.vocab_size) if i not in special])
+    ordinary = _ordinary_ids(tokenizer)
     rng = np.random.default_rng(seed)
     body = ordinary[rng.integers(0, len(ordinary), (count, half))]
     bos = tokenizer.vocab[tok.BOS]
@@ -287,8 +292,7 @@ def lookup_sequences(tokenizer, count, records, seed):
     Why: a number in a tool result sits after a separator shared by every field (`":` in
     `"price":408,"stock":21`), so copying it into the answer needs a match on two tokens (the key
     and the separator), which plain induction (copy_sequences) does not teach."""
-    special = {tokenizer.vocab[s] for s in tok.SPECIAL_STRINGS if s in tokenizer.vocab}
-    ordinary = np.asarray([i for i in range(tokenizer.vocab_size) if i not in special])
+    ordinary = _ordinary_ids(tokenizer)
     rng = np.random.default_rng(seed)
     bos = tokenizer.vocab[tok.BOS]
     ids, masks = [], []
