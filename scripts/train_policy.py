@@ -15,10 +15,11 @@ Steps (scripts/policy/ holds the parts):
      synthetic transcripts of the same shape (a development fixture); without
      --eval-transcripts, a held-out slice of the training transcripts;
   3. model: DeepSeek-V3.2 in PyTorch with the engine's semantics (policy/model.py);
-  4. a copy stage (--copy-steps): dense steps on synthetic induction sequences (random token
+  4. a copy stage (--copy-steps): dense steps on synthetic repeat sequences (random token
      ids, then the same ids again; policy/data.py copy_sequences) and key-value look-ups
-     (lookup_sequences), half each, that give the model its copying circuit before it sees a
-     transcript (why: see those functions; the look-ups are not learnt in 75 steps yet);
+     (lookup_sequences), half each, that give the model a copying path before it sees a
+     transcript (why, and what it does and does not teach: see those functions; the repeats
+     teach fixed-distance copying, the look-ups are not learnt in this budget);
   5. the DSA recipe (policy/train.py): dense pre-training, dense warm-up of the indexers (KL),
      sparse training, the tokens of tool-call argument values weighing --value-weight in the LM
      loss (a name or number is a few tokens among a turn's ~50 format tokens, whose gradient
@@ -130,7 +131,7 @@ def parse_args(argv):
     parser.add_argument("--sparse-steps", type=int)
     parser.add_argument("--short-steps", type=int, help="dense steps on the transcripts without their system "
                         "prompt before the dense stage (default: the size's; see the stage list above)")
-    parser.add_argument("--copy-steps", type=int, help="steps on synthetic induction sequences (random ids, "
+    parser.add_argument("--copy-steps", type=int, help="steps on synthetic repeat sequences (random ids, "
                         "repeated) before the transcripts (default: the size's)")
     parser.add_argument("--value-weight", type=float, help="loss weight of the tokens of tool-call argument "
                         "values (names, categories, answers) against 1 for the other generated tokens "
