@@ -1,5 +1,6 @@
 #include "base/status.h"
 
+#include <cerrno>
 #include <cstring>
 
 namespace envforge {
@@ -10,6 +11,8 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kInvalidArgument: return "InvalidArgument";
     case StatusCode::kNotFound: return "NotFound";
     case StatusCode::kAlreadyExists: return "AlreadyExists";
+    case StatusCode::kPermissionDenied: return "PermissionDenied";
+    case StatusCode::kUnauthenticated: return "Unauthenticated";
     case StatusCode::kFailedPrecondition: return "FailedPrecondition";
     case StatusCode::kResourceExhausted: return "ResourceExhausted";
     case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
@@ -48,6 +51,8 @@ Status Status::WithContext(std::string_view context) const {
 Status InvalidArgumentError(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }
 Status NotFoundError(std::string m) { return Status(StatusCode::kNotFound, std::move(m)); }
 Status AlreadyExistsError(std::string m) { return Status(StatusCode::kAlreadyExists, std::move(m)); }
+Status PermissionDeniedError(std::string m) { return Status(StatusCode::kPermissionDenied, std::move(m)); }
+Status UnauthenticatedError(std::string m) { return Status(StatusCode::kUnauthenticated, std::move(m)); }
 Status FailedPreconditionError(std::string m) { return Status(StatusCode::kFailedPrecondition, std::move(m)); }
 Status ResourceExhaustedError(std::string m) { return Status(StatusCode::kResourceExhausted, std::move(m)); }
 Status DeadlineExceededError(std::string m) { return Status(StatusCode::kDeadlineExceeded, std::move(m)); }
@@ -55,11 +60,44 @@ Status UnavailableError(std::string m) { return Status(StatusCode::kUnavailable,
 Status DataLossError(std::string m) { return Status(StatusCode::kDataLoss, std::move(m)); }
 Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 
+StatusCode StatusCodeForErrno(int errno_value) {
+  switch (errno_value) {
+    case ENOENT: return StatusCode::kNotFound;
+    case EACCES:
+    case EPERM:
+    case EROFS: return StatusCode::kPermissionDenied;
+    case EEXIST: return StatusCode::kAlreadyExists;
+    case EISDIR:
+    case ENOTDIR:
+    case ENAMETOOLONG:
+    case ELOOP: return StatusCode::kInvalidArgument;
+    case ENOTEMPTY:
+    case EBUSY:
+    case ETXTBSY: return StatusCode::kFailedPrecondition;
+    case ENOSPC:
+    case EDQUOT:
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+    case EFBIG:
+    case E2BIG: return StatusCode::kResourceExhausted;
+    case ETIMEDOUT: return StatusCode::kDeadlineExceeded;
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case ECONNABORTED:
+    case EPIPE:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ENETDOWN: return StatusCode::kUnavailable;
+    default: return StatusCode::kInternal;
+  }
+}
+
 Status ErrnoError(std::string_view what, int errno_value) {
   std::string message(what);
   message += ": ";
   message += std::strerror(errno_value);
-  return Status(StatusCode::kInternal, std::move(message));
+  return Status(StatusCodeForErrno(errno_value), std::move(message));
 }
 
 }  // namespace envforge

@@ -19,17 +19,39 @@
 namespace envforge {
 
 // The few error categories callers branch on. Prefer the message for humans, the code for logic.
+// Each line says when to use the code and what a caller should do; base/error_table.h says what
+// each becomes at a boundary (JSON-RPC error, CLI exit code, Python exception).
 enum class StatusCode : unsigned char {
   kOk = 0,
-  kInvalidArgument,   // the caller's input is wrong (bad file, bad schema, bad arguments)
-  kNotFound,          // a named thing (file, task, session, tool) does not exist
+  // The caller's input is wrong: a bad file, schema, argument or request. Fix the input; retrying
+  // it unchanged fails the same way.
+  kInvalidArgument,
+  // A named thing (file, environment, task, session, tool, episode) does not exist. Not retryable
+  // unless something else is expected to create it.
+  kNotFound,
+  // What the caller asked to create exists already. Not retryable.
   kAlreadyExists,
-  kFailedPrecondition,  // the system is not in a state that allows the operation
-  kResourceExhausted,   // a limit was hit (sessions, memory, output size)
-  kDeadlineExceeded,    // a time limit was hit
-  kUnavailable,         // a peer (worker, server) is gone or not reachable; retryable
-  kDataLoss,            // a stored file is corrupt or truncated
-  kInternal,            // a bug or an unexpected system failure
+  // The caller may not do this to this object (a file it cannot read or write: EACCES, EPERM,
+  // EROFS). The user fixes permissions or paths; retrying unchanged does not help.
+  kPermissionDenied,
+  // The caller did not prove who it is (a missing or wrong bearer token). Retry with credentials.
+  kUnauthenticated,
+  // The system is not in a state that allows the operation (a task without an oracle, a replay
+  // against a changed task, a call on the wrong thread). Fix the state first; not retryable as is.
+  kFailedPrecondition,
+  // A limit was hit (sessions, memory, disk, file descriptors, output size). Retry later or with
+  // a smaller request.
+  kResourceExhausted,
+  // A time limit was hit. Retryable; the operation may or may not have taken effect.
+  kDeadlineExceeded,
+  // A peer (worker, server, backend) is gone or not reachable. Retryable, with backoff.
+  kUnavailable,
+  // A stored file is corrupt or truncated (a bundle, a checkpoint, a trajectory store). Not
+  // retryable: the file must be rebuilt or restored.
+  kDataLoss,
+  // A bug or an unexpected system failure (an errno nothing above names). Not the caller's fault;
+  // report it. A server treats it as infrastructure: the episode is retried, never scored zero.
+  kInternal,
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -62,13 +84,21 @@ class [[nodiscard]] Status {
 Status InvalidArgumentError(std::string message);
 Status NotFoundError(std::string message);
 Status AlreadyExistsError(std::string message);
+Status PermissionDeniedError(std::string message);
+Status UnauthenticatedError(std::string message);
 Status FailedPreconditionError(std::string message);
 Status ResourceExhaustedError(std::string message);
 Status DeadlineExceededError(std::string message);
 Status UnavailableError(std::string message);
 Status DataLossError(std::string message);
 Status InternalError(std::string message);
-// InternalError carrying strerror(errno_value) after `what`.
+// The code of an errno a caller can act on: ENOENT NotFound; EACCES,
+// EPERM, EROFS PermissionDenied; EEXIST AlreadyExists; EISDIR, ENOTDIR, ENAMETOOLONG, ELOOP
+// InvalidArgument; ENOTEMPTY, EBUSY, ETXTBSY FailedPrecondition; ENOSPC, EDQUOT, EMFILE, ENFILE,
+// ENOMEM, EFBIG, E2BIG ResourceExhausted; ETIMEDOUT DeadlineExceeded; ECONNREFUSED, ECONNRESET,
+// ECONNABORTED, EPIPE, EHOSTUNREACH, ENETUNREACH, ENETDOWN Unavailable; any other Internal.
+StatusCode StatusCodeForErrno(int errno_value);
+// "<what>: <strerror(errno_value)>" with StatusCodeForErrno's code.
 Status ErrnoError(std::string_view what, int errno_value);
 
 // Result<T>: either a T or a non-OK Status. Accessing value() of an error is a programming

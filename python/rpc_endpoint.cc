@@ -80,7 +80,7 @@ class ClientEndpoint final : public Endpoint {
     if (reply.error) return {Json(), RpcFailure{reply.error->code, reply.error->message, reply.error->data}};
     if (!reply.transport.ok()) {
       // No answer came: the call may or may not have run; the trainer decides whether to retry.
-      return {Json(), RpcFailure{-32007, reply.transport.message(),
+      return {Json(), RpcFailure{kRpcInfraError, reply.transport.message(),
                                  Json{{"kind", "transport"}, {"retryable", true}}}};
     }
     return {std::move(reply.result), std::nullopt};
@@ -100,19 +100,11 @@ class ClientEndpoint final : public Endpoint {
 }  // namespace
 
 RpcFailure FailureFromStatus(const Status& status) {
-  int code = -32603;
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument: code = -32602; break;
-    case StatusCode::kNotFound: code = -32002; break;
-    case StatusCode::kResourceExhausted: code = -32003; break;
-    case StatusCode::kFailedPrecondition: code = -32005; break;  // a refused WebSocket upgrade
-    case StatusCode::kUnavailable:
-    case StatusCode::kDeadlineExceeded: code = -32007; break;
-    default: break;
-  }
-  bool retryable = code == -32003 || code == -32007;
+  const int code = RpcErrorCodeFor(status.code());
   return RpcFailure{code, status.message(),
-                    Json{{"kind", std::string(StatusCodeName(status.code()))}, {"retryable", retryable}}};
+                    Json{{"kind", std::string(RpcErrorKind(code))},
+                         {"retryable", IsRetryableRpcError(code)},
+                         {"status", std::string(StatusCodeName(status.code()))}}};
 }
 
 Result<std::shared_ptr<Endpoint>> MakeRuntimeEndpoint(const RuntimeOptions& options) {

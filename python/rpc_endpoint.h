@@ -8,13 +8,14 @@
 #include <optional>
 #include <string>
 
+#include "base/error_table.h"
 #include "base/json.h"
 #include "base/status.h"
 
 namespace envforge::python {
 
 struct RpcFailure {
-  int code = -32603;
+  int code = kRpcInternalError;
   std::string message;
   Json data;
 };
@@ -44,7 +45,8 @@ struct RuntimeOptions {
 Result<std::shared_ptr<Endpoint>> MakeRuntimeEndpoint(const RuntimeOptions& options);
 Result<std::shared_ptr<Endpoint>> MakeClientEndpoint(const std::string& url, const std::string& token,
                                                      std::chrono::milliseconds timeout);
-// A Status from setting up an endpoint, as the JSON-RPC error the server would have answered.
+// A Status from setting up an endpoint, as the JSON-RPC error the server would have answered
+// (base/error_table.h), data {"kind", "retryable", "status"}.
 RpcFailure FailureFromStatus(const Status& status);
 
 }  // namespace envforge::python

@@ -4,12 +4,12 @@
 
 #include <stdexcept>
 
+#include "base/error_table.h"
+
 namespace envforge::python {
 
 void RaiseStatus(const Status& status) {
-  const bool bad_input = status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kNotFound ||
-                         status.code() == StatusCode::kDataLoss;
-  if (bad_input) throw pybind11::value_error(status.message());
+  if (IsCallerError(status.code())) throw pybind11::value_error(status.message());
   throw std::runtime_error(status.ToString());
 }
 

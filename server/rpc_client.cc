@@ -116,30 +116,6 @@ RpcReply TransportFailure(Status status) {
 
 }  // namespace
 
-StatusCode StatusCodeForRpcError(int code) {
-  switch (code) {
-    case -32700:
-    case -32600:
-    case -32602:
-      return StatusCode::kInvalidArgument;
-    case -32601:
-    case -32001:
-    case -32002:
-      return StatusCode::kNotFound;
-    case -32003:
-    case -32008:
-      return StatusCode::kResourceExhausted;
-    case -32004:
-    case -32005:
-      return StatusCode::kFailedPrecondition;
-    case -32006:
-    case -32007:
-      return StatusCode::kUnavailable;
-    default:
-      return StatusCode::kInternal;
-  }
-}
-
 Status RpcReply::status() const {
   if (!transport.ok()) return transport;
   if (error) return Status(StatusCodeForRpcError(error->code), "rpc error " + std::to_string(error->code) + ": " + error->message);
@@ -184,7 +160,7 @@ class RpcClient::Impl {
     if (ec) {
       ws_.reset();
       if (response.result() == http::status::unauthorized) {
-        return FailedPreconditionError("WebSocket handshake with " + url_text_ + " refused: 401 unauthorized (wrong or missing token)");
+        return UnauthenticatedError("WebSocket handshake with " + url_text_ + " refused: 401 unauthorized (wrong or missing token)");
       }
       if (response.result_int() != 0 && response.result() != http::status::switching_protocols) {
         return UnavailableError("WebSocket handshake with " + url_text_ + " refused: HTTP " +

@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/error_table.h"
 #include "base/json.h"
 #include "base/status.h"
 
@@ -49,10 +50,8 @@ struct RpcError {
   Json data;  // null when absent; for envforge's application errors {"kind", "retryable", ...}
 };
 
-// The StatusCode a JSON-RPC error code maps to: -32700, -32600, -32602 InvalidArgument; -32601,
-// -32001, -32002 NotFound; -32003, -32008 ResourceExhausted; -32004, -32005 FailedPrecondition;
-// -32006, -32007 Unavailable; anything else Internal.
-StatusCode StatusCodeForRpcError(int code);
+// RpcReply::status() gives an error the code of base/error_table.h StatusCodeForRpcError.
+using ::envforge::StatusCodeForRpcError;
 
 struct RpcReply {
   Json result;                    // when ok()
@@ -73,7 +72,7 @@ class RpcClient {
  public:
   // Parses the URL and connects (and, for ws://, completes the WebSocket handshake, where a bad
   // token is refused). Errors: InvalidArgument (bad URL), Unavailable (cannot connect, handshake
-  // refused), FailedPrecondition (the WebSocket upgrade was refused with 401: wrong or missing
+  // refused), Unauthenticated (the WebSocket upgrade was refused with 401: wrong or missing
   // token), DeadlineExceeded.
   static Result<std::unique_ptr<RpcClient>> Connect(const std::string& url, RpcClientOptions options = {});
   ~RpcClient();

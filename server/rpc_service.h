@@ -14,7 +14,9 @@
 //   -32001 unknown session, -32002 unknown environment or task, -32003 server full (retryable,
 //   error.data.retry_after_ms), -32004 session dead (its outcome in data), -32005 unauthorized
 //   (transports use it), -32006 shutting down (retryable), -32007 infrastructure error
-//   (retryable; never a zero reward), -32008 payload too large (transports use it).
+//   (retryable; never a zero reward), -32008 payload too large (transports use it), -32009
+//   failed precondition (the state does not allow the call, e.g. a task without an oracle; not
+//   retryable). Which Status becomes which code: base/error_table.h, the one table.
 //
 // Native dialect methods (params -> result):
 //   envs/list {} -> {"envs": [{"id", "name", "kind", "category", "tasks", "version"}]}

@@ -9,6 +9,7 @@
 #include <streambuf>
 #include <string>
 
+#include "base/error_table.h"
 #include "base/log.h"
 
 namespace envforge::server {
@@ -114,7 +115,7 @@ Status StdioServer::Run(std::istream& in) {
     if (read == LineRead::kTooLong) {
       ENVFORGE_LOG(kWarn) << "stdio: skipped a line over " << options.max_line_bytes << " bytes";
       writer->Write(RpcService::ErrorResponse(
-          nullptr, -32008, "payload too large: a line exceeds " + std::to_string(options.max_line_bytes) + " bytes"));
+          nullptr, kRpcPayloadTooLarge, "payload too large: a line exceeds " + std::to_string(options.max_line_bytes) + " bytes"));
       continue;
     }
     if (IsBlank(line)) continue;

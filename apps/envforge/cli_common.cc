@@ -9,16 +9,6 @@ int Fail(const Status& status, int code, const char* prefix) {
   return code;
 }
 
-int ExitCodeFor(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-    case StatusCode::kDataLoss:
-    case StatusCode::kAlreadyExists:
-      return kExitUsage;
-    default:
-      return kExitInfra;
-  }
-}
+int ExitCodeFor(const Status& status) { return ::envforge::ExitCodeFor(status.code()); }
 
 }  // namespace envforge::cli

@@ -508,9 +508,8 @@ int RunReplayCommand(const std::vector<std::string>& args) {
   if (!manager.ok()) return Fail(manager.status(), kExitInfra);
   auto report = agents::Replay(*episode, **manager, options);
   if (!report.ok()) {
-    // A version mismatch is the user's input (the wrong bundle), not an infrastructure failure.
-    bool bad_input = report.status().code() == StatusCode::kFailedPrecondition || ExitCodeFor(report.status()) == kExitUsage;
-    return Fail(report.status(), bad_input ? kExitUsage : kExitInfra);
+    // A version mismatch (FailedPrecondition) is the user's input (the wrong bundle): exit 2.
+    return Fail(report.status(), ExitCodeFor(report.status()));
   }
   if (parsed->Has("--json")) {
     std::printf("%s\n", agents::ReplayReportToJson(*report).dump(2, ' ', false, Json::error_handler_t::replace).c_str());

@@ -6,19 +6,21 @@
 #include <string>
 #include <vector>
 
+#include "base/error_table.h"
 #include "base/status.h"
 
 namespace envforge::cli {
 
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitCheckFailed = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitInfra = 3;
+// base/error_table.h's exit codes.
+inline constexpr int kExitOk = ::envforge::kExitSuccess;
+using ::envforge::kExitCheckFailed;
+using ::envforge::kExitInfra;
+using ::envforge::kExitUsage;
 
 // Prints "<prefix>: <message>" to stderr and returns `code`.
 int Fail(const Status& status, int code, const char* prefix = "envforge");
-// kExitUsage for what the user got wrong (bad input, missing file or task, corrupt bundle),
-// kExitInfra for everything else.
+// base/error_table.h's exit code: kExitUsage for what the user can fix (bad input, a missing file
+// or task, a corrupt bundle, a denied permission, a wrong state), kExitInfra for everything else.
 int ExitCodeFor(const Status& status);
 
 int RunEnvCommand(const std::vector<std::string>& args);      // env pack|show|check

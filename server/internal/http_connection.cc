@@ -17,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "base/error_table.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "server/internal/request_policy.h"
@@ -66,7 +67,7 @@ std::string TooLargeBody(size_t limit, bool v1) {
     return V1ErrorBody("request body too large: the limit is " + std::to_string(limit) + " bytes (--max-payload)",
                        "invalid_request_error", "payload_too_large");
   }
-  return RpcService::ErrorResponse(nullptr, -32008,
+  return RpcService::ErrorResponse(nullptr, kRpcPayloadTooLarge,
                                    "payload too large: the limit is " + std::to_string(limit) + " bytes",
                                    Json{{"kind", "payload_too_large"}, {"retryable", false}, {"limit", limit}});
 }
@@ -172,7 +173,7 @@ Decision Decide(const Header& request, const TransportShared& shared) {
         http::status::unauthorized,
         IsV1Path(path) ? V1ErrorBody("Incorrect or missing API key: send Authorization: Bearer <token>", "invalid_request_error",
                                      "invalid_api_key")
-                       : RpcService::ErrorResponse(nullptr, -32005, "unauthorized: send Authorization: Bearer <token>",
+                       : RpcService::ErrorResponse(nullptr, kRpcUnauthorized, "unauthorized: send Authorization: Bearer <token>",
                                                    Json{{"kind", "unauthorized"}, {"retryable", false}}));
     decision.unauthorized = true;
     return decision;
@@ -280,7 +281,7 @@ class WsConnection : public HttpConnectionBase, public std::enable_shared_from_t
     } catch (const std::exception& e) {
       ENVFORGE_LOG(kError) << "websocket request from " << peer_ << " failed: " << e.what();
       OnAnswer(std::optional<std::string>(
-                   RpcService::ErrorResponse(nullptr, -32603, std::string("internal error: ") + e.what())),
+                   RpcService::ErrorResponse(nullptr, kRpcInternalError, std::string("internal error: ") + e.what())),
                token);
     }
   }
@@ -724,7 +725,7 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     response.set(http::field::content_type, "application/json");
     response.set(http::field::retry_after, "1");
     response.body() = RpcService::ErrorResponse(
-        nullptr, -32003, "server full: " + reason,
+        nullptr, kRpcServerFull, "server full: " + reason,
         Json{{"kind", "server_full"}, {"retryable", true}, {"retry_after_ms", 1000}});
     response.prepare_payload();
     Send(std::move(response), true);
@@ -737,7 +738,7 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   void SendInternalError(const std::exception& e) {
     ENVFORGE_LOG(kError) << "request from " << peer_ << " failed: " << e.what();
     SendFinal(http::status::internal_server_error,
-              RpcService::ErrorResponse(nullptr, -32603, std::string("internal error: ") + e.what()), true);
+              RpcService::ErrorResponse(nullptr, kRpcInternalError, std::string("internal error: ") + e.what()), true);
   }
 
   Response MakeResponse(http::status status, std::string body, std::string_view content_type) {

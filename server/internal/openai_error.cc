@@ -47,7 +47,12 @@ ApiError V1ErrorFromStatus(const Status& status) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
     case StatusCode::kFailedPrecondition:
+    case StatusCode::kAlreadyExists:
       error.status = 400;
+      return error;
+    case StatusCode::kUnauthenticated:
+      error.status = 401;
+      error.type = "authentication_error";
       return error;
     case StatusCode::kUnavailable:
     case StatusCode::kResourceExhausted:

@@ -31,29 +31,8 @@ EnvelopeError Invalid(Json id, std::string message) {
 
 }  // namespace
 
-std::string_view ErrorKind(int code) {
-  switch (code) {
-    case kParseError: return "parse_error";
-    case kInvalidRequest: return "invalid_request";
-    case kMethodNotFound: return "method_not_found";
-    case kInvalidParams: return "invalid_params";
-    case kInternalError: return "internal";
-    case kUnknownSession: return "unknown_session";
-    case kUnknownEnv: return "unknown_env";
-    case kServerFull: return "server_full";
-    case kSessionDead: return "session_dead";
-    case kUnauthorized: return "unauthorized";
-    case kShuttingDown: return "shutting_down";
-    case kInfraError: return "infra_error";
-    case kPayloadTooLarge: return "payload_too_large";
-    default: return "error";
-  }
-}
-
-bool IsRetryable(int code) { return code == kServerFull || code == kShuttingDown || code == kInfraError; }
-
 RpcError MakeError(int code, std::string message, Json extra) {
-  Json data = {{"kind", std::string(ErrorKind(code))}, {"retryable", IsRetryable(code)}};
+  Json data = {{"kind", std::string(RpcErrorKind(code))}, {"retryable", IsRetryableRpcError(code)}};
   if (code == kServerFull && !(extra.is_object() && extra.contains("retry_after_ms"))) {
     data["retry_after_ms"] = kServerFullRetryAfterMs;
   }
@@ -68,18 +47,8 @@ RpcError InvalidParams(std::string_view field, std::string message) {
 }
 
 RpcError ErrorFromStatus(const Status& status) {
-  int code = kInternalError;
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument: code = kInvalidParams; break;
-    case StatusCode::kNotFound: code = kUnknownEnv; break;
-    case StatusCode::kResourceExhausted: code = kServerFull; break;
-    case StatusCode::kUnavailable:
-    case StatusCode::kDeadlineExceeded:
-    case StatusCode::kInternal:
-    case StatusCode::kDataLoss: code = kInfraError; break;
-    default: break;
-  }
-  return MakeError(code, status.message(), Json{{"status", std::string(StatusCodeName(status.code()))}});
+  return MakeError(RpcErrorCodeFor(status.code()), status.message(),
+                   Json{{"status", std::string(StatusCodeName(status.code()))}});
 }
 
 Json ResultResponse(const Json& id, Json result) {

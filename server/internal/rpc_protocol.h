@@ -8,32 +8,29 @@
 #include <string_view>
 #include <variant>
 
+#include "base/error_table.h"
 #include "base/json.h"
 #include "base/status.h"
 
 namespace envforge::server::internal {
 
-// The codes of server/rpc_service.h.
+// The codes of server/rpc_service.h, short names for base/error_table.h's.
 enum RpcCode : int {
-  kParseError = -32700,
-  kInvalidRequest = -32600,
-  kMethodNotFound = -32601,
-  kInvalidParams = -32602,
-  kInternalError = -32603,
-  kUnknownSession = -32001,
-  kUnknownEnv = -32002,
-  kServerFull = -32003,
-  kSessionDead = -32004,
-  kUnauthorized = -32005,
-  kShuttingDown = -32006,
-  kInfraError = -32007,
-  kPayloadTooLarge = -32008,
+  kParseError = kRpcParseError,
+  kInvalidRequest = kRpcInvalidRequest,
+  kMethodNotFound = kRpcMethodNotFound,
+  kInvalidParams = kRpcInvalidParams,
+  kInternalError = kRpcInternalError,
+  kUnknownSession = kRpcUnknownSession,
+  kUnknownEnv = kRpcUnknownEnv,
+  kServerFull = kRpcServerFull,
+  kSessionDead = kRpcSessionDead,
+  kUnauthorized = kRpcUnauthorized,
+  kShuttingDown = kRpcShuttingDown,
+  kInfraError = kRpcInfraError,
+  kPayloadTooLarge = kRpcPayloadTooLarge,
+  kFailedPrecondition = kRpcFailedPrecondition,
 };
-
-// "parse_error", "unknown_session", "server_full", ...
-std::string_view ErrorKind(int code);
-// Whether the same request may succeed later unchanged (-32003, -32006, -32007).
-bool IsRetryable(int code);
 
 struct RpcError {
   int code = kInternalError;
@@ -44,9 +41,9 @@ struct RpcError {
 // An error whose data is {"kind", "retryable"} merged with `extra` (an object).
 RpcError MakeError(int code, std::string message, Json extra = Json::object());
 RpcError InvalidParams(std::string_view field, std::string message);
-// NotFound -> -32002, InvalidArgument -> -32602, ResourceExhausted -> -32003 (retry_after_ms),
-// Unavailable / DeadlineExceeded / Internal / DataLoss -> -32007, anything else -> -32603. The
-// handlers that know better (unknown session) build their errors directly.
+// The error base/error_table.h gives the status's code (-32003 carries retry_after_ms), with
+// data.status its StatusCodeName. The handlers that know better (unknown session) build their
+// errors directly.
 RpcError ErrorFromStatus(const Status& status);
 
 // The result (or error) of one method call.

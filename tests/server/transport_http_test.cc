@@ -253,7 +253,7 @@ TEST_SUITE("server.transport.http") {
     CHECK(refused.error->code == -32005);
     auto ws_refused = RpcClient::Connect(fixture.WsUrl());
     REQUIRE_FALSE(ws_refused.ok());
-    CHECK(ws_refused.status().code() == StatusCode::kFailedPrecondition);
+    CHECK(ws_refused.status().code() == StatusCode::kUnauthenticated);
     auto ws_client = fixture.Client(fixture.WsUrl(), "s3cret");
     MustCall(*ws_client, "ping");
     auto http_client = fixture.Client(fixture.HttpUrl(), "s3cret");
