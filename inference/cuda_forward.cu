@@ -1265,7 +1265,6 @@ Status CudaForward::Forward(std::span<const SequenceInput> batch, std::vector<fl
 int64_t CudaForward::pool_pages() const { return impl_->pool->capacity(); }
 int64_t CudaForward::pool_pages_in_use() const { return impl_->pool->pages_in_use(); }
 int64_t CudaForward::page_bytes() const { return DevicePagePool::PageBytes(impl_->pool->shape()); }
-int64_t CudaForward::weight_device_bytes() const { return impl_->arena.bytes(); }
 bool CudaForward::fp8_gemm() const { return impl_->fp8_gemm; }
 
 }  // namespace envforge::inference

@@ -103,7 +103,6 @@ class CudaForward {
   int64_t pool_pages() const;
   int64_t pool_pages_in_use() const;
   int64_t page_bytes() const;        // device bytes of one page over all layers
-  int64_t weight_device_bytes() const;
   bool fp8_gemm() const;             // FP8 checkpoint matrices run W8A8 on the device
 
  private:

@@ -79,11 +79,6 @@ int64_t DevicePagePool::pages_in_use() const {
   return capacity_ - static_cast<int64_t>(free_list_.size());
 }
 
-int64_t DevicePagePool::free_pages() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<int64_t>(free_list_.size());
-}
-
 uint8_t* DevicePagePool::latent(int64_t layer) const { return latent_[static_cast<size_t>(layer)].as<uint8_t>(); }
 
 uint8_t* DevicePagePool::index_pages(int64_t layer) const {

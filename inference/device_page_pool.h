@@ -61,7 +61,6 @@ class DevicePagePool : public std::enable_shared_from_this<DevicePagePool> {
   int64_t capacity() const { return capacity_; }
   int64_t slots() const { return capacity_ * kPageTokensValue; }
   int64_t pages_in_use() const;
-  int64_t free_pages() const;
   uint8_t* latent(int64_t layer) const;       // [capacity * 64, latent_row_bytes]
   uint8_t* index_pages(int64_t layer) const;  // [capacity, IndexerPageBytes]; nullptr without indexer
 

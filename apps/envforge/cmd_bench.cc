@@ -12,6 +12,7 @@
 
 #include "apps/envforge/cli_args.h"
 #include "apps/envforge/commands.h"
+#include "apps/envforge/percentiles.h"
 #include "apps/envforge/progress.h"
 #include "apps/envforge/solve_task.h"
 #include "base/json.h"
@@ -21,20 +22,6 @@ namespace envforge::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Json Percentiles(std::vector<double> samples) {
-  if (samples.empty()) return Json{{"p50", nullptr}, {"p99", nullptr}, {"mean", nullptr}, {"n", 0}};
-  std::sort(samples.begin(), samples.end());
-  auto at = [&samples](double q) {
-    size_t index = static_cast<size_t>(q * static_cast<double>(samples.size() - 1) + 0.5);
-    return samples[std::min(index, samples.size() - 1)];
-  };
-  double sum = 0;
-  for (double s : samples) sum += s;
-  auto round3 = [](double v) { return static_cast<double>(static_cast<long long>(v * 1000 + 0.5)) / 1000; };
-  return Json{{"p50", round3(at(0.50))}, {"p99", round3(at(0.99))}, {"mean", round3(sum / static_cast<double>(samples.size()))},
-              {"n", samples.size()}};
-}
 
 struct MemoryFigures {
   long long pss_kib = 0;

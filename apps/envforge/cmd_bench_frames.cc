@@ -18,6 +18,7 @@
 
 #include "apps/envforge/cli_args.h"
 #include "apps/envforge/commands.h"
+#include "apps/envforge/percentiles.h"
 #include "apps/envforge/solve_task.h"
 #include "base/fd.h"
 #include "base/json.h"
@@ -106,13 +107,6 @@ long long SettledResidentKib(std::chrono::seconds limit) {
   return ResidentKib();
 }
 
-Json Quantiles(std::vector<double> samples) {
-  if (samples.empty()) return Json{{"p50", nullptr}, {"p99", nullptr}, {"n", 0}};
-  std::sort(samples.begin(), samples.end());
-  auto at = [&](double q) { return samples[static_cast<size_t>(q * static_cast<double>(samples.size() - 1) + 0.5)]; };
-  return Json{{"p50", at(0.5)}, {"p99", at(0.99)}, {"n", samples.size()}};
-}
-
 struct PhaseResult {
   Json figures;
   Status status;
@@ -186,7 +180,7 @@ PhaseResult RunPhase(SessionManager& manager, const std::string& env_id, size_t 
        static_cast<double>(rss_pending - rss_before) / static_cast<double>(std::max<size_t>(1, sessions.size()))},
       {"answered_while_pending", answered_then},
       {"protocol_violations", violations},
-      {"answer_ms_of_those_answered_early", Quantiles(early)},
+      {"answer_ms_of_those_answered_early", Percentiles(early)},
   };
   return result;
 }

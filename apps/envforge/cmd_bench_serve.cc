@@ -56,6 +56,7 @@
 #include "agents/trajectory_store.h"
 #include "apps/envforge/cli_args.h"
 #include "apps/envforge/commands.h"
+#include "apps/envforge/percentiles.h"
 #include "apps/envforge/idle_flood.h"
 #include "base/json.h"
 #include "server/rpc_client.h"
@@ -543,21 +544,6 @@ Json ProcessFootprint(pid_t pid) {
 }
 
 // ------------------------------------------------------------------------------------------------
-
-Json Percentiles(std::vector<double> samples) {
-  if (samples.empty()) return Json{{"n", 0}};
-  std::sort(samples.begin(), samples.end());
-  auto at = [&samples](double q) {
-    size_t index = static_cast<size_t>(q * static_cast<double>(samples.size() - 1) + 0.5);
-    return samples[std::min(index, samples.size() - 1)];
-  };
-  double sum = 0;
-  for (double s : samples) sum += s;
-  auto round3 = [](double v) { return static_cast<double>(static_cast<long long>(v * 1000 + 0.5)) / 1000; };
-  return Json{{"p50", round3(at(0.50))}, {"p90", round3(at(0.90))}, {"p99", round3(at(0.99))},
-              {"max", round3(samples.back())}, {"mean", round3(sum / static_cast<double>(samples.size()))},
-              {"n", samples.size()}};
-}
 
 Status ParseUrlInto(const std::string& url, const std::string& transport, BenchConfig* config) {
   std::string_view rest = url;

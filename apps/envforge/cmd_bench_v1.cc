@@ -26,6 +26,7 @@
 
 #include "apps/envforge/cli_args.h"
 #include "apps/envforge/commands.h"
+#include "apps/envforge/percentiles.h"
 #include "base/json.h"
 
 namespace envforge::cli {
@@ -142,13 +143,6 @@ void RunClient(const BenchV1Config& config, std::atomic<int64_t>& next, ClientTa
   }
 }
 
-double Percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  size_t rank = static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
-  return values[std::min(rank, values.size() - 1)];
-}
-
 Result<BenchV1Config> ConfigFrom(const ParsedArgs& parsed) {
   BenchV1Config config;
   auto url = parsed.Option("--url");
@@ -208,7 +202,7 @@ int RunBenchV1(const std::vector<std::string>& args) {
                {"completion_tokens", all.completion_tokens},
                {"completion_tokens_per_s", static_cast<double>(all.completion_tokens) / seconds},
                {"prompt_tokens", all.prompt_tokens},
-               {"latency_ms", {{"p50", Percentile(all.latencies_ms, 0.5)}, {"p99", Percentile(all.latencies_ms, 0.99)}}}};
+               {"latency_ms", {{"p50", Quantile(all.latencies_ms, 0.5)}, {"p99", Quantile(all.latencies_ms, 0.99)}}}};
   if (parsed->Has("--json")) {
     std::printf("%s\n", figures.dump(2).c_str());
   } else {

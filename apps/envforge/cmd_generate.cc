@@ -11,8 +11,10 @@
 // --device cuda (or auto) runs the forward pass on the GPU when envforge was built with the CUDA
 // kernels and a device is present; otherwise it runs on the CPU and says why on stderr
 // ("envforge generate: --device cuda: no usable CUDA device (...); running on the CPU").
-// {"model", "device", "prompt_tokens", "samples": [{"text", "tokens", "logprobs", "kept", "finish_reason",
-// "tool_calls"?, "reasoning"?, "content"?}], "timing": {...}}.
+// {"model", "device", "prompt_tokens", "samples": [{"text", "tokens", "logprobs", "raw_logprobs", "kept",
+// "finish_reason", "tool_calls"?, "reasoning"?, "content"?}], "timing": {...}}. logprobs are under
+// the distribution sampled from (after temperature, top-k, top-p), raw_logprobs under the model's
+// own (what an RL trainer's importance ratio needs).
 // Exit codes: 0 done, 2 bad arguments or a bad model directory (the message names the missing
 // file or the broken tensor), 3 anything else.
 #include <charconv>
@@ -134,8 +136,7 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
   }
   progress.Finish();
   if (!result.ok()) {
-    int code = result.status().code() == StatusCode::kFailedPrecondition ? kExitUsage : ExitCodeFor(result.status());
-    return Fail(result.status(), code, "envforge generate");
+    return Fail(result.status(), ExitCodeFor(result.status()), "envforge generate");
   }
 
   const auto& timing = result->timing;
@@ -145,6 +146,7 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
     Json entry{{"text", sample.text},
                {"tokens", sample.tokens},
                {"logprobs", sample.logprobs},
+               {"raw_logprobs", sample.raw_logprobs},
                {"kept", sample.kept_counts},
                {"finish_reason", inference::FinishReasonName(sample.finish_reason)}};
     if (chat) {

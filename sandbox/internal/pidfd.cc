@@ -1,6 +1,5 @@
 #include "sandbox/internal/pidfd.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -35,11 +34,6 @@ bool IsPidfdOf(int fd, pid_t pid) {
   size_t at = info->find("\nPid:\t");
   if (at == std::string::npos) return false;
   return std::strtol(info->c_str() + at + 6, nullptr, 10) == static_cast<long>(pid);
-}
-
-bool PidfdExited(int pidfd) {
-  pollfd p{pidfd, POLLIN, 0};
-  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
 }
 
 std::string SignalName(int sig) {

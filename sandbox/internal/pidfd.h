@@ -17,8 +17,6 @@ Status PidfdSignal(int pidfd, int sig);
 // True when `fd` is a pidfd of process `pid` (its /proc/self/fdinfo names that pid). A
 // descriptor received from a worker is checked with it before it is trusted as a pidfd.
 bool IsPidfdOf(int fd, pid_t pid);
-// True when the process behind the pidfd has exited (the pidfd polls readable).
-bool PidfdExited(int pidfd);
 // "SIGSEGV" for 11; "signal 77" for a number with no name.
 std::string SignalName(int sig);
 

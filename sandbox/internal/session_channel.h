@@ -118,7 +118,6 @@ class SessionChannel : public std::enable_shared_from_this<SessionChannel> {
   int pid() const { return pid_; }
   // Set once the session is dead: what every later request is answered with.
   const std::optional<SessionFailure>& death() const { return death_; }
-  const std::optional<ExitReport>& exit_report() const { return exit_report_; }
   // What the session wrote to its stderr: bytes in all, and an escaped excerpt (head, tail).
   uint64_t stderr_bytes() const;
   std::string stderr_excerpt() const;

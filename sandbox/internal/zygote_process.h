@@ -99,7 +99,6 @@ class ZygoteProcess : public std::enable_shared_from_this<ZygoteProcess> {
   int pid() const { return pid_; }
   // The "isolation" object of the ready report (null until ready).
   const Json& isolation() const { return isolation_; }
-  const std::string& python_version() const { return python_; }
 
   ZygoteProcess(boost::asio::io_context& io, ZygoteOptions options, Callbacks callbacks, int pid, UniqueFd pidfd,
                 std::shared_ptr<FrameChannel> control, UniqueFd stderr_read);

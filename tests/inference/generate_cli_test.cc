@@ -23,7 +23,7 @@ using ::envforge::testing::Envforge;
 
 TEST_SUITE("apps.generate") {
 
-TEST_CASE("generate --json prints n greedy samples with tokens, logprobs and kept counts") {
+TEST_CASE("generate --json prints n greedy samples with tokens, logprobs, raw logprobs and kept counts") {
   std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
   auto out = Envforge({"generate", "--model", dir, "--prompt", "hi", "-n", "3", "--max-tokens", "5", "--temperature", "0", "--json"});
   INFO(out.stderr_text);
@@ -40,6 +40,12 @@ TEST_CASE("generate --json prints n greedy samples with tokens, logprobs and kep
     CHECK(n >= 1);
     CHECK(n <= 5);
     CHECK(sample["logprobs"].size() == n);
+    REQUIRE(sample["raw_logprobs"].size() == n);
+    for (size_t i = 0; i < n; ++i) {
+      // greedy picks from a one-token distribution; the model's own gives the token less mass
+      CHECK(sample["raw_logprobs"][i].get<double>() < 0.0);
+      CHECK(sample["raw_logprobs"][i].get<double>() <= sample["logprobs"][i].get<double>() + 1e-6);
+    }
     CHECK(sample["kept"].size() == n);
     CHECK(sample["text"].is_string());
     std::string finish = sample["finish_reason"].get<std::string>();

@@ -81,19 +81,6 @@ ENVFORGE_TARGET_AVX2 inline float HorizontalMax(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-// Sums 8 vectors lane-wise into one: result[i] = HorizontalSum(v[i]).
-ENVFORGE_TARGET_AVX2 inline __m256 HorizontalSums8(const __m256* v) {
-  __m256 s01 = _mm256_hadd_ps(v[0], v[1]);
-  __m256 s23 = _mm256_hadd_ps(v[2], v[3]);
-  __m256 s45 = _mm256_hadd_ps(v[4], v[5]);
-  __m256 s67 = _mm256_hadd_ps(v[6], v[7]);
-  __m256 s0123 = _mm256_hadd_ps(s01, s23);  // lanes: [0 1 2 3 | 0 1 2 3] halves per 128 bit
-  __m256 s4567 = _mm256_hadd_ps(s45, s67);
-  __m256 low = _mm256_permute2f128_ps(s0123, s4567, 0x20);
-  __m256 high = _mm256_permute2f128_ps(s0123, s4567, 0x31);
-  return _mm256_add_ps(low, high);
-}
-
 #endif  // ENVFORGE_KERNELS_X86
 
 }  // namespace envforge::kernels::internal
