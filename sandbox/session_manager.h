@@ -75,8 +75,8 @@
 // without waiting for the old process to be reaped). Session ids are never reused within one
 // SessionManager.
 //
-// Not carried: the "stdout" a tool printed and the "where" of a tool_error, which the worker
-// sends beside a result; toolsets::ToolResult has no field for them.
+// Carried beside a result: the "stdout" a tool printed and the "where" of a tool_error, which the
+// worker sends with it, land in toolsets::ToolResult stdout_text and where.
 #pragma once
 
 #include <sys/types.h>

@@ -1,5 +1,7 @@
 // envforge: synthesize agentic RL environments and run them for RL trainers.
+#include <algorithm>
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -135,6 +137,58 @@ exit codes: 0 ok, 1 check failed (e.g. a verdict that did not pass), 2 bad usage
             3 infrastructure failure. Logs: ENVFORGE_LOG=debug|info|warn|error.
 )";
 
+// The part of kUsage after the command entries: --limits and the exit codes.
+std::string UsageFooter() {
+  std::string usage = kUsage;
+  size_t at = usage.find("\noptions: ");
+  return at == std::string::npos ? std::string() : usage.substr(at + 1);
+}
+
+// kUsage's entries of `command` ("env pack", "replay"; a group alone, "env", gives all of its
+// entries): each from its "  envforge <command>" line to the line before the next entry, a blank
+// line or the footer. Empty when kUsage has none.
+std::string UsageOf(const std::string& command) {
+  std::istringstream lines(kUsage);
+  std::string line, out;
+  bool inside = false;
+  const std::string head = "  envforge " + command;
+  while (std::getline(lines, line)) {
+    if (line.rfind("  envforge ", 0) == 0) {
+      inside = line.size() == head.size() ? line == head : line.rfind(head + " ", 0) == 0;
+    } else if (line.empty() || line[0] != ' ') {
+      inside = false;
+    }
+    if (inside) out += line + "\n";
+  }
+  return out;
+}
+
+// The command words of args: the group, and its subcommand for the groups that have them.
+std::string CommandOf(const std::vector<std::string>& args) {
+  static const char* const kGroups[] = {"env", "session", "bench", "traj"};
+  bool grouped = std::find(std::begin(kGroups), std::end(kGroups), args[0]) != std::end(kGroups);
+  if (grouped && args.size() > 1 && !args[1].starts_with("-")) return args[0] + " " + args[1];
+  return args[0];
+}
+
+// `envforge COMMAND ... --help` (or -h, anywhere after the command). rollout, serve and bench
+// rollout print their fuller help themselves: their arguments become just "--help". For the
+// others, whose parsers have no help, prints their entries of the usage text and returns true.
+bool PrintedCommandHelp(std::vector<std::string>& args) {
+  bool asked = std::any_of(args.begin() + 1, args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
+  if (!asked) return false;
+  const std::string command = CommandOf(args);
+  if (command == "rollout" || command == "serve" || command == "bench rollout") {
+    args.resize(command == "bench rollout" ? 2 : 1);
+    args.push_back("--help");
+    return false;
+  }
+  std::string entries = UsageOf(command);
+  if (entries.empty()) return false;
+  std::printf("usage:\n%s\n%s", entries.c_str(), UsageFooter().c_str());
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,6 +197,7 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? envforge::cli::kExitUsage : envforge::cli::kExitOk;
   }
+  if (PrintedCommandHelp(args)) return envforge::cli::kExitOk;
   std::string group = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (group == "env") return envforge::cli::RunEnvCommand(rest);

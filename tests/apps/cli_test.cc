@@ -56,6 +56,33 @@ const std::string& TripBundle() {
   return path;
 }
 
+TEST_CASE("every command answers --help with its usage on stdout and exit 0, doing nothing else") {
+  const std::vector<std::vector<std::string>> commands = {
+      {"env", "pack"},     {"env", "show"},      {"env", "check"},     {"session", "solve"}, {"session", "run"},
+      {"bench", "sandbox"}, {"bench", "serve"},  {"bench", "engine"},  {"bench", "kernels"}, {"bench", "frames"},
+      {"bench", "rollout"}, {"bench", "v1"},     {"audit"},            {"serve"},            {"traj", "ls"},
+      {"traj", "show"},    {"traj", "export"},   {"replay"},           {"generate"},         {"rollout"},
+      {"env"},             {"session"},          {"bench"},            {"traj"}};
+  for (std::vector<std::string> command : commands) {
+    std::string words;
+    for (const std::string& word : command) words += (words.empty() ? "" : " ") + word;
+    CAPTURE(words);
+    // After other arguments too: a user adds --help to the line that just failed.
+    for (bool after_arguments : {false, true}) {
+      std::vector<std::string> args = command;
+      if (after_arguments) args.push_back("--json");
+      args.push_back("--help");
+      auto help = Envforge(args);
+      CHECK(help.exit_code == 0);
+      CHECK_MESSAGE(help.stdout_text.find("envforge " + words) != std::string::npos, help.stdout_text);
+      CHECK(help.stdout_text.find("usage") != std::string::npos);
+    }
+  }
+  auto unknown = Envforge({"env", "pack", "--no-such-option"});
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.stderr_text.find("--no-such-option") != std::string::npos);
+}
+
 TEST_CASE("env show --json lists the manifest, the 15 trip tools with submit_result, the tasks and the hash") {
   auto shown = Envforge({"env", "show", TripBundle(), "--json"});
   REQUIRE(shown.exit_code == 0);
