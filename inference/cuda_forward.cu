@@ -1,6 +1,7 @@
 // CudaForward: weight upload, scratch management and the layer loop of the GPU engine. Host code
 // only (every kernel comes from kernels/cuda/); see cuda_forward.h for the design.
 #include "kernels/cuda/internal/cuda_compat.cuh"
+#include "base/int_math.h"
 
 #include "inference/cuda_forward.h"
 
@@ -42,7 +43,6 @@ using Clock = std::chrono::steady_clock;
 
 size_t Sz(int64_t v) { return static_cast<size_t>(v); }
 int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
-int64_t CeilDiv(int64_t v, int64_t by) { return (v + by - 1) / by; }
 
 // The same bounds as the CPU forward: indexer scores of one prefill chunk, and (dense attention)
 // the slot table of one attention chunk, stay under 64 Mi entries (256 MiB).

@@ -1,5 +1,6 @@
 // Binding checkpoint tensors to the model's weight structs (see model_weights.h).
 #include "inference/model_weights.h"
+#include "base/int_math.h"
 
 #include <cstring>
 
@@ -8,7 +9,6 @@ namespace {
 
 constexpr int64_t kFp8Block = 128;
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::string LayerPrefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 

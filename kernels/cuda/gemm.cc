@@ -23,6 +23,7 @@
 // ordered on the handle's stream, so successive calls reuse it safely. Very large m is processed
 // in chunks of rows so the transposed scales always fit.
 #include "kernels/cuda/gemm.h"
+#include "base/int_math.h"
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -46,8 +47,6 @@ constexpr size_t kScratchBytes = size_t{32} << 20;
 constexpr int64_t kScaleBlock = 128;
 constexpr int64_t kRowQuantum = 4;  // cuBLAS's token count for FP8 is kept a multiple of this
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 size_t AlignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // The loaded cuBLAS entry points. Only called once a BlasHandle exists, whose Create loaded them.

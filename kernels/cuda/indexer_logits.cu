@@ -39,6 +39,7 @@
 // 4 / head_groups pages into shared memory with cp.async (one page per head group of warps), two
 // rounds in flight. Every warp holds its share of the sequence's query in registers.
 #include "kernels/cuda/internal/cuda_compat.cuh"
+#include "kernels/cuda/internal/ptx.cuh"
 
 #include "kernels/cuda/indexer_logits.h"
 
@@ -69,58 +70,13 @@ __host__ __device__ constexpr int RowBytes(int dim) { return dim + 16; }
 // One tile in shared memory: 64 padded code rows, then the 64 fp32 key scales.
 __host__ __device__ constexpr int SlotBytes(int dim) { return kTileKeys * RowBytes(dim) + kTileKeys * 4; }
 
-// ---- PTX wrappers (the emulator's equivalents under ENVFORGE_CUDA_EMULATION)
+// ---- PTX: kernels/cuda/internal/ptx.cuh
 
-// 16-byte asynchronous copy global -> shared memory at `dst`; bytes in [0, 16] are read, the rest
-// zero-filled (src must still be a valid address when bytes == 0).
-__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, int bytes) {
-#if ENVFORGE_CUDA_EMULATION
-  cuda_emulation::CpAsync(dst, src, 16, bytes);
-#else
-  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(src), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void CommitAsync() {
-#if ENVFORGE_CUDA_EMULATION
-  cuda_emulation::CpAsyncCommit();
-#else
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void WaitAsyncAll() {
-#if ENVFORGE_CUDA_EMULATION
-  cuda_emulation::CpAsyncWait(0);
-#else
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-#endif
-}
-
-// ldmatrix.x4 from shared memory: this lane supplies the row address `row` (see ScoreTile).
-__device__ __forceinline__ void LoadMatrixX4(const void* row, uint32_t (&r)[4]) {
-#if ENVFORGE_CUDA_EMULATION
-  cuda_emulation::LdMatrix(r, 4, row, false);
-#else
-  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-#endif
-}
-
-// c += A . B, one m16n8k32 e4m3 tile (fragments as in the file comment).
-__device__ __forceinline__ void MmaFp8(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-#if ENVFORGE_CUDA_EMULATION
-  cuda_emulation::MmaE4m3M16N8K32(c, a, b, c);
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
+using internal::CpAsync16ZeroFill;
+using internal::CpAsyncCommit;
+using internal::CpAsyncWaitAll;
+using internal::LdMatrixX4;
+using internal::MmaE4m3M16N8K32;
 
 __device__ __forceinline__ uint32_t LoadWord(const uint8_t* p) { return __ldg(reinterpret_cast<const uint32_t*>(p)); }
 
@@ -174,9 +130,9 @@ __device__ __forceinline__ void ScoreTile(const WarpQuery<kDim, kHeadTiles>& que
 #pragma unroll
     for (int kk = 0; kk < kDim / 32; ++kk) {
       uint32_t a[4];
-      LoadMatrixX4(lane_base + mt * kMmaRows * RowBytes(kDim) + kk * 32, a);
+      LdMatrixX4(lane_base + mt * kMmaRows * RowBytes(kDim) + kk * 32, a);
 #pragma unroll
-      for (int nt = 0; nt < kHeadTiles; ++nt) MmaFp8(acc[nt], a, query.b[nt][kk]);
+      for (int nt = 0; nt < kHeadTiles; ++nt) MmaE4m3M16N8K32(acc[nt], a, query.b[nt][kk]);
     }
     float low = 0.0f, high = 0.0f;  // keys g and g + 8 of this row tile
 #pragma unroll
@@ -206,11 +162,11 @@ __device__ __forceinline__ void LoadTileAsync(const uint8_t* codes, const float*
     if (c < kCodeChunks) {
       const int row = c / kRowChunks, col = (c % kRowChunks) * 16;
       const bool valid = row < valid_rows;
-      CopyAsync16(slot + row * RowBytes(kDim) + col, valid ? codes + row * kDim + col : codes, valid ? 16 : 0);
+      CpAsync16ZeroFill(slot + row * RowBytes(kDim) + col, valid ? codes + row * kDim + col : codes, valid ? 16 : 0);
     } else {
       const int first = (c - kCodeChunks) * 4;
       const int bytes = 4 * std::min(std::max(valid_rows - first, 0), 4);
-      CopyAsync16(slot + kTileKeys * RowBytes(kDim) + first * 4, bytes > 0 ? scales + first : scales, bytes);
+      CpAsync16ZeroFill(slot + kTileKeys * RowBytes(kDim) + first * 4, bytes > 0 ? scales + first : scales, bytes);
     }
   }
 }
@@ -295,7 +251,7 @@ __global__ void __launch_bounds__(kPrefillWarps * kWarpSize, 2)
   if (tile_count > 0) {
     LoadTileAsync<kDim>(p.keys + tiles_begin * kDim, p.key_scale + tiles_begin,
                         static_cast<int>(std::min<int64_t>(kTileKeys, p.keys_count - tiles_begin)), stages, thread, kThreads);
-    CommitAsync();
+    CpAsyncCommit();
   }
 
   // -inf outside the tiles, within this chunk.
@@ -320,14 +276,14 @@ __global__ void __launch_bounds__(kPrefillWarps * kWarpSize, 2)
   for (int i = 0; i < tile_count; ++i) {
     const int64_t tile_key = tiles_begin + static_cast<int64_t>(i) * kTileKeys;
     uint8_t* tile = stages + (i & 1) * SlotBytes(kDim);
-    WaitAsyncAll();
+    CpAsyncWaitAll();
     __syncthreads();  // tile i is visible; the writer of tile i - 1 is done with the other stage
     if (i + 1 < tile_count) {
       const int64_t next_key = tile_key + kTileKeys;
       LoadTileAsync<kDim>(p.keys + next_key * kDim, p.key_scale + next_key,
                           static_cast<int>(std::min<int64_t>(kTileKeys, p.keys_count - next_key)),
                           stages + ((i + 1) & 1) * SlotBytes(kDim), thread, kThreads);
-      CommitAsync();
+      CpAsyncCommit();
     }
     // Row tiles of 16 keys that meet [lo, hi); warp-uniform.
     const int64_t first_row = std::max<int64_t>(lo - tile_key, 0), last_row = std::min<int64_t>(hi - tile_key, kTileKeys);
@@ -420,7 +376,7 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarpSize, 4)
       LoadTileAsync<kDim>(page, reinterpret_cast<const float*>(page + kTileKeys * kDim), kTileKeys,
                           stage + s * SlotBytes(kDim), thread, kThreads);
     }
-    CommitAsync();
+    CpAsyncCommit();
   };
 
   const int rounds = (active_pages + round_pages - 1) / round_pages;
@@ -443,7 +399,7 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarpSize, 4)
 
   for (int r = 0; r < rounds; ++r) {
     uint8_t* stage = stages + (r & 1) * round_pages * SlotBytes(kDim);
-    WaitAsyncAll();
+    CpAsyncWaitAll();
     __syncthreads();  // round r is visible; the writer of round r - 1 is done with the other stage
     if (r + 1 < rounds) load_round(r + 1);
     const int page = page_begin + r * round_pages + slot;

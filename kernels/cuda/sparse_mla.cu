@@ -41,6 +41,8 @@
 // blocks, each writing its unnormalised O, running maximum (log2 domain) and row sum to the
 // workspace; sparse_mla_combine_kernel merges them with log-sum-exp weights.
 #include "kernels/cuda/internal/cuda_compat.cuh"
+#include "base/int_math.h"
+#include "kernels/cuda/internal/ptx.cuh"
 
 #include "kernels/cuda/sparse_mla.h"
 
@@ -104,88 +106,20 @@ struct KernelParams {
   float* ws_l;  // split mode: [splits, tokens, heads] row sum
 };
 
-// The PTX wrappers take generic pointers into shared memory; the nvcc branch converts them to
-// the 32-bit shared-space addresses the instructions want, the emulator branch uses them as they
-// are (kernels/cuda/emulation/emulator.h, same semantics, called by all 32 lanes).
-#if !ENVFORGE_CUDA_EMULATION
-__device__ __forceinline__ uint32_t SharedAddress(const void* pointer) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
-}
-#endif
-
-__device__ __forceinline__ void LdMatrixX4(const void* row_address, uint32_t (&r)[4]) {
-#if ENVFORGE_CUDA_EMULATION
-  cuda_emulation::LdMatrix(r, 4, row_address, false);
-#else
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(SharedAddress(row_address)));
-#endif
-}
-
-__device__ __forceinline__ void LdMatrixX4Trans(const void* row_address, uint32_t (&r)[4]) {
-#if ENVFORGE_CUDA_EMULATION
-  cuda_emulation::LdMatrix(r, 4, row_address, true);
-#else
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(SharedAddress(row_address)));
-#endif
-}
+// PTX: kernels/cuda/internal/ptx.cuh
+using internal::CpAsync;
+using internal::CpAsyncCommit;
+using internal::CpAsyncWaitAll;
+using internal::LdMatrixX4;
+using internal::LdMatrixX4Trans;
 
 // c += a * b for one m16n8k16 tile (bf16 inputs, fp32 accumulators).
 __device__ __forceinline__ void MmaBf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if ENVFORGE_CUDA_EMULATION
-  const uint32_t b[2] = {b0, b1};
-  cuda_emulation::MmaBf16M16N8K16(c, a, b, c);
-#else
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
-template <int kBytes>
-__device__ __forceinline__ void CpAsync(void* shared_dst, const void* global_src) {
-  static_assert(kBytes == 16 || kBytes == 4, "cp.async piece of 4 or 16 bytes");
-#if ENVFORGE_CUDA_EMULATION
-  cuda_emulation::CpAsync(shared_dst, global_src, kBytes, kBytes);
-#else
-  if constexpr (kBytes == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SharedAddress(shared_dst)), "l"(global_src)
-                 : "memory");
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SharedAddress(shared_dst)), "l"(global_src)
-                 : "memory");
-  }
-#endif
-}
-
-__device__ __forceinline__ void CpAsyncCommit() {
-#if ENVFORGE_CUDA_EMULATION
-  cuda_emulation::CpAsyncCommit();
-#else
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void CpAsyncWaitAll() {
-#if ENVFORGE_CUDA_EMULATION
-  cuda_emulation::CpAsyncWait(0);
-#else
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-#endif
+  internal::MmaBf16M16N8K16(c, a, b0, b1);
 }
 
 // Barrier of the 128 threads (4 warps) of one row group; id 0 is __syncthreads'.
-__device__ __forceinline__ void RowGroupBarrier(int row_group) {
-#if ENVFORGE_CUDA_EMULATION
-  cuda_emulation::NamedBarrier(1 + row_group, 128);
-#else
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + row_group) : "memory");
-#endif
-}
+__device__ __forceinline__ void RowGroupBarrier(int row_group) { internal::NamedBarrier(1 + row_group, 128); }
 
 __device__ __forceinline__ uint32_t PackBf16x2(float low, float high) {
   const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
@@ -566,7 +500,6 @@ __global__ void sparse_mla_combine_kernel(const CombineParams p) {
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool IsAligned(const void* pointer, size_t alignment) {
   return reinterpret_cast<uintptr_t>(pointer) % alignment == 0;

@@ -8,9 +8,10 @@
 //   ENVFORGE_DYNAMIC_SHARED(type, name);
 //       extern __shared__ __align__(16) type name[]; (the launch's dynamic shared memory).
 //
-// Warp-collective PTX (mma.sync, ldmatrix) and cp.async stay in each .cu's small wrapper functions;
-// each wrapper has an `#if ENVFORGE_CUDA_EMULATION` branch calling the emulator's equivalent
-// (kernels/cuda/emulation/emulator.h). Include this header first in every .cu.
+// Warp-collective PTX (mma.sync, ldmatrix), cp.async and named barriers are wrapped once in
+// kernels/cuda/internal/ptx.cuh, each wrapper with an `#if ENVFORGE_CUDA_EMULATION` branch calling
+// the emulator's equivalent (kernels/cuda/emulation/emulator.h). Include this header first in
+// every .cu.
 #pragma once
 
 #if ENVFORGE_CUDA_EMULATION
