@@ -30,6 +30,8 @@ if(ENVFORGE_HAVE_CUDA)
     LABELS unit python
     TIMEOUT 600)
   envforge_cuda_emulated_executable(inference_cuda_engine_emulated_test)
+else()
+  envforge_add_skipped_test(inference_cuda_engine_emulated_test "${ENVFORGE_NO_CUDA_REASON}")
 endif()
 
 # The Backend seam: scripted scripts, and the embedded backend's batching, prompt sharing,
