@@ -150,6 +150,31 @@ long double NumberOf(const Json& value) {
   }
 }
 
+// JSON Schema equality (enum, const): numbers by exact mathematical value, whatever their JSON
+// representation (2 == 2.0, but 9007199254740993 != 9007199254740992.0, which nlohmann's ==
+// confuses by going through double; long double holds every int64, uint64 and double exactly on
+// the platforms envforge builds for), arrays element-wise, objects key-wise, other kinds by ==
+// (so true is never 1).
+bool InstanceEqual(const Json& a, const Json& b) {
+  if (a.is_number() && b.is_number()) return NumberOf(a) == NumberOf(b);
+  if (a.is_array() && b.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!InstanceEqual(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  if (a.is_object() && b.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (const auto& [key, value] : a.items()) {
+      auto other = b.find(key);
+      if (other == b.end() || !InstanceEqual(value, *other)) return false;
+    }
+    return true;
+  }
+  return a == b;
+}
+
 // The JSON Schema type of an instance, for "got ..." in messages.
 std::string_view InstanceTypeName(const Json& value) {
   switch (value.type()) {
@@ -409,7 +434,7 @@ class Validator {
       return;  // the other keywords would only repeat the mismatch
     }
     if (node.has_enum && !EnumContains(node, value)) Report(at, "must be one of " + node.enum_text);
-    if (node.has_const && value != node.const_value) Report(at, "must equal " + node.const_text);
+    if (node.has_const && !InstanceEqual(value, node.const_value)) Report(at, "must equal " + node.const_text);
     switch (value.type()) {
       case Json::value_t::number_integer:
       case Json::value_t::number_unsigned:
@@ -456,7 +481,7 @@ class Validator {
   // but never a boolean with a number, which is what JSON Schema wants.
   static bool EnumContains(const SchemaNode& node, const Json& value) {
     for (const Json& option : node.enum_values) {
-      if (option == value) return true;
+      if (InstanceEqual(option, value)) return true;
     }
     return false;
   }

@@ -246,6 +246,17 @@ TEST_CASE("enum and const, with numbers compared by value") {
   CHECK(Violations(R"({"const": 2})", "3") == Strings{": must equal 2"});
   CHECK(Violations(R"({"const": "x"})", R"("y")") == Strings{R"(: must equal "x")"});
   CHECK(Violations(R"({"const": false})", "0") == Strings{": must equal false"});
+  // Exact: 2^53 + 1 is not the double 2^53 (nlohmann's == says it is, through double).
+  CHECK_FALSE(Valid(R"({"const": 9007199254740993})", "9007199254740992.0"));
+  CHECK_FALSE(Valid(R"({"enum": [9007199254740992.0]})", "9007199254740993"));
+  CHECK(Valid(R"({"const": 9007199254740992})", "9007199254740992.0"));
+  CHECK_FALSE(Valid(R"({"const": 18446744073709551615})", "18446744073709551614"));
+  CHECK(Valid(R"({"const": 18446744073709551615})", "18446744073709551615"));
+  CHECK(Valid(R"({"const": -3})", "-3.0"));
+  CHECK(Valid(R"({"const": {"a": [1, {"b": 2.0}]}})", R"({"a": [1.0, {"b": 2}]})"));
+  CHECK_FALSE(Valid(R"({"const": {"a": [1, {"b": 2}]}})", R"({"a": [1, {"b": 2, "c": 3}]})"));
+  CHECK_FALSE(Valid(R"({"const": [1, 2]})", "[1, 2, 3]"));
+  CHECK_FALSE(Valid(R"({"const": [true]})", "[1]"));
 }
 
 TEST_CASE("numeric bounds on both sides, naming the bound") {
