@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <new>
 #include <string>
 #include <vector>
@@ -257,6 +259,24 @@ TEST_CASE("enum and const, with numbers compared by value") {
   CHECK_FALSE(Valid(R"({"const": {"a": [1, {"b": 2}]}})", R"({"a": [1, {"b": 2, "c": 3}]})"));
   CHECK_FALSE(Valid(R"({"const": [1, 2]})", "[1, 2, 3]"));
   CHECK_FALSE(Valid(R"({"const": [true]})", "[1]"));
+}
+
+TEST_CASE("the cases the worker's validator must agree on (schema_agreement_cases.json)") {
+  // tests/toolsets/schema_agreement_test.py runs the same file through sandbox/worker/python/
+  // runtime.py, the validator of a gold solution's calls.
+  const char* source = std::getenv("ENVFORGE_SOURCE_DIR");
+  std::ifstream file(std::string(source != nullptr ? source : ENVFORGE_TEST_SOURCE_DIR) +
+                     "/tests/toolsets/schema_agreement_cases.json");
+  REQUIRE(file.good());
+  std::stringstream text;
+  text << file.rdbuf();
+  Json cases = Json::parse(text.str())["cases"];
+  REQUIRE(cases.size() >= 20);
+  for (const Json& c : cases) {
+    CAPTURE(c.dump());
+    REQUIRE(CheckSchema(c["schema"]).ok());
+    CHECK(Validate(c["schema"], c["instance"], 4).empty() == c["valid"].get<bool>());
+  }
 }
 
 TEST_CASE("numeric bounds on both sides, naming the bound") {

@@ -704,6 +704,19 @@ def _has_type(value, kind):
     return _type_name(value) == kind
 
 
+def _json_equal(a, b):
+    """JSON Schema equality, as toolsets/json_schema.cc's: true is not 1 (Python's == says it
+    is), numbers by exact value (Python compares int and float exactly), arrays element-wise,
+    objects key-wise."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    return a == b
+
+
 def _validate(schema, value, pointer, errors):
     """JSON Schema subset of toolsets/json_schema.h; appends "pointer: message" strings."""
     if schema is True or not isinstance(schema, dict):
@@ -715,10 +728,10 @@ def _validate(schema, value, pointer, errors):
         if not any(_has_type(value, k) for k in kinds):
             errors.append("%sexpected %s, got %s" % (where, " or ".join(kinds), _type_name(value)))
             return
-    if "enum" in schema and value not in schema["enum"]:
+    if "enum" in schema and not any(_json_equal(value, option) for option in schema["enum"]):
         errors.append("%smust be one of %s" % (where, json.dumps(schema["enum"])))
-    if "const" in schema and value != schema["const"]:
-        errors.append("%smust be %s" % (where, json.dumps(schema["const"])))
+    if "const" in schema and not _json_equal(value, schema["const"]):
+        errors.append("%smust equal %s" % (where, json.dumps(schema["const"])))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         for key, ok, text in (("minimum", lambda b: value >= b, ">="),
                               ("maximum", lambda b: value <= b, "<="),
