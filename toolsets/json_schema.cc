@@ -268,7 +268,8 @@ class SchemaCompiler {
       return Status::Ok();
     }
     if (keyword == "enum") {
-      if (!value.is_array() || value.empty()) return Error(at, "must be a non-empty array");
+      // An empty enum is a schema nothing satisfies (JSON Schema says so), not a malformed one.
+      if (!value.is_array()) return Error(at, "must be an array");
       node.has_enum = true;
       node.enum_values = value;
       node.enum_text = DumpJson(value);
