@@ -47,7 +47,7 @@ const ErrorTableRow& ErrorTableFor(StatusCode code) {
 }
 
 int ExitCodeFor(StatusCode code) {
-  if (code == StatusCode::kOk) return kExitSuccess;
+  if (code == StatusCode::kOk) return kExitOk;
   return IsCallerError(code) ? kExitUsage : kExitInfra;
 }
 

@@ -35,7 +35,7 @@ enum RpcErrorCode : int {
 };
 
 // The CLI's exit codes (apps/envforge/commands.h documents them per command).
-inline constexpr int kExitSuccess = 0;
+inline constexpr int kExitOk = 0;
 inline constexpr int kExitCheckFailed = 1;  // the command ran and its check failed
 inline constexpr int kExitUsage = 2;        // the caller's fault: bad usage, bad input
 inline constexpr int kExitInfra = 3;        // the system's fault: infrastructure
@@ -51,7 +51,7 @@ const ErrorTableRow& ErrorTableFor(StatusCode code);
 
 inline RpcErrorCode RpcErrorCodeFor(StatusCode code) { return ErrorTableFor(code).rpc_code; }
 inline bool IsCallerError(StatusCode code) { return ErrorTableFor(code).caller_error; }
-// kExitSuccess for kOk, kExitUsage for a caller error, kExitInfra otherwise.
+// kExitOk for kOk, kExitUsage for a caller error, kExitInfra otherwise.
 int ExitCodeFor(StatusCode code);
 
 // "parse_error", "unknown_session", "failed_precondition", ... ("error" for a code not above).

@@ -16,7 +16,7 @@ RpcOutcome OutcomeFromResponse(const Json& response) {
   RpcOutcome outcome;
   if (response.contains("error")) {
     const Json& error = response["error"];
-    outcome.failure = RpcFailure{error.value("code", -32603), error.value("message", std::string("error")),
+    outcome.failure = RpcFailure{error.value("code", static_cast<int>(kRpcInternalError)), error.value("message", std::string("error")),
                                  error.value("data", Json())};
   } else {
     outcome.result = response.value("result", Json());
@@ -35,7 +35,7 @@ class RuntimeEndpoint final : public Endpoint {
       std::lock_guard lock(mutex_);
       service = service_.get();
     }
-    if (service == nullptr) return {Json(), RpcFailure{-32006, "the runtime is closed", Json()}};
+    if (service == nullptr) return {Json(), RpcFailure{kRpcShuttingDown, "the runtime is closed", Json()}};
     Json request = {{"jsonrpc", "2.0"}, {"id", next_id_++}, {"method", method}, {"params", std::move(params)}};
     auto promise = std::make_shared<std::promise<std::optional<Json>>>();
     std::future<std::optional<Json>> answer = promise->get_future();
@@ -45,7 +45,7 @@ class RuntimeEndpoint final : public Endpoint {
     service->HandleJsonAsync(std::move(request), context,
                              [promise](std::optional<Json> response) { promise->set_value(std::move(response)); });
     std::optional<Json> response = answer.get();
-    if (!response) return {Json(), RpcFailure{-32603, "no response from the runtime", Json()}};
+    if (!response) return {Json(), RpcFailure{kRpcInternalError, "no response from the runtime", Json()}};
     return OutcomeFromResponse(*response);
   }
 
@@ -75,7 +75,7 @@ class ClientEndpoint final : public Endpoint {
 
   RpcOutcome Call(const std::string& method, Json params) override {
     std::lock_guard lock(mutex_);
-    if (!client_) return {Json(), RpcFailure{-32006, "the client is closed", Json()}};
+    if (!client_) return {Json(), RpcFailure{kRpcShuttingDown, "the client is closed", Json()}};
     server::RpcReply reply = client_->CallDetailed(method, std::move(params));
     if (reply.error) return {Json(), RpcFailure{reply.error->code, reply.error->message, reply.error->data}};
     if (!reply.transport.ok()) {

@@ -51,7 +51,6 @@ struct RpcError {
 };
 
 // RpcReply::status() gives an error the code of base/error_table.h StatusCodeForRpcError.
-using ::envforge::StatusCodeForRpcError;
 
 struct RpcReply {
   Json result;                    // when ok()

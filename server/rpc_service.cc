@@ -63,7 +63,7 @@ Reply MakeReply(std::function<void(RpcReply)> finish) {
     ~State() {
       if (answered.exchange(true)) return;
       try {
-        finish(MakeError(internal::kInternalError, "internal error: the request was dropped without an answer"));
+        finish(MakeError(kRpcInternalError, "internal error: the request was dropped without an answer"));
       } catch (...) {
         ENVFORGE_LOG(kError) << "rpc: answering a dropped request failed";
       }
@@ -84,19 +84,19 @@ auto Guard(Reply reply, Fn fn) {
     try {
       fn(std::forward<decltype(args)>(args)...);
     } catch (const std::exception& e) {
-      reply(MakeError(internal::kInternalError, std::string("internal error: ") + e.what()));
+      reply(MakeError(kRpcInternalError, std::string("internal error: ") + e.what()));
     } catch (...) {
-      reply(MakeError(internal::kInternalError, "internal error"));
+      reply(MakeError(kRpcInternalError, "internal error"));
     }
   };
 }
 
 RpcError ShuttingDown() {
-  return MakeError(internal::kShuttingDown, "the server is shutting down; retry on another server");
+  return MakeError(kRpcShuttingDown, "the server is shutting down; retry on another server");
 }
 
 RpcError UnknownSession(const std::string& handle) {
-  return MakeError(internal::kUnknownSession, "unknown session '" + handle + "' (closed, expired or never created)");
+  return MakeError(kRpcUnknownSession, "unknown session '" + handle + "' (closed, expired or never created)");
 }
 
 Json TaskVersionOrNull(const EnvBundle& bundle, const TaskRecord* task) {
@@ -206,7 +206,7 @@ class RpcService::Impl {
   Status Start();
   void HandleMessage(Json message, const RequestContext& context, std::function<void(std::optional<Json>)> done);
   void BeginDrain() { draining_ = true; }
-  void CountParseError(const std::string& transport) { CountRequest("invalid", internal::kParseError, transport, 0); }
+  void CountParseError(const std::string& transport) { CountRequest("invalid", kRpcParseError, transport, 0); }
   Status Shutdown(std::chrono::milliseconds grace);
 
   Metrics& metrics() { return metrics_; }
@@ -442,8 +442,8 @@ void RpcService::Impl::HandleMessage(Json message, const RequestContext& context
     return;
   }
   if (message.empty()) {
-    CountRequest("invalid", internal::kInvalidRequest, context.transport, 0);
-    done(internal::ErrorResponse(nullptr, MakeError(internal::kInvalidRequest, "invalid request: an empty batch")));
+    CountRequest("invalid", kRpcInvalidRequest, context.transport, 0);
+    done(internal::ErrorResponse(nullptr, MakeError(kRpcInvalidRequest, "invalid request: an empty batch")));
     return;
   }
   auto batch = std::make_shared<BatchState>(message.size(), std::move(done));
@@ -502,9 +502,9 @@ void RpcService::Impl::HandleOne(Json message, const RequestContext& context,
   try {
     Dispatch(request, context, reply);
   } catch (const std::exception& e) {
-    reply(MakeError(internal::kInternalError, std::string("internal error: ") + e.what()));
+    reply(MakeError(kRpcInternalError, std::string("internal error: ") + e.what()));
   } catch (...) {
-    reply(MakeError(internal::kInternalError, "internal error"));
+    reply(MakeError(kRpcInternalError, "internal error"));
   }
 }
 
@@ -516,13 +516,13 @@ void RpcService::Impl::Dispatch(internal::RpcRequest& request, const RequestCont
       McpNotification(request.params, context, std::move(reply));
       return;
     }
-    reply(MakeError(internal::kMethodNotFound, "method not found: '" + request.method + "'"));
+    reply(MakeError(kRpcMethodNotFound, "method not found: '" + request.method + "'"));
     return;
   }
   // These methods take named parameters; an empty array is as good as no params.
   if (request.params.is_array()) {
     if (!request.params.empty()) {
-      reply(MakeError(internal::kInvalidParams, "params must be an object (named parameters) for " + request.method,
+      reply(MakeError(kRpcInvalidParams, "params must be an object (named parameters) for " + request.method,
                       Json{{"field", "params"}}));
       return;
     }
@@ -643,7 +643,7 @@ void RpcService::Impl::StartSession(CreateRequest request, const RequestContext&
   if (!resolved.ok()) {
     return reply(resolved.status().code() == StatusCode::kInvalidArgument
                      ? InvalidParams("env", resolved.status().message())
-                     : MakeError(internal::kUnknownEnv, resolved.status().message(), Json{{"field", "params.env"}}));
+                     : MakeError(kRpcUnknownEnv, resolved.status().message(), Json{{"field", "params.env"}}));
   }
   const EnvBundle* bundle = *resolved;
   const TaskRecord* task = nullptr;
@@ -652,7 +652,7 @@ void RpcService::Impl::StartSession(CreateRequest request, const RequestContext&
     if (task == nullptr) {
       std::string known;
       for (const auto& candidate : bundle->tasks) known += (known.empty() ? "" : ", ") + candidate.id;
-      return reply(MakeError(internal::kUnknownEnv,
+      return reply(MakeError(kRpcUnknownEnv,
                              "unknown task '" + request.task + "' in environment '" + bundle->manifest.name +
                                  "' (tasks: " + (known.empty() ? "none" : known) + ")",
                              Json{{"field", "params.task"}}));
@@ -670,7 +670,7 @@ void RpcService::Impl::StartSession(CreateRequest request, const RequestContext&
     case SessionRegistry::Reserve::kOk: break;
     case SessionRegistry::Reserve::kSealed: return reply(ShuttingDown());
     case SessionRegistry::Reserve::kFull:
-      return reply(MakeError(internal::kServerFull, "server full: max_sessions (" +
+      return reply(MakeError(kRpcServerFull, "server full: max_sessions (" +
                                                         std::to_string(options_.max_sessions) +
                                                         ") sessions are open; close one or retry later"));
   }
@@ -844,7 +844,7 @@ void RpcService::Impl::EnvsGet(Json& params, const RequestContext&, Reply reply)
   std::string key;
   if (auto error = internal::RequireString(params, "env", &key)) return reply(*error);
   auto bundle = ResolveEnv(key);
-  if (!bundle.ok()) return reply(MakeError(internal::kUnknownEnv, bundle.status().message(), Json{{"field", "params.env"}}));
+  if (!bundle.ok()) return reply(MakeError(kRpcUnknownEnv, bundle.status().message(), Json{{"field", "params.env"}}));
   Json full = (*bundle)->ToJson();
   const auto& manifest = (*bundle)->manifest;
   reply(Json{{"id", manifest.content_hash},
@@ -862,7 +862,7 @@ void RpcService::Impl::TasksList(Json& params, const RequestContext&, Reply repl
   std::string key;
   if (auto error = internal::RequireString(params, "env", &key)) return reply(*error);
   auto bundle = ResolveEnv(key);
-  if (!bundle.ok()) return reply(MakeError(internal::kUnknownEnv, bundle.status().message(), Json{{"field", "params.env"}}));
+  if (!bundle.ok()) return reply(MakeError(kRpcUnknownEnv, bundle.status().message(), Json{{"field", "params.env"}}));
   reply(Json{{"tasks", (*bundle)->ToJson()["tasks"]}});
 }
 
@@ -887,7 +887,7 @@ void RpcService::Impl::ToolsList(Json& params, const RequestContext&, Reply repl
     bundle = manager_->FindEnvironment(lease->entry()->env_id);
   } else if (!env.empty()) {
     auto resolved = ResolveEnv(env);
-    if (!resolved.ok()) return reply(MakeError(internal::kUnknownEnv, resolved.status().message()));
+    if (!resolved.ok()) return reply(MakeError(kRpcUnknownEnv, resolved.status().message()));
     bundle = *resolved;
   } else {
     return reply(InvalidParams("session", "params.session is required (a string; or params.env)"));
@@ -937,17 +937,17 @@ void RpcService::Impl::SessionSubmit(Json& params, const RequestContext&, Reply 
                   }
                   case Outcome::kCrashed:
                   case Outcome::kTimeout:
-                    return reply(MakeError(internal::kSessionDead, "session died during submit: " + result.message,
+                    return reply(MakeError(kRpcSessionDead, "session died during submit: " + result.message,
                                            std::move(detail)));
                   case Outcome::kInvalidCall:
-                    return reply(MakeError(internal::kInvalidParams, "submit rejected: " + result.message,
+                    return reply(MakeError(kRpcInvalidParams, "submit rejected: " + result.message,
                                            std::move(detail)));
                   case Outcome::kToolError:
                   case Outcome::kInfraError:
-                    return reply(MakeError(internal::kInfraError, "the verdict could not be computed: " + result.message,
+                    return reply(MakeError(kRpcInfraError, "the verdict could not be computed: " + result.message,
                                            std::move(detail)));
                 }
-                reply(MakeError(internal::kInternalError, "unexpected submit outcome"));
+                reply(MakeError(kRpcInternalError, "unexpected submit outcome"));
               }));
 }
 
@@ -983,7 +983,7 @@ void RpcService::Impl::SessionFork(Json& params, const RequestContext& context, 
     case SessionRegistry::Reserve::kOk: break;
     case SessionRegistry::Reserve::kSealed: return reply(ShuttingDown());
     case SessionRegistry::Reserve::kFull:
-      return reply(MakeError(internal::kServerFull, "server full: max_sessions (" +
+      return reply(MakeError(kRpcServerFull, "server full: max_sessions (" +
                                                         std::to_string(options_.max_sessions) +
                                                         ") sessions are open; close one or retry later"));
   }
@@ -995,7 +995,7 @@ void RpcService::Impl::SessionFork(Json& params, const RequestContext& context, 
       registry_.CancelReservation();
       auto info = manager_->GetSessionInfo(parent_entry->manager_id);
       if (id.status().code() == StatusCode::kUnavailable && info.ok() && !info->alive) {
-        return reply(MakeError(internal::kSessionDead, "cannot fork: " + id.status().message(),
+        return reply(MakeError(kRpcSessionDead, "cannot fork: " + id.status().message(),
                                Json{{"outcome", "crashed"}}));
       }
       return reply(internal::ErrorFromStatus(id.status()));
@@ -1133,7 +1133,7 @@ void RpcService::Impl::McpToolsCall(Json& params, const RequestContext& context,
     if (error) return reply(internal::McpTextResult("arguments: " + error->message, true));
     StartSession(std::move(request), context, [reply](RpcReply created) {
       if (auto* failure = std::get_if<RpcError>(&created)) {
-        if (failure->code == internal::kInvalidParams || failure->code == internal::kUnknownEnv) {
+        if (failure->code == kRpcInvalidParams || failure->code == kRpcUnknownEnv) {
           return reply(internal::McpTextResult(failure->message, true));
         }
         return reply(std::move(*failure));
@@ -1185,7 +1185,7 @@ void RpcService::Impl::McpToolsCall(Json& params, const RequestContext& context,
                 if (result.outcome == Outcome::kInfraError) {
                   // Not the agent's fault: a protocol error the client retries, never a tool
                   // result a trainer could score.
-                  return reply(MakeError(internal::kInfraError, "infrastructure error: " + result.message,
+                  return reply(MakeError(kRpcInfraError, "infrastructure error: " + result.message,
                                          Json{{"outcome", "infra_error"},
                                               {"session", handle},
                                               {"session_alive", result.session_alive}}));
@@ -1214,7 +1214,7 @@ void RpcService::HandleAsync(std::string payload, const RequestContext& context,
   if (!parsed.ok()) {
     impl_->CountParseError(context.transport);
     done(DumpJson(internal::ErrorResponse(
-        nullptr, MakeError(internal::kParseError, "parse error: " + parsed.status().message()))));
+        nullptr, MakeError(kRpcParseError, "parse error: " + parsed.status().message()))));
     return;
   }
   impl_->HandleMessage(std::move(parsed).value(), context, [done = std::move(done)](std::optional<Json> response) {

@@ -12,9 +12,9 @@
 namespace envforge::cli {
 
 // base/error_table.h's exit codes.
-inline constexpr int kExitOk = ::envforge::kExitSuccess;
 using ::envforge::kExitCheckFailed;
 using ::envforge::kExitInfra;
+using ::envforge::kExitOk;
 using ::envforge::kExitUsage;
 
 // Prints "<prefix>: <message>" to stderr and returns `code`.

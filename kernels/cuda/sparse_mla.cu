@@ -112,11 +112,8 @@ using internal::CpAsyncCommit;
 using internal::CpAsyncWaitAll;
 using internal::LdMatrixX4;
 using internal::LdMatrixX4Trans;
+using internal::MmaBf16M16N8K16;
 
-// c += a * b for one m16n8k16 tile (bf16 inputs, fp32 accumulators).
-__device__ __forceinline__ void MmaBf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  internal::MmaBf16M16N8K16(c, a, b0, b1);
-}
 
 // Barrier of the 128 threads (4 warps) of one row group; id 0 is __syncthreads'.
 __device__ __forceinline__ void RowGroupBarrier(int row_group) { internal::NamedBarrier(1 + row_group, 128); }
@@ -319,8 +316,8 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_mla_kernel(const KernelPar
       LdMatrixX4(s_key_address + ((2 * step + s_half) ^ swizzle) * 16, b);
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
-        MmaBf16(s[mt][0], a[mt], b[0], b[1]);
-        MmaBf16(s[mt][1], a[mt], b[2], b[3]);
+        MmaBf16M16N8K16(s[mt][0], a[mt], b[0], b[1]);
+        MmaBf16M16N8K16(s[mt][1], a[mt], b[2], b[3]);
       }
     };
 #pragma unroll
@@ -400,8 +397,8 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_mla_kernel(const KernelPar
         LdMatrixX4Trans(v_row_address + ((col_chunk ^ swizzle) * 16), b);
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-          MmaBf16(acc[mt][2 * pair], a[mt], b[0], b[1]);
-          MmaBf16(acc[mt][2 * pair + 1], a[mt], b[2], b[3]);
+          MmaBf16M16N8K16(acc[mt][2 * pair], a[mt], b[0], b[1]);
+          MmaBf16M16N8K16(acc[mt][2 * pair + 1], a[mt], b[2], b[3]);
         }
       }
     }

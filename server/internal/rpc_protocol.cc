@@ -26,14 +26,14 @@ std::string TypeName(const Json& value) {
 }
 
 EnvelopeError Invalid(Json id, std::string message) {
-  return EnvelopeError{std::move(id), MakeError(kInvalidRequest, "invalid request: " + std::move(message))};
+  return EnvelopeError{std::move(id), MakeError(kRpcInvalidRequest, "invalid request: " + std::move(message))};
 }
 
 }  // namespace
 
 RpcError MakeError(int code, std::string message, Json extra) {
   Json data = {{"kind", std::string(RpcErrorKind(code))}, {"retryable", IsRetryableRpcError(code)}};
-  if (code == kServerFull && !(extra.is_object() && extra.contains("retry_after_ms"))) {
+  if (code == kRpcServerFull && !(extra.is_object() && extra.contains("retry_after_ms"))) {
     data["retry_after_ms"] = kServerFullRetryAfterMs;
   }
   if (extra.is_object()) {
@@ -43,7 +43,7 @@ RpcError MakeError(int code, std::string message, Json extra) {
 }
 
 RpcError InvalidParams(std::string_view field, std::string message) {
-  return MakeError(kInvalidParams, std::move(message), Json{{"field", "params." + std::string(field)}});
+  return MakeError(kRpcInvalidParams, std::move(message), Json{{"field", "params." + std::string(field)}});
 }
 
 RpcError ErrorFromStatus(const Status& status) {

@@ -14,26 +14,10 @@
 
 namespace envforge::server::internal {
 
-// The codes of server/rpc_service.h, short names for base/error_table.h's.
-enum RpcCode : int {
-  kParseError = kRpcParseError,
-  kInvalidRequest = kRpcInvalidRequest,
-  kMethodNotFound = kRpcMethodNotFound,
-  kInvalidParams = kRpcInvalidParams,
-  kInternalError = kRpcInternalError,
-  kUnknownSession = kRpcUnknownSession,
-  kUnknownEnv = kRpcUnknownEnv,
-  kServerFull = kRpcServerFull,
-  kSessionDead = kRpcSessionDead,
-  kUnauthorized = kRpcUnauthorized,
-  kShuttingDown = kRpcShuttingDown,
-  kInfraError = kRpcInfraError,
-  kPayloadTooLarge = kRpcPayloadTooLarge,
-  kFailedPrecondition = kRpcFailedPrecondition,
-};
+// The codes of server/rpc_service.h are base/error_table.h's RpcErrorCode (kRpc...).
 
 struct RpcError {
-  int code = kInternalError;
+  int code = kRpcInternalError;
   std::string message;
   Json data;  // an object with at least "kind" and "retryable"
 };

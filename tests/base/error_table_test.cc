@@ -36,7 +36,7 @@ TEST_CASE("every status code has a row, a name and a JSON-RPC kind") {
     CHECK(ExitCodeFor(code) == (IsCallerError(code) ? kExitUsage : kExitInfra));
   }
   CHECK(names.size() == std::size(kEveryError));
-  CHECK(ExitCodeFor(StatusCode::kOk) == kExitSuccess);
+  CHECK(ExitCodeFor(StatusCode::kOk) == kExitOk);
 }
 
 TEST_CASE("the decisions the table encodes") {
