@@ -11,3 +11,6 @@ find_package(pybind11 CONFIG REQUIRED)
 find_path(ENVFORGE_DOCTEST_INCLUDE doctest/doctest.h REQUIRED)
 find_library(ENVFORGE_SECCOMP_LIB seccomp REQUIRED)
 find_path(ENVFORGE_SECCOMP_INCLUDE seccomp.h REQUIRED)
+# Jupyter kernels (sandbox/jupyter): libzmq3-dev and the header-only cppzmq-dev.
+find_library(ENVFORGE_ZMQ_LIB zmq REQUIRED)
+find_path(ENVFORGE_CPPZMQ_INCLUDE zmq_addon.hpp REQUIRED)

@@ -15,6 +15,7 @@ PACKAGES=(
   libcurl4-openssl-dev
   python3-numpy python3-pytest
   python3-torch
+  libzmq3-dev cppzmq-dev bubblewrap python3-ipykernel python3-nbformat
 )
 
 missing=()

@@ -1,0 +1,17 @@
+# Owner: the interpreter environments. Our own Jupyter client (ZeroMQ, HMAC-SHA256 signing) and
+# sandboxed ipykernel processes. ZeroMQ and libseccomp stay inside the .cc files.
+add_library(envforge_sandbox_jupyter STATIC
+  ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/message_signer.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/jupyter_message.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_connection.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/execute_outputs.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_client.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_cgroup.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_process.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/internal/seccomp_rules.cc
+)
+target_include_directories(envforge_sandbox_jupyter SYSTEM PRIVATE ${ENVFORGE_CPPZMQ_INCLUDE} ${ENVFORGE_SECCOMP_INCLUDE})
+target_link_libraries(envforge_sandbox_jupyter
+  PUBLIC envforge_base
+  PRIVATE ${ENVFORGE_ZMQ_LIB} ${ENVFORGE_SECCOMP_LIB} Threads::Threads)
+envforge_target_warnings(envforge_sandbox_jupyter)

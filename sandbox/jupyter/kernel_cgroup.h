@@ -1,0 +1,51 @@
+// One kernel's cgroup: memory and pids limits, CPU accounting, and killing everything in it.
+// cgroup v1 (a directory in each of the memory, pids and cpuacct hierarchies) or v2 (one
+// directory with the memory, pids and cpu controllers), under "envforge-kernels/<name>".
+//
+// Contract: Create is Unavailable when no usable hierarchy is mounted or writable (not root);
+// callers run the kernel without it and report the layer off. The kernel's first process joins
+// by writing "0" to the descriptors of procs_fds() (async-signal-safe, after fork). The
+// destructor kills what is left and removes the directories (retrying for up to a second while
+// the kernel still holds them). Thread safety: const methods may be called from any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/fd.h"
+#include "base/status.h"
+
+namespace envforge::sandbox::jupyter {
+
+class KernelCgroup {
+ public:
+  static Result<std::unique_ptr<KernelCgroup>> Create(const std::string& name, int64_t memory_bytes,
+                                                      int64_t max_processes);
+  ~KernelCgroup();
+  KernelCgroup(const KernelCgroup&) = delete;
+  KernelCgroup& operator=(const KernelCgroup&) = delete;
+
+  // cgroup.procs of every directory, opened for writing.
+  const std::vector<UniqueFd>& procs_fds() const { return procs_; }
+  double CpuSeconds() const;
+  bool OomKilled() const;    // the memory limit was hit and a process was killed
+  bool PidsLimited() const;  // a fork failed at pids.max
+  int64_t MemoryBytes() const;  // current usage
+  // SIGKILLs every process in the cgroup, a few rounds (forks racing the kill).
+  void KillAll() const;
+  const char* version() const { return v2_ ? "v2" : "v1"; }
+
+ private:
+  KernelCgroup() = default;
+  std::string Dir(const char* controller) const;
+
+  bool v2_ = false;
+  std::vector<std::string> dirs_;  // v1: memory, pids, cpuacct; v2: one
+  std::vector<UniqueFd> procs_;
+};
+
+}  // namespace envforge::sandbox::jupyter

@@ -1,0 +1,250 @@
+// Launching ipykernel under bubblewrap, seccomp, a cgroup and rlimits.
+#include "sandbox/jupyter/kernel_process.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <system_error>
+
+#include "sandbox/internal/seccomp_rules.h"
+#include "sandbox/jupyter/jupyter_message.h"
+#include "sandbox/jupyter/kernel_cgroup.h"
+
+namespace envforge::sandbox::jupyter {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr uid_t kSandboxUid = 65534;  // nobody, on the host as inside
+constexpr size_t kMaxSocketPath = 100;  // sun_path is 108 bytes with the NUL
+// /etc entries the interpreter and its libraries read; the rest of /etc stays out.
+constexpr const char* kEtcEntries[] = {"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
+                                       "fonts", "mime.types", "python3", "python3.11", "matplotlibrc"};
+
+bool ValidFileName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos && name.size() <= 255;
+}
+
+Status WriteWholeFile(const fs::path& path, const std::string& contents, mode_t mode) {
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (!fd.valid()) return ErrnoError("kernel: create " + path.string(), errno);
+  size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t n = write(fd.get(), contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoError("kernel: write " + path.string(), errno);
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// The bubblewrap command line; data files are bound read-only over the tmpfs working directory.
+std::vector<std::string> BwrapArgv(const KernelLaunchOptions& options, const fs::path& dir, bool have_seccomp) {
+  std::vector<std::string> argv = {options.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+                                   "--cap-drop", "ALL", "--uid", std::to_string(kSandboxUid), "--gid",
+                                   std::to_string(kSandboxUid), "--hostname", "sandbox",
+                                   "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
+                                   "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+                                   "--symlink", "usr/sbin", "/sbin"};
+  for (const char* entry : kEtcEntries) {
+    const std::string path = std::string("/etc/") + entry;
+    if (fs::exists(path)) argv.insert(argv.end(), {"--ro-bind", path, path});
+  }
+  const std::string size = std::to_string(options.limits.disk_bytes);
+  argv.insert(argv.end(), {"--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp", "--size", size,
+                           "--tmpfs", "/work", "--bind", (dir / "sock").string(), "/sock"});
+  for (const KernelFile& file : options.files) {
+    argv.insert(argv.end(), {"--ro-bind", (dir / "files" / file.name).string(), "/work/" + file.name});
+  }
+  argv.insert(argv.end(), {"--chdir", "/work", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME",
+                           "/work", "--setenv", "USER", "sandbox", "--setenv", "LANG", "C.UTF-8", "--setenv",
+                           "MPLBACKEND", "module://matplotlib_inline.backend_inline", "--setenv", "MPLCONFIGDIR",
+                           "/tmp/matplotlib", "--setenv", "IPYTHONDIR", "/tmp/ipython", "--setenv",
+                           "JUPYTER_RUNTIME_DIR", "/tmp/jupyter", "--setenv", "PYDEVD_DISABLE_FILE_VALIDATION", "1"});
+  if (have_seccomp) argv.insert(argv.end(), {"--seccomp", "3"});
+  argv.insert(argv.end(), {"--", options.python, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f",
+                           "/sock/conn.json", "--HistoryManager.enabled=False", "--quiet"});
+  return argv;
+}
+
+// A memfd holding the seccomp program for bwrap's --seccomp, or an error (the layer is off).
+Result<UniqueFd> SeccompProgramFd() {
+  ENVFORGE_ASSIGN_OR_RETURN(scmp_filter_ctx ctx, NewSandboxSeccompFilter());
+  Result<std::string> program = ExportSeccompProgram(ctx);
+  seccomp_release(ctx);
+  if (!program.ok()) return program.status();
+  UniqueFd fd(static_cast<int>(syscall(SYS_memfd_create, "envforge-kernel-seccomp", MFD_CLOEXEC)));
+  if (!fd.valid()) return ErrnoError("memfd_create", errno);
+  if (write(fd.get(), program->data(), program->size()) != static_cast<ssize_t>(program->size()) ||
+      lseek(fd.get(), 0, SEEK_SET) != 0) {
+    return ErrnoError("write seccomp program", errno);
+  }
+  return fd;
+}
+
+struct ChildSetup {
+  std::vector<int> cgroup_procs;
+  int devnull = -1, log = -1, seccomp = -1;
+  bool switch_uid = false;
+  rlimit core{0, 0}, file_size{}, open_files{};
+};
+
+// Runs in the forked child: async-signal-safe calls only.
+[[noreturn]] void ExecInChild(const ChildSetup& setup, char* const* argv, char* const* envp) {
+  for (int fd : setup.cgroup_procs) {
+    if (write(fd, "0", 1) != 1) _exit(120);
+  }
+  setpgid(0, 0);  // out of the server's process group: a terminal's ^C does not reach it
+  if (dup2(setup.devnull, 0) < 0 || dup2(setup.devnull, 1) < 0 || dup2(setup.log, 2) < 0) _exit(121);
+  if (setup.seccomp >= 0 && dup2(setup.seccomp, 3) < 0) _exit(122);
+  syscall(SYS_close_range, setup.seccomp >= 0 ? 4u : 3u, ~0u, 0u);
+  if (setrlimit(RLIMIT_CORE, &setup.core) != 0 || setrlimit(RLIMIT_FSIZE, &setup.file_size) != 0 ||
+      setrlimit(RLIMIT_NOFILE, &setup.open_files) != 0) {
+    _exit(123);
+  }
+  if (setup.switch_uid && (setgroups(0, nullptr) != 0 || setresgid(kSandboxUid, kSandboxUid, kSandboxUid) != 0 ||
+                           setresuid(kSandboxUid, kSandboxUid, kSandboxUid) != 0)) {
+    _exit(124);
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // after the uid switch, which clears it
+  if (getppid() == 1) _exit(125);    // the launching thread is already gone
+  execve(argv[0], argv, envp);
+  _exit(127);
+}
+
+}  // namespace
+
+Json KernelLimits::ToJson() const {
+  return {{"memory_bytes", memory_bytes}, {"max_processes", max_processes}, {"disk_bytes", disk_bytes},
+          {"max_file_bytes", max_file_bytes}, {"open_files", open_files}};
+}
+
+Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchOptions& options) {
+  if (access(options.bwrap.c_str(), X_OK) != 0) {
+    return UnavailableError("kernel: bubblewrap (" + options.bwrap + ") is not installed; scripts/setup.sh installs it");
+  }
+  if (access(options.python.c_str(), X_OK) != 0) return UnavailableError("kernel: no " + options.python);
+  for (const KernelFile& file : options.files) {
+    if (!ValidFileName(file.name)) return InvalidArgumentError("kernel: data file name '" + file.name + "' is not a plain file name");
+  }
+  std::unique_ptr<KernelProcess> kernel(new KernelProcess());
+  const std::string id = RandomHexId().substr(0, 16);
+  kernel->directory_ = options.scratch_root / ("k" + id);
+  const fs::path& dir = kernel->directory_;
+  if ((dir / "sock/kernel-1").string().size() > kMaxSocketPath) {
+    return InvalidArgumentError("kernel: scratch root " + options.scratch_root.string() + " is too long for a unix socket path");
+  }
+  std::error_code error;
+  fs::create_directories(options.scratch_root, error);
+  if (mkdir(dir.c_str(), 0755) != 0 || mkdir((dir / "sock").c_str(), 0700) != 0 || mkdir((dir / "files").c_str(), 0755) != 0) {
+    return ErrnoError("kernel: mkdir " + dir.string(), errno);
+  }
+  const bool switch_uid = geteuid() == 0;
+  kernel->connection_.ip = "/sock/kernel";
+  kernel->connection_.key = RandomHexId();
+  ENVFORGE_RETURN_IF_ERROR(WriteWholeFile(dir / "sock/conn.json", kernel->connection_.ToJson().dump(), 0600));
+  for (const KernelFile& file : options.files) {
+    ENVFORGE_RETURN_IF_ERROR(WriteWholeFile(dir / "files" / file.name, file.contents, 0444));
+  }
+  if (switch_uid && (chown((dir / "sock").c_str(), kSandboxUid, kSandboxUid) != 0 ||
+                     chown((dir / "sock/conn.json").c_str(), kSandboxUid, kSandboxUid) != 0)) {
+    return ErrnoError("kernel: chown " + dir.string() + "/sock", errno);
+  }
+  kernel->connection_.ip = (dir / "sock/kernel").string();  // the outside view from here on
+
+  Result<std::unique_ptr<KernelCgroup>> cgroup =
+      KernelCgroup::Create("k" + id, options.limits.memory_bytes, options.limits.max_processes);
+  Result<UniqueFd> seccomp = SeccompProgramFd();
+  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  UniqueFd log(open((dir / "kernel.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!devnull.valid() || !log.valid()) return ErrnoError("kernel: open /dev/null or its log", errno);
+
+  ChildSetup setup;
+  if (cgroup.ok()) {
+    for (const UniqueFd& fd : (*cgroup)->procs_fds()) setup.cgroup_procs.push_back(fd.get());
+  }
+  setup.devnull = devnull.get();
+  setup.log = log.get();
+  setup.seccomp = seccomp.ok() ? seccomp->get() : -1;
+  setup.switch_uid = switch_uid;
+  setup.file_size = {static_cast<rlim_t>(options.limits.max_file_bytes), static_cast<rlim_t>(options.limits.max_file_bytes)};
+  setup.open_files = {static_cast<rlim_t>(options.limits.open_files), static_cast<rlim_t>(options.limits.open_files)};
+
+  std::vector<std::string> args = BwrapArgv(options, dir, seccomp.ok());
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::string path_env = "PATH=/usr/bin:/bin";
+  char* envp[] = {path_env.data(), nullptr};
+
+  const pid_t pid = fork();
+  if (pid < 0) return ErrnoError("kernel: fork", errno);
+  if (pid == 0) ExecInChild(setup, argv.data(), envp);
+  kernel->pid_ = pid;
+  if (cgroup.ok()) kernel->cgroup_ = std::move(cgroup).value();
+  kernel->isolation_ = {
+      {"namespaces", "on: bubblewrap (user, pid, net, ipc, uts, cgroup, mount)"},
+      {"uid", switch_uid ? "on: 65534 on the host" : "off: envforge does not run as root"},
+      {"seccomp", seccomp.ok() ? "on" : "off: " + seccomp.status().message()},
+      {"cgroup", kernel->cgroup_ ? std::string("on: ") + kernel->cgroup_->version() : "off: " + cgroup.status().message()},
+      {"rlimits", "on: core 0, file size, open files"},
+      {"filesystem", "on: /usr and selected /etc read-only; tmpfs /work and /tmp"},
+      {"limits", options.limits.ToJson()}};
+  return kernel;
+}
+
+KernelProcess::~KernelProcess() {
+  Kill();
+  cgroup_.reset();
+  std::error_code error;
+  fs::remove_all(directory_, error);
+}
+
+bool KernelProcess::Alive() {
+  if (reaped_ || pid_ < 0) return false;
+  const pid_t done = waitpid(pid_, &wait_status_, WNOHANG);
+  if (done == pid_ || (done < 0 && errno == ECHILD)) reaped_ = true;
+  return !reaped_;
+}
+
+std::string KernelProcess::ExitReason() {
+  if (Alive()) return "";
+  if (OomKilled()) return "memory limit";
+  if (WIFSIGNALED(wait_status_)) return "signal " + std::to_string(WTERMSIG(wait_status_));
+  return "exit code " + std::to_string(WEXITSTATUS(wait_status_));
+}
+
+double KernelProcess::CpuSeconds() const { return cgroup_ ? cgroup_->CpuSeconds() : 0.0; }
+int64_t KernelProcess::MemoryBytes() const { return cgroup_ ? cgroup_->MemoryBytes() : 0; }
+bool KernelProcess::OomKilled() const { return cgroup_ && cgroup_->OomKilled(); }
+bool KernelProcess::PidsLimited() const { return cgroup_ && cgroup_->PidsLimited(); }
+
+void KernelProcess::Kill() {
+  if (pid_ < 0) return;
+  if (!reaped_) kill(pid_, SIGKILL);
+  if (cgroup_) cgroup_->KillAll();
+  if (!reaped_ && waitpid(pid_, &wait_status_, 0) == pid_) reaped_ = true;
+  reaped_ = true;
+}
+
+std::string KernelProcess::LogTail(size_t bytes) const {
+  std::ifstream in(directory_ / "kernel.log", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.size() > bytes ? text.substr(text.size() - bytes) : text;
+}
+
+KernelProbe KernelProcess::Probe() {
+  return {[this] { return Alive(); }, [this] { return CpuSeconds(); }};
+}
+
+}  // namespace envforge::sandbox::jupyter
