@@ -8,10 +8,12 @@ add_library(envforge_sandbox_jupyter STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_client.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_cgroup.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_process.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_pool.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_session.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/seccomp_rules.cc
 )
 target_include_directories(envforge_sandbox_jupyter SYSTEM PRIVATE ${ENVFORGE_CPPZMQ_INCLUDE} ${ENVFORGE_SECCOMP_INCLUDE})
 target_link_libraries(envforge_sandbox_jupyter
-  PUBLIC envforge_base
+  PUBLIC envforge_base envforge_toolsets
   PRIVATE ${ENVFORGE_ZMQ_LIB} ${ENVFORGE_SECCOMP_LIB} Threads::Threads)
 envforge_target_warnings(envforge_sandbox_jupyter)

@@ -1,0 +1,146 @@
+// Kernel tools on the tool protocol.
+#include "sandbox/jupyter/kernel_session.h"
+
+
+namespace envforge::sandbox::jupyter {
+namespace {
+
+using toolsets::Outcome;
+using toolsets::ToolCall;
+using toolsets::ToolResult;
+
+ToolResult Ok(const ToolCall& call, Json content) {
+  ToolResult result;
+  result.call_id = call.id;
+  result.content = std::move(content);
+  return result;
+}
+
+}  // namespace
+
+std::vector<toolsets::ToolSpec> KernelToolSpecs() {
+  const Json no_arguments = {{"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
+  return {
+      {std::string(kExecuteTool),
+       "Runs Python code in this session's Jupyter kernel (IPython: state persists between calls, the last "
+       "expression is displayed, data files of the task are in the working directory). Returns the outputs in "
+       "order: stdout/stderr streams, results, displays (text and PNG images) and errors.",
+       {{"type", "object"},
+        {"properties", {{"code", {{"type", "string"}, {"description", "Python source to run"}}}}},
+        {"required", {"code"}},
+        {"additionalProperties", false}}},
+      {std::string(kInterruptTool), "Interrupts the kernel (KeyboardInterrupt in running code); its state is kept.",
+       no_arguments},
+      {std::string(kRestartTool), "Restarts the kernel with a fresh interpreter: every variable and import is lost.",
+       no_arguments},
+  };
+}
+
+bool IsKernelTool(std::string_view name) {
+  return name == kExecuteTool || name == kInterruptTool || name == kRestartTool;
+}
+
+KernelSession::KernelSession(KernelPool& pool, KernelSessionOptions options, ReadyKernel kernel)
+    : pool_(pool), options_(std::move(options)), kernel_(std::move(kernel)) {}
+
+KernelSession::~KernelSession() = default;
+
+Result<std::unique_ptr<KernelSession>> KernelSession::Start(KernelPool& pool, KernelSessionOptions options) {
+  ENVFORGE_ASSIGN_OR_RETURN(ReadyKernel kernel, pool.Acquire(options.acquire_timeout));
+  return std::unique_ptr<KernelSession>(new KernelSession(pool, std::move(options), std::move(kernel)));
+}
+
+Status KernelSession::Replace() {
+  kernel_.process->Kill();
+  kernel_ = {};
+  ENVFORGE_ASSIGN_OR_RETURN(kernel_, pool_.Acquire(options_.acquire_timeout));
+  restarts_ += 1;
+  return Status::Ok();
+}
+
+ToolResult KernelSession::Call(const ToolCall& call) {
+  if (crashed_) {
+    ToolResult result = ToolResult::Error(Outcome::kCrashed, "the kernel died earlier (" + crash_reason_ + ")", call.id);
+    return result;
+  }
+  if (call.name == kExecuteTool) return Execute(call);
+  if (!call.arguments.is_object() || !call.arguments.empty()) {
+    return ToolResult::Error(Outcome::kInvalidCall, call.name + " takes no arguments", call.id);
+  }
+  if (call.name == kInterruptTool) {
+    return Ok(call, {{"interrupted", kernel_.client->Interrupt(std::chrono::milliseconds(3000)).ok()}});
+  }
+  if (call.name == kRestartTool) {
+    if (Status replaced = Replace(); !replaced.ok()) {
+      return ToolResult::Error(Outcome::kInfraError, "restart: " + replaced.message(), call.id);
+    }
+    return Ok(call, {{"restarted", true}});
+  }
+  return ToolResult::Error(Outcome::kInvalidCall, "unknown kernel tool '" + call.name + "'", call.id);
+}
+
+ToolResult KernelSession::Execute(const ToolCall& call) {
+  auto code = call.arguments.is_object() ? call.arguments.find("code") : call.arguments.end();
+  if (!call.arguments.is_object() || code == call.arguments.end() || !code->is_string()) {
+    return ToolResult::Error(Outcome::kInvalidCall, "execute needs {\"code\": string}", call.id);
+  }
+  if (code->get_ref<const std::string&>().size() > options_.max_code_bytes) {
+    return ToolResult::Error(Outcome::kInvalidCall,
+                             "execute: code of " + std::to_string(code->get_ref<const std::string&>().size()) +
+                                 " bytes is over the " + std::to_string(options_.max_code_bytes) + "-byte limit",
+                             call.id);
+  }
+  executes_ += 1;
+  Result<ExecuteResult> run =
+      kernel_.client->Execute(code->get_ref<const std::string&>(), options_.execute, kernel_.process->Probe());
+  if (!run.ok()) return ToolResult::Error(Outcome::kInfraError, "execute: " + run.status().message(), call.id);
+  ExecuteResult& executed = *run;
+  ToolResult result = Ok(call, {{"status", ExecuteOutcomeName(executed.outcome)},
+                                {"execution_count", executed.execution_count},
+                                {"outputs", std::move(executed.outputs)},
+                                {"truncated", executed.truncated},
+                                {"restarted", false}});
+  switch (executed.outcome) {
+    case ExecuteOutcome::kOk:
+      break;
+    case ExecuteOutcome::kError:
+      result.outcome = Outcome::kToolError;
+      result.message = executed.error.value("ename", "") + ": " + executed.error.value("evalue", "");
+      break;
+    case ExecuteOutcome::kTimeout:
+      result.outcome = Outcome::kTimeout;
+      result.limit = executed.limit;
+      result.message = "execute ran past its " + std::string(executed.limit == "cpu_time" ? "CPU" : "wall-clock") +
+                       " budget and was interrupted";
+      if (executed.needs_restart) {
+        if (Status replaced = Replace(); !replaced.ok()) {
+          return ToolResult::Error(Outcome::kInfraError, "execute timed out and the restart failed: " + replaced.message(),
+                                   call.id);
+        }
+        result.content["restarted"] = true;
+        result.message += "; the kernel did not respond and was restarted (its state is lost)";
+      }
+      break;
+    case ExecuteOutcome::kCrashed:
+      crashed_ = true;
+      crash_reason_ = kernel_.process->ExitReason();
+      result.outcome = Outcome::kCrashed;
+      result.session_alive = false;
+      result.limit = kernel_.process->OomKilled() ? "memory" : "";
+      result.message = "the kernel died during execute (" + crash_reason_ + ")";
+      break;
+  }
+  return result;
+}
+
+Json KernelSession::Info() const {
+  return {{"pid", kernel_.process ? kernel_.process->pid() : 0},
+          {"memory_bytes", kernel_.process ? kernel_.process->MemoryBytes() : 0},
+          {"cpu_seconds", kernel_.process ? kernel_.process->CpuSeconds() : 0.0},
+          {"executes", executes_},
+          {"restarts", restarts_},
+          {"crashed", crashed_},
+          {"isolation", kernel_.process ? kernel_.process->isolation() : Json()}};
+}
+
+}  // namespace envforge::sandbox::jupyter

@@ -1,0 +1,71 @@
+// An interpreter session's kernel, behind the one tool protocol: the tools execute(code),
+// interrupt() and restart(), as toolsets::ToolCall in and toolsets::ToolResult out.
+//
+// Results:
+// - execute: content {"status": "ok"|"error"|"timeout"|"crashed", "execution_count",
+//   "outputs": [nbformat 4 outputs], "truncated", "restarted"}. Outcome kOk when the code ran
+//   clean; kToolError when it raised (message "Ename: evalue"); kTimeout (limit "wall_time" or
+//   "cpu_time") when it ran past its budget: the kernel was interrupted, or, when it did not
+//   come back, killed and replaced by a fresh one ("restarted": true, its state is gone);
+//   kCrashed when the kernel died (limit "memory" when the cgroup OOM-killed it): the session
+//   is over, every later call is kCrashed too.
+// - interrupt: kOk {"interrupted": bool}; restart: kOk {"restarted": true} with a fresh kernel.
+// - Bad arguments (code missing, not a string, over max_code_bytes) are kInvalidCall.
+// Thread safety: one call at a time (the manager serializes a session's calls).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "base/json.h"
+#include "base/status.h"
+#include "sandbox/jupyter/kernel_client.h"
+#include "sandbox/jupyter/kernel_pool.h"
+#include "toolsets/tool_protocol.h"
+
+namespace envforge::sandbox::jupyter {
+
+inline constexpr std::string_view kExecuteTool = "execute";
+inline constexpr std::string_view kInterruptTool = "interrupt";
+inline constexpr std::string_view kRestartTool = "restart";
+
+// The kernel tools' specs, in the order sessions list them.
+std::vector<toolsets::ToolSpec> KernelToolSpecs();
+bool IsKernelTool(std::string_view name);
+
+struct KernelSessionOptions {
+  ExecuteLimits execute;
+  std::chrono::milliseconds acquire_timeout{60000};
+  size_t max_code_bytes = 1 << 20;
+};
+
+class KernelSession {
+ public:
+  // Takes a ready kernel from `pool` (which must outlive the session).
+  static Result<std::unique_ptr<KernelSession>> Start(KernelPool& pool, KernelSessionOptions options);
+  ~KernelSession();
+
+  toolsets::ToolResult Call(const toolsets::ToolCall& call);
+
+  bool crashed() const { return crashed_; }
+  // {"pid", "memory_bytes", "cpu_seconds", "executes", "restarts", "crashed", "isolation"}.
+  Json Info() const;
+
+ private:
+  KernelSession(KernelPool& pool, KernelSessionOptions options, ReadyKernel kernel);
+  toolsets::ToolResult Execute(const toolsets::ToolCall& call);
+  // Kills the current kernel and takes a fresh one from the pool.
+  Status Replace();
+
+  KernelPool& pool_;
+  KernelSessionOptions options_;
+  ReadyKernel kernel_;
+  bool crashed_ = false;
+  std::string crash_reason_;
+  uint64_t executes_ = 0;
+  uint64_t restarts_ = 0;
+};
+
+}  // namespace envforge::sandbox::jupyter
