@@ -39,6 +39,7 @@
 #include "base/sha256.h"
 #include "base/sqlite.h"
 #include "sandbox/internal/bundle_format.h"
+#include "toolsets/interpreter_tools.h"
 #include "toolsets/json_schema.h"
 
 namespace envforge::sandbox {
@@ -348,7 +349,7 @@ Result<EnvManifest> ReadManifest(const std::map<std::string, std::string>& env, 
   return manifest;
 }
 
-Result<std::vector<ToolRecord>> ReadTools(Database& db) {
+Result<std::vector<ToolRecord>> ReadTools(Database& db, const std::string& kind) {
   auto stmt = db.Prepare(
       "SELECT position, name, description, input_schema, source, builtin FROM _tools ORDER BY position, name");
   if (!stmt.ok()) return DataLossError(stmt.status().message());
@@ -375,9 +376,11 @@ Result<std::vector<ToolRecord>> ReadTools(Database& db) {
     if (builtin != 0 && builtin != 1) return DataLossError(reader.where() + ".builtin is not 0 or 1");
     tool.builtin = builtin == 1;
     bool is_submit = name == toolsets::kSubmitResultTool;
-    if (tool.builtin != is_submit) {
+    // Runtime tools: submit_result everywhere, and the kernel tools of interpreter environments.
+    bool is_runtime = is_submit || (kind == "interpreter" && toolsets::IsInterpreterTool(name));
+    if (tool.builtin != is_runtime) {
       return InvalidArgumentError(reader.where() +
-                                  (is_submit ? " must be builtin" : " is marked builtin but is not a runtime tool"));
+                                  (is_runtime ? " must be builtin" : " is marked builtin but is not a runtime tool"));
     }
     has_submit = has_submit || is_submit;
     Status schema = toolsets::CheckSchema(tool.spec.input_schema);
@@ -438,7 +441,7 @@ Result<EnvBundle> LoadOpen(const std::string& path, Database& db) {
   EnvBundle bundle;
   bundle.path = path;
   ENVFORGE_ASSIGN_OR_RETURN(bundle.manifest, ReadManifest(env, &bundle.tools_module));
-  ENVFORGE_ASSIGN_OR_RETURN(bundle.tools, ReadTools(db));
+  ENVFORGE_ASSIGN_OR_RETURN(bundle.tools, ReadTools(db, bundle.manifest.kind));
   ENVFORGE_ASSIGN_OR_RETURN(bundle.tasks, ReadTasks(db));
 
   ENVFORGE_ASSIGN_OR_RETURN(std::string computed, internal::ContentHashOf(db));

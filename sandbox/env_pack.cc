@@ -31,6 +31,7 @@
 #include "sandbox/env_bundle.h"
 #include "sandbox/internal/bundle_format.h"
 #include "sandbox/worker_locator.h"
+#include "toolsets/interpreter_tools.h"
 #include "toolsets/json_schema.h"
 #include "toolsets/tool_protocol.h"
 
@@ -216,6 +217,12 @@ struct Sources {
   std::optional<std::string> tools_py;
   std::vector<TaskSource> tasks;                           // sorted by id
   std::vector<std::pair<std::string, std::string>> files;  // (path below files/, bytes)
+
+  // env.json says kind "interpreter" (false while env.json is missing or malformed).
+  bool interpreter() const {
+    auto kind = env.is_object() ? env.find("kind") : env.end();
+    return env.is_object() && kind != env.end() && *kind == "interpreter";
+  }
 };
 
 void CheckEnvJson(const fs::path& root, Sources* sources, Problems* problems, ReadBudget* budget) {
@@ -671,12 +678,16 @@ Result<std::vector<AnalyzedTool>> RunAnalyze(const std::string& worker, const So
                   {"solutions", Json::array()},
                   {"verifiers", Json::array()},
                   {"oracles", Json::array()}};
+  // An interpreter environment's solution is notebook code run in the task's own sandboxed
+  // kernel (it leaves the answer in a variable `answer`), not a solve(tools) function run by the
+  // worker: the worker's rules for solutions do not apply to it.
+  const bool kernel_solutions = sources.interpreter();
   for (const TaskSource& task : sources.tasks) {
     std::string dir = "tasks/" + task.id + "/";
     auto add = [&](const char* list, const char* file, const std::optional<std::string>& source) {
       if (source) request[list].push_back({{"task", task.id}, {"path", dir + file}, {"source", *source}});
     };
-    add("solutions", "solution.py", task.solution);
+    if (!kernel_solutions) add("solutions", "solution.py", task.solution);
     add("verifiers", "verifier.py", task.verifier);
     add("oracles", "oracle.py", task.oracle);
   }
@@ -734,6 +745,8 @@ void CheckTools(const Sources& sources, const std::vector<AnalyzedTool>& tools, 
       problems->Add("tools.py", tool.line, "tool name '" + name + "' is not 1-128 characters of [A-Za-z0-9_.-]");
     } else if (name == toolsets::kSubmitResultTool) {
       problems->Add("tools.py", tool.line, "tool name 'submit_result' is reserved for the runtime");
+    } else if (sources.interpreter() && toolsets::IsInterpreterTool(name)) {
+      problems->Add("tools.py", tool.line, "tool name '" + name + "' is reserved for the kernel in interpreter environments");
     } else if (!seen.insert(name).second) {
       problems->Add("tools.py", tool.line, "tool '" + name + "' is defined twice");
     }
@@ -743,7 +756,8 @@ void CheckTools(const Sources& sources, const std::vector<AnalyzedTool>& tools, 
       problems->Add("tools.py", tool.line, "tool '" + name + "': inputSchema: " + schema.message());
     }
   }
-  if (tools.empty() && !problems->Mentions("tools.py")) {
+  // An interpreter environment's sessions have the kernel's tools even when tools.py adds none.
+  if (tools.empty() && !sources.interpreter() && !problems->Mentions("tools.py")) {
     problems->Add("tools.py", 0, "defines no tool (tools are the public module-level functions)");
   }
 }
@@ -774,6 +788,13 @@ Status FillReservedTables(Database& db, const Sources& sources, const std::vecto
     ENVFORGE_RETURN_IF_ERROR(Insert(db, kToolSql,
                                     {position++, tool.spec.name, tool.spec.description,
                                      DumpJson(tool.spec.input_schema), tool.source, int64_t{0}}));
+  }
+  if (sources.interpreter()) {
+    for (const toolsets::ToolSpec& kernel_tool : toolsets::InterpreterToolSpecs()) {
+      ENVFORGE_RETURN_IF_ERROR(Insert(db, kToolSql,
+                                      {position++, kernel_tool.name, kernel_tool.description,
+                                       DumpJson(kernel_tool.input_schema), std::string(), int64_t{1}}));
+    }
   }
   toolsets::ToolSpec submit = toolsets::SubmitResultSpec();
   ENVFORGE_RETURN_IF_ERROR(
@@ -892,6 +913,7 @@ Result<std::vector<std::string>> AnalyzeBundleSources(const EnvBundle& bundle, c
     ENVFORGE_ASSIGN_OR_RETURN(worker, FindWorkerExecutable());
   }
   Sources sources;
+  sources.env = {{"kind", bundle.manifest.kind}};
   sources.tools_py = bundle.tools_module;
   for (const TaskRecord& record : bundle.tasks) {
     TaskSource task;

@@ -7,7 +7,8 @@
 //   schema.sql               the data tables and their rows (CREATE TABLE ...; INSERT ...)
 //   tools.py                 public module-level functions are the tools
 //   tasks/<id>/task.json     {"prompt", "answer_schema", "difficulty", "knobs"}
-//   tasks/<id>/solution.py   def solve(tools) -> answer
+//   tasks/<id>/solution.py   def solve(tools) -> answer; for kind interpreter, notebook code run
+//                            in the task's kernel that leaves the answer in a variable `answer`
 //   tasks/<id>/verifier.py   def verify(answer, db) -> bool | {"passed", "score", "reasons"}
 //   tasks/<id>/oracle.py     optional: an independent second verifier, def verify(answer, db)
 //   files/**                 optional blobs, stored in _files under their path below files/
@@ -28,6 +29,10 @@
 //   * `envforge-worker analyze` (static analysis: tool specs from tools.py, forbidden imports and
 //     calls in solutions, verifiers and oracles) reports no problem; tools.py defines at least
 //     one tool, none named submit_result, and every tool's inputSchema passes CheckSchema.
+//     Kind interpreter: tools.py may define none and may not define execute, interrupt or
+//     restart (the builtin kernel tools, toolsets/interpreter_tools.h, which packing adds to
+//     _tools before submit_result); its solutions run in the sandboxed kernel, not in the
+//     worker, so the worker's rules for solutions do not apply to them.
 //   * schema.sql runs (one transaction; BEGIN/COMMIT/END statements in it are ignored, which
 //     accepts the output of sqlite3's .dump; ATTACH, DETACH, VACUUM, ROLLBACK and every PRAGMA
 //     but foreign_keys are refused) and creates no object whose name starts with "_".

@@ -15,10 +15,13 @@
 #include <unordered_map>
 
 #include "base/log.h"
+#include "base/sqlite.h"
+#include "sandbox/internal/kernel_runner.h"
 #include "sandbox/internal/session_channel.h"
 #include "sandbox/internal/wire.h"
 #include "sandbox/internal/zygote_process.h"
 #include "sandbox/worker_locator.h"
+#include "toolsets/interpreter_tools.h"
 #include "toolsets/json_schema.h"
 
 namespace envforge::sandbox {
@@ -41,7 +44,78 @@ struct Environment {
   EnvBundle bundle;
   std::map<std::string, toolsets::CompiledSchema, std::less<>> schemas;
   std::string tool_names;  // "a, b, c" for unknown-tool messages
+  // Interpreter environments (kind "interpreter"): the warm kernel pool, filling from the moment
+  // the environment is opened. Null for every other kind. Thread-safe.
+  std::shared_ptr<jupyter::KernelPool> kernels;
 };
+
+bool IsInterpreter(const Environment& env) { return env.bundle.manifest.kind == "interpreter"; }
+
+// The bundle's _files, for the kernels' working directories.
+Result<std::vector<jupyter::KernelFile>> ReadBundleFiles(const std::string& path) {
+  ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::Open(path, Database::Mode::kReadOnly));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement rows, db.Prepare("SELECT path, data FROM _files ORDER BY path"));
+  std::vector<jupyter::KernelFile> files;
+  for (;;) {
+    ENVFORGE_ASSIGN_OR_RETURN(bool row, rows.Step());
+    if (!row) break;
+    SqlValue data = rows.Column(1);
+    std::string bytes;
+    if (auto* blob = std::get_if<std::vector<uint8_t>>(&data)) bytes.assign(blob->begin(), blob->end());
+    if (auto* text = std::get_if<std::string>(&data)) bytes = *text;
+    files.push_back({rows.ColumnText(0), std::move(bytes)});
+  }
+  return files;
+}
+
+// The pool's kernels run under the environment's default limits: memory, disk and file size as
+// for a worker session; processes at least 64 (pids.max counts threads, and ipykernel runs
+// about ten of its own).
+jupyter::KernelLimits KernelLimitsFor(const SandboxLimits& limits) {
+  jupyter::KernelLimits kernel;
+  kernel.memory_bytes = limits.memory_bytes;
+  kernel.max_processes = limits.max_processes <= 0 ? 0 : std::max<int64_t>(64, limits.max_processes);
+  kernel.disk_bytes = limits.disk_bytes > 0 ? limits.disk_bytes : kernel.disk_bytes;
+  kernel.max_file_bytes = limits.max_file_bytes;
+  kernel.open_files = std::max<int64_t>(256, limits.max_open_files);
+  return kernel;
+}
+
+// Runs an interpreter task's gold solution in `kernel` and reads back `answer` as JSON.
+Result<SolveOutput> RunKernelSolution(jupyter::KernelSession* kernel, const std::string& solution) {
+  if (kernel == nullptr) return UnavailableError("the session has no kernel");
+  toolsets::ToolResult ran = kernel->Call({"solution", std::string(toolsets::kExecuteTool), {{"code", solution}}});
+  if (ran.outcome == Outcome::kTimeout) return DeadlineExceededError("gold solution: " + ran.message);
+  if (ran.outcome == Outcome::kInfraError) return InternalError("gold solution: " + ran.message);
+  if (ran.outcome != Outcome::kOk) return FailedPreconditionError("gold solution failed: " + ran.message);
+  toolsets::ToolResult read = kernel->Call(
+      {"answer", std::string(toolsets::kExecuteTool),
+       {{"code", "import json as _envforge_json\nprint(_envforge_json.dumps(answer), end='')"}}});
+  if (read.outcome != Outcome::kOk) {
+    return FailedPreconditionError("gold solution: no JSON-serialisable variable `answer` after it ran (" + read.message + ")");
+  }
+  std::string text;
+  for (const Json& output : read.content["outputs"]) {
+    if (output.value("output_type", "") == "stream" && output.value("name", "") == "stdout") text += output.value("text", "");
+  }
+  Result<Json> answer = ParseJson(text, "the solution's answer");
+  if (!answer.ok()) return FailedPreconditionError("gold solution: " + answer.status().message());
+  SolveOutput output;
+  output.answer = *answer;
+  output.answer_text = std::move(text);
+  return output;
+}
+
+// What one execute of a session may use, from its limits: the wall clock and CPU seconds per
+// call, and its output limit (text capped at 64 KiB: an observation a model can read).
+jupyter::KernelSessionOptions KernelSessionOptionsFor(const SandboxLimits& limits) {
+  jupyter::KernelSessionOptions options;
+  options.execute.wall = limits.wall_time;
+  options.execute.cpu_seconds = static_cast<double>(limits.cpu_seconds);
+  options.execute.caps.text_bytes = static_cast<size_t>(std::min<int64_t>(limits.max_output_bytes, 64 << 10));
+  options.execute.caps.image_bytes = static_cast<size_t>(limits.max_output_bytes);
+  return options;
+}
 
 std::chrono::milliseconds HardDeadline(const SandboxLimits& limits) { return limits.wall_time + limits.kill_grace; }
 
@@ -111,6 +185,9 @@ class SessionManager::Impl {
                std::function<void(Result<std::vector<JudgeVerdict>>)> done);
   // submit_result: the verifier on the answer text, in a fresh judge process.
   void DoSubmit(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
+  // Interpreter sessions: execute/interrupt/restart on the session's kernel thread.
+  void CallKernel(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
+  void SolveInKernel(Session& session, std::function<void(Result<SolveOutput>)> done);
   // Judges `answers` in a judge process: a fresh fork of the environment's zygote that runs
   // nothing but this one "judge" request, then is closed. Not a session of the caller's (no id,
   // not counted in max_sessions); at most max_sessions of them at once (ResourceExhausted).
@@ -141,6 +218,8 @@ class SessionManager::Impl {
   void SpawnFresh(const std::shared_ptr<Session>& session, const std::shared_ptr<ZygoteProcess>& zygote,
                   UniqueFd worker_end);
   void OnSessionReady(const std::shared_ptr<Session>& session, Result<int> pid);
+  // Interpreter sessions: takes a kernel from the environment's pool, then completes the create.
+  void StartKernel(const std::shared_ptr<Session>& session);
   // The session's pid, from whichever answer names it first (spawned / fork reply / ready).
   void RecordPid(const std::shared_ptr<Session>& session, pid_t pid);
   void MaybeFinishFork(const std::shared_ptr<Session>& session);
@@ -202,6 +281,8 @@ struct SessionManager::Impl::Session {
   std::optional<Status> start_error;
   bool fork_answered = false;
   bool adopted = false;
+  // Interpreter sessions: the kernel's thread (destroyed with the session: kills the kernel).
+  std::unique_ptr<internal::KernelRunner> kernel;
 };
 
 SessionManager::Impl::Impl(ManagerOptions options, bool owns_scratch_root)
@@ -260,6 +341,15 @@ Result<std::string> SessionManager::Impl::OpenEnvironment(const std::string& pat
     env->tool_names += tool.spec.name;
   }
   env->bundle = std::move(bundle);
+  if (IsInterpreter(*env)) {
+    ENVFORGE_ASSIGN_OR_RETURN(std::vector<jupyter::KernelFile> files, ReadBundleFiles(path));
+    jupyter::KernelPoolOptions pool;
+    pool.size = options_.kernel_pool_size;
+    pool.launch.scratch_root = options_.kernel_scratch_root;
+    pool.launch.files = std::move(files);
+    pool.launch.limits = KernelLimitsFor(options_.limits);
+    env->kernels = jupyter::KernelPool::Create(std::move(pool));
+  }
   std::lock_guard lock(env_mu_);
   envs_.emplace(id, std::move(env));  // a concurrent open of the same content keeps the first
   return id;
@@ -371,9 +461,25 @@ void SessionManager::Impl::OnSessionReady(const std::shared_ptr<Session>& sessio
     if (auto done = std::move(session->on_created)) done(session->id);
     return;
   }
+  if (session->env->kernels) return StartKernel(session);
   session->created = true;
   ++stats_.sessions_created;
   if (auto done = std::move(session->on_created)) done(session->id);
+}
+
+void SessionManager::Impl::StartKernel(const std::shared_ptr<Session>& session) {
+  session->kernel = std::make_unique<internal::KernelRunner>();
+  std::weak_ptr<Session> weak = session;
+  session->kernel->Start(*session->env->kernels, KernelSessionOptionsFor(session->limits), [this, weak](Status started) {
+    Post([this, weak, started] {
+      auto s = weak.lock();
+      if (!s || s->closing) return;
+      if (!started.ok()) return FailCreate(s, started.WithContext("the session's kernel did not start"));
+      s->created = true;
+      ++stats_.sessions_created;
+      if (auto done = std::move(s->on_created)) done(s->id);
+    });
+  });
 }
 
 void SessionManager::Impl::RecordPid(const std::shared_ptr<Session>& session, pid_t pid) {
@@ -404,6 +510,7 @@ void SessionManager::Impl::Forget(std::shared_ptr<Session> session, std::functio
   sessions_.erase(session->id);
   closing_[session->id] = session;
   session->closing = true;
+  session->kernel.reset();  // kills the kernel; a running execute ends within about 20 ms
   if (session->live) {
     // A closed session no longer counts against max_sessions, even while its process exits.
     session->live = false;
@@ -503,6 +610,7 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
     return done(ToolResult::Error(Outcome::kInvalidCall, toolsets::DescribeViolations(violations), call.id));
   }
   if (call.name == toolsets::kSubmitResultTool) return DoSubmit(*session, std::move(call), std::move(done));
+  if (session->kernel && toolsets::IsInterpreterTool(call.name)) return CallKernel(*session, std::move(call), std::move(done));
   Json request = {{"op", "call"}, {"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}};
   std::weak_ptr<Session> weak = sessions_.at(id);
   session->channel->Request(
@@ -514,6 +622,30 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
       });
 }
 
+void SessionManager::Impl::CallKernel(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
+  const auto sent = std::chrono::steady_clock::now();
+  session.kernel->Post([this, call = std::move(call), done = std::move(done), sent](jupyter::KernelSession* kernel) mutable {
+    ToolResult result = kernel ? kernel->Call(call)
+                               : ToolResult::Error(Outcome::kInfraError, "the session has no kernel", call.id);
+    result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count();
+    Post([this, result = std::move(result), done = std::move(done)]() mutable {
+      ++stats_.calls;
+      done(std::move(result));
+    });
+  });
+}
+
+// The gold solution of an interpreter task is notebook code: run it in the session's kernel,
+// then read the variable `answer` it left, as JSON.
+void SessionManager::Impl::SolveInKernel(Session& session, std::function<void(Result<SolveOutput>)> done) {
+  const TaskRecord* task = session.env->bundle.FindTask(session.task_id);
+  std::string solution = task != nullptr ? task->solution_source : std::string();
+  session.kernel->Post([this, solution = std::move(solution), done = std::move(done)](jupyter::KernelSession* kernel) mutable {
+    Result<SolveOutput> output = RunKernelSolution(kernel, solution);
+    Post([output = std::move(output), done = std::move(done)]() mutable { done(std::move(output)); });
+  });
+}
+
 void SessionManager::Impl::DoSolve(SessionId id, std::function<void(Result<SolveOutput>)> done) {
   Session* session = FindCreated(id);
   if (session == nullptr) return done(NotFoundError("unknown session " + std::to_string(id)));
@@ -521,6 +653,7 @@ void SessionManager::Impl::DoSolve(SessionId id, std::function<void(Result<Solve
     return done(FailedPreconditionError("session " + std::to_string(id) + " has no task: nothing to solve"));
   }
   if (const auto& death = session->channel->death()) return done(UnavailableError(death->message));
+  if (session->kernel) return SolveInKernel(*session, std::move(done));
   session->channel->Request(Json{{"op", "solve"}}, HardDeadline(session->limits), {},
                             [done = std::move(done)](SessionReply reply) {
                               if (reply.failure) {
@@ -714,6 +847,11 @@ void SessionManager::Impl::DoFork(SessionId id, std::function<void(Result<Sessio
   if (shutting_down_) return done(UnavailableError("the session manager is shutting down"));
   Session* parent = FindCreated(id);
   if (parent == nullptr) return done(NotFoundError("unknown session " + std::to_string(id)));
+  if (parent->kernel) {
+    return done(FailedPreconditionError("session " + std::to_string(id) + " of " + parent->env->label +
+                                        " cannot be forked: a Jupyter kernel's state cannot be copied (reset starts a "
+                                        "fresh one)"));
+  }
   if (const auto& death = parent->channel->death()) {
     return done(UnavailableError("cannot fork session " + std::to_string(id) + ": " + death->message));
   }
@@ -820,6 +958,7 @@ Result<SessionInfo> SessionManager::Impl::DoInfo(SessionId id) const {
   info.limits = session->limits;
   info.stderr_bytes = session->channel->stderr_bytes();
   info.stderr_excerpt = session->channel->stderr_excerpt();
+  if (session->kernel) info.kernel = session->kernel->info();
   return info;
 }
 

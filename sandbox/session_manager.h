@@ -121,6 +121,14 @@ struct ManagerOptions {
   // the worker stay under 48 MiB with the largest max_output_bytes; with the default 1 MiB
   // output limit they are far smaller, so a manager holding many sessions may lower it.
   uint32_t max_frame_bytes = 64u << 20;
+  // Interpreter environments (kind "interpreter", sandbox/jupyter/): each session owns a
+  // sandboxed Jupyter kernel taken from its environment's warm pool of this many ready kernels
+  // (refilled in the background; 0: every session waits for a kernel to start, about a second).
+  // The kernels run under `limits` (memory, disk, file size; at least 64 processes), each
+  // execute under the session's wall_time and cpu_seconds. Their sockets and files live in
+  // kernel_scratch_root/k<id>.
+  size_t kernel_pool_size = 2;
+  std::string kernel_scratch_root = "/tmp/envforge-kernels";
 };
 
 struct SessionOptions {
@@ -161,6 +169,9 @@ struct SessionInfo {
   SandboxLimits limits;
   uint64_t stderr_bytes = 0;   // bytes the session wrote to its stderr (fd 2) so far
   std::string stderr_excerpt;  // their first and last 4 KiB, escaped ("[... N bytes not kept ...]")
+  // Interpreter sessions: {"pid", "memory_bytes", "cpu_seconds", "executes", "restarts",
+  // "crashed", "isolation"} of the kernel as of its last call; null for other sessions.
+  Json kernel;
 };
 
 struct ZygoteInfo {

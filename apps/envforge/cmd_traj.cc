@@ -1,8 +1,10 @@
 // envforge traj ls|show|export, and envforge replay: browsing a trajectory store
-// (agents/trajectory_store.h) and replaying one episode (agents/replay.h).
+// (agents/trajectory_store.h), exporting it (JSON lines, or interpreter episodes as notebooks:
+// agents/notebook_export.h) and replaying one episode (agents/replay.h).
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -13,11 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "agents/notebook_export.h"
 #include "agents/replay.h"
 #include "agents/trajectory_store.h"
 #include "apps/envforge/cli_args.h"
 #include "apps/envforge/commands.h"
 #include "apps/envforge/solve_task.h"
+#include "base/fd.h"
 #include "base/json.h"
 #include "sandbox/session_manager.h"
 
@@ -364,11 +368,77 @@ int Show(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+constexpr const char* kExportPrefix = "envforge traj export";
+
+// A file name for an episode id: ids are "t-" + hex, but a store is a file anyone can write.
+std::string NotebookFileName(const std::string& id) {
+  std::string name = id.empty() ? "episode" : id;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  if (name[0] == '.') name[0] = '_';
+  return name + ".ipynb";
+}
+
+// --ipynb: one DIR/<episode-id>.ipynb per selected interpreter episode, oldest first, each written
+// atomically; an episode without execute calls is skipped with a warning. Exit 2 when none was
+// written.
+int ExportNotebooks(const agents::TrajectoryReader& reader, const std::vector<EpisodeSummary>& episodes,
+                    const std::string& directory) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(directory, ec) && !fs::is_directory(directory, ec)) {
+    return Fail(InvalidArgumentError("-o " + directory + " is not a directory"), kExitUsage, kExportPrefix);
+  }
+  if (fs::create_directories(directory, ec); ec) {
+    Status status = ErrnoError("cannot create " + directory, ec.value());
+    return Fail(status, ExitCodeFor(status), kExportPrefix);
+  }
+  size_t written = 0, skipped = 0;
+  for (auto it = episodes.rbegin(); it != episodes.rend(); ++it) {
+    auto episode = reader.Get(it->id);
+    if (!episode.ok()) return Fail(episode.status(), ExitCodeFor(episode.status()), kExportPrefix);
+    auto text = agents::EpisodeToNotebookText(*episode);
+    if (!text.ok()) {
+      if (text.status().code() != StatusCode::kInvalidArgument) {
+        return Fail(text.status(), ExitCodeFor(text.status()), kExportPrefix);
+      }
+      std::fprintf(stderr, "%s: warning: %s; skipped\n", kExportPrefix, text.status().message().c_str());
+      ++skipped;
+      continue;
+    }
+    const std::string path = (fs::path(directory) / NotebookFileName(it->id)).string();
+    Status status = WriteFileAtomically(path, *text);
+    if (!status.ok()) return Fail(status, ExitCodeFor(status), kExportPrefix);
+    std::printf("%s\n", path.c_str());
+    ++written;
+  }
+  if (written == 0) {
+    return Fail(InvalidArgumentError(episodes.empty() ? "no episode matches; no notebook written"
+                                                      : "none of the " + std::to_string(episodes.size()) +
+                                                            " selected episodes is an interpreter episode (execute calls); "
+                                                            "no notebook written"),
+                kExitUsage, kExportPrefix);
+  }
+  std::fprintf(stderr, "exported %zu notebook%s to %s", written, written == 1 ? "" : "s", directory.c_str());
+  if (skipped > 0) std::fprintf(stderr, " (%zu episode%s without execute calls skipped)", skipped, skipped == 1 ? "" : "s");
+  std::fprintf(stderr, "\n");
+  return kExitOk;
+}
+
 int Export(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge traj export", args,
-                          {.value_options = WithFilterOptions({"-o", "--output"}), .flags = {"--jsonl"},
+                          {.value_options = WithFilterOptions({"-o", "--output"}), .flags = {"--jsonl", "--ipynb"},
                            .min_positional = 1, .max_positional = 1});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
+  const bool notebooks = parsed->Has("--ipynb");
+  if (notebooks && parsed->Has("--jsonl")) {
+    return Fail(InvalidArgumentError("--ipynb and --jsonl exclude each other"), kExitUsage, kExportPrefix);
+  }
+  if (notebooks && parsed->OptionOr("-o", parsed->OptionOr("--output", "")).empty()) {
+    return Fail(InvalidArgumentError("--ipynb needs -o DIR (one notebook per episode is written there)"), kExitUsage,
+                kExportPrefix);
+  }
   auto filter = FilterFrom(*parsed);
   if (!filter.ok()) return Fail(filter.status(), kExitUsage);
   filter->limit = 0;  // every matching episode
@@ -376,6 +446,7 @@ int Export(const std::vector<std::string>& args) {
   if (!reader.ok()) return Fail(reader.status(), ExitCodeFor(reader.status()));
   auto episodes = (*reader)->List(*filter);
   if (!episodes.ok()) return Fail(episodes.status(), ExitCodeFor(episodes.status()));
+  if (notebooks) return ExportNotebooks(**reader, *episodes, parsed->OptionOr("-o", parsed->OptionOr("--output", "")));
 
   // A named output is written beside itself and renamed at the end: never a half-written file.
   std::string output = parsed->OptionOr("-o", parsed->OptionOr("--output", ""));

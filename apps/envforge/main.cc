@@ -120,6 +120,13 @@ usage:
                   [--rollout R] [--kind K]    every episode as one JSON line, oldest first (stdout
                                               by default), with messages, model turns and the
                                               token-exact "tokens" segments
+  envforge traj export FILE.sqlite --ipynb -o DIR [--env E] [--task T] [--outcome O] [--rollout R]
+                  [--kind K]                  each interpreter episode (execute calls) as a Jupyter
+                                              notebook DIR/<episode-id>.ipynb (nbformat 4.5; DIR
+                                              is created): code cells with their outputs, the
+                                              prompt, model text, restarts and the verdict as
+                                              markdown; other episodes are skipped with a warning;
+                                              exit 2 when no notebook was written
   envforge replay FILE.sqlite ID --envs DIR|X.envdb [--verifier-of OTHER.envdb]
                   [--allow-version-drift] [--limits JSON] [--json]
                                               re-run the episode's calls on a fresh session of the

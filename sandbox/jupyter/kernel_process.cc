@@ -30,9 +30,17 @@ constexpr size_t kMaxSocketPath = 100;  // sun_path is 108 bytes with the NUL
 constexpr const char* kEtcEntries[] = {"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
                                        "fonts", "mime.types", "python3", "python3.11", "matplotlibrc"};
 
-bool ValidFileName(const std::string& name) {
-  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
-         name.find('\0') == std::string::npos && name.size() <= 255;
+// A relative path of plain components: no empty, "." or ".." component, no NUL.
+bool ValidRelativePath(const std::string& path) {
+  if (path.empty() || path.size() > 1024 || path.find('\0') != std::string::npos) return false;
+  size_t start = 0;
+  for (;;) {
+    const size_t end = path.find('/', start);
+    const std::string part = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (part.empty() || part == "." || part == ".." || part.size() > 255) return false;
+    if (end == std::string::npos) return true;
+    start = end + 1;
+  }
 }
 
 Status WriteWholeFile(const fs::path& path, const std::string& contents, mode_t mode) {
@@ -135,7 +143,9 @@ Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchO
   }
   if (access(options.python.c_str(), X_OK) != 0) return UnavailableError("kernel: no " + options.python);
   for (const KernelFile& file : options.files) {
-    if (!ValidFileName(file.name)) return InvalidArgumentError("kernel: data file name '" + file.name + "' is not a plain file name");
+    if (!ValidRelativePath(file.name)) {
+      return InvalidArgumentError("kernel: data file path '" + file.name + "' is not a relative path of plain names");
+    }
   }
   std::unique_ptr<KernelProcess> kernel(new KernelProcess());
   const std::string id = RandomHexId().substr(0, 16);
@@ -154,6 +164,7 @@ Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchO
   kernel->connection_.key = RandomHexId();
   ENVFORGE_RETURN_IF_ERROR(WriteWholeFile(dir / "sock/conn.json", kernel->connection_.ToJson().dump(), 0600));
   for (const KernelFile& file : options.files) {
+    fs::create_directories((dir / "files" / file.name).parent_path(), error);
     ENVFORGE_RETURN_IF_ERROR(WriteWholeFile(dir / "files" / file.name, file.contents, 0444));
   }
   if (switch_uid && (chown((dir / "sock").c_str(), kSandboxUid, kSandboxUid) != 0 ||
@@ -191,6 +202,7 @@ Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchO
   if (pid < 0) return ErrnoError("kernel: fork", errno);
   if (pid == 0) ExecInChild(setup, argv.data(), envp);
   kernel->pid_ = pid;
+  kernel->pidfd_ = UniqueFd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
   if (cgroup.ok()) kernel->cgroup_ = std::move(cgroup).value();
   kernel->isolation_ = {
       {"namespaces", "on: bubblewrap (user, pid, net, ipc, uts, cgroup, mount)"},
@@ -235,6 +247,11 @@ void KernelProcess::Kill() {
   if (cgroup_) cgroup_->KillAll();
   if (!reaped_ && waitpid(pid_, &wait_status_, 0) == pid_) reaped_ = true;
   reaped_ = true;
+}
+
+void KernelProcess::Terminate() const {
+  if (pidfd_.valid()) syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+  if (cgroup_) cgroup_->KillAll();
 }
 
 std::string KernelProcess::LogTail(size_t bytes) const {

@@ -8,14 +8,14 @@
 // Contract:
 // - Launch returns as soon as the process runs; KernelClient::WaitReady says when the kernel
 //   answers (about a second for ipykernel: see KernelPool). Unavailable when bubblewrap or
-//   python3 is missing; InvalidArgument for a data file name that is not a plain file name.
+//   python3 is missing; InvalidArgument for a data file path that is not relative and plain.
 // - Each isolation layer either holds or is reported "off: <why>" in isolation(); only the
 //   namespaces (bubblewrap) are required.
 // - The bwrap process gets PR_SET_PDEATHSIG: it dies when the *thread* that launched it exits.
 //   Launch from a thread that outlives the kernel (KernelPool's refill thread does).
 // - The destructor kills every process of the kernel and removes its directory.
 // Thread safety: Alive, ExitReason, Kill and the destructor from one thread at a time; the
-// const accessors (CpuSeconds, MemoryBytes, OomKilled, PidsLimited) from any thread.
+// const accessors (CpuSeconds, MemoryBytes, OomKilled, PidsLimited, Terminate) from any thread.
 #pragma once
 
 #include <sys/types.h>
@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "base/fd.h"
 #include "base/json.h"
 #include "base/status.h"
 #include "sandbox/jupyter/kernel_client.h"
@@ -47,7 +48,7 @@ struct KernelLimits {
 
 // A data file placed read-only in the kernel's working directory.
 struct KernelFile {
-  std::string name;  // a plain file name: no '/', not "." or "..", no NUL
+  std::string name;  // a relative path ("data.csv", "sales/2024.csv"): no "", "." or ".." part
   std::string contents;
 };
 
@@ -83,6 +84,9 @@ class KernelProcess {
   bool PidsLimited() const;
   // SIGKILL to the sandbox and everything in its cgroup; reaps.
   void Kill();
+  // SIGKILL through a pidfd and the cgroup, without reaping: safe from any thread, while another
+  // thread uses the process (its Execute then sees the kernel die).
+  void Terminate() const;
   // The last bytes the kernel wrote to its stderr (start-up failures).
   std::string LogTail(size_t bytes = 2000) const;
   // alive and cpu_seconds bound to this process (valid while it lives).
@@ -93,6 +97,7 @@ class KernelProcess {
   ConnectionInfo connection_;
   std::filesystem::path directory_;
   pid_t pid_ = -1;
+  UniqueFd pidfd_;  // signals without a pid-reuse race
   int wait_status_ = 0;
   bool reaped_ = false;
   Json isolation_ = Json::object();

@@ -5,6 +5,9 @@
 namespace envforge::sandbox::jupyter {
 namespace {
 
+using toolsets::kExecuteTool;
+using toolsets::kInterruptTool;
+using toolsets::kRestartTool;
 using toolsets::Outcome;
 using toolsets::ToolCall;
 using toolsets::ToolResult;
@@ -18,28 +21,6 @@ ToolResult Ok(const ToolCall& call, Json content) {
 
 }  // namespace
 
-std::vector<toolsets::ToolSpec> KernelToolSpecs() {
-  const Json no_arguments = {{"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
-  return {
-      {std::string(kExecuteTool),
-       "Runs Python code in this session's Jupyter kernel (IPython: state persists between calls, the last "
-       "expression is displayed, data files of the task are in the working directory). Returns the outputs in "
-       "order: stdout/stderr streams, results, displays (text and PNG images) and errors.",
-       {{"type", "object"},
-        {"properties", {{"code", {{"type", "string"}, {"description", "Python source to run"}}}}},
-        {"required", {"code"}},
-        {"additionalProperties", false}}},
-      {std::string(kInterruptTool), "Interrupts the kernel (KeyboardInterrupt in running code); its state is kept.",
-       no_arguments},
-      {std::string(kRestartTool), "Restarts the kernel with a fresh interpreter: every variable and import is lost.",
-       no_arguments},
-  };
-}
-
-bool IsKernelTool(std::string_view name) {
-  return name == kExecuteTool || name == kInterruptTool || name == kRestartTool;
-}
-
 KernelSession::KernelSession(KernelPool& pool, KernelSessionOptions options, ReadyKernel kernel)
     : pool_(pool), options_(std::move(options)), kernel_(std::move(kernel)) {}
 
@@ -51,11 +32,23 @@ Result<std::unique_ptr<KernelSession>> KernelSession::Start(KernelPool& pool, Ke
 }
 
 Status KernelSession::Replace() {
-  kernel_.process->Kill();
-  kernel_ = {};
-  ENVFORGE_ASSIGN_OR_RETURN(kernel_, pool_.Acquire(options_.acquire_timeout));
+  {
+    std::lock_guard<std::mutex> lock(kernel_mu_);
+    kernel_.process->Kill();
+  }
+  if (terminated_) return UnavailableError("the session is closing");
+  ENVFORGE_ASSIGN_OR_RETURN(ReadyKernel fresh, pool_.Acquire(options_.acquire_timeout));
+  std::lock_guard<std::mutex> lock(kernel_mu_);
+  kernel_ = std::move(fresh);
+  if (terminated_) kernel_.process->Terminate();
   restarts_ += 1;
   return Status::Ok();
+}
+
+void KernelSession::Terminate() {
+  std::lock_guard<std::mutex> lock(kernel_mu_);
+  terminated_ = true;
+  if (kernel_.process) kernel_.process->Terminate();
 }
 
 ToolResult KernelSession::Call(const ToolCall& call) {

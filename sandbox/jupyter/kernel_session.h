@@ -1,5 +1,5 @@
 // An interpreter session's kernel, behind the one tool protocol: the tools execute(code),
-// interrupt() and restart(), as toolsets::ToolCall in and toolsets::ToolResult out.
+// interrupt() and restart() (toolsets/interpreter_tools.h), as toolsets::ToolCall in and toolsets::ToolResult out.
 //
 // Results:
 // - execute: content {"status": "ok"|"error"|"timeout"|"crashed", "execution_count",
@@ -11,11 +11,14 @@
 //   is over, every later call is kCrashed too.
 // - interrupt: kOk {"interrupted": bool}; restart: kOk {"restarted": true} with a fresh kernel.
 // - Bad arguments (code missing, not a string, over max_code_bytes) are kInvalidCall.
-// Thread safety: one call at a time (the manager serializes a session's calls).
+// Thread safety: one call at a time (the manager serializes a session's calls); Terminate from
+// any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -23,17 +26,10 @@
 #include "base/status.h"
 #include "sandbox/jupyter/kernel_client.h"
 #include "sandbox/jupyter/kernel_pool.h"
+#include "toolsets/interpreter_tools.h"
 #include "toolsets/tool_protocol.h"
 
 namespace envforge::sandbox::jupyter {
-
-inline constexpr std::string_view kExecuteTool = "execute";
-inline constexpr std::string_view kInterruptTool = "interrupt";
-inline constexpr std::string_view kRestartTool = "restart";
-
-// The kernel tools' specs, in the order sessions list them.
-std::vector<toolsets::ToolSpec> KernelToolSpecs();
-bool IsKernelTool(std::string_view name);
 
 struct KernelSessionOptions {
   ExecuteLimits execute;
@@ -49,6 +45,11 @@ class KernelSession {
 
   toolsets::ToolResult Call(const toolsets::ToolCall& call);
 
+  // Kills the kernel from any thread (a running execute returns crashed within about 20 ms);
+  // later calls answer crashed and no restart takes a new kernel.
+  void Terminate();
+  void set_acquire_timeout(std::chrono::milliseconds timeout) { options_.acquire_timeout = timeout; }
+
   bool crashed() const { return crashed_; }
   // {"pid", "memory_bytes", "cpu_seconds", "executes", "restarts", "crashed", "isolation"}.
   Json Info() const;
@@ -61,6 +62,8 @@ class KernelSession {
 
   KernelPool& pool_;
   KernelSessionOptions options_;
+  std::mutex kernel_mu_;  // guards kernel_'s replacement against Terminate
+  std::atomic<bool> terminated_{false};
   ReadyKernel kernel_;
   bool crashed_ = false;
   std::string crash_reason_;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "agents/trajectory_store.h"
 #include "base/fd.h"
 #include "base/json.h"
 #include "base/subprocess.h"
@@ -502,6 +504,87 @@ TEST_CASE("usage errors name the offending option") {
   CHECK(bad_count.exit_code == 2);
   CHECK(bad_count.stderr_text.find("--sessions expects an integer") != std::string::npos);
   CHECK(Envforge({"frobnicate"}).exit_code == 2);
+}
+
+// A store with one interpreter episode (an execute call, a submit) and one trip-planning episode.
+struct NotebookStore {
+  TempDir dir;
+  std::string path = (dir.path / "traj.sqlite").string();
+  std::string interpreter_id, other_id;
+  NotebookStore() {
+    auto store = agents::TrajectoryStore::Open(path);
+    REQUIRE_MESSAGE(store.ok(), store.status().ToString());
+    auto record = [&](const std::string& env, const std::string& tool, Json arguments, Json content) {
+      agents::EpisodeStart start;
+      start.env_id = std::string(64, 'c');
+      start.env_name = env;
+      start.task_id = "t1";
+      start.client = "cli_test";
+      std::string id = (*store)->BeginEpisode(start);
+      agents::StepRecord step;
+      step.tool = tool;
+      step.arguments = std::move(arguments);
+      step.result.content = std::move(content);
+      (*store)->RecordStep(id, std::move(step));
+      (*store)->EndEpisode(id, agents::EpisodeOutcome::kClosed);
+      return id;
+    };
+    other_id = record("trip_planning", "search_flights", Json{{"from", "A"}}, Json::array());
+    interpreter_id = record("python", "execute", Json{{"code", "print(1)"}},
+                            Json{{"status", "ok"}, {"execution_count", 1}, {"truncated", false},
+                                 {"outputs", Json::array({Json{{"output_type", "stream"}, {"name", "stdout"}, {"text", "1\n"}}})}});
+    REQUIRE((*store)->Flush().ok());
+  }
+};
+
+TEST_CASE("traj export --ipynb writes one notebook per interpreter episode into DIR and skips the others") {
+  NotebookStore store;
+  const std::string out = (store.dir.path / "notebooks" / "nested").string();  // created
+  auto exported = Envforge({"traj", "export", store.path, "--ipynb", "-o", out});
+  INFO(exported.stderr_text);
+  REQUIRE(exported.exit_code == 0);
+  const std::string notebook = out + "/" + store.interpreter_id + ".ipynb";
+  CHECK(exported.stdout_text == notebook + "\n");
+  CHECK(exported.stderr_text.find("warning: episode " + store.other_id + " has no execute call") != std::string::npos);
+  CHECK(exported.stderr_text.find("exported 1 notebook to " + out) != std::string::npos);
+  CHECK_FALSE(fs::exists(out + "/" + store.other_id + ".ipynb"));
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(out)) files += entry.is_regular_file() ? 1 : 0;
+  CHECK(files == 1);  // no temporary file left behind
+  auto text = ReadFileToString(notebook);
+  REQUIRE(text.ok());
+  auto json = ParseJson(*text);
+  REQUIRE(json.ok());
+  CHECK((*json)["nbformat"] == 4);
+  CHECK((*json)["metadata"]["envforge"]["episode_id"] == store.interpreter_id);
+  REQUIRE((*json)["cells"].size() == 1);
+  CHECK((*json)["cells"][0]["source"] == "print(1)");
+  CHECK((*json)["cells"][0]["outputs"][0]["text"] == "1\n");
+
+  // Filters select as for the JSON lines export: only the trip episode, so nothing is written.
+  auto none = Envforge({"traj", "export", store.path, "--ipynb", "-o", out + "2", "--env", "trip_planning"});
+  CHECK(none.exit_code == 2);
+  CHECK(none.stderr_text.find("none of the 1 selected episodes is an interpreter episode") != std::string::npos);
+  CHECK(fs::is_empty(out + "2"));
+
+  auto no_dir = Envforge({"traj", "export", store.path, "--ipynb"});
+  CHECK(no_dir.exit_code == 2);
+  CHECK(no_dir.stderr_text.find("--ipynb needs -o DIR") != std::string::npos);
+  auto both = Envforge({"traj", "export", store.path, "--ipynb", "--jsonl", "-o", out});
+  CHECK(both.exit_code == 2);
+  auto into_file = Envforge({"traj", "export", store.path, "--ipynb", "-o", notebook});
+  CHECK(into_file.exit_code == 2);
+  CHECK(into_file.stderr_text.find("is not a directory") != std::string::npos);
+
+  // The JSON lines export is unchanged: both episodes.
+  auto lines = Envforge({"traj", "export", store.path});
+  REQUIRE(lines.exit_code == 0);
+  CHECK(lines.stdout_text.find(store.other_id) != std::string::npos);
+  CHECK(lines.stdout_text.find(store.interpreter_id) != std::string::npos);
+  CHECK(std::count(lines.stdout_text.begin(), lines.stdout_text.end(), '\n') == 2);
+
+  auto help = Envforge({"traj", "export", "--help"});
+  CHECK(help.stdout_text.find("--ipynb -o DIR") != std::string::npos);
 }
 
 }  // namespace

@@ -249,7 +249,7 @@ TEST_CASE("memory and fork bombs are contained by the kernel's cgroup" * doctest
 
 TEST_CASE("no network, no host files; data files are read-only; the working directory is writable" * doctest::timeout(120)) {
   KernelLaunchOptions options;
-  options.files = {{"data.csv", "city,population\nOslo,709000\nBergen,291000\n"}};
+  options.files = {{"data.csv", "city,population\nOslo,709000\nBergen,291000\n"}, {"more/notes.txt", "nested"}};
   Kernel kernel(options);
   ExecuteResult network = kernel.Run(
       "import socket\n"
@@ -274,7 +274,8 @@ TEST_CASE("no network, no host files; data files are read-only; the working dire
   CHECK(Contains(listing, "/root False"));
   CHECK(Contains(listing, "/home False"));
   CHECK(Contains(listing, "/tmp/envforge-jupyter-test False"));
-  CHECK(Contains(listing, "['data.csv']"));
+  CHECK(Contains(listing, "['data.csv', 'more']"));
+  CHECK(AllText(kernel.Run("open('more/notes.txt').read()")) == "'nested'");
 
   ExecuteResult data = kernel.Run(
       "import csv\n"
@@ -289,14 +290,18 @@ TEST_CASE("no network, no host files; data files are read-only; the working dire
   CHECK(AllText(data) == "1000000\nread-only True\nmine\n");
 }
 
-TEST_CASE("a data file name with a slash is refused before anything starts") {
+TEST_CASE("a data file path that climbs out is refused before anything starts") {
   KernelLaunchOptions options;
   options.scratch_root = "/tmp/envforge-jupyter-test";
-  options.files = {{"../escape", "x"}};
+  options.files = {{"a/../../escape", "x"}};
   Result<std::unique_ptr<KernelProcess>> refused = KernelProcess::Launch(options);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().code() == StatusCode::kInvalidArgument);
-  CHECK(Contains(refused.status().message(), "'../escape'"));
+  CHECK(Contains(refused.status().message(), "'a/../../escape'"));
+  for (const char* bad : {"/etc/passwd", "", "a//b", "./a"}) {
+    options.files = {{bad, "x"}};
+    CHECK(KernelProcess::Launch(options).status().code() == StatusCode::kInvalidArgument);
+  }
 }
 
 }  // TEST_SUITE
