@@ -1056,6 +1056,16 @@ const EnvBundle* SessionManager::FindEnvironment(const std::string& env_id) cons
 
 std::vector<std::string> SessionManager::EnvironmentIds() const { return impl_->EnvironmentIds(); }
 
+Result<Json> SessionManager::KernelPoolStats(const std::string& env_id) const {
+  auto env = impl_->FindEnv(env_id);
+  if (!env) return NotFoundError("unknown environment '" + env_id + "'");
+  if (!env->kernels) return FailedPreconditionError(env->label + " is not an interpreter environment: it has no kernels");
+  jupyter::KernelPoolStats stats = env->kernels->Stats();
+  Json json = stats.ToJson();
+  json["start_ms"] = stats.start_ms;
+  return json;
+}
+
 void SessionManager::CreateSessionAsync(const std::string& env_id, SessionOptions options,
                                         std::function<void(Result<SessionId>)> done) {
   impl_->Post([impl = impl_.get(), env_id, options = std::move(options), done = std::move(done)]() mutable {

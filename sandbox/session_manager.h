@@ -274,6 +274,11 @@ class SessionManager {
   std::vector<SessionId> ListSessions() const;  // every session not closed yet, ascending
   std::vector<ZygoteInfo> Zygotes() const;
   ManagerStats Stats() const;
+  // An interpreter environment's kernel pool: {"ready", "starting", "waiting", "launched",
+  // "failed", "acquired_warm", "acquired_cold", "last_error", "start_ms": [launch -> ready of the
+  // last 256 kernels]}. NotFound for an unknown environment, FailedPrecondition for one of
+  // another kind. Any thread.
+  Result<Json> KernelPoolStats(const std::string& env_id) const;
   const ManagerOptions& options() const;
 
  private:

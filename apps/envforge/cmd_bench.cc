@@ -250,7 +250,10 @@ int RunBenchCommand(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "frames") return RunBenchFrames(rest);
   if (!args.empty() && args[0] == "rollout") return RunBenchRollout(rest);
   if (!args.empty() && args[0] == "v1") return RunBenchV1(rest);
-  std::fprintf(stderr, "envforge bench: expected 'sandbox', 'engine', 'serve', 'kernels', 'frames', 'rollout' or 'v1'\n");
+  if (!args.empty() && args[0] == "interpreter") return RunBenchInterpreter(rest);
+  std::fprintf(stderr,
+               "envforge bench: expected 'sandbox', 'engine', 'serve', 'kernels', 'frames', 'rollout', 'v1' or "
+               "'interpreter'\n");
   return kExitUsage;
 }
 

@@ -39,5 +39,6 @@ int RunBenchKernels(const std::vector<std::string>& args);  // bench kernels [--
 int RunBenchFrames(const std::vector<std::string>& args);   // bench frames [--sessions N] [--json]
 int RunBenchRollout(const std::vector<std::string>& args);  // bench rollout --model DIR --env X --task T
 int RunBenchV1(const std::vector<std::string>& args);       // bench v1 --url URL (OpenAI-compatible /v1)
+int RunBenchInterpreter(const std::vector<std::string>& args);  // bench interpreter X.envdb (Jupyter kernels)
 
 }  // namespace envforge::cli

@@ -107,6 +107,12 @@ usage:
                  [--token T] [--json]
                                               load a running server's /v1/chat/completions:
                                               requests/s, completion tokens/s, latency p50/p99
+  envforge bench interpreter X.envdb [--sessions 100] [--pool 8] [--executes 2000]
+                 [--concurrency 32] [--cold 8] [--json]
+                                              interpreter sessions (a sandboxed Jupyter kernel each):
+                                              create p50/p99 from the warm pool and cold,
+                                              execute("1+1") round trip, executes/s across
+                                              sessions, memory per kernel, pool refill rate
   envforge traj ls FILE.sqlite [--env E] [--task T] [--outcome O] [--rollout R] [--kind K]
                   [--limit N] [--json]        recorded episodes, newest first: id, kind (served |
                                               rollout), env, task, steps, outcome, verdict, start

@@ -25,7 +25,8 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr uid_t kSandboxUid = 65534;  // nobody, on the host as inside
-constexpr size_t kMaxSocketPath = 100;  // sun_path is 108 bytes with the NUL
+constexpr size_t kMaxSocketPath = 100;
+constexpr int kKernelNice = 10;  // sun_path is 108 bytes with the NUL
 // /etc entries the interpreter and its libraries read; the rest of /etc stays out.
 constexpr const char* kEtcEntries[] = {"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
                                        "fonts", "mime.types", "python3", "python3.11", "matplotlibrc"};
@@ -113,6 +114,9 @@ struct ChildSetup {
     if (write(fd, "0", 1) != 1) _exit(120);
   }
   setpgid(0, 0);  // out of the server's process group: a terminal's ^C does not reach it
+  // Kernels yield to envforge itself: a pool refilling (about a CPU-second per kernel start) or
+  // a busy execute must not slow the server's io thread and the other sessions' workers.
+  setpriority(PRIO_PROCESS, 0, kKernelNice);
   if (dup2(setup.devnull, 0) < 0 || dup2(setup.devnull, 1) < 0 || dup2(setup.log, 2) < 0) _exit(121);
   if (setup.seccomp >= 0 && dup2(setup.seccomp, 3) < 0) _exit(122);
   syscall(SYS_close_range, setup.seccomp >= 0 ? 4u : 3u, ~0u, 0u);

@@ -2,8 +2,8 @@
 // pid, net, ipc, uts, cgroup, mount: an empty network, /usr and a few /etc entries read-only,
 // tmpfs working directory and /tmp of a fixed size), the shared seccomp deny-list
 // (sandbox/internal/seccomp_rules.h), a cgroup for memory, processes and CPU accounting, rlimits
-// (core, file size, open files), and, when envforge runs as root, uid and gid 65534 on the host
-// as well. The kernel talks ZeroMQ over ipc sockets in a directory bind-mounted at /sock.
+// (core, file size, open files), nice 10 (kernels yield the CPU to envforge itself), and, when
+// envforge runs as root, uid and gid 65534 on the host as well. The kernel talks ZeroMQ over ipc sockets in a directory bind-mounted at /sock.
 //
 // Contract:
 // - Launch returns as soon as the process runs; KernelClient::WaitReady says when the kernel

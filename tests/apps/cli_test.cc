@@ -62,7 +62,7 @@ TEST_CASE("every command answers --help with its usage on stdout and exit 0, doi
   const std::vector<std::vector<std::string>> commands = {
       {"env", "pack"},     {"env", "show"},      {"env", "check"},     {"session", "solve"}, {"session", "run"},
       {"bench", "sandbox"}, {"bench", "serve"},  {"bench", "engine"},  {"bench", "kernels"}, {"bench", "frames"},
-      {"bench", "rollout"}, {"bench", "v1"},     {"audit"},            {"serve"},            {"traj", "ls"},
+      {"bench", "rollout"}, {"bench", "v1"},     {"bench", "interpreter"}, {"audit"},        {"serve"},            {"traj", "ls"},
       {"traj", "show"},    {"traj", "export"},   {"replay"},           {"generate"},         {"rollout"},
       {"env"},             {"session"},          {"bench"},            {"traj"}};
   for (std::vector<std::string> command : commands) {
