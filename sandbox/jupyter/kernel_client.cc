@@ -177,6 +177,7 @@ Result<ExecuteResult> KernelClient::Execute(std::string_view code, const Execute
   auto deadline = start + limits.wall;
   const double cpu_start = probe.cpu_seconds ? probe.cpu_seconds() : 0;
   bool replied = false, idle = false, interrupted = false;
+  Json reply;  // the execute_reply's content
   try {
     const std::string request = s.Send(s.shell, "execute_request",
                                        {{"code", code},
@@ -184,7 +185,10 @@ Result<ExecuteResult> KernelClient::Execute(std::string_view code, const Execute
                                         {"store_history", true},
                                         {"user_expressions", Json::object()},
                                         {"allow_stdin", false},
-                                        {"stop_on_error", true}});
+                                        // One execute at a time: nothing is queued behind it, and
+                                        // ipykernel would abort the next request if it came
+                                        // within its stop_on_error window.
+                                        {"stop_on_error", false}});
     while (!(replied && idle)) {
       if (probe.alive && !probe.alive()) {
         result.outcome = ExecuteOutcome::kCrashed;
@@ -206,7 +210,8 @@ Result<ExecuteResult> KernelClient::Execute(std::string_view code, const Execute
       while (auto message = s.Receive(s.shell)) {
         if (message->parent_id() != request || message->type() != "execute_reply") continue;
         replied = true;
-        result.execution_count = message->content.value("execution_count", 0);
+        reply = message->content;
+        result.execution_count = reply.value("execution_count", 0);
       }
       while (auto message = s.Receive(s.iopub)) {
         if (message->parent_id() != request) continue;
@@ -231,6 +236,18 @@ Result<ExecuteResult> KernelClient::Execute(std::string_view code, const Execute
   }
   result.outputs = collector.outputs();
   result.error = collector.error();
+  // A reply that is not "ok" without an iopub error (an aborted request, a kernel that reports
+  // the error only in the reply) is an error all the same, never a clean run.
+  const std::string reply_status = reply.is_object() ? reply.value("status", "") : "";
+  if (result.outcome == ExecuteOutcome::kOk && !reply_status.empty() && reply_status != "ok") {
+    result.outcome = ExecuteOutcome::kError;
+    result.error = {{"ename", reply.value("ename", reply_status == "aborted" ? "ExecutionAborted" : "ExecutionError")},
+                    {"evalue", reply.value("evalue", "the kernel answered status '" + reply_status + "'")},
+                    {"traceback", Json::array()}};
+    Json output = result.error;
+    output["output_type"] = "error";
+    result.outputs.push_back(std::move(output));
+  }
   result.truncated = collector.truncated();
   result.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   return result;

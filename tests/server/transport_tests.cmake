@@ -7,7 +7,8 @@ envforge_add_test(server_transport_test
     ${CMAKE_CURRENT_SOURCE_DIR}/transport_cli_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/transport_depth_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/transport_admission_test.cc
-  LIBS envforge_server
+    ${CMAKE_CURRENT_SOURCE_DIR}/transport_interpreter_test.cc
+  LIBS envforge_server envforge_agents
   LABELS integration
   TIMEOUT 300)
 add_dependencies(server_transport_test envforge envforge-worker)
