@@ -628,10 +628,12 @@ void SessionManager::Impl::CallKernel(Session& session, toolsets::ToolCall call,
     ToolResult result = kernel ? kernel->Call(call)
                                : ToolResult::Error(Outcome::kInfraError, "the session has no kernel", call.id);
     result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count();
-    Post([this, result = std::move(result), done = std::move(done)]() mutable {
-      ++stats_.calls;
-      done(std::move(result));
-    });
+    return [this, result = std::move(result), done = std::move(done)]() mutable {
+      Post([this, result = std::move(result), done = std::move(done)]() mutable {
+        ++stats_.calls;
+        done(std::move(result));
+      });
+    };
   });
 }
 
@@ -642,7 +644,9 @@ void SessionManager::Impl::SolveInKernel(Session& session, std::function<void(Re
   std::string solution = task != nullptr ? task->solution_source : std::string();
   session.kernel->Post([this, solution = std::move(solution), done = std::move(done)](jupyter::KernelSession* kernel) mutable {
     Result<SolveOutput> output = RunKernelSolution(kernel, solution);
-    Post([output = std::move(output), done = std::move(done)]() mutable { done(std::move(output)); });
+    return [this, output = std::move(output), done = std::move(done)]() mutable {
+      Post([output = std::move(output), done = std::move(done)]() mutable { done(std::move(output)); });
+    };
   });
 }
 

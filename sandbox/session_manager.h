@@ -169,8 +169,9 @@ struct SessionInfo {
   SandboxLimits limits;
   uint64_t stderr_bytes = 0;   // bytes the session wrote to its stderr (fd 2) so far
   std::string stderr_excerpt;  // their first and last 4 KiB, escaped ("[... N bytes not kept ...]")
-  // Interpreter sessions: {"pid", "memory_bytes", "cpu_seconds", "executes", "restarts",
-  // "crashed", "isolation"} of the kernel as of its last call; null for other sessions.
+  // Interpreter sessions: {"pid", "memory_bytes", "memory": {"cgroup_bytes", "rss_bytes",
+  // "pss_bytes", "processes"}, "cpu_seconds", "executes", "restarts", "crashed", "isolation"} of
+  // the kernel as of its last call; null for other sessions.
   Json kernel;
 };
 

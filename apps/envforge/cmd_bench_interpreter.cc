@@ -144,11 +144,15 @@ Result<Json> RunBench(const BenchSetup& setup) {
   progress.Finish();
 
   // 2. Memory of every live kernel (its cgroup's usage), after one execute each.
-  std::vector<double> kernel_mib;
+  std::vector<double> kernel_mib, rss_mib, pss_mib;
   for (SessionId session : sessions) {
     (void)manager->CallTool(session, ExecuteCall(0, "1+1"));
     Result<sandbox::SessionInfo> info = manager->GetSessionInfo(session);
-    if (info.ok() && info->kernel.is_object()) kernel_mib.push_back(info->kernel["memory_bytes"].get<double>() / (1 << 20));
+    if (!info.ok() || !info->kernel.is_object()) continue;
+    const Json& memory = info->kernel["memory"];
+    kernel_mib.push_back(memory["cgroup_bytes"].get<double>() / (1 << 20));
+    rss_mib.push_back(memory["rss_bytes"].get<double>() / (1 << 20));
+    pss_mib.push_back(memory["pss_bytes"].get<double>() / (1 << 20));
   }
 
   // 3. Sequential execute round trips on one session, with the pool full again (no kernel start
@@ -187,8 +191,10 @@ Result<Json> RunBench(const BenchSetup& setup) {
               {"execute_manager_us", Percentiles(manager_us)},
               {"executes_per_s", executes_per_s},
               {"concurrency", lanes.size()},
-              {"kernel_memory_mib", Percentiles(kernel_mib)},
-              {"total_kernel_memory_mib", [&] { double t = 0; for (double m : kernel_mib) t += m; return t; }()},
+              {"kernel_cgroup_mib", Percentiles(kernel_mib)},
+              {"kernel_rss_mib", Percentiles(rss_mib)},
+              {"kernel_pss_mib", Percentiles(pss_mib)},
+              {"total_kernel_pss_mib", [&] { double t = 0; for (double m : pss_mib) t += m; return t; }()},
               {"pool_refill_kernels_per_s", refill_per_s},
               {"kernel_start_ms", Percentiles(pool["start_ms"].get<std::vector<double>>())},
               {"pool", {{"launched", pool["launched"]}, {"failed", pool["failed"]}, {"acquired_warm", pool["acquired_warm"]},
@@ -234,7 +240,9 @@ int RunBenchInterpreter(const std::vector<std::string>& args) {
   std::printf("  create (cold)       p50 %9.3f ms   p99 %9.3f ms\n", p("session_create_cold_ms", "p50"), p("session_create_cold_ms", "p99"));
   std::printf("  execute 1+1         p50 %9.3f ms   p99 %9.3f ms\n", p("execute_round_trip_ms", "p50"), p("execute_round_trip_ms", "p99"));
   std::printf("  throughput          %.0f executes/s over %zu sessions\n", f["executes_per_s"].get<double>(), f["concurrency"].get<size_t>());
-  std::printf("  kernel memory       p50 %.1f MiB, %.0f MiB for all\n", p("kernel_memory_mib", "p50"), f["total_kernel_memory_mib"].get<double>());
+  std::printf("  kernel memory       p50 RSS %.1f MiB, PSS %.1f MiB, cgroup %.1f MiB; PSS %.0f MiB for all\n",
+              p("kernel_rss_mib", "p50"), p("kernel_pss_mib", "p50"), p("kernel_cgroup_mib", "p50"),
+              f["total_kernel_pss_mib"].get<double>());
   std::printf("  pool refill         %.2f kernels/s (kernel start p50 %.0f ms)\n", f["pool_refill_kernels_per_s"].get<double>(),
               p("kernel_start_ms", "p50"));
   return kExitOk;

@@ -62,6 +62,8 @@ service options:
   --session-ttl SECONDS       a session idle this long is closed as "expired" (600)
   --trajectories FILE.sqlite  record every episode
   --limits JSON               sandbox limits of every session
+  --kernel-pool N             interpreter environments: ready Jupyter kernels kept per environment
+                              (2), refilled in the background; 0: each session waits for one to start
 stdio:
   --stdio                     one JSON-RPC message per line on stdin/stdout
   --mcp                       the MCP dialect (with --stdio)
@@ -143,6 +145,8 @@ Result<RpcServiceOptions> ServiceOptionsFrom(const ParsedArgs& parsed) {
   // processes still exiting.
   options.manager.max_sessions = std::max(options.manager.max_sessions, options.max_sessions + 64);
   options.session_ttl = std::chrono::seconds(ttl_seconds);
+  ENVFORGE_ASSIGN_OR_RETURN(long long kernel_pool, parsed.IntOption("--kernel-pool", 2, 0, 1024));
+  options.manager.kernel_pool_size = static_cast<size_t>(kernel_pool);
   options.trajectories_path = parsed.OptionOr("--trajectories", "");
   return options;
 }
@@ -321,7 +325,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
                                              "--trajectories", "--limits", "--max-payload", "--port-file", "--io-threads",
                                              "--max-connections", "--max-unauthenticated", "--max-unauthenticated-per-peer",
                                              "--header-timeout-ms", "--model", "--backend", "--model-name", "--device",
-                                             "--context-window", "--v1-workers", "--v1-max-queue"},
+                                             "--context-window", "--v1-workers", "--v1-max-queue", "--kernel-pool"},
                            .flags = {"--stdio", "--mcp", "--help", "-h"},
                            .repeated_options = {"--allow-origin"}});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);

@@ -78,7 +78,7 @@ usage:
                                               time, TFLOPS or GB/s, fraction of the GPU's roofline
                                               (exit 3 when there is no GPU)
   envforge serve --envs DIR [--host 127.0.0.1] [--port 8080] [--token T] [--max-sessions N]
-                 [--session-ttl SECONDS] [--trajectories FILE.sqlite] [--limits JSON]
+                 [--session-ttl SECONDS] [--trajectories FILE.sqlite] [--limits JSON] [--kernel-pool N]
                  [--max-payload BYTES] [--port-file F] [--io-threads N] [--allow-origin O]...
                  [--max-connections N] [--max-unauthenticated N] [--header-timeout-ms MS] ...
                                               JSON-RPC 2.0 over HTTP (POST /rpc), WebSocket (/ws) and

@@ -18,7 +18,7 @@ KernelRunner::~KernelRunner() {
 
 void KernelRunner::Start(jupyter::KernelPool& pool, jupyter::KernelSessionOptions options,
                          std::function<void(Status)> done) {
-  Post([this, &pool, options = std::move(options), done = std::move(done)](jupyter::KernelSession*) mutable {
+  Post([this, &pool, options = std::move(options), done = std::move(done)](jupyter::KernelSession*) mutable -> Completion {
     const auto deadline = std::chrono::steady_clock::now() + options.acquire_timeout;
     jupyter::KernelSessionOptions attempt = options;
     attempt.acquire_timeout = std::chrono::milliseconds(100);
@@ -30,10 +30,13 @@ void KernelRunner::Start(jupyter::KernelPool& pool, jupyter::KernelSessionOption
         kernel_ = std::move(started).value();
         if (aborted_) kernel_->Terminate();
       }
-      if (started.ok()) return done(Status::Ok());
+      if (started.ok()) return [done] { done(Status::Ok()); };
       const bool retry = started.status().code() == StatusCode::kDeadlineExceeded &&
                          std::chrono::steady_clock::now() < deadline && !aborted_;
-      if (!retry) return done(aborted_ ? UnavailableError("the session closed while its kernel started") : started.status());
+      if (!retry) {
+        Status failed = aborted_ ? UnavailableError("the session closed while its kernel started") : started.status();
+        return [done, failed] { done(failed); };
+      }
     }
   });
 }
@@ -62,10 +65,13 @@ void KernelRunner::Loop() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    job(kernel_.get());
+    Completion completion = job(kernel_.get());
     Json snapshot = kernel_ ? kernel_->Info() : Json();
-    std::lock_guard<std::mutex> lock(mu_);
-    info_ = std::move(snapshot);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      info_ = std::move(snapshot);
+    }
+    if (completion) completion();
   }
   std::unique_ptr<jupyter::KernelSession> kernel;
   {

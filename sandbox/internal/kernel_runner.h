@@ -3,7 +3,8 @@
 // whole wall budget) and the gold solution run here, one job at a time, in order.
 //
 // Contract: Post queues a job; jobs see the runner's KernelSession (null until Start succeeded,
-// or after a failed Start). The destructor aborts: it stops queued jobs from starting, kills the
+// or after a failed Start). A job returns its completion (or nothing), which the runner calls
+// after refreshing info(): whoever the completion tells sees info() as the job left it. The destructor aborts: it stops queued jobs from starting, kills the
 // kernel (a running execute then returns crashed at its next poll, within about 20 ms) and
 // joins the thread. info() is a snapshot (KernelSession::Info after the last job), safe from any
 // thread.
@@ -25,7 +26,8 @@ namespace envforge::sandbox::internal {
 
 class KernelRunner {
  public:
-  using Job = std::function<void(jupyter::KernelSession* kernel)>;
+  using Completion = std::function<void()>;
+  using Job = std::function<Completion(jupyter::KernelSession* kernel)>;
 
   KernelRunner();
   ~KernelRunner();
@@ -33,7 +35,7 @@ class KernelRunner {
   KernelRunner& operator=(const KernelRunner&) = delete;
 
   // Takes a kernel from `pool` (which must outlive the runner), retrying in short waits so that
-  // an abort is seen; then `done` with the outcome, on the runner's thread.
+  // an abort is seen; then `done` with the outcome, on the runner's thread (after info()).
   void Start(jupyter::KernelPool& pool, jupyter::KernelSessionOptions options, std::function<void(Status)> done);
   void Post(Job job);
   Json info() const;

@@ -121,6 +121,14 @@ int64_t KernelCgroup::MemoryBytes() const {
   return std::atoll(ReadFile(Dir("memory") + (v2_ ? "/memory.current" : "/memory.usage_in_bytes")).c_str());
 }
 
+std::vector<pid_t> KernelCgroup::Pids() const {
+  std::vector<pid_t> pids;
+  std::istringstream listed(ReadFile(Dir("pids") + "/cgroup.procs"));
+  pid_t pid = 0;
+  while (listed >> pid) pids.push_back(pid);
+  return pids;
+}
+
 void KernelCgroup::KillAll() const {
   if (v2_ && WriteFile(dirs_[0] + "/cgroup.kill", "1").ok()) return;
   for (int round = 0; round < 5; ++round) {

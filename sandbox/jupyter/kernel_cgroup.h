@@ -35,6 +35,7 @@ class KernelCgroup {
   bool OomKilled() const;    // the memory limit was hit and a process was killed
   bool PidsLimited() const;  // a fork failed at pids.max
   int64_t MemoryBytes() const;  // current usage
+  std::vector<pid_t> Pids() const;  // the processes in it now (host pids)
   // SIGKILLs every process in the cgroup, a few rounds (forks racing the kill).
   void KillAll() const;
   const char* version() const { return v2_ ? "v2" : "v1"; }

@@ -19,6 +19,7 @@
 #include "sandbox/internal/seccomp_rules.h"
 #include "sandbox/jupyter/jupyter_message.h"
 #include "sandbox/jupyter/kernel_cgroup.h"
+#include "sandbox/jupyter/kernel_janitor.h"
 
 namespace envforge::sandbox::jupyter {
 namespace {
@@ -152,14 +153,15 @@ Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchO
     }
   }
   std::unique_ptr<KernelProcess> kernel(new KernelProcess());
-  const std::string id = RandomHexId().substr(0, 16);
-  kernel->directory_ = options.scratch_root / ("k" + id);
+  const std::string name = KernelNamePrefix() + RandomHexId().substr(0, 12);
+  kernel->directory_ = options.scratch_root / name;
   const fs::path& dir = kernel->directory_;
   if ((dir / "sock/kernel-1").string().size() > kMaxSocketPath) {
     return InvalidArgumentError("kernel: scratch root " + options.scratch_root.string() + " is too long for a unix socket path");
   }
   std::error_code error;
   fs::create_directories(options.scratch_root, error);
+  ENVFORGE_RETURN_IF_ERROR(EnsureKernelJanitor(options.scratch_root));
   if (mkdir(dir.c_str(), 0755) != 0 || mkdir((dir / "sock").c_str(), 0700) != 0 || mkdir((dir / "files").c_str(), 0755) != 0) {
     return ErrnoError("kernel: mkdir " + dir.string(), errno);
   }
@@ -178,7 +180,7 @@ Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchO
   kernel->connection_.ip = (dir / "sock/kernel").string();  // the outside view from here on
 
   Result<std::unique_ptr<KernelCgroup>> cgroup =
-      KernelCgroup::Create("k" + id, options.limits.memory_bytes, options.limits.max_processes);
+      KernelCgroup::Create(name, options.limits.memory_bytes, options.limits.max_processes);
   Result<UniqueFd> seccomp = SeccompProgramFd();
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   UniqueFd log(open((dir / "kernel.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
@@ -242,6 +244,22 @@ std::string KernelProcess::ExitReason() {
 
 double KernelProcess::CpuSeconds() const { return cgroup_ ? cgroup_->CpuSeconds() : 0.0; }
 int64_t KernelProcess::MemoryBytes() const { return cgroup_ ? cgroup_->MemoryBytes() : 0; }
+
+Json KernelProcess::MemoryReport() const {
+  int64_t rss_kib = 0, pss_kib = 0;
+  const std::vector<pid_t> pids = cgroup_ ? cgroup_->Pids() : std::vector<pid_t>{pid_};
+  for (pid_t pid : pids) {
+    std::ifstream rollup("/proc/" + std::to_string(pid) + "/smaps_rollup");
+    std::string key;
+    int64_t value = 0;
+    while (rollup >> key) {
+      if ((key == "Rss:" || key == "Pss:") && rollup >> value) (key == "Rss:" ? rss_kib : pss_kib) += value;
+      rollup.ignore(1 << 16, '\n');
+    }
+  }
+  return {{"cgroup_bytes", MemoryBytes()}, {"rss_bytes", rss_kib * 1024}, {"pss_bytes", pss_kib * 1024},
+          {"processes", pids.size()}};
+}
 bool KernelProcess::OomKilled() const { return cgroup_ && cgroup_->OomKilled(); }
 bool KernelProcess::PidsLimited() const { return cgroup_ && cgroup_->PidsLimited(); }
 

@@ -11,8 +11,10 @@
 //   python3 is missing; InvalidArgument for a data file path that is not relative and plain.
 // - Each isolation layer either holds or is reported "off: <why>" in isolation(); only the
 //   namespaces (bubblewrap) are required.
-// - The bwrap process gets PR_SET_PDEATHSIG: it dies when the *thread* that launched it exits.
-//   Launch from a thread that outlives the kernel (KernelPool's refill thread does).
+// - The bwrap process gets PR_SET_PDEATHSIG (it dies when the *thread* that launched it exits:
+//   launch from a thread that outlives the kernel, as KernelPool's refill thread does), but
+//   entering its user namespace clears it; what survives a SIGKILL of envforge is killed by the
+//   kernel janitor (kernel_janitor.h), started with the first kernel.
 // - The destructor kills every process of the kernel and removes its directory.
 // Thread safety: Alive, ExitReason, Kill and the destructor from one thread at a time; the
 // const accessors (CpuSeconds, MemoryBytes, OomKilled, PidsLimited, Terminate) from any thread.
@@ -53,7 +55,8 @@ struct KernelFile {
 };
 
 struct KernelLaunchOptions {
-  std::filesystem::path scratch_root = "/tmp/envforge-kernels";  // the kernel's directory goes here
+  // The kernel's directory <scratch_root>/<pid>-k<id> goes here (socket paths must stay short).
+  std::filesystem::path scratch_root = "/tmp/envforge-kernels";
   std::vector<KernelFile> files;
   KernelLimits limits;
   std::string python = "/usr/bin/python3";
@@ -79,7 +82,11 @@ class KernelProcess {
   // Why it ended: "" while alive; "memory limit", "exit code N", "signal N".
   std::string ExitReason();
   double CpuSeconds() const;
-  int64_t MemoryBytes() const;
+  int64_t MemoryBytes() const;  // the cgroup's usage (pages of the processes and their tmpfs files)
+  // {"cgroup_bytes", "rss_bytes", "pss_bytes", "processes"}: the cgroup's usage, and the resident
+  // and proportional set sizes summed over the kernel's processes (PSS divides shared pages,
+  // such as the interpreter's libraries, among the processes that map them).
+  Json MemoryReport() const;
   bool OomKilled() const;
   bool PidsLimited() const;
   // SIGKILL to the sandbox and everything in its cgroup; reaps.

@@ -129,6 +129,7 @@ ToolResult KernelSession::Execute(const ToolCall& call) {
 Json KernelSession::Info() const {
   return {{"pid", kernel_.process ? kernel_.process->pid() : 0},
           {"memory_bytes", kernel_.process ? kernel_.process->MemoryBytes() : 0},
+          {"memory", kernel_.process ? kernel_.process->MemoryReport() : Json()},
           {"cpu_seconds", kernel_.process ? kernel_.process->CpuSeconds() : 0.0},
           {"executes", executes_},
           {"restarts", restarts_},

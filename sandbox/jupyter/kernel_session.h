@@ -51,7 +51,8 @@ class KernelSession {
   void set_acquire_timeout(std::chrono::milliseconds timeout) { options_.acquire_timeout = timeout; }
 
   bool crashed() const { return crashed_; }
-  // {"pid", "memory_bytes", "cpu_seconds", "executes", "restarts", "crashed", "isolation"}.
+  // {"pid", "memory_bytes", "memory" (KernelProcess::MemoryReport), "cpu_seconds", "executes",
+  // "restarts", "crashed", "isolation"}.
   Json Info() const;
 
  private:

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <algorithm>
 #include <filesystem>
 
 #include "agents/notebook_export.h"
@@ -69,6 +70,49 @@ TEST_SUITE("server.transport.interpreter") {
     REQUIRE(sources.size() == 3);
     CHECK(sources[1] == "rows[99]");
     CHECK((*notebook)["nbformat"] == 4);
+  }
+}
+
+TEST_SUITE("server.transport.interpreter") {
+  TEST_CASE("kernels of a server killed with SIGKILL are killed and removed by the janitor" * doctest::timeout(120)) {
+    TempDir dir;
+    std::filesystem::create_directories(dir / "envs");
+    Status packed = sandbox::PackEnvironment(std::string(ENVFORGE_TEST_SOURCE_DIR) + "/tests/fixtures/envs/interp_mini",
+                                             dir / "envs/interp_mini.envdb");
+    REQUIRE_MESSAGE(packed.ok(), packed.ToString());
+    ChildProcess serve({ExecutableDirectory() + "/envforge", "serve", "--envs", dir / "envs", "--port", "0", "--port-file",
+                        dir / "port", "--kernel-pool", "3"},
+                       dir / "serve.stderr");
+    const std::string prefix = std::to_string(serve.pid()) + "-k";
+    // The pool's kernels, as directories under the default scratch root and as cgroups.
+    auto owned = [&] {
+      int found = 0;
+      for (const char* root : {"/tmp/envforge-kernels", "/sys/fs/cgroup/pids/envforge-kernels", "/sys/fs/cgroup/envforge-kernels"}) {
+        std::error_code error;
+        for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
+          if (entry.path().filename().string().rfind(prefix, 0) == 0) ++found;
+        }
+      }
+      return found;
+    };
+    auto processes = [&] {
+      int found = 0;
+      std::error_code error;
+      for (const auto& entry : std::filesystem::directory_iterator("/sys/fs/cgroup/pids/envforge-kernels", error)) {
+        if (entry.path().filename().string().rfind(prefix, 0) != 0) continue;
+        Result<std::string> procs = ReadFileToString(entry.path() / "cgroup.procs");
+        if (!procs.ok()) continue;
+        found += static_cast<int>(std::count(procs->begin(), procs->end(), '\n'));
+      }
+      return found;
+    };
+    REQUIRE(WaitFor([&] { return owned() >= 3; }, std::chrono::seconds(60)));
+    const bool with_cgroups = geteuid() == 0;
+    if (with_cgroups) REQUIRE(WaitFor([&] { return processes() >= 3; }, std::chrono::seconds(60)));
+    serve.Signal(SIGKILL);
+    REQUIRE(serve.Wait(std::chrono::seconds(10)).has_value());
+    CHECK(WaitFor([&] { return owned() == 0; }, std::chrono::seconds(20)));
+    if (with_cgroups) CHECK(processes() == 0);
   }
 }
 
