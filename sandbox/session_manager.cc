@@ -218,7 +218,8 @@ class SessionManager::Impl {
   void SpawnFresh(const std::shared_ptr<Session>& session, const std::shared_ptr<ZygoteProcess>& zygote,
                   UniqueFd worker_end);
   void OnSessionReady(const std::shared_ptr<Session>& session, Result<int> pid);
-  // Interpreter sessions: takes a kernel from the environment's pool, then completes the create.
+  // Interpreter sessions: takes a kernel from the environment's pool, beside the worker's start;
+  // whichever of the two finishes last completes the create.
   void StartKernel(const std::shared_ptr<Session>& session);
   // The session's pid, from whichever answer names it first (spawned / fork reply / ready).
   void RecordPid(const std::shared_ptr<Session>& session, pid_t pid);
@@ -281,8 +282,10 @@ struct SessionManager::Impl::Session {
   std::optional<Status> start_error;
   bool fork_answered = false;
   bool adopted = false;
-  // Interpreter sessions: the kernel's thread (destroyed with the session: kills the kernel).
+  // Interpreter sessions: the kernel's thread (destroyed with the session: kills the kernel),
+  // started with the worker process; the session is created once both are ready.
   std::unique_ptr<internal::KernelRunner> kernel;
+  bool kernel_started = false;
 };
 
 SessionManager::Impl::Impl(ManagerOptions options, bool owns_scratch_root)
@@ -461,7 +464,8 @@ void SessionManager::Impl::OnSessionReady(const std::shared_ptr<Session>& sessio
     if (auto done = std::move(session->on_created)) done(session->id);
     return;
   }
-  if (session->env->kernels) return StartKernel(session);
+  if (session->closing) return;  // its create failed already (its kernel did not start)
+  if (session->kernel && !session->kernel_started) return;  // StartKernel's answer completes it
   session->created = true;
   ++stats_.sessions_created;
   if (auto done = std::move(session->on_created)) done(session->id);
@@ -475,6 +479,8 @@ void SessionManager::Impl::StartKernel(const std::shared_ptr<Session>& session) 
       auto s = weak.lock();
       if (!s || s->closing) return;
       if (!started.ok()) return FailCreate(s, started.WithContext("the session's kernel did not start"));
+      s->kernel_started = true;
+      if (!s->ready) return;  // OnSessionReady completes it
       s->created = true;
       ++stats_.sessions_created;
       if (auto done = std::move(s->on_created)) done(s->id);
@@ -558,6 +564,8 @@ void SessionManager::Impl::DoCreate(const std::string& env_id, SessionOptions op
   if (!created.ok()) return done(created.status());
   std::shared_ptr<Session> session = *created;
   session->on_created = std::move(done);
+  // An interpreter session's kernel is taken from the pool while its worker process starts.
+  if (env->kernels) StartKernel(session);
   SpawnFresh(session, *zygote, std::move(worker_end));
 }
 
