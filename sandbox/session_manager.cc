@@ -1072,10 +1072,7 @@ Result<Json> SessionManager::KernelPoolStats(const std::string& env_id) const {
   auto env = impl_->FindEnv(env_id);
   if (!env) return NotFoundError("unknown environment '" + env_id + "'");
   if (!env->kernels) return FailedPreconditionError(env->label + " is not an interpreter environment: it has no kernels");
-  jupyter::KernelPoolStats stats = env->kernels->Stats();
-  Json json = stats.ToJson();
-  json["start_ms"] = stats.start_ms;
-  return json;
+  return env->kernels->Stats().ToJson();
 }
 
 void SessionManager::CreateSessionAsync(const std::string& env_id, SessionOptions options,

@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -25,11 +24,10 @@ bool IsCgroup2(const std::string& path) {
   return statfs(path.c_str(), &info) == 0 && static_cast<long>(info.f_type) == kCgroup2Magic;
 }
 
+// The file's text, or "" when it cannot be read (a controller file of a removed group).
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  Result<std::string> text = ReadFileToString(path);
+  return text.ok() ? *text : std::string();
 }
 
 Status WriteFile(const std::string& path, const std::string& value) {

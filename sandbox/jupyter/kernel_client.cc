@@ -175,7 +175,8 @@ Result<ExecuteResult> KernelClient::Execute(std::string_view code, const Execute
   OutputCollector collector(limits.caps);
   const auto start = Clock::now();
   auto deadline = start + limits.wall;
-  const double cpu_start = probe.cpu_seconds ? probe.cpu_seconds() : 0;
+  const double cpu_start = limits.cpu_seconds > 0 && probe.cpu_seconds ? probe.cpu_seconds() : 0;
+  auto next_cpu_check = start + kPollSlice;
   bool replied = false, idle = false, interrupted = false;
   Json reply;  // the execute_reply's content
   try {
@@ -195,8 +196,12 @@ Result<ExecuteResult> KernelClient::Execute(std::string_view code, const Execute
         break;
       }
       const auto now = Clock::now();
-      const bool cpu_over = limits.cpu_seconds > 0 && probe.cpu_seconds &&
-                            probe.cpu_seconds() - cpu_start > limits.cpu_seconds;
+      // The CPU probe reads a cgroup file: once per poll slice, not once per message.
+      bool cpu_over = false;
+      if (limits.cpu_seconds > 0 && probe.cpu_seconds && now >= next_cpu_check) {
+        cpu_over = probe.cpu_seconds() - cpu_start > limits.cpu_seconds;
+        next_cpu_check = now + kPollSlice;
+      }
       if (!interrupted && (now >= deadline || cpu_over)) {
         interrupted = true;
         result.limit = cpu_over ? "cpu_time" : "wall_time";

@@ -23,7 +23,7 @@ double MillisecondsSince(Clock::time_point start) {
 Json KernelPoolStats::ToJson() const {
   return {{"ready", ready},     {"starting", starting},           {"waiting", waiting},
           {"launched", launched}, {"failed", failed},             {"acquired_warm", acquired_warm},
-          {"acquired_cold", acquired_cold}, {"last_error", last_error}};
+          {"acquired_cold", acquired_cold}, {"last_error", last_error}, {"start_ms", start_ms}};
 }
 
 struct KernelPool::State {

@@ -51,7 +51,7 @@ struct KernelPoolStats {
   std::vector<double> start_ms;  // launch -> ready of the last 256 kernels
   std::string last_error;
 
-  Json ToJson() const;
+  Json ToJson() const;  // every field, start_ms as an array
 };
 
 class KernelPool {

@@ -52,10 +52,7 @@ void KernelSession::Terminate() {
 }
 
 ToolResult KernelSession::Call(const ToolCall& call) {
-  if (crashed_) {
-    ToolResult result = ToolResult::Error(Outcome::kCrashed, "the kernel died earlier (" + crash_reason_ + ")", call.id);
-    return result;
-  }
+  if (crashed_) return ToolResult::Error(Outcome::kCrashed, "the kernel died earlier (" + crash_reason_ + ")", call.id);
   if (call.name == kExecuteTool) return Execute(call);
   if (!call.arguments.is_object() || !call.arguments.empty()) {
     return ToolResult::Error(Outcome::kInvalidCall, call.name + " takes no arguments", call.id);
