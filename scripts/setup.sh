@@ -16,6 +16,7 @@ PACKAGES=(
   python3-numpy python3-pytest
   python3-torch
   libzmq3-dev cppzmq-dev bubblewrap python3-ipykernel python3-nbformat
+  libpugixml-dev
 )
 
 missing=()

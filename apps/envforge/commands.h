@@ -32,6 +32,7 @@ int RunTrajCommand(const std::vector<std::string>& args);     // traj ls|show|ex
 int RunReplayCommand(const std::vector<std::string>& args);   // replay ID
 int RunGenerateCommand(const std::vector<std::string>& args);  // generate --model DIR ...
 int RunRolloutCommand(const std::vector<std::string>& args);   // rollout X.envdb --backend SPEC ...
+int RunCodeCommand(const std::vector<std::string>& args);  // code junit|import|validate
 // bench sub-commands other than sandbox (called by RunBenchCommand with the words after the name).
 int RunBenchEngine(const std::vector<std::string>& args);  // bench engine --model DIR
 int RunBenchServe(const std::vector<std::string>& args);   // bench serve --url URL
@@ -40,5 +41,7 @@ int RunBenchFrames(const std::vector<std::string>& args);   // bench frames [--s
 int RunBenchRollout(const std::vector<std::string>& args);  // bench rollout --model DIR --env X --task T
 int RunBenchV1(const std::vector<std::string>& args);       // bench v1 --url URL (OpenAI-compatible /v1)
 int RunBenchInterpreter(const std::vector<std::string>& args);  // bench interpreter X.envdb (Jupyter kernels)
+// code sub-commands (called by RunCodeCommand with the words after the name).
+int RunCodeJunit(const std::vector<std::string>& args);  // code junit FILE.xml [--producer P] [--root DIR] [--json]
 
 }  // namespace envforge::cli

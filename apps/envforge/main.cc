@@ -133,6 +133,14 @@ usage:
                                               prompt, model text, restarts and the verdict as
                                               markdown; other episodes are skipped with a warning;
                                               exit 2 when no notebook was written
+  envforge code junit FILE.xml [--producer auto|pytest|unittest|jest|vitest|mocha|go|surefire|gradle|gtest|ctest|
+                 catch2|doctest|phpunit|generic] [--root DIR] [--json]
+                                              a test runner's JUnit XML as envforge reads it: each
+                                              test's stable id and status (pass, fail, error, skip,
+                                              xfail), counts, the producer (detected unless given),
+                                              and what made the run broken (a package that did not
+                                              build, a file that did not load); exit 2 for a missing,
+                                              empty or malformed report or one with no tests
   envforge replay FILE.sqlite ID --envs DIR|X.envdb [--verifier-of OTHER.envdb]
                   [--allow-version-drift] [--limits JSON] [--json]
                                               re-run the episode's calls on a fresh session of the
@@ -178,21 +186,22 @@ std::string UsageOf(const std::string& command) {
 
 // The command words of args: the group, and its subcommand for the groups that have them.
 std::string CommandOf(const std::vector<std::string>& args) {
-  static const char* const kGroups[] = {"env", "session", "bench", "traj"};
+  static const char* const kGroups[] = {"env", "session", "bench", "traj", "code"};
   bool grouped = std::find(std::begin(kGroups), std::end(kGroups), args[0]) != std::end(kGroups);
   if (grouped && args.size() > 1 && !args[1].starts_with("-")) return args[0] + " " + args[1];
   return args[0];
 }
 
-// `envforge COMMAND ... --help` (or -h, anywhere after the command). rollout, serve and bench
-// rollout print their fuller help themselves: their arguments become just "--help". For the
-// others, whose parsers have no help, prints their entries of the usage text and returns true.
+// `envforge COMMAND ... --help` (or -h, anywhere after the command). rollout, serve, bench
+// rollout and code junit print their fuller help themselves: their arguments become just
+// "--help". For the others, whose parsers have no help, prints their entries of the usage text
+// and returns true.
 bool PrintedCommandHelp(std::vector<std::string>& args) {
   bool asked = std::any_of(args.begin() + 1, args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
   if (!asked) return false;
   const std::string command = CommandOf(args);
-  if (command == "rollout" || command == "serve" || command == "bench rollout") {
-    args.resize(command == "bench rollout" ? 2 : 1);
+  if (command == "rollout" || command == "serve" || command == "bench rollout" || command == "code junit") {
+    args.resize(command == "bench rollout" || command == "code junit" ? 2 : 1);
     args.push_back("--help");
     return false;
   }
@@ -222,6 +231,7 @@ int main(int argc, char** argv) {
   if (group == "replay") return envforge::cli::RunReplayCommand(rest);
   if (group == "generate") return envforge::cli::RunGenerateCommand(rest);
   if (group == "rollout") return envforge::cli::RunRolloutCommand(rest);
+  if (group == "code") return envforge::cli::RunCodeCommand(rest);
   std::fprintf(stderr, "envforge: unknown command '%s' (try envforge help)\n", group.c_str());
   return envforge::cli::kExitUsage;
 }

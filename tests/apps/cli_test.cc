@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,7 +65,8 @@ TEST_CASE("every command answers --help with its usage on stdout and exit 0, doi
       {"bench", "sandbox"}, {"bench", "serve"},  {"bench", "engine"},  {"bench", "kernels"}, {"bench", "frames"},
       {"bench", "rollout"}, {"bench", "v1"},     {"bench", "interpreter"}, {"audit"},        {"serve"},            {"traj", "ls"},
       {"traj", "show"},    {"traj", "export"},   {"replay"},           {"generate"},         {"rollout"},
-      {"env"},             {"session"},          {"bench"},            {"traj"}};
+      {"code", "junit"},   {"env"},              {"session"},          {"bench"},            {"traj"},
+      {"code"}};
   for (std::vector<std::string> command : commands) {
     std::string words;
     for (const std::string& word : command) words += (words.empty() ? "" : " ") + word;
@@ -83,6 +85,36 @@ TEST_CASE("every command answers --help with its usage on stdout and exit 0, doi
   auto unknown = Envforge({"env", "pack", "--no-such-option"});
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.stderr_text.find("--no-such-option") != std::string::npos);
+}
+
+TEST_CASE("code junit reads a real runner's report: ids and statuses, --json, exit 2 for bad reports") {
+  const std::string fixtures = SourceDir() + "/tests/fixtures/junit/";
+  auto table = Envforge({"code", "junit", fixtures + "pytest-xunit1.xml"});
+  REQUIRE(table.exit_code == 0);
+  CHECK(table.stdout_text.find("tests/test_a.py::test_xf") != std::string::npos);
+  CHECK(table.stdout_text.find("producer: pytest (detected)") != std::string::npos);
+  auto json_run = Envforge({"code", "junit", fixtures + "gotestsum.xml", "--json"});
+  REQUIRE(json_run.exit_code == 0);
+  Json report = ParseJson(json_run.stdout_text).value();
+  CHECK(report["producer"] == "go");
+  CHECK(report["broken"] == true);  // a package that did not build has no suite
+  std::map<std::string, std::string> statuses;
+  for (const Json& test : report["tests"]) statuses[test["id"]] = test["status"];
+  CHECK(statuses["example.com/m/pkg1::TestSub/bad"] == "fail");
+  CHECK(statuses["example.com/m/pkg1::TestSkip"] == "skip");
+  TempDir dir;
+  const std::string empty = (dir.path / "empty.xml").string(), garbage = (dir.path / "garbage.xml").string();
+  REQUIRE(WriteFileAtomically(empty, "").ok());
+  REQUIRE(WriteFileAtomically(garbage, "<testsuite><testcase name='a'>").ok());
+  for (const std::string& bad : {empty, garbage, (dir.path / "absent.xml").string()}) {
+    CAPTURE(bad);
+    auto refused = Envforge({"code", "junit", bad});
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.stderr_text.find(bad) != std::string::npos);
+  }
+  auto unknown = Envforge({"code", "junit", fixtures + "gtest.xml", "--producer", "nose"});
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.stderr_text.find("nose") != std::string::npos);
 }
 
 TEST_CASE("env show --json lists the manifest, the 15 trip tools with submit_result, the tasks and the hash") {
