@@ -8,6 +8,8 @@
 // block is decoded and transposed once for all queries, whose (query, head) rows go through the
 // micro-kernel 6 at a time. Every micro-kernel row and column is an independent fp32 accumulation
 // over dim in the same order, so a (query, key) score is bitwise the same on either route.
+// On AVX-512 CPUs both routes run the 24-row zmm micro-kernel instead (twice the FMA width); its
+// accumulations are the same chains, so the scores are bitwise the AVX2 ones.
 #include "kernels/cpu/indexer_scores.h"
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "kernels/cpu/float_formats.h"
 #include "kernels/cpu/internal/cpu_features.h"
 #include "kernels/cpu/internal/gemm_kernels.h"
+#include "kernels/cpu/internal/gemm_kernels_avx512.h"
 #include "kernels/cpu/internal/simd.h"
 #include "kernels/cpu/parallel.h"
 
@@ -107,6 +110,41 @@ ENVFORGE_TARGET_AVX2 void ScoreKeysAvx2(const IndexerScoresArgs& a, int64_t t, c
   }
 }
 
+// max(v, 0) as _mm256_max_ps(v, zero) computes it per lane. (The masked form because GCC 12's
+// _mm512_max_ps reads an "undefined" vector and trips -Wmaybe-uninitialized.)
+ENVFORGE_TARGET_AVX512 inline __m512 Relu512(__m512 v, __m512 zero) {
+  return _mm512_maskz_max_ps(static_cast<__mmask16>(0xffff), v, zero);
+}
+
+// The AVX-512 route of ScoreKeysAvx2: all heads of a key block in one RunMicroKernel512 call
+// (one zmm of 16 keys per head), then the same ReLU-weighted head sum in head order, 16 lanes at
+// once. Each lane does the operations of the AVX2 route in the same order: bitwise the same scores.
+ENVFORGE_TARGET_AVX512 void ScoreKeysAvx512(const IndexerScoresArgs& a, int64_t t, const float* q, int64_t begin,
+                                            int64_t end, float* out) {
+  const int64_t dim = a.dim;
+  const float* weights = a.head_weight + t * a.heads;
+  thread_local internal::AlignedFloats key_buffer, transposed_buffer, z_buffer;
+  float* keys = key_buffer.Get(static_cast<size_t>(kKeysPerBlock * dim));
+  float* transposed = transposed_buffer.Get(static_cast<size_t>(kKeysPerBlock * dim));
+  thread_local std::vector<float> q_packed;
+  float* z = z_buffer.Get(static_cast<size_t>(a.heads * kKeysPerBlock));
+  q_packed.resize(static_cast<size_t>(a.heads * dim));
+  internal::PackRowsKMajor(q, a.heads, dim, dim, q_packed.data(), a.heads);
+  const __m512 zero = _mm512_setzero_ps();
+  alignas(64) float sums[kKeysPerBlock];
+  for (int64_t s0 = begin; s0 < end; s0 += kKeysPerBlock) {
+    const int64_t count = std::min(kKeysPerBlock, end - s0);
+    DecodeKeyBlock(a, s0, end, keys, transposed);
+    internal::RunMicroKernel512(a.heads, q_packed.data(), a.heads, transposed, dim, z);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < a.heads; ++j) {
+      sum = _mm512_fmadd_ps(_mm512_set1_ps(weights[j]), Relu512(_mm512_loadu_ps(z + j * kKeysPerBlock), zero), sum);
+    }
+    _mm512_store_ps(sums, sum);
+    for (int64_t r = 0; r < count; ++r) out[s0 + r] = a.key_scale[s0 + r] * sums[r];
+  }
+}
+
 // Queries scored per micro-kernel pass over a key block: bounds the z tile a thread keeps.
 constexpr int64_t kQueriesPerTile = 64;
 
@@ -144,10 +182,38 @@ ENVFORGE_TARGET_AVX2 void ScoreTileAvx2(const IndexerScoresArgs& a, const float*
   }
 }
 
-// Key blocks [block_begin, block_end) against every query; q holds all queries' decoded heads.
-// Queries whose key end is at or before a block's start get -inf there without being scored.
-ENVFORGE_TARGET_AVX2 void ScoreBlocksAvx2(const IndexerScoresArgs& a, const float* q, int64_t block_begin,
-                                          int64_t block_end, float* scores) {
+// ScoreTileAvx2 with AVX-512: every (query, head) row of the tile through RunMicroKernel512, then
+// the per-query head sums 16 lanes at once, in the same order (bitwise the AVX2 tile).
+// q_packed: every query's heads packed k-major (PackRowsKMajor, stride queries * heads).
+ENVFORGE_TARGET_AVX512 void ScoreTileAvx512(const IndexerScoresArgs& a, const float* q_packed, const float* transposed,
+                                            int64_t s0, int64_t t0, int64_t t1, float* scores) {
+  const int64_t rows = (t1 - t0) * a.heads;
+  const int64_t count = std::min(kKeysPerBlock, a.keys_count - s0);
+  thread_local internal::AlignedFloats z_buffer;
+  float* z = z_buffer.Get(static_cast<size_t>(rows * kKeysPerBlock));
+  internal::RunMicroKernel512(rows, q_packed + t0 * a.heads, a.queries * a.heads, transposed, a.dim, z);
+  const __m512 zero = _mm512_setzero_ps();
+  alignas(64) float sums[kKeysPerBlock];
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* weights = a.head_weight + t * a.heads;
+    const float* zt = z + (t - t0) * a.heads * kKeysPerBlock;
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < a.heads; ++j) {
+      sum = _mm512_fmadd_ps(_mm512_set1_ps(weights[j]), Relu512(_mm512_loadu_ps(zt + j * kKeysPerBlock), zero), sum);
+    }
+    _mm512_store_ps(sums, sum);
+    float* row = scores + t * a.keys_count + s0;
+    const int64_t visible = std::min(count, KeyEnd(a, t) - s0);
+    for (int64_t r = 0; r < visible; ++r) row[r] = a.key_scale[s0 + r] * sums[r];
+    std::fill(row + visible, row + count, kNegInf);
+  }
+}
+
+// Key blocks [block_begin, block_end) against every query; q holds all queries' decoded heads, and
+// q_packed, when not null, the same k-major for the AVX-512 tiles. Queries whose key end is at or
+// before a block's start get -inf there without being scored.
+ENVFORGE_TARGET_AVX2 void ScoreBlocksAvx2(const IndexerScoresArgs& a, const float* q, const float* q_packed,
+                                          int64_t block_begin, int64_t block_end, float* scores) {
   thread_local internal::AlignedFloats key_buffer, transposed_buffer;
   float* keys = key_buffer.Get(static_cast<size_t>(kKeysPerBlock * a.dim));
   float* transposed = transposed_buffer.Get(static_cast<size_t>(kKeysPerBlock * a.dim));
@@ -165,7 +231,11 @@ ENVFORGE_TARGET_AVX2 void ScoreBlocksAvx2(const IndexerScoresArgs& a, const floa
       // A run of consecutive queries that see this block, at most one tile.
       int64_t t1 = t + 1;
       while (t1 < a.queries && t1 - t < kQueriesPerTile && KeyEnd(a, t1) > s0) ++t1;
-      ScoreTileAvx2(a, q, transposed, s0, t, t1, scores);
+      if (q_packed != nullptr) {
+        ScoreTileAvx512(a, q_packed, transposed, s0, t, t1, scores);
+      } else {
+        ScoreTileAvx2(a, q, transposed, s0, t, t1, scores);
+      }
       t = t1;
     }
   }
@@ -180,7 +250,16 @@ void ScoreQueriesByKeyBlocks(const IndexerScoresArgs& a, float* scores) {
   // About 256 (query, key) scores per chunk at least, so tiny calls stay inline.
   const int64_t grain = std::max<int64_t>(1, 16 / a.queries);
   const float* decoded = q.data();
-  ParallelFor(blocks, grain, [&](int64_t begin, int64_t end) { ScoreBlocksAvx2(a, decoded, begin, end, scores); });
+  const float* packed = nullptr;
+  thread_local std::vector<float> q_packed;
+  if (internal::UseAvx512()) {
+    const int64_t rows = a.queries * a.heads;
+    q_packed.resize(static_cast<size_t>(rows * a.dim));
+    internal::PackRowsKMajor(decoded, rows, a.dim, a.dim, q_packed.data(), rows);
+    packed = q_packed.data();
+  }
+  ParallelFor(blocks, grain,
+              [&](int64_t begin, int64_t end) { ScoreBlocksAvx2(a, decoded, packed, begin, end, scores); });
 }
 
 #endif  // ENVFORGE_KERNELS_X86
@@ -194,7 +273,9 @@ void ScoreRange(const IndexerScoresArgs& a, int64_t t, int64_t begin, int64_t en
   DecodeCodes(a.q + t * a.heads * a.dim, a.heads * a.dim, q.data());
   const int64_t visible_end = std::clamp(KeyEnd(a, t), begin, end);
 #if ENVFORGE_KERNELS_X86
-  if (UseAvx2For(a)) {
+  if (UseAvx2For(a) && internal::UseAvx512()) {
+    ScoreKeysAvx512(a, t, q.data(), begin, visible_end, row);
+  } else if (UseAvx2For(a)) {
     ScoreKeysAvx2(a, t, q.data(), begin, visible_end, row);
   } else {
     ScoreKeysPortable(a, t, q.data(), begin, visible_end, row);

@@ -137,6 +137,25 @@ TEST_CASE("multi-query indexer scores equal one-query scores bitwise (decode row
   CheckMultiQueryMatchesSingleQuery(3, 3, 20, 41, 15);       // dim not a multiple of 8: portable loop
 }
 
+// The AVX-512 micro-kernel runs the same fp32 FMA chains as the AVX2 one, so a machine's choice
+// of ISA never changes which keys a sequence selects.
+TEST_CASE("AVX-512 indexer scores equal AVX2 scores bitwise") {
+  if (!internal::CpuHasAvx512F()) {
+    MESSAGE("skipped: this CPU has no AVX-512F");
+    return;
+  }
+  for (int64_t queries : {1, 7, 100}) {
+    CAPTURE(queries);
+    IndexerCase c = MakeCase(queries, 4, 128, 1037, queries > 1, 21);
+    std::vector<float> wide(static_cast<size_t>(queries * 1037)), narrow(wide.size());
+    IndexerScores(c.args, wide.data());
+    internal::TEST_ForceAvx2(true);
+    IndexerScores(c.args, narrow.data());
+    internal::TEST_ForceAvx2(false);
+    CHECK(std::memcmp(wide.data(), narrow.data(), wide.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("the score is key_scale * sum_j w_j * relu(q_j . k)") {
   // One query, two heads of dim 2, two keys; fp8 codes of small exact values.
   const uint8_t one = FloatToFp8E4M3(1.0f), two = FloatToFp8E4M3(2.0f), minus_one = FloatToFp8E4M3(-1.0f);

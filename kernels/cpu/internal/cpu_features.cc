@@ -6,6 +6,7 @@ namespace envforge::kernels::internal {
 namespace {
 
 std::atomic<bool> force_portable{false};
+std::atomic<bool> force_avx2{false};
 
 }  // namespace
 
@@ -30,6 +31,10 @@ bool CpuHasAvx512F() {
 
 bool UseAvx2() { return CpuHasAvx2Fma() && !force_portable.load(std::memory_order_relaxed); }
 
+bool UseAvx512() { return CpuHasAvx512F() && UseAvx2() && !force_avx2.load(std::memory_order_relaxed); }
+
 void TEST_ForcePortable(bool force) { force_portable.store(force, std::memory_order_relaxed); }
+
+void TEST_ForceAvx2(bool force) { force_avx2.store(force, std::memory_order_relaxed); }
 
 }  // namespace envforge::kernels::internal

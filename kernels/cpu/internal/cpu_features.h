@@ -21,7 +21,12 @@ bool CpuHasAvx2Fma();  // AVX2 + FMA + F16C
 bool CpuHasAvx512F();
 // True when the fast ops may take their AVX2 path: the CPU has it and tests did not turn it off.
 bool UseAvx2();
+// True when the ops that have an AVX-512 path may take it: the CPU has AVX-512F and tests turned
+// off neither SIMD (TEST_ForcePortable) nor AVX-512 (TEST_ForceAvx2).
+bool UseAvx512();
 // Test hook: force the portable (non-SIMD) path of every fast op, to test it on AVX2 machines.
 void TEST_ForcePortable(bool force);
+// Test hook: keep the AVX2 path where an op also has an AVX-512 one, to compare the two.
+void TEST_ForceAvx2(bool force);
 
 }  // namespace envforge::kernels::internal
