@@ -39,6 +39,7 @@
 #include "base/sha256.h"
 #include "base/sqlite.h"
 #include "sandbox/internal/bundle_format.h"
+#include "toolsets/code_tools.h"
 #include "toolsets/interpreter_tools.h"
 #include "toolsets/json_schema.h"
 
@@ -376,8 +377,10 @@ Result<std::vector<ToolRecord>> ReadTools(Database& db, const std::string& kind)
     if (builtin != 0 && builtin != 1) return DataLossError(reader.where() + ".builtin is not 0 or 1");
     tool.builtin = builtin == 1;
     bool is_submit = name == toolsets::kSubmitResultTool;
-    // Runtime tools: submit_result everywhere, and the kernel tools of interpreter environments.
-    bool is_runtime = is_submit || (kind == "interpreter" && toolsets::IsInterpreterTool(name));
+    // Runtime tools: submit_result everywhere, the kernel tools of interpreter environments and
+    // the working-copy tools of code environments.
+    bool is_runtime = is_submit || (kind == "interpreter" && toolsets::IsInterpreterTool(name)) ||
+                      (kind == "code" && toolsets::IsCodeTool(name));
     if (tool.builtin != is_runtime) {
       return InvalidArgumentError(reader.where() +
                                   (is_runtime ? " must be builtin" : " is marked builtin but is not a runtime tool"));
@@ -488,6 +491,16 @@ Result<std::string> ContentHashOf(Database& db) {
                " FROM _tasks ORDER BY id"));
   hasher.UpdateField("_files");
   ENVFORGE_RETURN_IF_ERROR(HashRows(db, hasher, "SELECT path, data FROM _files ORDER BY path"));
+  // Code environments' instances (sandbox/code/code_bundle.h), not their validation results. A
+  // bundle without the table hashes as it always did.
+  auto code_table = db.Prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = '_code'");
+  if (!code_table.ok()) return DataLossError(code_table.status().message());
+  auto has_code = code_table->Step();
+  if (!has_code.ok()) return DataLossError(has_code.status().message());
+  if (*has_code) {
+    hasher.UpdateField("_code");
+    ENVFORGE_RETURN_IF_ERROR(HashRows(db, hasher, "SELECT task_id, instance FROM _code ORDER BY task_id"));
+  }
   return hasher.FinishHex();
 }
 

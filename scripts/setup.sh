@@ -17,6 +17,14 @@ PACKAGES=(
   python3-torch
   libzmq3-dev cppzmq-dev bubblewrap python3-ipykernel python3-nbformat
   libpugixml-dev
+  zlib1g-dev
+  dict-gcide dict-foldoc dict-jargon dict-elements wordnet-base iso-codes python3-doc
+  # Code environments (issue 14; scripts/code_fixtures.py): git, and the runners of the eight
+  # languages: Go + gotestsum, JDK + JUnit 5 console launcher, mocha (JS) + tsc (TS), PHP +
+  # PHPUnit; pytest, gcc/g++ + cmake/ctest and libgtest-dev for Python, C and C++. Debian's
+  # mocha runs under a non-Debian node with NODE_PATH=/usr/share/nodejs.
+  git golang-go gotestsum default-jdk-headless junit5 mocha node-typescript
+  php-cli php-mbstring phpunit libgtest-dev
 )
 
 missing=()

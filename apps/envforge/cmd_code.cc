@@ -108,12 +108,14 @@ int RunCodeJunit(const std::vector<std::string>& args) {
 
 int RunCodeCommand(const std::vector<std::string>& args) {
   if (args.empty()) {
-    std::fprintf(stderr, "envforge code: expected a sub-command: junit (envforge code junit --help)\n");
+    std::fprintf(stderr, "envforge code: expected a sub-command: import, validate or junit (envforge code --help)\n");
     return kExitUsage;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "junit") return RunCodeJunit(rest);
-  std::fprintf(stderr, "envforge code: unknown sub-command '%s' (expected junit)\n", args[0].c_str());
+  if (args[0] == "import") return RunCodeImport(rest);
+  if (args[0] == "validate") return RunCodeValidate(rest);
+  std::fprintf(stderr, "envforge code: unknown sub-command '%s' (expected import, validate or junit)\n", args[0].c_str());
   return kExitUsage;
 }
 

@@ -33,6 +33,7 @@ int RunReplayCommand(const std::vector<std::string>& args);   // replay ID
 int RunGenerateCommand(const std::vector<std::string>& args);  // generate --model DIR ...
 int RunRolloutCommand(const std::vector<std::string>& args);   // rollout X.envdb --backend SPEC ...
 int RunCodeCommand(const std::vector<std::string>& args);  // code junit|import|validate
+int RunSearchCommand(const std::vector<std::string>& args);  // search corpus build|info, query, open
 // bench sub-commands other than sandbox (called by RunBenchCommand with the words after the name).
 int RunBenchEngine(const std::vector<std::string>& args);  // bench engine --model DIR
 int RunBenchServe(const std::vector<std::string>& args);   // bench serve --url URL
@@ -43,5 +44,7 @@ int RunBenchV1(const std::vector<std::string>& args);       // bench v1 --url UR
 int RunBenchInterpreter(const std::vector<std::string>& args);  // bench interpreter X.envdb (Jupyter kernels)
 // code sub-commands (called by RunCodeCommand with the words after the name).
 int RunCodeJunit(const std::vector<std::string>& args);  // code junit FILE.xml [--producer P] [--root DIR] [--json]
+int RunCodeImport(const std::vector<std::string>& args);    // code import INSTANCE.json --repo PATH -o X.envdb
+int RunCodeValidate(const std::vector<std::string>& args);  // code validate X.envdb [--runs N]
 
 }  // namespace envforge::cli

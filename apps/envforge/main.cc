@@ -133,6 +133,21 @@ usage:
                                               prompt, model text, restarts and the verdict as
                                               markdown; other episodes are skipped with a warning;
                                               exit 2 when no notebook was written
+  envforge search corpus build --from debian -o CORPUS.sqlite [--sources a,b,...] [--json]
+  envforge search corpus info|query|open CORPUS.sqlite ...
+                                              offline search corpora (SQLite FTS5) built from
+                                              Debian dictionaries, WordNet, iso-codes and the
+                                              Python documentation (envforge search --help)
+  envforge code import INSTANCES.json|.jsonl --repo PATH -o X.envdb [--name NAME] [--json]
+                                              a code environment: one task per SWE-bench shaped
+                                              instance, its repository at base_commit with no later
+                                              history, the gold and test patches kept apart from
+                                              sessions
+  envforge code validate X.envdb [--task ID] [--runs 3] [--patch FILE] [--json]
+                                              runs the tests in the sandbox before and after the
+                                              gold patch (or FILE), prints F2P, P2F, P2P, flaky
+                                              tests and valid/invalid with the reason, stores the
+                                              lists in the bundle; exit 0 valid, 1 invalid
   envforge code junit FILE.xml [--producer auto|pytest|unittest|jest|vitest|mocha|go|surefire|gradle|gtest|ctest|
                  catch2|doctest|phpunit|generic] [--root DIR] [--json]
                                               a test runner's JUnit XML as envforge reads it: each
@@ -200,6 +215,7 @@ bool PrintedCommandHelp(std::vector<std::string>& args) {
   bool asked = std::any_of(args.begin() + 1, args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
   if (!asked) return false;
   const std::string command = CommandOf(args);
+  if (command == "search") return false;  // its own help, which knows "--" ends the options
   if (command == "rollout" || command == "serve" || command == "bench rollout" || command == "code junit") {
     args.resize(command == "bench rollout" || command == "code junit" ? 2 : 1);
     args.push_back("--help");
@@ -232,6 +248,7 @@ int main(int argc, char** argv) {
   if (group == "generate") return envforge::cli::RunGenerateCommand(rest);
   if (group == "rollout") return envforge::cli::RunRolloutCommand(rest);
   if (group == "code") return envforge::cli::RunCodeCommand(rest);
+  if (group == "search") return envforge::cli::RunSearchCommand(rest);
   std::fprintf(stderr, "envforge: unknown command '%s' (try envforge help)\n", group.c_str());
   return envforge::cli::kExitUsage;
 }

@@ -74,4 +74,18 @@ Result<std::string> ExportSeccompProgram(scmp_filter_ctx ctx) {
   return program;
 }
 
+Result<UniqueFd> SeccompProgramMemfd(const char* name) {
+  ENVFORGE_ASSIGN_OR_RETURN(scmp_filter_ctx ctx, NewSandboxSeccompFilter());
+  Result<std::string> program = ExportSeccompProgram(ctx);
+  seccomp_release(ctx);
+  if (!program.ok()) return program.status();
+  UniqueFd fd(static_cast<int>(syscall(SYS_memfd_create, name, MFD_CLOEXEC)));
+  if (!fd.valid()) return ErrnoError("memfd_create", errno);
+  if (write(fd.get(), program->data(), program->size()) != static_cast<ssize_t>(program->size()) ||
+      lseek(fd.get(), 0, SEEK_SET) != 0) {
+    return ErrnoError("write seccomp program", errno);
+  }
+  return fd;
+}
+
 }  // namespace envforge::sandbox

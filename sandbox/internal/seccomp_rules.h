@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "base/fd.h"
 #include "base/status.h"
 
 namespace envforge::sandbox {
@@ -20,5 +21,8 @@ Result<scmp_filter_ctx> NewSandboxSeccompFilter();
 Status AddSeccompRule(scmp_filter_ctx ctx, int nr, uint32_t action, unsigned count = 0, const scmp_arg_cmp* args = nullptr);
 // The filter's BPF program (an array of struct sock_filter) as bytes.
 Result<std::string> ExportSeccompProgram(scmp_filter_ctx ctx);
+// A memfd (named `name`, at offset 0) holding the deny-list's program, for bubblewrap's
+// --seccomp FD. An error means the layer is off; callers report it.
+Result<UniqueFd> SeccompProgramMemfd(const char* name);
 
 }  // namespace envforge::sandbox

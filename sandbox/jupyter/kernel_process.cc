@@ -87,21 +87,6 @@ std::vector<std::string> BwrapArgv(const KernelLaunchOptions& options, const fs:
   return argv;
 }
 
-// A memfd holding the seccomp program for bwrap's --seccomp, or an error (the layer is off).
-Result<UniqueFd> SeccompProgramFd() {
-  ENVFORGE_ASSIGN_OR_RETURN(scmp_filter_ctx ctx, NewSandboxSeccompFilter());
-  Result<std::string> program = ExportSeccompProgram(ctx);
-  seccomp_release(ctx);
-  if (!program.ok()) return program.status();
-  UniqueFd fd(static_cast<int>(syscall(SYS_memfd_create, "envforge-kernel-seccomp", MFD_CLOEXEC)));
-  if (!fd.valid()) return ErrnoError("memfd_create", errno);
-  if (write(fd.get(), program->data(), program->size()) != static_cast<ssize_t>(program->size()) ||
-      lseek(fd.get(), 0, SEEK_SET) != 0) {
-    return ErrnoError("write seccomp program", errno);
-  }
-  return fd;
-}
-
 struct ChildSetup {
   std::vector<int> cgroup_procs;
   int devnull = -1, log = -1, seccomp = -1;
@@ -181,7 +166,7 @@ Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchO
 
   Result<std::unique_ptr<KernelCgroup>> cgroup =
       KernelCgroup::Create(name, options.limits.memory_bytes, options.limits.max_processes);
-  Result<UniqueFd> seccomp = SeccompProgramFd();
+  Result<UniqueFd> seccomp = SeccompProgramMemfd("envforge-kernel-seccomp");
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   UniqueFd log(open((dir / "kernel.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!devnull.valid() || !log.valid()) return ErrnoError("kernel: open /dev/null or its log", errno);

@@ -65,7 +65,7 @@ TEST_CASE("every command answers --help with its usage on stdout and exit 0, doi
       {"bench", "sandbox"}, {"bench", "serve"},  {"bench", "engine"},  {"bench", "kernels"}, {"bench", "frames"},
       {"bench", "rollout"}, {"bench", "v1"},     {"bench", "interpreter"}, {"audit"},        {"serve"},            {"traj", "ls"},
       {"traj", "show"},    {"traj", "export"},   {"replay"},           {"generate"},         {"rollout"},
-      {"code", "junit"},   {"env"},              {"session"},          {"bench"},            {"traj"},
+      {"code", "junit"},   {"code", "import"},   {"code", "validate"}, {"search"},           {"env"},              {"session"},          {"bench"},            {"traj"},
       {"code"}};
   for (std::vector<std::string> command : commands) {
     std::string words;

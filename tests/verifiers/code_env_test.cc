@@ -1,0 +1,239 @@
+// Code environments end to end on the Python fixture of scripts/code_fixtures.py: import (the
+// repository cut at its base commit), validation in the sandbox (F2P > 0, P2F = 0; a bad gold
+// patch refused with the broken test named), grading of submissions, the sandbox's walls, and the
+// errors of bad input.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "base/fd.h"
+#include "base/subprocess.h"
+#include "sandbox/code/code_bundle.h"
+#include "sandbox/code/code_instance.h"
+#include "sandbox/code/repo_snapshot.h"
+#include "sandbox/code/sandboxed_command.h"
+#include "sandbox/env_bundle.h"
+#include "tests/temp_dir.h"
+#include "verifiers/code_validation.h"
+
+namespace envforge::verifiers {
+namespace {
+
+namespace fs = std::filesystem;
+using sandbox::code::CodeInstance;
+using testing::TempDir;
+
+std::string SourceDir() {
+  const char* dir = std::getenv("ENVFORGE_SOURCE_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : ENVFORGE_TEST_SOURCE_DIR;
+}
+
+std::string Trim(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+std::string Git(const fs::path& repo, const std::vector<std::string>& args) {
+  auto out = sandbox::code::RunGit(repo, args);
+  REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  return Trim(*out);
+}
+
+// The Python fixture (generated once per process) and its bundle.
+struct Fixture {
+  TempDir dir;
+  fs::path repo;
+  CodeInstance instance;
+  std::string bad_patch;
+  std::string bundle;
+
+  Fixture() {
+    auto generated = RunCommand({"/usr/bin/python3", SourceDir() + "/scripts/code_fixtures.py", "--out",
+                                 (dir.path() / "fixtures").string(), "--language", "python"},
+                                {.timeout = std::chrono::minutes(3)});
+    REQUIRE(generated.ok());
+    REQUIRE_MESSAGE(generated->exit_code == 0, generated->stderr_text);
+    const fs::path root = dir.path() / "fixtures" / "python";
+    repo = root / "repo";
+    auto instances = sandbox::code::ReadCodeInstances((root / "instance.json").string());
+    REQUIRE_MESSAGE(instances.ok(), instances.status().ToString());
+    instance = (*instances)[0];
+    bad_patch = ReadFileToString((root / "bad_patch.diff").string()).value();
+    bundle = (dir.path() / "py.envdb").string();
+    auto imported = sandbox::code::ImportCodeInstances(*instances, repo.string(), bundle);
+    REQUIRE_MESSAGE(imported.ok(), imported.status().ToString());
+  }
+};
+
+Fixture& Python() {
+  static Fixture fixture;
+  return fixture;
+}
+
+CodeRunOptions RunOptions() {
+  CodeRunOptions options;
+  options.limits.wall_ms = 120'000;
+  return options;
+}
+
+TEST_SUITE("verifiers.code_env") {
+
+TEST_CASE("import: a code bundle with the runtime tools, the problem statement as prompt, patches kept apart") {
+  Fixture& f = Python();
+  auto bundle = sandbox::EnvBundle::Load(f.bundle);
+  REQUIRE_MESSAGE(bundle.ok(), bundle.status().ToString());
+  CHECK(bundle->manifest.kind == "code");
+  REQUIRE(bundle->tasks.size() == 1);
+  CHECK(bundle->tasks[0].id == f.instance.instance_id);
+  CHECK(bundle->tasks[0].prompt == f.instance.problem_statement);
+  CHECK(bundle->tasks[0].solution_source.empty());  // the gold patch is not a task source
+  std::vector<std::string> tools;
+  for (const auto& tool : bundle->tools) tools.push_back(tool.spec.name);
+  CHECK(tools == std::vector<std::string>{"read_file", "list_dir", "search_code", "edit_file", "apply_patch",
+                                          "run_command", "run_tests", "submit_result"});
+  auto task = sandbox::code::LoadCodeTask(f.bundle, f.instance.instance_id);
+  REQUIRE(task.ok());
+  CHECK(task->instance.patch == f.instance.patch);
+  CHECK(task->instance.base_commit.size() == 40);
+}
+
+TEST_CASE("import: the repository holds the base commit and its history, nothing later") {
+  Fixture& f = Python();
+  TempDir work;
+  auto archive = sandbox::code::LoadRepoArchive(f.bundle, f.instance.instance_id);
+  REQUIRE(archive.ok());
+  REQUIRE(sandbox::code::ExtractTar(*archive, work.path()).ok());
+  const std::string base = Git(f.repo, {"rev-parse", f.instance.base_commit});
+  CHECK(Git(work.path(), {"rev-parse", "HEAD"}) == base);
+  CHECK(Git(work.path(), {"status", "--porcelain"}).empty());
+  CHECK(Git(work.path(), {"rev-list", "--all", "--count"}) == Git(f.repo, {"rev-list", "--count", base}));
+  const std::string later = Git(f.repo, {"rev-list", base + "..main"});
+  REQUIRE(!later.empty());  // the fixture has the fix and more after the base
+  for (size_t start = 0; start < later.size();) {
+    const size_t end = std::min(later.find('\n', start), later.size());
+    const std::string commit = later.substr(start, end - start);
+    CAPTURE(commit);
+    CHECK_FALSE(sandbox::code::RunGit(work.path(), {"cat-file", "-e", commit}).ok());
+    start = end + 1;
+  }
+  CHECK(Git(work.path(), {"remote"}).empty());
+  CHECK(Git(work.path(), {"reflog", "--all"}).empty());
+  CHECK(Git(work.path(), {"for-each-ref", "--format=%(refname)"}) == "refs/heads/main");
+}
+
+TEST_CASE("validate: the gold patch turns the declared tests from failing to passing and breaks none") {
+  Fixture& f = Python();
+  auto validation = ValidateCodeTask(f.bundle, f.instance.instance_id, 2, RunOptions());
+  REQUIRE_MESSAGE(validation.ok(), validation.status().ToString());
+  CHECK_MESSAGE(validation->valid, validation->reason);
+  CHECK(std::set<std::string>(validation->fail_to_pass.begin(), validation->fail_to_pass.end()) ==
+        std::set<std::string>(f.instance.fail_to_pass.begin(), f.instance.fail_to_pass.end()));
+  CHECK(validation->pass_to_fail.empty());
+  CHECK(validation->flaky.empty());
+  CHECK(validation->pass_to_pass.size() == f.instance.pass_to_pass.size());
+  CHECK(validation->after_command["isolation"]["network"] == "off: an empty network namespace");
+  // Stored beside the instance, outside the content hash.
+  auto hash_before = sandbox::ComputeContentHash(f.bundle);
+  REQUIRE(sandbox::code::StoreCodeValidation(f.bundle, f.instance.instance_id, validation->ToJson()).ok());
+  CHECK(sandbox::ComputeContentHash(f.bundle).value() == hash_before.value());
+  CHECK(sandbox::code::LoadCodeTask(f.bundle, f.instance.instance_id)->validation["valid"] == true);
+}
+
+TEST_CASE("validate: a gold patch that breaks a passing test is invalid, and the test is named") {
+  Fixture& f = Python();
+  auto validation = ValidateCodeTask(f.bundle, f.instance.instance_id, 1, RunOptions(), f.bad_patch);
+  REQUIRE_MESSAGE(validation.ok(), validation.status().ToString());
+  CHECK_FALSE(validation->valid);
+  REQUIRE(validation->pass_to_fail.size() == 1);
+  CHECK(validation->reason.find(validation->pass_to_fail[0]) != std::string::npos);
+}
+
+TEST_CASE("grading: the gold diff resolves; nothing, or deleting the tests, does not") {
+  Fixture& f = Python();
+  auto gold = GradeCodeSubmission(f.bundle, f.instance.instance_id, f.instance.patch, RunOptions());
+  REQUIRE_MESSAGE(gold.ok(), gold.status().ToString());
+  CHECK_MESSAGE(gold->resolved, gold->ToJson().dump());
+  auto nothing = GradeCodeSubmission(f.bundle, f.instance.instance_id, "", RunOptions());
+  REQUIRE(nothing.ok());
+  CHECK_FALSE(nothing->resolved);
+  CHECK(nothing->failing.size() >= f.instance.fail_to_pass.size());
+  // Deleting the tests does not pass them: the graded copy gets the test patch's files back, so
+  // without the fix the fail-to-pass tests fail; with it, they pass.
+  TempDir work;
+  REQUIRE(sandbox::code::ExtractTar(sandbox::code::LoadRepoArchive(f.bundle, f.instance.instance_id).value(), work.path()).ok());
+  Git(work.path(), {"rm", "-q", "-r", "tests"});
+  const std::string deleted = *sandbox::code::RunGit(work.path(), {"diff", "HEAD"});
+  auto cheated = GradeCodeSubmission(f.bundle, f.instance.instance_id, deleted, RunOptions());
+  REQUIRE(cheated.ok());
+  CHECK_FALSE(cheated->resolved);
+  REQUIRE(sandbox::code::RunGit(work.path(), {"apply", "-"}, f.instance.patch).ok());
+  const std::string fixed_and_deleted = *sandbox::code::RunGit(work.path(), {"diff", "HEAD"});
+  auto fixed = GradeCodeSubmission(f.bundle, f.instance.instance_id, fixed_and_deleted, RunOptions());
+  REQUIRE(fixed.ok());
+  CHECK_MESSAGE(fixed->resolved, fixed->ToJson().dump());
+  auto undeleted = GradeCodeSubmission(f.bundle, f.instance.instance_id, "not a diff\n", RunOptions());
+  REQUIRE(undeleted.ok());
+  CHECK_FALSE(undeleted->resolved);  // a diff that does not apply resolves nothing
+}
+
+TEST_CASE("the sandbox: no network, read-only toolchains, the working copy writable, a wall clock") {
+  TempDir work;
+  auto run = [&](const std::string& command, int64_t wall_ms = 20'000) {
+    sandbox::code::SandboxedCommandOptions options;
+    options.command = command;
+    options.workdir = work.path();
+    options.limits.wall_ms = wall_ms;
+    auto result = sandbox::code::RunSandboxedCommand(options);
+    REQUIRE_MESSAGE(result.ok(), result.status().ToString());
+    return *result;
+  };
+  auto network = run("python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), timeout=3)'");
+  CHECK_FALSE(network.succeeded());
+  CHECK(run("echo hi > /work/out.txt && cat out.txt").output == "hi\n");
+  CHECK(fs::exists(work.path() / "out.txt"));
+  CHECK_FALSE(run("touch /usr/envforge-test").succeeded());
+  CHECK_FALSE(run("touch /etc/envforge-test").succeeded());
+  CHECK(run("test ! -e /root/.bashrc && test -z \"$(ls /home 2>/dev/null)\"").succeeded());
+  auto slow = run("sleep 30", 500);
+  CHECK(slow.timed_out);
+  CHECK(slow.seconds < 10);
+  auto background = run("(sleep 60 &) ; echo started");  // a leftover process does not hold the run
+  CHECK(background.succeeded());
+  CHECK(background.seconds < 10);
+  auto failing = run("echo oops >&2; exit 3");
+  CHECK(failing.exit_code == 3);
+  CHECK(failing.output == "oops\n");
+}
+
+TEST_CASE("bad input: a missing commit, a malformed instance, a bundle that is not a code bundle") {
+  Fixture& f = Python();
+  TempDir dir;
+  CodeInstance missing = f.instance;
+  missing.base_commit = "0123456789abcdef0123456789abcdef01234567";
+  auto imported = sandbox::code::ImportCodeInstances({missing}, f.repo.string(), dir / "x.envdb");
+  REQUIRE_FALSE(imported.ok());
+  CHECK(imported.status().code() == StatusCode::kNotFound);
+  CHECK(imported.status().message().find("0123456789abcdef") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "x.envdb"));  // nothing half-written
+  Json json = f.instance.ToJson();
+  json.erase("test_command");
+  auto parsed = sandbox::code::ParseCodeInstance(json, "instance.json");
+  REQUIRE_FALSE(parsed.ok());
+  CHECK(parsed.status().message().find("test_command") != std::string::npos);
+  json = f.instance.ToJson();
+  json["language"] = "cobol";
+  CHECK(sandbox::code::ParseCodeInstance(json, "x").status().message().find("cobol") != std::string::npos);
+  json = f.instance.ToJson();
+  json["FAIL_TO_PASS"] = "[\"a::b\"]";  // SWE-bench's datasets store the lists as strings
+  CHECK(sandbox::code::ParseCodeInstance(json, "x")->fail_to_pass == std::vector<std::string>{"a::b"});
+  auto not_code = sandbox::code::LoadCodeTask((fs::path(SourceDir()) / "tests/fixtures/envs/interp_mini").string(), "t");
+  CHECK_FALSE(not_code.ok());
+}
+
+}  // TEST_SUITE
+}  // namespace
+}  // namespace envforge::verifiers
