@@ -26,9 +26,10 @@ add_library(envforge_sandbox_code STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/code/repo_snapshot.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/code/code_bundle.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/code/sandboxed_command.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/code/code_workspace.cc
 )
 target_include_directories(envforge_sandbox_code SYSTEM PRIVATE ${ENVFORGE_SECCOMP_INCLUDE})
 target_link_libraries(envforge_sandbox_code
   PUBLIC envforge_base envforge_toolsets envforge_sandbox_bundle
-  PRIVATE envforge_sandbox_jupyter ${ENVFORGE_SECCOMP_LIB} Threads::Threads)
+  PRIVATE envforge_sandbox_jupyter envforge_junit ${ENVFORGE_SECCOMP_LIB} Threads::Threads)
 envforge_target_warnings(envforge_sandbox_code)

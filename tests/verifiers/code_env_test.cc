@@ -14,6 +14,7 @@
 #include "base/subprocess.h"
 #include "sandbox/code/code_bundle.h"
 #include "sandbox/code/code_instance.h"
+#include "sandbox/code/code_workspace.h"
 #include "sandbox/code/repo_snapshot.h"
 #include "sandbox/code/sandboxed_command.h"
 #include "sandbox/env_bundle.h"
@@ -207,6 +208,80 @@ TEST_CASE("the sandbox: no network, read-only toolchains, the working copy writa
   auto failing = run("echo oops >&2; exit 3");
   CHECK(failing.exit_code == 3);
   CHECK(failing.output == "oops\n");
+}
+
+toolsets::ToolResult CallTool(sandbox::code::CodeWorkspace& workspace, const std::string& name, Json arguments) {
+  return workspace.Call({"c", name, std::move(arguments)});
+}
+
+TEST_CASE("workspace tools: read, list, search, edit, apply_patch, run_command, run_tests and the diff") {
+  Fixture& f = Python();
+  TempDir dir;
+  sandbox::code::CodeWorkspaceOptions options;
+  options.test_command = f.instance.test_command;
+  options.junit_producer = f.instance.junit_producer;
+  auto created = sandbox::code::CodeWorkspace::Create(
+      sandbox::code::LoadRepoArchive(f.bundle, f.instance.instance_id).value(), dir.path() / "ws", options);
+  REQUIRE_MESSAGE(created.ok(), created.status().ToString());
+  sandbox::code::CodeWorkspace& ws = **created;
+  const std::string source = sandbox::code::DiffPaths(f.instance.patch)[0];
+
+  auto read = CallTool(ws, "read_file", {{"path", source}, {"start_line", 1}, {"end_line", 3}});
+  REQUIRE_MESSAGE(read.ok(), read.message);
+  CHECK(read.content["content"].get<std::string>().starts_with("1\t"));
+  auto listed = CallTool(ws, "list_dir", {{"depth", 2}});
+  REQUIRE(listed.ok());
+  const Json& entries = listed.content["entries"];
+  CHECK(std::find(entries.begin(), entries.end(), source) != entries.end());
+  CHECK(std::none_of(entries.begin(), entries.end(), [](const Json& e) { return e.get<std::string>().starts_with(".git/"); }));
+  auto found = CallTool(ws, "search_code", {{"pattern", "def [a-z_]+\\("}, {"max_results", 5}});
+  REQUIRE_MESSAGE(found.ok(), found.message);
+  CHECK_FALSE(found.content["matches"].empty());
+
+  // Paths and symlinks stay inside the working copy.
+  CHECK(CallTool(ws, "read_file", {{"path", "../../../etc/passwd"}}).outcome == toolsets::Outcome::kToolError);
+  CHECK(CallTool(ws, "read_file", {{"path", "/etc/passwd"}}).outcome == toolsets::Outcome::kToolError);
+  REQUIRE(CallTool(ws, "run_command", {{"command", "ln -s /etc/passwd leak"}}).content["exit_code"] == 0);
+  auto leak = CallTool(ws, "read_file", {{"path", "leak"}});
+  CHECK(leak.outcome == toolsets::Outcome::kToolError);
+  CHECK(CallTool(ws, "edit_file", {{"path", "leak"}, {"old_text", "root"}, {"new_text", "x"}}).outcome ==
+        toolsets::Outcome::kToolError);
+  REQUIRE(CallTool(ws, "run_command", {{"command", "rm leak"}}).ok());
+
+  // edit_file: exactly one occurrence, or a new file.
+  CHECK(CallTool(ws, "edit_file", {{"path", "NOTES.md"}, {"old_text", ""}, {"new_text", "a\na\n"}}).ok());
+  auto twice = CallTool(ws, "edit_file", {{"path", "NOTES.md"}, {"old_text", "a"}, {"new_text", "b"}});
+  CHECK(twice.message.find("2 times") != std::string::npos);
+  CHECK(CallTool(ws, "edit_file", {{"path", "NOTES.md"}, {"old_text", "a\na"}, {"new_text", "b"}}).ok());
+
+  // The gold fix through apply_patch: the fail-to-pass tests pass in run_tests (the test patch is
+  // not in the working copy, so only the existing tests run).
+  CHECK(CallTool(ws, "apply_patch", {{"patch", "not a diff"}}).outcome == toolsets::Outcome::kToolError);
+  auto applied = CallTool(ws, "apply_patch", {{"patch", f.instance.patch}});
+  REQUIRE_MESSAGE(applied.ok(), applied.message);
+  CHECK(applied.content["files"].size() >= 1);
+  auto tests = CallTool(ws, "run_tests", {});
+  REQUIRE_MESSAGE(tests.ok(), tests.message);
+  CHECK(tests.content["tests"].size() >= 4);
+  for (const auto& [id, status] : tests.content["tests"].items()) CHECK_MESSAGE(status == "pass", id);
+  auto subset = CallTool(ws, "run_tests", {{"tests", {f.instance.pass_to_pass[0], "no::such_test"}}});
+  REQUIRE(subset.ok());
+  CHECK(subset.content["tests"].size() == 2);
+  CHECK(subset.content["tests"]["no::such_test"] == "missing");
+
+  // The diff of the working copy (new file included) is what submit_result grades.
+  auto diff = ws.Diff();
+  REQUIRE_MESSAGE(diff.ok(), diff.status().ToString());
+  CHECK(diff->find("NOTES.md") != std::string::npos);
+  CHECK(diff->find(source) != std::string::npos);
+  auto grade = GradeCodeSubmission(f.bundle, f.instance.instance_id, *diff, RunOptions());
+  REQUIRE(grade.ok());
+  CHECK_MESSAGE(grade->resolved, grade->ToJson().dump());
+  auto network = CallTool(ws, "run_command", {{"command", "python3 -c 'import urllib.request; urllib.request.urlopen(\"http://1.1.1.1\", timeout=3)'"}});
+  REQUIRE(network.ok());
+  CHECK(network.content["exit_code"] != 0);
+  auto slow = CallTool(ws, "run_command", {{"command", "sleep 20"}, {"timeout_seconds", 1}});
+  CHECK(slow.content["timed_out"] == true);
 }
 
 TEST_CASE("bad input: a missing commit, a malformed instance, a bundle that is not a code bundle") {
