@@ -5,6 +5,7 @@ add_library(envforge_sandbox STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/session_manager.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/frame_channel.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/kernel_runner.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/internal/code_runner.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/pidfd.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/session_channel.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/stderr_capture.cc
@@ -13,5 +14,5 @@ add_library(envforge_sandbox STATIC
 )
 target_link_libraries(envforge_sandbox
   PUBLIC envforge_base envforge_toolsets envforge_sandbox_bundle
-  PRIVATE envforge_sandbox_jupyter Boost::headers Threads::Threads)
+  PRIVATE envforge_sandbox_jupyter envforge_sandbox_code Boost::headers Threads::Threads)
 envforge_target_warnings(envforge_sandbox)

@@ -16,11 +16,14 @@
 
 #include "base/log.h"
 #include "base/sqlite.h"
+#include "sandbox/code/code_grading.h"
+#include "sandbox/internal/code_runner.h"
 #include "sandbox/internal/kernel_runner.h"
 #include "sandbox/internal/session_channel.h"
 #include "sandbox/internal/wire.h"
 #include "sandbox/internal/zygote_process.h"
 #include "sandbox/worker_locator.h"
+#include "toolsets/code_tools.h"
 #include "toolsets/interpreter_tools.h"
 #include "toolsets/json_schema.h"
 
@@ -50,6 +53,25 @@ struct Environment {
 };
 
 bool IsInterpreter(const Environment& env) { return env.bundle.manifest.kind == "interpreter"; }
+bool IsCode(const Environment& env) { return env.bundle.manifest.kind == "code"; }
+
+// A code session's commands run under the session's limits where they are tighter than a test
+// suite needs: memory and processes at least what builds take (a JVM, go test, make -j4).
+code::CodeWorkspaceOptions CodeWorkspaceOptionsFor(const SandboxLimits& limits, const std::filesystem::path& scratch_root) {
+  code::CodeWorkspaceOptions options;
+  options.scratch_root = scratch_root;
+  for (code::CommandLimits* command : {&options.command_limits, &options.test_limits}) {
+    command->memory_bytes = std::max<int64_t>(limits.memory_bytes, int64_t{2} << 30);
+    command->max_processes = std::max<int64_t>(limits.max_processes, 256);
+  }
+  return options;
+}
+
+// A verdict for submit_result from a code submission's grade.
+Json CodeVerdict(const code::SubmissionGrade& grade, const std::string& version, size_t diff_bytes) {
+  return Json{{"passed", grade.resolved}, {"score", grade.resolved ? 1.0 : 0.0}, {"reasons", grade.failing},
+              {"verifier_version", version}, {"diff_bytes", diff_bytes}};
+}
 
 // The bundle's _files, for the kernels' working directories.
 Result<std::vector<jupyter::KernelFile>> ReadBundleFiles(const std::string& path) {
@@ -188,6 +210,11 @@ class SessionManager::Impl {
   // Interpreter sessions: execute/interrupt/restart on the session's kernel thread.
   void CallKernel(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
   void SolveInKernel(Session& session, std::function<void(Result<SolveOutput>)> done);
+  // Code sessions: the working-copy tools, the gold patch, and submit_result (the working copy's
+  // diff graded on a fresh copy with the test patch), on the session's code runner.
+  void CallCode(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
+  void SolveInCode(Session& session, std::function<void(Result<SolveOutput>)> done);
+  void SubmitCode(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
   // Judges `answers` in a judge process: a fresh fork of the environment's zygote that runs
   // nothing but this one "judge" request, then is closed. Not a session of the caller's (no id,
   // not counted in max_sessions); at most max_sessions of them at once (ResourceExhausted).
@@ -221,6 +248,11 @@ class SessionManager::Impl {
   // Interpreter sessions: takes a kernel from the environment's pool, beside the worker's start;
   // whichever of the two finishes last completes the create.
   void StartKernel(const std::shared_ptr<Session>& session);
+  // Code sessions: extracts the task's repository on the session's code runner, beside the
+  // worker's start; whichever finishes last completes the create.
+  void StartCode(const std::shared_ptr<Session>& session);
+  // Completes a fresh session's create once its worker and its kernel or working copy are ready.
+  void MaybeFinishCreate(const std::shared_ptr<Session>& session);
   // The session's pid, from whichever answer names it first (spawned / fork reply / ready).
   void RecordPid(const std::shared_ptr<Session>& session, pid_t pid);
   void MaybeFinishFork(const std::shared_ptr<Session>& session);
@@ -286,6 +318,10 @@ struct SessionManager::Impl::Session {
   // started with the worker process; the session is created once both are ready.
   std::unique_ptr<internal::KernelRunner> kernel;
   bool kernel_started = false;
+  // Code sessions: the working copy's thread (destroyed with the session: removes the copy),
+  // started with the worker process; the session is created once both are ready.
+  std::unique_ptr<internal::CodeRunner> code;
+  bool code_started = false;
 };
 
 SessionManager::Impl::Impl(ManagerOptions options, bool owns_scratch_root)
@@ -465,10 +501,32 @@ void SessionManager::Impl::OnSessionReady(const std::shared_ptr<Session>& sessio
     return;
   }
   if (session->closing) return;  // its create failed already (its kernel did not start)
+  MaybeFinishCreate(session);
+}
+
+void SessionManager::Impl::MaybeFinishCreate(const std::shared_ptr<Session>& session) {
+  if (!session->ready || session->created || session->closing) return;
   if (session->kernel && !session->kernel_started) return;  // StartKernel's answer completes it
+  if (session->code && !session->code_started) return;      // StartCode's answer completes it
   session->created = true;
   ++stats_.sessions_created;
   if (auto done = std::move(session->on_created)) done(session->id);
+}
+
+void SessionManager::Impl::StartCode(const std::shared_ptr<Session>& session) {
+  session->code = std::make_unique<internal::CodeRunner>();
+  std::weak_ptr<Session> weak = session;
+  const std::filesystem::path dir = std::filesystem::path(options_.scratch_root) / ("code-s" + std::to_string(session->id));
+  session->code->Start(session->env->bundle.path, session->task_id, dir,
+                       CodeWorkspaceOptionsFor(session->limits, options_.kernel_scratch_root), [this, weak](Status started) {
+                         Post([this, weak, started] {
+                           auto s = weak.lock();
+                           if (!s || s->closing) return;
+                           if (!started.ok()) return FailCreate(s, started.WithContext("the session's working copy"));
+                           s->code_started = true;
+                           MaybeFinishCreate(s);
+                         });
+                       });
 }
 
 void SessionManager::Impl::StartKernel(const std::shared_ptr<Session>& session) {
@@ -480,10 +538,7 @@ void SessionManager::Impl::StartKernel(const std::shared_ptr<Session>& session) 
       if (!s || s->closing) return;
       if (!started.ok()) return FailCreate(s, started.WithContext("the session's kernel did not start"));
       s->kernel_started = true;
-      if (!s->ready) return;  // OnSessionReady completes it
-      s->created = true;
-      ++stats_.sessions_created;
-      if (auto done = std::move(s->on_created)) done(s->id);
+      MaybeFinishCreate(s);
     });
   });
 }
@@ -551,6 +606,10 @@ void SessionManager::Impl::DoCreate(const std::string& env_id, SessionOptions op
   if (!options.task_id.empty() && env->bundle.FindTask(options.task_id) == nullptr) {
     return done(NotFoundError("no task '" + options.task_id + "' in " + env->label));
   }
+  if (IsCode(*env) && options.task_id.empty()) {
+    return done(FailedPreconditionError("a session of code " + env->label +
+                                        " needs a task: its working copy is that task's repository"));
+  }
   SandboxLimits limits = options.limits.value_or(options_.limits);
   if (Status valid = ValidateLimits(limits); !valid.ok()) return done(valid);
   if (live_ >= options_.max_sessions) {
@@ -566,6 +625,7 @@ void SessionManager::Impl::DoCreate(const std::string& env_id, SessionOptions op
   session->on_created = std::move(done);
   // An interpreter session's kernel is taken from the pool while its worker process starts.
   if (env->kernels) StartKernel(session);
+  if (IsCode(*env)) StartCode(session);
   SpawnFresh(session, *zygote, std::move(worker_end));
 }
 
@@ -617,8 +677,10 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
   if (!violations.empty()) {
     return done(ToolResult::Error(Outcome::kInvalidCall, toolsets::DescribeViolations(violations), call.id));
   }
+  if (call.name == toolsets::kSubmitResultTool && session->code) return SubmitCode(*session, std::move(call), std::move(done));
   if (call.name == toolsets::kSubmitResultTool) return DoSubmit(*session, std::move(call), std::move(done));
   if (session->kernel && toolsets::IsInterpreterTool(call.name)) return CallKernel(*session, std::move(call), std::move(done));
+  if (session->code && toolsets::IsCodeTool(call.name)) return CallCode(*session, std::move(call), std::move(done));
   Json request = {{"op", "call"}, {"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}};
   std::weak_ptr<Session> weak = sessions_.at(id);
   session->channel->Request(
@@ -635,6 +697,75 @@ void SessionManager::Impl::CallKernel(Session& session, toolsets::ToolCall call,
   session.kernel->Post([this, call = std::move(call), done = std::move(done), sent](jupyter::KernelSession* kernel) mutable {
     ToolResult result = kernel ? kernel->Call(call)
                                : ToolResult::Error(Outcome::kInfraError, "the session has no kernel", call.id);
+    result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count();
+    return [this, result = std::move(result), done = std::move(done)]() mutable {
+      Post([this, result = std::move(result), done = std::move(done)]() mutable {
+        ++stats_.calls;
+        done(std::move(result));
+      });
+    };
+  });
+}
+
+void SessionManager::Impl::CallCode(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
+  const auto sent = std::chrono::steady_clock::now();
+  session.code->Post([this, call = std::move(call), done = std::move(done), sent](code::CodeWorkspace* workspace) mutable {
+    ToolResult result = workspace ? workspace->Call(call)
+                                  : ToolResult::Error(Outcome::kInfraError, "the session has no working copy", call.id);
+    result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count();
+    return [this, result = std::move(result), done = std::move(done)]() mutable {
+      Post([this, result = std::move(result), done = std::move(done)]() mutable {
+        ++stats_.calls;
+        done(std::move(result));
+      });
+    };
+  });
+}
+
+// The gold solution of a code task is its patch: applied to the working copy (answer_text: the
+// patch), which submit_result then grades.
+void SessionManager::Impl::SolveInCode(Session& session, std::function<void(Result<SolveOutput>)> done) {
+  internal::CodeRunner* runner = session.code.get();
+  runner->Post([this, runner, done = std::move(done)](code::CodeWorkspace* workspace) mutable {
+    Result<SolveOutput> output = UnavailableError("the session has no working copy");
+    if (workspace != nullptr) {
+      ToolResult applied = workspace->Call({"solution", std::string(toolsets::kApplyPatchTool), {{"patch", runner->instance().patch}}});
+      if (applied.ok()) {
+        SolveOutput solved;
+        solved.answer_text = runner->instance().patch;
+        solved.answer = Json{{"answer_text", solved.answer_text}};
+        output = std::move(solved);
+      } else {
+        output = FailedPreconditionError("gold patch: " + applied.message);
+      }
+    }
+    return [this, output = std::move(output), done = std::move(done)]() mutable {
+      Post([output = std::move(output), done = std::move(done)]() mutable { done(std::move(output)); });
+    };
+  });
+}
+
+void SessionManager::Impl::SubmitCode(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
+  const TaskRecord* task = session.env->bundle.FindTask(session.task_id);
+  std::string version = task != nullptr ? task->version : "";
+  const auto sent = std::chrono::steady_clock::now();
+  internal::CodeRunner* runner = session.code.get();
+  code::CodeRunOptions grading;
+  grading.scratch_root = options_.kernel_scratch_root;
+  grading.limits = CodeWorkspaceOptionsFor(session.limits, options_.kernel_scratch_root).test_limits;
+  runner->Post([this, runner, grading, version = std::move(version), call = std::move(call), done = std::move(done),
+                sent](code::CodeWorkspace* workspace) mutable {
+    ToolResult result;
+    result.call_id = call.id;
+    Result<std::string> diff = workspace ? workspace->Diff() : UnavailableError("the session has no working copy");
+    Result<code::SubmissionGrade> grade =
+        diff.ok() ? code::GradeSubmission(runner->archive(), runner->instance(), *diff, grading) : diff.status();
+    if (grade.ok()) {
+      result.content = CodeVerdict(*grade, version, diff->size());
+    } else {
+      result.outcome = Outcome::kInfraError;
+      result.message = "grading the working copy failed: " + grade.status().message();
+    }
     result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count();
     return [this, result = std::move(result), done = std::move(done)]() mutable {
       Post([this, result = std::move(result), done = std::move(done)]() mutable {
@@ -666,6 +797,7 @@ void SessionManager::Impl::DoSolve(SessionId id, std::function<void(Result<Solve
   }
   if (const auto& death = session->channel->death()) return done(UnavailableError(death->message));
   if (session->kernel) return SolveInKernel(*session, std::move(done));
+  if (session->code) return SolveInCode(*session, std::move(done));
   session->channel->Request(Json{{"op", "solve"}}, HardDeadline(session->limits), {},
                             [done = std::move(done)](SessionReply reply) {
                               if (reply.failure) {
@@ -863,6 +995,11 @@ void SessionManager::Impl::DoFork(SessionId id, std::function<void(Result<Sessio
     return done(FailedPreconditionError("session " + std::to_string(id) + " of " + parent->env->label +
                                         " cannot be forked: a Jupyter kernel's state cannot be copied (reset starts a "
                                         "fresh one)"));
+  }
+  if (parent->code) {
+    return done(FailedPreconditionError("session " + std::to_string(id) + " of " + parent->env->label +
+                                        " cannot be forked yet: code sessions' working copies are not copied (reset "
+                                        "starts a fresh one)"));
   }
   if (const auto& death = parent->channel->death()) {
     return done(UnavailableError("cannot fork session " + std::to_string(id) + ": " + death->message));

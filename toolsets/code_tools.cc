@@ -76,7 +76,10 @@ bool IsCodeTool(std::string_view name) {
 
 Json CodeAnswerSchema() {
   return {{"type", "object"},
-          {"properties", {{"note", {{"type", "string"}, {"description", "optional words to the grader"}}}}},
+          {"properties",
+           {{"answer_text",
+             {{"type", "string"},
+              {"description", "optional words to the grader; the working copy's changes are what is graded"}}}}},
           {"additionalProperties", false}};
 }
 

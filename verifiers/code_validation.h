@@ -1,8 +1,5 @@
-// Grading code environments by their own tests (real-envs.md section 0): a run extracts the
-// task's repository into a fresh directory, applies patches, runs the install script and the test
-// command in the sandbox (sandbox/code/sandboxed_command.h) and reads every JUnit XML file the
-// command wrote (junit_report.h) into one TestId -> status map (a test in several files: worst
-// status wins).
+// Validating code environments by their own tests (real-envs.md section 0), on the runs of
+// sandbox/code/code_grading.h (a fresh copy, patches, the sandboxed test command, JUnit).
 //
 // Validation (envforge code validate): BEFORE = base + test patch, AFTER = base + test patch + gold
 // patch, AFTER run `runs` times.
@@ -12,11 +9,6 @@
 //   flaky = tests whose AFTER status differs between runs; they leave every list.
 // Valid iff |F2P| > 0 and |P2F| = 0 and every declared FAIL_TO_PASS test passes after the gold
 // patch; the reason says which rule failed.
-//
-// Grading a submission: the agent's diff on a fresh copy, then the test files reset to the base
-// commit and the test patch applied (an agent cannot edit or delete the tests it is graded by);
-// resolved iff every FAIL_TO_PASS test passes and every PASS_TO_PASS test passes or is skipped (a
-// missing test fails).
 //
 // Errors (infrastructure, never a verdict): a run whose command wrote no JUnit XML or an
 // unparseable one, an install script that failed, a patch of the instance that does not apply
@@ -30,26 +22,12 @@
 
 #include "base/json.h"
 #include "base/status.h"
-#include "sandbox/code/sandboxed_command.h"
+#include "sandbox/code/code_grading.h"
 #include "verifiers/junit_report.h"
 
 namespace envforge::verifiers {
 
-struct CodeRunOptions {
-  sandbox::code::CommandLimits limits;  // for the install script and the test command
-  std::filesystem::path scratch_root = "/tmp/envforge-code";
-};
-
-struct TestRunResult {
-  std::map<std::string, TestStatus> statuses;
-  std::vector<std::string> problems;  // broken-run signals of the reports
-  sandbox::code::SandboxedCommandResult command;
-  int junit_files = 0;
-};
-
-// One run on a fresh copy of the task's repository with `patches` applied in order.
-Result<TestRunResult> RunTaskTests(const std::string& envdb_path, const std::string& task_id,
-                                   const std::vector<std::string>& patches, const CodeRunOptions& options);
+using sandbox::code::CodeRunOptions;
 
 struct CodeValidation {
   std::vector<std::string> fail_to_pass, pass_to_fail, pass_to_pass, flaky;
@@ -69,15 +47,5 @@ struct CodeValidation {
 // bad patch is refused). runs >= 1.
 Result<CodeValidation> ValidateCodeTask(const std::string& envdb_path, const std::string& task_id, int runs,
                                         const CodeRunOptions& options, const std::string& gold_override = "");
-
-struct SubmissionGrade {
-  bool resolved = false;
-  std::vector<std::string> failing;  // FAIL_TO_PASS / PASS_TO_PASS tests that did not pass, "id: status"
-  Json ToJson() const;
-};
-
-// Grades an agent's diff (may be empty) against the task's declared lists.
-Result<SubmissionGrade> GradeCodeSubmission(const std::string& envdb_path, const std::string& task_id,
-                                            const std::string& diff, const CodeRunOptions& options);
 
 }  // namespace envforge::verifiers

@@ -57,9 +57,14 @@ EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progres
                                                     std::to_string(bundle->tasks.size()) + " answer schemas valid"
                                               : schema_errors);
 
-  auto analysis = sandbox::AnalyzeBundleSources(*bundle);
+  // Code environments have no Python sources: their tools are the runtime's and their tasks are
+  // graded by the repositories' tests (envforge code validate checks the instances themselves).
+  const bool code = bundle->manifest.kind == "code";
+  auto analysis = code ? Result<std::vector<std::string>>(std::vector<std::string>{}) : sandbox::AnalyzeBundleSources(*bundle);
   bool analysis_ok = false;
-  if (!analysis.ok()) {
+  if (code) {
+    analysis_ok = add("static analysis", true, "none to do: a code environment has no Python sources");
+  } else if (!analysis.ok()) {
     report.infra_failure = true;
     add("static analysis", false, analysis.status().message());
   } else {
@@ -81,7 +86,8 @@ EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progres
     return report;
   }
   // A session with no task starts the zygote: a compile failure shows here, once, not per task.
-  auto probe = (*manager)->CreateSession(*env_id, std::string());
+  // (A code session needs a task: its working copy is that task's repository.)
+  auto probe = (*manager)->CreateSession(*env_id, code && !bundle->tasks.empty() ? bundle->tasks[0].id : std::string());
   if (!add("zygote", probe.ok(), probe.ok() ? "tools, solutions and verifiers compiled; sessions start" : probe.status().message())) {
     return report;
   }

@@ -18,6 +18,7 @@
 #include "sandbox/code/repo_snapshot.h"
 #include "sandbox/code/sandboxed_command.h"
 #include "sandbox/env_bundle.h"
+#include "sandbox/session_manager.h"
 #include "tests/temp_dir.h"
 #include "verifiers/code_validation.h"
 
@@ -73,6 +74,13 @@ struct Fixture {
 Fixture& Python() {
   static Fixture fixture;
   return fixture;
+}
+
+Result<sandbox::code::SubmissionGrade> GradeCodeSubmission(const std::string& bundle, const std::string& task_id,
+                                                          const std::string& diff, const CodeRunOptions& options) {
+  ENVFORGE_ASSIGN_OR_RETURN(std::string archive, sandbox::code::LoadRepoArchive(bundle, task_id));
+  ENVFORGE_ASSIGN_OR_RETURN(sandbox::code::CodeTask task, sandbox::code::LoadCodeTask(bundle, task_id));
+  return sandbox::code::GradeSubmission(archive, task.instance, diff, options);
 }
 
 CodeRunOptions RunOptions() {
@@ -282,6 +290,51 @@ TEST_CASE("workspace tools: read, list, search, edit, apply_patch, run_command, 
   CHECK(network.content["exit_code"] != 0);
   auto slow = CallTool(ws, "run_command", {{"command", "sleep 20"}, {"timeout_seconds", 1}});
   CHECK(slow.content["timed_out"] == true);
+}
+
+TEST_CASE("code sessions through the session manager: tools, the gold patch, submit_result graded") {
+  Fixture& f = Python();
+  auto manager = sandbox::SessionManager::Create(sandbox::ManagerOptions{});
+  REQUIRE_MESSAGE(manager.ok(), manager.status().ToString());
+  auto env_id = (*manager)->OpenEnvironment(f.bundle);
+  REQUIRE_MESSAGE(env_id.ok(), env_id.status().ToString());
+  auto taskless = (*manager)->CreateSession(*env_id, std::string());
+  REQUIRE_FALSE(taskless.ok());
+  CHECK(taskless.status().code() == StatusCode::kFailedPrecondition);
+
+  // A session that applies the gold patch through apply_patch and submits: passed.
+  auto solver = (*manager)->CreateSession(*env_id, f.instance.instance_id);
+  REQUIRE_MESSAGE(solver.ok(), solver.status().ToString());
+  auto listed = (*manager)->CallTool(*solver, {"1", "list_dir", Json::object()});
+  REQUIRE_MESSAGE(listed.ok(), listed.message);
+  auto applied = (*manager)->CallTool(*solver, {"2", "apply_patch", {{"patch", f.instance.patch}}});
+  REQUIRE_MESSAGE(applied.ok(), applied.message);
+  auto bad_call = (*manager)->CallTool(*solver, {"3", "read_file", {{"no_path", 1}}});
+  CHECK(bad_call.outcome == toolsets::Outcome::kInvalidCall);  // the schema is checked first
+  auto submitted = (*manager)->CallTool(*solver, {"4", "submit_result", Json::object()});
+  REQUIRE_MESSAGE(submitted.ok(), submitted.message);
+  CHECK(submitted.content["passed"] == true);
+  CHECK(submitted.content["score"] == 1.0);
+  CHECK((*manager)->ForkSession(*solver).status().code() == StatusCode::kFailedPrecondition);
+
+  // One that submits nothing fails, naming the tests; sessions do not share working copies.
+  auto idle = (*manager)->CreateSession(*env_id, f.instance.instance_id);
+  REQUIRE(idle.ok());
+  auto untouched = (*manager)->CallTool(*idle, {"1", "read_file", {{"path", sandbox::code::DiffPaths(f.instance.patch)[0]}}});
+  REQUIRE(untouched.ok());
+  auto nothing = (*manager)->CallTool(*idle, {"2", "submit_result", {{"answer_text", "done"}}});
+  REQUIRE_MESSAGE(nothing.ok(), nothing.message);
+  CHECK(nothing.content["passed"] == false);
+  CHECK_FALSE(nothing.content["reasons"].empty());
+
+  // Solve applies the gold patch (env check and session solve use it).
+  auto gold = (*manager)->CreateSession(*env_id, f.instance.instance_id);
+  REQUIRE(gold.ok());
+  auto solved = (*manager)->Solve(*gold);
+  REQUIRE_MESSAGE(solved.ok(), solved.status().ToString());
+  CHECK(solved->answer_text == f.instance.patch);
+  CHECK((*manager)->CallTool(*gold, {"1", "submit_result", {{"answer_text", solved->answer_text}}}).content["passed"] == true);
+  for (auto id : {*solver, *idle, *gold}) CHECK((*manager)->CloseSession(id).ok());
 }
 
 TEST_CASE("bad input: a missing commit, a malformed instance, a bundle that is not a code bundle") {
