@@ -97,7 +97,12 @@ int BenchSandbox(const std::vector<std::string>& args) {
   }
 
   // Warm-up: the first session starts the zygote (interpreter start, compile) -- not a session cost.
-  auto warm = (*manager)->CreateSession(*env_id, std::string());
+  // A code environment's sessions need a task (the working copy is its repository).
+  const bool code = bundle->manifest.kind == "code";
+  if (code && task.empty()) {
+    return Fail(InvalidArgumentError("envforge bench sandbox: a code environment needs --task ID"), kExitUsage);
+  }
+  auto warm = (*manager)->CreateSession(*env_id, code ? task : std::string());
   if (!warm.ok()) return Fail(warm.status(), kExitInfra);
   (void)(*manager)->CloseSession(*warm);
 
