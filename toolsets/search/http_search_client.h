@@ -10,7 +10,8 @@
 // exponential backoff (initial_backoff * 2^n, times a factor in [0.5, 1.5), at most max_backoff).
 // A Retry-After longer than max_retry_after is not waited for: the request fails at once.
 //
-// Errors of HttpSearchClient::Send, each naming the backend and the URL (never the key):
+// Errors of HttpSearchClient::Send, each naming the backend (or HttpRequest::label) and the URL,
+// never the key:
 //   Unauthenticated   401 (the message names the key variable when there is one)
 //   PermissionDenied  403
 //   NotFound          404, 410
@@ -173,6 +174,7 @@ struct HttpRequest {
   bool truncate = false;             // past max_bytes: keep the first max_bytes, not an error
   bool rate_limited = true;          // takes a token from the bucket per attempt
   bool follow_redirects = false;     // at most 5, http and https only
+  std::string label;                 // names the peer in messages; empty: "<backend> server"
 };
 
 struct HttpResponse {
