@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -18,6 +17,7 @@
 #include <tuple>
 
 #include "base/fd.h"
+#include "sandbox/internal/sandbox_exec.h"
 #include "sandbox/internal/seccomp_rules.h"
 #include "sandbox/jupyter/kernel_cgroup.h"
 #include "sandbox/jupyter/jupyter_message.h"
@@ -76,32 +76,6 @@ std::vector<std::string> BwrapArgv(const SandboxedCommandOptions& options, bool 
   if (have_seccomp) argv.insert(argv.end(), {"--seccomp", "3"});
   argv.insert(argv.end(), {"--", "/bin/sh", "-c", options.command});
   return argv;
-}
-
-struct ChildSetup {
-  std::vector<int> cgroup_procs;
-  int devnull = -1, output = -1, seccomp = -1;
-  rlimit core{0, 0}, file_size{}, open_files{};
-};
-
-// Runs in the forked child: async-signal-safe calls only.
-[[noreturn]] void ExecInChild(const ChildSetup& setup, char* const* argv, char* const* envp) {
-  for (int fd : setup.cgroup_procs) {
-    if (write(fd, "0", 1) != 1) _exit(120);
-  }
-  setpgid(0, 0);
-  setpriority(PRIO_PROCESS, 0, kCommandNice);
-  if (dup2(setup.devnull, 0) < 0 || dup2(setup.output, 1) < 0 || dup2(setup.output, 2) < 0) _exit(121);
-  if (setup.seccomp >= 0 && dup2(setup.seccomp, 3) < 0) _exit(122);
-  syscall(SYS_close_range, setup.seccomp >= 0 ? 4u : 3u, ~0u, 0u);
-  if (setrlimit(RLIMIT_CORE, &setup.core) != 0 || setrlimit(RLIMIT_FSIZE, &setup.file_size) != 0 ||
-      setrlimit(RLIMIT_NOFILE, &setup.open_files) != 0) {
-    _exit(123);
-  }
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1) _exit(125);
-  execve(argv[0], argv, envp);
-  _exit(127);
 }
 
 // Waits for pid until the deadline; true when it exited (reaped into *wait_status).
@@ -183,25 +157,18 @@ Result<SandboxedCommandResult> RunSandboxedCommand(const SandboxedCommandOptions
   UniqueFd output(open((dir / "output").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!devnull.valid() || !output.valid()) return ErrnoError("sandboxed command: open /dev/null or the output file", errno);
 
-  ChildSetup setup;
+  internal::SandboxChildSetup setup;
   if (cgroup.ok()) {
     for (const UniqueFd& fd : (*cgroup)->procs_fds()) setup.cgroup_procs.push_back(fd.get());
   }
-  setup.devnull = devnull.get();
-  setup.output = output.get();
-  setup.seccomp = seccomp.ok() ? seccomp->get() : -1;
+  setup.stdin_fd = devnull.get();
+  setup.stdout_fd = output.get();
+  setup.stderr_fd = output.get();
+  setup.seccomp_fd = seccomp.ok() ? seccomp->get() : -1;
+  setup.nice = kCommandNice;
   setup.file_size = {static_cast<rlim_t>(options.limits.max_file_bytes), static_cast<rlim_t>(options.limits.max_file_bytes)};
   setup.open_files = {static_cast<rlim_t>(options.limits.open_files), static_cast<rlim_t>(options.limits.open_files)};
-  std::vector<std::string> args = BwrapArgv(options, seccomp.ok());
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  std::string path_env = "PATH=/usr/bin:/bin";
-  char* envp[] = {path_env.data(), nullptr};
-
-  const pid_t pid = fork();
-  if (pid < 0) return ErrnoError("sandboxed command: fork", errno);
-  if (pid == 0) ExecInChild(setup, argv.data(), envp);
+  ENVFORGE_ASSIGN_OR_RETURN(const pid_t pid, internal::ForkSandboxChild(setup, BwrapArgv(options, seccomp.ok())));
   UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
   SandboxedCommandResult result;
   int wait_status = 0;

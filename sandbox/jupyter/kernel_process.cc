@@ -2,10 +2,8 @@
 #include "sandbox/jupyter/kernel_process.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -16,6 +14,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "sandbox/internal/sandbox_exec.h"
 #include "sandbox/internal/seccomp_rules.h"
 #include "sandbox/jupyter/jupyter_message.h"
 #include "sandbox/jupyter/kernel_cgroup.h"
@@ -87,39 +86,6 @@ std::vector<std::string> BwrapArgv(const KernelLaunchOptions& options, const fs:
   return argv;
 }
 
-struct ChildSetup {
-  std::vector<int> cgroup_procs;
-  int devnull = -1, log = -1, seccomp = -1;
-  bool switch_uid = false;
-  rlimit core{0, 0}, file_size{}, open_files{};
-};
-
-// Runs in the forked child: async-signal-safe calls only.
-[[noreturn]] void ExecInChild(const ChildSetup& setup, char* const* argv, char* const* envp) {
-  for (int fd : setup.cgroup_procs) {
-    if (write(fd, "0", 1) != 1) _exit(120);
-  }
-  setpgid(0, 0);  // out of the server's process group: a terminal's ^C does not reach it
-  // Kernels yield to envforge itself: a pool refilling (about a CPU-second per kernel start) or
-  // a busy execute must not slow the server's io thread and the other sessions' workers.
-  setpriority(PRIO_PROCESS, 0, kKernelNice);
-  if (dup2(setup.devnull, 0) < 0 || dup2(setup.devnull, 1) < 0 || dup2(setup.log, 2) < 0) _exit(121);
-  if (setup.seccomp >= 0 && dup2(setup.seccomp, 3) < 0) _exit(122);
-  syscall(SYS_close_range, setup.seccomp >= 0 ? 4u : 3u, ~0u, 0u);
-  if (setrlimit(RLIMIT_CORE, &setup.core) != 0 || setrlimit(RLIMIT_FSIZE, &setup.file_size) != 0 ||
-      setrlimit(RLIMIT_NOFILE, &setup.open_files) != 0) {
-    _exit(123);
-  }
-  if (setup.switch_uid && (setgroups(0, nullptr) != 0 || setresgid(kSandboxUid, kSandboxUid, kSandboxUid) != 0 ||
-                           setresuid(kSandboxUid, kSandboxUid, kSandboxUid) != 0)) {
-    _exit(124);
-  }
-  prctl(PR_SET_PDEATHSIG, SIGKILL);  // after the uid switch, which clears it
-  if (getppid() == 1) _exit(125);    // the launching thread is already gone
-  execve(argv[0], argv, envp);
-  _exit(127);
-}
-
 }  // namespace
 
 Json KernelLimits::ToJson() const {
@@ -171,27 +137,21 @@ Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchO
   UniqueFd log(open((dir / "kernel.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!devnull.valid() || !log.valid()) return ErrnoError("kernel: open /dev/null or its log", errno);
 
-  ChildSetup setup;
+  internal::SandboxChildSetup setup;
   if (cgroup.ok()) {
     for (const UniqueFd& fd : (*cgroup)->procs_fds()) setup.cgroup_procs.push_back(fd.get());
   }
-  setup.devnull = devnull.get();
-  setup.log = log.get();
-  setup.seccomp = seccomp.ok() ? seccomp->get() : -1;
+  setup.stdin_fd = devnull.get();
+  setup.stdout_fd = devnull.get();
+  setup.stderr_fd = log.get();
+  setup.seccomp_fd = seccomp.ok() ? seccomp->get() : -1;
   setup.switch_uid = switch_uid;
+  setup.nice = kKernelNice;
   setup.file_size = {static_cast<rlim_t>(options.limits.max_file_bytes), static_cast<rlim_t>(options.limits.max_file_bytes)};
   setup.open_files = {static_cast<rlim_t>(options.limits.open_files), static_cast<rlim_t>(options.limits.open_files)};
-
-  std::vector<std::string> args = BwrapArgv(options, dir, seccomp.ok());
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  std::string path_env = "PATH=/usr/bin:/bin";
-  char* envp[] = {path_env.data(), nullptr};
-
-  const pid_t pid = fork();
-  if (pid < 0) return ErrnoError("kernel: fork", errno);
-  if (pid == 0) ExecInChild(setup, argv.data(), envp);
+  Result<pid_t> forked = internal::ForkSandboxChild(setup, BwrapArgv(options, dir, seccomp.ok()));
+  if (!forked.ok()) return forked.status().WithContext("kernel");
+  const pid_t pid = *forked;
   kernel->pid_ = pid;
   kernel->pidfd_ = UniqueFd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
   if (cgroup.ok()) kernel->cgroup_ = std::move(cgroup).value();
