@@ -120,7 +120,7 @@ Result<TestRunResult> RunTestsOnFreshCopy(const std::string& archive, const Code
   if (!instance.install.empty()) {
     ENVFORGE_ASSIGN_OR_RETURN(auto install, RunInSandbox(instance.install, work, junit, options));
     if (!install.succeeded()) {
-      return InternalError("the install script failed (" + install.EndReason() + "): " + Tail(install.output));
+      return FailedPreconditionError("the install script failed (" + install.EndReason() + "): " + Tail(install.output));
     }
   }
   TestRunResult run;
@@ -146,9 +146,11 @@ Result<SubmissionGrade> GradeSubmission(const std::string& archive, const CodeIn
   Result<TestRunResult> run = RunTestsOnFreshCopy(
       archive, instance, {{"the submitted diff", diff}, {"the test patch", instance.test_patch}}, true, options);
   SubmissionGrade grade;
-  if (!run.ok() && run.status().code() == StatusCode::kFailedPrecondition &&
-      run.status().message().starts_with("the submitted diff")) {
-    grade.failing.push_back(run.status().message());  // a diff that does not apply resolves nothing
+  // On a submission, a run that cannot build or report is the submission's doing: the instance's
+  // own runs (validated) build and report. A diff that does not apply, an install script that fails,
+  // a test command that writes no report or a broken one: nothing is resolved.
+  if (!run.ok() && (run.status().code() == StatusCode::kFailedPrecondition || run.status().code() == StatusCode::kDataLoss)) {
+    grade.failing.push_back(run.status().message());
     return grade;
   }
   if (!run.ok()) return run.status();

@@ -7,11 +7,13 @@
 // Grading a submission: the agent's diff on a fresh copy, then the test files reset to the base
 // commit and the test patch applied (an agent cannot edit or delete the tests it is graded by);
 // resolved iff every FAIL_TO_PASS test passes (or xfails) and every PASS_TO_PASS test passes,
-// xfails or is skipped (a missing test fails). A diff that does not apply resolves nothing.
+// xfails or is skipped (a missing test fails). A submission whose diff does not apply, whose
+// install script fails, or after which the test command writes no (or no readable) JUnit XML, is
+// not resolved: that is the submission's failure (a build it broke), never an infrastructure error.
 //
-// Errors (infrastructure, never a verdict): a run whose command wrote no JUnit XML or an
-// unparseable one, an install script that failed, a patch of the instance that does not apply
-// (FailedPrecondition naming it), sandbox errors. Host git only ever touches a fresh copy of the
+// Errors of a run: a patch that does not apply or an install script that fails (FailedPrecondition
+// naming it), a test command that wrote no JUnit XML or an unparseable one (DataLoss), sandbox
+// errors (infrastructure). Host git only ever touches a fresh copy of the
 // archive (never a working copy an agent had), and only `git apply` / `checkout` of known paths.
 #pragma once
 

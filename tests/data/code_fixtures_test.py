@@ -17,13 +17,30 @@ Each report is read by `envforge code junit FILE --producer P --json` and must n
 the ids must not depend on --root. Then: FAIL_TO_PASS is exactly the tests failing, erroring or
 missing BEFORE and passing AFTER; PASS_TO_PASS exactly those passing on both sides; nothing
 passes BEFORE and fails AFTER; BAD keeps every FAIL_TO_PASS passing and fails exactly the one
-PASS_TO_PASS test the index names. Timings of each run go to stderr (and, with
-CODE_FIXTURES_TIMINGS=FILE, into FILE as JSON).
+PASS_TO_PASS test the index names.
+
+Per language again, end to end through the CLI (test_cli_*): `envforge code import` (the task, the
+full base commit); `code validate --runs 2` (valid, F2P/P2P as the instance states them, no flaky
+test, the lists stored in the bundle's _code table); `code validate --runs 1 --patch bad_patch.diff`
+(exit 1, P2F exactly the test the index names, the stored lists untouched); then `session run`
+sessions: the gold patch through apply_patch and submit_result (passed); submit_result alone
+(failed, each F2P named); the test files deleted with run_command (failed; and, where the test patch
+leaves some test files alone, the gold patch plus the deletion fails with those P2P tests missing);
+git in the working copy (neither the fix commit, nor a later one, nor the fixed blobs are there;
+`git log --all` holds the commits up to base; one ref, no remote, reflog or stash); read_file,
+list_dir, search_code on a file the patch touches and run_tests (the P2P tests pass).
+test_cli_submission_that_does_not_build_fails is an expected failure: envforge grades a submission
+that does not build as an infra error instead of failed.
+
+Timings of each run go to stderr (and, with CODE_FIXTURES_TIMINGS=FILE, into FILE as JSON: "seconds"
+for the direct runs, "cli_seconds" for the CLI steps).
 """
 
 import json
 import os
+import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -127,8 +144,51 @@ def _parse_reports(junit, producer, wc):
     return statuses
 
 
+# ---- end to end through the CLI: code import, code validate, session run ------------------
+
+# How a session deletes the fixture's tests (section (c) of _check_cli): the files that define tests,
+# per language. Support files the build needs stay (TypeScript's test/globals.d.ts, PHPUnit's
+# tests/bootstrap.php): deleting them breaks the build, which is a different case.
+DELETE_TESTS = {
+    "python": "rm -rf tests",
+    "java": "rm -rf src/test",
+    "javascript": "rm -rf test",
+    "typescript": "rm -f test/*.test.ts",
+    "c": "rm -rf tests",
+    "cpp": "rm -rf tests",
+    "go": "rm -f *_test.go",
+    "php": "rm -f tests/*Test.php",
+}
+CLI_COLUMNS = [("import", "import"), ("validate", "validate --runs 2"), ("validate_before", "tests before"),
+               ("validate_after", "tests after"), ("validate_bad", "validate bad"), ("session_gold", "s:gold"),
+               ("session_empty", "s:empty"), ("session_delete", "s:rm tests"),
+               ("session_gold_delete", "s:gold+rm"), ("session_git", "s:git"), ("session_tools", "s:tools")]
+
+
+def _cli_table(timings):
+    """The seconds of the CLI steps per language, as a small table: wall times of each command (s:X
+    a `session run`), and "tests before/after", the before_seconds/after_seconds that
+    `code validate --runs 2 --json` reports (the test command's time in one run, the first after)."""
+    widths = [max(len(title), 6) for _, title in CLI_COLUMNS]
+    lines = ["code fixtures through the CLI, seconds (tests before/after: one run of the test command "
+             "inside validate; s:* a session run)",
+             "%-10s " % "language" + " ".join("%*s" % (w, t) for w, (_, t) in zip(widths, CLI_COLUMNS)) + "   total"]
+    for lang in code_fixtures.LANGUAGES:
+        if lang not in timings:
+            continue
+        t = timings[lang]
+        cells = ["%*s" % (w, "-" if t.get(k) is None else "%.2f" % t[k]) for w, (k, _) in zip(widths, CLI_COLUMNS)]
+        lines.append("%-10s " % lang + " ".join(cells) + "  %6.2f" % t["total"])
+    return "\n".join(lines) + "\n"
+
+
+def _diff_files(diff):
+    return sorted({line.split(" b/", 1)[1] for line in diff.splitlines() if line.startswith("diff --git ")})
+
+
 class CodeFixturesTest(unittest.TestCase):
     timings = {}
+    cli_timings = {}
 
     @classmethod
     def setUpClass(cls):
@@ -147,10 +207,13 @@ class CodeFixturesTest(unittest.TestCase):
             for lang, t in sorted(cls.timings.items()):
                 sys.stderr.write("code fixture %-10s before %6.2f s  after %6.2f s  bad %6.2f s  (sandbox %s)\n"
                                  % (lang, t["before"], t["after"], t["bad"], SANDBOX))
-            out = os.environ.get("CODE_FIXTURES_TIMINGS")
-            if out:
-                with open(out, "w", encoding="utf-8") as f:
-                    json.dump({"sandbox": SANDBOX, "seconds": cls.timings}, f, indent=2, sort_keys=True)
+        if cls.cli_timings:
+            sys.stderr.write(_cli_table(cls.cli_timings))
+        out = os.environ.get("CODE_FIXTURES_TIMINGS")
+        if out and (cls.timings or cls.cli_timings):
+            with open(out, "w", encoding="utf-8") as f:
+                json.dump({"sandbox": SANDBOX, "seconds": cls.timings, "cli_seconds": cls.cli_timings},
+                          f, indent=2, sort_keys=True)
 
     # ---- the generator as a whole -------------------------------------------------------
 
@@ -342,6 +405,194 @@ class CodeFixturesTest(unittest.TestCase):
             self.assertEqual(sorted(present - tracked), [],
                              "%s: files the test command left in the working copy" % lang)
 
+    # ---- one language through the CLI: import, validate, sessions --------------------------
+
+    def _cli(self, *args, timeout=RUN_TIMEOUT):
+        """envforge ARGS: (exit status, stdout, stderr, seconds)."""
+        start = time.monotonic()
+        proc = subprocess.run([ENVFORGE] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, errors="replace", timeout=timeout)
+        return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start
+
+    def _session(self, lang, envdb, task, name, calls, rc=0):
+        """`envforge session run` over CALLS ([(tool, arguments)]): ([result per call], seconds).
+        Every call's outcome must be ok."""
+        path = os.path.join(self.tmp, "cli", "%s-%s.jsonl" % (lang, name))
+        with open(path, "w", encoding="utf-8") as f:
+            for tool, arguments in calls:
+                f.write(json.dumps({"name": tool, "arguments": arguments}) + "\n")
+        code, out, err, seconds = self._cli("session", "run", envdb, "--task", task, "--calls", path, "--json")
+        where = "%s session %s (envforge session run %s --task %s --calls %s --json)" % (lang, name, envdb, task, path)
+        self.assertEqual(code, rc, "%s: exit %d\nstdout: %s\nstderr: %s" % (where, code, out[-4000:], err[-4000:]))
+        results = [json.loads(line) for line in out.splitlines() if line.strip()]
+        self.assertEqual(len(results), len(calls), "%s: one result per call:\n%s" % (where, out[-4000:]))
+        for (tool, _), result in zip(calls, results):
+            self.assertEqual(result["outcome"], "ok", "%s: %s: %s" % (where, tool, json.dumps(result)[:4000]))
+        return results, seconds
+
+    def _check_cli(self, lang):
+        if ENVFORGE is None:
+            self.skipTest("no built envforge (set ENVFORGE_BUILD_DIR)")
+        entry, instance, _, repo = self._fixture(lang)
+        d = os.path.join(self.out, lang)
+        bad_path = os.path.join(d, "bad_patch.diff")
+        task, base, fix = instance["instance_id"], instance["base_commit"], entry["fix_commit"]
+        f2p, p2p = instance["FAIL_TO_PASS"], instance["PASS_TO_PASS"]
+        os.makedirs(os.path.join(self.tmp, "cli"), exist_ok=True)
+        envdb = os.path.join(self.tmp, "cli", lang + ".envdb")
+        t = {}
+
+        # 1. code import: the task and the full base commit.
+        rc, out, err, t["import"] = self._cli("code", "import", os.path.join(d, "instance.json"), "--repo", repo,
+                                              "-o", envdb, "--json")
+        self.assertEqual(rc, 0, "%s: code import: %s%s" % (lang, out, err))
+        imported = json.loads(out)
+        self.assertEqual(imported["tasks"], [task])
+        self.assertEqual(imported["base_commits"], [base])
+
+        # 2. code validate: valid, the lists as the instance states them, stored in the bundle; the
+        # bad patch is refused with the broken P2P test named (and the stored lists stay).
+        rc, out, err, t["validate"] = self._cli("code", "validate", envdb, "--runs", "2", "--json")
+        self.assertEqual(rc, 0, "%s: code validate --runs 2 exit %d:\n%s\n%s" % (lang, rc, out[-6000:], err[-2000:]))
+        (validation,) = json.loads(out)
+        self.assertEqual(validation["task"], task)
+        self.assertTrue(validation["valid"], validation["reason"])
+        self.assertEqual(validation["runs"], 2)
+        self.assertEqual(validation["PASS_TO_FAIL"], [])
+        self.assertEqual(validation["flaky"], [], "%s: flaky tests over 2 runs" % lang)
+        self.assertEqual(set(validation["FAIL_TO_PASS"]), set(f2p), "%s: validate F2P" % lang)
+        self.assertEqual(set(validation["PASS_TO_PASS"]), set(p2p), "%s: validate P2P" % lang)
+        t["validate_before"], t["validate_after"] = validation["before_seconds"], validation["after_seconds"]
+
+        def stored():
+            db = sqlite3.connect("file:%s?mode=ro" % envdb, uri=True)
+            try:
+                row = db.execute("SELECT validation FROM _code WHERE task_id = ?", (task,)).fetchone()
+            finally:
+                db.close()
+            self.assertIsNotNone(row and row[0], "%s: no validation stored in %s" % (lang, envdb))
+            return json.loads(row[0])
+
+        kept = stored()
+        self.assertEqual(set(kept["FAIL_TO_PASS"]), set(f2p), "%s: stored F2P" % lang)
+        self.assertEqual(set(kept["PASS_TO_PASS"]), set(p2p), "%s: stored P2P" % lang)
+        self.assertEqual(kept["PASS_TO_FAIL"], [], "%s: stored P2F" % lang)
+        self.assertTrue(kept["valid"])
+
+        rc, out, err, t["validate_bad"] = self._cli("code", "validate", envdb, "--runs", "1", "--patch", bad_path, "--json")
+        self.assertEqual(rc, 1, "%s: code validate --patch bad_patch.diff exit %d:\n%s\n%s" % (lang, rc, out[-6000:], err[-2000:]))
+        (refused,) = json.loads(out)
+        self.assertFalse(refused["valid"])
+        self.assertEqual(refused["PASS_TO_FAIL"], [entry["bad_patch_breaks"]], "%s: P2F of the bad patch" % lang)
+        self.assertIn(entry["bad_patch_breaks"], refused["reason"])
+        self.assertEqual(set(refused["FAIL_TO_PASS"]), set(f2p), "%s: the bad patch still fixes the issue" % lang)
+        self.assertEqual(stored(), kept, "%s: validate --patch overwrote the stored validation" % lang)
+
+        # 3a. The gold patch through apply_patch, then submit: passed.
+        patched = _diff_files(instance["patch"])
+        results, t["session_gold"] = self._session(lang, envdb, task, "gold", [
+            ("apply_patch", {"patch": instance["patch"]}), ("submit_result", {})])
+        self.assertTrue(results[0]["content"]["applied"])
+        self.assertEqual(sorted(results[0]["content"]["files"]), patched)
+        verdict = results[1]["content"]
+        self.assertIs(verdict["passed"], True, "%s: gold patch: %s" % (lang, verdict))
+        self.assertEqual(verdict["reasons"], [])
+        self.assertGreater(verdict["diff_bytes"], 0)
+
+        # 3b. Nothing submitted: failed, every F2P test named.
+        results, t["session_empty"] = self._session(lang, envdb, task, "empty", [("submit_result", {})])
+        verdict = results[0]["content"]
+        self.assertIs(verdict["passed"], False, "%s: empty submission: %s" % (lang, verdict))
+        self.assertEqual(verdict["diff_bytes"], 0)
+        self.assertEqual(sorted(r.rsplit(": ", 1)[0] for r in verdict["reasons"]), sorted(f2p), verdict["reasons"])
+
+        # 3c. The tests deleted: failed. Without the fix, the F2P tests fail (the grader brings back
+        # the test files the test patch touches); with the fix, where the test patch leaves some test
+        # files alone, their P2P tests are missing, and missing counts as failing.
+        spec = code_fixtures.SPECS[lang]
+        at_base = set(_git(repo, "ls-tree", "-r", "--name-only", base).split())
+        delete = DELETE_TESTS[lang] + " && git ls-files --deleted"
+        results, t["session_delete"] = self._session(lang, envdb, task, "delete", [
+            ("run_command", {"command": delete}), ("submit_result", {})])
+        self.assertEqual(results[0]["content"]["exit_code"], 0, results[0]["content"]["output"])
+        deleted = set(results[0]["content"]["output"].split())
+        self.assertTrue(deleted and all(spec["is_test"](p) for p in deleted) and deleted <= at_base, deleted)
+        verdict = results[1]["content"]
+        self.assertIs(verdict["passed"], False, "%s: tests deleted: %s" % (lang, verdict))
+        self.assertTrue(set(f2p) <= {r.rsplit(": ", 1)[0] for r in verdict["reasons"]}, verdict["reasons"])
+        untouched = deleted - set(_diff_files(instance["test_patch"]))
+        t["session_gold_delete"] = None
+        if untouched:
+            results, t["session_gold_delete"] = self._session(lang, envdb, task, "gold-delete", [
+                ("apply_patch", {"patch": instance["patch"]}), ("run_command", {"command": delete}), ("submit_result", {})])
+            self.assertEqual(set(results[1]["content"]["output"].split()), deleted)
+            verdict = results[2]["content"]
+            self.assertIs(verdict["passed"], False, "%s: fixed, tests deleted: %s" % (lang, verdict))
+            self.assertTrue(verdict["reasons"], verdict)
+            for reason in verdict["reasons"]:
+                test, status = reason.rsplit(": ", 1)
+                self.assertEqual(status, "missing", reason)
+                self.assertIn(test, p2p, reason)
+
+        # 3d. The fix is not in the working copy's repository: neither its commit, nor a later one,
+        # nor the fixed files' blobs; the history is exactly the commits up to base, on main alone.
+        fix_blobs = [_git(repo, "rev-parse", "%s:%s" % (fix, p)).strip() for p in patched]
+        calls = [("run_command", {"command": "git cat-file -e %s" % sha}) for sha in [fix, entry["head_commit"]] + fix_blobs]
+        calls += [("run_command", {"command": "git log --all --oneline | wc -l"}),
+                  ("run_command", {"command": "git rev-parse HEAD && git for-each-ref --format='%(objectname) %(refname)' "
+                                              "&& git remote | wc -l && git reflog | wc -l && git stash list | wc -l"})]
+        results, t["session_git"] = self._session(lang, envdb, task, "git", calls)
+        for (_, arguments), result in zip(calls, results[:-2]):
+            self.assertNotEqual(result["content"]["exit_code"], 0,
+                                "%s: `%s` finds the object in the session: %s" % (lang, arguments["command"], result["content"]))
+        self.assertEqual(int(results[-2]["content"]["output"]), len(_git(repo, "rev-list", base).split()),
+                         "%s: git log --all in the session" % lang)
+        self.assertEqual(results[-1]["content"]["output"].split("\n"),
+                         [base, "%s refs/heads/main" % base, "0", "0", "0", ""], "%s: refs" % lang)
+
+        # 3e. Reading, listing and searching a file the patch touches; run_tests: the P2P tests pass.
+        source = patched[0]
+        text = _git(repo, "show", "%s:%s" % (base, source))
+        words = sorted({w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]{5,}", text)}, key=lambda w: (-len(w), w))
+        self.assertTrue(words, source)
+        folder = os.path.dirname(source)
+        results, t["session_tools"] = self._session(lang, envdb, task, "tools", [
+            ("read_file", {"path": source}), ("list_dir", {}), ("list_dir", {"path": folder or "."}),
+            ("search_code", {"pattern": words[0]}), ("run_tests", {})])
+        read, top, listing, search, tests = (r["content"] for r in results)
+        self.assertEqual(read["path"], source)
+        self.assertFalse(read["truncated"])
+        self.assertEqual(read["total_lines"], len(text.splitlines()))
+        self.assertEqual("".join(line.split("\t", 1)[1] + "\n" for line in read["content"].splitlines()),
+                         "\n".join(text.splitlines()) + "\n", "%s: read_file %s" % (lang, source))
+        self.assertIn(source.split("/")[0] + ("/" if folder else ""), top["entries"])
+        self.assertNotIn(".git/", top["entries"])
+        self.assertIn(source, listing["entries"])
+        self.assertTrue(any(m.startswith(source + ":") or m.startswith("./" + source + ":") for m in search["matches"]),
+                        "%s: search_code %r: %s" % (lang, words[0], search["matches"]))
+        self.assertEqual(tests["problems"], [], "%s: run_tests: %s" % (lang, tests["output"][-3000:]))
+        for test in p2p:
+            self.assertEqual(tests["tests"].get(test, "missing"), "pass",
+                             "%s: run_tests: P2P %s\n%s" % (lang, test, tests["output"][-3000:]))
+        t["total"] = sum(v for k, v in t.items() if v is not None and k not in ("validate_before", "validate_after"))
+        self.cli_timings[lang] = {k: (None if v is None else round(v, 2)) for k, v in t.items()}
+
+    # A submission that does not build leaves no JUnit XML: grading calls it failed (its tests are
+    # missing), not an infrastructure error.
+    def test_cli_submission_that_does_not_build_fails(self):
+        if ENVFORGE is None:
+            self.skipTest("no built envforge (set ENVFORGE_BUILD_DIR)")
+        _, instance, _, repo = self._fixture("c")
+        os.makedirs(os.path.join(self.tmp, "cli"), exist_ok=True)
+        envdb = os.path.join(self.tmp, "cli", "c-broken.envdb")
+        rc, out, err, _ = self._cli("code", "import", os.path.join(self.out, "c", "instance.json"), "--repo", repo, "-o", envdb)
+        self.assertEqual(rc, 0, out + err)
+        results, _ = self._session("c", envdb, instance["instance_id"], "broken", [
+            ("apply_patch", {"patch": instance["patch"]}),
+            ("run_command", {"command": "echo 'this is not C' >> " + _diff_files(instance["patch"])[0]}),
+            ("submit_result", {})])
+        self.assertIs(results[2]["content"]["passed"], False)
+
     def test_python(self):
         self._check_language("python")
 
@@ -365,6 +616,30 @@ class CodeFixturesTest(unittest.TestCase):
 
     def test_php(self):
         self._check_language("php")
+
+    def test_cli_python(self):
+        self._check_cli("python")
+
+    def test_cli_java(self):
+        self._check_cli("java")
+
+    def test_cli_javascript(self):
+        self._check_cli("javascript")
+
+    def test_cli_typescript(self):
+        self._check_cli("typescript")
+
+    def test_cli_c(self):
+        self._check_cli("c")
+
+    def test_cli_cpp(self):
+        self._check_cli("cpp")
+
+    def test_cli_go(self):
+        self._check_cli("go")
+
+    def test_cli_php(self):
+        self._check_cli("php")
 
 
 if __name__ == "__main__":
