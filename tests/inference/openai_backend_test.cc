@@ -26,6 +26,7 @@
 #include "base/fd.h"
 #include "base/json.h"
 #include "inference/openai_backend.h"
+#include "tests/python_test_server.h"
 #include "tests/temp_dir.h"
 
 extern char** environ;
@@ -41,36 +42,9 @@ bool Contains(const std::string& text, const std::string& part) { return text.fi
 // The Python test server, started once per test binary; killed when the binary exits.
 class TestServer {
  public:
-  TestServer() {
-    std::string port_file = dir_ / "port";
-    std::string stderr_file = dir_ / "server.stderr";
-    std::vector<std::string> argv = {"/usr/bin/python3", std::string(ENVFORGE_TEST_SOURCE_DIR) + "/tests/inference/openai_test_server.py",
-                                     port_file};
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 2, stderr_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<char*> args;
-    for (auto& arg : argv) args.push_back(arg.data());
-    args.push_back(nullptr);
-    int error = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    REQUIRE_MESSAGE(error == 0, "cannot start " << argv[0]);
-    auto deadline = steady_clock::now() + std::chrono::seconds(20);
-    while (!std::filesystem::exists(port_file) && steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(milliseconds(20));
-    }
-    Result<std::string> port = ReadFileToString(port_file);
-    INFO("server stderr: " << ReadFileToString(stderr_file).value());
-    REQUIRE(port.ok());
-    port_ = std::stoi(*port);
-  }
-  ~TestServer() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
+  TestServer() : server_(std::string(ENVFORGE_TEST_SOURCE_DIR) + "/tests/inference/openai_test_server.py") {}
 
-  std::string base() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+  std::string base() const { return "http://127.0.0.1:" + std::to_string(server_.port()) + "/v1"; }
   std::string chat_url() const { return base() + "/chat/completions"; }
 
   // GET /stats/MODEL over a plain socket: {"attempts", "max_concurrent"} for that model string.
@@ -80,7 +54,7 @@ class TestServer {
     UniqueFd socket(fd);
     sockaddr_in address{};
     address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port_));
+    address.sin_port = htons(static_cast<uint16_t>(server_.port()));
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
     std::string request = "GET /stats/" + model + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
@@ -96,9 +70,7 @@ class TestServer {
   }
 
  private:
-  testing::TempDir dir_;
-  pid_t pid_ = 0;
-  int port_ = 0;
+  testing::PythonTestServer server_;
 };
 
 TestServer& Server() {
