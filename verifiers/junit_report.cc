@@ -247,7 +247,7 @@ Result<JunitReport> Parse(std::string_view xml, const JunitOptions& options) {
   Builder builder(report, options, walked.cases.size());
   for (const RawCase& raw : walked.cases) builder.Add(raw);
   builder.Finish(root);
-  if (report.tests.empty() && !(options.allow_empty_when_broken && report.broken())) {
+  if (report.tests.empty() && !options.allow_empty && !(options.allow_empty_when_broken && report.broken())) {
     size_t elements = report.counts.testcase_elements;
     std::string why = elements == 0 ? "no <testcase> element in " + std::to_string(walked.suites.size()) + " suite(s)"
                                     : "none of its " + std::to_string(elements) + " <testcase> elements has a name";

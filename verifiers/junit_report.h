@@ -155,6 +155,10 @@ struct JunitOptions {
   // A report without any <testcase> is an error, unless this is set and the report is broken
   // (every package failed to build): then it is returned, empty and broken.
   bool allow_empty_when_broken = false;
+  // Any report without testcases is returned, empty: for a directory of reports where one file may
+  // legitimately hold none (the JUnit 5 console launcher's platform-suite file beside the
+  // jupiter one); the caller then checks that the files together hold tests.
+  bool allow_empty = false;
   size_t max_bytes = size_t{256} << 20;  // larger inputs are refused (ResourceExhausted)
 };
 

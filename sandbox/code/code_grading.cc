@@ -64,7 +64,7 @@ Status ReadReports(const fs::path& junit_dir, const std::string& producer_name, 
   JunitOptions options;
   options.producer = producer;
   options.source_root = "/work";
-  options.allow_empty_when_broken = true;
+  options.allow_empty = true;  // a file may hold none; the files together must (below)
   std::vector<fs::path> files;
   std::error_code error;
   for (fs::recursive_directory_iterator it(junit_dir, error), end; !error && it != end; it.increment(error)) {
@@ -81,6 +81,9 @@ Status ReadReports(const fs::path& junit_dir, const std::string& producer_name, 
     for (const JunitProblem& problem : report.problems) run->problems.push_back(problem.kind + ": " + problem.detail);
   }
   run->junit_files = static_cast<int>(files.size());
+  if (run->statuses.empty() && run->problems.empty()) {
+    return DataLossError("the JUnit XML files in $ENVFORGE_JUNIT_DIR hold no test");
+  }
   return Status::Ok();
 }
 

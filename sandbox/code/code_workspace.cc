@@ -282,7 +282,7 @@ Result<Json> CodeWorkspace::RunTests(const Json& arguments) {
   verifiers::JunitOptions junit_options;
   junit_options.producer = producer;
   junit_options.source_root = "/work";
-  junit_options.allow_empty_when_broken = true;
+  junit_options.allow_empty = true;
   Json tests = Json::object();
   std::vector<std::string> problems;
   for (fs::recursive_directory_iterator it(junit, error), end; !error && it != end; it.increment(error)) {

@@ -189,6 +189,28 @@ TEST_CASE("grading: the gold diff resolves; nothing, or deleting the tests, does
   CHECK_FALSE(undeleted->resolved);  // a diff that does not apply resolves nothing
 }
 
+TEST_CASE("a run reads every JUnit file: an empty one beside real ones is fine, only empty ones are an error") {
+  Fixture& f = Python();
+  const std::string archive = sandbox::code::LoadRepoArchive(f.bundle, f.instance.instance_id).value();
+  CodeInstance with_empty = f.instance;
+  with_empty.test_command += "; printf '<testsuite name=\"platform\" tests=\"0\"></testsuite>' > \"$ENVFORGE_JUNIT_DIR/empty.xml\"";
+  auto run = sandbox::code::RunTestsOnFreshCopy(archive, with_empty, {}, false, RunOptions());
+  REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+  CHECK(run->junit_files == 2);
+  CHECK(run->statuses.size() >= f.instance.pass_to_pass.size());
+  CodeInstance only_empty = f.instance;
+  only_empty.test_command = "printf '<testsuite name=\"platform\" tests=\"0\"></testsuite>' > \"$ENVFORGE_JUNIT_DIR/empty.xml\"";
+  auto empty = sandbox::code::RunTestsOnFreshCopy(archive, only_empty, {}, false, RunOptions());
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.status().code() == StatusCode::kDataLoss);
+  CHECK(empty.status().message().find("hold no test") != std::string::npos);
+  CodeInstance none = f.instance;
+  none.test_command = "true";
+  auto nothing = sandbox::code::RunTestsOnFreshCopy(archive, none, {}, false, RunOptions());
+  REQUIRE_FALSE(nothing.ok());
+  CHECK(nothing.status().message().find("wrote no JUnit XML") != std::string::npos);
+}
+
 TEST_CASE("the sandbox: no network, read-only toolchains, the working copy writable, a wall clock") {
   TempDir work;
   auto run = [&](const std::string& command, int64_t wall_ms = 20'000) {

@@ -573,6 +573,18 @@ TEST_CASE("gotestsum where every package failed to build: an error, unless the c
   CHECK(HasProblem(report, "build_failed", "2 package(s)"));
 }
 
+TEST_CASE("an empty report is an error unless allow_empty (one file of a directory of reports)") {
+  // The JUnit 5 console launcher's legacy reports: TEST-junit-platform-suite.xml holds no test.
+  const std::string xml = R"xml(<?xml version="1.0" encoding="UTF-8"?>
+<testsuite name="JUnit Platform Suite" tests="0" skipped="0" failures="0" errors="0" time="0.01"></testsuite>)xml";
+  CHECK_FALSE(ParseJunitXml(xml).ok());
+  JunitOptions options;
+  options.allow_empty = true;
+  JunitReport report = Parse(xml, options);
+  CHECK(report.tests.empty());
+  CHECK_FALSE(report.broken());
+}
+
 TEST_CASE("nested suites: cases at every depth, and 100,000 levels without recursion") {
   const std::string nested = R"xml(<testsuites><testsuite name="a"><testcase classname="A" name="one"/>
     <testsuite name="b"><testsuite name="c"><testcase classname="C" name="deep"><failure/></testcase></testsuite>
