@@ -4,9 +4,12 @@
 #pragma once
 
 #include <doctest/doctest.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "base/fd.h"
+#include "base/json.h"
 #include "tests/temp_dir.h"
 
 extern char** environ;
@@ -57,6 +61,28 @@ class PythonTestServer {
   PythonTestServer& operator=(const PythonTestServer&) = delete;
 
   int port() const { return port_; }
+
+  // GET path over a plain socket (not through the code under test); the body parsed as JSON.
+  Json GetJson(const std::string& path) const {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    UniqueFd socket(fd);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port_));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+    std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    REQUIRE(WriteFull(fd, request).ok());
+    std::string reply;
+    char buffer[4096];
+    for (ssize_t got; (got = ::read(fd, buffer, sizeof(buffer))) > 0;) reply.append(buffer, static_cast<size_t>(got));
+    size_t body = reply.find("\r\n\r\n");
+    REQUIRE(body != std::string::npos);
+    Result<Json> json = ParseJson(reply.substr(body + 4), "test server reply");
+    REQUIRE(json.ok());
+    return *json;
+  }
 
  private:
   TempDir dir_;

@@ -18,10 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using sandbox::code::CodeTask;
 
-bool Passes(TestStatus status) { return status == TestStatus::kPass || status == TestStatus::kXfail; }
-bool Fails(TestStatus status) {
-  return status == TestStatus::kFail || status == TestStatus::kError || status == TestStatus::kMissing;
-}
 
 using sandbox::code::StatusIn;
 using sandbox::code::TestRunResult;
@@ -39,9 +35,9 @@ void Classify(const TestRunResult& before, const TestRunResult& after, const std
   for (const std::string& id : ids) {
     if (flaky.contains(id)) continue;
     const TestStatus was = StatusIn(before.statuses, id), is = StatusIn(after.statuses, id);
-    if (Fails(was) && Passes(is)) v->fail_to_pass.push_back(id);
-    if (Passes(was) && Fails(is)) v->pass_to_fail.push_back(id);
-    if (Passes(was) && Passes(is)) v->pass_to_pass.push_back(id);
+    if (CountsAsFailing(was) && CountsAsPassing(is)) v->fail_to_pass.push_back(id);
+    if (CountsAsPassing(was) && CountsAsFailing(is)) v->pass_to_fail.push_back(id);
+    if (CountsAsPassing(was) && CountsAsPassing(is)) v->pass_to_pass.push_back(id);
   }
 }
 
@@ -52,7 +48,7 @@ void Judge(const CodeTask& task, const TestRunResult& after, CodeValidation* v) 
   for (const std::string& id : task.instance.fail_to_pass) {
     if (std::find(v->fail_to_pass.begin(), v->fail_to_pass.end(), id) != v->fail_to_pass.end()) continue;
     const TestStatus status = StatusIn(after.statuses, id);
-    if (!Passes(status) && v->valid) {
+    if (!CountsAsPassing(status) && v->valid) {
       v->valid = false;
       v->reason = "declared FAIL_TO_PASS test " + id + " is " + std::string(TestStatusName(status)) + " after the patch";
     }

@@ -115,6 +115,12 @@ std::optional<TestStatus> TestStatusFromName(std::string_view name);
 int TestStatusSeverity(TestStatus status);
 // The worse of two statuses (a on a tie).
 TestStatus WorseStatus(TestStatus a, TestStatus b);
+// Grading's reading of a status (real-envs.md 0.2): pass and xfail count as passing; fail, error
+// and missing as failing; skip as neither.
+inline bool CountsAsPassing(TestStatus status) { return status == TestStatus::kPass || status == TestStatus::kXfail; }
+inline bool CountsAsFailing(TestStatus status) {
+  return status == TestStatus::kFail || status == TestStatus::kError || status == TestStatus::kMissing;
+}
 
 // Who wrote the report. kAuto asks ParseJunitXml to detect it; a parsed report never holds kAuto.
 // kGeneric is plain JUnit from a runner not recognised.

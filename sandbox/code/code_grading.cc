@@ -4,10 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <system_error>
 
 #include "sandbox/code/repo_snapshot.h"
+#include "sandbox/code/scoped_directory.h"
 
 namespace envforge::sandbox::code {
 namespace {
@@ -20,21 +20,6 @@ using verifiers::JunitTest;
 using verifiers::JunitProblem;
 using verifiers::TestStatus;
 
-bool Passes(TestStatus status) { return status == TestStatus::kPass || status == TestStatus::kXfail; }
-
-
-// A fresh run directory (work/ and junit/) removed when it goes out of scope.
-struct RunDir {
-  fs::path root;
-  explicit RunDir(const fs::path& scratch) {
-    static std::atomic<int> counter{0};
-    root = scratch / ("validate-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-  }
-  ~RunDir() {
-    std::error_code ignored;
-    fs::remove_all(root, ignored);
-  }
-};
 
 Status ApplyPatch(const fs::path& work, const std::string& patch, const std::string& what) {
   if (patch.empty()) return Status::Ok();
@@ -110,11 +95,11 @@ Result<TestRunResult> RunTestsOnFreshCopy(const std::string& archive, const Code
                                           bool reset_tests, const CodeRunOptions& options) {
   std::error_code error;
   fs::create_directories(options.scratch_root, error);
-  RunDir dir(options.scratch_root);
-  const fs::path work = dir.root / "work", junit = dir.root / "junit";
+  const ScopedDirectory dir(UniqueScratchPath(options.scratch_root, "validate"));  // work/ and junit/
+  const fs::path work = dir.path() / "work", junit = dir.path() / "junit";
   fs::create_directories(work, error);
   fs::create_directories(junit, error);
-  if (error) return InternalError("code run: mkdir " + dir.root.string() + ": " + error.message());
+  if (error) return InternalError("code run: mkdir " + dir.path().string() + ": " + error.message());
   ENVFORGE_RETURN_IF_ERROR(ExtractTar(archive, work));
   for (const auto& [what, patch] : patches) {
     if (reset_tests && what == "the test patch") ENVFORGE_RETURN_IF_ERROR(ResetTestFiles(work, patch));
@@ -160,7 +145,7 @@ Result<SubmissionGrade> GradeSubmission(const std::string& archive, const CodeIn
   for (const auto* list : {&instance.fail_to_pass, &instance.pass_to_pass}) {
     for (const std::string& id : *list) {
       const TestStatus status = StatusIn(run->statuses, id);
-      const bool ok = Passes(status) || (list == &instance.pass_to_pass && status == TestStatus::kSkip);
+      const bool ok = verifiers::CountsAsPassing(status) || (list == &instance.pass_to_pass && status == TestStatus::kSkip);
       if (!ok) grade.failing.push_back(id + ": " + std::string(verifiers::TestStatusName(status)));
     }
   }

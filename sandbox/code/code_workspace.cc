@@ -8,13 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <set>
 #include <sstream>
 #include <system_error>
 
 #include "base/fd.h"
 #include "sandbox/code/repo_snapshot.h"
+#include "sandbox/code/scoped_directory.h"
 #include "toolsets/code_tools.h"
 #include "verifiers/junit_report.h"
 
@@ -260,17 +260,10 @@ Result<Json> CodeWorkspace::RunCommand(const Json& arguments) {
 }
 
 Result<Json> CodeWorkspace::RunTests(const Json& arguments) {
-  static std::atomic<int> counter{0};
-  const fs::path junit = options_.scratch_root / ("junit-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+  const ScopedDirectory junit_dir(UniqueScratchPath(options_.scratch_root, "junit"));
+  const fs::path& junit = junit_dir.path();
   std::error_code error;
   fs::create_directories(junit, error);
-  struct Remove {
-    fs::path path;
-    ~Remove() {
-      std::error_code ignored;
-      fs::remove_all(path, ignored);
-    }
-  } remove{junit};
   CommandLimits limits = options_.test_limits;
   limits.output_bytes = kCommandOutputBytes;
   ENVFORGE_ASSIGN_OR_RETURN(SandboxedCommandResult run, Sandboxed(options_.test_command, limits, {}, junit));
@@ -328,15 +321,8 @@ Result<SandboxedCommandResult> CodeWorkspace::Sandboxed(const std::string& comma
   run.workdir = dir_;
   run.limits = limits;
   run.scratch_root = options_.scratch_root;
-  static std::atomic<int> counter{0};
-  const fs::path input = options_.scratch_root / ("input-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-  struct Remove {
-    fs::path path;
-    ~Remove() {
-      std::error_code ignored;
-      if (!path.empty()) fs::remove_all(path, ignored);
-    }
-  } remove{files.empty() ? fs::path() : input};
+  const ScopedDirectory input_dir(files.empty() ? fs::path() : UniqueScratchPath(options_.scratch_root, "input"));
+  const fs::path& input = input_dir.path();
   if (!files.empty()) {
     std::error_code error;
     fs::create_directories(input, error);

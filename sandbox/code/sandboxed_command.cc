@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "base/fd.h"
+#include "sandbox/code/scoped_directory.h"
 #include "sandbox/internal/sandbox_exec.h"
 #include "sandbox/internal/seccomp_rules.h"
 #include "sandbox/jupyter/kernel_cgroup.h"
@@ -142,13 +143,7 @@ Result<SandboxedCommandResult> RunSandboxedCommand(const SandboxedCommandOptions
   const std::string name = jupyter::KernelNamePrefix() + jupyter::RandomHexId().substr(0, 12);
   const fs::path dir = options.scratch_root / name;
   if (mkdir(dir.c_str(), 0700) != 0) return ErrnoError("sandboxed command: mkdir " + dir.string(), errno);
-  struct RemoveDir {
-    fs::path path;
-    ~RemoveDir() {
-      std::error_code ignored;
-      fs::remove_all(path, ignored);
-    }
-  } remove_dir{dir};
+  const ScopedDirectory remove_dir(dir);
 
   Result<std::unique_ptr<jupyter::KernelCgroup>> cgroup =
       jupyter::KernelCgroup::Create(name, options.limits.memory_bytes, options.limits.max_processes);

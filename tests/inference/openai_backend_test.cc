@@ -48,26 +48,7 @@ class TestServer {
   std::string chat_url() const { return base() + "/chat/completions"; }
 
   // GET /stats/MODEL over a plain socket: {"attempts", "max_concurrent"} for that model string.
-  Json Stats(const std::string& model) const {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
-    UniqueFd socket(fd);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(server_.port()));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-    std::string request = "GET /stats/" + model + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    REQUIRE(WriteFull(fd, request).ok());
-    std::string reply;
-    char buffer[4096];
-    for (ssize_t got; (got = ::read(fd, buffer, sizeof(buffer))) > 0;) reply.append(buffer, static_cast<size_t>(got));
-    size_t body = reply.find("\r\n\r\n");
-    REQUIRE(body != std::string::npos);
-    Result<Json> json = ParseJson(reply.substr(body + 4), "stats");
-    REQUIRE(json.ok());
-    return *json;
-  }
+  Json Stats(const std::string& model) const { return server_.GetJson("/stats/" + model); }
 
  private:
   testing::PythonTestServer server_;

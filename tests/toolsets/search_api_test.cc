@@ -75,26 +75,7 @@ class TestServer {
   std::string root() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
 
   // GET path over a plain socket (not through the code under test); the body parsed as JSON.
-  Json Get(const std::string& path) const {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
-    UniqueFd socket(fd);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(server_.port()));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-    std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    REQUIRE(WriteFull(fd, request).ok());
-    std::string reply;
-    char buffer[4096];
-    for (ssize_t got; (got = ::read(fd, buffer, sizeof(buffer))) > 0;) reply.append(buffer, static_cast<size_t>(got));
-    size_t body = reply.find("\r\n\r\n");
-    REQUIRE(body != std::string::npos);
-    Result<Json> json = ParseJson(reply.substr(body + 4), "test server reply");
-    REQUIRE(json.ok());
-    return *json;
-  }
+  Json Get(const std::string& path) const { return server_.GetJson(path); }
 
   // How many requests the server received for this API and query text.
   int Attempts(const std::string& api, const std::string& text) const {
