@@ -20,6 +20,13 @@ Each seed gives a different database: 5-6 categories of 3-5 products, 5 supplier
 lexicon names ("Bito Lamp", "Rasa Co", city "Kelo") so that a model must copy names
 rather than memorise them; prices 10..999 (distinct within a category), stock 0..60,
 ratings 2.0..5.0 with one decimal. Three tools (get_product, list_products, get_supplier).
+get_product and get_supplier take an optional `field` and then answer {field: value} alone: the
+gold solutions of the look-up tiers ask for the one field they need, so the value to copy sits at
+a fixed distance from where the next call or the answer writes it ({"price":65} is the result and
+the answer alike). A small model learns copying at a fixed distance in tens of steps; copying a
+value found by its key inside a whole row (content-addressed look-up) it did not learn in this
+project's CPU budget (scripts/policy/data.py, lookup_sequences). The list tiers (3-5) still read
+whole rows, which is part of what makes them harder.
 Prompts quote the names and categories they mention ('the price of "Bito Lamp"'): a quoted name
 tokenizes the same as the tool-call argument and the JSON string it is copied into or from
 (a word after a space is a different token from the same word after a quote or a '>'), so a small
@@ -192,17 +199,24 @@ TOOLS_PY = '''\
 """Shop tools. The runtime injects the module global ``db`` (db.query(sql, params))."""
 
 
-def _one(sql, name, what):
-    rows = db.query(sql, (name,))  # noqa: F821
+PRODUCT_FIELDS = ("name", "category", "price", "stock", "rating", "supplier")
+SUPPLIER_FIELDS = ("name", "city", "phone")
+
+
+def _one(table, fields, name, field, what):
+    """The row named `name`: every field, or {field: value} when a field is asked for."""
+    if field and field not in fields:
+        raise ValueError("unknown field %r; one of %s" % (field, ", ".join(fields)))
+    columns = field or ", ".join(fields)
+    rows = db.query("SELECT %s FROM %s WHERE name = ?" % (columns, table), (name,))  # noqa: F821
     if not rows:
         raise ValueError("unknown %s %r" % (what, name))
     return rows[0]
 
 
-def get_product(name: str) -> dict:
-    """Get a product by name."""
-    return _one("SELECT name, category, price, stock, rating, supplier FROM products"
-                " WHERE name = ?", name, "product")
+def get_product(name: str, field: str = "") -> dict:
+    """Get a product by name; with field, only that field."""
+    return _one("products", PRODUCT_FIELDS, name, field, "product")
 
 
 def list_products(category: str) -> list:
@@ -214,9 +228,9 @@ def list_products(category: str) -> list:
     return rows
 
 
-def get_supplier(name: str) -> dict:
-    """Get a supplier by name."""
-    return _one("SELECT name, city, phone FROM suppliers WHERE name = ?", name, "supplier")
+def get_supplier(name: str, field: str = "") -> dict:
+    """Get a supplier by name; with field, only that field."""
+    return _one("suppliers", SUPPLIER_FIELDS, name, field, "supplier")
 '''
 
 # ---------------------------------------------------------------------------------------------
@@ -322,8 +336,8 @@ def _task_lookup(template, product):
         "schema": _schema(key, "integer"),
         "knobs": {"product": x},
         "consts": {"KEY": key, "PRODUCT": x},
-        "solution": 'def solve(tools):\n    p = tools.get_product(%s)\n    return {%s: p[%s]}\n'
-                    % (json.dumps(x), json.dumps(key), json.dumps(key)),
+        "solution": 'def solve(tools):\n    p = tools.get_product(%s, %s)\n    return {%s: p[%s]}\n'
+                    % (json.dumps(x), json.dumps(key), json.dumps(key), json.dumps(key)),
     }
 
 
@@ -339,9 +353,9 @@ def _task_supplier(template, product):
         "schema": _schema(key, "string"),
         "knobs": {"product": x},
         "consts": {"KEY": key, "PRODUCT": x},
-        "solution": ('def solve(tools):\n    p = tools.get_product(%s)\n'
-                     '    s = tools.get_supplier(p["supplier"])\n    return {%s: s[%s]}\n'
-                     % (json.dumps(x), json.dumps(key), json.dumps(key))),
+        "solution": ('def solve(tools):\n    p = tools.get_product(%s, "supplier")\n'
+                     '    s = tools.get_supplier(p["supplier"], %s)\n    return {%s: s[%s]}\n'
+                     % (json.dumps(x), json.dumps(key), json.dumps(key), json.dumps(key))),
     }
 
 

@@ -253,6 +253,23 @@ def test_unknown_names_raise(envs):
     for fn, arg in (("get_product", "Nope Lamp"), ("list_products", "nope"), ("get_supplier", "Nope Co")):
         with pytest.raises(ValueError):
             tools[fn](arg)
+    product = _load(envs[SEEDS[0]][0])[0].query("SELECT name FROM products LIMIT 1")[0]["name"]
+    for bad in ("city", "price; DROP TABLE products", "*"):
+        with pytest.raises(ValueError, match="unknown field"):
+            tools["get_product"](product, bad)
+
+
+def test_a_field_asked_for_comes_alone(envs):
+    """get_product/get_supplier with a field answer {field: value}: the look-up tiers' gold
+    calls, whose result text is then the answer's text."""
+    db, tools = _load(envs[SEEDS[0]][0])
+    row = db.query("SELECT * FROM products ORDER BY name LIMIT 1")[0]
+    assert tools["get_product"](row["name"]) == row
+    for field in ("price", "stock", "supplier", "rating"):
+        assert tools["get_product"](row["name"], field) == {field: row[field]}
+    supplier = db.query("SELECT * FROM suppliers WHERE name = ?", (row["supplier"],))[0]
+    assert tools["get_supplier"](row["supplier"]) == supplier
+    assert tools["get_supplier"](row["supplier"], "city") == {"city": supplier["city"]}
 
 
 def test_eval_envs_reproducible():

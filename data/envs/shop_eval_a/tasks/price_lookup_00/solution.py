@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Tano Yoyo")
+    p = tools.get_product("Tano Yoyo", "price")
     return {"price": p["price"]}

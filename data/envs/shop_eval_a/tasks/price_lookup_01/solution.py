@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Sole Lantern")
+    p = tools.get_product("Sole Lantern", "price")
     return {"price": p["price"]}

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Kali Skates")
+    p = tools.get_product("Kali Skates", "price")
     return {"price": p["price"]}

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Desi Shears")
+    p = tools.get_product("Desi Shears", "price")
     return {"price": p["price"]}

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Mimi Racket")
+    p = tools.get_product("Mimi Racket", "stock")
     return {"stock": p["stock"]}

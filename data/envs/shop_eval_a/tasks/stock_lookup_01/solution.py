@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Pole Shovel")
+    p = tools.get_product("Pole Shovel", "stock")
     return {"stock": p["stock"]}

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Tasa Sconce")
+    p = tools.get_product("Tasa Sconce", "stock")
     return {"stock": p["stock"]}

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Bose Headset")
+    p = tools.get_product("Bose Headset", "stock")
     return {"stock": p["stock"]}

@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Roma Bat")
-    s = tools.get_supplier(p["supplier"])
+    p = tools.get_product("Roma Bat", "supplier")
+    s = tools.get_supplier(p["supplier"], "city")
     return {"city": s["city"]}

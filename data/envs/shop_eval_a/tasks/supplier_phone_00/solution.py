@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Tida Amp")
-    s = tools.get_supplier(p["supplier"])
+    p = tools.get_product("Tida Amp", "supplier")
+    s = tools.get_supplier(p["supplier"], "phone")
     return {"phone": s["phone"]}

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Rabi Level")
+    p = tools.get_product("Rabi Level", "price")
     return {"price": p["price"]}

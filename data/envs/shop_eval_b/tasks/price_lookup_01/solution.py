@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Pomi Radio")
+    p = tools.get_product("Pomi Radio", "price")
     return {"price": p["price"]}

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Remi Lantern")
+    p = tools.get_product("Remi Lantern", "price")
     return {"price": p["price"]}

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Tama Hose")
+    p = tools.get_product("Tama Hose", "price")
     return {"price": p["price"]}

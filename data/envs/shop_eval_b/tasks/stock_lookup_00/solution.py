@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Mesi Drill")
+    p = tools.get_product("Mesi Drill", "stock")
     return {"stock": p["stock"]}

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Sole Bulb")
+    p = tools.get_product("Sole Bulb", "stock")
     return {"stock": p["stock"]}

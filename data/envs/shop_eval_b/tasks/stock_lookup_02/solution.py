@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Mopi Player")
+    p = tools.get_product("Mopi Player", "stock")
     return {"stock": p["stock"]}

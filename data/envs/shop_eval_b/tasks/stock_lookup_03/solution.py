@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Rili Mic")
+    p = tools.get_product("Rili Mic", "stock")
     return {"stock": p["stock"]}

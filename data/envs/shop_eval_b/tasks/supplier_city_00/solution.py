@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Rabi Level")
-    s = tools.get_supplier(p["supplier"])
+    p = tools.get_product("Rabi Level", "supplier")
+    s = tools.get_supplier(p["supplier"], "city")
     return {"city": s["city"]}

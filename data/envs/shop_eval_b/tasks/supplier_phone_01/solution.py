@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Pako Soap")
-    s = tools.get_supplier(p["supplier"])
+    p = tools.get_product("Pako Soap", "supplier")
+    s = tools.get_supplier(p["supplier"], "phone")
     return {"phone": s["phone"]}
