@@ -113,15 +113,19 @@ def fmt(value):
 
 def markdown(tables, n):
     modes = list(tables)
-    per_mode = ["pass@1", "pass@10", "pass@%d" % n, "turns", "well-formed"]
+    # pass@10 and pass@n are one column when n is 10 (and pass@10 is "-" below it)
+    passes = [("pass@1", "pass@1")] + ([("pass@10", "pass@10")] if n > 10 else []) + [("pass@n", "pass@%d" % n)]
+    if n == 1:
+        passes = passes[:1]
+    per_mode = [label for _, label in passes] + ["turns", "well-formed"]
     lines = ["| row | tasks | " + " | ".join("%s %s" % (m, c) for m in modes for c in per_mode) + " |",
              "|---|---|" + "---|" * (len(per_mode) * len(modes))]
     for index, row in enumerate(tables[modes[0]]):
         cells = []
         for mode in modes:
             other = tables[mode][index]
-            cells += [fmt(other["pass@1"]), fmt(other["pass@10"]), fmt(other["pass@n"]), fmt(other["mean_turns"]),
-                      fmt(other["well_formed_turns"])]
+            cells += [fmt(other[key]) for key, _ in passes] + [fmt(other["mean_turns"]),
+                                                                fmt(other["well_formed_turns"])]
         lines.append("| %s | %d | %s |" % (row["row"], row["tasks"], " | ".join(cells)))
     return "\n".join(lines)
 
