@@ -26,6 +26,7 @@
 #include "tests/python_test_server.h"
 #include "tests/temp_dir.h"
 #include "toolsets/search/http_search_client.h"
+#include "toolsets/search/public_address.h"
 #include "toolsets/search/search_config.h"
 #include "toolsets/search/web_search_backend.h"
 
@@ -73,6 +74,7 @@ class TestServer {
   TestServer() : server_(ServerScriptWithKeysSet()) {}
 
   std::string root() const { return "http://127.0.0.1:" + std::to_string(server_.port()); }
+  int port() const { return server_.port(); }
 
   // GET path over a plain socket (not through the code under test); the body parsed as JSON.
   Json Get(const std::string& path) const { return server_.GetJson(path); }
@@ -101,6 +103,7 @@ WebBackendOptions TestOptions(const std::string& api) {
   options.retries = 2;
   options.initial_backoff = milliseconds(50);
   options.cache_entries = 0;
+  options.open_private_addresses = true;  // the test server is on 127.0.0.1
   return options;
 }
 
@@ -570,6 +573,44 @@ TEST_CASE("open: redirects, plain text, ISO-8859-1, cut pages, retries and refus
   CHECK(backend->Open("not-a-url").status().code() == StatusCode::kNotFound);
   CHECK(backend->Open("file:///etc/passwd").status().code() == StatusCode::kNotFound);
   CHECK(backend->Open("").status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("public addresses: loopback, private, link-local, reserved and mapped forms are not") {
+  for (const char* address : {"93.184.216.34", "8.8.8.8", "1.1.1.1", "172.32.0.1", "100.128.0.1", "2606:2800:220:1::1",
+                              "2001:4860:4860::8888", "::ffff:93.184.216.34", "64:ff9b::808:808"}) {
+    INFO(address);
+    CHECK(IsPublicAddressText(address));
+  }
+  for (const char* address : {"127.0.0.1", "127.255.0.9", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1",
+                              "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255",
+                              "198.18.0.1", "192.0.2.7", "::", "::1", "fe80::1", "fd00::1", "fc00::2", "ff02::1",
+                              "2001:db8::1", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "64:ff9b::a00:1",
+                              "not an address", ""}) {
+    INFO(address);
+    CHECK_FALSE(IsPublicAddressText(address));
+  }
+}
+
+TEST_CASE("open: a non-public address is refused by default, before any request reaches it, and not retried") {
+  WebBackendOptions guarded = TestOptions("brave");
+  guarded.open_private_addresses = false;
+  auto backend = MustOpen("brave", guarded);
+  for (const std::string& url : std::vector<std::string>{Server().root() + "/pages/article.html?guarded",
+                                 "http://localhost:" + std::to_string(Server().port()) + "/pages/article.html?guarded",
+                                 "http://[::1]:" + std::to_string(Server().port()) + "/pages/article.html?guarded",
+                                 std::string("http://169.254.169.254/latest/meta-data/")}) {
+    INFO(url);
+    Result<Document> refused = backend->Open(url);
+    CHECK(refused.status().code() == StatusCode::kPermissionDenied);
+    CHECK(Contains(refused.status().message(), "not a public address"));
+    CHECK_FALSE(Contains(refused.status().message(), "attempts"));  // not retried
+  }
+  Result<Document> named = backend->Open(Server().root() + "/pages/plain.txt");
+  CHECK(Contains(named.status().message(), "refused to connect to 127.0.0.1"));
+  CHECK_FALSE(Contains(Server().Get("/last/page").dump(), "guarded"));  // no request reached the server
+  // Allowed, the same page opens and the server records it (so the check above could fail).
+  CHECK(MustOpen("brave")->Open(Server().root() + "/pages/article.html?guarded").ok());
+  CHECK(Contains(Server().Get("/last/page").dump(), "guarded"));
 }
 
 TEST_CASE("config: every backend from JSON; unknown keys and backends are refused by name") {

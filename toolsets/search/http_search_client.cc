@@ -1,6 +1,8 @@
 // The live backends' HTTP layer: libcurl exchanges, the retry loop, the token bucket.
 #include "toolsets/search/http_search_client.h"
 
+#include <sys/socket.h>
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -9,6 +11,8 @@
 #include <ctime>
 #include <random>
 #include <thread>
+
+#include "toolsets/search/public_address.h"
 
 namespace envforge::search {
 namespace {
@@ -145,6 +149,39 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   return size * count;
 }
 
+// CURLOPT_OPENSOCKETFUNCTION: the socket for a connection curl is about to make, or none when the
+// address is not public (curl then fails the transfer with CURLE_COULDNT_CONNECT).
+curl_socket_t OpenPublicSocket(void* refused, curlsocktype, curl_sockaddr* address) {
+  if (!IsPublicAddress(&address->addr)) {
+    *static_cast<std::string*>(refused) = AddressText(&address->addr);
+    return CURL_SOCKET_BAD;
+  }
+  return socket(address->family, address->socktype, address->protocol);
+}
+
+#if LIBCURL_VERSION_NUM >= 0x075000
+// CURLOPT_PREREQFUNCTION: runs before every request, on a reused connection too (which opens no
+// socket), with the address the connection is made to.
+int CheckConnectedAddress(void* refused, char* primary_ip, char*, int, int) {
+  if (IsPublicAddressText(primary_ip)) return CURL_PREREQFUNC_OK;
+  *static_cast<std::string*>(refused) = primary_ip;
+  return CURL_PREREQFUNC_ABORT;
+}
+#endif
+
+// Every connection of the transfer (each redirect hop) must go to a public address; `refused`
+// receives the first address that did not.
+void GuardAddresses(CURL* handle, std::string* refused) {
+  curl_easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, OpenPublicSocket);
+  curl_easy_setopt(handle, CURLOPT_OPENSOCKETDATA, refused);
+#if LIBCURL_VERSION_NUM >= 0x075000
+  curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, CheckConnectedAddress);
+  curl_easy_setopt(handle, CURLOPT_PREREQDATA, refused);
+#else
+  curl_easy_setopt(handle, CURLOPT_FRESH_CONNECT, 1L);  // no reused connection skips the socket check
+#endif
+}
+
 }  // namespace
 
 Result<std::string> ReadApiKey(std::string_view backend, const std::string& variable) {
@@ -262,6 +299,7 @@ void TokenBucket::Acquire() {
 
 struct HttpSearchClient::Attempt {
   CURLcode code = CURLE_OK;
+  std::string refused_address;  // a non-public address a public_addresses_only request met
   std::string curl_message;
   long status = 0;
   std::string content_type;
@@ -346,6 +384,7 @@ HttpSearchClient::Attempt HttpSearchClient::Exchange(const HttpRequest& request)
   curl_easy_setopt(handle, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
   curl_easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
+  if (request.public_addresses_only) GuardAddresses(handle, &attempt.refused_address);
   curl_easy_setopt(handle, CURLOPT_FOLLOWLOCATION, request.follow_redirects ? 1L : 0L);
   curl_easy_setopt(handle, CURLOPT_MAXREDIRS, 5L);
   curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, curl_error);
@@ -376,6 +415,10 @@ HttpSearchClient::Attempt HttpSearchClient::Exchange(const HttpRequest& request)
 // The error of an attempt that did not give a usable 2xx answer (OK when it did).
 Status HttpSearchClient::Judge(const HttpRequest& request, const Attempt& attempt) const {
   const std::string peer = (request.label.empty() ? options_.backend + " server" : request.label) + " " + request.url;
+  if (!attempt.refused_address.empty() && attempt.code != CURLE_OK) {
+    return PermissionDeniedError(peer + ": refused to connect to " + attempt.refused_address +
+                                 ", which is not a public address (this request may reach public addresses only)");
+  }
   if (attempt.code == CURLE_WRITE_ERROR && attempt.sink.overflowed) {
     return DataLossError(options_.backend + " response from " + request.url + " is larger than " +
                          std::to_string(attempt.sink.max_bytes) + " bytes");
@@ -423,11 +466,11 @@ Result<HttpResponse> HttpSearchClient::Send(const HttpRequest& request) {
       response.truncated = attempt.sink.overflowed;
       return response;
     }
-    bool retryable = attempt.code == CURLE_OPERATION_TIMEDOUT || attempt.code == CURLE_COULDNT_CONNECT ||
+    bool retryable = attempt.refused_address.empty() && (attempt.code == CURLE_OPERATION_TIMEDOUT || attempt.code == CURLE_COULDNT_CONNECT ||
                      attempt.code == CURLE_COULDNT_RESOLVE_HOST || attempt.code == CURLE_SEND_ERROR ||
                      attempt.code == CURLE_RECV_ERROR || attempt.code == CURLE_GOT_NOTHING ||
                      attempt.code == CURLE_PARTIAL_FILE ||
-                     (attempt.code == CURLE_OK && RetryableStatus(attempt.status));
+                     (attempt.code == CURLE_OK && RetryableStatus(attempt.status)));
     std::optional<milliseconds> retry_after = attempt.sink.retry_after;
     if (retryable && retry_after && *retry_after > options_.max_retry_after) {
       std::lock_guard lock(mutex_);

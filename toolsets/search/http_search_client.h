@@ -20,6 +20,8 @@
 //   Unavailable       5xx or a connection failure after the retries
 //   DeadlineExceeded  the last attempt ran past its timeout
 //   DataLoss          a body larger than its bound (HttpRequest::max_bytes) when not truncating
+//   PermissionDenied  with public_addresses_only, a connection (any redirect hop included) to a
+//                     non-public address, naming it; never retried
 // SendJson adds DataLoss "<backend> response from <url>: ..." for a 2xx body that is not JSON
 // (or nests deeper than kMaxJsonDepth) or is not a JSON object.
 //
@@ -174,6 +176,7 @@ struct HttpRequest {
   bool truncate = false;             // past max_bytes: keep the first max_bytes, not an error
   bool rate_limited = true;          // takes a token from the bucket per attempt
   bool follow_redirects = false;     // at most 5, http and https only
+  bool public_addresses_only = false;  // refuse to connect to a non-public address (public_address.h)
   std::string label;                 // names the peer in messages; empty: "<backend> server"
 };
 

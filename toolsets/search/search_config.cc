@@ -16,7 +16,8 @@ const std::vector<std::string> kBackends = {"offline", "brave", "serper", "tavil
 const std::vector<std::string> kOfflineKeys = {"backend", "corpus"};
 const std::vector<std::string> kLiveKeys = {"backend",       "api_key_env", "base_url",     "timeout_ms",
                                             "retries",       "rate_per_s",  "rate_burst",   "cache_ttl_s",
-                                            "cache_entries", "max_response_bytes", "max_page_bytes"};
+                                            "cache_entries", "max_response_bytes", "max_page_bytes",
+                                            "open_private_addresses"};
 
 std::string Join(const std::vector<std::string>& items) {
   std::string out;
@@ -128,6 +129,11 @@ Result<SearchBackendConfig> ParseSearchConfig(const Json& config) {
     ENVFORGE_ASSIGN_OR_RETURN(int64_t bytes, Integer(config, "max_page_bytes", 1, int64_t{256} << 20));
     web.max_page_bytes = static_cast<size_t>(bytes);
   }
+  if (config.contains("open_private_addresses")) {
+    const Json& allow = config["open_private_addresses"];
+    if (!allow.is_boolean()) return Bad("open_private_addresses must be true or false");
+    web.open_private_addresses = allow.get<bool>();
+  }
   return parsed;
 }
 
@@ -142,7 +148,8 @@ Json ToJson(const SearchBackendConfig& config) {
            {"cache_ttl_s", static_cast<double>(web.cache_ttl.count()) / 1000},
            {"cache_entries", web.cache_entries},
            {"max_response_bytes", web.max_response_bytes},
-           {"max_page_bytes", web.max_page_bytes}};
+           {"max_page_bytes", web.max_page_bytes},
+           {"open_private_addresses", web.open_private_addresses}};
   if (!web.api_key_env.empty()) out["api_key_env"] = web.api_key_env;
   if (!web.base_url.empty()) out["base_url"] = web.base_url;
   return out;

@@ -13,7 +13,8 @@
 //    "cache_ttl_s": 300,               seconds a page stays cached; 0 turns the cache off
 //    "cache_entries": 1024,            pages kept, 0..1000000; 0 turns the cache off
 //    "max_response_bytes": 4194304,    an API answer's bound, 1..268435456
-//    "max_page_bytes": 2097152}        where Open cuts a page, 1..268435456
+//    "max_page_bytes": 2097152,        where Open cuts a page, 1..268435456
+//    "open_private_addresses": false}  let open fetch loopback/private/link-local addresses
 //
 // Every key but "backend" is optional except "corpus" (offline) and "base_url" (searxng).
 // The semantics of each are those of WebBackendOptions (web_search_backend.h).

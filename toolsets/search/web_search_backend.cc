@@ -164,7 +164,8 @@ Result<WebSearchBackend::Parts> WebSearchBackend::Prepare(const std::string& nam
 
 WebSearchBackend::WebSearchBackend(std::string name, int max_top_k, Parts parts, const WebBackendOptions& options)
     : name_(std::move(name)), max_top_k_(max_top_k), base_url_(std::move(parts.base_url)),
-      api_key_(std::move(parts.api_key)), max_page_bytes_(options.max_page_bytes), client_(std::move(parts.client)),
+      api_key_(std::move(parts.api_key)), max_page_bytes_(options.max_page_bytes),
+      open_private_addresses_(options.open_private_addresses), client_(std::move(parts.client)),
       cache_(options.cache_entries, options.cache_ttl) {}
 
 WebSearchBackend::~WebSearchBackend() = default;
@@ -258,6 +259,7 @@ Result<Document> WebSearchBackend::Open(std::string_view doc_id_or_url) {
   request.truncate = true;
   request.rate_limited = false;  // pages are not the API's
   request.follow_redirects = true;
+  request.public_addresses_only = !open_private_addresses_;
   request.label = "page";
   ENVFORGE_ASSIGN_OR_RETURN(HttpResponse response, client_->Send(request));
 

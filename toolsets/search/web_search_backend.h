@@ -26,6 +26,10 @@
 //
 // Open(url): GET the page itself (redirects followed, at most 5, http and https only; no key
 // headers, no rate-limit token; the same timeout and retries), the body cut at max_page_bytes.
+// The URL is the agent's choice, so by default every connection of the fetch, each redirect hop
+// included, must go to a public address (public_address.h): loopback, private, link-local (the
+// cloud metadata endpoint) and reserved addresses are PermissionDenied, naming the address, and
+// are not retried. open_private_addresses lifts that (a lab's intranet, a local test server).
 // text/html and application/xhtml+xml become text and links through html_text.h (links resolved
 // against the final URL; http and https links only); text/plain, JSON and XML stay as they are;
 // an ISO-8859-1 or windows-1252 body is converted to UTF-8. A cut page's text ends with the line
@@ -69,6 +73,7 @@ struct WebBackendOptions {
   size_t cache_entries = 1024;                 // 0: no cache
   size_t max_response_bytes = 4 << 20;         // an API answer larger than this is DataLoss
   size_t max_page_bytes = 2 << 20;             // Open cuts pages here
+  bool open_private_addresses = false;         // let Open reach non-public addresses (see Open)
   std::chrono::milliseconds initial_backoff{250};  // first retry's wait without Retry-After
   std::chrono::milliseconds max_retry_after{30'000};  // longer Retry-After: fail at once
 };
@@ -133,6 +138,7 @@ class WebSearchBackend : public SearchBackend {
   const std::string base_url_;
   const std::string api_key_;  // never logged, never in a message
   const size_t max_page_bytes_;
+  const bool open_private_addresses_;
   std::unique_ptr<HttpSearchClient> client_;
   ExpiringLruCache<SearchPage> cache_;
   int64_t cache_hits_ = 0;
