@@ -20,13 +20,17 @@ Each seed gives a different database: 5-6 categories of 3-5 products, 5 supplier
 lexicon names ("Bito Lamp", "Rasa Co", city "Kelo") so that a model must copy names
 rather than memorise them; prices 10..999 (distinct within a category), stock 0..60,
 ratings 2.0..5.0 with one decimal. Three tools (get_product, list_products, get_supplier).
-get_product and get_supplier take an optional `field` and then answer {field: value} alone: the
-gold solutions of the look-up tiers ask for the one field they need, so the value to copy sits at
-a fixed distance from where the next call or the answer writes it ({"price":65} is the result and
-the answer alike). A small model learns copying at a fixed distance in tens of steps; copying a
-value found by its key inside a whole row (content-addressed look-up) it did not learn in this
-project's CPU budget (scripts/policy/data.py, lookup_sequences). The list tiers (3-5) still read
-whole rows, which is part of what makes them harder.
+get_product and get_supplier take an optional `select` (a field name) and then answer
+{field: value} alone: the gold solutions of the look-up tiers ask for the one field they need, so
+the value to copy sits at a fixed distance from where the next call or the answer writes it
+({"price":65} is the result and the answer alike). A small model learns copying at a fixed
+distance in tens of steps; copying a value found by its key inside a whole row (content-addressed
+look-up) it did not learn in this project's CPU budget (scripts/policy/data.py, lookup_sequences).
+The parameter is named `select` because the chat encoder writes a call's arguments in key order:
+"name" then comes first, at the same distance (40 tokens) from the name in the prompt as the
+answer is from the value in the result, the one distance the copy stage of train_policy.py
+teaches (measured: with `field`, written first, names sat 56 tokens away and were never copied).
+The list tiers (3-5) still read whole rows, which is part of what makes them harder.
 Prompts quote the names and categories they mention ('the price of "Bito Lamp"'): a quoted name
 tokenizes the same as the tool-call argument and the JSON string it is copied into or from
 (a word after a space is a different token from the same word after a quote or a '>'), so a small
@@ -203,20 +207,20 @@ PRODUCT_FIELDS = ("name", "category", "price", "stock", "rating", "supplier")
 SUPPLIER_FIELDS = ("name", "city", "phone")
 
 
-def _one(table, fields, name, field, what):
-    """The row named `name`: every field, or {field: value} when a field is asked for."""
-    if field and field not in fields:
-        raise ValueError("unknown field %r; one of %s" % (field, ", ".join(fields)))
-    columns = field or ", ".join(fields)
+def _one(table, fields, name, select, what):
+    """The row named `name`: every field, or {select: value} when a field is selected."""
+    if select and select not in fields:
+        raise ValueError("unknown field %r; one of %s" % (select, ", ".join(fields)))
+    columns = select or ", ".join(fields)
     rows = db.query("SELECT %s FROM %s WHERE name = ?" % (columns, table), (name,))  # noqa: F821
     if not rows:
         raise ValueError("unknown %s %r" % (what, name))
     return rows[0]
 
 
-def get_product(name: str, field: str = "") -> dict:
-    """Get a product by name; with field, only that field."""
-    return _one("products", PRODUCT_FIELDS, name, field, "product")
+def get_product(name: str, select: str = "") -> dict:
+    """Get a product by name; with select, only that field."""
+    return _one("products", PRODUCT_FIELDS, name, select, "product")
 
 
 def list_products(category: str) -> list:
@@ -228,9 +232,9 @@ def list_products(category: str) -> list:
     return rows
 
 
-def get_supplier(name: str, field: str = "") -> dict:
-    """Get a supplier by name; with field, only that field."""
-    return _one("suppliers", SUPPLIER_FIELDS, name, field, "supplier")
+def get_supplier(name: str, select: str = "") -> dict:
+    """Get a supplier by name; with select, only that field."""
+    return _one("suppliers", SUPPLIER_FIELDS, name, select, "supplier")
 '''
 
 # ---------------------------------------------------------------------------------------------

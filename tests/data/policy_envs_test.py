@@ -260,7 +260,7 @@ def test_unknown_names_raise(envs):
 
 
 def test_a_field_asked_for_comes_alone(envs):
-    """get_product/get_supplier with a field answer {field: value}: the look-up tiers' gold
+    """get_product/get_supplier with `select` answer {field: value}: the look-up tiers' gold
     calls, whose result text is then the answer's text."""
     db, tools = _load(envs[SEEDS[0]][0])
     row = db.query("SELECT * FROM products ORDER BY name LIMIT 1")[0]

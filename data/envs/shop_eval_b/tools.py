@@ -5,20 +5,20 @@ PRODUCT_FIELDS = ("name", "category", "price", "stock", "rating", "supplier")
 SUPPLIER_FIELDS = ("name", "city", "phone")
 
 
-def _one(table, fields, name, field, what):
-    """The row named `name`: every field, or {field: value} when a field is asked for."""
-    if field and field not in fields:
-        raise ValueError("unknown field %r; one of %s" % (field, ", ".join(fields)))
-    columns = field or ", ".join(fields)
+def _one(table, fields, name, select, what):
+    """The row named `name`: every field, or {select: value} when a field is selected."""
+    if select and select not in fields:
+        raise ValueError("unknown field %r; one of %s" % (select, ", ".join(fields)))
+    columns = select or ", ".join(fields)
     rows = db.query("SELECT %s FROM %s WHERE name = ?" % (columns, table), (name,))  # noqa: F821
     if not rows:
         raise ValueError("unknown %s %r" % (what, name))
     return rows[0]
 
 
-def get_product(name: str, field: str = "") -> dict:
-    """Get a product by name; with field, only that field."""
-    return _one("products", PRODUCT_FIELDS, name, field, "product")
+def get_product(name: str, select: str = "") -> dict:
+    """Get a product by name; with select, only that field."""
+    return _one("products", PRODUCT_FIELDS, name, select, "product")
 
 
 def list_products(category: str) -> list:
@@ -30,6 +30,6 @@ def list_products(category: str) -> list:
     return rows
 
 
-def get_supplier(name: str, field: str = "") -> dict:
-    """Get a supplier by name; with field, only that field."""
-    return _one("suppliers", SUPPLIER_FIELDS, name, field, "supplier")
+def get_supplier(name: str, select: str = "") -> dict:
+    """Get a supplier by name; with select, only that field."""
+    return _one("suppliers", SUPPLIER_FIELDS, name, select, "supplier")
