@@ -67,6 +67,30 @@ rm -f "$ROLLOUTS" "$ROLLOUTS-wal" "$ROLLOUTS-shm"
 ROLLOUT_EPISODE=$("$ENVFORGE" traj ls "$ROLLOUTS" --limit 1 --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
 echo "== traj show $ROLLOUT_EPISODE (first lines)"
 "$ENVFORGE" traj show "$ROLLOUTS" "$ROLLOUT_EPISODE" | head -24
+# The trained policy of issue 12; this section runs once data/models/policy-small is committed.
+if [[ -f data/models/policy-small/model.safetensors ]]; then
+  echo
+  echo "== the shipped policy: data/models/policy-small (DeepSeek-V3.2 architecture, trained here by"
+  echo "   scripts/train_policy.py) plays the held-out evaluation shop, 16 episodes per task; pass@k by tier"
+  /usr/bin/python3 scripts/policy_eval.py --model data/models/policy-small --envs data/envs/shop_eval_a -n 16 \
+    --modes dsa --build "$BUILD_DIR"
+  SHOP="$OUT_DIR/shop_eval_a.envdb"
+  "$ENVFORGE" env pack data/envs/shop_eval_a -o "$SHOP" >/dev/null
+  POLICY_ROLLOUTS="$OUT_DIR/policy-rollouts.sqlite"
+  rm -f "$POLICY_ROLLOUTS" "$POLICY_ROLLOUTS-wal" "$POLICY_ROLLOUTS-shm"
+  "$ENVFORGE" rollout "$SHOP" --task supplier_city_00 --backend embedded:data/models/policy-small -n 4 --seed 1 \
+    --trajectories "$POLICY_ROLLOUTS" >/dev/null
+  PASSING=$("$ENVFORGE" traj ls "$POLICY_ROLLOUTS" --json | /usr/bin/python3 -c '
+import json, sys
+passing = [e["id"] for e in json.load(sys.stdin) if (e.get("verdict") or {}).get("passed")]
+print(passing[0] if passing else "")')
+  if [[ -n "$PASSING" ]]; then
+    echo "== traj show $PASSING: a passing two-hop episode of the policy"
+    "$ENVFORGE" traj show "$POLICY_ROLLOUTS" "$PASSING"
+  else
+    echo "(none of the 4 episodes of supplier_city_00 passed this time)"
+  fi
+fi
 echo
 echo "== bench rollout: 64 episodes at once vs one after another; recompute ratio"
 "$ENVFORGE" bench rollout --model "$TINY_DIR" --env "$BUNDLE" --task cheapest_rated_hotel -n 64 --max-turns 4 --json

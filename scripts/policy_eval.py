@@ -20,6 +20,7 @@ every figure, per task included.
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -96,13 +97,25 @@ def summarize(per_task, n):
     return table
 
 
-def per_task_entries(results, tasks):
+def pass_at_k(n, c, k):
+    """The unbiased estimator 1 - C(n-c, k) / C(n, k) of n scored episodes, c passed; None when k > n."""
+    if k > n or n <= 0:
+        return None
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def per_task_entries(results, tasks, n):
+    """Per task: its row key, pass@1, pass@10 and pass@n (computed here: the rollout reports
+    pass@k at powers of two and n only), mean turns, outcomes, turns and invalid calls."""
     entries = []
     for result in results:
         tier, template, held_out = tasks[result["task"]]
         episodes = result.get("episodes", [])
+        scored, passed = int(result.get("scored", 0)), int(result.get("passed", 0))
+        estimates = {str(k): pass_at_k(scored, passed, k) for k in sorted({1, 10, n})}
         entries.append({"env": result["env"], "task": result["task"], "tier": tier, "template": template, "held_out": held_out,
-                        "pass_at_k": result["pass_at_k"], "mean_turns": result["mean_turns"], "outcomes": result["outcomes"],
+                        "pass_at_k": estimates, "scored": scored, "passed": passed,
+                        "mean_turns": result["mean_turns"], "outcomes": result["outcomes"],
                         "turns": sum(e["turns"] for e in episodes), "invalid_calls": sum(e["invalid_calls"] for e in episodes)})
     return entries
 
@@ -173,7 +186,7 @@ def main(argv=None):
                 entries, seconds = [], 0.0
                 for bundle, tasks in packed:
                     results, took = rollout(envforge_bin, bundle, args.model, args, mode == "dense")
-                    entries += per_task_entries(results, tasks)
+                    entries += per_task_entries(results, tasks, args.n)
                     seconds += took
                 tables[mode] = summarize(entries, args.n)
                 report["modes"][mode] = {"seconds": round(seconds, 1), "rows": tables[mode], "tasks": entries}

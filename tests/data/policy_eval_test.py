@@ -1,0 +1,80 @@
+"""Tests of scripts/policy_eval.py, the per-tier measurement of a policy model with `envforge rollout`.
+
+Run by ctest (tests/data/CMakeLists.txt) with ENVFORGE set to the built CLI; by hand:
+ENVFORGE=build/bin/envforge /usr/bin/python3 -m pytest tests/data/policy_eval_test.py
+"""
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import policy_eval  # noqa: E402
+
+
+def _pass_at_k_by_enumeration(n, c, k):
+    """The fraction of k-subsets of n episodes (c of them passed) holding at least one pass."""
+    episodes = [True] * c + [False] * (n - c)
+    subsets = list(itertools.combinations(range(n), k))
+    return sum(any(episodes[i] for i in s) for s in subsets) / len(subsets)
+
+
+@pytest.mark.parametrize("n,c,k", [(1, 0, 1), (1, 1, 1), (5, 2, 1), (5, 2, 3), (8, 1, 4), (10, 3, 10), (12, 0, 5)])
+def test_pass_at_k_is_the_unbiased_estimator(n, c, k):
+    assert policy_eval.pass_at_k(n, c, k) == pytest.approx(_pass_at_k_by_enumeration(n, c, k))
+
+
+def test_pass_at_k_beyond_n_is_absent():
+    assert policy_eval.pass_at_k(5, 2, 10) is None
+    assert policy_eval.pass_at_k(0, 0, 1) is None
+
+
+def test_pass_at_10_is_computed_even_where_the_rollout_reports_powers_of_two():
+    result = {"env": "e", "task": "t", "scored": 16, "passed": 4, "mean_turns": 2.0, "outcomes": {},
+              "pass_at_k": {"1": 0.25, "2": 0.45, "4": 0.73, "8": 0.96, "16": 1.0},
+              "episodes": [{"turns": 2, "invalid_calls": 0}] * 16}
+    entry, = policy_eval.per_task_entries([result], {"t": (1, "price_lookup", False)}, 16)
+    assert entry["pass_at_k"]["10"] == pytest.approx(_pass_at_k_by_enumeration(16, 4, 10))
+    assert entry["pass_at_k"]["1"] == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("n,columns", [(1, ["pass@1"]), (10, ["pass@1", "pass@10"]),
+                                       (100, ["pass@1", "pass@10", "pass@100"])])
+def test_the_table_has_each_pass_column_once(n, columns):
+    row = {"row": "tier 1", "tasks": 2, "pass@1": 0.5, "pass@10": 0.9, "pass@n": 1.0, "mean_turns": 2.0,
+           "well_formed_turns": 1.0}
+    header = policy_eval.markdown({"dsa": [row]}, n).splitlines()[0]
+    assert [c.strip() for c in header.strip("|").split("|")][2:-2] == ["dsa " + c for c in columns]
+
+
+def test_a_model_measured_end_to_end_by_tier(tmp_path):
+    """A tiny random model on one evaluation shop: every tier and the held-out template get a row,
+    every task its n episodes, and --json and --readme are written."""
+    envforge = os.environ.get("ENVFORGE") or os.path.join(ROOT, "build", "bin", "envforge")
+    if not os.access(envforge, os.X_OK):
+        pytest.skip("no built envforge (set ENVFORGE)")
+    build = os.path.dirname(os.path.dirname(os.path.abspath(envforge)))
+    model = tmp_path / "tiny"
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_tiny_model.py"), "--out", str(model),
+                    "--preset", "tiny", "--dtype", "fp32"], check=True, stdout=subprocess.DEVNULL)
+    readme = tmp_path / "README.md"
+    readme.write_text("# a model\n")
+    report = tmp_path / "eval.json"
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "policy_eval.py"), "--model", str(model),
+                           "--envs", "data/envs/shop_eval_a", "-n", "2", "--modes", "dsa", "--max-turns", "2",
+                           "--max-tokens-per-turn", "16", "--json", str(report), "--readme", str(readme),
+                           "--build", build], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(report.read_text())
+    rows = [r["row"] for r in figures["modes"]["dsa"]["rows"]]
+    assert rows == ["tier 1", "tier 2", "tier 3", "tier 4", "tier 5", "held-out supplier_phone"]
+    tasks = figures["modes"]["dsa"]["tasks"]
+    assert len(tasks) == 28 and all(t["scored"] == 2 for t in tasks)
+    assert "| tier 1 | 8 |" in done.stdout
+    text = readme.read_text()
+    assert text.startswith("# a model\n") and policy_eval.BEGIN in text and "| tier 5 | 4 |" in text
