@@ -156,7 +156,7 @@ curl_socket_t OpenPublicSocket(void* refused, curlsocktype, curl_sockaddr* addre
     *static_cast<std::string*>(refused) = AddressText(&address->addr);
     return CURL_SOCKET_BAD;
   }
-  return socket(address->family, address->socktype, address->protocol);
+  return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);  // not into forked children
 }
 
 #if LIBCURL_VERSION_NUM >= 0x075000
