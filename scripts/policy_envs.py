@@ -30,7 +30,7 @@ The parameter is named `select` because the chat encoder writes a call's argumen
 "name" then comes first, at the same distance (40 tokens) from the name in the prompt as the
 answer is from the value in the result, the one distance the copy stage of train_policy.py
 teaches (measured: with the parameter named `field`, written first, names sat 56 tokens away and
-no run copied one: a full 650-step recipe, and 150-300 step runs on tiers 1-2).
+no run that recorded it copied one: a full 650-step recipe, and a 150-step run on tiers 1-2).
 The list tiers (3-5) still read whole rows, which is part of what makes them harder.
 Prompts quote the names and categories they mention ('the price of "Bito Lamp"'): a quoted name
 tokenizes the same as the tool-call argument and the JSON string it is copied into or from
