@@ -249,11 +249,11 @@ def test_sources_in_process(envs, seed):
 
 
 def test_unknown_names_raise(envs):
-    _, tools = _load(envs[SEEDS[0]][0])
+    db, tools = _load(envs[SEEDS[0]][0])
     for fn, arg in (("get_product", "Nope Lamp"), ("list_products", "nope"), ("get_supplier", "Nope Co")):
         with pytest.raises(ValueError):
             tools[fn](arg)
-    product = _load(envs[SEEDS[0]][0])[0].query("SELECT name FROM products LIMIT 1")[0]["name"]
+    product = db.query("SELECT name FROM products LIMIT 1")[0]["name"]
     for bad in ("city", "price; DROP TABLE products", "*"):
         with pytest.raises(ValueError, match="unknown field"):
             tools["get_product"](product, bad)
