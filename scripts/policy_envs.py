@@ -18,19 +18,29 @@ TRAIN_TEMPLATES lists the others.
 
 Each seed gives a different database: 5-6 categories of 3-5 products, 5 suppliers, made-up
 lexicon names ("Bito Lamp", "Rasa Co", city "Kelo") so that a model must copy names
-rather than memorise them; prices 10..999 (distinct within a category), stock 0..60,
-ratings 2.0..5.0 with one decimal. Three tools (get_product, list_products, get_supplier).
-get_product and get_supplier take an optional `select` (a field name) and then answer
+rather than memorise them; prices 10..99 (distinct within a category), stock 10..60,
+ratings 2.0..5.0 with one decimal. Three tools (get_product, list_products,
+get_supplier_by_name). The two getters take an optional `select` (a field name) and then answer
 {field: value} alone: the gold solutions of the look-up tiers ask for the one field they need, so
 the value to copy sits at a fixed distance from where the next call or the answer writes it
-({"price":65} is the result and the answer alike). A small model learns copying at a fixed
-distance in tens of steps; copying a value found by its key inside a whole row (content-addressed
-look-up) it did not learn in this project's CPU budget (scripts/policy/data.py, lookup_sequences).
-The parameter is named `select` because the chat encoder writes a call's arguments in key order:
-"name" then comes first, at the same distance (40 tokens) from the name in the prompt as the
-answer is from the value in the result, the one distance the copy stage of train_policy.py
-teaches (measured: with the parameter named `field`, written first, names sat 56 tokens away and
-no run that recorded it copied one: a full 650-step recipe, and a 150-step run on tiers 1-2).
+({"price":65} is the result and the answer alike).
+
+WHY THE DETAILS (the shipped policy model, train_policy.py): a small model learns copying at a
+fixed distance in tens of steps; copying a value found by its key inside a whole row, or at a
+distance that varies (content-addressed look-up, induction), it did not learn in this project's
+CPU budget (scripts/policy/data.py, copy_sequences and lookup_sequences; session 13: repeats at
+a distance drawn from 34..46 or 38..44 left the copy loss near chance after 200-300 steps). So
+every copy of the look-up tiers (tiers 1-2) sits 40 tokens from its source, the distance the copy
+stage of train_policy.py teaches (measured with the shipped recipe's tokenizer, non-thinking
+transcripts of held-out seeds; thinking mode puts a reasoning line in between):
+  - the name in the prompt -> the first call's "name" argument: the parameter is `select`, not
+    `field`, because the chat encoder writes arguments in key order and "name" must come first
+    (with "field" first names sat 56 tokens away and no run copied one);
+  - the value in a result -> the answer: prices and stock have two digits, one token each (the
+    recipe's tokenizer merges digits), like a lexicon word (three digits put the answer 42
+    tokens away, and tier-1 answers were 2 of 11 right where names were 15 of 15);
+  - the supplier in a result -> the next call: the tool is `get_supplier_by_name`, whose
+    two extra tokens move that copy from 38 to 40 (at 38: 0 of 4 right).
 The list tiers (3-5) still read whole rows, which is part of what makes them harder.
 Prompts quote the names and categories they mention ('the price of "Bito Lamp"'): a quoted name
 tokenizes the same as the tool-call argument and the JSON string it is copied into or from
@@ -99,7 +109,7 @@ LEXICON = tuple(sorted(random.Random("policy-envs-lexicon").sample(
     sorted({(a + b).capitalize() for a in _SYLLABLES for b in _SYLLABLES}), 96)))
 _SUPPLIER_SUFFIXES = ("Co", "Ltd", "Inc", "Bros", "Trade")
 N_SUPPLIERS = 5
-STOCK_STEPS = (5, 10, 15, 20, 25, 30)        # tier 4 thresholds: stock >= N
+STOCK_STEPS = (15, 20, 25, 30, 35, 40)       # tier 4 thresholds: stock >= N
 RATING_STEPS = (30, 35, 40, 45)              # tier 4 thresholds: rating >= R (tenths)
 
 
@@ -144,10 +154,10 @@ def make_database(seed):
             count = rng.randint(3, 5)
             words = _unique_words(rng, count, used)
             items = rng.sample(nouns, count)
-            prices = rng.sample(range(10, 1000), count)
+            prices = rng.sample(range(10, 100), count)
             for word, item, price in zip(words, items, prices):
                 products.append({"name": word + " " + item, "category": cat, "price": price,
-                                 "stock": rng.randint(0, 60), "rating10": rng.randint(20, 50),
+                                 "stock": rng.randint(10, 60), "rating10": rng.randint(20, 50),
                                  "supplier": rng.choice(suppliers)["name"]})
         names = [c for c, _ in cats]
         if all(_tier4_options(_in_category(products, c)) for c in names):
@@ -177,8 +187,8 @@ CREATE TABLE suppliers (
 CREATE TABLE products (
     name TEXT PRIMARY KEY,
     category TEXT NOT NULL,
-    price INTEGER NOT NULL,           -- 10..999, distinct within a category
-    stock INTEGER NOT NULL,           -- units in stock, 0..60
+    price INTEGER NOT NULL,           -- 10..99, distinct within a category
+    stock INTEGER NOT NULL,           -- units in stock, 10..60
     rating REAL NOT NULL,             -- 2.0..5.0, one decimal
     supplier TEXT NOT NULL REFERENCES suppliers(name)
 );
@@ -233,7 +243,7 @@ def list_products(category: str) -> list:
     return rows
 
 
-def get_supplier(name: str, select: str = "") -> dict:
+def get_supplier_by_name(name: str, select: str = "") -> dict:
     """Get a supplier by name; with select, only that field."""
     return _one("suppliers", SUPPLIER_FIELDS, name, select, "supplier")
 '''
@@ -359,7 +369,7 @@ def _task_supplier(template, product):
         "knobs": {"product": x},
         "consts": {"KEY": key, "PRODUCT": x},
         "solution": ('def solve(tools):\n    p = tools.get_product(%s, "supplier")\n'
-                     '    s = tools.get_supplier(p["supplier"], %s)\n    return {%s: s[%s]}\n'
+                     '    s = tools.get_supplier_by_name(p["supplier"], %s)\n    return {%s: s[%s]}\n'
                      % (json.dumps(x), json.dumps(key), json.dumps(key), json.dumps(key))),
     }
 

@@ -18,10 +18,11 @@ Steps (scripts/policy/ holds the parts):
   4. a copy stage (--copy-steps): dense steps on synthetic repeat sequences (random token
      ids, then the same ids again at a distance of copy_half = 40 tokens; policy/data.py
      copy_sequences) that give the model a copying path before it sees a transcript. 40 is the
-     distance at which the shop transcripts' copies sit (scripts/policy_envs.py): measured on
-     held-out seeds, names at 40 tokens were copied exactly after 150 transcript steps, and
-     copies at 38 or 42 tokens were not yet. A size with lookup_records > 0 gives half the stage
-     to key-value look-ups (lookup_sequences), which were not learnt in this budget;
+     distance at which every copy of the shop's look-up tiers sits in non-thinking transcripts
+     (scripts/policy_envs.py says how): measured on held-out seeds, copies at 40 tokens were
+     exact after 150 transcript steps, and copies at 38 or 42 tokens were not. A size with
+     lookup_records > 0 gives half the stage to key-value look-ups (lookup_sequences), which
+     were not learnt in this budget;
   5. the DSA recipe (policy/train.py): dense pre-training, dense warm-up of the indexers (KL),
      sparse training, the tokens of tool-call argument values weighing --value-weight in the LM
      loss (a name or number is a few tokens among a turn's ~50 format tokens, whose gradient
@@ -85,6 +86,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The shipped model's data: scripts/policy_envs.py seeds (training < 900000; evaluation shops
 # data/envs/shop_eval_a/_b are 900001/900002), 4 instances of each training template per seed.
 TRAIN_SEEDS, EVAL_SEEDS, INSTANCES = "1-300", "900001-900002", 4
+# Thinking-mode transcripts put a reasoning line between the source of a copy and its target, so
+# their copies sit at other distances than copy_half (34-38 tokens, not 40): a small share keeps
+# the mode in the data without spending the copy training on distances the copy stage never taught.
+THINKING_FRACTION = 0.1
 
 
 def generated_transcripts(args):
@@ -100,6 +105,7 @@ def generated_transcripts(args):
             log("generating %s transcripts (seeds %s) with scripts/policy_transcripts.py" % (name, seeds))
             code = policy_transcripts.main(["--out", path, "--seeds", seeds, "--instances", str(INSTANCES),
                                             "--templates", templates, "--work", os.path.join(cache, name + "-work"),
+                                            "--thinking-fraction", str(THINKING_FRACTION),
                                             "--build", args.build])
             if code != 0:
                 sys.exit("train_policy: policy_transcripts.py failed (exit %d)" % code)
@@ -207,7 +213,10 @@ def main(argv=None):
 
     t0 = time.time()
     vocab_size = args.vocab_size or size["vocab_size"]
-    vocab, merges = tokenizer_lib.train_bpe(tokenizer_lib.bpe_corpus([r["text"] for r in records]), vocab_size)
+    # Digits merge like any other symbol: a two-digit price or stock is then one token, like a
+    # name's word, and is copied at the same distance as a name (scripts/policy_envs.py).
+    vocab, merges = tokenizer_lib.train_bpe(tokenizer_lib.bpe_corpus([r["text"] for r in records]), vocab_size,
+                                            split_digits=False)
     tok = tokenizer_lib.Tokenizer(vocab, merges)
     value_weight = size["value_weight"] if args.value_weight is None else args.value_weight
     mark_values = value_weight != 1.0

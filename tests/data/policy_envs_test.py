@@ -178,7 +178,7 @@ def test_data_rules(envs, seed):
         prices = [r["price"] for r in db.query("SELECT price FROM products WHERE category = ?", (c,))]
         assert 3 <= len(prices) <= 5 and len(set(prices)) == len(prices)
     for r in db.query("SELECT * FROM products"):
-        assert 10 <= r["price"] <= 999 and 0 <= r["stock"] <= 60 and 2.0 <= r["rating"] <= 5.0
+        assert 10 <= r["price"] <= 99 and 10 <= r["stock"] <= 60 and 2.0 <= r["rating"] <= 5.0
     assert len(db.query("SELECT * FROM suppliers")) == 5
     assert not db.query("SELECT p.name FROM products p LEFT JOIN suppliers s ON s.name = p.supplier"
                         " WHERE s.name IS NULL")
@@ -212,8 +212,8 @@ def test_sources_in_process(envs, seed):
     src = envs[seed][0]
     db, tools_ns = _load(src)
     chains = {"price_lookup": ["get_product"], "stock_lookup": ["get_product"],
-              "supplier_city": ["get_product", "get_supplier"],
-              "supplier_phone": ["get_product", "get_supplier"],
+              "supplier_city": ["get_product", "get_supplier_by_name"],
+              "supplier_phone": ["get_product", "get_supplier_by_name"],
               "cheapest_in_category": ["list_products"],
               "cheapest_in_stock_rated": ["list_products"],
               "category_stock_value": ["list_products", "list_products"]}
@@ -250,7 +250,7 @@ def test_sources_in_process(envs, seed):
 
 def test_unknown_names_raise(envs):
     db, tools = _load(envs[SEEDS[0]][0])
-    for fn, arg in (("get_product", "Nope Lamp"), ("list_products", "nope"), ("get_supplier", "Nope Co")):
+    for fn, arg in (("get_product", "Nope Lamp"), ("list_products", "nope"), ("get_supplier_by_name", "Nope Co")):
         with pytest.raises(ValueError):
             tools[fn](arg)
     product = db.query("SELECT name FROM products LIMIT 1")[0]["name"]
@@ -260,7 +260,7 @@ def test_unknown_names_raise(envs):
 
 
 def test_a_field_asked_for_comes_alone(envs):
-    """get_product/get_supplier with `select` answer {field: value}: the look-up tiers' gold
+    """get_product/get_supplier_by_name with `select` answer {field: value}: the look-up tiers' gold
     calls, whose result text is then the answer's text."""
     db, tools = _load(envs[SEEDS[0]][0])
     row = db.query("SELECT * FROM products ORDER BY name LIMIT 1")[0]
@@ -268,8 +268,8 @@ def test_a_field_asked_for_comes_alone(envs):
     for field in ("price", "stock", "supplier", "rating"):
         assert tools["get_product"](row["name"], field) == {field: row[field]}
     supplier = db.query("SELECT * FROM suppliers WHERE name = ?", (row["supplier"],))[0]
-    assert tools["get_supplier"](row["supplier"]) == supplier
-    assert tools["get_supplier"](row["supplier"], "city") == {"city": supplier["city"]}
+    assert tools["get_supplier_by_name"](row["supplier"]) == supplier
+    assert tools["get_supplier_by_name"](row["supplier"], "city") == {"city": supplier["city"]}
 
 
 def test_eval_envs_reproducible():

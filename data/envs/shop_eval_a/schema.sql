@@ -7,36 +7,32 @@ CREATE TABLE suppliers (
 CREATE TABLE products (
     name TEXT PRIMARY KEY,
     category TEXT NOT NULL,
-    price INTEGER NOT NULL,           -- 10..999, distinct within a category
-    stock INTEGER NOT NULL,           -- units in stock, 0..60
+    price INTEGER NOT NULL,           -- 10..99, distinct within a category
+    stock INTEGER NOT NULL,           -- units in stock, 10..60
     rating REAL NOT NULL,             -- 2.0..5.0, one decimal
     supplier TEXT NOT NULL REFERENCES suppliers(name)
 );
 CREATE INDEX products_category ON products(category);
-INSERT INTO suppliers VALUES ('Kiba Co', 'Tibe', '808-0986');
-INSERT INTO suppliers VALUES ('Koki Co', 'Sila', '970-6599');
-INSERT INTO suppliers VALUES ('Lobe Co', 'Rabi', '812-6677');
-INSERT INTO suppliers VALUES ('Nipo Trade', 'Lepi', '374-8398');
-INSERT INTO suppliers VALUES ('Pere Ltd', 'Kane', '260-6545');
-INSERT INTO products VALUES ('Bati Rake', 'garden', 806, 40, 4.4, 'Kiba Co');
-INSERT INTO products VALUES ('Bela Lamp', 'lighting', 921, 51, 3.0, 'Lobe Co');
-INSERT INTO products VALUES ('Bose Headset', 'audio', 833, 43, 4.8, 'Koki Co');
-INSERT INTO products VALUES ('Bote Candle', 'lighting', 860, 2, 3.6, 'Lobe Co');
-INSERT INTO products VALUES ('Desi Shears', 'garden', 500, 37, 4.8, 'Nipo Trade');
-INSERT INTO products VALUES ('Kali Skates', 'sports', 303, 15, 5.0, 'Pere Ltd');
-INSERT INTO products VALUES ('Lada Radio', 'audio', 952, 51, 2.9, 'Pere Ltd');
-INSERT INTO products VALUES ('Mesi Kite', 'toys', 714, 23, 3.9, 'Nipo Trade');
-INSERT INTO products VALUES ('Mimi Racket', 'sports', 747, 15, 3.1, 'Kiba Co');
-INSERT INTO products VALUES ('Nine Glove', 'sports', 416, 1, 2.6, 'Lobe Co');
-INSERT INTO products VALUES ('Pida Doll', 'toys', 779, 1, 4.3, 'Lobe Co');
-INSERT INTO products VALUES ('Pola Blocks', 'toys', 753, 16, 4.8, 'Kiba Co');
-INSERT INTO products VALUES ('Pole Shovel', 'garden', 304, 20, 2.0, 'Nipo Trade');
-INSERT INTO products VALUES ('Pone Torch', 'lighting', 251, 34, 2.6, 'Kiba Co');
-INSERT INTO products VALUES ('Repo Puzzle', 'toys', 52, 4, 3.4, 'Koki Co');
-INSERT INTO products VALUES ('Roma Bat', 'sports', 120, 55, 3.1, 'Koki Co');
-INSERT INTO products VALUES ('Sobe Bench', 'garden', 956, 55, 2.8, 'Koki Co');
-INSERT INTO products VALUES ('Sole Lantern', 'lighting', 428, 22, 2.6, 'Nipo Trade');
-INSERT INTO products VALUES ('Tano Yoyo', 'toys', 65, 46, 2.0, 'Koki Co');
-INSERT INTO products VALUES ('Tasa Sconce', 'lighting', 836, 8, 2.6, 'Lobe Co');
-INSERT INTO products VALUES ('Tata Ball', 'sports', 263, 1, 5.0, 'Lobe Co');
-INSERT INTO products VALUES ('Tida Amp', 'audio', 143, 16, 2.9, 'Nipo Trade');
+INSERT INTO suppliers VALUES ('Kino Trade', 'Kiba', '630-8210');
+INSERT INTO suppliers VALUES ('Lipo Inc', 'Bose', '897-4774');
+INSERT INTO suppliers VALUES ('Mesi Co', 'Peka', '309-9152');
+INSERT INTO suppliers VALUES ('Rina Ltd', 'Dini', '494-9624');
+INSERT INTO suppliers VALUES ('Todo Bros', 'Mopi', '332-8618');
+INSERT INTO products VALUES ('Boma Folder', 'office', 67, 17, 2.3, 'Rina Ltd');
+INSERT INTO products VALUES ('Debi Shears', 'garden', 93, 28, 4.6, 'Kino Trade');
+INSERT INTO products VALUES ('Kida Pen', 'office', 45, 55, 2.6, 'Lipo Inc');
+INSERT INTO products VALUES ('Lepi Lantern', 'lighting', 15, 26, 4.8, 'Todo Bros');
+INSERT INTO products VALUES ('Liro Pan', 'kitchen', 21, 25, 3.1, 'Todo Bros');
+INSERT INTO products VALUES ('Mike Toaster', 'kitchen', 13, 11, 2.6, 'Lipo Inc');
+INSERT INTO products VALUES ('Mita Sponge', 'bath', 57, 32, 2.6, 'Mesi Co');
+INSERT INTO products VALUES ('Nine Rake', 'garden', 24, 38, 2.1, 'Lipo Inc');
+INSERT INTO products VALUES ('Nipo Towel', 'bath', 63, 12, 3.8, 'Lipo Inc');
+INSERT INTO products VALUES ('Pere Candle', 'lighting', 16, 56, 2.0, 'Kino Trade');
+INSERT INTO products VALUES ('Piri Sconce', 'lighting', 13, 14, 3.4, 'Kino Trade');
+INSERT INTO products VALUES ('Pola Brush', 'bath', 55, 18, 2.6, 'Lipo Inc');
+INSERT INTO products VALUES ('Pone Chair', 'office', 96, 47, 3.1, 'Rina Ltd');
+INSERT INTO products VALUES ('Rabi Kettle', 'kitchen', 82, 32, 4.5, 'Kino Trade');
+INSERT INTO products VALUES ('Rape Bulb', 'lighting', 23, 21, 2.9, 'Lipo Inc');
+INSERT INTO products VALUES ('Sate Hose', 'garden', 68, 49, 3.7, 'Todo Bros');
+INSERT INTO products VALUES ('Sobe Torch', 'lighting', 98, 33, 3.9, 'Mesi Co');
+INSERT INTO products VALUES ('Tibe Mirror', 'bath', 97, 36, 4.6, 'Mesi Co');

@@ -30,6 +30,6 @@ def list_products(category: str) -> list:
     return rows
 
 
-def get_supplier(name: str, select: str = "") -> dict:
+def get_supplier_by_name(name: str, select: str = "") -> dict:
     """Get a supplier by name; with select, only that field."""
     return _one("suppliers", SUPPLIER_FIELDS, name, select, "supplier")

@@ -7,41 +7,40 @@ CREATE TABLE suppliers (
 CREATE TABLE products (
     name TEXT PRIMARY KEY,
     category TEXT NOT NULL,
-    price INTEGER NOT NULL,           -- 10..999, distinct within a category
-    stock INTEGER NOT NULL,           -- units in stock, 0..60
+    price INTEGER NOT NULL,           -- 10..99, distinct within a category
+    stock INTEGER NOT NULL,           -- units in stock, 10..60
     rating REAL NOT NULL,             -- 2.0..5.0, one decimal
     supplier TEXT NOT NULL REFERENCES suppliers(name)
 );
 CREATE INDEX products_category ON products(category);
-INSERT INTO suppliers VALUES ('Boma Trade', 'Pere', '762-5491');
-INSERT INTO suppliers VALUES ('Pata Ltd', 'Dine', '244-1060');
-INSERT INTO suppliers VALUES ('Pola Co', 'Tida', '484-3159');
-INSERT INTO suppliers VALUES ('Rala Co', 'Piri', '876-3461');
-INSERT INTO suppliers VALUES ('Roma Co', 'Poke', '396-9038');
-INSERT INTO products VALUES ('Bola Sponge', 'bath', 332, 57, 3.0, 'Pola Co');
-INSERT INTO products VALUES ('Bopi Rake', 'garden', 744, 41, 3.0, 'Rala Co');
-INSERT INTO products VALUES ('Dapa Desk', 'office', 100, 7, 4.0, 'Boma Trade');
-INSERT INTO products VALUES ('Desi Candle', 'lighting', 968, 0, 2.0, 'Boma Trade');
-INSERT INTO products VALUES ('Kibe Hammer', 'tools', 957, 37, 2.1, 'Boma Trade');
-INSERT INTO products VALUES ('Kino Sconce', 'lighting', 205, 38, 2.7, 'Roma Co');
-INSERT INTO products VALUES ('Ledi Planter', 'garden', 726, 38, 4.4, 'Pata Ltd');
-INSERT INTO products VALUES ('Lobe Wrench', 'tools', 963, 6, 4.9, 'Rala Co');
-INSERT INTO products VALUES ('Mene Stapler', 'office', 476, 7, 4.8, 'Rala Co');
-INSERT INTO products VALUES ('Mesi Drill', 'tools', 349, 4, 3.4, 'Rala Co');
-INSERT INTO products VALUES ('Mike Amp', 'audio', 730, 3, 2.7, 'Pola Co');
-INSERT INTO products VALUES ('Mita Mirror', 'bath', 204, 24, 4.0, 'Pola Co');
-INSERT INTO products VALUES ('Mopi Player', 'audio', 455, 22, 2.4, 'Rala Co');
-INSERT INTO products VALUES ('Pako Soap', 'bath', 234, 26, 3.0, 'Pata Ltd');
-INSERT INTO products VALUES ('Pome Lamp', 'lighting', 844, 47, 3.8, 'Boma Trade');
-INSERT INTO products VALUES ('Pomi Radio', 'audio', 190, 12, 4.0, 'Roma Co');
-INSERT INTO products VALUES ('Rabi Level', 'tools', 378, 1, 2.1, 'Roma Co');
-INSERT INTO products VALUES ('Rape Towel', 'bath', 360, 47, 3.3, 'Rala Co');
-INSERT INTO products VALUES ('Remi Lantern', 'lighting', 212, 48, 3.6, 'Rala Co');
-INSERT INTO products VALUES ('Rili Mic', 'audio', 684, 13, 4.6, 'Rala Co');
-INSERT INTO products VALUES ('Sila Shears', 'garden', 102, 49, 2.3, 'Pola Co');
-INSERT INTO products VALUES ('Sire Pen', 'office', 689, 19, 2.4, 'Rala Co');
-INSERT INTO products VALUES ('Sole Bulb', 'lighting', 539, 17, 2.8, 'Pata Ltd');
-INSERT INTO products VALUES ('Tama Hose', 'garden', 108, 38, 4.6, 'Roma Co');
-INSERT INTO products VALUES ('Tibe Folder', 'office', 960, 51, 3.7, 'Rala Co');
-INSERT INTO products VALUES ('Tise Speaker', 'audio', 773, 52, 2.3, 'Boma Trade');
-INSERT INTO products VALUES ('Toni Brush', 'bath', 461, 13, 5.0, 'Roma Co');
+INSERT INTO suppliers VALUES ('Bola Co', 'Bati', '530-9020');
+INSERT INTO suppliers VALUES ('Bose Trade', 'Sire', '501-4608');
+INSERT INTO suppliers VALUES ('Kino Trade', 'Kane', '608-0153');
+INSERT INTO suppliers VALUES ('Pare Inc', 'Pomi', '402-9249');
+INSERT INTO suppliers VALUES ('Poke Ltd', 'Kado', '961-2680');
+INSERT INTO products VALUES ('Bimi Doll', 'toys', 87, 41, 4.8, 'Pare Inc');
+INSERT INTO products VALUES ('Bote Puzzle', 'toys', 93, 25, 5.0, 'Pare Inc');
+INSERT INTO products VALUES ('Dabo Sponge', 'bath', 86, 22, 3.7, 'Poke Ltd');
+INSERT INTO products VALUES ('Desi Headset', 'audio', 73, 55, 4.9, 'Pare Inc');
+INSERT INTO products VALUES ('Dota Bat', 'sports', 54, 55, 5.0, 'Bola Co');
+INSERT INTO products VALUES ('Kida Mic', 'audio', 90, 45, 4.3, 'Bola Co');
+INSERT INTO products VALUES ('Kite Soap', 'bath', 66, 37, 4.1, 'Pare Inc');
+INSERT INTO products VALUES ('Koki Stapler', 'office', 43, 32, 2.6, 'Bose Trade');
+INSERT INTO products VALUES ('Lapo Towel', 'bath', 33, 40, 2.0, 'Bose Trade');
+INSERT INTO products VALUES ('Liro Racket', 'sports', 63, 26, 3.1, 'Poke Ltd');
+INSERT INTO products VALUES ('Mene Robot', 'toys', 76, 15, 2.9, 'Kino Trade');
+INSERT INTO products VALUES ('Nine Grater', 'kitchen', 26, 52, 3.9, 'Bola Co');
+INSERT INTO products VALUES ('Pati Brush', 'bath', 40, 36, 4.4, 'Bose Trade');
+INSERT INTO products VALUES ('Peri Desk', 'office', 96, 52, 4.1, 'Poke Ltd');
+INSERT INTO products VALUES ('Piri Toaster', 'kitchen', 70, 59, 4.4, 'Kino Trade');
+INSERT INTO products VALUES ('Rabi Mat', 'bath', 43, 45, 4.4, 'Pare Inc');
+INSERT INTO products VALUES ('Repo Skates', 'sports', 77, 33, 4.8, 'Kino Trade');
+INSERT INTO products VALUES ('Rili Kettle', 'kitchen', 87, 48, 3.7, 'Pare Inc');
+INSERT INTO products VALUES ('Rina Glove', 'sports', 97, 32, 4.9, 'Bose Trade');
+INSERT INTO products VALUES ('Ripe Yoyo', 'toys', 97, 17, 4.7, 'Kino Trade');
+INSERT INTO products VALUES ('Roma Bowl', 'kitchen', 90, 27, 4.4, 'Kino Trade');
+INSERT INTO products VALUES ('Sila Amp', 'audio', 93, 31, 3.4, 'Bola Co');
+INSERT INTO products VALUES ('Sole Folder', 'office', 63, 30, 2.8, 'Bose Trade');
+INSERT INTO products VALUES ('Sora Radio', 'audio', 12, 38, 3.8, 'Bola Co');
+INSERT INTO products VALUES ('Tiso Helmet', 'sports', 26, 43, 3.0, 'Pare Inc');
+INSERT INTO products VALUES ('Toni Blocks', 'toys', 92, 45, 2.9, 'Poke Ltd');

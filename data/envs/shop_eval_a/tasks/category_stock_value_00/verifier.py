@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["garden", "toys"]
+CATEGORIES = ["garden", "office"]
 KEY = "total"
 
 

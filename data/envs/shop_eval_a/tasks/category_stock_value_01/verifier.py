@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["sports", "toys"]
+CATEGORIES = ["lighting", "office"]
 KEY = "total"
 
 

@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["garden", "lighting"]
+CATEGORIES = ["garden", "kitchen"]
 KEY = "total"
 
 

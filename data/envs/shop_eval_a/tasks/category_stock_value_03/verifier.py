@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["audio", "garden"]
+CATEGORIES = ["bath", "garden"]
 KEY = "total"
 
 

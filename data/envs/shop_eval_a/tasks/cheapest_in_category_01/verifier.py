@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORY = "toys"
+CATEGORY = "office"
 KEY = "product"
 
 

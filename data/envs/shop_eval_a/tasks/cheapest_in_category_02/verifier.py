@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORY = "sports"
+CATEGORY = "lighting"
 KEY = "product"
 
 

@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORY = "lighting"
+CATEGORY = "kitchen"
 KEY = "product"
 
 

@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "toys"
+CATEGORY = "garden"
 KEY = "product"
-MIN_RATING_TENTHS = 40
-MIN_STOCK = 15
+MIN_RATING_TENTHS = 35
+MIN_STOCK = 25
 
 
 def _expected(db):

@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "audio"
+CATEGORY = "lighting"
 KEY = "product"
 MIN_RATING_TENTHS = 30
-MIN_STOCK = 15
+MIN_STOCK = 30
 
 
 def _expected(db):

@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "sports"
+CATEGORY = "garden"
 KEY = "product"
-MIN_RATING_TENTHS = 35
-MIN_STOCK = 5
+MIN_RATING_TENTHS = 45
+MIN_STOCK = 25
 
 
 def _expected(db):

@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "lighting"
+CATEGORY = "bath"
 KEY = "product"
-MIN_RATING_TENTHS = 30
-MIN_STOCK = 25
+MIN_RATING_TENTHS = 35
+MIN_STOCK = 30
 
 
 def _expected(db):

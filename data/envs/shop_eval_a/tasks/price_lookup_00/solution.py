@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Tano Yoyo", "price")
+    p = tools.get_product("Liro Pan", "price")
     return {"price": p["price"]}

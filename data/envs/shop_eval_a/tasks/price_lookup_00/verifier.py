@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Tano Yoyo"
+PRODUCT = "Liro Pan"
 
 
 def _expected(db):

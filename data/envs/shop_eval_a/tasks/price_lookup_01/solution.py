@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Sole Lantern", "price")
+    p = tools.get_product("Sate Hose", "price")
     return {"price": p["price"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Sole Lantern"
+PRODUCT = "Sate Hose"
 
 
 def _expected(db):

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Kali Skates", "price")
+    p = tools.get_product("Pone Chair", "price")
     return {"price": p["price"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Kali Skates"
+PRODUCT = "Pone Chair"
 
 
 def _expected(db):

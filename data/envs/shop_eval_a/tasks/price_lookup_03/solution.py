@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Desi Shears", "price")
+    p = tools.get_product("Mike Toaster", "price")
     return {"price": p["price"]}

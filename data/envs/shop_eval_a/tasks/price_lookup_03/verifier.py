@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Desi Shears"
+PRODUCT = "Mike Toaster"
 
 
 def _expected(db):

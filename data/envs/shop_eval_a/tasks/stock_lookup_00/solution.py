@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Mimi Racket", "stock")
+    p = tools.get_product("Sobe Torch", "stock")
     return {"stock": p["stock"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Mimi Racket"
+PRODUCT = "Sobe Torch"
 
 
 def _expected(db):

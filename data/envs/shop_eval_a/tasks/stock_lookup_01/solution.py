@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Pole Shovel", "stock")
+    p = tools.get_product("Tibe Mirror", "stock")
     return {"stock": p["stock"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Pole Shovel"
+PRODUCT = "Tibe Mirror"
 
 
 def _expected(db):

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Tasa Sconce", "stock")
+    p = tools.get_product("Sate Hose", "stock")
     return {"stock": p["stock"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Tasa Sconce"
+PRODUCT = "Sate Hose"
 
 
 def _expected(db):

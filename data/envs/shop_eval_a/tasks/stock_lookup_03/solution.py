@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Bose Headset", "stock")
+    p = tools.get_product("Mita Sponge", "stock")
     return {"stock": p["stock"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Bose Headset"
+PRODUCT = "Mita Sponge"
 
 
 def _expected(db):

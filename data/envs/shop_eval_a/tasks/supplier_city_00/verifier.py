@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Sobe Bench"
+PRODUCT = "Kida Pen"
 
 
 def _expected(db):

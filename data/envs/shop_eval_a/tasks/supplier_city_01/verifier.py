@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Repo Puzzle"
+PRODUCT = "Liro Pan"
 
 
 def _expected(db):

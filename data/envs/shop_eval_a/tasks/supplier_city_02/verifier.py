@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Tasa Sconce"
+PRODUCT = "Pola Brush"
 
 
 def _expected(db):

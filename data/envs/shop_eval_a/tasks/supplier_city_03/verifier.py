@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Roma Bat"
+PRODUCT = "Nine Rake"
 
 
 def _expected(db):

@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Tida Amp"
+PRODUCT = "Pere Candle"
 
 
 def _expected(db):

@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Pola Blocks"
+PRODUCT = "Sate Hose"
 
 
 def _expected(db):

@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Tasa Sconce"
+PRODUCT = "Piri Sconce"
 
 
 def _expected(db):

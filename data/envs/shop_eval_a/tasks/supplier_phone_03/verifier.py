@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Bati Rake"
+PRODUCT = "Debi Shears"
 
 
 def _expected(db):

@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["garden", "lighting"]
+CATEGORIES = ["kitchen", "office"]
 KEY = "total"
 
 

@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["garden", "office"]
+CATEGORIES = ["kitchen", "sports"]
 KEY = "total"
 
 

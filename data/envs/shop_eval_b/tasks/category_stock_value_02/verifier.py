@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["lighting", "tools"]
+CATEGORIES = ["office", "toys"]
 KEY = "total"
 
 

@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORIES = ["bath", "garden"]
+CATEGORIES = ["bath", "kitchen"]
 KEY = "total"
 
 

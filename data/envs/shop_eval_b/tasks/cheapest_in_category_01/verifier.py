@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORY = "lighting"
+CATEGORY = "office"
 KEY = "product"
 
 

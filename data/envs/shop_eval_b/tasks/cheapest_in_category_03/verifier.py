@@ -2,7 +2,7 @@
 
 import json
 
-CATEGORY = "garden"
+CATEGORY = "kitchen"
 KEY = "product"
 
 

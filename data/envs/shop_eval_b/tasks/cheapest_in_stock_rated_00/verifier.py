@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "office"
+CATEGORY = "bath"
 KEY = "product"
-MIN_RATING_TENTHS = 30
-MIN_STOCK = 20
+MIN_RATING_TENTHS = 35
+MIN_STOCK = 40
 
 
 def _expected(db):

@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "garden"
+CATEGORY = "sports"
 KEY = "product"
-MIN_RATING_TENTHS = 45
-MIN_STOCK = 25
+MIN_RATING_TENTHS = 40
+MIN_STOCK = 35
 
 
 def _expected(db):

@@ -1,5 +1,5 @@
 def solve(tools):
-    rows = tools.list_products("audio")
-    ok = [r for r in rows if r["stock"] >= 10 and round(r["rating"] * 10) >= 45]
+    rows = tools.list_products("office")
+    ok = [r for r in rows if r["stock"] >= 25 and round(r["rating"] * 10) >= 30]
     best = min(ok, key=lambda r: (r["price"], r["name"]))
     return {"product": best["name"]}

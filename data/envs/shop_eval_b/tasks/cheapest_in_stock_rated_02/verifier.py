@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "audio"
+CATEGORY = "office"
 KEY = "product"
-MIN_RATING_TENTHS = 45
-MIN_STOCK = 10
+MIN_RATING_TENTHS = 30
+MIN_STOCK = 25
 
 
 def _expected(db):

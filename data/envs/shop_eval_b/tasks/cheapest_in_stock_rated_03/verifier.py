@@ -2,10 +2,10 @@
 
 import json
 
-CATEGORY = "bath"
+CATEGORY = "sports"
 KEY = "product"
-MIN_RATING_TENTHS = 45
-MIN_STOCK = 5
+MIN_RATING_TENTHS = 35
+MIN_STOCK = 15
 
 
 def _expected(db):

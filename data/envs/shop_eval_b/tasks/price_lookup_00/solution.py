@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Rabi Level", "price")
+    p = tools.get_product("Repo Skates", "price")
     return {"price": p["price"]}

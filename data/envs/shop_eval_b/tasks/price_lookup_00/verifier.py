@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Rabi Level"
+PRODUCT = "Repo Skates"
 
 
 def _expected(db):

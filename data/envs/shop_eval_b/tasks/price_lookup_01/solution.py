@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Pomi Radio", "price")
+    p = tools.get_product("Rabi Mat", "price")
     return {"price": p["price"]}

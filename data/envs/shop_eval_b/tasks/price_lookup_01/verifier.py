@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Pomi Radio"
+PRODUCT = "Rabi Mat"
 
 
 def _expected(db):

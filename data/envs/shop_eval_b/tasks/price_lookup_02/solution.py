@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Remi Lantern", "price")
+    p = tools.get_product("Rina Glove", "price")
     return {"price": p["price"]}

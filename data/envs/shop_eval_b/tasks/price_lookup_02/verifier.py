@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Remi Lantern"
+PRODUCT = "Rina Glove"
 
 
 def _expected(db):

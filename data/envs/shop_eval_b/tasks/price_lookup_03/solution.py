@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Tama Hose", "price")
+    p = tools.get_product("Toni Blocks", "price")
     return {"price": p["price"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "price"
-PRODUCT = "Tama Hose"
+PRODUCT = "Toni Blocks"
 
 
 def _expected(db):

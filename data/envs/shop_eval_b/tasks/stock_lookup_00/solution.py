@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Mesi Drill", "stock")
+    p = tools.get_product("Rili Kettle", "stock")
     return {"stock": p["stock"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Mesi Drill"
+PRODUCT = "Rili Kettle"
 
 
 def _expected(db):

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Sole Bulb", "stock")
+    p = tools.get_product("Sila Amp", "stock")
     return {"stock": p["stock"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Sole Bulb"
+PRODUCT = "Sila Amp"
 
 
 def _expected(db):

@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Mopi Player", "stock")
+    p = tools.get_product("Mene Robot", "stock")
     return {"stock": p["stock"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Mopi Player"
+PRODUCT = "Mene Robot"
 
 
 def _expected(db):

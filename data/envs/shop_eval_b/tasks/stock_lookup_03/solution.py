@@ -1,3 +1,3 @@
 def solve(tools):
-    p = tools.get_product("Rili Mic", "stock")
+    p = tools.get_product("Toni Blocks", "stock")
     return {"stock": p["stock"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "stock"
-PRODUCT = "Rili Mic"
+PRODUCT = "Toni Blocks"
 
 
 def _expected(db):

@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Rabi Level", "supplier")
-    s = tools.get_supplier(p["supplier"], "city")
+    p = tools.get_product("Rabi Mat", "supplier")
+    s = tools.get_supplier_by_name(p["supplier"], "city")
     return {"city": s["city"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Rabi Level"
+PRODUCT = "Rabi Mat"
 
 
 def _expected(db):

@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Mopi Player", "supplier")
-    s = tools.get_supplier(p["supplier"], "city")
+    p = tools.get_product("Kite Soap", "supplier")
+    s = tools.get_supplier_by_name(p["supplier"], "city")
     return {"city": s["city"]}

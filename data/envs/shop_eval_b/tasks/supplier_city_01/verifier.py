@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Mopi Player"
+PRODUCT = "Kite Soap"
 
 
 def _expected(db):

@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Lobe Wrench"
+PRODUCT = "Rina Glove"
 
 
 def _expected(db):

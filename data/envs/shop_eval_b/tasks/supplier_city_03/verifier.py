@@ -3,7 +3,7 @@
 import json
 
 KEY = "city"
-PRODUCT = "Tibe Folder"
+PRODUCT = "Koki Stapler"
 
 
 def _expected(db):

@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Mesi Drill"
+PRODUCT = "Toni Blocks"
 
 
 def _expected(db):

@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Pako Soap"
+PRODUCT = "Piri Toaster"
 
 
 def _expected(db):

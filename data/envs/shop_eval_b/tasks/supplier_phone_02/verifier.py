@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Tibe Folder"
+PRODUCT = "Nine Grater"
 
 
 def _expected(db):

@@ -1,4 +1,4 @@
 def solve(tools):
-    p = tools.get_product("Sila Shears", "supplier")
-    s = tools.get_supplier(p["supplier"], "phone")
+    p = tools.get_product("Sole Folder", "supplier")
+    s = tools.get_supplier_by_name(p["supplier"], "phone")
     return {"phone": s["phone"]}

@@ -3,7 +3,7 @@
 import json
 
 KEY = "phone"
-PRODUCT = "Sila Shears"
+PRODUCT = "Sole Folder"
 
 
 def _expected(db):
