@@ -22,6 +22,7 @@ std::string NewRolloutId() {
 
 Status CheckOptions(const RolloutOptions& options) {
   if (options.n < 1) return InvalidArgumentError("-n must be at least 1, got " + std::to_string(options.n));
+  if (options.first_sample < 0) return InvalidArgumentError("the first sample index must be >= 0");
   if (options.max_turns < 1) return InvalidArgumentError("--max-turns must be at least 1");
   if (options.max_tokens < 1) return InvalidArgumentError("--max-tokens must be at least 1");
   if (options.max_tokens_per_turn < 1) return InvalidArgumentError("max tokens per turn must be at least 1");
@@ -151,7 +152,7 @@ Result<std::vector<TaskRollout>> RolloutRunner::Run(const std::string& env_id, c
     rollouts[t].env_name = bundle->manifest.name;
     rollouts[t].task_id = tasks[t]->id;
     rollouts[t].episodes.resize(static_cast<size_t>(options_.n));
-    for (int64_t i = 0; i < options_.n; ++i) specs.push_back({bundle, tasks[t], i, rollout_id_, window});
+    for (int64_t i = 0; i < options_.n; ++i) specs.push_back({bundle, tasks[t], options_.first_sample + i, rollout_id_, window});
   }
   const auto total = static_cast<int64_t>(specs.size());
   int64_t threads = options_.concurrency > 0 ? options_.concurrency : std::min<int64_t>(total, 256);
@@ -165,7 +166,7 @@ Result<std::vector<TaskRollout>> RolloutRunner::Run(const std::string& env_id, c
       EpisodeResult episode = RunEpisode(manager_, backend_, options_, spec);
       const size_t task_index = static_cast<size_t>(i / options_.n);
       std::lock_guard lock(progress_mutex);
-      rollouts[task_index].episodes[static_cast<size_t>(spec.sample_index)] = std::move(episode);
+      rollouts[task_index].episodes[static_cast<size_t>(spec.sample_index - options_.first_sample)] = std::move(episode);
       done += 1;
       if (options_.on_episode) options_.on_episode(done, total);
     }

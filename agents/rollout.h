@@ -61,6 +61,9 @@ Result<ContextStrategy> ParseContextStrategy(std::string_view name);
 
 struct RolloutOptions {
   int64_t n = 1;  // episodes per task
+  // Sample index of each task's first episode: episodes first_sample .. first_sample + n - 1, so
+  // a caller that plays a task in rounds (envsynth's early-stopping filter) draws new episodes.
+  int64_t first_sample = 0;
   bool thinking = false;
   int64_t max_turns = 32;              // model turns per episode
   int64_t max_tokens = 16384;          // generated tokens per episode
@@ -109,7 +112,7 @@ struct TaskRollout {
   std::string env_id;
   std::string env_name;
   std::string task_id;
-  std::vector<EpisodeResult> episodes;  // by sample index
+  std::vector<EpisodeResult> episodes;  // by sample index (less RolloutOptions::first_sample)
   int64_t scored = 0;                   // episodes other than infra_error
   int64_t passed = 0;
   std::vector<std::pair<int64_t, double>> pass_at_k;  // (k, pass@k), empty when scored == 0

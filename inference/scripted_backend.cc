@@ -69,6 +69,7 @@ class ScriptedBackend final : public Backend {
                   std::vector<ScriptLine> when_lines)
       : spec_(std::move(spec)), options_(std::move(options)), when_lines_(std::move(when_lines)) {
     for (auto& [number, lines] : scripts) scripts_.push_back({number, std::move(lines)});
+    for (size_t i = 0; i < when_lines_.size(); ++i) when_groups_[when_lines_[i].body["when"].get<std::string>()].push_back(i);
   }
 
   BackendInfo info() const override {
@@ -125,7 +126,11 @@ class ScriptedBackend final : public Backend {
   Result<Json> NextLine(const CompletionRequest& request, int64_t choice) {
     std::string last = request.raw ? request.prompt_text : (request.messages.empty() ? "" : request.messages.back().content);
     for (const ScriptLine& line : when_lines_) {
-      if (last.find(line.body["when"].get<std::string>()) != std::string::npos) return line.body;
+      const std::string& text = line.body["when"].get_ref<const std::string&>();
+      if (last.find(text) == std::string::npos) continue;
+      std::lock_guard lock(mutex_);
+      const std::vector<size_t>& group = when_groups_.at(text);
+      return when_lines_[group[when_turns_[text]++ % group.size()]].body;
     }
     std::lock_guard lock(mutex_);
     uint64_t conversation_id = 0;
@@ -199,7 +204,9 @@ class ScriptedBackend final : public Backend {
   BackendOptions options_;
   std::vector<std::pair<int64_t, std::vector<ScriptLine>>> scripts_;  // ascending script number
   std::vector<ScriptLine> when_lines_;
+  std::map<std::string, std::vector<size_t>> when_groups_;  // TEXT -> its lines, in file order
   std::mutex mutex_;
+  std::map<std::string, uint64_t> when_turns_;  // TEXT -> requests it answered
   uint64_t next_conversation_ = 0;
   std::map<uint64_t, Conversation> conversations_;
   std::map<std::string, uint64_t> handles_;

@@ -20,8 +20,10 @@
 // that conversation's next line. So the n episodes of a rollout each walk a script from its
 // first line, and a file with several scripts spreads them over the episodes.
 // Lines with "when" belong to no script: they answer any request whose last message contains
-// TEXT (first such line in file order), without advancing a conversation (e.g. the summary
-// request of context management).
+// TEXT (the first line in file order whose TEXT matches), without advancing a conversation (e.g.
+// the summary request of context management). Several lines with the same TEXT answer the
+// requests matching it in turn (round robin), so n episodes of one task can be given a chosen mix
+// of answers (envsynth's filter tests: k/2 right, k/2 wrong).
 // A conversation past its script's last line fails with Unavailable naming the script and turn.
 //
 // CountTokens is one token per 4 bytes (rounded up); the context window is

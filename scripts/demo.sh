@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job until the synthesis loop exists: pack the reference environment, check it, solve
-# every task in sandbox sessions, print the verdicts and the sandbox figures; serve it over
-# JSON-RPC under load, list and replay a recorded episode; sample from the embedded DSA engine.
+# The main job: synthesize environments in six categories (database, toolset, tasks escalated
+# level by level, validated, audited; no pass@k filter until the trained policy lands); pack the
+# reference environment, check it, solve every task in sandbox sessions, print the verdicts and
+# the sandbox figures; serve it over JSON-RPC under load, list and replay a recorded episode;
+# sample from the embedded DSA engine; roll the tiny model out and serve it on /v1.
 set -euo pipefail
 BUILD_DIR=${1:-build}
 cd "$(dirname "$0")/.."
@@ -10,6 +12,14 @@ OUT_DIR="$BUILD_DIR/demo"
 mkdir -p "$OUT_DIR"
 BUNDLE="$OUT_DIR/trip_planning.envdb"
 
+SYNTH_DIR="$OUT_DIR/synth"
+rm -rf "$SYNTH_DIR"
+echo "== synthesize: one environment per category, two task lineages each escalated over four levels,"
+echo "   every candidate validated in sandbox sessions and audited (synthesis only: no policy to filter by yet)"
+"$ENVFORGE" synth --categories trip_planning,logistics,e_commerce,calendar,inventory,course_planning \
+  --envs 6 --tasks-per-env 2 --max-levels 4 --no-filter --seed 1 --out "$SYNTH_DIR"
+ls "$SYNTH_DIR"
+echo
 echo "== pack data/envs/trip_planning -> $BUNDLE"
 "$ENVFORGE" env pack data/envs/trip_planning -o "$BUNDLE"
 echo

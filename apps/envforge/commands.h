@@ -34,6 +34,7 @@ int RunGenerateCommand(const std::vector<std::string>& args);  // generate --mod
 int RunRolloutCommand(const std::vector<std::string>& args);   // rollout X.envdb --backend SPEC ...
 int RunCodeCommand(const std::vector<std::string>& args);  // code junit|import|validate
 int RunSearchCommand(const std::vector<std::string>& args);  // search corpus build|info, query, open
+int RunSynthCommand(const std::vector<std::string>& args);   // synth ..., synth resume|report|categories
 // bench sub-commands other than sandbox (called by RunBenchCommand with the words after the name).
 int RunBenchEngine(const std::vector<std::string>& args);  // bench engine --model DIR
 int RunBenchServe(const std::vector<std::string>& args);   // bench serve --url URL

@@ -59,6 +59,16 @@ usage:
                                               N episodes per task played by a model: pass@k for
                                               k = 1, 2, 4, ... N, mean turns and tokens, outcomes by
                                               kind; envforge rollout --help lists every option
+  envforge synth --categories ID[,ID...] --envs N --tasks-per-env M --out DIR
+                 [--policy embedded:DIR|openai:URL|scripted:F | --no-filter] [--k 100] [--band 0,1]
+                 [--max-levels L] [--seed S] [--run RUN.sqlite] [--shard I/N] [--json] ...
+                                              synthesize environments: database, toolset, tasks
+                                              escalated level by level, validated with repair,
+                                              audited, filtered by the policy's pass rate; kept
+                                              bundles in DIR; envforge synth --help lists it all
+  envforge synth resume RUN.sqlite | report RUN.sqlite [--json] | categories
+                                              continue a stopped run; its funnel and cost; the
+                                              procedural categories
   envforge bench engine --model DIR [--contexts 1024,4096,16384,65536] [--samples 100]
                  [--prefill-tokens N] [--steps N] [--threads N] [--json]
                                               prefill/decode tokens/s, n-sample decode, KV bytes per
@@ -215,7 +225,7 @@ bool PrintedCommandHelp(std::vector<std::string>& args) {
   bool asked = std::any_of(args.begin() + 1, args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
   if (!asked) return false;
   const std::string command = CommandOf(args);
-  if (command == "search") return false;  // its own help, which knows "--" ends the options
+  if (command == "search" || command == "synth") return false;  // their own help
   if (command == "rollout" || command == "serve" || command == "bench rollout" || command == "code junit") {
     args.resize(command == "bench rollout" || command == "code junit" ? 2 : 1);
     args.push_back("--help");
@@ -249,6 +259,7 @@ int main(int argc, char** argv) {
   if (group == "rollout") return envforge::cli::RunRolloutCommand(rest);
   if (group == "code") return envforge::cli::RunCodeCommand(rest);
   if (group == "search") return envforge::cli::RunSearchCommand(rest);
+  if (group == "synth") return envforge::cli::RunSynthCommand(rest);
   std::fprintf(stderr, "envforge: unknown command '%s' (try envforge help)\n", group.c_str());
   return envforge::cli::kExitUsage;
 }

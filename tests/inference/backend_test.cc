@@ -100,6 +100,21 @@ TEST_CASE("scripted: conversations walk their scripts; when-lines answer any con
   CHECK(error.status().message().find("server fell over") != std::string::npos);
 }
 
+TEST_CASE("scripted: when-lines sharing a TEXT answer its requests in turn; a lone when-line always answers") {
+  TempDir dir;
+  std::string path = WriteScript(dir, R"({"content": "script"}
+{"when": "Task A", "content": "right"}
+{"when": "Task A", "content": "wrong"}
+{"when": "Task B", "content": "only"}
+)");
+  auto backend = MustOpen("scripted:" + path);
+  std::vector<std::string> answers;
+  for (int i = 0; i < 5; ++i) answers.push_back(MustComplete(*backend, ChatRequest("Task A: do it")).choices[0].message.content);
+  CHECK(answers == std::vector<std::string>{"right", "wrong", "right", "wrong", "right"});
+  for (int i = 0; i < 3; ++i) CHECK(MustComplete(*backend, ChatRequest("Task B")).choices[0].message.content == "only");
+  CHECK(MustComplete(*backend, ChatRequest("Task C")).choices[0].message.content == "script");
+}
+
 TEST_CASE("embedded: n choices are the Generator's samples; concurrent callers share one prefill and batching changes nothing") {
   std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
   auto backend = MustOpen("embedded:" + dir);

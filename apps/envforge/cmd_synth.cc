@@ -1,0 +1,308 @@
+// envforge synth: the synthesis loop (envsynth/synth_run.h) -- categories in, audited and
+// pass@k-filtered environment bundles out -- and its report and resume.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdlib>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/envforge/cli_args.h"
+#include "apps/envforge/commands.h"
+#include "apps/envforge/progress.h"
+#include "apps/envforge/solve_task.h"
+#include "base/cleanup_registry.h"
+#include "envsynth/funnel.h"
+#include "envsynth/procedural_proposer.h"
+#include "envsynth/run_store.h"
+#include "envsynth/synth_run.h"
+#include "inference/backend.h"
+
+namespace envforge::cli {
+namespace {
+
+constexpr const char* kSynthHelp = R"(usage: envforge synth --categories ID[,ID...] --envs N --tasks-per-env M --out DIR [options]
+       envforge synth resume RUN.sqlite [--policy SPEC] [--json]
+       envforge synth report RUN.sqlite [--json]
+       envforge synth categories [--json]
+
+Synthesizes <environment, tools, task, verifier> bundles (DeepSeek-V3.2 section 3.2.3): per
+environment a seeded database and toolset, then M task lineages escalated level by level (a
+catalogue tool is added when a level needs it), each candidate validated in sandbox sessions
+(repaired up to R times), audited (only "sound" verifiers go on) and filtered by the policy's
+pass rate over k episodes (kept when strictly inside the band). Kept tasks are written as one
+DIR/<name>.envdb per environment, servable at once by `envforge serve --envs DIR`. Every stage is
+recorded in the run database, so a stopped run (kill -9 included) resumes where it was.
+
+options:
+  --categories IDS       comma-separated (envforge synth categories lists them)
+  --envs N               environments, round robin over the categories
+  --tasks-per-env M      task lineages per environment (each gives up to one task per level)
+  --out DIR              where kept bundles go (created)
+  --run RUN.sqlite       the run database (default DIR/run.sqlite; must not exist)
+  --proposer procedural  the seeded generators (default; offline, deterministic)
+  --policy SPEC          the filter's policy: embedded:MODEL_DIR | openai:URL | scripted:FILE.jsonl
+                         (default embedded:data/models/policy-small when that directory exists)
+  --no-filter            synthesis only: keep every sound candidate, no policy
+  --k K                  episodes per candidate (default 100)
+  --band LO,HI           keep when LO < pass rate < HI (default 0,1: solvable but not always)
+  --early-stop N         declare a candidate too easy after N episodes that all passed (default
+                         20; 0 plays all k; see envsynth/band_filter.h for the bias this adds)
+  --max-levels L         levels per lineage, 1..5 (default 4)
+  --repairs R            re-proposals of a candidate that fails validation (default 2)
+  --seed S               the run's seed (default 1); environment seeds derive from it
+  --shard I/N            make only environments i with i % N == I (disjoint across shards)
+  --full-audit           the audit at envforge audit's sizes (default: a tenth of them)
+  --audit-lanes N        judge lanes of the audit (default 2)
+  --max-turns T --max-tokens M --temperature X     the filter's episodes (16, 4096, 1.0)
+  --model NAME --api-key-env VAR                    for an openai policy
+  --json                 the funnel as JSON on stdout (progress stays on stderr)
+exit codes: 0 the run finished, 2 bad input (unknown category, unwritable --out, a policy that
+            does not load, a band that is not 0 <= LO < HI <= 1, a run file of another version),
+            3 infrastructure
+)";
+
+constexpr const char* kDefaultPolicyDir = "data/models/policy-small";
+
+Result<std::pair<double, double>> ParseBand(const std::string& text) {
+  size_t comma = text.find(',');
+  char* end = nullptr;
+  if (comma != std::string::npos) {
+    std::string lo_text = text.substr(0, comma), hi_text = text.substr(comma + 1);
+    double lo = std::strtod(lo_text.c_str(), &end);
+    bool lo_ok = !lo_text.empty() && *end == '\0';
+    double hi = std::strtod(hi_text.c_str(), &end);
+    if (lo_ok && !hi_text.empty() && *end == '\0') return std::make_pair(lo, hi);
+  }
+  return InvalidArgumentError("--band takes LO,HI (e.g. 0,1 or 0.1,0.9), got '" + text + "'");
+}
+
+Result<std::pair<int64_t, int64_t>> ParseShard(const std::string& text) {
+  size_t slash = text.find('/');
+  char* end = nullptr;
+  if (slash != std::string::npos) {
+    long long index = std::strtoll(text.substr(0, slash).c_str(), &end, 10);
+    bool index_ok = slash > 0 && *end == '\0';
+    std::string count_text = text.substr(slash + 1);
+    long long count = std::strtoll(count_text.c_str(), &end, 10);
+    if (index_ok && !count_text.empty() && *end == '\0') return std::make_pair<int64_t, int64_t>(index, count);
+  }
+  return InvalidArgumentError("--shard takes I/N (e.g. 0/4), got '" + text + "'");
+}
+
+Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
+  o.categories = SplitCommas(args.OptionOr("--categories", ""));
+  struct IntOption {
+    const char* name;
+    long long fallback, min, max;
+    int64_t* out;
+  };
+  int64_t seed = 1;
+  const IntOption ints[] = {
+      {"--envs", 0, 1, 1'000'000, &o.envs},          {"--tasks-per-env", 0, 1, 1000, &o.tasks_per_env},
+      {"--max-levels", 4, 1, 5, &o.max_levels},      {"--repairs", 2, 0, 100, &o.repairs},
+      {"--k", 100, 1, 100'000, &o.band.k},           {"--early-stop", 20, 0, 100'000, &o.band.early_after},
+      {"--audit-lanes", 2, 1, 16, &o.audit_lanes},   {"--max-turns", 16, 1, 10'000, &o.max_turns},
+      {"--max-tokens", 4096, 1, 10'000'000, &o.max_tokens}, {"--seed", 1, 0, INT64_MAX, &seed},
+  };
+  for (const IntOption& option : ints) {
+    ENVFORGE_ASSIGN_OR_RETURN(long long value, args.IntOption(option.name, option.fallback, option.min, option.max));
+    *option.out = value;
+  }
+  if (!args.Option("--envs")) return InvalidArgumentError("--envs N is required");
+  if (!args.Option("--tasks-per-env")) return InvalidArgumentError("--tasks-per-env M is required");
+  o.seed = static_cast<uint64_t>(seed);
+  o.band.chunk = std::min<int64_t>(20, o.band.k);
+  ENVFORGE_ASSIGN_OR_RETURN(o.temperature, args.DoubleOption("--temperature", 1.0));
+  ENVFORGE_ASSIGN_OR_RETURN(auto band, ParseBand(args.OptionOr("--band", "0,1")));
+  o.band.lo = band.first;
+  o.band.hi = band.second;
+  if (auto shard = args.Option("--shard")) {
+    ENVFORGE_ASSIGN_OR_RETURN(auto parsed, ParseShard(*shard));
+    o.shard_index = parsed.first;
+    o.shard_count = parsed.second;
+  }
+  o.out_dir = args.OptionOr("--out", "");
+  if (!o.out_dir.empty()) o.out_dir = std::filesystem::absolute(o.out_dir).lexically_normal().string();
+  o.proposer = args.OptionOr("--proposer", "procedural");
+  o.full_audit = args.Has("--full-audit");
+  o.filter = !args.Has("--no-filter");
+  if (o.filter) {
+    o.policy = args.OptionOr("--policy", "");
+    std::error_code error;
+    if (o.policy.empty() && std::filesystem::is_directory(kDefaultPolicyDir, error)) {
+      o.policy = "embedded:" + std::filesystem::absolute(kDefaultPolicyDir).string();
+    }
+    if (o.policy.empty()) {
+      return InvalidArgumentError(std::string("no policy for the filter: give --policy SPEC (") + kDefaultPolicyDir +
+                                  " is not there), or --no-filter for synthesis only");
+    }
+  } else if (args.Option("--policy")) {
+    return InvalidArgumentError("--policy and --no-filter contradict each other");
+  }
+  return o.Validate();
+}
+
+Result<std::unique_ptr<inference::Backend>> OpenPolicy(const envsynth::SynthOptions& o, const ParsedArgs& args) {
+  if (!o.filter) return std::unique_ptr<inference::Backend>();
+  inference::BackendOptions backend_options;
+  backend_options.model_name = args.OptionOr("--model", "");
+  backend_options.api_key_env = args.OptionOr("--api-key-env", "");
+  backend_options.max_concurrency = 256;
+  auto backend = inference::OpenBackend(o.policy, backend_options);
+  if (!backend.ok()) return backend.status().WithContext("policy " + o.policy);
+  return std::move(backend).value();
+}
+
+// Checks the categories against the proposer's list before anything is written.
+Status CheckCategories(envsynth::Proposer& proposer, const std::vector<std::string>& categories) {
+  ENVFORGE_ASSIGN_OR_RETURN(auto known, proposer.Categories());
+  std::string names;
+  for (const auto& [id, levels] : known) names += (names.empty() ? "" : ", ") + id;
+  for (const std::string& category : categories) {
+    bool found = false;
+    for (const auto& [id, levels] : known) found = found || id == category;
+    if (!found) return InvalidArgumentError("unknown category '" + category + "' (known: " + names + ")");
+  }
+  return Status::Ok();
+}
+
+int PrintFunnel(envsynth::RunStore& store, bool json, const char* command) {
+  auto funnel = envsynth::BuildFunnel(store);
+  if (!funnel.ok()) return Fail(funnel.status(), ExitCodeFor(funnel.status()), command);
+  if (json) {
+    std::printf("%s\n", funnel->ToJson().dump(2, ' ', false, Json::error_handler_t::replace).c_str());
+  } else {
+    funnel->Print(stdout);
+  }
+  return kExitOk;
+}
+
+// Runs (or continues) the run in `store` to its end, then prints the funnel.
+int Drive(envsynth::RunStore& store, envsynth::Proposer& proposer, inference::Backend* policy, const envsynth::SynthOptions& o,
+          bool json, const char* command) {
+  RaiseFileLimit();
+  InstallCleanupSignalHandlers();
+  Progress progress("synth", static_cast<size_t>((o.envs + o.shard_count - 1 - o.shard_index) / o.shard_count));
+  envsynth::SynthRun run(store, proposer, policy, o, [&](const envsynth::SynthProgress& p) {
+    char line[512];
+    std::snprintf(line, sizeof line, "%s %s%s %s | %" PRId64 " candidates, %" PRId64 " kept", p.env.c_str(), p.stage.c_str(),
+                  p.level ? (" L" + std::to_string(p.level)).c_str() : "", p.detail.c_str(), p.candidates, p.kept);
+    progress.Update(static_cast<size_t>(p.envs_done), line);
+  });
+  Status status = run.Run();
+  if (!status.ok()) {
+    progress.Finish("stopped");
+    return Fail(status, status.code() == StatusCode::kFailedPrecondition ? kExitUsage : ExitCodeFor(status), command);
+  }
+  progress.Finish("done");
+  return PrintFunnel(store, json, command);
+}
+
+int RunSynthNew(const std::vector<std::string>& args) {
+  const char* kCommand = "envforge synth";
+  auto parsed = ParseArgs(kCommand, args,
+                          {.value_options = {"--categories", "--envs", "--tasks-per-env", "--out", "--run", "--proposer", "--backend",
+                                             "--policy", "--k", "--band", "--early-stop", "--max-levels", "--repairs", "--seed",
+                                             "--shard", "--audit-lanes", "--max-turns", "--max-tokens", "--temperature", "--model",
+                                             "--api-key-env"},
+                           .flags = {"--no-filter", "--full-audit", "--json"},
+                           .min_positional = 0,
+                           .max_positional = 0});
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
+  envsynth::SynthOptions options;
+  Status read = ReadSynthOptions(*parsed, options);
+  if (!read.ok()) return Fail(read, kExitUsage, kCommand);
+  if (options.proposer == "llm") {
+    return Fail(InvalidArgumentError("--proposer llm is not built yet; use --proposer procedural"), kExitUsage, kCommand);
+  }
+  if (options.proposer != "procedural") {
+    return Fail(InvalidArgumentError("unknown --proposer '" + options.proposer + "' (procedural or llm)"), kExitUsage, kCommand);
+  }
+  auto proposer = envsynth::OpenProceduralProposer();
+  if (!proposer.ok()) return Fail(proposer.status(), ExitCodeFor(proposer.status()), kCommand);
+  Status categories = CheckCategories(**proposer, options.categories);
+  if (!categories.ok()) return Fail(categories, ExitCodeFor(categories), kCommand);
+  std::error_code error;
+  std::filesystem::create_directories(options.out_dir, error);
+  if (error) return Fail(ErrnoError("--out " + options.out_dir, error.value()), kExitUsage, kCommand);
+  if (::access(options.out_dir.c_str(), W_OK) != 0) return Fail(ErrnoError("--out " + options.out_dir, errno), kExitUsage, kCommand);
+  auto policy = OpenPolicy(options, *parsed);
+  if (!policy.ok()) return Fail(policy.status(), ExitCodeFor(policy.status()), kCommand);
+  const std::string run_path = parsed->OptionOr("--run", (std::filesystem::path(options.out_dir) / "run.sqlite").string());
+  auto store = envsynth::RunStore::Create(run_path, options.ToJson());
+  if (!store.ok()) return Fail(store.status(), ExitCodeFor(store.status()), kCommand);
+  return Drive(*store, **proposer, policy->get(), options, parsed->Has("--json"), kCommand);
+}
+
+int RunSynthResume(const std::vector<std::string>& args) {
+  const char* kCommand = "envforge synth resume";
+  auto parsed = ParseArgs(kCommand, args,
+                          {.value_options = {"--policy", "--model", "--api-key-env"}, .flags = {"--json"}, .min_positional = 1, .max_positional = 1});
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
+  auto store = envsynth::RunStore::Open(parsed->positional[0]);
+  if (!store.ok()) return Fail(store.status(), ExitCodeFor(store.status()), kCommand);
+  auto options = envsynth::SynthOptions::FromJson(store->config());
+  if (!options.ok()) return Fail(options.status(), kExitUsage, kCommand);
+  if (auto policy = parsed->Option("--policy")) options->policy = *policy;
+  auto proposer = envsynth::OpenProceduralProposer();
+  if (!proposer.ok()) return Fail(proposer.status(), ExitCodeFor(proposer.status()), kCommand);
+  auto policy = OpenPolicy(*options, *parsed);
+  if (!policy.ok()) return Fail(policy.status(), ExitCodeFor(policy.status()), kCommand);
+  Status noted = store->AddEvent({0, 0, "", "", "resume", {{"policy", options->policy}}});
+  if (!noted.ok()) return Fail(noted, kExitInfra, kCommand);
+  return Drive(*store, **proposer, policy->get(), *options, parsed->Has("--json"), kCommand);
+}
+
+int RunSynthReport(const std::vector<std::string>& args) {
+  const char* kCommand = "envforge synth report";
+  auto parsed = ParseArgs(kCommand, args, {.flags = {"--json"}, .min_positional = 1, .max_positional = 1});
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
+  auto store = envsynth::RunStore::Open(parsed->positional[0]);
+  if (!store.ok()) return Fail(store.status(), ExitCodeFor(store.status()), kCommand);
+  return PrintFunnel(*store, parsed->Has("--json"), kCommand);
+}
+
+int RunSynthCategories(const std::vector<std::string>& args) {
+  const char* kCommand = "envforge synth categories";
+  auto parsed = ParseArgs(kCommand, args, {.flags = {"--json"}});
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
+  auto proposer = envsynth::OpenProceduralProposer();
+  if (!proposer.ok()) return Fail(proposer.status(), ExitCodeFor(proposer.status()), kCommand);
+  auto categories = (*proposer)->Categories();
+  if (!categories.ok()) return Fail(categories.status(), ExitCodeFor(categories.status()), kCommand);
+  Json out = Json::array();
+  for (const auto& [id, levels] : *categories) out.push_back({{"id", id}, {"max_level", levels}});
+  if (parsed->Has("--json")) {
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    for (const auto& [id, levels] : *categories) std::printf("%-18s levels 1..%" PRId64 "\n", id.c_str(), levels);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunSynthCommand(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::fputs(kSynthHelp, stdout);
+    return kExitOk;
+  }
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kSynthHelp, stdout);
+      return kExitOk;
+    }
+  }
+  const std::vector<std::string> rest = args.empty() ? args : std::vector<std::string>(args.begin() + 1, args.end());
+  if (!args.empty() && args[0] == "resume") return RunSynthResume(rest);
+  if (!args.empty() && args[0] == "report") return RunSynthReport(rest);
+  if (!args.empty() && args[0] == "categories") return RunSynthCategories(rest);
+  return RunSynthNew(args);
+}
+
+}  // namespace envforge::cli
