@@ -73,6 +73,8 @@ Result<Funnel> BuildFunnel(RunStore& store) {
     funnel.envs_with_kept += env.kept_tasks > 0 ? 1 : 0;
     funnel.augmentations += static_cast<int64_t>(env.augmentations.size());
     funnel.seconds += env.seconds;
+    funnel.model_calls += env.model_calls;
+    funnel.tokens += env.tokens;
     if (env.status == "failed") funnel.failed_envs.push_back(env.key + ": " + env.reason);
   }
   funnel.envs_pending = funnel.envs_planned - funnel.envs_done - funnel.envs_failed;

@@ -122,6 +122,11 @@ class ProceduralProposer final : public Proposer {
     return task;
   }
 
+  Result<EnvironmentDraft> RepairEnvironment(const EnvironmentDraft& environment, const RepairRequest& repair) override {
+    return FailedPreconditionError("the procedural generator of " + environment.category + " made an environment that fails (" +
+                                   repair.attribution + "): " + (repair.reasons.empty() ? std::string() : repair.reasons.front()));
+  }
+
  private:
   Result<Json> Call(std::vector<std::string> words, const std::string& what) {
     std::vector<std::string> argv = {python_, "-B", (dir_ / "propose.py").string()};

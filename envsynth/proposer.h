@@ -30,6 +30,9 @@ struct EnvironmentDraft {
   std::string preamble;      // the head of tools.py (docstring, imports, private helpers)
   std::vector<std::pair<std::string, std::string>> tools;  // the catalogue: name -> source, in order
   std::vector<std::string> base_tools;                      // the level-1 toolset
+  int64_t attempt = 0;                                      // repairs of the environment so far
+  Json ToJson() const;
+  static Result<EnvironmentDraft> FromJson(const Json& json);  // DataLoss naming what is missing
 };
 
 struct TaskDraft {
@@ -45,8 +48,19 @@ struct TaskDraft {
   std::string verifier;
   std::string oracle;
   std::vector<std::string> tools;  // the tools its solution calls
-  // SHA-256 (hex) over the id, prompt, schema, knobs and sources: what a resumed run compares.
+  // Tools the task brings that the catalogue lacks (name -> source; the llm proposer writes
+  // them): the loop adds them to the environment's catalogue, then to the toolset (augmentation).
+  std::vector<std::pair<std::string, std::string>> new_tools;
+  // SHA-256 (hex) over the id, prompt, schema, knobs, sources and new tools.
   std::string ArtifactHash() const;
+  Json ToJson() const;
+  static Result<TaskDraft> FromJson(const Json& json);  // DataLoss naming what is missing
+};
+
+// Model calls and tokens a proposer spent (zero for the procedural one).
+struct ProposalCost {
+  int64_t model_calls = 0;
+  int64_t tokens = 0;
 };
 
 // What the loop tells a proposer when it asks for a repair.
@@ -67,6 +81,12 @@ class Proposer {
   // failure. Errors: InvalidArgument for a level the category does not have; Internal.
   virtual Result<TaskDraft> ProposeTask(const EnvironmentDraft& environment, int64_t lineage, int64_t level, int64_t attempt,
                                         const RepairRequest* repair) = 0;
+  // Another version of an environment whose database or toolset failed (repair.attribution
+  // "database" or "toolset"). FailedPrecondition when the proposer cannot repair environments
+  // (the procedural generators are fixed code: their failure is a bug, recorded as such).
+  virtual Result<EnvironmentDraft> RepairEnvironment(const EnvironmentDraft& environment, const RepairRequest& repair) = 0;
+  // What the calls since the last TakeCost spent, and resets it.
+  virtual ProposalCost TakeCost() { return {}; }
 };
 
 }  // namespace envforge::envsynth

@@ -14,13 +14,14 @@ CREATE TABLE IF NOT EXISTS run_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS environments (
   key TEXT PRIMARY KEY, category TEXT NOT NULL, idx INTEGER NOT NULL, seed TEXT NOT NULL,
   name TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL, output TEXT NOT NULL,
-  kept_tasks INTEGER NOT NULL, seconds REAL NOT NULL, augmentations TEXT NOT NULL);
+  kept_tasks INTEGER NOT NULL, seconds REAL NOT NULL, augmentations TEXT NOT NULL, draft TEXT NOT NULL,
+  model_calls INTEGER NOT NULL, tokens INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS candidates (
   key TEXT PRIMARY KEY, env_key TEXT NOT NULL, category TEXT NOT NULL, lineage INTEGER NOT NULL,
   level INTEGER NOT NULL, task_id TEXT NOT NULL, artifact_hash TEXT NOT NULL, attempt INTEGER NOT NULL,
   stage TEXT NOT NULL, dropped_at TEXT NOT NULL, reason TEXT NOT NULL, knobs TEXT NOT NULL,
   validation TEXT NOT NULL, audit TEXT NOT NULL, filter TEXT NOT NULL, seconds REAL NOT NULL,
-  model_calls INTEGER NOT NULL, tokens INTEGER NOT NULL);
+  model_calls INTEGER NOT NULL, tokens INTEGER NOT NULL, draft TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
   id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, env_key TEXT NOT NULL,
   candidate_key TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
@@ -28,8 +29,9 @@ CREATE TABLE IF NOT EXISTS events (
 
 constexpr const char* kCandidateColumns =
     "key, env_key, category, lineage, level, task_id, artifact_hash, attempt, stage, dropped_at, reason, knobs, "
-    "validation, audit, filter, seconds, model_calls, tokens";
-constexpr const char* kEnvironmentColumns = "key, category, idx, seed, name, status, reason, output, kept_tasks, seconds, augmentations";
+    "validation, audit, filter, seconds, model_calls, tokens, draft";
+constexpr const char* kEnvironmentColumns =
+    "key, category, idx, seed, name, status, reason, output, kept_tasks, seconds, augmentations, draft, model_calls, tokens";
 
 Result<Database> OpenDurable(const std::string& path, Database::Mode mode) {
   ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::Open(path, mode));
@@ -64,6 +66,9 @@ Result<EnvironmentRecord> ReadEnvironment(const Statement& row) {
   record.kept_tasks = row.ColumnInt(8);
   record.seconds = row.ColumnDouble(9);
   ENVFORGE_ASSIGN_OR_RETURN(record.augmentations, ParseStored(row.ColumnText(10), "augmentations of " + record.key));
+  ENVFORGE_ASSIGN_OR_RETURN(record.draft, ParseStored(row.ColumnText(11), "draft of " + record.key));
+  record.model_calls = row.ColumnInt(12);
+  record.tokens = row.ColumnInt(13);
   return record;
 }
 
@@ -87,6 +92,7 @@ Result<CandidateRecord> ReadCandidate(const Statement& row) {
   record.seconds = row.ColumnDouble(15);
   record.model_calls = row.ColumnInt(16);
   record.tokens = row.ColumnInt(17);
+  ENVFORGE_ASSIGN_OR_RETURN(record.draft, ParseStored(row.ColumnText(18), "draft of " + record.key));
   return record;
 }
 
@@ -141,9 +147,9 @@ Result<RunStore> RunStore::Open(const std::string& path) {
 }
 
 Status RunStore::PutEnvironment(const EnvironmentRecord& r) {
-  return RunInTransaction(db_, std::string("INSERT OR REPLACE INTO environments (") + kEnvironmentColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+  return RunInTransaction(db_, std::string("INSERT OR REPLACE INTO environments (") + kEnvironmentColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                           {r.key, r.category, r.index, std::to_string(r.seed), r.name, r.status, r.reason, r.output, r.kept_tasks,
-                           r.seconds, DumpJson(r.augmentations)});
+                           r.seconds, DumpJson(r.augmentations), DumpJson(r.draft), r.model_calls, r.tokens});
 }
 
 Result<std::optional<EnvironmentRecord>> RunStore::GetEnvironment(const std::string& key) {
@@ -160,10 +166,10 @@ Result<std::vector<EnvironmentRecord>> RunStore::Environments() {
 
 Status RunStore::PutCandidate(const CandidateRecord& r) {
   return RunInTransaction(db_, std::string("INSERT OR REPLACE INTO candidates (") + kCandidateColumns +
-                                   ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                   ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                           {r.key, r.env_key, r.category, r.lineage, r.level, r.task_id, r.artifact_hash, r.attempt, r.stage, r.dropped_at,
                            r.reason, DumpJson(r.knobs), DumpJson(r.validation), DumpJson(r.audit), DumpJson(r.filter), r.seconds,
-                           r.model_calls, r.tokens});
+                           r.model_calls, r.tokens, DumpJson(r.draft)});
 }
 
 Result<std::optional<CandidateRecord>> RunStore::GetCandidate(const std::string& key) {
@@ -176,6 +182,10 @@ Result<std::optional<CandidateRecord>> RunStore::GetCandidate(const std::string&
 Result<std::vector<CandidateRecord>> RunStore::Candidates() {
   return Query<CandidateRecord>(db_, std::string("SELECT ") + kCandidateColumns + " FROM candidates ORDER BY env_key, lineage, level", {},
                                 ReadCandidate);
+}
+
+Status RunStore::DeleteCandidates(const std::string& env_key) {
+  return RunInTransaction(db_, "DELETE FROM candidates WHERE env_key = ?", {env_key});
 }
 
 Status RunStore::AddEvent(const RunEvent& e) {

@@ -6,6 +6,9 @@
 // candidate is "<environment key>/<lineage>/<level>": lineage j of an environment is one task
 // escalated level by level, and each level's version is its own candidate.
 //
+// Drafts. Every proposal is stored (environments.draft, candidates.draft), so a resumed run never
+// asks a proposer again for what it already answered: model proposals are not reproducible.
+//
 // Durability. The file is in WAL mode with synchronous=FULL; every Put is one transaction, so a
 // stop loses at most the stage that was running. Puts replace the row of the same key (no
 // duplicates however often a stage is redone).
@@ -51,6 +54,9 @@ struct EnvironmentRecord {
   int64_t kept_tasks = 0;
   double seconds = 0;    // wall time spent on it, all attempts together
   Json augmentations = Json::array();  // [{"level", "task", "tools": [...]}]
+  Json draft;            // the proposer's EnvironmentDraft (proposer.h, ToJson), null until proposed
+  int64_t model_calls = 0;  // spent proposing (and repairing) the environment itself
+  int64_t tokens = 0;
 };
 
 struct CandidateRecord {
@@ -73,6 +79,8 @@ struct CandidateRecord {
   double seconds = 0;         // proposal + validation + audit + filter
   int64_t model_calls = 0;    // backend calls spent on it (filter, llm proposer)
   int64_t tokens = 0;         // prompt + generated tokens of those calls
+  Json draft;                 // the TaskDraft that was validated (proposer.h, ToJson): a resumed
+                              // run uses it instead of asking the proposer again
 };
 
 struct RunEvent {
@@ -102,6 +110,9 @@ class RunStore {
   Status PutCandidate(const CandidateRecord& record);
   Result<std::optional<CandidateRecord>> GetCandidate(const std::string& key);
   Result<std::vector<CandidateRecord>> Candidates();  // by environment key, lineage, level
+
+  // Removes an environment's candidates (an environment re-proposed after a repair starts over).
+  Status DeleteCandidates(const std::string& env_key);
 
   Status AddEvent(const RunEvent& event);  // id and at are assigned
   Result<std::vector<RunEvent>> Events();

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -199,6 +200,14 @@ struct SynthRun::Impl {
   int64_t& candidates_seen;
   int64_t& kept_total;
   int64_t envs_done, envs_total;
+  std::optional<RepairRequest> env_failure;  // set by EnvironmentFailure
+
+  Status Process();
+  void ChargeEnvironment() {
+    const ProposalCost cost = run.proposer_.TakeCost();
+    env_record.model_calls += cost.model_calls;
+    env_record.tokens += cost.tokens;
+  }
 
   void Progress(const std::string& stage, int64_t level, const std::string& detail) {
     if (!run.on_progress_) return;
@@ -215,9 +224,15 @@ struct SynthRun::Impl {
     return run.store_.PutCandidate(c.record);
   }
 
-  // Adds the catalogue tools a task needs to the toolset (stage 5), recording the augmentation.
+  // Adds the tools a task needs to the toolset (stage 5), recording the augmentation: catalogue
+  // tools, and the new tools the task brings (first added to the catalogue).
   Status Augment(const Candidate& c, bool record_event = true) {
     std::vector<std::string> added;
+    for (const auto& [name, source] : c.draft.new_tools) {
+      bool known = std::any_of(env.tools.begin(), env.tools.end(), [&](const auto& tool) { return tool.first == name; });
+      if (!known) env.tools.emplace_back(name, source);
+      if (toolset.insert(name).second) added.push_back(name);
+    }
     for (const std::string& tool : c.draft.tools) {
       if (toolset.insert(tool).second) added.push_back(tool);
     }
@@ -240,8 +255,21 @@ struct SynthRun::Impl {
     return stem + ".envdb";
   }
 
-  Result<TaskDraft> Propose(int64_t lineage, int64_t level, int64_t attempt, const RepairRequest* repair) {
-    return run.proposer_.ProposeTask(env, lineage, level, attempt, repair);
+  // Asks the proposer for a task, charging its model cost to the candidate.
+  Result<TaskDraft> Propose(CandidateRecord& record, int64_t attempt, const RepairRequest* repair) {
+    auto draft = run.proposer_.ProposeTask(env, record.lineage, record.level, attempt, repair);
+    const ProposalCost cost = run.proposer_.TakeCost();
+    record.model_calls += cost.model_calls;
+    record.tokens += cost.tokens;
+    return draft;
+  }
+
+  void Adopt(Candidate& c, TaskDraft draft) {
+    c.draft = std::move(draft);
+    c.record.task_id = c.draft.id;
+    c.record.artifact_hash = c.draft.ArtifactHash();
+    c.record.knobs = c.draft.knobs;
+    c.record.draft = c.draft.ToJson();
   }
 
   // Stage 3: the level's candidates, each either restored from the run database or new.
@@ -256,30 +284,28 @@ struct SynthRun::Impl {
       c.record.lineage = lineage;
       c.record.level = level;
       ENVFORGE_ASSIGN_OR_RETURN(std::optional<CandidateRecord> stored, run.store_.GetCandidate(c.record.key));
-      const int64_t attempt = stored ? stored->attempt : 0;
-      auto draft = Propose(lineage, level, attempt, nullptr);
       candidates_seen += 1;
+      if (stored && !stored->draft.is_null()) {
+        // Resumed: the stored proposal, never a new one (a model would not answer the same).
+        ENVFORGE_ASSIGN_OR_RETURN(c.draft, TaskDraft::FromJson(stored->draft));
+        c.record = *stored;
+        if (c.Dropped()) continue;
+        ENVFORGE_RETURN_IF_ERROR(Augment(c, /*record_event=*/false));
+        out.push_back(std::move(c));
+        continue;
+      }
+      if (stored) c.record = *stored;  // a proposal that failed before: dropped already
+      if (c.Dropped()) continue;
+      c.record.stage = stage::kProposed;
+      auto draft = Propose(c.record, 0, nullptr);
+      c.record.seconds = SecondsSince(start);
       if (!draft.ok()) {
-        c.record.stage = stage::kProposed;
         ENVFORGE_RETURN_IF_ERROR(Drop(c, "proposal", draft.status().message()));
         continue;
       }
-      c.draft = std::move(draft).value();
-      if (stored) {
-        if (stored->artifact_hash != c.draft.ArtifactHash()) {
-          return FailedPreconditionError("resume: candidate " + c.record.key + " (task " + c.draft.id +
-                                         ") is not what this run proposed before; the generators changed since the run started");
-        }
-        c.record = *stored;
-      } else {
-        c.record.task_id = c.draft.id;
-        c.record.artifact_hash = c.draft.ArtifactHash();
-        c.record.knobs = c.draft.knobs;
-        c.record.stage = stage::kProposed;
-        c.record.seconds = SecondsSince(start);
-        ENVFORGE_RETURN_IF_ERROR(run.store_.PutCandidate(c.record));
-      }
-      ENVFORGE_RETURN_IF_ERROR(Augment(c, /*record_event=*/!stored));
+      Adopt(c, std::move(draft).value());
+      ENVFORGE_RETURN_IF_ERROR(run.store_.PutCandidate(c.record));
+      ENVFORGE_RETURN_IF_ERROR(Augment(c));
       out.push_back(std::move(c));
     }
     return out;
@@ -301,12 +327,7 @@ struct SynthRun::Impl {
       std::map<std::string, TaskValidation> results;
       if (bundle.empty()) {
         auto split = SplitPackProblems(problems);
-        if (split.count("") != 0) {
-          // Outside any task: the environment itself does not pack (toolset or database).
-          std::string reason;
-          for (const std::string& line : split[""]) reason += (reason.empty() ? "" : "; ") + line;
-          return FailedPreconditionError(reason);
-        }
+        if (split.count("") != 0) return EnvironmentFailure(split[""]);
         for (Candidate* c : pending) {
           TaskValidation v;
           v.task_id = c->draft.id;
@@ -322,7 +343,7 @@ struct SynthRun::Impl {
       } else {
         ENVFORGE_ASSIGN_OR_RETURN(auto manager, sandbox::SessionManager::Create(sandbox::ManagerOptions{}));
         auto env_id = manager->OpenEnvironment(bundle);
-        if (!env_id.ok()) return FailedPreconditionError("the environment does not start: " + env_id.status().message());
+        if (!env_id.ok()) return EnvironmentFailure({"the environment does not start: " + env_id.status().message()});
         std::vector<std::string> ids;
         for (Candidate* c : pending) ids.push_back(c->draft.id);
         ENVFORGE_ASSIGN_OR_RETURN(auto validations, ValidateTasks(*manager, *env_id, ids));
@@ -349,18 +370,36 @@ struct SynthRun::Impl {
       std::string reason = v.attribution + ": " + (v.reasons.empty() ? std::string("failed") : v.reasons.front());
       return Drop(c, "validation", reason.substr(0, 500));
     }
-    RepairRequest request{v.attribution, v.reasons};
-    ENVFORGE_RETURN_IF_ERROR(Event(c.record.key, "repair", {{"attempt", c.record.attempt + 1}, {"attribution", v.attribution},
-                                                             {"reasons", v.reasons}}));
-    auto draft = Propose(c.record.lineage, c.record.level, c.record.attempt + 1, &request);
+    return Repair(c, "validation", {v.attribution, v.reasons});
+  }
+
+  // Asks for another version of a candidate that failed `stage_name`; the new version starts
+  // over at validation and goes through the whole audit again.
+  Status Repair(Candidate& c, const char* stage_name, const RepairRequest& request) {
+    ENVFORGE_RETURN_IF_ERROR(Event(c.record.key, "repair", {{"stage", stage_name}, {"attempt", c.record.attempt + 1},
+                                                             {"attribution", request.attribution}, {"reasons", request.reasons}}));
     c.record.attempt += 1;
-    if (!draft.ok()) return Drop(c, "validation", "repair proposal failed: " + draft.status().message());
-    c.draft = std::move(draft).value();
-    c.record.task_id = c.draft.id;
-    c.record.artifact_hash = c.draft.ArtifactHash();
-    c.record.knobs = c.draft.knobs;
+    auto draft = Propose(c.record, c.record.attempt, &request);
+    if (!draft.ok()) return Drop(c, stage_name, "repair proposal failed: " + draft.status().message());
+    Adopt(c, std::move(draft).value());
+    c.record.stage = stage::kProposed;
+    c.record.validation = nullptr;
+    c.record.audit = nullptr;
     ENVFORGE_RETURN_IF_ERROR(Augment(c));
-    return run.store_.PutCandidate(c.record);  // validation stays null: validated next round
+    return run.store_.PutCandidate(c.record);
+  }
+
+  // An environment-level failure (the database or the toolset): recorded for Run, which asks the
+  // proposer for a repaired environment while attempts remain.
+  Status EnvironmentFailure(const std::vector<std::string>& lines) {
+    std::string reason;
+    bool toolset_fault = false;
+    for (const std::string& line : lines) {
+      reason += (reason.empty() ? "" : "; ") + line;
+      toolset_fault = toolset_fault || line.find("tools.py") != std::string::npos || line.find("tool ") != std::string::npos;
+    }
+    env_failure = RepairRequest{toolset_fault ? "toolset" : "database", lines};
+    return FailedPreconditionError(reason);
   }
 
   // The level's verified candidates in one bundle (for the audit and the filter).
@@ -381,10 +420,23 @@ struct SynthRun::Impl {
     return out;
   }
 
-  // Stage 6: the audit gate.
-  Status AuditLevel(std::vector<Candidate>& level_candidates, int64_t level) {
+  // What a repair after an unsound audit is told: the verdict's reasons and the answers that show
+  // them (a verifier accepting a wrong answer is the verifier's; an oracle's defect the oracle's).
+  static RepairRequest AuditRepair(const verifiers::TaskAudit& audit) {
+    RepairRequest request{"verifier", audit.verdict_reasons};
+    for (const verifiers::Finding& finding : audit.findings) {
+      if (finding.kind.rfind("oracle", 0) == 0) request.attribution = "oracle";
+      if (request.reasons.size() >= 8) break;
+      request.reasons.push_back(finding.kind + ": " + finding.detail + (finding.answer.empty() ? "" : " -- answer " + finding.answer));
+    }
+    return request;
+  }
+
+  // Stage 6: the audit gate. Returns how many candidates were repaired (they start over).
+  Result<int64_t> AuditLevel(std::vector<Candidate>& level_candidates, int64_t level) {
+    int64_t repaired = 0;
     std::vector<Candidate*> pending = AtStage(level_candidates, stage::kVerified);
-    if (pending.empty()) return Status::Ok();
+    if (pending.empty()) return repaired;
     Progress("audit", level, std::to_string(pending.size()) + " verified candidate(s)");
     ENVFORGE_ASSIGN_OR_RETURN(std::string bundle_path, VerifiedBundle(pending));
     ENVFORGE_ASSIGN_OR_RETURN(sandbox::EnvBundle bundle, sandbox::EnvBundle::Load(bundle_path));
@@ -406,6 +458,11 @@ struct SynthRun::Impl {
       c->record.audit = AuditSummary(*it);
       c->record.seconds += it->seconds;
       if (it->verdict != "sound") {
+        if (c->record.attempt < run.options_.repairs) {
+          ENVFORGE_RETURN_IF_ERROR(Repair(*c, "audit", AuditRepair(*it)));
+          repaired += 1;
+          continue;
+        }
         std::string reason = "audit verdict " + it->verdict;
         if (!it->verdict_reasons.empty()) reason += ": " + it->verdict_reasons.front();
         ENVFORGE_RETURN_IF_ERROR(Drop(*c, "audit", reason.substr(0, 500)));
@@ -414,7 +471,7 @@ struct SynthRun::Impl {
       c->record.stage = stage::kAudited;
       ENVFORGE_RETURN_IF_ERROR(run.store_.PutCandidate(c->record));
     }
-    return Status::Ok();
+    return repaired;
   }
 
   // Stage 7: the pass@k band. Returns the lineages that stop escalating (too hard).
@@ -553,8 +610,11 @@ struct SynthRun::Impl {
     for (int64_t level = 1; level <= levels && !lineages.empty(); ++level) {
       Progress("propose", level, std::to_string(lineages.size()) + " lineage(s)");
       ENVFORGE_ASSIGN_OR_RETURN(std::vector<Candidate> level_candidates, ProposeLevel(level, lineages));
-      ENVFORGE_RETURN_IF_ERROR(ValidateLevel(level_candidates, level));
-      ENVFORGE_RETURN_IF_ERROR(AuditLevel(level_candidates, level));
+      for (;;) {  // validation and audit until no candidate is repaired
+        ENVFORGE_RETURN_IF_ERROR(ValidateLevel(level_candidates, level));
+        ENVFORGE_ASSIGN_OR_RETURN(int64_t repaired, AuditLevel(level_candidates, level));
+        if (repaired == 0) break;
+      }
       ENVFORGE_ASSIGN_OR_RETURN(std::set<int64_t> stopped, FilterLevel(level_candidates, level));
       std::vector<int64_t> next;
       for (int64_t j : lineages) {
@@ -566,6 +626,64 @@ struct SynthRun::Impl {
     return Keep(all);
   }
 };
+
+// Proposes (or restores) the environment and works it through every stage; an environment-level
+// failure is repaired while attempts remain. Returns only infrastructure errors: the
+// environment's own faults are recorded as its status "failed".
+Status SynthRun::Impl::Process() {
+  std::error_code error;
+  fs::create_directories(work, error);
+  const auto start = Clock::now();
+  env_record.status = "pending";
+  Status worked = Status::Ok();
+  if (!env_record.draft.is_null()) {
+    ENVFORGE_ASSIGN_OR_RETURN(env, EnvironmentDraft::FromJson(env_record.draft));
+  } else {
+    Progress("propose", 0, "environment seed " + std::to_string(env_record.seed));
+    auto draft = run.proposer_.ProposeEnvironment(env_record.category, env_record.seed);
+    ChargeEnvironment();
+    if (draft.ok()) {
+      env = std::move(draft).value();
+      env_record.draft = env.ToJson();
+    } else {
+      worked = draft.status();
+    }
+  }
+  while (worked.ok()) {
+    env_record.name = env.name;
+    env_record.augmentations = Json::array();
+    ENVFORGE_RETURN_IF_ERROR(run.store_.PutEnvironment(env_record));
+    env_failure.reset();
+    worked = Work();
+    if (worked.ok() || !env_failure || env.attempt >= run.options_.repairs) break;
+    // The database or the toolset failed: ask for a repaired environment and start it over.
+    ENVFORGE_RETURN_IF_ERROR(Event("", "repair", {{"stage", "environment"}, {"attempt", env.attempt + 1},
+                                                  {"attribution", env_failure->attribution}, {"reasons", env_failure->reasons}}));
+    auto repaired = run.proposer_.RepairEnvironment(env, *env_failure);
+    ChargeEnvironment();
+    if (!repaired.ok()) {
+      worked = repaired.status();
+      break;
+    }
+    const int64_t attempt = env.attempt + 1;
+    env = std::move(repaired).value();
+    env.attempt = attempt;
+    env_record.draft = env.ToJson();
+    ENVFORGE_RETURN_IF_ERROR(run.store_.DeleteCandidates(env_record.key));
+  }
+  env_record.seconds += SecondsSince(start);
+  const StatusCode code = worked.code();
+  if (worked.ok()) {
+    env_record.status = "done";
+  } else if (code == StatusCode::kFailedPrecondition || code == StatusCode::kNotFound || code == StatusCode::kInvalidArgument ||
+             code == StatusCode::kInternal || code == StatusCode::kDataLoss) {
+    env_record.status = "failed";  // the environment's own fault (or its proposer's): recorded, the run goes on
+    env_record.reason = worked.message().substr(0, 1000);
+  } else {
+    return worked;  // infrastructure
+  }
+  return Status::Ok();
+}
 
 SynthRun::SynthRun(RunStore& store, Proposer& proposer, inference::Backend* policy, SynthOptions options,
                    std::function<void(const SynthProgress&)> on_progress)
@@ -605,31 +723,7 @@ Status SynthRun::Run() {
     impl.env_record.category = category;
     impl.env_record.index = i;
     impl.env_record.seed = DeriveEnvironmentSeed(options_.seed, category, i);
-    impl.env_record.status = "pending";
-    impl.env_record.augmentations = Json::array();
-    fs::create_directories(impl.work, error);
-    const auto start = Clock::now();
-    impl.Progress("propose", 0, "environment seed " + std::to_string(impl.env_record.seed));
-    auto draft = proposer_.ProposeEnvironment(category, impl.env_record.seed);
-    Status worked = draft.ok() ? Status::Ok() : draft.status();
-    if (draft.ok()) {
-      impl.env = std::move(draft).value();
-      impl.env_record.name = impl.env.name;
-      ENVFORGE_RETURN_IF_ERROR(store_.PutEnvironment(impl.env_record));
-      worked = impl.Work();
-    }
-    impl.env_record.seconds += SecondsSince(start);
-    if (worked.ok()) {
-      impl.env_record.status = "done";
-    } else if (worked.code() == StatusCode::kFailedPrecondition && worked.message().rfind("resume:", 0) == 0) {
-      return worked;
-    } else if (worked.code() == StatusCode::kFailedPrecondition || worked.code() == StatusCode::kNotFound ||
-               worked.code() == StatusCode::kInvalidArgument || (!draft.ok() && worked.code() == StatusCode::kInternal)) {
-      impl.env_record.status = "failed";  // the environment's own fault: recorded, the run goes on
-      impl.env_record.reason = worked.message().substr(0, 1000);
-    } else {
-      return worked;  // infrastructure
-    }
+    ENVFORGE_RETURN_IF_ERROR(impl.Process());
     ENVFORGE_RETURN_IF_ERROR(store_.PutEnvironment(impl.env_record));
     fs::remove_all(impl.work, error);
     done += 1;
