@@ -6,7 +6,8 @@
 //   procedural  one seeded generator per category (envsynth/procedural/cat_<id>.py, run by
 //               procedural_proposer.h); offline and deterministic: the same request gives the
 //               same artefacts, which is what lets a stopped run resume by re-proposing.
-//   llm         a backend writing the artefacts through data/prompts/ (not built yet).
+//   llm         any inference backend writing the artefacts through the prompts of
+//               data/prompts/ (llm_proposer.h).
 //
 // Thread safety: a Proposer is used by one thread at a time.
 #pragma once
@@ -67,13 +68,16 @@ struct ProposalCost {
 struct RepairRequest {
   std::string attribution;   // task | solution | verifier | oracle | toolset | database
   std::vector<std::string> reasons;
+  const TaskDraft* previous = nullptr;  // the version that failed (task repairs)
+  std::string stage;                    // the stage it failed: validation | audit
 };
 
 class Proposer {
  public:
   virtual ~Proposer() = default;
   virtual std::string name() const = 0;  // "procedural", "llm:<backend>"
-  // The categories it can propose and their highest level.
+  // The categories it can propose and their highest level; empty: any category id
+  // ([a-z][a-z0-9_]*, the llm proposer), with levels up to the run's --max-levels.
   virtual Result<std::vector<std::pair<std::string, int64_t>>> Categories() = 0;
   // Errors: NotFound for an unknown category; Internal when the proposer itself failed.
   virtual Result<EnvironmentDraft> ProposeEnvironment(const std::string& category, uint64_t seed) = 0;

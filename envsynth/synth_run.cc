@@ -1,9 +1,12 @@
 #include "envsynth/synth_run.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <chrono>
 #include <filesystem>
@@ -79,16 +82,35 @@ Json DeterministicFilter(Json filter) {
   return filter;
 }
 
-// Removes work directories of earlier runs in `out_dir` whose process is gone (a run stopped by
-// SIGKILL leaves its ".synth-work-<pid>-<n>" behind).
+// The prefix of this host's work directories in an output directory: ".synth-work-<host>-". The
+// host is in the name because shards on several machines may share an output directory over a
+// network file system, where a pid says nothing about another machine's processes.
+std::string WorkPrefix() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
+  std::string name = ".synth-work-";
+  for (const char* c = host; *c != '\0'; ++c) name += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
+  return name + "-";
+}
+
+// Removes this host's work directories of earlier runs in `out_dir` whose process is gone (a run
+// stopped by SIGKILL leaves its ".synth-work-<host>-<pid>-<n>" behind).
 void SweepStaleWork(const fs::path& out_dir) {
+  const std::string prefix = WorkPrefix();
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(out_dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(".synth-work-", 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + 12, nullptr, 10);
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
     if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), error);
   }
+}
+
+// A proposer failure that is the infrastructure's (a model server gone, a deadline): the run stops
+// and resumes later, instead of dropping the candidate.
+bool IsInfrastructure(const Status& status) {
+  return status.code() == StatusCode::kUnavailable || status.code() == StatusCode::kDeadlineExceeded ||
+         status.code() == StatusCode::kResourceExhausted;
 }
 
 std::string CandidateKey(const std::string& env_key, int64_t lineage, int64_t level) {
@@ -108,6 +130,7 @@ Json SynthOptions::ToJson() const {
           {"seed", seed},
           {"out_dir", out_dir},
           {"proposer", proposer},
+          {"proposer_backend", proposer_backend},
           {"repairs", repairs},
           {"filter", filter},
           {"policy", policy},
@@ -133,6 +156,7 @@ Result<SynthOptions> SynthOptions::FromJson(const Json& json) {
     o.seed = json.at("seed").get<uint64_t>();
     o.out_dir = json.at("out_dir").get<std::string>();
     o.proposer = json.at("proposer").get<std::string>();
+    o.proposer_backend = json.value("proposer_backend", "");
     o.repairs = json.at("repairs").get<int64_t>();
     o.filter = json.at("filter").get<bool>();
     o.policy = json.at("policy").get<std::string>();
@@ -161,6 +185,8 @@ Status SynthOptions::Validate() const {
   if (max_levels < 1 || max_levels > 5) return InvalidArgumentError("--max-levels must be 1..5, got " + std::to_string(max_levels));
   if (repairs < 0) return InvalidArgumentError("--repairs must be >= 0");
   if (out_dir.empty()) return InvalidArgumentError("--out DIR is required");
+  if (proposer != "procedural" && proposer != "llm") return InvalidArgumentError("unknown --proposer '" + proposer + "' (procedural or llm)");
+  if (proposer == "llm" && proposer_backend.empty()) return InvalidArgumentError("--proposer llm needs --backend SPEC (the model that writes)");
   if (audit_lanes < 1 || audit_lanes > 16) return InvalidArgumentError("--audit-lanes must be 1..16");
   if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count) {
     return InvalidArgumentError("--shard I/N needs 0 <= I < N, got " + std::to_string(shard_index) + "/" + std::to_string(shard_count));
@@ -299,6 +325,7 @@ struct SynthRun::Impl {
       c.record.stage = stage::kProposed;
       auto draft = Propose(c.record, 0, nullptr);
       c.record.seconds = SecondsSince(start);
+      if (!draft.ok() && IsInfrastructure(draft.status())) return draft.status();
       if (!draft.ok()) {
         ENVFORGE_RETURN_IF_ERROR(Drop(c, "proposal", draft.status().message()));
         continue;
@@ -370,7 +397,7 @@ struct SynthRun::Impl {
       std::string reason = v.attribution + ": " + (v.reasons.empty() ? std::string("failed") : v.reasons.front());
       return Drop(c, "validation", reason.substr(0, 500));
     }
-    return Repair(c, "validation", {v.attribution, v.reasons});
+    return Repair(c, "validation", {v.attribution, v.reasons, nullptr, "validation"});
   }
 
   // Asks for another version of a candidate that failed `stage_name`; the new version starts
@@ -379,7 +406,11 @@ struct SynthRun::Impl {
     ENVFORGE_RETURN_IF_ERROR(Event(c.record.key, "repair", {{"stage", stage_name}, {"attempt", c.record.attempt + 1},
                                                              {"attribution", request.attribution}, {"reasons", request.reasons}}));
     c.record.attempt += 1;
-    auto draft = Propose(c.record, c.record.attempt, &request);
+    RepairRequest with_previous = request;
+    with_previous.previous = &c.draft;
+    with_previous.stage = stage_name;
+    auto draft = Propose(c.record, c.record.attempt, &with_previous);
+    if (!draft.ok() && IsInfrastructure(draft.status())) return draft.status();
     if (!draft.ok()) return Drop(c, stage_name, "repair proposal failed: " + draft.status().message());
     Adopt(c, std::move(draft).value());
     c.record.stage = stage::kProposed;
@@ -398,7 +429,7 @@ struct SynthRun::Impl {
       reason += (reason.empty() ? "" : "; ") + line;
       toolset_fault = toolset_fault || line.find("tools.py") != std::string::npos || line.find("tool ") != std::string::npos;
     }
-    env_failure = RepairRequest{toolset_fault ? "toolset" : "database", lines};
+    env_failure = RepairRequest{toolset_fault ? "toolset" : "database", lines, nullptr, "validation"};
     return FailedPreconditionError(reason);
   }
 
@@ -423,7 +454,7 @@ struct SynthRun::Impl {
   // What a repair after an unsound audit is told: the verdict's reasons and the answers that show
   // them (a verifier accepting a wrong answer is the verifier's; an oracle's defect the oracle's).
   static RepairRequest AuditRepair(const verifiers::TaskAudit& audit) {
-    RepairRequest request{"verifier", audit.verdict_reasons};
+    RepairRequest request{"verifier", audit.verdict_reasons, nullptr, "audit"};
     for (const verifiers::Finding& finding : audit.findings) {
       if (finding.kind.rfind("oracle", 0) == 0) request.attribution = "oracle";
       if (request.reasons.size() >= 8) break;
@@ -594,6 +625,7 @@ struct SynthRun::Impl {
 
   Result<int64_t> CategoryLevels() {
     ENVFORGE_ASSIGN_OR_RETURN(auto categories, run.proposer_.Categories());
+    if (categories.empty()) return run.options_.max_levels;  // a proposer of any category
     for (const auto& [id, levels] : categories) {
       if (id == env.category) return std::min<int64_t>(levels, run.options_.max_levels);
     }
@@ -654,8 +686,11 @@ Status SynthRun::Impl::Process() {
     env_record.augmentations = Json::array();
     ENVFORGE_RETURN_IF_ERROR(run.store_.PutEnvironment(env_record));
     env_failure.reset();
-    worked = Work();
-    if (worked.ok() || !env_failure || env.attempt >= run.options_.repairs) break;
+    Status this_try = Work();
+    if (this_try.ok() || !env_failure || env.attempt >= run.options_.repairs) {
+      worked = this_try;
+      break;
+    }
     // The database or the toolset failed: ask for a repaired environment and start it over.
     ENVFORGE_RETURN_IF_ERROR(Event("", "repair", {{"stage", "environment"}, {"attempt", env.attempt + 1},
                                                   {"attribution", env_failure->attribution}, {"reasons", env_failure->reasons}}));
@@ -669,6 +704,13 @@ Status SynthRun::Impl::Process() {
     env = std::move(repaired).value();
     env.attempt = attempt;
     env_record.draft = env.ToJson();
+    // The discarded candidates' model cost stays counted, on the environment.
+    ENVFORGE_ASSIGN_OR_RETURN(auto discarded, run.store_.Candidates());
+    for (const CandidateRecord& c : discarded) {
+      if (c.env_key != env_record.key) continue;
+      env_record.model_calls += c.model_calls;
+      env_record.tokens += c.tokens;
+    }
     ENVFORGE_RETURN_IF_ERROR(run.store_.DeleteCandidates(env_record.key));
   }
   env_record.seconds += SecondsSince(start);
@@ -696,7 +738,9 @@ Status SynthRun::Run() {
   fs::create_directories(options_.out_dir, error);
   if (error) return ErrnoError("creating the output directory " + options_.out_dir, error.value());
   SweepStaleWork(options_.out_dir);
-  sandbox::code::ScopedDirectory work_root(sandbox::code::UniqueScratchPath(options_.out_dir, ".synth-work"));
+  std::string prefix = WorkPrefix();
+  prefix.pop_back();  // UniqueScratchPath adds "-<pid>-<n>"
+  sandbox::code::ScopedDirectory work_root(sandbox::code::UniqueScratchPath(options_.out_dir, prefix));
   fs::create_directories(work_root.path(), error);
   if (error) return ErrnoError("creating a work directory in " + options_.out_dir, error.value());
 

@@ -64,7 +64,8 @@ struct SynthOptions {
   int64_t max_levels = 4;
   uint64_t seed = 1;
   std::string out_dir;
-  std::string proposer = "procedural";
+  std::string proposer = "procedural";  // or "llm"
+  std::string proposer_backend;         // llm: the backend spec that writes the artefacts
   int64_t repairs = 2;         // proposals after the first, per candidate
   bool filter = true;          // false: synthesis only (no policy, every sound candidate kept)
   std::string policy;          // the policy's backend spec, as given (recorded in provenance)

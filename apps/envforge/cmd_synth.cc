@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cctype>
 #include <cinttypes>
 #include <cstdlib>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "apps/envforge/solve_task.h"
 #include "base/cleanup_registry.h"
 #include "envsynth/funnel.h"
+#include "envsynth/llm_proposer.h"
 #include "envsynth/procedural_proposer.h"
 #include "envsynth/run_store.h"
 #include "envsynth/synth_run.h"
@@ -26,8 +28,9 @@ namespace envforge::cli {
 namespace {
 
 constexpr const char* kSynthHelp = R"(usage: envforge synth --categories ID[,ID...] --envs N --tasks-per-env M --out DIR [options]
-       envforge synth resume RUN.sqlite [--policy SPEC] [--json]
+       envforge synth resume RUN.sqlite [--policy SPEC] [--backend SPEC] [--json]
        envforge synth report RUN.sqlite [--json]
+       envforge synth merge RUN1.sqlite RUN2.sqlite ... --out RUN.sqlite [--json]
        envforge synth categories [--json]
 
 Synthesizes <environment, tools, task, verifier> bundles (DeepSeek-V3.2 section 3.2.3): per
@@ -45,6 +48,8 @@ options:
   --out DIR              where kept bundles go (created)
   --run RUN.sqlite       the run database (default DIR/run.sqlite; must not exist)
   --proposer procedural  the seeded generators (default; offline, deterministic)
+  --proposer llm --backend SPEC    a model writes the artefacts through data/prompts/ (embedded:DIR,
+                         openai:URL, scripted:FILE.jsonl); any category id; errors fed back for repair
   --policy SPEC          the filter's policy: embedded:MODEL_DIR | openai:URL | scripted:FILE.jsonl
                          (default embedded:data/models/policy-small when that directory exists)
   --no-filter            synthesis only: keep every sound candidate, no policy
@@ -129,6 +134,8 @@ Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
   o.out_dir = args.OptionOr("--out", "");
   if (!o.out_dir.empty()) o.out_dir = std::filesystem::absolute(o.out_dir).lexically_normal().string();
   o.proposer = args.OptionOr("--proposer", "procedural");
+  o.proposer_backend = args.OptionOr("--backend", "");
+  if (o.proposer != "llm" && !o.proposer_backend.empty()) return InvalidArgumentError("--backend is for --proposer llm");
   o.full_audit = args.Has("--full-audit");
   o.filter = !args.Has("--no-filter");
   if (o.filter) {
@@ -158,9 +165,43 @@ Result<std::unique_ptr<inference::Backend>> OpenPolicy(const envsynth::SynthOpti
   return std::move(backend).value();
 }
 
-// Checks the categories against the proposer's list before anything is written.
+// The proposer of a run, with the backend that writes for it (llm).
+struct ProposerHandle {
+  std::unique_ptr<inference::Backend> backend;
+  std::unique_ptr<envsynth::Proposer> proposer;
+};
+
+Result<ProposerHandle> OpenProposer(const envsynth::SynthOptions& o, const ParsedArgs& args) {
+  ProposerHandle handle;
+  if (o.proposer != "llm") {
+    ENVFORGE_ASSIGN_OR_RETURN(handle.proposer, envsynth::OpenProceduralProposer());
+    return handle;
+  }
+  inference::BackendOptions backend_options;
+  backend_options.model_name = args.OptionOr("--model", "");
+  backend_options.api_key_env = args.OptionOr("--api-key-env", "");
+  auto backend = inference::OpenBackend(o.proposer_backend, backend_options);
+  if (!backend.ok()) return backend.status().WithContext("--backend " + o.proposer_backend);
+  handle.backend = std::move(backend).value();
+  envsynth::LlmProposerOptions llm;
+  llm.backend_spec = o.proposer_backend;
+  llm.temperature = o.temperature;
+  ENVFORGE_ASSIGN_OR_RETURN(handle.proposer, envsynth::OpenLlmProposer(*handle.backend, llm));
+  return handle;
+}
+
+// Checks the categories against the proposer's list before anything is written (a proposer of
+// any category, llm, takes ids of [a-z][a-z0-9_]*).
 Status CheckCategories(envsynth::Proposer& proposer, const std::vector<std::string>& categories) {
   ENVFORGE_ASSIGN_OR_RETURN(auto known, proposer.Categories());
+  if (known.empty()) {
+    for (const std::string& category : categories) {
+      bool ok = !category.empty() && std::islower(static_cast<unsigned char>(category[0]));
+      for (char c : category) ok = ok && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_');
+      if (!ok) return InvalidArgumentError("category id '" + category + "' is not [a-z][a-z0-9_]*");
+    }
+    return Status::Ok();
+  }
   std::string names;
   for (const auto& [id, levels] : known) names += (names.empty() ? "" : ", ") + id;
   for (const std::string& category : categories) {
@@ -217,15 +258,9 @@ int RunSynthNew(const std::vector<std::string>& args) {
   envsynth::SynthOptions options;
   Status read = ReadSynthOptions(*parsed, options);
   if (!read.ok()) return Fail(read, kExitUsage, kCommand);
-  if (options.proposer == "llm") {
-    return Fail(InvalidArgumentError("--proposer llm is not built yet; use --proposer procedural"), kExitUsage, kCommand);
-  }
-  if (options.proposer != "procedural") {
-    return Fail(InvalidArgumentError("unknown --proposer '" + options.proposer + "' (procedural or llm)"), kExitUsage, kCommand);
-  }
-  auto proposer = envsynth::OpenProceduralProposer();
+  auto proposer = OpenProposer(options, *parsed);
   if (!proposer.ok()) return Fail(proposer.status(), ExitCodeFor(proposer.status()), kCommand);
-  Status categories = CheckCategories(**proposer, options.categories);
+  Status categories = CheckCategories(*proposer->proposer, options.categories);
   if (!categories.ok()) return Fail(categories, ExitCodeFor(categories), kCommand);
   std::error_code error;
   std::filesystem::create_directories(options.out_dir, error);
@@ -236,26 +271,28 @@ int RunSynthNew(const std::vector<std::string>& args) {
   const std::string run_path = parsed->OptionOr("--run", (std::filesystem::path(options.out_dir) / "run.sqlite").string());
   auto store = envsynth::RunStore::Create(run_path, options.ToJson());
   if (!store.ok()) return Fail(store.status(), ExitCodeFor(store.status()), kCommand);
-  return Drive(*store, **proposer, policy->get(), options, parsed->Has("--json"), kCommand);
+  return Drive(*store, *proposer->proposer, policy->get(), options, parsed->Has("--json"), kCommand);
 }
 
 int RunSynthResume(const std::vector<std::string>& args) {
   const char* kCommand = "envforge synth resume";
   auto parsed = ParseArgs(kCommand, args,
-                          {.value_options = {"--policy", "--model", "--api-key-env"}, .flags = {"--json"}, .min_positional = 1, .max_positional = 1});
+                          {.value_options = {"--policy", "--backend", "--model", "--api-key-env"}, .flags = {"--json"}, .min_positional = 1,
+                           .max_positional = 1});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
   auto store = envsynth::RunStore::Open(parsed->positional[0]);
   if (!store.ok()) return Fail(store.status(), ExitCodeFor(store.status()), kCommand);
   auto options = envsynth::SynthOptions::FromJson(store->config());
   if (!options.ok()) return Fail(options.status(), kExitUsage, kCommand);
   if (auto policy = parsed->Option("--policy")) options->policy = *policy;
-  auto proposer = envsynth::OpenProceduralProposer();
+  if (auto backend = parsed->Option("--backend")) options->proposer_backend = *backend;
+  auto proposer = OpenProposer(*options, *parsed);
   if (!proposer.ok()) return Fail(proposer.status(), ExitCodeFor(proposer.status()), kCommand);
   auto policy = OpenPolicy(*options, *parsed);
   if (!policy.ok()) return Fail(policy.status(), ExitCodeFor(policy.status()), kCommand);
   Status noted = store->AddEvent({0, 0, "", "", "resume", {{"policy", options->policy}}});
   if (!noted.ok()) return Fail(noted, kExitInfra, kCommand);
-  return Drive(*store, **proposer, policy->get(), *options, parsed->Has("--json"), kCommand);
+  return Drive(*store, *proposer->proposer, policy->get(), *options, parsed->Has("--json"), kCommand);
 }
 
 int RunSynthReport(const std::vector<std::string>& args) {
@@ -292,6 +329,7 @@ int RunSynthCommand(const std::vector<std::string>& args) {
     std::fputs(kSynthHelp, stdout);
     return kExitOk;
   }
+  if (!args.empty() && args[0] == "merge") return RunSynthMerge(std::vector<std::string>(args.begin() + 1, args.end()));
   for (const std::string& arg : args) {
     if (arg == "--help" || arg == "-h") {
       std::fputs(kSynthHelp, stdout);

@@ -35,6 +35,7 @@ int RunRolloutCommand(const std::vector<std::string>& args);   // rollout X.envd
 int RunCodeCommand(const std::vector<std::string>& args);  // code junit|import|validate
 int RunSearchCommand(const std::vector<std::string>& args);  // search corpus build|info, query, open
 int RunSynthCommand(const std::vector<std::string>& args);   // synth ..., synth resume|report|categories
+int RunSynthMerge(const std::vector<std::string>& args);     // synth merge RUN... --out RUN.sqlite [--json]
 // bench sub-commands other than sandbox (called by RunBenchCommand with the words after the name).
 int RunBenchEngine(const std::vector<std::string>& args);  // bench engine --model DIR
 int RunBenchServe(const std::vector<std::string>& args);   // bench serve --url URL

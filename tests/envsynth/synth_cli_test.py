@@ -244,7 +244,10 @@ def task(seed, lineage, level, attempt):
     (["--categories", "calendar", "--policy", "embedded:/no/such/model"], "policy embedded:/no/such/model"),
     (["--categories", "calendar"], "no policy for the filter"),
     (["--categories", "calendar", "--no-filter", "--shard", "3/2"], "--shard"),
-    (["--categories", "calendar", "--no-filter", "--proposer", "llm"], "not built yet"),
+    (["--categories", "calendar", "--no-filter", "--proposer", "llm"], "--proposer llm needs --backend SPEC"),
+    (["--categories", "calendar", "--no-filter", "--proposer", "magic"], "unknown --proposer 'magic'"),
+    (["--categories", "Bad-Id", "--no-filter", "--proposer", "llm", "--backend", "scripted:/dev/null"],
+     "--backend scripted:/dev/null"),
 ])
 def test_bad_input_is_named_with_exit_2(tmp_path, extra, message):
     done = run("synth", "--out", str(tmp_path / "o"), "--envs", "1", "--tasks-per-env", "1", *extra)
@@ -271,3 +274,22 @@ def test_unwritable_out_existing_run_and_foreign_run_files_are_refused(tmp_path)
     categories = run("synth", "categories", "--json")
     assert categories.returncode == 0
     assert [c["id"] for c in json.loads(categories.stdout)] == CATEGORIES
+
+
+def test_shards_merge_into_the_run_a_single_machine_makes(tmp_path):
+    args = ["--categories", "logistics,inventory", "--envs", "4", "--tasks-per-env", "1", "--max-levels", "2",
+            "--no-filter", "--seed", "11"]
+    shards = []
+    for i in range(2):
+        done = synth(tmp_path / "envs", *args, "--shard", "%d/2" % i, "--run", str(tmp_path / ("shard-%d.sqlite" % i)))
+        assert done.returncode == 0, done.stderr[-3000:]
+        shards.append(str(tmp_path / ("shard-%d.sqlite" % i)))
+    merged = run("synth", "merge", *shards, "--out", str(tmp_path / "run.sqlite"), "--json")
+    assert merged.returncode == 0, merged.stderr
+    whole = synth(tmp_path / "whole", *args)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert _rows_without_cost(json.loads(merged.stdout)) == _rows_without_cost(json.loads(whole.stdout))
+    names = sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "envs" / "*.envdb")))
+    assert names == sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "whole" / "*.envdb")))
+    again = run("synth", "merge", *shards, "--out", str(tmp_path / "run.sqlite"))
+    assert again.returncode == 2, "an existing --out is never overwritten"
