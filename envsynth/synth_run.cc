@@ -324,6 +324,15 @@ struct SynthRun::Impl {
       if (c.Dropped()) continue;
       c.record.stage = stage::kProposed;
       auto draft = Propose(c.record, 0, nullptr);
+      // A proposer that cannot make this task (a generator finding no feasible parameters) is
+      // asked again with the next attempt while repairs remain.
+      while (!draft.ok() && !IsInfrastructure(draft.status()) && c.record.attempt < run.options_.repairs) {
+        const RepairRequest request{"task", {draft.status().message()}, nullptr, "proposal"};
+        ENVFORGE_RETURN_IF_ERROR(Event(c.record.key, "repair", {{"stage", "proposal"}, {"attempt", c.record.attempt + 1},
+                                                                 {"attribution", "task"}, {"reasons", request.reasons}}));
+        c.record.attempt += 1;
+        draft = Propose(c.record, c.record.attempt, &request);
+      }
       c.record.seconds = SecondsSince(start);
       if (!draft.ok() && IsInfrastructure(draft.status())) return draft.status();
       if (!draft.ok()) {
