@@ -22,7 +22,8 @@ import functools
 import itertools
 import math
 
-from synth_common import ANSWER_ENVELOPE, insert_rows, py, rng_for, unique_words
+import synth_common
+from synth_common import insert_rows, object_schema, one_decimal, rng_for, unique_words
 
 ID = "e_commerce"
 TITLE = "E-commerce"
@@ -44,17 +45,7 @@ Money is in US dollars with cents; ratings use a 1.0-5.0 scale with one decimal.
 must be given exactly as the tools return them.
 """
 
-
-def _q(sql, params=()):
-    return db.query(sql, params)  # noqa: F821  (db is injected by the runtime)
-
-
-def _text(value, what):
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("%s must be a non-empty string, got %r" % (what, value))
-    return value
-
-
+''' + synth_common.join_defs(synth_common.TOOL_QUERY, synth_common.TOOL_TEXT, '''
 def _near(table, column, name):
     """Up to three existing keys that look like `name` (case-insensitive)."""
     key = " ".join(name.lower().split())
@@ -106,7 +97,7 @@ def _product_row(r):
 _PRODUCT_SQL = ("SELECT p.name, p.category, p.seller, p.price, p.stock, p.rating, "
                 "(SELECT COUNT(*) FROM reviews r WHERE r.product = p.name) AS review_count "
                 "FROM products p")
-'''
+''')
 
 TOOLS = {
     "list_categories": '''
@@ -256,10 +247,6 @@ _TITLES = {1: ("Broke in a week", "Do not buy", "Very disappointed"),
            5: ("Excellent", "Love it", "Perfect, would buy again")}
 
 
-def _r1(x):
-    return float("%.1f" % x)
-
-
 @functools.lru_cache(maxsize=8)
 def _world(seed):
     rng = rng_for(ID, seed, "world")
@@ -272,7 +259,7 @@ def _world(seed):
     sellers = []
     for i in range(n_sellers):
         sellers.append({"name": "%s %s" % (words[i], rng.choice(_SELLER_SUFFIX)),
-                        "city": rng.choice(towns), "rating": _r1(rng.uniform(3.0, 4.9)),
+                        "city": rng.choice(towns), "rating": one_decimal(rng.uniform(3.0, 4.9)),
                         "shipping_fee": rng.choice((3.99, 4.99, 5.49, 5.99, 6.99, 7.99, 9.99)),
                         "free_shipping_over": rng.choice((25.0, 35.0, 49.0, 50.0, 75.0, 99.0)),
                         "handling_days": rng.randint(1, 5)})
@@ -299,7 +286,7 @@ def _world(seed):
             products.append({"name": name, "category": cname,
                              "seller": rng.choice(sellers)["name"], "price": round(price, 2),
                              "stock": 0 if rng.random() < 0.15 else rng.randint(1, 80),
-                             "rating": _r1(sum(stars) / float(len(stars)))})
+                             "rating": one_decimal(sum(stars) / float(len(stars)))})
     coupons = []
     codes = set()
     for s in sellers:
@@ -377,142 +364,29 @@ def environment(seed):
 
 # ------------------------------------------------------------------ generated-source snippets
 
-def _source(doc, consts, body, imports=("json", "math"), envelope=True):
-    text = '"""%s"""\n\n' % doc
-    text += "".join("import %s\n" % m for m in imports)
-    if envelope:
-        text += ANSWER_ENVELOPE
-    text += "\n" + "".join("%s = %s\n" % (k, py(v)) for k, v in consts) + "\n"
-    return text + body.strip("\n") + "\n"
+# Verifiers use math (FLOAT_HOLDS); oracles and solutions name their own imports.
+_source = functools.partial(synth_common.source_text, imports=("json", "math"))
 
 
 # Verifier helpers: per-answer look-ups, money compared as floats with a noise tolerance.
-_V_COMMON = '''
-def _result(reasons):
-    return {"passed": not reasons, "score": 0.0 if reasons else 1.0, "reasons": list(reasons)}
-
-
-def _num(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    x = float(value)
-    return x if math.isfinite(x) else None
-
-
-def _holds(value, op, bound):
-    """value op bound; numbers are compared with a tolerance for float noise only."""
-    if op == "==":
-        return value is not None and value == bound
-    x = _num(value)
-    if x is None:
-        return False
-    if op == "<=":
-        return x <= bound + 1e-6
-    if op == "<":
-        return x < bound - 1e-6
-    if op == ">=":
-        return x >= bound - 1e-6
-    if op == ">":
-        return x > bound + 1e-6
-    return False
-
-
-def _shape(data, fields):
-    """Reasons why the decoded answer is not an object with exactly `fields` as strings."""
-    if not isinstance(data, dict):
-        return ["the answer must be a JSON object, got %s" % type(data).__name__]
-    reasons = []
-    extra = sorted(str(k) for k in data if k not in fields)
-    if extra:
-        reasons.append("unexpected field(s): %s" % ", ".join(extra))
-    for f in fields:
-        if f not in data:
-            reasons.append("missing field %r" % f)
-        elif not isinstance(data[f], str) or not data[f]:
-            reasons.append("field %r must be a non-empty string" % f)
-    return reasons
-
-
+_V_COMMON = synth_common.join_defs(
+    synth_common.VERDICT_RESULT, synth_common.FLOAT_HOLDS, synth_common.STRING_FIELDS_SHAPE, '''
 def _first(db, sql, params):
     rows = db.query(sql, params)
     return rows[0] if rows else None
-
-
-def verify(answer, db):
-    try:
-        return _verify(answer, db)
-    except Exception as exc:  # total: never raise
-        return _result(["verifier could not check the answer: %s" % type(exc).__name__])
-'''
+''', synth_common.VERIFY_TOTAL)
 
 # Oracle helpers: whole tables loaded once, money as integer cents.
-_O_COMMON = '''
-def _no(reasons):
-    return {"passed": False, "score": 0.0, "reasons": list(reasons)}
-
-
-def _yes():
-    return {"passed": True, "score": 1.0, "reasons": []}
-
-
+_O_COMMON = synth_common.join_defs(synth_common.VERDICT_NO, synth_common.VERDICT_YES, '''
 def _c(x):
     """A number in integer hundredths (cents; ratings have one decimal)."""
     if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
         return None
     return int(round(float(x) * 100))
+''', synth_common.HUNDREDTHS_SAT, synth_common.STRING_FIELDS_DECODED,
+    synth_common.ORACLE_JUDGE_TOTAL)
 
-
-def _sat(value, op, bound):
-    if op == "==":
-        return value == bound
-    a, b = _c(value), _c(bound)
-    if a is None or b is None:
-        return False
-    if op == "<=":
-        return a <= b
-    if op == "<":
-        return a < b
-    if op == ">=":
-        return a >= b
-    if op == ">":
-        return a > b
-    return False
-
-
-def _decoded(answer, fields):
-    """The answer object when it has exactly `fields`, all strings; else None."""
-    value, err = _answer(answer)
-    if err is not None or not isinstance(value, dict):
-        return None
-    if sorted(value.keys()) != sorted(fields):
-        return None
-    if not all(isinstance(value[f], str) for f in fields):
-        return None
-    return value
-
-
-def verify(answer, db):
-    try:
-        return _judge(answer, db)
-    except Exception as exc:
-        return _no(["oracle error: %s" % type(exc).__name__])
-'''
-
-_S_COMMON = '''
-def _holds(value, op, bound):
-    if op == "==":
-        return value == bound
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    x = float(value)
-    if op == "<=":
-        return x <= bound + 1e-6
-    if op == "<":
-        return x < bound - 1e-6
-    if op == ">=":
-        return x >= bound - 1e-6
-    return x > bound + 1e-6
-'''
+_S_COMMON = synth_common.SOLUTION_HOLDS
 
 
 def _money(x):
@@ -533,14 +407,13 @@ _KEYS = {"price": ("product", "price", "its price"),
          "stock": ("product", "stock", "its stock (units available)"),
          "seller_rating": ("seller", "rating", "its seller's rating"),
          "handling_days": ("seller", "handling_days", "its seller's handling time in days")}
-_OPWORDS = {"<=": "at most", "<": "strictly less than", ">=": "at least",
-            ">": "strictly more than"}
 
 
 def _phrase(key, op, v):
     where, col, label = _KEYS[key]
-    return "%s is %s %s (%s.%s %s %s)" % (label, _OPWORDS[op], _fmt(key, v), where, col, op,
-                                          ("%.2f" % v) if key == "price" else _fmt(key, v))
+    return "%s is %s %s (%s.%s %s %s)" % (
+        label, synth_common.OP_WORDS[op], _fmt(key, v), where, col, op,
+        ("%.2f" % v) if key == "price" else _fmt(key, v))
 
 
 def _ok(value, op, bound):
@@ -554,33 +427,12 @@ def _satisfies(row, cons):
 
 
 def _pick(rng, rows, dims, lo, hi):
-    """Thresholds for `dims` [(key, op)] from the rows' own values so that between lo and hi
-    rows qualify, every constraint binding; falls back to the smallest non-empty count."""
-    cands = [sorted(set(r[k] for r in rows)) for k, _ in dims]
-    good, fallback = [], []
-    for values in itertools.product(*cands):
-        cons = [(k, op, v) for (k, op), v in zip(dims, values)]
-        n = sum(1 for r in rows if _satisfies(r, cons))
-        if n == 0:
-            continue
-        binding = all(sum(1 for r in rows if _satisfies(r, cons[:i] + cons[i + 1:])) > n
-                      for i in range(len(cons)))
-        if lo <= n <= hi and binding:
-            good.append(cons)
-        fallback.append((n, cons))
-    if good:
-        return rng.choice(good)
-    fallback.sort(key=lambda t: (t[0], repr(t[1])))
-    return fallback[0][1]
+    """pick_thresholds with this module's rule check."""
+    return synth_common.pick_thresholds(rng, rows, dims, lo, hi, _satisfies)
 
 
 def _field(domain, description):
     return {"type": "string", "minLength": 1, "x-domain": domain, "description": description}
-
-
-def _schema(title, props, order):
-    return {"title": title, "type": "object", "properties": props, "required": list(order),
-            "additionalProperties": False}
 
 
 def _flat(w):
@@ -688,9 +540,8 @@ def _single_task(lineage, level, theme, category, cons):
     if any(s[0] == "seller" for s in spec):
         tools.append("get_seller")
     return {"id": "%s_l%d_%d" % (theme, level, lineage), "prompt": prompt,
-            "answer_schema": _schema("%s answer" % theme, {"product": _field(
-                "products.name", "A product of %s meeting the requirements." % category)},
-                ["product"]),
+            "answer_schema": object_schema("%s answer" % theme, {"product": _field(
+                "products.name", "A product of %s meeting the requirements." % category)}),
             "knobs": {"template": "product_filter", "theme": theme, "category": category,
                       "rules": spec, "constraints": 1 + len(spec),
                       "hops": 2 if len(tools) == 4 else 1, "list_size": None, "distractors": 0,
@@ -1140,7 +991,7 @@ def _basket_task(seed, lineage, level, attempt, rng, w, theme, category):
     if p["COUPON"]:
         tools.append("list_coupons")
     return {"id": "%s_l%d_%d" % (theme, level, lineage), "prompt": prompt,
-            "answer_schema": _schema("%s basket" % theme, props, fields),
+            "answer_schema": object_schema("%s basket" % theme, props, fields),
             "knobs": {"template": "basket", "theme": theme, "params": p,
                       "cheapest_total": options[0][0] / 10000.0, "accepted_answers": accepted,
                       "constraints": len(rules), "conditional_rules": 2 if p["TIER"] else 0,

@@ -21,7 +21,8 @@ Every threshold comes from the rows (oracle first), so every task is solvable by
 import functools
 import itertools
 
-from synth_common import ANSWER_ENVELOPE, insert_rows, py, rng_for, unique_words
+import synth_common
+from synth_common import cents_text, insert_rows, object_schema, rng_for, string_prop, unique_words
 
 ID = "inventory"
 TITLE = "Warehouse inventory and restocking"
@@ -44,16 +45,7 @@ Units: stock and quantities in whole units of the item, money in EUR, lead times
 Names must be given exactly as the listing tools return them.
 """
 
-
-def _q(sql, params=()):
-    return db.query(sql, params)  # noqa: F821  (db is injected by the runtime)
-
-
-def _require_str(value, what):
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("%s must be a non-empty string, got %r" % (what, value))
-
-
+''' + synth_common.join_defs(synth_common.TOOL_QUERY, synth_common.TOOL_REQUIRE_STR, '''
 def _close(table, value):
     """Up to three existing names that look like `value` (case/space-insensitive)."""
     key = "".join(value.lower().split())
@@ -72,7 +64,7 @@ def _check(kind, table, value, listing):
         if hint:
             msg += "; did you mean " + ", ".join(repr(h) for h in hint) + "?"
         raise ValueError(msg + "; call %s for the valid names" % listing)
-'''
+''')
 
 TOOLS = {
     "list_warehouses": '''
@@ -311,13 +303,7 @@ def environment(seed):
 
 # ------------------------------------------------------------------------------ judge code
 
-_COMMON = '''
-
-def _result(reasons):
-    reasons = list(reasons)
-    return {"passed": not reasons, "score": 0.0 if reasons else 1.0, "reasons": reasons}
-
-
+_COMMON = "\n" + synth_common.join_defs(synth_common.VERDICT_RESULT_ITER, '''
 def _shape(value, fields):
     """(value, None) when value is an object with exactly the keys of `fields`, each of the
     declared kind ("str": a string; "int": an integer, not a boolean)."""
@@ -335,33 +321,12 @@ def _shape(value, fields):
         if fields[key] == "int" and (isinstance(v, bool) or not isinstance(v, int)):
             return None, "field %r must be an integer" % key
     return value, None
-
-
-def _cents(x):
-    """EUR amount with at most two decimals -> integer cents (exact arithmetic from here on)."""
-    return int(round(float(x) * 100))
-
-
+''', synth_common.EUR_CENTS, '''
 def _tenths(x):
     return int(round(float(x) * 10))
+''', synth_common.VERIFY_TOTAL)
 
-
-def verify(answer, db):
-    try:
-        return _verify(answer, db)
-    except Exception as exc:  # total: never raise
-        return _result(["verifier could not check the answer: %s" % type(exc).__name__])
-'''
-
-_ORACLE_COMMON = '''
-
-def _no(why):
-    return {"passed": False, "score": 0.0, "reasons": [why]}
-
-
-_YES = {"passed": True, "score": 1.0, "reasons": []}
-
-
+_ORACLE_COMMON = "\n" + synth_common.join_defs(synth_common.VERDICT_NO_WHY, '''
 def _record(value, strings, ints=()):
     """True when value is an object with exactly the keys strings + ints, the first ones str,
     the others int (booleans are not integers here)."""
@@ -369,52 +334,16 @@ def _record(value, strings, ints=()):
         return False
     return (all(type(value[k]) is str for k in strings)
             and all(type(value[k]) is int for k in ints))
+''', synth_common.ORACLE_DECODED_JUDGE_TOTAL)
 
 
-def verify(answer, db):
-    try:
-        value, err = _answer(answer)
-        if err is not None:
-            return _no(err)
-        return _judge(value, db)
-    except Exception as exc:  # total: never raise
-        return _no("oracle error: %s" % type(exc).__name__)
-'''
-
-
-def _consts(values):
-    return "".join("%s = %s\n" % (k, py(v)) for k, v in values)
-
-
-def _verifier(doc, consts, body):
-    return ('"""%s"""\n\nimport json\n' % doc + ANSWER_ENVELOPE + "\n" + _consts(consts) + _COMMON
-            + "\n" + body.strip("\n") + "\n")
-
-
-def _oracle(doc, consts, body, imports=""):
-    return ('"""%s"""\n\n%simport json\n' % (doc, imports) + ANSWER_ENVELOPE + "\n"
-            + _consts(consts) + _ORACLE_COMMON + "\n" + body.strip("\n") + "\n")
+_verifier = functools.partial(synth_common.source_text, helpers=_COMMON)
+_oracle = functools.partial(synth_common.source_text, helpers=_ORACLE_COMMON)
 
 
 def _solution(doc, consts, body, imports=""):
-    return ('"""%s"""\n\n%s' % (doc, imports + "\n" if imports else "") + _consts(consts)
-            + "\n" + body.strip("\n") + "\n")
-
-
-def _prop(domain, desc):
-    p = {"type": "string", "minLength": 1, "description": desc}
-    if domain:
-        p["x-domain"] = domain
-    return p
-
-
-def _schema(title, props):
-    return {"title": title, "type": "object", "properties": props, "required": list(props),
-            "additionalProperties": False}
-
-
-def _eur(cents):
-    return "%d.%02d" % (cents // 100, cents % 100)
+    return ('"""%s"""\n\n%s' % (doc, imports + "\n" if imports else "")
+            + synth_common.const_lines(consts) + "\n" + body.strip("\n") + "\n")
 
 
 def _c(x):
@@ -477,8 +406,8 @@ def _judge(value, db):
         "SELECT item FROM stock WHERE warehouse = ? AND on_hand < reorder_point", (WAREHOUSE,)))
     return _YES if value["item"] in low else _no("not an item below its reorder point there")
 ''')
-    schema = _schema("low_item answer",
-                     {"item": _prop("items.name", "An item below its reorder point at %s." % wh)})
+    schema = object_schema("low_item answer", {
+        "item": string_prop("items.name", "An item below its reorder point at %s." % wh)})
     n = len(ix["at"][wh])
     knobs = {"template": "low_item", "constraints": 1, "hops": 1, "list_size": n,
              "distractors": n - len(low), "hidden_steps": 0, "valid_answers": len(low),
@@ -536,9 +465,9 @@ def _judge(value, db):
                                               (ITEM,)) if r["on_hand"] >= MIN_UNITS]
     return _YES if value["warehouse"] in good else _no("warehouse lacks the units")
 ''')
-    schema = _schema("warehouse_holding answer",
-                     {"warehouse": _prop("warehouses.name", "Warehouse with >= %d units of %s."
-                                         % (need, item))})
+    schema = object_schema("warehouse_holding answer", {
+        "warehouse": string_prop("warehouses.name", "Warehouse with >= %d units of %s."
+                                                    % (need, item))})
     knobs = {"template": "warehouse_holding", "constraints": 1, "hops": 2,
              "list_size": len(w["warehouses"]), "distractors": len(w["warehouses"]) - valid,
              "hidden_steps": 0, "valid_answers": valid, "item": item, "min_units": need,
@@ -599,8 +528,8 @@ def _judge(value, db):
         "WHERE o.supplier = ? AND o.lead_time_days <= ?", (SUPPLIER, MAX_LEAD)))
     return _YES if value["item"] in ok else _no("not a fast enough item of the supplier")
 ''')
-    schema = _schema("supplier_fast_item answer",
-                     {"item": _prop("items.name", "Item %s sells within %d days." % (sup, lim))})
+    schema = object_schema("supplier_fast_item answer", {
+        "item": string_prop("items.name", "Item %s sells within %d days." % (sup, lim))})
     n = len(ix["sells"][sup])
     knobs = {"template": "supplier_fast_item", "constraints": 1, "hops": 1, "list_size": n,
              "distractors": n - valid, "hidden_steps": 0, "valid_answers": valid,
@@ -667,9 +596,9 @@ def _judge(value, db):
         (WAREHOUSE, CATEGORY)))
     return _YES if value["item"] in ok else _no("not a low item of that category there")
 ''')
-    schema = _schema("low_item_category answer",
-                     {"item": _prop("items.name", "A %s item below its reorder point at %s."
-                                    % (cat, wh))})
+    schema = object_schema("low_item_category answer", {
+        "item": string_prop("items.name", "A %s item below its reorder point at %s."
+                                          % (cat, wh))})
     n = len(ix["at"][wh])
     knobs = {"template": "low_item_category", "constraints": 2, "hops": 2, "list_size": n,
              "distractors": n - len(valid), "hidden_steps": 0, "valid_answers": len(valid),
@@ -696,7 +625,7 @@ def _t_supplier_offer(w, ix, rng, lineage, level):
               "(lead_time_days <= %d) and a unit cost of at most %s EUR (unit_cost <= %s); "
               "both bounds include equality. Suppliers are listed by list_suppliers and their "
               "catalogues by get_supplier_offers. Any such supplier is accepted. "
-              % (item, lim, lim, _eur(price), _eur(price))
+              % (item, lim, lim, cents_text(price), cents_text(price))
               + _SUBMIT % "{\"supplier\": \"<supplier name>\"}")
     consts = [("ITEM", item), ("MAX_LEAD", lim), ("MAX_COST_CENTS", price)]
     sol = _solution("Scan every supplier's catalogue for the item within both limits.", consts, '''
@@ -742,12 +671,12 @@ def _judge(value, db):
         "AND CAST(ROUND(o.unit_cost * 100) AS INTEGER) <= ?", (ITEM, MAX_LEAD, MAX_COST_CENTS)))
     return _YES if value["supplier"] in ok else _no("supplier misses a limit")
 ''')
-    schema = _schema("supplier_offer answer",
-                     {"supplier": _prop("suppliers.name", "Supplier of %s within both limits."
-                                        % item)})
+    schema = object_schema("supplier_offer answer", {
+        "supplier": string_prop("suppliers.name", "Supplier of %s within both limits."
+                                                  % item)})
     knobs = {"template": "supplier_offer", "constraints": 2, "hops": 2, "list_size": n,
              "distractors": n - valid, "hidden_steps": 0, "valid_answers": valid, "item": item,
-             "max_lead_days": lim, "max_unit_cost": _eur(price), "comparison": "<=, <="}
+             "max_lead_days": lim, "max_unit_cost": cents_text(price), "comparison": "<=, <="}
     return ("supplier_offer", prompt, schema, knobs, sol, ver, ora,
             ["list_suppliers", "get_supplier_offers"])
 
@@ -808,8 +737,8 @@ def _judge(value, db):
               if r["on_hand"] < r["reorder_point"])
     return _YES if value["item"] in (sold & low) else _no("not a low item the supplier sells")
 ''')
-    schema = _schema("supplier_low_item answer",
-                     {"item": _prop("items.name", "Item sold by %s and low at %s." % (sup, wh))})
+    schema = object_schema("supplier_low_item answer", {
+        "item": string_prop("items.name", "Item sold by %s and low at %s." % (sup, wh))})
     n = len(ix["sells"][sup])
     knobs = {"template": "supplier_low_item", "constraints": 2, "hops": 2, "list_size": n,
              "distractors": n - len(hits), "hidden_steps": 1, "valid_answers": len(hits),
@@ -975,9 +904,9 @@ def _judge(value, db):
         return _no("quantity outside the window [%d, %d]" % (lo, hi))
     return _YES if q * price <= BUDGET_CENTS else _no("over the budget")
 ''')
-    schema = _schema("single_reorder answer", {
-        "item": _prop("items.name", "A low item of %s." % wh),
-        "supplier": _prop("suppliers.name", "A supplier selling it."),
+    schema = object_schema("single_reorder answer", {
+        "item": string_prop("items.name", "A low item of %s." % wh),
+        "supplier": string_prop("suppliers.name", "A supplier selling it."),
         "quantity": {"type": "integer", "minimum": 1, "description": "Units to order."}})
     n_pairs = sum(len(ix["offers_of"].get(s["item"], [])) for s in _low(ix, wh))
     knobs = {"template": "single_reorder",
@@ -1250,10 +1179,10 @@ def _judge(value, db):
         spend[x["supplier"]] += x["quantity"] * price
     fees = FEE_CENTS * len([s for s in spend if spend[s] < WAIVE_CENTS])
     return _YES if sum(spend.values()) + fees <= BUDGET_CENTS else _no("over the budget")
-''', imports="import collections\n")
+''', imports=("collections", "json"))
     line_schema = {"type": "object", "properties": {
-        "item": _prop("items.name", "A low item of %s." % wh),
-        "supplier": _prop("suppliers.name", "Supplier of this line."),
+        "item": string_prop("items.name", "A low item of %s." % wh),
+        "supplier": string_prop("suppliers.name", "Supplier of this line."),
         "quantity": {"type": "integer", "minimum": 1, "description": "Units to order."}},
         "required": ["item", "supplier", "quantity"], "additionalProperties": False}
     schema = {"title": "restock_plan answer", "type": "object",

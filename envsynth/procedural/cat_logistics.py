@@ -20,7 +20,8 @@ import functools
 import itertools
 import math
 
-from synth_common import ANSWER_ENVELOPE, insert_rows, py, rng_for, unique_words
+import synth_common
+from synth_common import cents_text, insert_rows, object_schema, rng_for, string_prop, unique_words
 
 ID = "logistics"
 TITLE = "Freight logistics"
@@ -43,16 +44,7 @@ Units: distances in km, weights in kg, times in whole days, money in EUR.  Names
 must be given exactly as the listing tools return them.
 """
 
-
-def _q(sql, params=()):
-    return db.query(sql, params)  # noqa: F821  (db is injected by the runtime)
-
-
-def _require_str(value, what):
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("%s must be a non-empty string, got %r" % (what, value))
-
-
+''' + synth_common.join_defs(synth_common.TOOL_QUERY, synth_common.TOOL_REQUIRE_STR, '''
 def _close(table, column, value):
     """Up to three existing values that look like `value` (case/space-insensitive)."""
     key = "".join(value.lower().split())
@@ -81,7 +73,7 @@ def _route_dict(r):
     return {"code": r["code"], "origin": r["origin"], "destination": r["destination"],
             "mode": r["mode"], "distance_km": r["distance_km"],
             "transit_days": r["transit_days"]}
-'''
+''')
 
 TOOLS = {
     "list_cities": '''
@@ -430,13 +422,7 @@ def environment(seed):
 
 # ------------------------------------------------------------------------------ judge code
 
-_COMMON = '''
-
-def _result(reasons):
-    reasons = list(reasons)
-    return {"passed": not reasons, "score": 0.0 if reasons else 1.0, "reasons": reasons}
-
-
+_COMMON = "\n" + synth_common.join_defs(synth_common.VERDICT_RESULT_ITER, '''
 def _shape(value, fields):
     """(value, None) when value is an object with exactly the keys of `fields` (key -> "str")."""
     if not isinstance(value, dict):
@@ -450,78 +436,22 @@ def _shape(value, fields):
         if not isinstance(value[key], str):
             return None, "field %r must be a string" % key
     return value, None
+''', synth_common.EUR_CENTS, synth_common.VERIFY_TOTAL)
 
-
-def _cents(x):
-    """EUR amount with at most two decimals -> integer cents (exact arithmetic from here on)."""
-    return int(round(float(x) * 100))
-
-
-def verify(answer, db):
-    try:
-        return _verify(answer, db)
-    except Exception as exc:  # total: never raise
-        return _result(["verifier could not check the answer: %s" % type(exc).__name__])
-'''
-
-_ORACLE_COMMON = '''
-
-def _no(why):
-    return {"passed": False, "score": 0.0, "reasons": [why]}
-
-
-_YES = {"passed": True, "score": 1.0, "reasons": []}
-
-
+_ORACLE_COMMON = "\n" + synth_common.join_defs(synth_common.VERDICT_NO_WHY, '''
 def _strings(value, keys):
     """True when value is an object whose keys are exactly `keys`, all with string values."""
     return (isinstance(value, dict) and sorted(value) == sorted(keys)
             and all(type(value[k]) is str for k in keys))
+''', synth_common.ORACLE_DECODED_JUDGE_TOTAL)
 
 
-def verify(answer, db):
-    try:
-        value, err = _answer(answer)
-        if err is not None:
-            return _no(err)
-        return _judge(value, db)
-    except Exception as exc:  # total: never raise
-        return _no("oracle error: %s" % type(exc).__name__)
-'''
-
-
-def _consts(values):
-    return "".join("%s = %s\n" % (k, py(v)) for k, v in values)
-
-
-def _verifier(doc, consts, body):
-    return ('"""%s"""\n\nimport json\n' % doc + ANSWER_ENVELOPE + "\n" + _consts(consts) + _COMMON
-            + "\n" + body.strip("\n") + "\n")
-
-
-def _oracle(doc, consts, body):
-    return ('"""%s"""\n\nimport json\n' % doc + ANSWER_ENVELOPE + "\n" + _consts(consts)
-            + _ORACLE_COMMON + "\n" + body.strip("\n") + "\n")
+_verifier = functools.partial(synth_common.source_text, helpers=_COMMON)
+_oracle = functools.partial(synth_common.source_text, helpers=_ORACLE_COMMON)
 
 
 def _solution(doc, consts, body):
-    return '"""%s"""\n\n' % doc + _consts(consts) + "\n" + body.strip("\n") + "\n"
-
-
-def _prop(domain, desc):
-    p = {"type": "string", "minLength": 1, "description": desc}
-    if domain:
-        p["x-domain"] = domain
-    return p
-
-
-def _schema(title, props):
-    return {"title": title, "type": "object", "properties": props, "required": list(props),
-            "additionalProperties": False}
-
-
-def _eur(cents):
-    return "%d.%02d" % (cents // 100, cents % 100)
+    return '"""%s"""\n\n' % doc + synth_common.const_lines(consts) + "\n" + body.strip("\n") + "\n"
 
 
 # ----------------------------------------------------------------------- level 1 templates
@@ -577,8 +507,8 @@ def _judge(value, db):
         "SELECT code FROM routes WHERE distance_km IS NOT NULL AND distance_km < ?", (MAX_KM,)))
     return _YES if value["route"] in ok else _no("not a route shorter than %d km" % MAX_KM)
 ''')
-    schema = _schema("short_route answer",
-                     {"route": _prop("routes.code", "Code of a route under %d km." % limit)})
+    schema = object_schema("short_route answer", {
+        "route": string_prop("routes.code", "Code of a route under %d km." % limit)})
     knobs = {"template": "short_route", "constraints": 1, "hops": 1, "list_size": n,
              "distractors": n - valid, "hidden_steps": 0, "valid_answers": valid,
              "max_km": limit, "comparison": "<"}
@@ -637,8 +567,8 @@ def _judge(value, db):
              if r["max_weight_kg"] is not None and r["max_weight_kg"] >= MIN_KG)
     return _YES if value["carrier"] in ok else _no("not a carrier taking %d kg" % MIN_KG)
 ''')
-    schema = _schema("heavy_carrier answer",
-                     {"carrier": _prop("carriers.name", "A carrier taking >= %d kg." % wmin)})
+    schema = object_schema("heavy_carrier answer", {
+        "carrier": string_prop("carriers.name", "A carrier taking >= %d kg." % wmin)})
     knobs = {"template": "heavy_carrier", "constraints": 1, "hops": 1,
              "list_size": len(w["carriers"]), "distractors": len(w["carriers"]) - valid,
              "hidden_steps": 0, "valid_answers": valid, "min_kg": wmin, "comparison": ">="}
@@ -684,8 +614,8 @@ def _judge(value, db):
         "WHERE s.id = ?", (SHIPMENT,))]
     return _YES if value["city"] in ok else _no("wrong destination")
 ''')
-    schema = _schema("shipment_destination answer",
-                     {"city": _prop("cities.name", "Destination city of %s." % s["id"])})
+    schema = object_schema("shipment_destination answer", {
+        "city": string_prop("cities.name", "Destination city of %s." % s["id"])})
     knobs = {"template": "shipment_destination", "constraints": 1, "hops": 1, "list_size": 1,
              "distractors": 0, "hidden_steps": 0, "valid_answers": 1, "shipment": s["id"]}
     return ("shipment_destination", prompt, schema, knobs, sol, ver, ora, ["get_shipment"])
@@ -758,9 +688,9 @@ def _judge(value, db):
         "WHERE d.name = ? AND c.is_hub = 1 AND r.distance_km <= ?", (DEPOT, MAX_KM)))
     return _YES if value["route"] in ok else _no("not a short hub route from the depot's city")
 ''')
-    schema = _schema("depot_to_hub answer",
-                     {"route": _prop("routes.code", "Route from %s's city to a hub, <= %d km."
-                                     % (d["name"], limit))})
+    schema = object_schema("depot_to_hub answer", {
+        "route": string_prop("routes.code", "Route from %s's city to a hub, <= %d km."
+                                            % (d["name"], limit))})
     n_out = len(ix["from"].get(d["city"], []))
     knobs = {"template": "depot_to_hub", "constraints": 3, "hops": 3, "list_size": n_out,
              "distractors": n_out - valid, "hidden_steps": 1, "valid_answers": valid,
@@ -783,7 +713,7 @@ def _t_heavy_cheap_carrier(w, ix, rng, lineage, level):
               "exactly %s does not qualify). Any such carrier is accepted. Submit only a JSON "
               "object of the form {\"carrier\": \"<carrier name>\"} with the name spelled exactly "
               "as the tools return it, and nothing else."
-              % (wmin, wmin, _eur(pmax_c), _eur(pmax_c), _eur(pmax_c)))
+              % (wmin, wmin, cents_text(pmax_c), cents_text(pmax_c), cents_text(pmax_c)))
     consts = [("MIN_KG", wmin), ("MAX_PRICE_CENTS", pmax_c)]
     sol = _solution("Read every carrier; return the first meeting both limits.", consts, '''
 def solve(tools):
@@ -826,12 +756,12 @@ def _judge(value, db):
         "AND CAST(ROUND(price_per_km * 100) AS INTEGER) < ?", (MIN_KG, MAX_PRICE_CENTS)))
     return _YES if value["carrier"] in ok else _no("carrier fails the weight or price limit")
 ''')
-    schema = _schema("heavy_cheap_carrier answer",
-                     {"carrier": _prop("carriers.name", "Carrier taking >= %d kg at < %s EUR/km."
-                                       % (wmin, _eur(pmax_c)))})
+    schema = object_schema("heavy_cheap_carrier answer", {
+        "carrier": string_prop("carriers.name", "Carrier taking >= %d kg at < %s EUR/km."
+                                                % (wmin, cents_text(pmax_c)))})
     knobs = {"template": "heavy_cheap_carrier", "constraints": 2, "hops": 1,
              "list_size": len(cs), "distractors": len(cs) - valid, "hidden_steps": 0,
-             "valid_answers": valid, "min_kg": wmin, "max_price_per_km": _eur(pmax_c),
+             "valid_answers": valid, "min_kg": wmin, "max_price_per_km": cents_text(pmax_c),
              "comparison": ">= weight, < price"}
     return ("heavy_cheap_carrier", prompt, schema, knobs, sol, ver, ora,
             ["list_carriers", "get_carrier"])
@@ -904,8 +834,8 @@ def _judge(value, db):
         "WHERE s.id = ?", (SHIPMENT,)))
     return _YES if value["route"] in ok else _no("not a direct route for the shipment")
 ''')
-    schema = _schema("shipment_direct_route answer",
-                     {"route": _prop("routes.code", "Direct route for %s." % s["id"])})
+    schema = object_schema("shipment_direct_route answer", {
+        "route": string_prop("routes.code", "Direct route for %s." % s["id"])})
     n_out = len(ix["from"].get(origin, []))
     knobs = {"template": "shipment_direct_route", "constraints": 2, "hops": 3,
              "list_size": n_out, "distractors": n_out - len(valid_routes), "hidden_steps": 1,
@@ -955,7 +885,8 @@ def _t_direct_carrier(w, ix, rng, lineage, level):
                   "only a JSON object of the form %s with names spelled exactly as the tools "
                   "return them, and nothing else." % (s["id"], rules, cost_rule, fields))
         consts += [("MODE", mode), ("BUDGET_CENTS", 0), ("MIN_ON_TIME", 0)]
-        extra = {"objective": "min cost, ties by carrier then route", "cheapest": _eur(best[0])}
+        extra = {"objective": "min cost, ties by carrier then route",
+                 "cheapest": cents_text(best[0])}
     elif fam == 0:
         mode = "budget"
         k = rng.randint(0, min(2, len(pairs) - 1))
@@ -1106,9 +1037,9 @@ def _judge(value, db):
         return _YES
     return _no("not an acceptable (route, carrier) pair")
 ''')
-    schema = _schema("direct_carrier answer", {
-        "route": _prop("routes.code", "Direct route for %s." % s["id"]),
-        "carrier": _prop("carriers.name", "Carrier operating that route.")})
+    schema = object_schema("direct_carrier answer", {
+        "route": string_prop("routes.code", "Direct route for %s." % s["id"]),
+        "carrier": string_prop("carriers.name", "Carrier operating that route.")})
     knobs = {"template": "direct_carrier", "variant": mode,
              "constraints": {"budget": 5, "cheapest": 5, "reliable": 6}[mode], "hops": 5,
              "list_size": n_pairs, "distractors": n_pairs - valid, "hidden_steps": 2,
@@ -1339,11 +1270,11 @@ def _judge(value, db):
     key = (value["leg1_route"], value["leg1_carrier"], value["leg2_route"], value["leg2_carrier"])
     return _YES if key in ok else _no("not an acceptable two-leg plan")
 ''')
-    schema = _schema("hub_plan answer", {
-        "leg1_route": _prop("routes.code", "Route from the origin depot's city to a hub."),
-        "leg1_carrier": _prop("carriers.name", "Carrier operating leg 1."),
-        "leg2_route": _prop("routes.code", "Route from that hub to the destination city."),
-        "leg2_carrier": _prop("carriers.name", "Carrier operating leg 2.")})
+    schema = object_schema("hub_plan answer", {
+        "leg1_route": string_prop("routes.code", "Route from the origin depot's city to a hub."),
+        "leg1_carrier": string_prop("carriers.name", "Carrier operating leg 1."),
+        "leg2_route": string_prop("routes.code", "Route from that hub to the destination city."),
+        "leg2_carrier": string_prop("carriers.name", "Carrier operating leg 2.")})
     knobs = {"template": "hub_plan", "variant": ("fee", "fee+on_time", "fee+rail_transfer")[fam],
              "constraints": 8 + (1 if fam == 1 else 0), "hops": 8,
              "list_size": len(all_plans), "distractors": len(all_plans) - valid,

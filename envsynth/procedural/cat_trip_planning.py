@@ -20,7 +20,8 @@ import functools
 import itertools
 import math
 
-from synth_common import ANSWER_ENVELOPE, insert_rows, py, rng_for, unique_words
+import synth_common
+from synth_common import insert_rows, object_schema, one_decimal, rng_for, unique_words
 
 ID = "trip_planning"
 TITLE = "Trip planning"
@@ -42,17 +43,7 @@ Money is in CNY (whole yuan); ratings use a 1.0-5.0 scale with one decimal. Name
 exactly as the listing tools return them.
 """
 
-
-def _q(sql, params=()):
-    return db.query(sql, params)  # noqa: F821  (db is injected by the runtime)
-
-
-def _text(value, what):
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("%s must be a non-empty string, got %r" % (what, value))
-    return value
-
-
+''' + synth_common.join_defs(synth_common.TOOL_QUERY, synth_common.TOOL_TEXT, '''
 def _near(table, name):
     """Up to three existing names that look like `name` (case-insensitive)."""
     key = " ".join(name.lower().split())
@@ -90,7 +81,7 @@ def _names(table, city):
     _city(city)
     return [r["name"] for r in _q("SELECT name FROM %s WHERE city = ? ORDER BY name" % table,
                                   (city,))]
-'''
+''')
 
 TOOLS = {
     "list_cities": '''
@@ -235,10 +226,6 @@ _STAR_PRICE = {2: 170, 3: 300, 4: 500, 5: 820}
 _STAR_RATING = {2: 3.3, 3: 3.7, 4: 4.1, 5: 4.4}
 
 
-def _r1(x):
-    return float("%.1f" % x)
-
-
 @functools.lru_cache(maxsize=8)
 def _world(seed):
     rng = rng_for(ID, seed, "world")
@@ -262,14 +249,14 @@ def _world(seed):
             stars = rng.choice((2, 3, 3, 4, 4, 5))
             raw = _STAR_PRICE[stars] * m * rng.uniform(0.8, 1.25)
             price = max(90, int(raw) // 10 * 10 + rng.choice((0, 8, 8, 9)))
-            rating = _r1(min(4.9, max(2.6, rng.gauss(_STAR_RATING[stars], 0.3))))
+            rating = one_decimal(min(4.9, max(2.6, rng.gauss(_STAR_RATING[stars], 0.3))))
             hotels.append({"name": "%s %s" % (words[i], rng.choice(_HOTEL_SUFFIX)),
                            "city": c["name"], "district": rng.choice(districts), "stars": stars,
                            "price_per_night": price, "rating": rating})
         for i in range(rng.randint(6, 8)):
             cuisine, base = rng.choice(_CUISINES)
             price = max(15, int(base * m * rng.uniform(0.7, 1.4)))
-            rating = _r1(rng.uniform(3.0, 4.9))
+            rating = one_decimal(rng.uniform(3.0, 4.9))
             restaurants.append({"name": "%s %s" % (words[7 + i], rng.choice(_RESTAURANT_SUFFIX)),
                                 "city": c["name"], "cuisine": cuisine,
                                 "price_per_person": price, "rating": rating})
@@ -279,7 +266,7 @@ def _world(seed):
             ticket = 0 if base == 0 else int(base * m * rng.uniform(0.8, 1.3))
             attractions.append({"name": "%s %s" % (words[15 + i], suffix), "city": c["name"],
                                 "category": category, "ticket_price": ticket,
-                                "rating": _r1(rng.uniform(3.2, 4.9))})
+                                "rating": one_decimal(rng.uniform(3.2, 4.9))})
     services = []
     codes = set()
 
@@ -396,146 +383,31 @@ def environment(seed):
 
 # ------------------------------------------------------------------ generated-source snippets
 
-def _source(doc, consts, body, imports=("json", "math"), envelope=True):
-    text = '"""%s"""\n\n' % doc
-    text += "".join("import %s\n" % m for m in imports)
-    if envelope:
-        text += ANSWER_ENVELOPE
-    text += "\n" + "".join("%s = %s\n" % (k, py(v)) for k, v in consts) + "\n"
-    return text + body.strip("\n") + "\n"
+# Verifiers use math (FLOAT_HOLDS); oracles and solutions name their own imports.
+_source = functools.partial(synth_common.source_text, imports=("json", "math"))
 
 
 # Verifier helpers: per-answer look-ups, numbers compared as floats with a noise tolerance.
-_V_COMMON = '''
-def _result(reasons):
-    return {"passed": not reasons, "score": 0.0 if reasons else 1.0, "reasons": list(reasons)}
-
-
-def _num(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    x = float(value)
-    return x if math.isfinite(x) else None
-
-
-def _holds(value, op, bound):
-    """value op bound; numbers are compared with a tolerance for float noise only."""
-    if op == "==":
-        return value is not None and value == bound
-    x = _num(value)
-    if x is None:
-        return False
-    if op == "<=":
-        return x <= bound + 1e-6
-    if op == "<":
-        return x < bound - 1e-6
-    if op == ">=":
-        return x >= bound - 1e-6
-    if op == ">":
-        return x > bound + 1e-6
-    return False
-
-
-def _shape(data, fields):
-    """Reasons why the decoded answer is not an object with exactly `fields` as strings."""
-    if not isinstance(data, dict):
-        return ["the answer must be a JSON object, got %s" % type(data).__name__]
-    reasons = []
-    extra = sorted(str(k) for k in data if k not in fields)
-    if extra:
-        reasons.append("unexpected field(s): %s" % ", ".join(extra))
-    for f in fields:
-        if f not in data:
-            reasons.append("missing field %r" % f)
-        elif not isinstance(data[f], str) or not data[f]:
-            reasons.append("field %r must be a non-empty string" % f)
-    return reasons
-
-
+_V_COMMON = synth_common.join_defs(
+    synth_common.VERDICT_RESULT, synth_common.FLOAT_HOLDS, synth_common.STRING_FIELDS_SHAPE, '''
 def _row(db, table, name):
     rows = db.query("SELECT * FROM %s WHERE name = ?" % table, (name,))
     return rows[0] if rows else None
-
-
-def verify(answer, db):
-    try:
-        return _verify(answer, db)
-    except Exception as exc:  # total: never raise
-        return _result(["verifier could not check the answer: %s" % type(exc).__name__])
-'''
+''', synth_common.VERIFY_TOTAL)
 
 # Oracle helpers: whole tables loaded once, numbers compared as integers in hundredths.
-_O_COMMON = '''
-def _no(reasons):
-    return {"passed": False, "score": 0.0, "reasons": list(reasons)}
-
-
-def _yes():
-    return {"passed": True, "score": 1.0, "reasons": []}
-
-
+_O_COMMON = synth_common.join_defs(synth_common.VERDICT_NO, synth_common.VERDICT_YES, '''
 def _c(x):
     """A number in integer hundredths (prices are whole, ratings have one decimal)."""
     if x is None or isinstance(x, bool) or not isinstance(x, (int, float)):
         return None
     return int(round(float(x) * 100))
-
-
-def _sat(value, op, bound):
-    if op == "==":
-        return value == bound
-    a, b = _c(value), _c(bound)
-    if a is None or b is None:
-        return False
-    if op == "<=":
-        return a <= b
-    if op == "<":
-        return a < b
-    if op == ">=":
-        return a >= b
-    if op == ">":
-        return a > b
-    return False
-
-
+''', synth_common.HUNDREDTHS_SAT, '''
 def _table(db, table):
     return {r["name"]: r for r in db.query("SELECT * FROM %s" % table)}
+''', synth_common.STRING_FIELDS_DECODED, synth_common.ORACLE_JUDGE_TOTAL)
 
-
-def _decoded(answer, fields):
-    """The answer object when it has exactly `fields`, all strings; else None."""
-    value, err = _answer(answer)
-    if err is not None or not isinstance(value, dict):
-        return None
-    if sorted(value.keys()) != sorted(fields):
-        return None
-    if not all(isinstance(value[f], str) for f in fields):
-        return None
-    return value
-
-
-def verify(answer, db):
-    try:
-        return _judge(answer, db)
-    except Exception as exc:
-        return _no(["oracle error: %s" % type(exc).__name__])
-'''
-
-_S_COMMON = '''
-def _holds(value, op, bound):
-    if op == "==":
-        return value == bound
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    x = float(value)
-    if op == "<=":
-        return x <= bound + 1e-6
-    if op == "<":
-        return x < bound - 1e-6
-    if op == ">=":
-        return x >= bound - 1e-6
-    return x > bound + 1e-6
-'''
+_S_COMMON = synth_common.SOLUTION_HOLDS
 
 _KINDS = {
     "hotel": {"table": "hotels", "list": "list_hotels", "get": "get_hotel",
@@ -549,8 +421,6 @@ _LABELS = {"price_per_night": ("price for one night", " CNY"),
            "price_per_person": ("average price per person", " CNY"),
            "ticket_price": ("ticket price", " CNY"), "rating": ("rating", ""),
            "stars": ("star class", ""), "cuisine": ("cuisine", ""), "category": ("category", "")}
-_OPWORDS = {"<=": "at most", "<": "strictly less than", ">=": "at least",
-            ">": "strictly more than"}
 
 
 def _fmt(v):
@@ -563,8 +433,8 @@ def _phrase(col, op, value):
         return "its entry is free (ticket_price <= 0)"
     if op == "==":
         return "its %s is \"%s\"" % (label, value)
-    return "its %s is %s %s%s (%s %s %s)" % (label, _OPWORDS[op], _fmt(value), unit, col, op,
-                                            _fmt(value))
+    return "its %s is %s %s%s (%s %s %s)" % (label, synth_common.OP_WORDS[op], _fmt(value), unit,
+                                            col, op, _fmt(value))
 
 
 def _ok(value, op, bound):
@@ -583,32 +453,9 @@ def _field(domain, description):
     return {"type": "string", "minLength": 1, "x-domain": domain, "description": description}
 
 
-def _schema(title, props, order):
-    return {"title": title, "type": "object", "properties": props, "required": list(order),
-            "additionalProperties": False}
-
-
 def _pick(rng, rows, dims, lo, hi):
-    """Thresholds for `dims` [(column, op)] taken from the rows' own values so that between lo
-    and hi rows qualify, every constraint binding (dropping one admits more rows). Returns
-    (constraints, qualifying rows); falls back to the smallest non-empty count."""
-    cands = [sorted(set(r[c] for r in rows)) for c, _ in dims]
-    good, fallback = [], []
-    for values in itertools.product(*cands):
-        cons = [(c, op, v) for (c, op), v in zip(dims, values)]
-        n = sum(1 for r in rows if _satisfies(r, cons))
-        if n == 0:
-            continue
-        binding = all(sum(1 for r in rows if _satisfies(r, cons[:i] + cons[i + 1:])) > n
-                      for i in range(len(cons)))
-        if lo <= n <= hi and binding:
-            good.append(cons)
-        fallback.append((n, cons))
-    if good:
-        cons = rng.choice(good)
-    else:
-        fallback.sort(key=lambda t: (t[0], repr(t[1])))
-        cons = fallback[0][1]
+    """pick_thresholds with this module's rule check; also returns the qualifying rows."""
+    cons = synth_common.pick_thresholds(rng, rows, dims, lo, hi, _satisfies)
     return cons, [r for r in rows if _satisfies(r, cons)]
 
 
@@ -680,9 +527,9 @@ def _single_task(seed, lineage, level, attempt, kind, city, cons, theme):
     solution = _source("Gold solution: scan the city's %s with the tools." % k["plural"], consts,
                        _S_COMMON + _S_SINGLE % {"list": k["list"], "get": k["get"]}, imports=(),
                        envelope=False)
-    schema = _schema("%s answer" % theme, {kind: _field("%s.name" % k["table"],
-                                                        "A %s in %s meeting the requirements."
-                                                        % (k["noun"], city))}, [kind])
+    schema = object_schema("%s answer" % theme, {kind: _field("%s.name" % k["table"],
+                                                              "A %s in %s meeting the requirements."
+                                                              % (k["noun"], city))})
     return {"id": "%s_l%d_%d" % (theme, level, lineage), "prompt": prompt,
             "answer_schema": schema,
             "knobs": {"template": "single_filter", "theme": theme, "kind": kind, "city": city,
@@ -849,7 +696,7 @@ def _dest_task(seed, lineage, level, attempt, rng, w, origin, theme):
                                % origin),
              kind: _field("%s.name" % k["table"], "A %s in the destination city." % k["noun"])}
     return {"id": "%s_l%d_%d" % (theme, level, lineage), "prompt": prompt,
-            "answer_schema": _schema("%s answer" % theme, props, ["city", "service", kind]),
+            "answer_schema": object_schema("%s answer" % theme, props, ["city", "service", kind]),
             "knobs": {"template": "destination", "theme": theme, "origin": origin,
                       "modes": modes, "max_minutes": max_minutes, "max_price": max_price,
                       "rules": [list(c) for c in cons], "constraints": 4 + len(cons),
@@ -975,7 +822,7 @@ def _pair_task(seed, lineage, level, attempt, rng, w, city, theme):
     props = {"lunch": _field("restaurants.name", "Lunch restaurant in %s." % city),
              "dinner": _field("restaurants.name", "Dinner restaurant in %s." % city)}
     return {"id": "%s_l%d_%d" % (theme, level, lineage), "prompt": prompt,
-            "answer_schema": _schema("%s answer" % theme, props, ["lunch", "dinner"]),
+            "answer_schema": object_schema("%s answer" % theme, props, ["lunch", "dinner"]),
             "knobs": {"template": "meal_pair", "theme": theme, "city": city,
                       "min_rating": rating, "budget": budget, "constraints": 5, "hops": 2,
                       "list_size": len(rests), "distractors": len(rests) - 2,
@@ -1478,7 +1325,7 @@ def _plan_task(seed, lineage, level, attempt, rng, w, origin, theme):
     tools = ["list_cities", "list_hotels", "list_restaurants", "list_attractions", "get_hotel",
              "get_restaurant", "get_attraction", "get_services"]
     return {"id": "%s_l%d_%d" % (theme, level, lineage), "prompt": prompt,
-            "answer_schema": _schema("%s plan" % theme, props, fields),
+            "answer_schema": object_schema("%s plan" % theme, props, fields),
             "knobs": {"template": "multi_day_plan", "theme": theme, "origin": origin,
                       "days": days, "params": p, "cheapest_plan": best,
                       "budget_slack": budget - best, "constraints": len(lines) + len(extra),
