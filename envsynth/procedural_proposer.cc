@@ -29,6 +29,8 @@ constexpr EmbeddedFile kEmbedded[] = {
     {"cat_calendar.py", embedded::kCatCalendar},
     {"cat_inventory.py", embedded::kCatInventory},
     {"cat_course_planning.py", embedded::kCatCoursePlanning},
+    {"cat_shop.py", embedded::kCatShop},
+    {"policy_envs.py", embedded::kPolicyEnvs},  // cat_shop's generator
 };
 
 Status WriteEmbedded(const fs::path& dir) {

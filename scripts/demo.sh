@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: synthesize environments in six categories (database, toolset, tasks escalated
-# level by level, validated, audited; no pass@k filter until the trained policy lands); pack the
+# level by level, validated, audited) and, with the shipped policy, shop environments filtered by
+# its pass rate, rolled out and replayed; pack the
 # reference environment, check it, solve every task in sandbox sessions, print the verdicts and
 # the sandbox figures; serve it over JSON-RPC under load, list and replay a recorded episode;
 # sample from the embedded DSA engine; roll the tiny model out and serve it on /v1.
@@ -15,7 +16,8 @@ BUNDLE="$OUT_DIR/trip_planning.envdb"
 SYNTH_DIR="$OUT_DIR/synth"
 rm -rf "$SYNTH_DIR"
 echo "== synthesize: one environment per category, two task lineages each escalated over four levels,"
-echo "   every candidate validated in sandbox sessions and audited (synthesis only: no policy to filter by yet)"
+echo "   every candidate validated in sandbox sessions and audited (no filter here: the shipped policy knows only"
+echo "   shops; the filtered run comes with it below)"
 "$ENVFORGE" synth --categories trip_planning,logistics,e_commerce,calendar,inventory,course_planning \
   --envs 6 --tasks-per-env 2 --max-levels 4 --no-filter --seed 1 --out "$SYNTH_DIR"
 ls "$SYNTH_DIR"
@@ -66,7 +68,7 @@ MODEL_DIR="$OUT_DIR/tiny-model"
   --temperature 1.0 --top-p 0.95 --seed 7 --device auto
 "$ENVFORGE" bench engine --model "$MODEL_DIR" --contexts 256,1024 --samples 16 --json
 echo
-echo "== rollout: the tiny model (random weights: pass@k stays 0 until a trained policy lands) plays every"
+echo "== rollout: the tiny model (random weights: pass@k stays 0) plays every"
 echo "   task of the reference environment, 16 episodes each, batched in one engine; recorded"
 TINY_DIR="$OUT_DIR/tiny-fp32"
 /usr/bin/python3 scripts/make_tiny_model.py --out "$TINY_DIR" --preset tiny --dtype fp32 >/dev/null
@@ -77,28 +79,42 @@ rm -f "$ROLLOUTS" "$ROLLOUTS-wal" "$ROLLOUTS-shm"
 ROLLOUT_EPISODE=$("$ENVFORGE" traj ls "$ROLLOUTS" --limit 1 --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
 echo "== traj show $ROLLOUT_EPISODE (first lines)"
 "$ENVFORGE" traj show "$ROLLOUTS" "$ROLLOUT_EPISODE" | head -24
-# The trained policy of issue 12; this section runs once data/models/policy-small is committed.
+# The trained policy of issue 12 (data/models/policy-small); skipped in a checkout without it.
 if [[ -f data/models/policy-small/model.safetensors ]]; then
   echo
   echo "== the shipped policy: data/models/policy-small (DeepSeek-V3.2 architecture, trained here by"
   echo "   scripts/train_policy.py) plays the held-out evaluation shop, 16 episodes per task; pass@k by tier"
   /usr/bin/python3 scripts/policy_eval.py --model data/models/policy-small --envs data/envs/shop_eval_a -n 16 \
     --modes dsa --build "$BUILD_DIR"
-  SHOP="$OUT_DIR/shop_eval_a.envdb"
-  "$ENVFORGE" env pack data/envs/shop_eval_a -o "$SHOP" >/dev/null
-  POLICY_ROLLOUTS="$OUT_DIR/policy-rollouts.sqlite"
-  rm -f "$POLICY_ROLLOUTS" "$POLICY_ROLLOUTS-wal" "$POLICY_ROLLOUTS-shm"
-  "$ENVFORGE" rollout "$SHOP" --task supplier_city_00 --backend embedded:data/models/policy-small -n 4 --seed 1 \
-    --trajectories "$POLICY_ROLLOUTS" >/dev/null
-  PASSING=$("$ENVFORGE" traj ls "$POLICY_ROLLOUTS" --json | /usr/bin/python3 -c '
+  echo
+  echo "== synthesize with the filter: shop environments (the policy's own kind, on seeds it never saw), two task"
+  echo "   lineages escalated over five levels, every candidate validated, audited and played 20 times by the"
+  echo "   policy; kept only when it passes sometimes but not always"
+  SHOP_DIR="$OUT_DIR/synth-shop"
+  rm -rf "$SHOP_DIR"
+  "$ENVFORGE" synth --categories shop --envs 2 --tasks-per-env 2 --max-levels 5 --seed 3 \
+    --policy embedded:data/models/policy-small --k 20 --max-turns 8 --out "$SHOP_DIR"
+  KEPT=$(ls "$SHOP_DIR"/*.envdb 2>/dev/null | head -1)
+  if [[ -n "$KEPT" ]]; then
+    echo "== roll the policy out on the kept tasks of $(basename "$KEPT"), then show and replay a passing episode"
+    POLICY_ROLLOUTS="$OUT_DIR/policy-rollouts.sqlite"
+    rm -f "$POLICY_ROLLOUTS" "$POLICY_ROLLOUTS-wal" "$POLICY_ROLLOUTS-shm"
+    "$ENVFORGE" rollout "$KEPT" --all --backend embedded:data/models/policy-small -n 8 --seed 1 --max-turns 8 \
+      --trajectories "$POLICY_ROLLOUTS"
+    PASSING=$("$ENVFORGE" traj ls "$POLICY_ROLLOUTS" --json | /usr/bin/python3 -c '
 import json, sys
 passing = [e["id"] for e in json.load(sys.stdin) if (e.get("verdict") or {}).get("passed")]
 print(passing[0] if passing else "")')
-  if [[ -n "$PASSING" ]]; then
-    echo "== traj show $PASSING: a passing two-hop episode of the policy"
-    "$ENVFORGE" traj show "$POLICY_ROLLOUTS" "$PASSING"
+    if [[ -n "$PASSING" ]]; then
+      echo "== traj show $PASSING"
+      "$ENVFORGE" traj show "$POLICY_ROLLOUTS" "$PASSING"
+      echo "== replay $PASSING (tool steps re-executed on a fresh session and diffed, verdict re-judged)"
+      "$ENVFORGE" replay "$POLICY_ROLLOUTS" "$PASSING" --envs "$SHOP_DIR"
+    else
+      echo "(no episode passed this time)"
+    fi
   else
-    echo "(none of the 4 episodes of supplier_city_00 passed this time)"
+    echo "(the filter kept no task this time)"
   fi
 fi
 echo

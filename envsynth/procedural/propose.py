@@ -35,7 +35,7 @@ CATEGORY MODULES (cat_<id>.py beside this file) define:
                               only when a task needs them (toolset augmentation)
     environment(seed)         -> {"name", "description", "schema_sql"}
     task(seed, lineage, level, attempt) -> {"id", "prompt", "answer_schema", "knobs",
-                              "solution", "verifier", "oracle", "tools"}
+                              "solution", "verifier", "oracle" ("" for none), "tools"}
 task() must derive everything from the database that environment(seed) describes (oracle first:
 the constraints come from rows, so every task is solvable by construction), record its knobs
 (level, lineage, template and the difficulty knobs: constraints, hops, list_size, distractors,
@@ -50,7 +50,7 @@ import re
 import sys
 
 CATEGORY_IDS = ("trip_planning", "logistics", "e_commerce", "calendar", "inventory",
-                "course_planning")
+                "course_planning", "shop")
 _ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 _TASK_KEYS = ("id", "prompt", "answer_schema", "knobs", "solution", "verifier", "oracle", "tools")
 
@@ -147,7 +147,8 @@ def build(module, seed, lineages, levels, out):
             d = os.path.join(out, "tasks", t["id"])
             write(os.path.join(d, "task.json"), task_json(t))
             for name in ("solution", "verifier", "oracle"):
-                write(os.path.join(d, name + ".py"), t[name])
+                if t[name]:  # a category without oracles (shop) leaves oracle.py out
+                    write(os.path.join(d, name + ".py"), t[name])
     return {"name": env["name"], "out": out}
 
 

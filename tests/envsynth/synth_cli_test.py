@@ -17,15 +17,15 @@ import time
 
 import pytest
 
-ENVFORGE = os.environ.get("ENVFORGE", "build/bin/envforge")
+ENVFORGE = os.path.abspath(os.environ.get("ENVFORGE", "build/bin/envforge"))
 SOURCE = os.environ.get("ENVFORGE_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 CATEGORIES = ["trip_planning", "logistics", "e_commerce", "calendar", "inventory", "course_planning"]
 
 
-def run(*args, env=None, timeout=900):
+def run(*args, env=None, timeout=900, cwd=None):
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([ENVFORGE, *args], capture_output=True, text=True, timeout=timeout, env=full_env)
+    return subprocess.run([ENVFORGE, *args], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd)
 
 
 def synth(out, *extra, env=None):
@@ -250,7 +250,8 @@ def task(seed, lineage, level, attempt):
      "--backend scripted:/dev/null"),
 ])
 def test_bad_input_is_named_with_exit_2(tmp_path, extra, message):
-    done = run("synth", "--out", str(tmp_path / "o"), "--envs", "1", "--tasks-per-env", "1", *extra)
+    # From a directory without data/models/policy-small: no default policy there.
+    done = run("synth", "--out", str(tmp_path / "o"), "--envs", "1", "--tasks-per-env", "1", *extra, cwd=str(tmp_path))
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr
 
@@ -273,7 +274,7 @@ def test_unwritable_out_existing_run_and_foreign_run_files_are_refused(tmp_path)
     assert run("synth", "--help").returncode == 0
     categories = run("synth", "categories", "--json")
     assert categories.returncode == 0
-    assert [c["id"] for c in json.loads(categories.stdout)] == CATEGORIES
+    assert [c["id"] for c in json.loads(categories.stdout)] == CATEGORIES + ["shop"]
 
 
 def test_shards_merge_into_the_run_a_single_machine_makes(tmp_path):
@@ -293,3 +294,30 @@ def test_shards_merge_into_the_run_a_single_machine_makes(tmp_path):
     assert names == sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "whole" / "*.envdb")))
     again = run("synth", "merge", *shards, "--out", str(tmp_path / "run.sqlite"))
     assert again.returncode == 2, "an existing --out is never overwritten"
+
+
+def test_the_shop_category_gives_the_policy_the_tools_and_prompts_it_was_trained_on(tmp_path):
+    done = synth(tmp_path / "shop", "--categories", "shop", "--envs", "1", "--tasks-per-env", "2", "--max-levels", "5",
+                 "--no-filter", "--seed", "4")
+    assert done.returncode == 0, done.stderr[-3000:]
+    funnel = json.loads(done.stdout)
+    assert [r["level"] for r in funnel["funnel"] if r["category"] == "shop"] == [1, 2, 3, 4, 5]
+    (bundle,) = glob.glob(str(tmp_path / "shop" / "*.envdb"))
+    packed = tmp_path / "shop_eval_a.envdb"
+    assert run("env", "pack", os.path.join(SOURCE, "data", "envs", "shop_eval_a"), "-o", str(packed)).returncode == 0
+    assert bundle_json(bundle)["tools"] == bundle_json(str(packed))["tools"]
+    eval_prompts = {t["prompt"].split('"')[0] for t in bundle_json(str(packed))["tasks"]}
+    for task in bundle_json(bundle)["tasks"]:
+        assert task["prompt"].split('"')[0] in eval_prompts, task["prompt"]
+
+
+def test_the_shipped_policy_is_the_default_filter_from_the_source_tree(tmp_path):
+    if not os.path.isfile(os.path.join(SOURCE, "data", "models", "policy-small", "model.safetensors")):
+        pytest.skip("data/models/policy-small is not in this checkout")
+    done = run("synth", "--categories", "shop", "--envs", "1", "--tasks-per-env", "1", "--max-levels", "1",
+               "--k", "4", "--max-turns", "8", "--seed", "4", "--out", str(tmp_path / "o"), "--json", cwd=SOURCE)
+    assert done.returncode == 0, done.stderr[-3000:]
+    funnel = json.loads(done.stdout)
+    assert funnel["config"]["policy"] == "embedded:" + os.path.join(SOURCE, "data", "models", "policy-small")
+    (row,) = [r for r in funnel["funnel"] if r["category"] == "shop"]
+    assert row["filtered"] == 1 and funnel["cost"]["model_calls"] >= 4
