@@ -208,6 +208,7 @@ def test_a_run_killed_with_sigkill_resumes_to_the_same_bundles(tmp_path):
 def test_hanging_verifiers_and_crashing_generators_are_contained(tmp_path):
     generators = tmp_path / "generators"
     shutil.copytree(os.path.join(SOURCE, "envsynth", "procedural"), generators)
+    shutil.copy(os.path.join(SOURCE, "scripts", "policy_envs.py"), generators)  # cat_shop's generator
     with open(generators / "cat_calendar.py", "a") as f:
         f.write('''
 
