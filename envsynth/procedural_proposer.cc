@@ -69,13 +69,14 @@ class ProceduralProposer final : public Proposer {
 
   std::string name() const override { return "procedural"; }
 
+  // Asked once: it imports every generator, and the loop asks per environment.
   Result<std::vector<std::pair<std::string, int64_t>>> Categories() override {
+    if (!categories_.empty()) return categories_;
     ENVFORGE_ASSIGN_OR_RETURN(Json reply, Call({"categories"}, "listing categories"));
-    std::vector<std::pair<std::string, int64_t>> out;
     for (const Json& category : reply.value("categories", Json::array())) {
-      out.emplace_back(category.value("id", ""), category.value("max_level", int64_t{0}));
+      categories_.emplace_back(category.value("id", ""), category.value("max_level", int64_t{0}));
     }
-    return out;
+    return categories_;
   }
 
   Result<EnvironmentDraft> ProposeEnvironment(const std::string& category, uint64_t seed) override {
@@ -152,6 +153,7 @@ class ProceduralProposer final : public Proposer {
 
   std::string python_;
   fs::path dir_;
+  std::vector<std::pair<std::string, int64_t>> categories_;
   sandbox::code::ScopedDirectory owned_;
 };
 

@@ -244,6 +244,12 @@ struct SynthRun::Impl {
     return run.store_.AddEvent({0, 0, env_record.key, candidate_key, kind, std::move(detail)});
   }
 
+  // Records a repair: the stage that failed, the attempt asked for, and what goes back.
+  Status RepairEvent(const std::string& candidate_key, int64_t attempt, const RepairRequest& request) {
+    return Event(candidate_key, "repair", {{"stage", request.stage}, {"attempt", attempt},
+                                          {"attribution", request.attribution}, {"reasons", request.reasons}});
+  }
+
   Status Drop(Candidate& c, const std::string& stage_name, const std::string& reason) {
     c.record.dropped_at = stage_name;
     c.record.reason = reason;
@@ -328,8 +334,7 @@ struct SynthRun::Impl {
       // asked again with the next attempt while repairs remain.
       while (!draft.ok() && !IsInfrastructure(draft.status()) && c.record.attempt < run.options_.repairs) {
         const RepairRequest request{"task", {draft.status().message()}, nullptr, "proposal"};
-        ENVFORGE_RETURN_IF_ERROR(Event(c.record.key, "repair", {{"stage", "proposal"}, {"attempt", c.record.attempt + 1},
-                                                                 {"attribution", "task"}, {"reasons", request.reasons}}));
+        ENVFORGE_RETURN_IF_ERROR(RepairEvent(c.record.key, c.record.attempt + 1, request));
         c.record.attempt += 1;
         draft = Propose(c.record, c.record.attempt, &request);
       }
@@ -412,12 +417,11 @@ struct SynthRun::Impl {
   // Asks for another version of a candidate that failed `stage_name`; the new version starts
   // over at validation and goes through the whole audit again.
   Status Repair(Candidate& c, const char* stage_name, const RepairRequest& request) {
-    ENVFORGE_RETURN_IF_ERROR(Event(c.record.key, "repair", {{"stage", stage_name}, {"attempt", c.record.attempt + 1},
-                                                             {"attribution", request.attribution}, {"reasons", request.reasons}}));
-    c.record.attempt += 1;
     RepairRequest with_previous = request;
     with_previous.previous = &c.draft;
     with_previous.stage = stage_name;
+    ENVFORGE_RETURN_IF_ERROR(RepairEvent(c.record.key, c.record.attempt + 1, with_previous));
+    c.record.attempt += 1;
     auto draft = Propose(c.record, c.record.attempt, &with_previous);
     if (!draft.ok() && IsInfrastructure(draft.status())) return draft.status();
     if (!draft.ok()) return Drop(c, stage_name, "repair proposal failed: " + draft.status().message());
@@ -438,7 +442,7 @@ struct SynthRun::Impl {
       reason += (reason.empty() ? "" : "; ") + line;
       toolset_fault = toolset_fault || line.find("tools.py") != std::string::npos || line.find("tool ") != std::string::npos;
     }
-    env_failure = RepairRequest{toolset_fault ? "toolset" : "database", lines, nullptr, "validation"};
+    env_failure = RepairRequest{toolset_fault ? "toolset" : "database", lines, nullptr, "environment"};
     return FailedPreconditionError(reason);
   }
 
@@ -701,8 +705,7 @@ Status SynthRun::Impl::Process() {
       break;
     }
     // The database or the toolset failed: ask for a repaired environment and start it over.
-    ENVFORGE_RETURN_IF_ERROR(Event("", "repair", {{"stage", "environment"}, {"attempt", env.attempt + 1},
-                                                  {"attribution", env_failure->attribution}, {"reasons", env_failure->reasons}}));
+    ENVFORGE_RETURN_IF_ERROR(RepairEvent("", env.attempt + 1, *env_failure));
     auto repaired = run.proposer_.RepairEnvironment(env, *env_failure);
     ChargeEnvironment();
     if (!repaired.ok()) {

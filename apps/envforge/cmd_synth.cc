@@ -325,10 +325,6 @@ int RunSynthCategories(const std::vector<std::string>& args) {
 }  // namespace
 
 int RunSynthCommand(const std::vector<std::string>& args) {
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::fputs(kSynthHelp, stdout);
-    return kExitOk;
-  }
   if (!args.empty() && args[0] == "merge") return RunSynthMerge(std::vector<std::string>(args.begin() + 1, args.end()));
   for (const std::string& arg : args) {
     if (arg == "--help" || arg == "-h") {
