@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/sqlite.h"
 #include "sandbox/env_bundle.h"
+#include "toolsets/search_tools.h"
 
 namespace envforge::agents {
 namespace {
@@ -106,6 +107,14 @@ Result<std::vector<ReplayedStep>> CollectSteps(const Episode& episode, const Rep
   }
   for (const StepRecord& step : episode.steps) steps.emplace_back(episode.summary.id, step);
   return steps;
+}
+
+std::vector<search::RecordedResponse> RecordedSearchResponses(const std::vector<ReplayedStep>& steps) {
+  std::vector<search::RecordedResponse> recorded;
+  for (const auto& [episode_id, step] : steps) {
+    if (toolsets::IsSearchTool(step.tool)) recorded.push_back({step.tool, step.arguments, step.result});
+  }
+  return recorded;
 }
 
 void Compare(StepComparison& step) {
@@ -252,8 +261,15 @@ Result<ReplayReport> Replay(const Episode& episode, sandbox::SessionManager& man
     }
   }
 
-  // The steps, on one fresh session.
-  ENVFORGE_ASSIGN_OR_RETURN(auto session, manager.CreateSession(report.replay_env_id, start.task_id));
+  // The steps, on one fresh session. A search episode's search/open/find calls are answered with
+  // the responses it recorded (unless live_search), so its observations do not depend on what the
+  // corpus or a live API answers today.
+  sandbox::SessionOptions session_options;
+  session_options.task_id = start.task_id;
+  if (bundle->manifest.kind == "search" && !options.live_search) {
+    session_options.recorded_responses = RecordedSearchResponses(steps);
+  }
+  ENVFORGE_ASSIGN_OR_RETURN(auto session, manager.CreateSession(report.replay_env_id, std::move(session_options)));
   for (auto& [episode_id, recorded] : steps) {
     StepComparison step;
     step.episode_id = episode_id;

@@ -24,6 +24,10 @@
 // are reported but do not make the verdict "changed". The verifier versions of both sides are
 // reported (a task's version covers its verifier).
 //
+// Search episodes. Their search/open/find responses are served from the recording unless
+// ReplayOptions::live_search (sandbox::SessionOptions::recorded_responses); the answer is judged
+// again by the task's answer key.
+//
 // Versions. The task's version in the bundle must equal the recorded task_version; otherwise,
 // and when no bundle has the recorded env_id, Replay fails unless allow_version_drift is set.
 // With it, a missing version falls back to a bundle of the same environment name (the report
@@ -61,6 +65,11 @@ struct ReplayOptions {
   // Loads an episode by id: needed for forked episodes (their parents' steps). Unset: a forked
   // episode is FailedPrecondition.
   std::function<Result<Episode>(const std::string& id)> load_episode;
+  // Search environments: false (the default) answers the replayed search/open/find calls with the
+  // responses the episode recorded (a call the recording lacks goes to the backend), so the
+  // observations are the episode's even after the corpus or a live API changed; true sends every
+  // call to the backend, and the step comparison shows what it answers differently today.
+  bool live_search = false;
 };
 
 enum class StepStatus { kMatch, kDiverged, kInfraError };

@@ -42,6 +42,7 @@
 #include "toolsets/code_tools.h"
 #include "toolsets/interpreter_tools.h"
 #include "toolsets/json_schema.h"
+#include "toolsets/search_tools.h"
 
 namespace envforge::sandbox {
 namespace {
@@ -377,10 +378,11 @@ Result<std::vector<ToolRecord>> ReadTools(Database& db, const std::string& kind)
     if (builtin != 0 && builtin != 1) return DataLossError(reader.where() + ".builtin is not 0 or 1");
     tool.builtin = builtin == 1;
     bool is_submit = name == toolsets::kSubmitResultTool;
-    // Runtime tools: submit_result everywhere, the kernel tools of interpreter environments and
-    // the working-copy tools of code environments.
+    // Runtime tools: submit_result everywhere, the kernel tools of interpreter environments,
+    // the working-copy tools of code environments and the search tools of search environments.
     bool is_runtime = is_submit || (kind == "interpreter" && toolsets::IsInterpreterTool(name)) ||
-                      (kind == "code" && toolsets::IsCodeTool(name));
+                      (kind == "code" && toolsets::IsCodeTool(name)) ||
+                      (kind == "search" && toolsets::IsSearchTool(name));
     if (tool.builtin != is_runtime) {
       return InvalidArgumentError(reader.where() +
                                   (is_runtime ? " must be builtin" : " is marked builtin but is not a runtime tool"));

@@ -30,6 +30,7 @@
 #include "base/subprocess.h"
 #include "sandbox/env_bundle.h"
 #include "sandbox/internal/bundle_format.h"
+#include "sandbox/search_bundle.h"
 #include "sandbox/worker_locator.h"
 #include "toolsets/interpreter_tools.h"
 #include "toolsets/json_schema.h"
@@ -966,7 +967,12 @@ Status PackEnvironment(const std::string& source_dir, const std::string& output_
   SweepDeadProcessEntries(output_dir.string(),
                           [&](std::string_view entry) { return TempFileOwner(entry, output_name); });
   ENVFORGE_ASSIGN_OR_RETURN(TempFile temp, TempFile::Create(output_path));
-  ENVFORGE_RETURN_IF_ERROR(PackInto(source_dir, root, temp.path(), options, budget));
+  // Search environments have a source layout of their own (sandbox/search_bundle.h).
+  if (IsSearchEnvironmentSource(source_dir)) {
+    ENVFORGE_RETURN_IF_ERROR(PackSearchEnvironmentInto(source_dir, temp.path(), options.provenance, options.max_bytes));
+  } else {
+    ENVFORGE_RETURN_IF_ERROR(PackInto(source_dir, root, temp.path(), options, budget));
+  }
   // Publish only what loads: the same checks any reader will make.
   auto loaded = EnvBundle::Load(temp.path());
   if (!loaded.ok()) return InternalError("the packed bundle does not load: " + loaded.status().message());

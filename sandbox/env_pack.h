@@ -13,6 +13,10 @@
 //   tasks/<id>/oracle.py     optional: an independent second verifier, def verify(answer, db)
 //   files/**                 optional blobs, stored in _files under their path below files/
 //
+// A directory whose env.json says kind "search" has a layout of its own (a corpus or a backend
+// configuration, and tasks that are questions with answers): sandbox/search_bundle.h packs it,
+// with the temporary file, publication and self-check below.
+//
 // Other top-level entries (a generator script, a README) are ignored; inside tasks/ and a task
 // directory every entry must be one of the above (a misspelt "orcale.py" is an error, not a
 // silently missing oracle). Outside files/, entries whose names start with "." and __pycache__

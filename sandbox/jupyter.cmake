@@ -29,6 +29,9 @@ add_library(envforge_sandbox_code STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/code/sandboxed_command.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/code/code_workspace.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/code/code_grading.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/code/repo_source.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/code/tree_copy.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/code/working_copy_pool.cc
 )
 target_include_directories(envforge_sandbox_code SYSTEM PRIVATE ${ENVFORGE_SECCOMP_INCLUDE})
 target_link_libraries(envforge_sandbox_code

@@ -6,6 +6,9 @@ add_library(envforge_sandbox STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/frame_channel.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/kernel_runner.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/code_runner.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/internal/serial_worker.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/internal/search_environment.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/internal/search_runner.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/pidfd.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/session_channel.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/stderr_capture.cc
@@ -13,6 +16,6 @@ add_library(envforge_sandbox STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/zygote_process.cc
 )
 target_link_libraries(envforge_sandbox
-  PUBLIC envforge_base envforge_toolsets envforge_sandbox_bundle
+  PUBLIC envforge_base envforge_toolsets envforge_sandbox_bundle envforge_search
   PRIVATE envforge_sandbox_jupyter envforge_sandbox_code Boost::headers Threads::Threads)
 envforge_target_warnings(envforge_sandbox)

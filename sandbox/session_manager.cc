@@ -6,6 +6,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <future>
@@ -19,6 +20,8 @@
 #include "sandbox/code/code_grading.h"
 #include "sandbox/internal/code_runner.h"
 #include "sandbox/internal/kernel_runner.h"
+#include "sandbox/internal/search_environment.h"
+#include "sandbox/internal/search_runner.h"
 #include "sandbox/internal/session_channel.h"
 #include "sandbox/internal/wire.h"
 #include "sandbox/internal/zygote_process.h"
@@ -26,6 +29,8 @@
 #include "toolsets/code_tools.h"
 #include "toolsets/interpreter_tools.h"
 #include "toolsets/json_schema.h"
+#include "toolsets/search/answer_match.h"
+#include "toolsets/search_tools.h"
 
 namespace envforge::sandbox {
 namespace {
@@ -50,10 +55,17 @@ struct Environment {
   // Interpreter environments (kind "interpreter"): the warm kernel pool, filling from the moment
   // the environment is opened. Null for every other kind. Thread-safe.
   std::shared_ptr<jupyter::KernelPool> kernels;
+  // Code environments (kind "code"): the tasks' templates and ready working copies. Null for
+  // every other kind. Thread-safe.
+  std::shared_ptr<code::WorkingCopyPool> code_copies;
+  // Search environments (kind "search"): the backend configuration (an offline corpus copied
+  // out of the bundle) and the answer keys. Null for every other kind. Immutable.
+  std::shared_ptr<const internal::SearchEnvironment> search;
 };
 
 bool IsInterpreter(const Environment& env) { return env.bundle.manifest.kind == "interpreter"; }
 bool IsCode(const Environment& env) { return env.bundle.manifest.kind == "code"; }
+bool IsSearch(const Environment& env) { return env.search != nullptr; }
 
 // A code session's commands run under the session's limits where they are tighter than a test
 // suite needs: memory and processes at least what builds take (a JVM, go test, make -j4).
@@ -71,6 +83,14 @@ code::CodeWorkspaceOptions CodeWorkspaceOptionsFor(const SandboxLimits& limits, 
 Json CodeVerdict(const code::SubmissionGrade& grade, const std::string& version, size_t diff_bytes) {
   return Json{{"passed", grade.resolved}, {"score", grade.resolved ? 1.0 : 0.0}, {"reasons", grade.failing},
               {"verifier_version", version}, {"diff_bytes", diff_bytes}};
+}
+
+// The verdict JSON of submit_result, of a search task (as DoSubmit writes a verifier's).
+Json SearchVerdictJson(const search::AnswerVerdict& verdict, const std::string& version) {
+  return Json{{"passed", verdict.passed},
+              {"score", verdict.score},
+              {"reasons", verdict.reasons},
+              {"verifier_version", version}};
 }
 
 // The bundle's _files, for the kernels' working directories.
@@ -215,6 +235,14 @@ class SessionManager::Impl {
   void CallCode(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
   void SolveInCode(Session& session, std::function<void(Result<SolveOutput>)> done);
   void SubmitCode(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
+  // Search sessions: search/open/find, the gold answer, and verdicts by normalised exact match
+  // against the task's answer key (submit_result and JudgeAsync alike), on the session's search
+  // runner: no judge process, no Python.
+  void CallSearch(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
+  void SolveInSearch(Session& session, std::function<void(Result<SolveOutput>)> done);
+  void SubmitSearch(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
+  void JudgeInSearch(Session& session, std::vector<std::string> answers,
+                     std::function<void(Result<std::vector<JudgeVerdict>>)> done);
   // Judges `answers` in a judge process: a fresh fork of the environment's zygote that runs
   // nothing but this one "judge" request, then is closed. Not a session of the caller's (no id,
   // not counted in max_sessions); at most max_sessions of them at once (ResourceExhausted).
@@ -251,6 +279,15 @@ class SessionManager::Impl {
   // Code sessions: extracts the task's repository on the session's code runner, beside the
   // worker's start; whichever finishes last completes the create.
   void StartCode(const std::shared_ptr<Session>& session);
+  // A fork of a code session: its working copy starts as a copy of the parent's.
+  void StartCodeFork(Session& parent, const std::shared_ptr<Session>& child);
+  // What a code session's runner calls when its working copy is there (or could not be made).
+  std::function<void(Status)> CodeStarted(const std::shared_ptr<Session>& session);
+  // Search sessions: opens the backend on the session's search runner, beside the worker's start;
+  // whichever finishes last completes the create. `recorded`: responses to serve first (replays).
+  void StartSearch(const std::shared_ptr<Session>& session, std::vector<search::RecordedResponse> recorded);
+  // The session's search runner; a fork (which copies no thread) gets its own on first use.
+  internal::SearchRunner& SearchRunnerOf(Session& session);
   // Completes a fresh session's create once its worker and its kernel or working copy are ready.
   void MaybeFinishCreate(const std::shared_ptr<Session>& session);
   // The session's pid, from whichever answer names it first (spawned / fork reply / ready).
@@ -282,6 +319,8 @@ class SessionManager::Impl {
   std::map<std::string, std::shared_ptr<ZygoteProcess>> zygotes_;  // by environment id
   SessionId next_id_ = 1;
   SessionId next_judge_id_ = kFirstJudgeId;
+  std::atomic<uint64_t> next_search_env_{0};  // search environments' corpus directories, by opening
+  std::atomic<uint64_t> next_code_pool_{0};  // code environments' working copy pools, by opening
   size_t live_ = 0;
   size_t judges_ = 0;  // judge processes starting or judging
   ManagerStats stats_;
@@ -322,6 +361,10 @@ struct SessionManager::Impl::Session {
   // started with the worker process; the session is created once both are ready.
   std::unique_ptr<internal::CodeRunner> code;
   bool code_started = false;
+  // Search sessions: the search thread (destroyed with the session), started with the worker
+  // process; the session is created once both are ready.
+  std::unique_ptr<internal::SearchRunner> search;
+  bool search_started = false;
 };
 
 SessionManager::Impl::Impl(ManagerOptions options, bool owns_scratch_root)
@@ -388,6 +431,16 @@ Result<std::string> SessionManager::Impl::OpenEnvironment(const std::string& pat
     pool.launch.files = std::move(files);
     pool.launch.limits = KernelLimitsFor(options_.limits);
     env->kernels = jupyter::KernelPool::Create(std::move(pool));
+  }
+  if (IsCode(*env)) {
+    code::WorkingCopyPoolOptions copies;
+    copies.root = std::filesystem::path(options_.scratch_root) / ("code-copies-" + std::to_string(next_code_pool_++));
+    copies.ready_per_task = static_cast<int>(options_.code_ready_copies);
+    ENVFORGE_ASSIGN_OR_RETURN(env->code_copies, code::WorkingCopyPool::Create(std::move(copies)));
+  }
+  if (env->bundle.manifest.kind == "search") {
+    const std::string work_dir = options_.scratch_root + "/search-env-" + std::to_string(next_search_env_++);
+    ENVFORGE_ASSIGN_OR_RETURN(env->search, internal::SearchEnvironment::Open(path, work_dir));
   }
   std::lock_guard lock(env_mu_);
   envs_.emplace(id, std::move(env));  // a concurrent open of the same content keeps the first
@@ -508,6 +561,7 @@ void SessionManager::Impl::MaybeFinishCreate(const std::shared_ptr<Session>& ses
   if (!session->ready || session->created || session->closing) return;
   if (session->kernel && !session->kernel_started) return;  // StartKernel's answer completes it
   if (session->code && !session->code_started) return;      // StartCode's answer completes it
+  if (session->search && !session->search_started) return;  // StartSearch's answer completes it
   session->created = true;
   ++stats_.sessions_created;
   if (auto done = std::move(session->on_created)) done(session->id);
@@ -517,16 +571,30 @@ void SessionManager::Impl::StartCode(const std::shared_ptr<Session>& session) {
   session->code = std::make_unique<internal::CodeRunner>();
   std::weak_ptr<Session> weak = session;
   const std::filesystem::path dir = std::filesystem::path(options_.scratch_root) / ("code-s" + std::to_string(session->id));
-  session->code->Start(session->env->bundle.path, session->task_id, dir,
-                       CodeWorkspaceOptionsFor(session->limits, options_.kernel_scratch_root), [this, weak](Status started) {
-                         Post([this, weak, started] {
-                           auto s = weak.lock();
-                           if (!s || s->closing) return;
-                           if (!started.ok()) return FailCreate(s, started.WithContext("the session's working copy"));
-                           s->code_started = true;
-                           MaybeFinishCreate(s);
-                         });
-                       });
+  session->code->Start(session->env->bundle.path, session->task_id, session->env->code_copies, dir,
+                       CodeWorkspaceOptionsFor(session->limits, options_.kernel_scratch_root), CodeStarted(session));
+}
+
+void SessionManager::Impl::StartCodeFork(Session& parent, const std::shared_ptr<Session>& child) {
+  child->code = std::make_unique<internal::CodeRunner>();
+  const std::filesystem::path dir = std::filesystem::path(options_.scratch_root) / ("code-s" + std::to_string(child->id));
+  code::CodeWorkspaceOptions options = CodeWorkspaceOptionsFor(child->limits, options_.kernel_scratch_root);
+  options.discard = [copies = child->env->code_copies](const std::filesystem::path& used) { copies->Discard(used); };
+  child->code->StartFork(*parent.code, dir, std::move(options), CodeStarted(child));
+}
+
+std::function<void(Status)> SessionManager::Impl::CodeStarted(const std::shared_ptr<Session>& session) {
+  std::weak_ptr<Session> weak = session;
+  return [this, weak](Status started) {
+    Post([this, weak, started] {
+      auto s = weak.lock();
+      if (!s || s->closing) return;
+      if (!started.ok()) return FailCreate(s, started.WithContext("the session's working copy"));
+      s->code_started = true;
+      if (s->parent != 0) return MaybeFinishFork(s);
+      MaybeFinishCreate(s);
+    });
+  };
 }
 
 void SessionManager::Impl::StartKernel(const std::shared_ptr<Session>& session) {
@@ -553,6 +621,7 @@ void SessionManager::Impl::RecordPid(const std::shared_ptr<Session>& session, pi
 
 void SessionManager::Impl::MaybeFinishFork(const std::shared_ptr<Session>& session) {
   if (!session->ready || !session->fork_answered || !session->adopted || session->created) return;
+  if (session->code && !session->code_started) return;  // StartFork's answer completes it
   session->created = true;
   ++stats_.sessions_forked;
   if (auto done = std::move(session->on_created)) done(session->id);
@@ -626,6 +695,7 @@ void SessionManager::Impl::DoCreate(const std::string& env_id, SessionOptions op
   // An interpreter session's kernel is taken from the pool while its worker process starts.
   if (env->kernels) StartKernel(session);
   if (IsCode(*env)) StartCode(session);
+  if (IsSearch(*env)) StartSearch(session, std::move(options.recorded_responses));
   SpawnFresh(session, *zygote, std::move(worker_end));
 }
 
@@ -678,9 +748,11 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
     return done(ToolResult::Error(Outcome::kInvalidCall, toolsets::DescribeViolations(violations), call.id));
   }
   if (call.name == toolsets::kSubmitResultTool && session->code) return SubmitCode(*session, std::move(call), std::move(done));
+  if (call.name == toolsets::kSubmitResultTool && IsSearch(*session->env)) return SubmitSearch(*session, std::move(call), std::move(done));
   if (call.name == toolsets::kSubmitResultTool) return DoSubmit(*session, std::move(call), std::move(done));
   if (session->kernel && toolsets::IsInterpreterTool(call.name)) return CallKernel(*session, std::move(call), std::move(done));
   if (session->code && toolsets::IsCodeTool(call.name)) return CallCode(*session, std::move(call), std::move(done));
+  if (IsSearch(*session->env) && toolsets::IsSearchTool(call.name)) return CallSearch(*session, std::move(call), std::move(done));
   Json request = {{"op", "call"}, {"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}};
   std::weak_ptr<Session> weak = sessions_.at(id);
   session->channel->Request(
@@ -759,7 +831,7 @@ void SessionManager::Impl::SubmitCode(Session& session, toolsets::ToolCall call,
     result.call_id = call.id;
     Result<std::string> diff = workspace ? workspace->Diff() : UnavailableError("the session has no working copy");
     Result<code::SubmissionGrade> grade =
-        diff.ok() ? code::GradeSubmission(runner->archive(), runner->instance(), *diff, grading) : diff.status();
+        diff.ok() ? code::GradeSubmission(runner->repo(), runner->instance(), *diff, grading) : diff.status();
     if (grade.ok()) {
       result.content = CodeVerdict(*grade, version, diff->size());
     } else {
@@ -772,6 +844,111 @@ void SessionManager::Impl::SubmitCode(Session& session, toolsets::ToolCall call,
         ++stats_.calls;
         done(std::move(result));
       });
+    };
+  });
+}
+
+void SessionManager::Impl::StartSearch(const std::shared_ptr<Session>& session,
+                                       std::vector<search::RecordedResponse> recorded) {
+  session->search = std::make_unique<internal::SearchRunner>();
+  std::weak_ptr<Session> weak = session;
+  session->search->Start(session->env->search->backend(), std::move(recorded), [this, weak](Status started) {
+    Post([this, weak, started] {
+      auto s = weak.lock();
+      if (!s || s->closing) return;
+      if (!started.ok()) return FailCreate(s, started.WithContext("the session's search backend"));
+      s->search_started = true;
+      MaybeFinishCreate(s);
+    });
+  });
+}
+
+internal::SearchRunner& SessionManager::Impl::SearchRunnerOf(Session& session) {
+  if (!session.search) StartSearch(sessions_.at(session.id), {});
+  return *session.search;
+}
+
+void SessionManager::Impl::CallSearch(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
+  const auto sent = std::chrono::steady_clock::now();
+  SearchRunnerOf(session).Post([this, call = std::move(call), done = std::move(done), sent](search::SearchToolbox* toolbox) mutable {
+    ToolResult result =
+        toolbox ? toolbox->Call(call)
+                : ToolResult::Error(Outcome::kInfraError,
+                                    "the session's search backend is not open (it failed to open, or the session closed)",
+                                    call.id);
+    result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count();
+    return [this, result = std::move(result), done = std::move(done)]() mutable {
+      Post([this, result = std::move(result), done = std::move(done)]() mutable {
+        ++stats_.calls;
+        done(std::move(result));
+      });
+    };
+  });
+}
+
+// The gold solution of a search task is its answer, submitted as it stands.
+void SessionManager::Impl::SolveInSearch(Session& session, std::function<void(Result<SolveOutput>)> done) {
+  const search::AnswerKey* key = session.env->search->FindAnswer(session.task_id);
+  if (key == nullptr) return done(InternalError("task '" + session.task_id + "' has no answer key"));
+  SearchRunnerOf(session).Post([this, answer = key->answer, done = std::move(done)](search::SearchToolbox*) mutable {
+    SolveOutput output;
+    output.answer = Json(answer);
+    output.answer_text = answer;
+    return [this, output = std::move(output), done = std::move(done)]() mutable {
+      Post([output = std::move(output), done = std::move(done)]() mutable { done(std::move(output)); });
+    };
+  });
+}
+
+void SessionManager::Impl::SubmitSearch(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
+  if (session.task_id.empty()) {
+    return done(ToolResult::Error(Outcome::kInvalidCall, "submit_result: this session has no task", call.id));
+  }
+  auto answer_text = call.arguments.find("answer_text");
+  if (answer_text == call.arguments.end() || !answer_text->is_string()) {
+    return done(ToolResult::Error(Outcome::kInvalidCall, "submit_result needs {\"answer_text\": string}", call.id));
+  }
+  const search::AnswerKey* key = session.env->search->FindAnswer(session.task_id);
+  const TaskRecord* task = session.env->bundle.FindTask(session.task_id);
+  if (key == nullptr || task == nullptr) {
+    return done(ToolResult::Error(Outcome::kInfraError, "task '" + session.task_id + "' has no answer key", call.id));
+  }
+  ++session.calls;
+  const auto sent = std::chrono::steady_clock::now();
+  std::string answer = answer_text->get<std::string>();
+  SearchRunnerOf(session).Post([this, env = session.env, key, version = task->version, answer = std::move(answer),
+                                call_id = std::move(call.id), done = std::move(done),
+                                sent](search::SearchToolbox*) mutable {
+    ToolResult result;
+    result.call_id = std::move(call_id);
+    result.content = SearchVerdictJson(search::MatchAnswer(answer, *key), version);
+    result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count();
+    return [this, result = std::move(result), done = std::move(done)]() mutable {
+      Post([this, result = std::move(result), done = std::move(done)]() mutable {
+        ++stats_.calls;
+        done(std::move(result));
+      });
+    };
+  });
+}
+
+void SessionManager::Impl::JudgeInSearch(Session& session, std::vector<std::string> answers,
+                                         std::function<void(Result<std::vector<JudgeVerdict>>)> done) {
+  const search::AnswerKey* key = session.env->search->FindAnswer(session.task_id);
+  if (key == nullptr) return done(InternalError("task '" + session.task_id + "' has no answer key"));
+  SearchRunnerOf(session).Post([this, env = session.env, key, answers = std::move(answers),
+                                done = std::move(done)](search::SearchToolbox*) mutable {
+    std::vector<JudgeVerdict> verdicts;
+    for (const std::string& answer : answers) {
+      search::AnswerVerdict matched = search::MatchAnswer(answer, *key);
+      JudgeVerdict verdict;
+      verdict.passed = matched.passed;
+      verdict.score = matched.score;
+      verdict.reasons = std::move(matched.reasons);
+      verdicts.push_back(std::move(verdict));
+    }
+    return [this, verdicts = std::move(verdicts), done = std::move(done)]() mutable {
+      Post([verdicts = std::move(verdicts), done = std::move(done)]() mutable { done(std::move(verdicts)); });
     };
   });
 }
@@ -798,6 +975,7 @@ void SessionManager::Impl::DoSolve(SessionId id, std::function<void(Result<Solve
   if (const auto& death = session->channel->death()) return done(UnavailableError(death->message));
   if (session->kernel) return SolveInKernel(*session, std::move(done));
   if (session->code) return SolveInCode(*session, std::move(done));
+  if (IsSearch(*session->env)) return SolveInSearch(*session, std::move(done));
   session->channel->Request(Json{{"op", "solve"}}, HardDeadline(session->limits), {},
                             [done = std::move(done)](SessionReply reply) {
                               if (reply.failure) {
@@ -896,6 +1074,7 @@ void SessionManager::Impl::DoJudge(SessionId id, Judge judge, std::vector<std::s
     }
   }
   if (answers.empty()) return done(std::vector<JudgeVerdict>{});
+  if (IsSearch(*session->env)) return JudgeInSearch(*session, std::move(answers), std::move(done));
   JudgeInFreshProcess(session->env, session->task_id, session->limits, judge, std::move(answers), std::move(done));
 }
 
@@ -996,11 +1175,6 @@ void SessionManager::Impl::DoFork(SessionId id, std::function<void(Result<Sessio
                                         " cannot be forked: a Jupyter kernel's state cannot be copied (reset starts a "
                                         "fresh one)"));
   }
-  if (parent->code) {
-    return done(FailedPreconditionError("session " + std::to_string(id) + " of " + parent->env->label +
-                                        " cannot be forked yet: code sessions' working copies are not copied (reset "
-                                        "starts a fresh one)"));
-  }
   if (const auto& death = parent->channel->death()) {
     return done(UnavailableError("cannot fork session " + std::to_string(id) + ": " + death->message));
   }
@@ -1018,6 +1192,7 @@ void SessionManager::Impl::DoFork(SessionId id, std::function<void(Result<Sessio
   if (!created.ok()) return done(created.status());
   std::shared_ptr<Session> child = *created;
   child->on_created = std::move(done);
+  if (parent->code) StartCodeFork(*parent, child);
   std::weak_ptr<Session> weak_child = child;
   std::weak_ptr<ZygoteProcess> weak_zygote = zygote;
   parent->channel->Request(
@@ -1210,6 +1385,13 @@ Result<Json> SessionManager::KernelPoolStats(const std::string& env_id) const {
   if (!env) return NotFoundError("unknown environment '" + env_id + "'");
   if (!env->kernels) return FailedPreconditionError(env->label + " is not an interpreter environment: it has no kernels");
   return env->kernels->Stats().ToJson();
+}
+
+Result<Json> SessionManager::CodeCopyStats(const std::string& env_id) const {
+  auto env = impl_->FindEnv(env_id);
+  if (!env) return NotFoundError("unknown environment '" + env_id + "'");
+  if (!env->code_copies) return FailedPreconditionError(env->label + " is not a code environment: it has no working copies");
+  return env->code_copies->stats().ToJson();
 }
 
 void SessionManager::CreateSessionAsync(const std::string& env_id, SessionOptions options,

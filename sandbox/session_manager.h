@@ -60,6 +60,11 @@
 // content is {"passed","score","reasons","verifier_version"}; a verifier that raises, runs past
 // the wall time, breaks a rule or returns a non-verdict answers infra_error (the message names
 // the task's verifier; limit "wall_time" when it ran out of time), session_alive unchanged.
+// Search environments (kind "search") are the exception that proves the rule: their tasks have no
+// verifier code; submit_result and JudgeAsync compare the answer with the task's answer key by
+// normalised exact match (toolsets/search/answer_match.h) in the manager, on the session's search
+// thread, which also answers search/open/find (toolsets/search_tools.h) -- never the session
+// process, never the io thread.
 //
 // Session lifecycle, as callers see it:
 //
@@ -94,6 +99,7 @@
 #include "base/status.h"
 #include "sandbox/env_bundle.h"
 #include "sandbox/sandbox_limits.h"
+#include "toolsets/search/search_toolbox.h"
 #include "toolsets/tool_protocol.h"
 
 namespace envforge::sandbox {
@@ -129,11 +135,21 @@ struct ManagerOptions {
   // kernel_scratch_root/k<id>.
   size_t kernel_pool_size = 2;
   std::string kernel_scratch_root = "/tmp/envforge-kernels";
+  // Code environments (kind "code"): working copies of a task's repository made ahead, per task
+  // once it has had a session, so a session takes one with a rename (sandbox/code/
+  // working_copy_pool.h; 0: each session copies the task's template while it starts). They live
+  // under scratch_root on the host.
+  size_t code_ready_copies = 2;
 };
 
 struct SessionOptions {
   std::string task_id;                  // empty: a session with no task (Solve unavailable)
   std::optional<SandboxLimits> limits;  // overrides ManagerOptions::limits for this session
+  // Search sessions (kind "search") only: responses to answer search/open/find calls with before
+  // asking the backend -- a call whose tool and arguments equal an unused recorded one gets that
+  // response verbatim (toolsets/search/search_toolbox.h). agents/replay.h passes an episode's
+  // recorded responses so that a replay observes what the episode observed.
+  std::vector<search::RecordedResponse> recorded_responses;
 };
 
 // The gold solution's answer: answer_text is what the solution submitted, answer its JSON.
@@ -280,6 +296,10 @@ class SessionManager {
   // last 256 kernels]}. NotFound for an unknown environment, FailedPrecondition for one of
   // another kind. Any thread.
   Result<Json> KernelPoolStats(const std::string& env_id) const;
+  // A code environment's working copies (sandbox/code/working_copy_pool.h's stats: "templates",
+  // "ready_checkouts", "copied_checkouts", "copies_made_ahead", "discarded"). NotFound for an
+  // unknown environment, FailedPrecondition for one of another kind. Any thread.
+  Result<Json> CodeCopyStats(const std::string& env_id) const;
   const ManagerOptions& options() const;
 
  private:

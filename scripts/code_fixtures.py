@@ -366,6 +366,12 @@ overlap. The same shows up through the text helpers:
     "test_command": ("PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -rA -p no:cacheprovider "
                      "--continue-on-collection-errors -o junit_family=xunit1 -o junit_logging=no "
                      "--junitxml=\"$ENVFORGE_JUNIT_DIR/pytest.xml\" tests"),
+    # pytest takes TestIds as node ids, but refuses to run anything when one does not exist (a
+    # test the test patch adds): the ids asked for are matched against what pytest collects.
+    "test_subset_command": ("export PYTHONDONTWRITEBYTECODE=1; /usr/bin/python3 -m pytest --collect-only -q "
+                            "-p no:cacheprovider tests 2>/dev/null | grep -Fx -f \"$ENVFORGE_TESTS_FILE\" | "
+                            "xargs -r -d '\\n' /usr/bin/python3 -m pytest -rA -p no:cacheprovider "
+                            "-o junit_family=xunit1 -o junit_logging=no --junitxml=\"$ENVFORGE_JUNIT_DIR/pytest.xml\""),
     "FAIL_TO_PASS": [
         "tests/test_merge.py::test_merge_touching",
         "tests/test_merge.py::test_merge_unsorted",
@@ -2077,6 +2083,10 @@ nightly build picked rc.9 over rc.10 as the newest candidate.
     "install": "",
     "test_command": ('make -s -j4 BUILD="${TMPDIR:-/tmp}/gtest-build" test '
                      'GTEST_FLAGS="--gtest_output=xml:$ENVFORGE_JUNIT_DIR/gtest.xml"'),
+    # TestIds are Suite.Name, gtest's own filter syntax (joined with ':').
+    "test_subset_command": ('make -s -j4 BUILD="${TMPDIR:-/tmp}/gtest-build" test '
+                            'GTEST_FLAGS="--gtest_output=xml:$ENVFORGE_JUNIT_DIR/gtest.xml '
+                            '--gtest_filter=$(paste -sd: "$ENVFORGE_TESTS_FILE")"'),
     "FAIL_TO_PASS": ["Compare.NumericPrereleaseIdentifiers", "Range.PrereleaseOrdering"],
     "PASS_TO_PASS": [
         "Compare.MajorMinorPatch",
@@ -2422,6 +2432,11 @@ list `a` first. `Get` already refreshes an entry; `Put` should too.
     "install": "",
     "test_command": ('GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=readonly '
                      'gotestsum --junitfile "$ENVFORGE_JUNIT_DIR/go.xml" --format standard-verbose -- ./...'),
+    # TestIds are package::TestName[/subtest]: -run selects the top-level tests (a subtest runs
+    # with its parent's others; the answer is restricted to the ids asked for).
+    "test_subset_command": ('GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=readonly '
+                            'gotestsum --junitfile "$ENVFORGE_JUNIT_DIR/go.xml" --format standard-verbose -- '
+                            '-run "^($(sed \'s/.*:://; s/\\/.*//\' "$ENVFORGE_TESTS_FILE" | sort -u | paste -sd\'|\'))\\$" ./...'),
     "FAIL_TO_PASS": [
         "envforge.dev/fixtures/lru::TestKeysOrder",
         "envforge.dev/fixtures/lru::TestPutExistingRefreshesRecency",
@@ -2992,6 +3007,7 @@ def make_instance(lang, spec, repo, shas):
         "install": spec["install"],
         "test_command": spec["test_command"],
         "junit_producer": spec["junit_producer"],
+        **({"test_subset_command": spec["test_subset_command"]} if "test_subset_command" in spec else {}),
     }
 
 

@@ -62,9 +62,9 @@ std::vector<ToolSpec> CodeToolSpecs() {
                     {"command"})},
       {std::string(kRunTestsTool),
        "Runs the repository's test suite (the environment's test command) and returns each test's status "
-       "(pass, fail, error, skip, xfail) read from the runner's JUnit XML; `tests` restricts the answer to "
-       "those test ids.",
-       ObjectSchema({{"tests", {{"type", "array"}, {"items", {{"type", "string"}}}, {"description", "test ids to report"}}}}, {})},
+       "(pass, fail, error, skip, xfail) read from the runner's JUnit XML; `tests` runs only those test ids "
+       "where the environment can select them (the answer's `selection` says), and restricts the answer to them.",
+       ObjectSchema({{"tests", {{"type", "array"}, {"items", {{"type", "string"}}}, {"description", "test ids to run and report"}}}}, {})},
   };
 }
 

@@ -77,10 +77,11 @@ Result<CodeValidation> ValidateCodeTask(const std::string& envdb_path, const std
   ENVFORGE_ASSIGN_OR_RETURN(CodeTask task, sandbox::code::LoadCodeTask(envdb_path, task_id));
   const std::string& gold = gold_override.empty() ? task.instance.patch : gold_override;
   ENVFORGE_ASSIGN_OR_RETURN(std::string archive, sandbox::code::LoadRepoArchive(envdb_path, task_id));
-  ENVFORGE_ASSIGN_OR_RETURN(TestRunResult before, sandbox::code::RunTestsOnFreshCopy(archive, task.instance, {{"the test patch", task.instance.test_patch}}, false, options));
+  const sandbox::code::RepoSource repo = sandbox::code::RepoSource::FromArchive(std::move(archive));
+  ENVFORGE_ASSIGN_OR_RETURN(TestRunResult before, sandbox::code::RunTestsOnFreshCopy(repo, task.instance, {{"the test patch", task.instance.test_patch}}, false, options));
   std::vector<TestRunResult> after;
   for (int i = 0; i < runs; ++i) {
-    ENVFORGE_ASSIGN_OR_RETURN(TestRunResult run, sandbox::code::RunTestsOnFreshCopy(archive, task.instance, {{"the test patch", task.instance.test_patch}, {"the gold patch", gold}}, false, options));
+    ENVFORGE_ASSIGN_OR_RETURN(TestRunResult run, sandbox::code::RunTestsOnFreshCopy(repo, task.instance, {{"the test patch", task.instance.test_patch}, {"the gold patch", gold}}, false, options));
     after.push_back(std::move(run));
   }
   CodeValidation v;

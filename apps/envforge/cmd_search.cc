@@ -1,6 +1,7 @@
 // envforge search: the offline search corpus and backend from the command line.
 //
 //   envforge search corpus build --from debian -o CORPUS.sqlite [--sources a,b,...] [--json]
+//                                [--dictd-dir D] [--wordnet-dir D] [--iso-codes-dir D] [--python-doc-dir D]
 //   envforge search corpus info CORPUS.sqlite [--json]
 //   envforge search query CORPUS.sqlite TEXT... [--top-k N] [--json]
 //   envforge search open CORPUS.sqlite DOC_ID_OR_URL [--json]
@@ -32,7 +33,9 @@ constexpr const char* kSearchUsage = R"(usage:
                                   by scripts/setup.sh; sources (default all): gcide, foldoc,
                                   jargon, elements, wordnet, iso-codes, python-doc. Progress per
                                   source on stderr; a summary of documents, links, size and
-                                  seconds per source on stdout
+                                  seconds per source on stdout; --dictd-dir, --wordnet-dir,
+                                  --iso-codes-dir and --python-doc-dir read the sources from
+                                  elsewhere than /usr/share (tests/fixtures/search, say)
   envforge search corpus info CORPUS.sqlite [--json]
                                   what a corpus holds, per source
   envforge search query CORPUS.sqlite TEXT... [--top-k N] [--json]
@@ -93,7 +96,9 @@ Json CorpusJson(const std::string& path, const search::CorpusInfo& info) {
 
 int BuildCorpus(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge search corpus build", args,
-                          {.value_options = {"--from", "-o", "--sources"}, .flags = {"--json"}});
+                          {.value_options = {"--from", "-o", "--sources", "--dictd-dir", "--wordnet-dir",
+                                             "--iso-codes-dir", "--python-doc-dir"},
+                           .flags = {"--json"}});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
   const std::string from = parsed->OptionOr("--from", "");
   if (from != "debian") {
@@ -105,6 +110,10 @@ int BuildCorpus(const std::vector<std::string>& args) {
   if (output.empty()) return Fail(InvalidArgumentError("envforge search corpus build: -o CORPUS.sqlite is required"), kExitUsage);
   search::DebianCorpusOptions options;
   options.sources = SplitCommas(parsed->OptionOr("--sources", ""));
+  options.paths.dictd_dir = parsed->OptionOr("--dictd-dir", options.paths.dictd_dir);
+  options.paths.wordnet_dir = parsed->OptionOr("--wordnet-dir", options.paths.wordnet_dir);
+  options.paths.iso_codes_dir = parsed->OptionOr("--iso-codes-dir", options.paths.iso_codes_dir);
+  options.paths.python_doc_dir = parsed->OptionOr("--python-doc-dir", options.paths.python_doc_dir);
   if (parsed->Option("--sources") && options.sources.empty()) {
     return Fail(InvalidArgumentError("envforge search corpus build: --sources is empty"), kExitUsage);
   }

@@ -64,6 +64,8 @@ service options:
   --limits JSON               sandbox limits of every session
   --kernel-pool N             interpreter environments: ready Jupyter kernels kept per environment
                               (2), refilled in the background; 0: each session waits for one to start
+  --code-ready-copies N       code environments: working copies of a task's repository made ahead
+                              (2 per task once it has had a session); 0: each session copies its own
 stdio:
   --stdio                     one JSON-RPC message per line on stdin/stdout
   --mcp                       the MCP dialect (with --stdio)
@@ -147,6 +149,8 @@ Result<RpcServiceOptions> ServiceOptionsFrom(const ParsedArgs& parsed) {
   options.session_ttl = std::chrono::seconds(ttl_seconds);
   ENVFORGE_ASSIGN_OR_RETURN(long long kernel_pool, parsed.IntOption("--kernel-pool", 2, 0, 1024));
   options.manager.kernel_pool_size = static_cast<size_t>(kernel_pool);
+  ENVFORGE_ASSIGN_OR_RETURN(long long ready_copies, parsed.IntOption("--code-ready-copies", 2, 0, 4096));
+  options.manager.code_ready_copies = static_cast<size_t>(ready_copies);
   options.trajectories_path = parsed.OptionOr("--trajectories", "");
   return options;
 }
@@ -325,7 +329,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
                                              "--trajectories", "--limits", "--max-payload", "--port-file", "--io-threads",
                                              "--max-connections", "--max-unauthenticated", "--max-unauthenticated-per-peer",
                                              "--header-timeout-ms", "--model", "--backend", "--model-name", "--device",
-                                             "--context-window", "--v1-workers", "--v1-max-queue", "--kernel-pool"},
+                                             "--context-window", "--v1-workers", "--v1-max-queue", "--kernel-pool",
+                                             "--code-ready-copies"},
                            .flags = {"--stdio", "--mcp", "--help", "-h"},
                            .repeated_options = {"--allow-origin"}});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);

@@ -555,7 +555,7 @@ int RunTrajCommand(const std::vector<std::string>& args) {
 int RunReplayCommand(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge replay", args,
                           {.value_options = {"--envs", "--verifier-of", "--limits"},
-                           .flags = {"--json", "--allow-version-drift"}, .min_positional = 2, .max_positional = 2});
+                           .flags = {"--json", "--allow-version-drift", "--live-search"}, .min_positional = 2, .max_positional = 2});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
   agents::ReplayOptions options;
   options.envs = parsed->OptionOr("--envs", "");
@@ -565,6 +565,7 @@ int RunReplayCommand(const std::vector<std::string>& args) {
   }
   options.verifier_of = parsed->OptionOr("--verifier-of", "");
   options.allow_version_drift = parsed->Has("--allow-version-drift");
+  options.live_search = parsed->Has("--live-search");
   auto reader = agents::TrajectoryReader::Open(parsed->positional[0]);
   if (!reader.ok()) return Fail(reader.status(), ExitCodeFor(reader.status()));
   auto episode = (*reader)->Get(parsed->positional[1]);

@@ -60,10 +60,15 @@ EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progres
   // Code environments have no Python sources: their tools are the runtime's and their tasks are
   // graded by the repositories' tests (envforge code validate checks the instances themselves).
   const bool code = bundle->manifest.kind == "code";
-  auto analysis = code ? Result<std::vector<std::string>>(std::vector<std::string>{}) : sandbox::AnalyzeBundleSources(*bundle);
+  // Search environments neither: their tools are the runtime's and their verdicts answer keys.
+  const bool search = bundle->manifest.kind == "search";
+  auto analysis = code || search ? Result<std::vector<std::string>>(std::vector<std::string>{})
+                                 : sandbox::AnalyzeBundleSources(*bundle);
   bool analysis_ok = false;
   if (code) {
     analysis_ok = add("static analysis", true, "none to do: a code environment has no Python sources");
+  } else if (search) {
+    analysis_ok = add("static analysis", true, "none to do: a search environment has no Python sources");
   } else if (!analysis.ok()) {
     report.infra_failure = true;
     add("static analysis", false, analysis.status().message());

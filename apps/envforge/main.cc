@@ -28,7 +28,8 @@ usage:
   envforge session run X.envdb --task ID --calls FILE.jsonl [--json]
                                               play tool calls ({"name","arguments"} per line) in one
                                               session, print each typed result
-  envforge bench sandbox X.envdb [--sessions N] [--calls N] [--task T --tool submit_result --arguments JSON] [--json]
+  envforge bench sandbox X.envdb [--sessions N] [--calls N] [--task T --tool submit_result --arguments JSON]
+                        [--code-ready-copies N] [--json]
                                               session create and tool call latency, memory per session
   envforge audit X.envdb [--task ID[,ID]] [--json] [--seed S] [--k K] [--samples N]
                  [--max-enumerate N] [--neighbourhood N] [--boundary N] [--walk N] [--rejudge N] [--lanes N]
@@ -89,6 +90,7 @@ usage:
                                               (exit 3 when there is no GPU)
   envforge serve --envs DIR [--host 127.0.0.1] [--port 8080] [--token T] [--max-sessions N]
                  [--session-ttl SECONDS] [--trajectories FILE.sqlite] [--limits JSON] [--kernel-pool N]
+                 [--code-ready-copies N]
                  [--max-payload BYTES] [--port-file F] [--io-threads N] [--allow-origin O]...
                  [--max-connections N] [--max-unauthenticated N] [--header-timeout-ms MS] ...
                                               JSON-RPC 2.0 over HTTP (POST /rpc), WebSocket (/ws) and
@@ -167,10 +169,13 @@ usage:
                                               build, a file that did not load); exit 2 for a missing,
                                               empty or malformed report or one with no tests
   envforge replay FILE.sqlite ID --envs DIR|X.envdb [--verifier-of OTHER.envdb]
-                  [--allow-version-drift] [--limits JSON] [--json]
+                  [--allow-version-drift] [--live-search] [--limits JSON] [--json]
                                               re-run the episode's calls on a fresh session of the
                                               recorded env version, diff each observation, re-judge
-                                              the answer (with OTHER's verifier if given); exit 0
+                                              the answer (with OTHER's verifier if given); search
+                                              episodes get their recorded search/open/find
+                                              responses back (--live-search: ask the backend and
+                                              diff what it answers today); exit 0
                                               identical, 1 diverged or verdict changed, 2 bad input,
                                               3 infra
 

@@ -84,23 +84,30 @@ Result<SandboxedCommandResult> RunInSandbox(const std::string& command, const fs
   return RunSandboxedCommand(run);
 }
 
+// Hands a fresh copy back to its source on every return path of a run.
+struct ReleaseOnExit {
+  const RepoSource& repo;
+  fs::path dir;
+  ~ReleaseOnExit() { repo.Release(dir); }
+};
+
 std::string Tail(const std::string& text, size_t bytes = 2000) {
   return text.size() > bytes ? "..." + text.substr(text.size() - bytes) : text;
 }
 
 }  // namespace
 
-Result<TestRunResult> RunTestsOnFreshCopy(const std::string& archive, const CodeInstance& instance,
+Result<TestRunResult> RunTestsOnFreshCopy(const RepoSource& repo, const CodeInstance& instance,
                                           const std::vector<std::pair<std::string, std::string>>& patches,
                                           bool reset_tests, const CodeRunOptions& options) {
   std::error_code error;
   fs::create_directories(options.scratch_root, error);
   const ScopedDirectory dir(UniqueScratchPath(options.scratch_root, "validate"));  // work/ and junit/
   const fs::path work = dir.path() / "work", junit = dir.path() / "junit";
-  fs::create_directories(work, error);
   fs::create_directories(junit, error);
   if (error) return InternalError("code run: mkdir " + dir.path().string() + ": " + error.message());
-  ENVFORGE_RETURN_IF_ERROR(ExtractTar(archive, work));
+  ENVFORGE_RETURN_IF_ERROR(repo.MaterializeAt(work));
+  const ReleaseOnExit release{repo, work};  // before `dir` goes: an overlay is unmounted first
   for (const auto& [what, patch] : patches) {
     if (reset_tests && what == "the test patch") ENVFORGE_RETURN_IF_ERROR(ResetTestFiles(work, patch));
     ENVFORGE_RETURN_IF_ERROR(ApplyPatch(work, patch, what));
@@ -129,10 +136,10 @@ TestStatus StatusIn(const std::map<std::string, TestStatus>& statuses, const std
 
 Json SubmissionGrade::ToJson() const { return {{"resolved", resolved}, {"failing", failing}}; }
 
-Result<SubmissionGrade> GradeSubmission(const std::string& archive, const CodeInstance& instance, const std::string& diff,
+Result<SubmissionGrade> GradeSubmission(const RepoSource& repo, const CodeInstance& instance, const std::string& diff,
                                         const CodeRunOptions& options) {
   Result<TestRunResult> run = RunTestsOnFreshCopy(
-      archive, instance, {{"the submitted diff", diff}, {"the test patch", instance.test_patch}}, true, options);
+      repo, instance, {{"the submitted diff", diff}, {"the test patch", instance.test_patch}}, true, options);
   SubmissionGrade grade;
   // On a submission, a run that cannot build or report is the submission's doing: the instance's
   // own runs (validated) build and report. A diff that does not apply, an install script that fails,

@@ -1,5 +1,5 @@
 // Running a code task's tests on a fresh copy of its repository, and grading a submission: a
-// run extracts the repository archive into a new directory, applies patches, runs the install
+// run copies the repository (repo_source.h) into a new directory, applies patches, runs the install
 // script and the test command in the sandbox (sandboxed_command.h) and reads every JUnit XML file
 // the command wrote (verifiers/junit_report.h, a leaf library) into one TestId -> status map (a
 // test in several files: worst status wins).
@@ -14,7 +14,7 @@
 // Errors of a run: a patch that does not apply or an install script that fails (FailedPrecondition
 // naming it), a test command that wrote no JUnit XML or an unparseable one (DataLoss), sandbox
 // errors (infrastructure). Host git only ever touches a fresh copy of the
-// archive (never a working copy an agent had), and only `git apply` / `checkout` of known paths.
+// repository (never a working copy an agent had), and only `git apply` / `checkout` of known paths.
 #pragma once
 
 #include <filesystem>
@@ -26,6 +26,7 @@
 #include "base/json.h"
 #include "base/status.h"
 #include "sandbox/code/code_instance.h"
+#include "sandbox/code/repo_source.h"
 #include "sandbox/code/sandboxed_command.h"
 #include "verifiers/junit_report.h"
 
@@ -46,10 +47,10 @@ struct TestRunResult {
 // A test id's status in a run's map (missing when absent).
 verifiers::TestStatus StatusIn(const std::map<std::string, verifiers::TestStatus>& statuses, const std::string& id);
 
-// One run on a fresh copy of the repository in `archive` with `patches` ((what, diff) pairs)
+// One run on a fresh copy of the repository `repo` with `patches` ((what, diff) pairs)
 // applied in order. With reset_tests, the instance's test files go back to the base commit right
 // before the patch named "the test patch".
-Result<TestRunResult> RunTestsOnFreshCopy(const std::string& archive, const CodeInstance& instance,
+Result<TestRunResult> RunTestsOnFreshCopy(const RepoSource& repo, const CodeInstance& instance,
                                           const std::vector<std::pair<std::string, std::string>>& patches,
                                           bool reset_tests, const CodeRunOptions& options);
 
@@ -60,7 +61,7 @@ struct SubmissionGrade {
 };
 
 // Grades an agent's diff (may be empty) against the instance's declared lists.
-Result<SubmissionGrade> GradeSubmission(const std::string& archive, const CodeInstance& instance, const std::string& diff,
+Result<SubmissionGrade> GradeSubmission(const RepoSource& repo, const CodeInstance& instance, const std::string& diff,
                                         const CodeRunOptions& options);
 
 }  // namespace envforge::sandbox::code

@@ -13,7 +13,7 @@ namespace {
 
 const char* const kKnownKeys[] = {"instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
                                   "FAIL_TO_PASS", "PASS_TO_PASS", "language", "install", "test_command",
-                                  "junit_producer"};
+                                  "junit_producer", "test_subset_command"};
 
 bool PlainName(const std::string& name) {
   return !name.empty() && name.size() <= 200 && name != "." && name != ".." &&
@@ -70,6 +70,7 @@ Json CodeInstance::ToJson() const {
   json["install"] = install;
   json["test_command"] = test_command;
   json["junit_producer"] = junit_producer;
+  if (!test_subset_command.empty()) json["test_subset_command"] = test_subset_command;
   return json;
 }
 
@@ -101,6 +102,7 @@ Result<CodeInstance> ParseCodeInstance(const Json& json, const std::string& wher
   if (instance.test_command.empty()) return InvalidArgumentError(at + ": test_command is empty");
   ENVFORGE_ASSIGN_OR_RETURN(std::string producer, StringField(json, "junit_producer", false, at));
   if (!producer.empty()) instance.junit_producer = producer;
+  ENVFORGE_ASSIGN_OR_RETURN(instance.test_subset_command, StringField(json, "test_subset_command", false, at));
   for (const auto& [key, value] : json.items()) {
     if (std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) == std::end(kKnownKeys)) instance.extra[key] = value;
   }

@@ -15,6 +15,10 @@
 //   test_command       a shell command run in the working copy root that runs the test suite and
 //                      writes JUnit XML files into $ENVFORGE_JUNIT_DIR (its exit code is ignored)
 //   junit_producer     the runner's dialect for verifiers/junit_report.h ("auto" by default)
+//   test_subset_command  optional: like test_command, but runs only the tests whose TestIds are
+//                      listed, one per line, in the file $ENVFORGE_TESTS_FILE (run_tests with
+//                      `tests` uses it; without it the whole suite runs and the answer is
+//                      restricted to those tests)
 // Other keys (version, hints_text, created_at, ...) are kept in `extra`.
 #pragma once
 
@@ -41,6 +45,7 @@ struct CodeInstance {
   std::string install;
   std::string test_command;
   std::string junit_producer = "auto";
+  std::string test_subset_command;
   Json extra = Json::object();
 
   // Every key above (FAIL_TO_PASS / PASS_TO_PASS as lists), extra's keys beside them.

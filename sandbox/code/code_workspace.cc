@@ -89,14 +89,16 @@ int64_t IntArgument(const Json& arguments, const char* key, int64_t fallback) {
 
 }  // namespace
 
-Result<std::unique_ptr<CodeWorkspace>> CodeWorkspace::Create(const std::string& archive, const fs::path& dir,
+Result<std::unique_ptr<CodeWorkspace>> CodeWorkspace::Create(const RepoSource& repo, const fs::path& dir,
                                                              CodeWorkspaceOptions options) {
+  ENVFORGE_RETURN_IF_ERROR(repo.MaterializeAt(dir));
+  return Open(dir, std::move(options));
+}
+
+Result<std::unique_ptr<CodeWorkspace>> CodeWorkspace::Open(const fs::path& dir, CodeWorkspaceOptions options) {
   std::unique_ptr<CodeWorkspace> workspace(new CodeWorkspace());
-  std::error_code error;
-  if (!fs::create_directories(dir, error) || error) return InternalError("code workspace: mkdir " + dir.string() + " failed");
-  workspace->dir_ = dir;
+  workspace->dir_ = dir;  // the destructor disposes of it, whatever happens below
   workspace->options_ = std::move(options);
-  ENVFORGE_RETURN_IF_ERROR(ExtractTar(archive, dir));
   workspace->root_fd_ = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (workspace->root_fd_ < 0) return ErrnoError("code workspace: open " + dir.string(), errno);
   return workspace;
@@ -104,8 +106,13 @@ Result<std::unique_ptr<CodeWorkspace>> CodeWorkspace::Create(const std::string& 
 
 CodeWorkspace::~CodeWorkspace() {
   if (root_fd_ >= 0) close(root_fd_);
+  if (dir_.empty()) return;
+  if (options_.discard) {
+    options_.discard(dir_);
+    return;
+  }
   std::error_code ignored;
-  if (!dir_.empty()) fs::remove_all(dir_, ignored);
+  fs::remove_all(dir_, ignored);
 }
 
 ToolResult CodeWorkspace::Call(const toolsets::ToolCall& call) {
@@ -266,17 +273,27 @@ Result<Json> CodeWorkspace::RunTests(const Json& arguments) {
   fs::create_directories(junit, error);
   CommandLimits limits = options_.test_limits;
   limits.output_bytes = kCommandOutputBytes;
-  ENVFORGE_ASSIGN_OR_RETURN(SandboxedCommandResult run, Sandboxed(options_.test_command, limits, {}, junit));
   std::set<std::string> wanted;
   if (arguments.contains("tests")) {
     for (const Json& id : arguments["tests"]) wanted.insert(id.get<std::string>());
   }
+  // A subset runs alone when the instance says how; otherwise the whole suite runs and the
+  // answer is restricted to the subset.
+  const bool subset = !wanted.empty() && !options_.test_subset_command.empty();
+  std::string listed;
+  for (const std::string& id : wanted) listed += id + "\n";
+  ENVFORGE_ASSIGN_OR_RETURN(SandboxedCommandResult run,
+                            subset ? Sandboxed(options_.test_subset_command, limits, {{"tests", listed}}, junit,
+                                               {{"ENVFORGE_TESTS_FILE", "/input/tests"}})
+                                   : Sandboxed(options_.test_command, limits, {}, junit));
+  const char* selection = wanted.empty() ? "all" : subset ? "subset run" : "whole suite run, subset reported";
   ENVFORGE_ASSIGN_OR_RETURN(verifiers::JunitProducer producer, verifiers::JunitProducerFromName(options_.junit_producer));
   verifiers::JunitOptions junit_options;
   junit_options.producer = producer;
   junit_options.source_root = "/work";
   junit_options.allow_empty = true;
   Json tests = Json::object();
+  int64_t ran = 0;  // every test case in the reports, asked for or not
   std::vector<std::string> problems;
   for (fs::recursive_directory_iterator it(junit, error), end; !error && it != end; it.increment(error)) {
     if (!it->is_regular_file() || it->path().extension() != ".xml") continue;
@@ -285,6 +302,7 @@ Result<Json> CodeWorkspace::RunTests(const Json& arguments) {
       problems.push_back(it->path().filename().string() + ": " + report.status().message());
       continue;
     }
+    ran += static_cast<int64_t>(report->tests.size());
     for (const verifiers::JunitTest& test : report->tests) {
       if (!wanted.empty() && !wanted.contains(test.id)) continue;
       tests[test.id] = std::string(verifiers::TestStatusName(test.status));
@@ -294,8 +312,8 @@ Result<Json> CodeWorkspace::RunTests(const Json& arguments) {
   for (const std::string& id : wanted) {
     if (!tests.contains(id)) tests[id] = "missing";
   }
-  return Json{{"tests", tests}, {"problems", problems}, {"exit_code", run.exit_code}, {"timed_out", run.timed_out},
-              {"output", run.output}, {"seconds", run.seconds}};
+  return Json{{"tests", tests}, {"selection", selection}, {"ran", ran}, {"problems", problems}, {"exit_code", run.exit_code},
+              {"timed_out", run.timed_out}, {"output", run.output}, {"seconds", run.seconds}};
 }
 
 Result<std::string> CodeWorkspace::Diff() {
@@ -315,7 +333,8 @@ Result<std::string> CodeWorkspace::Diff() {
 
 Result<SandboxedCommandResult> CodeWorkspace::Sandboxed(const std::string& command, const CommandLimits& limits,
                                                         const std::vector<std::pair<std::string, std::string>>& files,
-                                                        const fs::path& junit_dir) {
+                                                        const fs::path& junit_dir,
+                                                        const std::vector<std::pair<std::string, std::string>>& env) {
   SandboxedCommandOptions run;
   run.command = command;
   run.workdir = dir_;
@@ -333,6 +352,7 @@ Result<SandboxedCommandResult> CodeWorkspace::Sandboxed(const std::string& comma
     run.binds.emplace_back(junit_dir, "/junit");
     run.env.emplace_back("ENVFORGE_JUNIT_DIR", "/junit");
   }
+  run.env.insert(run.env.end(), env.begin(), env.end());
   return RunSandboxedCommand(run);
 }
 

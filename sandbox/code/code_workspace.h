@@ -15,10 +15,12 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "base/status.h"
+#include "sandbox/code/repo_source.h"
 #include "sandbox/code/sandboxed_command.h"
 #include "toolsets/tool_protocol.h"
 
@@ -27,17 +29,24 @@ namespace envforge::sandbox::code {
 struct CodeWorkspaceOptions {
   std::string test_command;
   std::string junit_producer = "auto";
+  std::string test_subset_command;  // code_instance.h; empty: a subset runs the whole suite
   CommandLimits command_limits;  // run_command (its timeout_seconds caps wall_ms lower)
   CommandLimits test_limits;     // run_tests
   std::filesystem::path scratch_root = "/tmp/envforge-code";
+  // Disposes of the working copy when the workspace goes (working_copy_pool.h's Discard removes
+  // it in the background); empty: removed at once.
+  std::function<void(const std::filesystem::path&)> discard;
 };
 
 class CodeWorkspace {
  public:
-  // Extracts `archive` (a repository tar, code_bundle.h) into a new directory `dir`.
-  static Result<std::unique_ptr<CodeWorkspace>> Create(const std::string& archive, const std::filesystem::path& dir,
+  // Puts the repository at `dir` (which must not exist) and works there.
+  static Result<std::unique_ptr<CodeWorkspace>> Create(const RepoSource& repo, const std::filesystem::path& dir,
                                                        CodeWorkspaceOptions options);
-  ~CodeWorkspace();  // removes the directory
+  // Works in `dir`, which already holds the working copy (a checkout of working_copy_pool.h, a
+  // fork's copy); it is the workspace's from now on.
+  static Result<std::unique_ptr<CodeWorkspace>> Open(const std::filesystem::path& dir, CodeWorkspaceOptions options);
+  ~CodeWorkspace();  // disposes of the directory (options.discard)
   CodeWorkspace(const CodeWorkspace&) = delete;
   CodeWorkspace& operator=(const CodeWorkspace&) = delete;
 
@@ -56,10 +65,11 @@ class CodeWorkspace {
   Result<Json> ApplyPatch(const Json& arguments);
   Result<Json> RunCommand(const Json& arguments);
   Result<Json> RunTests(const Json& arguments);
-  // A command in the sandbox with `files` (name -> contents) readable at /input.
+  // A command in the sandbox with `files` (name -> contents) readable at /input, and `env` set.
   Result<SandboxedCommandResult> Sandboxed(const std::string& command, const CommandLimits& limits,
                                            const std::vector<std::pair<std::string, std::string>>& files = {},
-                                           const std::filesystem::path& junit_dir = {});
+                                           const std::filesystem::path& junit_dir = {},
+                                           const std::vector<std::pair<std::string, std::string>>& env = {});
 
   std::filesystem::path dir_;  // the working copy
   CodeWorkspaceOptions options_;

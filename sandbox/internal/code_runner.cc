@@ -1,62 +1,96 @@
 // A code session's runner thread.
 #include "sandbox/internal/code_runner.h"
 
+#include <future>
+
 #include "sandbox/code/code_bundle.h"
+#include "sandbox/code/tree_copy.h"
 
 namespace envforge::sandbox::internal {
 
-CodeRunner::CodeRunner() : thread_([this] { Loop(); }) {}
+CodeRunner::CodeRunner() = default;
 
 CodeRunner::~CodeRunner() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-    jobs_.clear();
-  }
-  wake_.notify_all();
-  thread_.join();
-  workspace_.reset();  // removes the working copy
+  worker_.Stop();      // queued jobs are dropped (a fork's copy job among them: its child hears so)
+  workspace_.reset();  // disposes of the working copy
 }
 
-void CodeRunner::Start(std::string envdb_path, std::string task_id, std::filesystem::path dir,
-                       code::CodeWorkspaceOptions options, std::function<void(Status)> done) {
-  std::lock_guard<std::mutex> lock(mu_);
-  jobs_.push_back([this, envdb_path = std::move(envdb_path), task_id = std::move(task_id), dir = std::move(dir),
-                   options = std::move(options), done = std::move(done)]() mutable {
+void CodeRunner::Start(std::string envdb_path, std::string task_id, std::shared_ptr<code::WorkingCopyPool> copies,
+                       std::filesystem::path dir, code::CodeWorkspaceOptions options, std::function<void(Status)> done) {
+  worker_.Post([this, envdb_path = std::move(envdb_path), task_id = std::move(task_id), copies = std::move(copies),
+                   dir = std::move(dir), options = std::move(options), done = std::move(done)]() mutable {
     Status status = [&]() -> Status {
       ENVFORGE_ASSIGN_OR_RETURN(code::CodeTask task, code::LoadCodeTask(envdb_path, task_id));
-      ENVFORGE_ASSIGN_OR_RETURN(archive_, code::LoadRepoArchive(envdb_path, task_id));
+      ENVFORGE_RETURN_IF_ERROR(
+          copies->Template(task_id, [&] { return code::LoadRepoArchive(envdb_path, task_id); }).status());
+      repo_ = code::RepoSource::FromPool(copies, task_id);
+      ENVFORGE_RETURN_IF_ERROR(repo_.MaterializeAt(dir));
       instance_ = std::move(task.instance);
       options.test_command = instance_.test_command;
       options.junit_producer = instance_.junit_producer;
-      ENVFORGE_ASSIGN_OR_RETURN(workspace_, code::CodeWorkspace::Create(archive_, dir, std::move(options)));
+      options.test_subset_command = instance_.test_subset_command;
+      options.discard = [copies](const std::filesystem::path& used) { copies->Discard(used); };
+      Result<std::unique_ptr<code::CodeWorkspace>> opened = code::CodeWorkspace::Open(dir, std::move(options));
+      if (!opened.ok()) return opened.status();  // the workspace disposed of the copy as it went
+      workspace_ = std::move(opened).value();
       return Status::Ok();
     }();
     done(status);
   });
-  wake_.notify_one();
+}
+
+namespace {
+
+// What a fork takes from its parent, handed from the parent's thread to the child's.
+struct ForkSource {
+  code::CodeInstance instance;
+  code::RepoSource repo;
+};
+
+}  // namespace
+
+void CodeRunner::StartFork(CodeRunner& parent, std::filesystem::path dir, code::CodeWorkspaceOptions options,
+                           std::function<void(Status)> done) {
+  auto handoff = std::make_shared<std::promise<Result<ForkSource>>>();
+  std::shared_future<Result<ForkSource>> copied = handoff->get_future().share();
+  parent.Post([&parent, handoff, dir](code::CodeWorkspace* workspace) -> Completion {
+    if (workspace == nullptr) {
+      handoff->set_value(UnavailableError("the parent session has no working copy"));
+      return nullptr;
+    }
+    Status copy = code::CopyTree(workspace->dir(), dir);
+    if (copy.ok()) {
+      handoff->set_value(ForkSource{parent.instance_, parent.repo_});
+    } else {
+      handoff->set_value(copy.WithContext("copying the parent's working copy"));
+    }
+    return nullptr;
+  });
+  worker_.Post([this, copied, dir = std::move(dir), options = std::move(options), done = std::move(done)]() mutable {
+    Status status = [&]() -> Status {
+      Result<ForkSource> source = UnavailableError("the parent session closed before its working copy was copied");
+      try {
+        source = copied.get();
+      } catch (const std::future_error&) {
+        // The parent's queue was dropped (it closed): the job above never ran.
+      }
+      ENVFORGE_RETURN_IF_ERROR(source.status());
+      instance_ = source->instance;
+      repo_ = source->repo;
+      options.test_command = instance_.test_command;
+      options.junit_producer = instance_.junit_producer;
+      options.test_subset_command = instance_.test_subset_command;
+      ENVFORGE_ASSIGN_OR_RETURN(workspace_, code::CodeWorkspace::Open(dir, std::move(options)));
+      return Status::Ok();
+    }();
+    done(status);
+  });
 }
 
 void CodeRunner::Post(Job job) {
-  std::lock_guard<std::mutex> lock(mu_);
-  jobs_.push_back([this, job = std::move(job)] {
+  worker_.Post([this, job = std::move(job)] {
     if (Completion completion = job(workspace_.get())) completion();
   });
-  wake_.notify_one();
-}
-
-void CodeRunner::Loop() {
-  for (;;) {
-    std::function<void()> job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (stopping_) return;
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
-    }
-    job();
-  }
 }
 
 }  // namespace envforge::sandbox::internal

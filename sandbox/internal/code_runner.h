@@ -1,5 +1,5 @@
 // The thread a code session's working-copy work runs on, so the manager's io thread never waits
-// for a test suite: Start (extracting the repository), tool calls (run_tests can take minutes),
+// for a test suite: Start (taking the working copy), tool calls (run_tests can take minutes),
 // the gold solution and the submission's grading run here, one job at a time, in order.
 //
 // Contract: Post queues a job; jobs see the runner's CodeWorkspace (null until Start succeeded).
@@ -8,18 +8,17 @@
 // ends at its wall clock at the latest) and removes the working copy.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "base/status.h"
 #include "sandbox/code/code_instance.h"
 #include "sandbox/code/code_workspace.h"
+#include "sandbox/code/repo_source.h"
+#include "sandbox/code/working_copy_pool.h"
+#include "sandbox/internal/serial_worker.h"
 
 namespace envforge::sandbox::internal {
 
@@ -33,26 +32,27 @@ class CodeRunner {
   CodeRunner(const CodeRunner&) = delete;
   CodeRunner& operator=(const CodeRunner&) = delete;
 
-  // Loads the task's instance and repository from the bundle and extracts it into `dir`; then
-  // `done` with the outcome, on the runner's thread.
-  void Start(std::string envdb_path, std::string task_id, std::filesystem::path dir, code::CodeWorkspaceOptions options,
-             std::function<void(Status)> done);
+  // Loads the task's instance from the bundle and takes a working copy of its repository from
+  // `copies` at `dir` (the environment's pool, keyed by task id; the task's first session extracts
+  // its template from the bundle); then `done` with the outcome, on the runner's thread.
+  void Start(std::string envdb_path, std::string task_id, std::shared_ptr<code::WorkingCopyPool> copies,
+             std::filesystem::path dir, code::CodeWorkspaceOptions options, std::function<void(Status)> done);
+  // A fork of `parent`'s session: the parent's working copy copied to `dir` as one of the
+  // parent's jobs (so no tool call of the parent is half in it), the parent's instance and
+  // repository; then `done`. Unavailable when the parent goes before its copy was made.
+  void StartFork(CodeRunner& parent, std::filesystem::path dir, code::CodeWorkspaceOptions options,
+                 std::function<void(Status)> done);
   void Post(Job job);
   // Set by a successful Start; read by jobs (the runner's thread).
   const code::CodeInstance& instance() const { return instance_; }
-  const std::string& archive() const { return archive_; }
+  // Fresh copies of the task's repository at its base commit, for grading.
+  const code::RepoSource& repo() const { return repo_; }
 
  private:
-  void Loop();
-
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
   std::unique_ptr<code::CodeWorkspace> workspace_;  // the runner thread's
   code::CodeInstance instance_;
-  std::string archive_;
-  std::thread thread_;
+  code::RepoSource repo_;
+  SerialWorker worker_;  // last: its thread uses the members above
 };
 
 }  // namespace envforge::sandbox::internal

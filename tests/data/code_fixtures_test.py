@@ -281,7 +281,8 @@ class CodeFixturesTest(unittest.TestCase):
 
     def _check_shape(self, lang, entry, instance, bad, repo):
         spec = code_fixtures.SPECS[lang]
-        self.assertEqual(set(instance), INSTANCE_KEYS)
+        optional = {"test_subset_command"} if "test_subset_command" in spec else set()
+        self.assertEqual(set(instance), INSTANCE_KEYS | optional)
         self.assertEqual(instance["instance_id"], "envforge-fixtures__%s-1" % lang)
         self.assertEqual(instance["repo"], "envforge-fixtures/%s" % lang)
         self.assertEqual(instance["language"], lang)
@@ -558,8 +559,9 @@ class CodeFixturesTest(unittest.TestCase):
         folder = os.path.dirname(source)
         results, t["session_tools"] = self._session(lang, envdb, task, "tools", [
             ("read_file", {"path": source}), ("list_dir", {}), ("list_dir", {"path": folder or "."}),
-            ("search_code", {"pattern": words[0]}), ("run_tests", {})])
-        read, top, listing, search, tests = (r["content"] for r in results)
+            ("search_code", {"pattern": words[0]}), ("run_tests", {}),
+            ("run_tests", {"tests": [p2p[0], f2p[0]]})])
+        read, top, listing, search, tests, subset = (r["content"] for r in results)
         self.assertEqual(read["path"], source)
         self.assertFalse(read["truncated"])
         self.assertEqual(read["total_lines"], len(text.splitlines()))
@@ -574,6 +576,16 @@ class CodeFixturesTest(unittest.TestCase):
         for test in p2p:
             self.assertEqual(tests["tests"].get(test, "missing"), "pass",
                              "%s: run_tests: P2P %s\n%s" % (lang, test, tests["output"][-3000:]))
+        # A subset: only those tests in the answer (an F2P test the test patch adds is "missing"),
+        # run alone where the instance says how to select them.
+        self.assertEqual(sorted(subset["tests"]), sorted({p2p[0], f2p[0]}), "%s: run_tests subset" % lang)
+        self.assertEqual(subset["tests"][p2p[0]], "pass", "%s: run_tests subset: %s" % (lang, subset["output"][-3000:]))
+        if "test_subset_command" in instance:
+            self.assertEqual(subset["selection"], "subset run", lang)
+            self.assertLess(subset["ran"], tests["ran"], "%s: the subset ran alone" % lang)
+        else:
+            self.assertEqual(subset["selection"], "whole suite run, subset reported", lang)
+            self.assertEqual(subset["ran"], tests["ran"], lang)
         t["total"] = sum(v for k, v in t.items() if v is not None and k not in ("validate_before", "validate_after"))
         self.cli_timings[lang] = {k: (None if v is None else round(v, 2)) for k, v in t.items()}
 
@@ -592,6 +604,31 @@ class CodeFixturesTest(unittest.TestCase):
             ("run_command", {"command": "echo 'this is not C' >> " + _diff_files(instance["patch"])[0]}),
             ("submit_result", {})])
         self.assertIs(results[2]["content"]["passed"], False)
+
+    # A model's episodes on a code environment: envforge rollout through the same sessions, with
+    # a scripted backend (one script applies the gold patch and submits, one submits nothing).
+    def test_cli_rollout_on_a_code_environment(self):
+        if ENVFORGE is None:
+            self.skipTest("no built envforge (set ENVFORGE_BUILD_DIR)")
+        _, instance, _, repo = self._fixture("python")
+        os.makedirs(os.path.join(self.tmp, "cli"), exist_ok=True)
+        envdb = os.path.join(self.tmp, "cli", "python-rollout.envdb")
+        rc, out, err, _ = self._cli("code", "import", os.path.join(self.out, "python", "instance.json"), "--repo", repo, "-o", envdb)
+        self.assertEqual(rc, 0, out + err)
+        script = os.path.join(self.tmp, "cli", "python-rollout.jsonl")
+        lines = [{"script": 0, "content": "", "tool_calls": [{"name": "apply_patch", "arguments": {"patch": instance["patch"]}}]},
+                 {"script": 0, "content": "", "tool_calls": [{"name": "submit_result", "arguments": {}}]},
+                 {"script": 1, "content": "", "tool_calls": [{"name": "submit_result", "arguments": {}}]}]
+        with open(script, "w", encoding="utf-8") as f:
+            f.write("".join(json.dumps(line) + "\n" for line in lines))
+        rc, out, err, _ = self._cli("rollout", envdb, "--task", instance["instance_id"], "--backend", "scripted:" + script,
+                                    "-n", "4", "--json")
+        self.assertEqual(rc, 0, out + err)
+        figures = json.loads(out)
+        # Which episode plays which script depends on the order they start in: two of each.
+        self.assertEqual(sorted(e["passed"] for e in figures["episodes"]), [False, False, True, True], out)
+        self.assertEqual(figures["pass_at_k"]["1"], 0.5)
+        self.assertEqual(figures["outcomes"], {"submitted": 4})
 
     def test_python(self):
         self._check_language("python")

@@ -80,7 +80,7 @@ Result<sandbox::code::SubmissionGrade> GradeCodeSubmission(const std::string& bu
                                                           const std::string& diff, const CodeRunOptions& options) {
   ENVFORGE_ASSIGN_OR_RETURN(std::string archive, sandbox::code::LoadRepoArchive(bundle, task_id));
   ENVFORGE_ASSIGN_OR_RETURN(sandbox::code::CodeTask task, sandbox::code::LoadCodeTask(bundle, task_id));
-  return sandbox::code::GradeSubmission(archive, task.instance, diff, options);
+  return sandbox::code::GradeSubmission(sandbox::code::RepoSource::FromArchive(archive), task.instance, diff, options);
 }
 
 CodeRunOptions RunOptions() {
@@ -191,7 +191,7 @@ TEST_CASE("grading: the gold diff resolves; nothing, or deleting the tests, does
 
 TEST_CASE("a run reads every JUnit file: an empty one beside real ones is fine, only empty ones are an error") {
   Fixture& f = Python();
-  const std::string archive = sandbox::code::LoadRepoArchive(f.bundle, f.instance.instance_id).value();
+  const auto archive = sandbox::code::RepoSource::FromArchive(sandbox::code::LoadRepoArchive(f.bundle, f.instance.instance_id).value());
   CodeInstance with_empty = f.instance;
   with_empty.test_command += "; printf '<testsuite name=\"platform\" tests=\"0\"></testsuite>' > \"$ENVFORGE_JUNIT_DIR/empty.xml\"";
   auto run = sandbox::code::RunTestsOnFreshCopy(archive, with_empty, {}, false, RunOptions());
@@ -251,7 +251,8 @@ TEST_CASE("workspace tools: read, list, search, edit, apply_patch, run_command, 
   options.test_command = f.instance.test_command;
   options.junit_producer = f.instance.junit_producer;
   auto created = sandbox::code::CodeWorkspace::Create(
-      sandbox::code::LoadRepoArchive(f.bundle, f.instance.instance_id).value(), dir.path() / "ws", options);
+      sandbox::code::RepoSource::FromArchive(sandbox::code::LoadRepoArchive(f.bundle, f.instance.instance_id).value()),
+      dir.path() / "ws", options);
   REQUIRE_MESSAGE(created.ok(), created.status().ToString());
   sandbox::code::CodeWorkspace& ws = **created;
   const std::string source = sandbox::code::DiffPaths(f.instance.patch)[0];
@@ -337,7 +338,6 @@ TEST_CASE("code sessions through the session manager: tools, the gold patch, sub
   REQUIRE_MESSAGE(submitted.ok(), submitted.message);
   CHECK(submitted.content["passed"] == true);
   CHECK(submitted.content["score"] == 1.0);
-  CHECK((*manager)->ForkSession(*solver).status().code() == StatusCode::kFailedPrecondition);
 
   // One that submits nothing fails, naming the tests; sessions do not share working copies.
   auto idle = (*manager)->CreateSession(*env_id, f.instance.instance_id);
@@ -357,6 +357,49 @@ TEST_CASE("code sessions through the session manager: tools, the gold patch, sub
   CHECK(solved->answer_text == f.instance.patch);
   CHECK((*manager)->CallTool(*gold, {"1", "submit_result", {{"answer_text", solved->answer_text}}}).content["passed"] == true);
   for (auto id : {*solver, *idle, *gold}) CHECK((*manager)->CloseSession(id).ok());
+  const Json stats = (*manager)->CodeCopyStats(*env_id).value();
+  CHECK(stats["templates"] == 1);  // one extraction for the task; each session got a copy of it
+  // Three sessions and three gradings (each on a fresh copy): overlays where this process may
+  // mount them, else copies.
+  CHECK(stats["overlay_checkouts"].get<int>() + stats["ready_checkouts"].get<int>() +
+            stats["copied_checkouts"].get<int>() == 6);
+}
+
+TEST_CASE("a fork of a code session starts from the parent's working copy and goes its own way") {
+  Fixture& f = Python();
+  auto manager = sandbox::SessionManager::Create(sandbox::ManagerOptions{});
+  REQUIRE_MESSAGE(manager.ok(), manager.status().ToString());
+  auto env_id = (*manager)->OpenEnvironment(f.bundle);
+  REQUIRE_MESSAGE(env_id.ok(), env_id.status().ToString());
+  auto parent = (*manager)->CreateSession(*env_id, f.instance.instance_id);
+  REQUIRE_MESSAGE(parent.ok(), parent.status().ToString());
+  auto noted = (*manager)->CallTool(*parent, {"1", "edit_file", {{"path", "NOTES.txt"}, {"old_text", ""}, {"new_text", "parent's note\n"}}});
+  REQUIRE_MESSAGE(noted.ok(), noted.message);
+
+  auto child = (*manager)->ForkSession(*parent);
+  REQUIRE_MESSAGE(child.ok(), child.status().ToString());
+  auto inherited = (*manager)->CallTool(*child, {"1", "read_file", {{"path", "NOTES.txt"}}});
+  REQUIRE_MESSAGE(inherited.ok(), inherited.message);
+  CHECK(inherited.content["content"] == "1\tparent's note\n");
+  // The child fixes the issue; the parent's copy does not change, and each is graded on its own.
+  auto applied = (*manager)->CallTool(*child, {"2", "apply_patch", {{"patch", f.instance.patch}}});
+  REQUIRE_MESSAGE(applied.ok(), applied.message);
+  auto child_note = (*manager)->CallTool(*child, {"3", "edit_file", {{"path", "CHILD.txt"}, {"old_text", ""}, {"new_text", "x"}}});
+  REQUIRE(child_note.ok());
+  CHECK((*manager)->CallTool(*parent, {"2", "read_file", {{"path", "CHILD.txt"}}}).outcome == toolsets::Outcome::kToolError);
+  auto child_verdict = (*manager)->CallTool(*child, {"4", "submit_result", Json::object()});
+  REQUIRE_MESSAGE(child_verdict.ok(), child_verdict.message);
+  CHECK(child_verdict.content["passed"] == true);
+  auto parent_verdict = (*manager)->CallTool(*parent, {"3", "submit_result", Json::object()});
+  REQUIRE_MESSAGE(parent_verdict.ok(), parent_verdict.message);
+  CHECK(parent_verdict.content["passed"] == false);
+
+  // A fork of a fork, after its parent closed: the copy is the grandchild's own.
+  auto grandchild = (*manager)->ForkSession(*child);
+  REQUIRE_MESSAGE(grandchild.ok(), grandchild.status().ToString());
+  CHECK((*manager)->CloseSession(*child).ok());
+  CHECK((*manager)->CallTool(*grandchild, {"1", "read_file", {{"path", "CHILD.txt"}}}).content["content"] == "1\tx\n");
+  for (auto id : {*parent, *grandchild}) CHECK((*manager)->CloseSession(id).ok());
 }
 
 TEST_CASE("bad input: a missing commit, a malformed instance, a bundle that is not a code bundle") {

@@ -1,0 +1,11 @@
+# Owner: the search environments. Packing the fixture (tests/fixtures/search_env, its corpus built
+# from tests/fixtures/search) and search sessions through the SessionManager (the real
+# envforge-worker runs beside them).
+envforge_add_test(sandbox_search_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/manager_search_test.cc
+  LIBS envforge_sandbox envforge_search
+  LABELS integration
+  TIMEOUT 180)
+if(TARGET envforge-worker)
+  add_dependencies(sandbox_search_test envforge-worker)
+endif()
