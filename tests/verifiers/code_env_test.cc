@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -400,6 +402,59 @@ TEST_CASE("a fork of a code session starts from the parent's working copy and go
   CHECK((*manager)->CloseSession(*child).ok());
   CHECK((*manager)->CallTool(*grandchild, {"1", "read_file", {{"path", "CHILD.txt"}}}).content["content"] == "1\tx\n");
   for (auto id : {*parent, *grandchild}) CHECK((*manager)->CloseSession(id).ok());
+}
+
+TEST_CASE("concurrent code sessions do not see each other: edits, commands and test runs stay in their copy") {
+  Fixture& f = Python();
+  auto manager = sandbox::SessionManager::Create(sandbox::ManagerOptions{});
+  REQUIRE_MESSAGE(manager.ok(), manager.status().ToString());
+  auto env_id = (*manager)->OpenEnvironment(f.bundle);
+  REQUIRE_MESSAGE(env_id.ok(), env_id.status().ToString());
+  constexpr int kSessions = 8;
+  std::vector<sandbox::SessionManager::SessionId> sessions;
+  for (int i = 0; i < kSessions; ++i) {
+    auto session = (*manager)->CreateSession(*env_id, f.instance.instance_id);
+    REQUIRE_MESSAGE(session.ok(), session.status().ToString());
+    sessions.push_back(*session);
+    if (i % 2 == 1) REQUIRE((*manager)->CallTool(*session, {"p", "apply_patch", {{"patch", f.instance.patch}}}).ok());
+  }
+  // Every session at once: a marker written, a pause, read back; then the tests.
+  std::mutex mutex;
+  std::condition_variable answered_cv;
+  std::vector<toolsets::ToolResult> markers(kSessions), tests(kSessions);
+  int answered = 0;
+  for (int i = 0; i < kSessions; ++i) {
+    const std::string command = "echo session-" + std::to_string(i) + " > marker.txt && sleep 0.3 && cat marker.txt";
+    (*manager)->CallToolAsync(sessions[i], {"m", "run_command", {{"command", command}}}, [&, i](toolsets::ToolResult result) {
+      std::lock_guard lock(mutex);
+      markers[i] = std::move(result);
+      ++answered;
+      answered_cv.notify_all();
+    });
+    (*manager)->CallToolAsync(sessions[i], {"t", "run_tests", Json::object()}, [&, i](toolsets::ToolResult result) {
+      std::lock_guard lock(mutex);
+      tests[i] = std::move(result);
+      ++answered;
+      answered_cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock lock(mutex);
+    REQUIRE(answered_cv.wait_for(lock, std::chrono::minutes(5), [&] { return answered == 2 * kSessions; }));
+  }
+  const std::string source = sandbox::code::DiffPaths(f.instance.patch)[0];
+  const std::string original = (*manager)->CallTool(sessions[0], {"r", "read_file", {{"path", source}}}).content["content"];
+  for (int i = 0; i < kSessions; ++i) {
+    CAPTURE(i);
+    REQUIRE_MESSAGE(markers[i].ok(), markers[i].message);
+    CHECK(markers[i].content["output"] == "session-" + std::to_string(i) + "\n");
+    REQUIRE_MESSAGE(tests[i].ok(), tests[i].message);
+    for (const std::string& id : f.instance.pass_to_pass) CHECK(tests[i].content["tests"].value(id, "missing") == "pass");
+    const bool patched = i % 2 == 1;
+    const Json read = (*manager)->CallTool(sessions[i], {"r", "read_file", {{"path", source}}}).content;
+    CHECK((read["content"] == original) != patched);
+  }
+  for (auto id : sessions) CHECK((*manager)->CloseSession(id).ok());
 }
 
 TEST_CASE("bad input: a missing commit, a malformed instance, a bundle that is not a code bundle") {
