@@ -71,6 +71,13 @@ NODE_PATH_PREFIX = 'NODE_PATH=/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}'
 MOCHA_XUNIT = 'mocha --reporter xunit --reporter-option output="$ENVFORGE_JUNIT_DIR/mocha.xml"'
 
 
+# Shell text: the TestIds of $ENVFORGE_TESTS_FILE as one anchored regex alternation, regex
+# metacharacters escaped ("^(a|b\.c)$"), after the sed expressions `rewrite` (e.g. "-e 's/::/ /'").
+def ids_regex(rewrite=""):
+    return ('"^($(sed %s -e \'s/[][\\.*^$()+?{}|/]/\\\\&/g\' \"$ENVFORGE_TESTS_FILE\" | paste -sd\'|\'))$"'
+            % rewrite).replace("sed  -e", "sed -e")
+
+
 def _text(s):
     """Source text: a leading newline dropped, exactly one trailing newline."""
     if s.startswith("\n"):
@@ -950,6 +957,9 @@ left-associative like in every calculator.
 '''),
     "install": "",
     "test_command": NODE_PATH_PREFIX + " " + MOCHA_XUNIT + " 'test/**/*.test.js'",
+    # TestIds are "describe::title"; mocha's --grep matches the full title "describe title".
+    "test_subset_command": (NODE_PATH_PREFIX + " " + MOCHA_XUNIT + " 'test/**/*.test.js' --grep "
+                            + ids_regex("-e 's/::/ /'")),
     "FAIL_TO_PASS": [
         "evaluate::divides from left to right",
         "evaluate::subtracts from left to right",
@@ -1241,6 +1251,10 @@ Tables exported from spreadsheets hit this all the time, e.g. a title cell
     "install": "",
     "test_command": ('out="${TMPDIR:-/tmp}/tsc-out" && rm -rf "$out" && tsc -p tsconfig.json --outDir "$out" && '
                      + NODE_PATH_PREFIX + " " + MOCHA_XUNIT + ' "$out/test/*.test.js"'),
+    # As JavaScript's: mocha's --grep over the full titles.
+    "test_subset_command": ('out="${TMPDIR:-/tmp}/tsc-out" && rm -rf "$out" && tsc -p tsconfig.json --outDir "$out" && '
+                            + NODE_PATH_PREFIX + " " + MOCHA_XUNIT + ' "$out/test/*.test.js" --grep '
+                            + ids_regex("-e 's/::/ /'")),
     "FAIL_TO_PASS": [
         "parseLine::unescapes doubled quotes",
         "parseTable::keeps quotes in quoted cells",
@@ -1638,6 +1652,10 @@ result should name the current directory. Absolute paths are fine (`"/a/.."` giv
     "test_command": ('b="${TMPDIR:-/tmp}/cmake-build" && cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=Debug >/dev/null && '
                      'cmake --build "$b" && ctest --test-dir "$b" --output-on-failure '
                      '--output-junit "$ENVFORGE_JUNIT_DIR/ctest.xml"'),
+    # TestIds are ctest's test names: -R selects them.
+    "test_subset_command": ('b="${TMPDIR:-/tmp}/cmake-build" && cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=Debug >/dev/null && '
+                            'cmake --build "$b" && ctest --test-dir "$b" --output-on-failure '
+                            '--output-junit "$ENVFORGE_JUNIT_DIR/ctest.xml" -R ' + ids_regex()),
     "FAIL_TO_PASS": ["path.normalize_empty", "path.normalize_to_dot"],
     "PASS_TO_PASS": sorted("path." + n for n in C_NAMES_C3),
     "bad_breaks": "path.join_trailing_slash",
