@@ -580,7 +580,7 @@ void SessionManager::Impl::StartCodeFork(Session& parent, const std::shared_ptr<
   const std::filesystem::path dir = std::filesystem::path(options_.scratch_root) / ("code-s" + std::to_string(child->id));
   code::CodeWorkspaceOptions options = CodeWorkspaceOptionsFor(child->limits, options_.kernel_scratch_root);
   options.discard = [copies = child->env->code_copies](const std::filesystem::path& used) { copies->Discard(used); };
-  child->code->StartFork(*parent.code, dir, std::move(options), CodeStarted(child));
+  child->code->StartFork(*parent.code, child->env->code_copies, dir, std::move(options), CodeStarted(child));
 }
 
 std::function<void(Status)> SessionManager::Impl::CodeStarted(const std::shared_ptr<Session>& session) {

@@ -5,8 +5,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -78,12 +81,33 @@ Status SetTimes(int dir_fd, const std::string& name, const struct stat& info, co
   return Status::Ok();
 }
 
-Status CopyRegular(int from_dir, int to_dir, const std::string& name, const struct stat& info, const std::string& where) {
+// The overlay's own attributes of an entry (opaque directories, copy-up origins), copied between
+// open descriptors.
+Status CopyOverlayAttributes(int from_fd, int to_fd, const std::string& where) {
+  char names[4096];
+  const ssize_t length = flistxattr(from_fd, names, sizeof(names));
+  if (length < 0) return errno == ENOTSUP ? Status::Ok() : ErrnoError("copy: list attributes of " + where, errno);
+  for (ssize_t at = 0; at < length; at += static_cast<ssize_t>(std::strlen(names + at)) + 1) {
+    const std::string name = names + at;
+    if (!name.starts_with("trusted.overlay.")) continue;
+    char value[4096];
+    const ssize_t size = fgetxattr(from_fd, name.c_str(), value, sizeof(value));
+    if (size < 0) return ErrnoError("copy: attribute " + name + " of " + where, errno);
+    if (fsetxattr(to_fd, name.c_str(), value, static_cast<size_t>(size), 0) != 0) {
+      return ErrnoError("copy: set attribute " + name + " of " + where, errno);
+    }
+  }
+  return Status::Ok();
+}
+
+Status CopyRegular(int from_dir, int to_dir, const std::string& name, const struct stat& info, const std::string& where,
+                   const TreeCopyOptions& options) {
   UniqueFd from(openat(from_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!from.valid()) return ErrnoError("copy: open " + where, errno);
   UniqueFd to(openat(to_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, info.st_mode & kPermissionBits));
   if (!to.valid()) return ErrnoError("copy: create " + where, errno);
   ENVFORGE_RETURN_IF_ERROR(CopyFileData(from.get(), to.get(), info.st_size, where));
+  if (options.overlay_layer) ENVFORGE_RETURN_IF_ERROR(CopyOverlayAttributes(from.get(), to.get(), where));
   const timespec times[2] = {info.st_atim, info.st_mtim};
   if (futimens(to.get(), times) != 0) return ErrnoError("copy: times of " + where, errno);
   return Status::Ok();
@@ -98,12 +122,18 @@ Status CopySymlink(int from_dir, int to_dir, const std::string& name, const stru
   return SetTimes(to_dir, name, info, where);
 }
 
-Status CopyDirectoryContents(int from_dir, int to_dir, const std::string& where);
+Status CopyDirectoryContents(int from_dir, int to_dir, const std::string& where, const TreeCopyOptions& options);
 
-Status CopyEntry(int from_dir, int to_dir, const std::string& name, const std::string& where) {
+Status CopyEntry(int from_dir, int to_dir, const std::string& name, const std::string& where, const TreeCopyOptions& options) {
   struct stat info {};
   if (fstatat(from_dir, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) return ErrnoError("copy: stat " + where, errno);
-  if (S_ISREG(info.st_mode)) return CopyRegular(from_dir, to_dir, name, info, where);
+  if (S_ISREG(info.st_mode)) return CopyRegular(from_dir, to_dir, name, info, where, options);
+  if (options.overlay_layer && S_ISCHR(info.st_mode) && info.st_rdev == makedev(0, 0)) {
+    if (mknodat(to_dir, name.c_str(), S_IFCHR | (info.st_mode & kPermissionBits), makedev(0, 0)) != 0) {
+      return ErrnoError("copy: whiteout " + where, errno);
+    }
+    return Status::Ok();
+  }
   if (S_ISLNK(info.st_mode)) return CopySymlink(from_dir, to_dir, name, info, where);
   if (S_ISFIFO(info.st_mode)) {
     if (mkfifoat(to_dir, name.c_str(), info.st_mode & kPermissionBits) != 0) return ErrnoError("copy: mkfifo " + where, errno);
@@ -115,20 +145,23 @@ Status CopyEntry(int from_dir, int to_dir, const std::string& name, const std::s
   UniqueFd from(openat(from_dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   UniqueFd to(openat(to_dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!from.valid() || !to.valid()) return ErrnoError("copy: open directory " + where, errno);
-  ENVFORGE_RETURN_IF_ERROR(CopyDirectoryContents(from.get(), to.get(), where));
+  ENVFORGE_RETURN_IF_ERROR(CopyDirectoryContents(from.get(), to.get(), where, options));
+  if (options.overlay_layer) ENVFORGE_RETURN_IF_ERROR(CopyOverlayAttributes(from.get(), to.get(), where));
   if (fchmod(to.get(), info.st_mode & kPermissionBits) != 0) return ErrnoError("copy: chmod " + where, errno);
   const timespec times[2] = {info.st_atim, info.st_mtim};
   if (futimens(to.get(), times) != 0) return ErrnoError("copy: times of " + where, errno);
   return Status::Ok();
 }
 
-Status CopyDirectoryContents(int from_dir, int to_dir, const std::string& where) {
+Status CopyDirectoryContents(int from_dir, int to_dir, const std::string& where, const TreeCopyOptions& options) {
   ENVFORGE_ASSIGN_OR_RETURN(std::vector<std::string> names, EntryNames(from_dir, where));
-  for (const std::string& name : names) ENVFORGE_RETURN_IF_ERROR(CopyEntry(from_dir, to_dir, name, where + "/" + name));
+  for (const std::string& name : names) {
+    ENVFORGE_RETURN_IF_ERROR(CopyEntry(from_dir, to_dir, name, where + "/" + name, options));
+  }
   return Status::Ok();
 }
 
-Status CopyInto(const fs::path& from, const fs::path& to) {
+Status CopyInto(const fs::path& from, const fs::path& to, const TreeCopyOptions& options) {
   UniqueFd from_fd(open(from.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!from_fd.valid()) return ErrnoError("copy: open " + from.string(), errno);
   if (mkdir(to.c_str(), 0700) != 0) {
@@ -137,7 +170,8 @@ Status CopyInto(const fs::path& from, const fs::path& to) {
   }
   UniqueFd to_fd(open(to.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!to_fd.valid()) return ErrnoError("copy: open " + to.string(), errno);
-  ENVFORGE_RETURN_IF_ERROR(CopyDirectoryContents(from_fd.get(), to_fd.get(), from.string()));
+  ENVFORGE_RETURN_IF_ERROR(CopyDirectoryContents(from_fd.get(), to_fd.get(), from.string(), options));
+  if (options.overlay_layer) ENVFORGE_RETURN_IF_ERROR(CopyOverlayAttributes(from_fd.get(), to_fd.get(), from.string()));
   struct stat info {};
   if (fstat(from_fd.get(), &info) != 0) return ErrnoError("copy: stat " + from.string(), errno);
   if (fchmod(to_fd.get(), info.st_mode & kPermissionBits) != 0) return ErrnoError("copy: chmod " + to.string(), errno);
@@ -146,8 +180,8 @@ Status CopyInto(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
-Status CopyTree(const fs::path& from, const fs::path& to) {
-  Status copied = CopyInto(from, to);
+Status CopyTree(const fs::path& from, const fs::path& to, TreeCopyOptions options) {
+  Status copied = CopyInto(from, to, options);
   if (!copied.ok() && copied.code() != StatusCode::kAlreadyExists) {
     std::error_code ignored;
     fs::remove_all(to, ignored);

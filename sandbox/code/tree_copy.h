@@ -15,8 +15,16 @@
 
 namespace envforge::sandbox::code {
 
+struct TreeCopyOptions {
+  // An overlayfs upper layer (working_copy_pool.h's forks): whiteouts (character devices 0:0,
+  // a deleted lower file) are made again, and directories and files keep their
+  // "trusted.overlay.*" extended attributes (an opaque directory hides the lower one). Needs the
+  // privileges that mounting overlays needs.
+  bool overlay_layer = false;
+};
+
 // Copies the contents of directory `from` into `to`, which must not exist (AlreadyExists
 // otherwise). On an error `to` is removed again, so no half-made copy is left under that name.
-Status CopyTree(const std::filesystem::path& from, const std::filesystem::path& to);
+Status CopyTree(const std::filesystem::path& from, const std::filesystem::path& to, TreeCopyOptions options = {});
 
 }  // namespace envforge::sandbox::code

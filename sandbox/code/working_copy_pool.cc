@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <system_error>
 #include <vector>
@@ -110,7 +111,8 @@ struct WorkingCopyPool::TaskCopies {
 };
 
 Json WorkingCopyPoolStats::ToJson() const {
-  return Json{{"method", method}, {"templates", templates}, {"overlay_checkouts", overlay_checkouts}, {"ready_checkouts", ready_checkouts}, {"copied_checkouts", copied_checkouts},
+  return Json{{"method", method}, {"templates", templates}, {"overlay_checkouts", overlay_checkouts},
+              {"overlay_forks", overlay_forks}, {"ready_checkouts", ready_checkouts}, {"copied_checkouts", copied_checkouts},
               {"copies_made_ahead", copies_made_ahead}, {"discarded", discarded}};
 }
 
@@ -141,7 +143,7 @@ WorkingCopyPool::~WorkingCopyPool() {
   }
   wake_.notify_all();
   thread_.join();
-  for (const auto& [dir, layer] : overlays_) umount2(dir.c_str(), MNT_DETACH);  // sessions outlived the pool
+  for (const auto& [dir, overlay] : overlays_) umount2(dir.c_str(), MNT_DETACH);  // sessions outlived the pool
   std::error_code ignored;
   fs::remove_all(options_.root, ignored);
 }
@@ -180,7 +182,11 @@ Result<fs::path> WorkingCopyPool::Template(const std::string& key, const Archive
 Status WorkingCopyPool::Checkout(const std::string& key, const fs::path& dir) {
   std::shared_ptr<TaskCopies> task = Find(key);
   if (!task->extracted) return FailedPreconditionError("working copy pool: no template for " + key + " yet");
-  if (overlay_ && NameableInOverlayOptions(dir) && MountOverlay(*task, dir).ok()) return Status::Ok();
+  if (overlay_ && NameableInOverlayOptions(dir) && MountOverlay(task->template_dir, dir).ok()) {
+    std::lock_guard lock(mu_);
+    ++stats_.overlay_checkouts;
+    return Status::Ok();
+  }
   fs::path ready;
   {
     std::lock_guard lock(mu_);
@@ -204,29 +210,40 @@ Status WorkingCopyPool::Checkout(const std::string& key, const fs::path& dir) {
   return placed;
 }
 
-Status WorkingCopyPool::MountOverlay(const TaskCopies& task, const fs::path& dir) {
+Status WorkingCopyPool::MountOverlay(const fs::path& lower, const fs::path& dir, const fs::path& upper_from) {
   const fs::path layer = options_.root / "layers" / std::to_string([this] {
                            std::lock_guard lock(mu_);
                            return next_name_++;
                          }());
   std::error_code error;
-  fs::create_directories(layer / "upper", error);
   fs::create_directories(layer / "work", error);
   if (error) return InternalError("working copy pool: mkdir " + layer.string() + ": " + error.message());
-  if (mkdir(dir.c_str(), 0755) != 0) {
-    const int mkdir_errno = errno;
-    fs::remove_all(layer, error);
-    return ErrnoError("mkdir " + dir.string(), mkdir_errno);
-  }
-  Status mounted = Mount(task.template_dir, layer / "upper", layer / "work", dir);
-  if (!mounted.ok()) {
+  Status upper = upper_from.empty() ? Status::Ok() : CopyTree(upper_from / "upper", layer / "upper", {.overlay_layer = true});
+  if (upper.ok() && upper_from.empty()) fs::create_directories(layer / "upper", error);
+  if (upper.ok() && mkdir(dir.c_str(), 0755) != 0) upper = ErrnoError("mkdir " + dir.string(), errno);
+  if (upper.ok()) upper = Mount(lower, layer / "upper", layer / "work", dir);
+  if (!upper.ok()) {
     fs::remove(dir, error);
     fs::remove_all(layer, error);
-    return mounted;
+    return upper;
   }
   std::lock_guard lock(mu_);
-  overlays_[dir] = layer;
-  ++stats_.overlay_checkouts;
+  overlays_[dir] = Overlay{layer, lower};
+  return Status::Ok();
+}
+
+Status WorkingCopyPool::Fork(const fs::path& parent, const fs::path& child) {
+  std::optional<Overlay> overlay;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = overlays_.find(parent); it != overlays_.end()) overlay = it->second;
+  }
+  if (!overlay || !NameableInOverlayOptions(child)) return CopyTree(parent, child);
+  // The parent's upper layer is read while mounted; it does not change (see the header), and the
+  // overlay's cached view of it is what the upper layer holds once the parent's calls returned.
+  ENVFORGE_RETURN_IF_ERROR(MountOverlay(overlay->lower, child, overlay->layer));
+  std::lock_guard lock(mu_);
+  ++stats_.overlay_forks;
   return Status::Ok();
 }
 
@@ -241,7 +258,7 @@ void WorkingCopyPool::Discard(const fs::path& dir) {
   {
     std::lock_guard lock(mu_);
     if (auto it = overlays_.find(dir); it != overlays_.end()) {
-      layer = it->second;
+      layer = it->second.layer;
       overlays_.erase(it);
     }
   }

@@ -51,6 +51,7 @@ struct WorkingCopyPoolStats {
   std::string method;             // "overlay" or "copy"
   int64_t templates = 0;          // extracted from an archive
   int64_t overlay_checkouts = 0;
+  int64_t overlay_forks = 0;
   int64_t ready_checkouts = 0;    // a ready copy renamed into place
   int64_t copied_checkouts = 0;   // none was ready: the template copied while the session waited
   int64_t copies_made_ahead = 0;
@@ -75,6 +76,11 @@ class WorkingCopyPool {
   // copy moved there, or the template copied there (see above); copies then top key's ready
   // copies up in the background. FailedPrecondition when Template(key) has not succeeded.
   Status Checkout(const std::string& key, const std::filesystem::path& dir);
+  // A copy of the working copy at `parent` (a checkout of this pool, or any directory) at `child`,
+  // which must not exist: for an overlay, a new overlay over the same template whose upper layer
+  // is a copy of the parent's (only what the parent changed is copied); else a copy of the tree.
+  // The parent must not change meanwhile (the caller runs this between the parent's tool calls).
+  Status Fork(const std::filesystem::path& parent, const std::filesystem::path& child);
   // Takes `dir` away at once (unmounted when it is an overlay, renamed into the trash; its path is
   // free on return) and removes it in the background. Any directory may be discarded (a fork's
   // copy); one on another filesystem is removed here.
@@ -89,7 +95,10 @@ class WorkingCopyPool {
   void ScheduleRefill(const std::shared_ptr<TaskCopies>& task);
   void Loop();
   void MakeCopyAhead(const std::shared_ptr<TaskCopies>& task);
-  Status MountOverlay(const TaskCopies& task, const std::filesystem::path& dir);
+  // A new layer directory (with an empty work/ and, unless upper_from is given, an empty upper/;
+  // else a copy of that layer's upper/), mounted over `lower` at `dir`.
+  Status MountOverlay(const std::filesystem::path& lower, const std::filesystem::path& dir,
+                      const std::filesystem::path& upper_from = {});
   std::filesystem::path TrashPath();
 
   WorkingCopyPoolOptions options_;
@@ -99,7 +108,11 @@ class WorkingCopyPool {
   std::deque<std::shared_ptr<TaskCopies>> refills_;    // one entry per copy to make
   std::deque<std::filesystem::path> removals_;
   bool overlay_ = false;  // probed at Create
-  std::map<std::filesystem::path, std::filesystem::path> overlays_;  // mounted dir -> its layer directory
+  struct Overlay {
+    std::filesystem::path layer;  // upper/ and work/
+    std::filesystem::path lower;  // the template
+  };
+  std::map<std::filesystem::path, Overlay> overlays_;  // by mounted directory
   uint64_t next_name_ = 0;
   bool stopping_ = false;
   WorkingCopyPoolStats stats_;

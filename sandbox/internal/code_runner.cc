@@ -4,7 +4,6 @@
 #include <future>
 
 #include "sandbox/code/code_bundle.h"
-#include "sandbox/code/tree_copy.h"
 
 namespace envforge::sandbox::internal {
 
@@ -49,16 +48,16 @@ struct ForkSource {
 
 }  // namespace
 
-void CodeRunner::StartFork(CodeRunner& parent, std::filesystem::path dir, code::CodeWorkspaceOptions options,
-                           std::function<void(Status)> done) {
+void CodeRunner::StartFork(CodeRunner& parent, std::shared_ptr<code::WorkingCopyPool> copies, std::filesystem::path dir,
+                           code::CodeWorkspaceOptions options, std::function<void(Status)> done) {
   auto handoff = std::make_shared<std::promise<Result<ForkSource>>>();
   std::shared_future<Result<ForkSource>> copied = handoff->get_future().share();
-  parent.Post([&parent, handoff, dir](code::CodeWorkspace* workspace) -> Completion {
+  parent.Post([&parent, copies, handoff, dir](code::CodeWorkspace* workspace) -> Completion {
     if (workspace == nullptr) {
       handoff->set_value(UnavailableError("the parent session has no working copy"));
       return nullptr;
     }
-    Status copy = code::CopyTree(workspace->dir(), dir);
+    Status copy = copies->Fork(workspace->dir(), dir);
     if (copy.ok()) {
       handoff->set_value(ForkSource{parent.instance_, parent.repo_});
     } else {

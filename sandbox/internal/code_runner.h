@@ -37,11 +37,12 @@ class CodeRunner {
   // its template from the bundle); then `done` with the outcome, on the runner's thread.
   void Start(std::string envdb_path, std::string task_id, std::shared_ptr<code::WorkingCopyPool> copies,
              std::filesystem::path dir, code::CodeWorkspaceOptions options, std::function<void(Status)> done);
-  // A fork of `parent`'s session: the parent's working copy copied to `dir` as one of the
-  // parent's jobs (so no tool call of the parent is half in it), the parent's instance and
-  // repository; then `done`. Unavailable when the parent goes before its copy was made.
-  void StartFork(CodeRunner& parent, std::filesystem::path dir, code::CodeWorkspaceOptions options,
-                 std::function<void(Status)> done);
+  // A fork of `parent`'s session: the parent's working copy forked to `dir` by `copies` (an
+  // overlay's layer, else the tree, copied) as one of the parent's jobs (so no tool call of the
+  // parent is half in it), the parent's instance and repository; then `done`. Unavailable when
+  // the parent goes before its copy was made.
+  void StartFork(CodeRunner& parent, std::shared_ptr<code::WorkingCopyPool> copies, std::filesystem::path dir,
+                 code::CodeWorkspaceOptions options, std::function<void(Status)> done);
   void Post(Job job);
   // Set by a successful Start; read by jobs (the runner's thread).
   const code::CodeInstance& instance() const { return instance_; }

@@ -178,6 +178,46 @@ TEST_CASE("overlays: a checkout is a mount over the template; writes stay in the
   CHECK(fs::is_empty(dir.path() / "pool/layers") == false);        // s2's is still there
 }
 
+TEST_CASE("overlay forks copy the parent's layer: new, changed, deleted files and replaced directories") {
+  TempDir dir;
+  const std::string archive = TarDirectory(MakeTree(dir)).value();
+  auto pool = WorkingCopyPool::Create({dir.path() / "pool", 0}).value();
+  if (pool->stats().method != "overlay") {
+    MESSAGE("skipped: this process may not mount overlays (not root); forks copy the tree");
+    return;
+  }
+  REQUIRE(pool->Template("task-1", [&]() -> Result<std::string> { return archive; }).ok());
+  const fs::path parent = dir.path() / "parent", child = dir.path() / "child";
+  REQUIRE(pool->Checkout("task-1", parent).ok());
+  Write(parent / "NEW.txt", "new\n");
+  Write(parent / "src/pkg/mod.py", "changed\n");
+  fs::remove(parent / "README.md");       // a whiteout in the layer
+  fs::remove_all(parent / "empty");       // a directory deleted ...
+  Write(parent / "empty/other.txt", "x");  // ... and made again: opaque, "empty/dir" stays gone
+  REQUIRE(pool->Fork(parent, child).ok());
+  CHECK(pool->stats().overlay_forks == 1);
+  CHECK(Mounted(child));
+  CHECK(Read(child / "NEW.txt") == "new\n");
+  CHECK(Read(child / "src/pkg/mod.py") == "changed\n");
+  CHECK_FALSE(fs::exists(child / "README.md"));
+  CHECK(fs::exists(child / "empty/other.txt"));
+  CHECK_FALSE(fs::exists(child / "empty/dir"));
+  CHECK(Read(child / "bin/run.sh") == "#!/bin/sh\necho run\n");  // from the template
+  // From here they go their own ways.
+  Write(child / "src/pkg/mod.py", "child's\n");
+  Write(parent / "PARENT.txt", "p");
+  CHECK(Read(parent / "src/pkg/mod.py") == "changed\n");
+  CHECK_FALSE(fs::exists(child / "PARENT.txt"));
+  // A directory that is not a checkout of the pool is copied.
+  const fs::path plain = dir.path() / "plain";
+  REQUIRE(CopyTree(dir.path() / "tree", plain).ok());
+  REQUIRE(pool->Fork(plain, dir.path() / "plain-fork").ok());
+  CHECK(fs::exists(dir.path() / "plain-fork/README.md"));
+  CHECK_FALSE(Mounted(dir.path() / "plain-fork"));
+  for (const fs::path& used : {parent, child}) pool->Discard(used);
+  CHECK_FALSE(Mounted(child));
+}
+
 TEST_CASE("overlays a dead process left mounted are detached by the next pool") {
   TempDir dir;
   const std::string archive = TarDirectory(MakeTree(dir)).value();
