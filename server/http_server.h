@@ -99,6 +99,7 @@
 namespace envforge::server {
 
 class OpenAiApi;
+class UiApi;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";  // an IPv4 or IPv6 literal, or "localhost"
@@ -121,6 +122,9 @@ struct HttpServerOptions {
   // Serves every path under /v1 (server/openai_api.h); must outlive the server. Null: /v1
   // requests are answered 503 ("no model is served").
   OpenAiApi* openai = nullptr;
+  // Serves the trajectory viewer under /ui/ (server/ui_api.h: the page without a token, its
+  // /ui/api/ under the token like /rpc); must outlive the server. Null: /ui answers 404.
+  const UiApi* ui = nullptr;
 };
 
 // The checks of HttpServer::Create on `options` alone (no binding): InvalidArgument naming the

@@ -36,6 +36,7 @@
 #include "server/openai_api.h"
 #include "server/rpc_service.h"
 #include "server/stdio_server.h"
+#include "server/ui_api.h"
 
 namespace envforge::cli {
 namespace {
@@ -60,7 +61,8 @@ service options:
   --envs DIR                  every *.envdb in DIR is served (required)
   --max-sessions N            open sessions at most (1024); past it -32003
   --session-ttl SECONDS       a session idle this long is closed as "expired" (600)
-  --trajectories FILE.sqlite  record every episode
+  --trajectories FILE.sqlite  record every episode; over HTTP the viewer reads them at /ui/
+                              (open http://HOST:PORT/ui/#token=T when the server has a token)
   --limits JSON               sandbox limits of every session
   --kernel-pool N             interpreter environments: ready Jupyter kernels kept per environment
                               (2), refilled in the background; 0: each session waits for one to start
@@ -288,12 +290,21 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, HttpServerOptions o
   // Declared before the server: destroyed after it (the server calls into it until Stop).
   server::OpenAiApi api(backend->get(), std::move(*api_options));
   options.openai = &api;
+  // The viewer reads the store the service records into (declared before the server, like api).
+  std::unique_ptr<server::UiApi> ui;
+  if (auto trajectories = parsed.Option("--trajectories")) {
+    auto opened = server::UiApi::Open(*trajectories);
+    if (!opened.ok()) return Fail(opened.status().WithContext("envforge serve: the viewer"), ExitCodeFor(opened.status()));
+    ui = std::move(opened).value();
+    options.ui = ui.get();
+  }
   auto server = HttpServer::Create(service, options);
   if (!server.ok()) return Fail(server.status().WithContext("envforge serve"), ExitCodeFor(server.status()));
   (*server)->Start();
   std::string address = options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host;
-  std::fprintf(stderr, "envforge serve: listening on http://%s:%u (POST /rpc, POST /mcp, WebSocket /ws, GET /health, GET /metrics)%s\n",
-               address.c_str(), static_cast<unsigned>((*server)->port()), options.token.empty() ? "" : ", token required");
+  std::fprintf(stderr, "envforge serve: listening on http://%s:%u (POST /rpc, POST /mcp, WebSocket /ws, GET /health, GET /metrics%s)%s\n",
+               address.c_str(), static_cast<unsigned>((*server)->port()), ui ? ", the viewer at GET /ui/" : "",
+               options.token.empty() ? "" : ", token required");
   if (api.has_backend()) {
     std::fprintf(stderr, "envforge serve: /v1 serves model '%s' (%s)\n", api.model_name().c_str(), (*backend)->info().spec.c_str());
   }

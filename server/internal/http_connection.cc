@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "server/internal/request_policy.h"
 #include "server/openai_api.h"
+#include "server/ui_api.h"
 
 namespace envforge::server::internal {
 namespace {
@@ -72,7 +73,7 @@ std::string TooLargeBody(size_t limit, bool v1) {
                                    Json{{"kind", "payload_too_large"}, {"retryable", false}, {"limit", limit}});
 }
 
-enum class Route { kRpc, kMcp, kHealth, kMetrics, kWebSocket, kV1 };
+enum class Route { kRpc, kMcp, kHealth, kMetrics, kWebSocket, kV1, kUi };
 
 // Paths of the OpenAI-compatible endpoint: their refusals speak OpenAI's error shape.
 bool IsV1Path(std::string_view path) { return path == "/v1" || path.rfind("/v1/", 0) == 0; }
@@ -142,6 +143,9 @@ Decision DecideAuthenticated(const Header& request, std::string_view path, http:
     return method == http::verb::post ? AcceptJsonPost(request, Route::kMcp, path) : Reject(http::status::method_not_allowed, PlainError("use POST /mcp"), "POST");
   }
   if (path == "/metrics") return get ? Accept(Route::kMetrics) : Reject(http::status::method_not_allowed, PlainError("use GET /metrics"), "GET");
+  if (UiApi::IsApiPath(path)) {
+    return get ? Accept(Route::kUi) : Reject(http::status::method_not_allowed, PlainError("use GET " + std::string(path)), "GET");
+  }
   if (path == "/ws") {
     if (method != http::verb::get) return Reject(http::status::method_not_allowed, PlainError("use a WebSocket upgrade on GET /ws"), "GET");
     if (!websocket::is_upgrade(request)) return Reject(http::status::upgrade_required, PlainError("/ws needs a WebSocket upgrade"));
@@ -167,6 +171,10 @@ Decision Decide(const Header& request, const TransportShared& shared) {
                           IsV1Path(path) ? V1ErrorBody(message, "invalid_request_error", "origin_not_allowed") : PlainError(message));
   }
   if (path == "/health") return get ? Accept(Route::kHealth) : Reject(http::status::method_not_allowed, PlainError("use GET /health"), "GET");
+  // The viewer's page holds no data (it asks for the token and sends it on its API calls).
+  if (UiApi::IsUiPath(path) && !UiApi::IsApiPath(path)) {
+    return get ? Accept(Route::kUi) : Reject(http::status::method_not_allowed, PlainError("use GET " + std::string(path)), "GET");
+  }
   if (!shared.Authorized(View(request[http::field::authorization]))) {
     // OpenAI clients send their API key as this same Bearer token.
     Decision decision = RefuseAtHeader(
@@ -488,6 +496,8 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
           return Upgrade();
         case Route::kV1:
           return DispatchV1();
+        case Route::kUi:
+          return SendUi();
       }
     } catch (const std::exception& e) {
       SendInternalError(e);
@@ -700,6 +710,20 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     token_.reset();
     if (close_after_write_) return LingeringClose();
     DoIdleWait();
+  }
+
+  // The viewer (server/ui_api.h): its reads are short SQL queries, answered on this thread.
+  void SendUi() {
+    const UiApi* ui = shared_->options().ui;
+    std::string_view target = View(parser_->get().target());
+    UiResponse answer = ui != nullptr ? ui->Handle(target)
+                                      : UiResponse{404, "application/json",
+                                                   "{\"error\":\"this server records no trajectories: start it with --trajectories FILE\"}"};
+    Response response = MakeResponse(static_cast<http::status>(answer.status), std::move(answer.body), answer.content_type);
+    response.set("Content-Security-Policy", UiApi::ContentSecurityPolicy());
+    response.set("X-Content-Type-Options", "nosniff");
+    response.set(http::field::cache_control, "no-store");
+    Send(std::move(response), false);
   }
 
   void SendHealth() {

@@ -13,42 +13,6 @@
 namespace envforge::server::testing {
 namespace {
 
-std::string Envforge() { return ExecutableDirectory() + "/envforge"; }
-
-// `envforge serve` over a directory holding the fixture environment, on an ephemeral port.
-class ServeProcess {
- public:
-  explicit ServeProcess(std::vector<std::string> extra = {}) {
-    std::filesystem::create_directories(dir / "envs");
-    sandbox::testing::WriteFixtureBundle(dir / "envs/fixture.envdb");
-    trajectories = dir / "trajectories.sqlite";
-    std::vector<std::string> argv = {Envforge(), "serve", "--envs", dir / "envs", "--port", "0", "--port-file", dir / "port",
-                                     "--trajectories", trajectories, "--limits", R"({"wall_time_ms": 3000})"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    child.emplace(argv, dir / "serve.stderr");
-    bool listening = WaitFor([&] { return ReadFileToString(dir / "port").ok(); }, std::chrono::seconds(60));
-    INFO(child->StderrText());
-    REQUIRE(listening);
-    port = static_cast<uint16_t>(std::stoi(*ReadFileToString(dir / "port")));
-  }
-
-  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port); }
-
-  // The recorded episode, after the server exited (its store flushed).
-  agents::Episode Episode(const std::string& id) const {
-    auto reader = agents::TrajectoryReader::Open(trajectories);
-    REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
-    auto episode = (*reader)->Get(id);
-    REQUIRE_MESSAGE(episode.ok(), episode.status().ToString());
-    return *episode;
-  }
-
-  TempDir dir;
-  std::string trajectories;
-  std::optional<ChildProcess> child;
-  uint16_t port = 0;
-};
-
 // server/stats over a connection of its own, closed by both sides once answered: the probe
 // leaves nothing open that would keep the server's io threads busy.
 std::optional<Json> ProbeStats(uint16_t port) {

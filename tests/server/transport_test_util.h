@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "agents/trajectory_store.h"
 #include "base/fd.h"
 #include "base/json.h"
 #include "server/http_server.h"
@@ -289,6 +290,42 @@ class ChildProcess {
   bool exited_ = false;
   std::string stderr_path_;
   UniqueFd stdin_;
+};
+
+inline std::string Envforge() { return ExecutableDirectory() + "/envforge"; }
+
+// `envforge serve` over a directory holding the fixture environment, on an ephemeral port.
+class ServeProcess {
+ public:
+  explicit ServeProcess(std::vector<std::string> extra = {}) {
+    std::filesystem::create_directories(dir / "envs");
+    sandbox::testing::WriteFixtureBundle(dir / "envs/fixture.envdb");
+    trajectories = dir / "trajectories.sqlite";
+    std::vector<std::string> argv = {Envforge(), "serve", "--envs", dir / "envs", "--port", "0", "--port-file", dir / "port",
+                                     "--trajectories", trajectories, "--limits", R"({"wall_time_ms": 3000})"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    child.emplace(argv, dir / "serve.stderr");
+    bool listening = WaitFor([&] { return ReadFileToString(dir / "port").ok(); }, std::chrono::seconds(60));
+    INFO(child->StderrText());
+    REQUIRE(listening);
+    port = static_cast<uint16_t>(std::stoi(*ReadFileToString(dir / "port")));
+  }
+
+  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port); }
+
+  // The recorded episode, after the server exited (its store flushed).
+  agents::Episode Episode(const std::string& id) const {
+    auto reader = agents::TrajectoryReader::Open(trajectories);
+    REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
+    auto episode = (*reader)->Get(id);
+    REQUIRE_MESSAGE(episode.ok(), episode.status().ToString());
+    return *episode;
+  }
+
+  TempDir dir;
+  std::string trajectories;
+  std::optional<ChildProcess> child;
+  uint16_t port = 0;
 };
 
 }  // namespace envforge::server::testing

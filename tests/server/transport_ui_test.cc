@@ -1,0 +1,127 @@
+// The trajectory viewer served by `envforge serve --trajectories`: the page without a token, the
+// JSON endpoints behind it (filters and pages in SQL, one episode, counts), bad parameters
+// named, untrusted text kept as text, and the headers that keep a browser from running it.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "tests/server/transport_test_util.h"
+
+namespace envforge::server::testing {
+namespace {
+
+constexpr const char* kProbe = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>";
+
+RawResponse Get(uint16_t port, const std::string& path, const std::string& token = "tok") {
+  RawConnection connection(port);
+  std::vector<std::string> headers = {"Connection: close"};
+  if (!token.empty()) headers.push_back("Authorization: Bearer " + token);
+  REQUIRE(connection.Send(HttpRequestText("GET", path, "", headers)));
+  auto response = connection.ReadResponse();
+  REQUIRE(response.has_value());
+  return *response;
+}
+
+Json GetJson(uint16_t port, const std::string& path) {
+  RawResponse response = Get(port, path);
+  INFO(path << " -> " << response.status << " " << response.body);
+  REQUIRE(response.status == 200);
+  return ParseJson(response.body).value();
+}
+
+TEST_SUITE("server.transport") {
+
+TEST_CASE("the viewer: the page, episodes filtered and paged, one episode, and untrusted text kept as text") {
+  ServeProcess serve({"--token", "tok"});
+  RpcClientOptions options;
+  options.token = "tok";
+  auto client = RpcClient::Connect(serve.Url() + "/rpc", options);
+  REQUIRE(client.ok());
+  // Three episodes: two submitted (one passed), one closed with a hostile tool result.
+  std::vector<std::string> trajectories;
+  for (int i = 0; i < 3; ++i) {
+    Json created = MustCall(**client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
+    trajectories.push_back(created["trajectory"]);
+    const std::string session = created["session"];
+    MustCall(**client, "tools/call", Json{{"session", session}, {"name", "slow_echo"}, {"arguments", {{"text", kProbe}, {"seconds", 0}}}});
+    if (i < 2) MustCall(**client, "session/submit", Json{{"session", session}, {"answer", i == 0 ? "5" : "6"}});
+    MustCall(**client, "session/close", Json{{"session", session}});
+  }
+
+  // The page: no token needed, our own files only.
+  RawResponse page = Get(serve.port, "/ui/", "");
+  CHECK(page.status == 200);
+  CHECK(page.Header("content-type: text/html"));
+  CHECK(page.Header("content-security-policy: default-src 'self'; script-src 'self'"));
+  CHECK(page.body.find("/ui/app.js") != std::string::npos);
+  CHECK(Get(serve.port, "/ui/app.js", "").Header("content-type: text/javascript"));
+  CHECK(Get(serve.port, "/ui/nothing.js", "").status == 404);
+  // The data: the token, like /rpc.
+  CHECK(Get(serve.port, "/ui/api/episodes", "").status == 401);
+  CHECK(Get(serve.port, "/ui/api/episodes", "wrong").status == 401);
+
+  // Episodes are recorded by the writer thread: wait until all three ended.
+  REQUIRE(WaitFor([&] { return GetJson(serve.port, "/ui/api/counts")["open_episodes"] == 0 &&
+                               GetJson(serve.port, "/ui/api/counts")["episodes"] == 3; },
+                  std::chrono::seconds(20)));
+  Json all = GetJson(serve.port, "/ui/api/episodes");
+  REQUIRE(all["episodes"].size() == 3);
+  CHECK(all["has_more"] == false);
+  CHECK(all["episodes"][0]["id"] == trajectories[2]);  // newest first
+  Json submitted = GetJson(serve.port, "/ui/api/episodes?outcome=submitted");
+  CHECK(submitted["episodes"].size() == 2);
+  Json first_page = GetJson(serve.port, "/ui/api/episodes?limit=2");
+  CHECK(first_page["episodes"].size() == 2);
+  CHECK(first_page["has_more"] == true);
+  Json second_page = GetJson(serve.port, "/ui/api/episodes?limit=2&offset=2");
+  REQUIRE(second_page["episodes"].size() == 1);
+  CHECK(second_page["episodes"][0]["id"] == trajectories[0]);
+  CHECK(second_page["has_more"] == false);
+  CHECK(GetJson(serve.port, "/ui/api/episodes?task=no_such_task")["episodes"].empty());
+  CHECK(GetJson(serve.port, "/ui/api/episodes?env=manager_fixture&task=sum_task")["episodes"].size() == 3);
+
+  // One episode: its steps and verdict; the hostile text is data in a JSON answer, never HTML.
+  RawResponse one = Get(serve.port, "/ui/api/episodes/" + trajectories[0]);
+  REQUIRE(one.status == 200);
+  CHECK(one.Header("content-type: application/json"));
+  CHECK(one.Header("x-content-type-options: nosniff"));
+  Json episode = ParseJson(one.body).value();
+  CHECK(episode["id"] == trajectories[0]);
+  REQUIRE(episode["steps"].size() >= 1);
+  CHECK(episode["steps"][0]["tool"] == "slow_echo");
+  CHECK(episode["steps"][0]["result"].dump().find("<script>document.title") != std::string::npos);
+  CHECK(episode["verdict"]["passed"] == true);
+
+  // Bad input is named; unknown things are 404; only GET.
+  RawResponse bad_outcome = Get(serve.port, "/ui/api/episodes?outcome=won");
+  CHECK(bad_outcome.status == 400);
+  CHECK(bad_outcome.body.find("won") != std::string::npos);
+  RawResponse bad_limit = Get(serve.port, "/ui/api/episodes?limit=100000");
+  CHECK(bad_limit.status == 400);
+  CHECK(bad_limit.body.find("limit") != std::string::npos);
+  CHECK(Get(serve.port, "/ui/api/episodes?colour=red").status == 400);
+  CHECK(Get(serve.port, "/ui/api/episodes/ep-does-not-exist").status == 404);
+  CHECK(Get(serve.port, "/ui/api/nothing").status == 404);
+  RawConnection post(serve.port);
+  REQUIRE(post.Send(HttpRequestText("POST", "/ui/api/episodes", "{}", {"Authorization: Bearer tok", "Connection: close"})));
+  CHECK(post.ReadResponse()->status == 405);
+}
+
+TEST_CASE("a server that records no trajectories answers the viewer's API with 404, saying why") {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "envs");
+  sandbox::testing::WriteFixtureBundle(dir / "envs/fixture.envdb");
+  ChildProcess child({Envforge(), "serve", "--envs", dir / "envs", "--port", "0", "--port-file", dir / "port"},
+                     dir / "serve.stderr");
+  REQUIRE(WaitFor([&] { return ReadFileToString(dir / "port").ok(); }, std::chrono::seconds(60)));
+  const auto port = static_cast<uint16_t>(std::stoi(*ReadFileToString(dir / "port")));
+  RawResponse answer = Get(port, "/ui/api/episodes", "");
+  CHECK(answer.status == 404);
+  CHECK(answer.body.find("--trajectories") != std::string::npos);
+  child.Signal(SIGTERM);
+  CHECK(child.Wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
+}  // TEST_SUITE
+}  // namespace
+}  // namespace envforge::server::testing
