@@ -19,6 +19,7 @@
 #include "verifiers/answer_space.h"
 #include "verifiers/internal/rng.h"
 #include "verifiers/probes.h"
+#include "verifiers/search_probes.h"
 
 namespace envforge::verifiers {
 namespace {
@@ -245,9 +246,10 @@ void AppendJobs(const ProbeSet& probes, const std::vector<size_t>& indexes, size
 
 class TaskAuditor {
  public:
+  // `search` is the task's answer-key facts when it is a search task (search_probes.h), else null.
   TaskAuditor(const sandbox::TaskRecord& task, Database& db, Runner& runner, const std::vector<JudgeLane*>& lanes,
-              const AuditOptions& options)
-      : task_(task), db_(db), runner_(runner), lanes_(lanes), options_(options) {}
+              const AuditOptions& options, const SearchTaskFacts* search = nullptr)
+      : task_(task), db_(db), runner_(runner), lanes_(lanes), options_(options), search_(search) {}
 
   Result<TaskAudit> Run(AuditProgress& progress) {
     auto start = Clock::now();
@@ -255,7 +257,11 @@ class TaskAuditor {
     uint64_t judgements_before = runner_.judgements();
     audit_.id = task_.id;
     audit_.verifier_version = task_.version;
-    audit_.has_oracle = !task_.oracle_source.empty();
+    // The lanes judge with the task's oracle when it has one; a search task's oracle is its answer
+    // key, judged here in the audit's process (Absorb).
+    lane_oracle_ = !task_.oracle_source.empty();
+    audit_.has_oracle = lane_oracle_ || search_ != nullptr;
+    audit_.oracle_kind = lane_oracle_ ? "task" : search_ != nullptr ? "answer_key" : "";
     audit_.lanes = static_cast<int>(lanes_.size());
     auto compiled = toolsets::CompiledSchema::Compile(task_.answer_schema);
     if (!compiled.ok()) return compiled.status().WithContext("task " + task_.id + " answer_schema");
@@ -285,7 +291,7 @@ class TaskAuditor {
       for (size_t run = 0; run < 2; ++run) {
         Job job;
         job.lane = run % lanes_.size();
-        job.with_oracle = audit_.has_oracle;
+        job.with_oracle = lane_oracle_;
         job.answers.assign(static_cast<size_t>(options_.k), audit_.gold_answer);
         jobs.push_back(std::move(job));
       }
@@ -293,7 +299,7 @@ class TaskAuditor {
     size_t gold_jobs = jobs.size();
     std::vector<size_t> all(probes_.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    AppendJobs(probes_, all, options_.batch_size, lanes_.size(), audit_.has_oracle,
+    AppendJobs(probes_, all, options_.batch_size, lanes_.size(), lane_oracle_,
                [](size_t, size_t batch) { return batch; }, jobs);
     ENVFORGE_RETURN_IF_ERROR(runner_.Run(task_.id, jobs, "probes"));
     if (gold_jobs > 0) {
@@ -344,6 +350,7 @@ class TaskAuditor {
       context.gold = gold_json_;
     }
     AddTrivialProbes(context, probes_);
+    if (search_ != nullptr) AddSearchProbes(*search_, probes_);
     Rng mutant_rng(internal::DeriveSeed(options_.seed, task_.id + "/mutants"));
     AddMutantProbes(context, options_.max_values_per_slot, mutant_rng, probes_);
     AddStructuralProbes(context, probes_);
@@ -392,6 +399,9 @@ class TaskAuditor {
         if (job.with_oracle && k < job.oracle.size()) {
           entry.has_oracle = true;
           entry.oracle = job.oracle[k];
+        } else if (search_ != nullptr) {
+          entry.has_oracle = true;
+          entry.oracle = KeyVerdict(*search_, probes_[job.indexes[k]].text);
         }
       }
     }
@@ -601,7 +611,7 @@ class TaskAuditor {
       std::vector<size_t> fresh;
       for (size_t i = before; i < probes_.size(); ++i) fresh.push_back(i);
       std::vector<Job> jobs;
-      AppendJobs(probes_, fresh, options_.batch_size, lanes_.size(), audit_.has_oracle,
+      AppendJobs(probes_, fresh, options_.batch_size, lanes_.size(), lane_oracle_,
                  [](size_t, size_t batch) { return batch; }, jobs);
       ENVFORGE_RETURN_IF_ERROR(runner_.Run(task_.id, jobs, "walk"));
       Absorb(jobs, 0);
@@ -639,7 +649,7 @@ class TaskAuditor {
 
     std::vector<Job> jobs;
     size_t lanes = lanes_.size();
-    AppendJobs(probes_, subset, options_.batch_size, lanes, audit_.has_oracle,
+    AppendJobs(probes_, subset, options_.batch_size, lanes, lane_oracle_,
                [&](size_t index, size_t) { return judged_[index].lane + 1; }, jobs);
     ENVFORGE_RETURN_IF_ERROR(runner_.Run(task_.id, jobs, "determinism"));
     audit_.rejudged = 0;
@@ -773,6 +783,9 @@ class TaskAuditor {
   void Analyse() {
     AnalyseGold();
     size_t cap = options_.max_findings_per_kind;
+    if (search_ != nullptr) {
+      for (Finding& finding : SearchKeyFindings(*search_)) audit_.AddFinding(std::move(finding), cap);
+    }
     std::set<size_t> accepted_texts;
     for (size_t i = 0; i < probes_.size(); ++i) {
       const Judged& entry = judged_[i];
@@ -890,6 +903,8 @@ class TaskAuditor {
   Runner& runner_;
   const std::vector<JudgeLane*>& lanes_;
   const AuditOptions& options_;
+  const SearchTaskFacts* search_;
+  bool lane_oracle_ = false;
   toolsets::CompiledSchema compiled_;
   TaskAudit audit_;
   Json gold_json_ = nullptr;
@@ -951,6 +966,15 @@ void ComputeVerdict(TaskAudit& audit, const AuditOptions& options) {
   if (audit.false_rejects) broken.push_back(count_text(audit.false_rejects, "false reject(s) against the oracle"));
   if (audit.Count("trivial_accept")) broken.push_back(count_text(audit.Count("trivial_accept"), "trivial probe(s) accepted"));
   if (audit.Count("schema_defect")) broken.push_back("invalid answer-schema domain annotation: " + audit.space_error);
+  if (audit.Count("solution_path_failed")) {
+    broken.push_back("the recorded solution path does not find the answer: " + [&] {
+      for (const Finding& finding : audit.findings) {
+        if (finding.kind == "solution_path_failed") return finding.detail;
+      }
+      return std::string();
+    }());
+  }
+  if (audit.Count("answer_in_prompt")) suspect.push_back("the prompt contains an answer the key accepts");
 
   if (audit.Count("oracle_defect")) suspect.push_back(count_text(audit.Count("oracle_defect"), "oracle defect(s)"));
   if (audit.Count("oracle_nondeterminism")) {
@@ -1004,6 +1028,10 @@ Result<AuditReport> RunAudit(const sandbox::EnvBundle& bundle, const std::vector
     }
   }
   ENVFORGE_ASSIGN_OR_RETURN(Database db, OpenBundleForDomains(bundle.path));
+  std::map<std::string, SearchTaskFacts> search_facts;
+  if (bundle.manifest.kind == "search") {
+    ENVFORGE_ASSIGN_OR_RETURN(search_facts, LoadSearchTaskFacts(bundle));
+  }
   AuditReport report;
   report.path = bundle.path;
   report.env_name = bundle.manifest.name;
@@ -1015,7 +1043,8 @@ Result<AuditReport> RunAudit(const sandbox::EnvBundle& bundle, const std::vector
   Runner runner(lanes, on_progress, &progress, start);
   for (const sandbox::TaskRecord* task : tasks) {
     progress.task = task->id;
-    TaskAuditor auditor(*task, db, runner, lanes, options);
+    auto facts = search_facts.find(task->id);
+    TaskAuditor auditor(*task, db, runner, lanes, options, facts == search_facts.end() ? nullptr : &facts->second);
     ENVFORGE_ASSIGN_OR_RETURN(TaskAudit audit, auditor.Run(progress));
     report.probes += audit.probes;
     report.tasks.push_back(std::move(audit));

@@ -48,6 +48,12 @@
 //            Not a rule: "no sampled answer accepted" -- the gold answer passing already proves
 //            solvability; the report gives the counts (rarity) instead.
 //   sound    otherwise.
+// SEARCH TASKS (kind "search"; search_probes.h): the answer key is the oracle (answers that
+// normalise equal are the same answer, so case and spacing variants are no findings), the task's
+// distractors are wrong whatever the key says, and search probes are added (equivalent forms,
+// near misses, distractors, other tasks' answers, prompt words). Also broken: a recorded solution
+// path that does not replay to an answer the key names ("solution_path_failed"). Also suspect:
+// the prompt contains an answer the key accepts ("answer_in_prompt").
 // Every finding carries the exact answer text that shows it; at most max_findings_per_kind are
 // kept per kind, with the full count beside them.
 //
@@ -113,7 +119,7 @@ struct Finding {
   std::string kind;    // gold_failed, gold_rejected, defect, nondeterminism, false_accept, false_reject,
                        // trivial_accept, schema_defect, oracle_defect, oracle_nondeterminism,
                        // oracle_trivial_accept, schema_violation_accepted, ignored_field,
-                       // accepted_mutant, loose
+                       // accepted_mutant, loose, solution_path_failed, answer_in_prompt
   std::string answer;  // the exact answer text that shows it ("" for task-level findings)
   std::string probe;   // the probe's family and label: "mutant.replace /1/hotel <- \"X\""
   std::string detail;  // the verdicts or message
@@ -131,6 +137,9 @@ struct TaskAudit {
   std::string id;
   std::string verifier_version;  // the task's version (prompt + solution + verifier + environment)
   bool has_oracle = false;
+  // What the oracle is: "task" (the task's oracle, judged on the lanes), "answer_key" (a search
+  // task: its answer key and distractors, search_probes.h), "" (none).
+  std::string oracle_kind;
   std::string verdict;           // sound | suspect | broken
   std::vector<std::string> verdict_reasons;
 

@@ -96,6 +96,7 @@ Json TaskAudit::ToJson() const {
       {"stopped", std::move(stopped_json)},
       {"verifier_version", verifier_version},
       {"has_oracle", has_oracle},
+      {"oracle_kind", oracle_kind},
       {"gold",
        {{"answer", gold_answer},
         {"error", gold_error},
@@ -174,7 +175,8 @@ void AuditReport::PrintTable(std::FILE* out) const {
   for (const TaskAudit& task : tasks) {
     std::string upper = task.verdict;
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    std::fprintf(out, "\n%s  %s%s\n", task.id.c_str(), upper.c_str(), task.has_oracle ? "" : "  (no oracle)");
+    std::fprintf(out, "\n%s  %s%s\n", task.id.c_str(), upper.c_str(),
+                 !task.has_oracle ? "  (no oracle)" : task.oracle_kind == "answer_key" ? "  (oracle: the answer key)" : "");
     for (const auto& reason : task.verdict_reasons) std::fprintf(out, "  ! %s\n", reason.c_str());
     auto row = [out](const char* name, const std::string& value) { std::fprintf(out, "  %-24s %s\n", name, value.c_str()); };
     if (!task.stopped.empty()) {

@@ -5,6 +5,7 @@
 //   envforge search corpus info CORPUS.sqlite [--json]
 //   envforge search query CORPUS.sqlite TEXT... [--top-k N] [--json]
 //   envforge search open CORPUS.sqlite DOC_ID_OR_URL [--json]
+//   envforge search synth ... (cmd_search_synth.cc)
 //
 // Words after "--" are positional, so a query may start with '-'. --help anywhere prints the
 // usage. Exit codes as in commands.h: 2 for bad usage or input (a missing source package
@@ -43,6 +44,9 @@ constexpr const char* kSearchUsage = R"(usage:
                                   phrases" and prefix* terms; nothing else is syntax
   envforge search open CORPUS.sqlite DOC_ID_OR_URL [--json]
                                   a whole document with its links
+  envforge search synth --corpus CORPUS.sqlite --questions N --hops A..B -o X.envdb [--seed S] ...
+                                  multi-hop questions synthesized from the corpus, packed as a
+                                  search environment (envforge search synth --help)
   Words after "--" are positional (a query starting with '-').
 )";
 
@@ -231,6 +235,7 @@ int RunSearchCommand(const std::vector<std::string>& args) {
     std::fputs(kSearchUsage, stderr);
     return kExitUsage;
   }
+  if (args[0] == "synth") return RunSearchSynthCommand(std::vector<std::string>(args.begin() + 1, args.end()));
   if (WantsHelp(args)) {
     std::fputs(kSearchUsage, stdout);
     return kExitOk;
@@ -239,7 +244,8 @@ int RunSearchCommand(const std::vector<std::string>& args) {
   if (args[0] == "corpus") return RunCorpus(rest);
   if (args[0] == "query") return Query(rest);
   if (args[0] == "open") return Open(rest);
-  return Fail(InvalidArgumentError("envforge search: unknown sub-command '" + args[0] + "' (corpus, query or open; see --help)"),
+  if (args[0] == "synth") return RunSearchSynthCommand(rest);
+  return Fail(InvalidArgumentError("envforge search: unknown sub-command '" + args[0] + "' (corpus, query, open or synth; see --help)"),
               kExitUsage);
 }
 

@@ -33,7 +33,8 @@ int RunReplayCommand(const std::vector<std::string>& args);   // replay ID
 int RunGenerateCommand(const std::vector<std::string>& args);  // generate --model DIR ...
 int RunRolloutCommand(const std::vector<std::string>& args);   // rollout X.envdb --backend SPEC ...
 int RunCodeCommand(const std::vector<std::string>& args);  // code junit|import|validate
-int RunSearchCommand(const std::vector<std::string>& args);  // search corpus build|info, query, open
+int RunSearchCommand(const std::vector<std::string>& args);       // search corpus build|info, query, open, synth
+int RunSearchSynthCommand(const std::vector<std::string>& args);  // search synth (cmd_search_synth.cc)
 int RunSynthCommand(const std::vector<std::string>& args);   // synth ..., synth resume|report|categories
 int RunSynthMerge(const std::vector<std::string>& args);     // synth merge RUN... --out RUN.sqlite [--json]
 // bench sub-commands other than sandbox (called by RunBenchCommand with the words after the name).

@@ -150,6 +150,11 @@ usage:
                                               offline search corpora (SQLite FTS5) built from
                                               Debian dictionaries, WordNet, iso-codes and the
                                               Python documentation (envforge search --help)
+  envforge search synth --corpus CORPUS.sqlite --questions N --hops 1..4 -o X.envdb [--seed S]
+                        [--breadth B] [--obfuscation quote|keywords|sparse] [--json]
+                                              multi-hop questions about long-tail entities of a
+                                              corpus, unique by search, with solution paths;
+                                              packed as a search environment
   envforge code import INSTANCES.json|.jsonl --repo PATH -o X.envdb [--name NAME] [--json]
                                               a code environment: one task per SWE-bench shaped
                                               instance, its repository at base_commit with no later
