@@ -374,4 +374,44 @@ int RunServeCommand(const std::vector<std::string>& args) {
   return ServeHttp(**service, *parsed, std::move(*http_options), signal_fd->get());
 }
 
+// envforge view F.sqlite: the viewer alone, over a store no one needs to be recording into. The
+// service behind it opens no environment and records nothing: the store is only read.
+int RunViewCommand(const std::vector<std::string>& args) {
+  auto parsed = ParseArgs("envforge view", args,
+                          {.value_options = {"--host", "--port", "--token", "--port-file"},
+                           .flags = {"--help", "-h"},
+                           .repeated_options = {"--allow-origin"},
+                           .max_positional = 1});
+  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
+  if (parsed->Has("--help") || parsed->Has("-h") || parsed->positional.empty()) {
+    std::fputs("usage: envforge view TRAJECTORIES.sqlite [--host 127.0.0.1] [--port 8080] [--token T] [--port-file F]\n"
+               "  serves the trajectory viewer (read-only) at http://HOST:PORT/ui/; with a token, open\n"
+               "  http://HOST:PORT/ui/#token=T. SIGINT or SIGTERM stops it.\n",
+               parsed->positional.empty() && !parsed->Has("--help") && !parsed->Has("-h") ? stderr : stdout);
+    return parsed->positional.empty() && !parsed->Has("--help") && !parsed->Has("-h") ? kExitUsage : kExitOk;
+  }
+  auto ui = server::UiApi::Open(parsed->positional[0]);
+  if (!ui.ok()) return Fail(ui.status().WithContext("envforge view"), ExitCodeFor(ui.status()));
+  auto http_options = HttpOptionsFrom(*parsed);
+  if (!http_options.ok()) return Fail(http_options.status().WithContext("envforge view"), kExitUsage);
+  http_options->ui = ui->get();
+  auto signal_fd = InstallSignalPipe();
+  if (!signal_fd.ok()) return Fail(signal_fd.status(), kExitInfra);
+  auto service = RpcService::Create(RpcServiceOptions{});
+  if (!service.ok()) return Fail(service.status().WithContext("envforge view"), ExitCodeFor(service.status()));
+  auto server = HttpServer::Create(**service, *http_options);
+  if (!server.ok()) return Fail(server.status().WithContext("envforge view"), ExitCodeFor(server.status()));
+  (*server)->Start();
+  std::string address = http_options->host.find(':') != std::string::npos ? "[" + http_options->host + "]" : http_options->host;
+  std::fprintf(stderr, "envforge view: http://%s:%u/ui/%s\n", address.c_str(), static_cast<unsigned>((*server)->port()),
+               http_options->token.empty() ? "" : "#token=... (the token is required)");
+  if (auto port_file = parsed->Option("--port-file")) {
+    Status written = WriteFileAtomically(*port_file, std::to_string((*server)->port()) + "\n");
+    if (!written.ok()) return Fail(written.WithContext("envforge view: --port-file"), kExitInfra);
+  }
+  WaitOnPipe(signal_fd->get());
+  (*server)->Stop();
+  return kExitOk;
+}
+
 }  // namespace envforge::cli

@@ -28,6 +28,7 @@ int RunSessionCommand(const std::vector<std::string>& args);  // session solve|r
 int RunBenchCommand(const std::vector<std::string>& args);    // bench sandbox
 int RunAuditCommand(const std::vector<std::string>& args);    // audit X.envdb
 int RunServeCommand(const std::vector<std::string>& args);    // serve --envs DIR | --stdio
+int RunViewCommand(const std::vector<std::string>& args);     // view TRAJECTORIES.sqlite (cmd_serve.cc)
 int RunTrajCommand(const std::vector<std::string>& args);     // traj ls|show|export
 int RunReplayCommand(const std::vector<std::string>& args);   // replay ID
 int RunGenerateCommand(const std::vector<std::string>& args);  // generate --model DIR ...

@@ -97,6 +97,8 @@ usage:
                                               MCP (POST /mcp); GET /health, GET /metrics (Prometheus);
                                               every session recorded; SIGTERM drains and flushes;
                                               envforge serve --help lists every option
+  envforge view TRAJECTORIES.sqlite [--host 127.0.0.1] [--port 8080] [--token T] [--port-file F]
+                                              the trajectory viewer alone, read-only, at /ui/
   envforge serve --envs DIR --model MODEL_DIR [--model-name NAME] [--device cpu|cuda|auto] ...
   envforge serve --envs DIR --backend embedded:DIR|openai:URL|scripted:FILE.jsonl ...
                                               also an OpenAI-compatible /v1: GET /v1/models, POST
@@ -263,6 +265,7 @@ int main(int argc, char** argv) {
   if (group == "bench") return envforge::cli::RunBenchCommand(rest);
   if (group == "audit") return envforge::cli::RunAuditCommand(rest);
   if (group == "serve") return envforge::cli::RunServeCommand(rest);
+  if (group == "view") return envforge::cli::RunViewCommand(rest);
   if (group == "traj") return envforge::cli::RunTrajCommand(rest);
   if (group == "replay") return envforge::cli::RunReplayCommand(rest);
   if (group == "generate") return envforge::cli::RunGenerateCommand(rest);

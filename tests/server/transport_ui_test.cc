@@ -122,6 +122,32 @@ TEST_CASE("a server that records no trajectories answers the viewer's API with 4
   CHECK(child.Wait(std::chrono::seconds(30)).value_or(-1) == 0);
 }
 
+TEST_CASE("envforge view serves a store read-only once its server has gone; a missing store is named") {
+  ServeProcess serve;
+  RpcClientOptions options;
+  auto client = RpcClient::Connect(serve.Url() + "/rpc", options);
+  REQUIRE(client.ok());
+  Json created = MustCall(**client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
+  MustCall(**client, "session/close", Json{{"session", created["session"]}});
+  serve.child->Signal(SIGTERM);
+  REQUIRE(serve.child->Wait(std::chrono::seconds(60)).value_or(-1) == 0);
+
+  ChildProcess view({Envforge(), "view", serve.trajectories, "--port", "0", "--port-file", serve.dir / "view-port"},
+                    serve.dir / "view.stderr");
+  REQUIRE(WaitFor([&] { return ReadFileToString(serve.dir / "view-port").ok(); }, std::chrono::seconds(60)));
+  const auto port = static_cast<uint16_t>(std::stoi(*ReadFileToString(serve.dir / "view-port")));
+  Json page = ParseJson(Get(port, "/ui/api/episodes", "").body).value();
+  REQUIRE(page["episodes"].size() == 1);
+  CHECK(page["episodes"][0]["id"] == created["trajectory"]);
+  CHECK(Get(port, "/ui/", "").status == 200);
+  view.Signal(SIGTERM);
+  CHECK(view.Wait(std::chrono::seconds(30)).value_or(-1) == 0);
+
+  ChildProcess missing({Envforge(), "view", serve.dir / "no-such.sqlite", "--port", "0"}, serve.dir / "missing.stderr");
+  CHECK(missing.Wait(std::chrono::seconds(30)).value_or(-1) == 2);
+  CHECK(missing.StderrText().find("no-such.sqlite") != std::string::npos);
+}
+
 }  // TEST_SUITE
 }  // namespace
 }  // namespace envforge::server::testing
