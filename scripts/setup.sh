@@ -25,6 +25,8 @@ PACKAGES=(
   # mocha runs under a non-Debian node with NODE_PATH=/usr/share/nodejs.
   git golang-go gotestsum default-jdk-headless junit5 mocha node-typescript
   php-cli php-mbstring phpunit libgtest-dev
+  # The trajectory viewer's tests drive its page in headless Chromium (issue 17).
+  chromium
 )
 
 missing=()

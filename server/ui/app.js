@@ -1,7 +1,8 @@
 // envforge trajectory viewer. Everything untrusted (tool results, model text, prompts, ids) is
 // put into the page with textContent, never innerHTML; the server's Content-Security-Policy
 // allows no inline script either. The bearer token (when the server has one) comes from the
-// page's "#token=..." fragment or the form, is kept in sessionStorage, and is sent on API calls.
+// page's fragment ("#token=T", "#/episode/ID&token=T") or the form, is kept in sessionStorage,
+// and is sent on API calls.
 "use strict";
 
 const state = { offset: 0, limit: 50, filters: {} };
@@ -45,8 +46,9 @@ function verdictText(verdict) {
 async function loadCounts() {
   try {
     const counts = await api("counts");
+    const plural = (n, word) => n + " " + word + (n === 1 ? "" : "s");
     document.getElementById("counts").textContent =
-      counts.episodes + " episodes, " + counts.steps + " tool calls, " + counts.open_episodes + " open";
+      plural(counts.episodes, "episode") + ", " + plural(counts.steps, "tool call") + ", " + counts.open_episodes + " open";
   } catch (error) { showError(error); }
 }
 
@@ -93,6 +95,7 @@ function foldedBlock(value, summaryText) {
 function renderMessages(messages) {
   const list = document.getElementById("conversation");
   list.replaceChildren();
+  if (messages.length === 0) list.append(el("li", "no model messages: a client drove this session through its tools"));
   for (const message of messages) {
     const item = el("li");
     item.append(el("span", message.role, "role"));
@@ -129,10 +132,11 @@ async function loadEpisode(id) {
     document.getElementById("episode-title").textContent = episode.env_name + " / " + (episode.task_id || "no task");
     const facts = document.getElementById("episode-facts");
     facts.replaceChildren();
-    for (const key of ["id", "kind", "model", "backend", "outcome", "steps", "seed", "parent_id", "rollout_id", "client"]) {
+    for (const key of ["id", "kind", "model", "backend", "outcome", "seed", "parent_id", "rollout_id", "client"]) {
       if (episode[key] === null || episode[key] === undefined || episode[key] === "") continue;
       facts.append(el("dt", key), el("dd", episode[key]));
     }
+    facts.append(el("dt", "tool calls"), el("dd", (episode.steps || []).length));
     facts.append(el("dt", "started"), el("dd", formatTime(episode.started_at_us)));
     const verdict = document.getElementById("verdict");
     verdict.replaceChildren();
@@ -154,10 +158,12 @@ function route() {
 }
 
 function start() {
-  const fragment = location.hash.match(/token=([^&]+)/);
+  // "#token=T" or "#/episode/ID&token=T": the token is kept, and taken out of the address.
+  const fragment = location.hash.match(/[#&]token=([^&]*)/);
   if (fragment) {
     sessionStorage.setItem("envforge-token", decodeURIComponent(fragment[1]));
-    location.hash = "#/";
+    const rest = location.hash.replace(/[#&]token=[^&]*/, "").replace(/^#/, "");
+    history.replaceState(null, "", "#" + (rest.startsWith("/") ? rest : "/"));
   }
   document.getElementById("filters").addEventListener("submit", (event) => {
     event.preventDefault();

@@ -3,8 +3,12 @@
 // named, untrusted text kept as text, and the headers that keep a browser from running it.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 
+#include "base/subprocess.h"
 #include "tests/server/transport_test_util.h"
 
 namespace envforge::server::testing {
@@ -27,6 +31,28 @@ Json GetJson(uint16_t port, const std::string& path) {
   INFO(path << " -> " << response.status << " " << response.body);
   REQUIRE(response.status == 200);
   return ParseJson(response.body).value();
+}
+
+// Headless Chromium from Debian: the DOM after the page's scripts ran (and a screenshot), or
+// nullopt when Chromium is not installed.
+std::optional<std::string> BrowserDom(const std::string& url, const std::string& screenshot) {
+  if (access("/usr/bin/chromium", X_OK) != 0) return std::nullopt;
+  std::vector<std::string> common = {"/usr/bin/chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
+                                     "--no-first-run", "--virtual-time-budget=5000", "--window-size=1280,900"};
+  CommandOptions options;
+  options.timeout = std::chrono::seconds(60);
+  std::vector<std::string> shot = common;
+  shot.insert(shot.end(), {"--screenshot=" + screenshot, url});
+  auto taken = RunCommand(shot, options);
+  REQUIRE(taken.ok());
+  CHECK(std::filesystem::file_size(screenshot) > 1000);
+  std::vector<std::string> dump = common;
+  dump.insert(dump.end(), {"--dump-dom", url});
+  auto dom = RunCommand(dump, options);
+  REQUIRE(dom.ok());
+  INFO(dom->stderr_text);
+  REQUIRE(dom->exit_code == 0);
+  return dom->stdout_text;
 }
 
 TEST_SUITE("server.transport") {
@@ -120,6 +146,47 @@ TEST_CASE("a server that records no trajectories answers the viewer's API with 4
   CHECK(answer.body.find("--trajectories") != std::string::npos);
   child.Signal(SIGTERM);
   CHECK(child.Wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
+TEST_CASE("the viewer in a real browser: the list and an episode render, and a script in a tool result stays inert") {
+  ServeProcess serve({"--token", "tok"});
+  RpcClientOptions options;
+  options.token = "tok";
+  auto client = RpcClient::Connect(serve.Url() + "/rpc", options);
+  REQUIRE(client.ok());
+  Json created = MustCall(**client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
+  const std::string session = created["session"], trajectory = created["trajectory"];
+  MustCall(**client, "tools/call", Json{{"session", session}, {"name", "slow_echo"}, {"arguments", {{"text", kProbe}, {"seconds", 0}}}});
+  MustCall(**client, "session/submit", Json{{"session", session}, {"answer", "5"}});
+  MustCall(**client, "session/close", Json{{"session", session}});
+  REQUIRE(WaitFor([&] { return GetJson(serve.port, "/ui/api/counts")["episodes"] == 1 &&
+                               GetJson(serve.port, "/ui/api/counts")["open_episodes"] == 0; },
+                  std::chrono::seconds(20)));
+  // Screenshots for a person to look at, under the build directory.
+  const std::filesystem::path shots = std::filesystem::path(ExecutableDirectory()) / ".." / "ui-screenshots";
+  std::filesystem::create_directories(shots);
+  auto list = BrowserDom(serve.Url() + "/ui/#token=tok", (shots / "episodes.png").string());
+  if (!list) {
+    MESSAGE("skipped: /usr/bin/chromium is not installed (scripts/setup.sh installs it)");
+    return;
+  }
+  CHECK(list->find("data-id=\"" + trajectory + "\"") != std::string::npos);
+  CHECK(list->find(">1 episode, 2 tool calls, 0 open<") != std::string::npos);  // the call and the submit
+  // The token form stays hidden: the fragment's token was taken.
+  CHECK(list->find("<form id=\"token-form\" hidden") != std::string::npos);
+
+  auto episode = BrowserDom(serve.Url() + "/ui/#/episode/" + trajectory + "&token=tok", (shots / "episode.png").string());
+  CHECK(episode->find("slow_echo") != std::string::npos);
+  CHECK(episode->find(">passed<") != std::string::npos);
+  // The probe is text in the page: escaped in the DOM, no element made of it, the title intact.
+  CHECK(episode->find("&lt;script&gt;document.title='pwned'&lt;/script&gt;") != std::string::npos);
+  CHECK(episode->find("<img src=\"x\"") == std::string::npos);
+  CHECK(episode->find("<title>envforge trajectories</title>") != std::string::npos);
+
+  // Without a token the API refuses, and the page says so and shows the token form.
+  auto refused = BrowserDom(serve.Url() + "/ui/#/episode/" + trajectory, (shots / "episode-no-token.png").string());
+  CHECK(refused->find("this server needs a token") != std::string::npos);
+  CHECK(refused->find("<form id=\"token-form\">") != std::string::npos);
 }
 
 TEST_CASE("envforge view serves a store read-only once its server has gone; a missing store is named") {
