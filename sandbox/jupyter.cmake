@@ -8,6 +8,7 @@ add_library(envforge_sandbox_jupyter STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_client.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_cgroup.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_janitor.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_launcher.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_process.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_pool.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_session.cc

@@ -55,6 +55,10 @@ struct Environment {
   // Interpreter environments (kind "interpreter"): the warm kernel pool, filling from the moment
   // the environment is opened. Null for every other kind. Thread-safe.
   std::shared_ptr<jupyter::KernelPool> kernels;
+  // An interpreter environment whose tools.py defines no tool: its sessions' calls all go to the
+  // kernel (execute, interrupt, restart) or to a judge process (submit_result), never to the
+  // session's worker process, so a create completes once the kernel is ready (see MaybeFinishCreate).
+  bool kernel_serves_every_call = false;
   // Code environments (kind "code"): the tasks' templates and ready working copies. Null for
   // every other kind. Thread-safe.
   std::shared_ptr<code::WorkingCopyPool> code_copies;
@@ -66,6 +70,15 @@ struct Environment {
 bool IsInterpreter(const Environment& env) { return env.bundle.manifest.kind == "interpreter"; }
 bool IsCode(const Environment& env) { return env.bundle.manifest.kind == "code"; }
 bool IsSearch(const Environment& env) { return env.search != nullptr; }
+
+// True when every tool of the interpreter environment is the runtime's (kernel tools, submit_result).
+bool KernelServesEveryCall(const Environment& env) {
+  if (!IsInterpreter(env)) return false;
+  for (const ToolRecord& tool : env.bundle.tools) {
+    if (!toolsets::IsInterpreterTool(tool.spec.name) && tool.spec.name != toolsets::kSubmitResultTool) return false;
+  }
+  return true;
+}
 
 // A code session's commands run under the session's limits where they are tighter than a test
 // suite needs: memory and processes at least what builds take (a JVM, go test, make -j4).
@@ -299,6 +312,9 @@ class SessionManager::Impl {
   void OnZygoteExited(const ExitReport& report);
   void OnZygoteDeath(const std::string& env_id, const std::shared_ptr<ZygoteProcess>& zygote, const Status& why);
   Session* FindCreated(SessionId id) const;
+  // Its worker process runs, or, for a session created before its worker was ready (an
+  // interpreter session, see MaybeFinishCreate), still starts.
+  static bool SessionAlive(const Session& session);
 
   ManagerOptions options_;  // worker_path and scratch_root resolved by Create
   bool owns_scratch_root_;
@@ -431,6 +447,7 @@ Result<std::string> SessionManager::Impl::OpenEnvironment(const std::string& pat
     pool.launch.files = std::move(files);
     pool.launch.limits = KernelLimitsFor(options_.limits);
     env->kernels = jupyter::KernelPool::Create(std::move(pool));
+    env->kernel_serves_every_call = KernelServesEveryCall(*env);
   }
   if (IsCode(*env)) {
     code::WorkingCopyPoolOptions copies;
@@ -558,7 +575,11 @@ void SessionManager::Impl::OnSessionReady(const std::shared_ptr<Session>& sessio
 }
 
 void SessionManager::Impl::MaybeFinishCreate(const std::shared_ptr<Session>& session) {
-  if (!session->ready || session->created || session->closing) return;
+  if (session->created || session->closing) return;
+  // No call of such a session needs its worker: the create does not wait for it (about 3-15 ms
+  // of spawn on a busy machine). Should the worker fail to start, the session's calls answer
+  // with its death, as after any later death.
+  if (!session->ready && (!session->env->kernel_serves_every_call || session->start_error)) return;
   if (session->kernel && !session->kernel_started) return;  // StartKernel's answer completes it
   if (session->code && !session->code_started) return;      // StartCode's answer completes it
   if (session->search && !session->search_started) return;  // StartSearch's answer completes it
@@ -714,6 +735,11 @@ void SessionManager::Impl::SpawnFresh(const std::shared_ptr<Session>& session,
 SessionManager::Impl::Session* SessionManager::Impl::FindCreated(SessionId id) const {
   auto it = sessions_.find(id);
   return it == sessions_.end() || !it->second->created ? nullptr : it->second.get();
+}
+
+bool SessionManager::Impl::SessionAlive(const Session& session) {
+  if (session.channel->alive()) return true;
+  return session.created && !session.closing && session.channel->state() == SessionChannel::State::kStarting;
 }
 
 void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
@@ -1100,7 +1126,7 @@ void SessionManager::Impl::DoSubmit(Session& session, toolsets::ToolCall call, s
         ToolResult result;
         result.call_id = std::move(call_id);
         result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-        result.session_alive = s && s->channel->alive();
+        result.session_alive = s && SessionAlive(*s);
         if (s) ++s->calls;
         if (!judged.ok()) {
           result.outcome = Outcome::kInfraError;
@@ -1275,7 +1301,7 @@ Result<SessionInfo> SessionManager::Impl::DoInfo(SessionId id) const {
   info.task_id = session->task_id;
   info.pid = session->pid;
   info.zygote_pid = session->zygote_pid;
-  info.alive = session->channel->alive();
+  info.alive = SessionAlive(*session);
   info.calls = session->calls;
   info.parent = session->parent;
   info.scratch_dir = session->scratch_dir;

@@ -132,7 +132,10 @@ struct ManagerOptions {
   // (refilled in the background; 0: every session waits for a kernel to start, about a second).
   // The kernels run under `limits` (memory, disk, file size; at least 64 processes), each
   // execute under the session's wall_time and cpu_seconds. Their sockets and files live in
-  // kernel_scratch_root/k<id>.
+  // kernel_scratch_root/k<id>. When the environment's tools.py defines no tool, no call of a
+  // session goes to its worker process, and a create completes as soon as the kernel is taken:
+  // the worker goes on starting (pid 0 and alive true meanwhile); should it fail, the session's
+  // calls answer with that death.
   size_t kernel_pool_size = 2;
   std::string kernel_scratch_root = "/tmp/envforge-kernels";
   // Code environments (kind "code"): working copies of a task's repository made ahead, per task
@@ -187,7 +190,7 @@ struct SessionInfo {
   std::string stderr_excerpt;  // their first and last 4 KiB, escaped ("[... N bytes not kept ...]")
   // Interpreter sessions: {"pid", "memory_bytes", "memory": {"cgroup_bytes", "rss_bytes",
   // "pss_bytes", "processes"}, "cpu_seconds", "executes", "restarts", "crashed", "isolation"} of
-  // the kernel as of its last call; null for other sessions.
+  // the kernel, read when asked (about a millisecond of /proc reads); null for other sessions.
   Json kernel;
 };
 

@@ -51,8 +51,8 @@ void KernelRunner::Post(Job job) {
 }
 
 Json KernelRunner::info() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return info_;
+  std::lock_guard<std::mutex> lock(mu_);  // kernel_ is set and taken away under mu_
+  return kernel_ ? kernel_->Info() : Json();
 }
 
 void KernelRunner::Loop() {
@@ -66,11 +66,6 @@ void KernelRunner::Loop() {
       jobs_.pop_front();
     }
     Completion completion = job(kernel_.get());
-    Json snapshot = kernel_ ? kernel_->Info() : Json();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      info_ = std::move(snapshot);
-    }
     if (completion) completion();
   }
   std::unique_ptr<jupyter::KernelSession> kernel;

@@ -4,10 +4,11 @@
 //
 // Contract: Post queues a job; jobs see the runner's KernelSession (null until Start succeeded,
 // or after a failed Start). A job returns its completion (or nothing), which the runner calls
-// after refreshing info(): whoever the completion tells sees info() as the job left it. The destructor aborts: it stops queued jobs from starting, kills the
+// right after the job: whoever the completion tells sees info() as the job left it, since info()
+// is read when asked. The destructor aborts: it stops queued jobs from starting, kills the
 // kernel (a running execute then returns crashed at its next poll, within about 20 ms) and
-// joins the thread. info() is a snapshot (KernelSession::Info after the last job), safe from any
-// thread.
+// joins the thread. info() is KernelSession::Info read now (null before a kernel was taken), safe
+// from any thread; it costs about a millisecond of /proc reads, paid by its caller.
 #pragma once
 
 #include <atomic>
@@ -35,7 +36,7 @@ class KernelRunner {
   KernelRunner& operator=(const KernelRunner&) = delete;
 
   // Takes a kernel from `pool` (which must outlive the runner), retrying in short waits so that
-  // an abort is seen; then `done` with the outcome, on the runner's thread (after info()).
+  // an abort is seen; then `done` with the outcome, on the runner's thread.
   void Start(jupyter::KernelPool& pool, jupyter::KernelSessionOptions options, std::function<void(Status)> done);
   void Post(Job job);
   Json info() const;
@@ -48,7 +49,6 @@ class KernelRunner {
   std::deque<Job> jobs_;
   std::atomic<bool> aborted_{false};
   std::unique_ptr<jupyter::KernelSession> kernel_;  // set under mu_; used by jobs on the runner thread
-  Json info_;                                       // guarded by mu_
   std::thread thread_;
 };
 

@@ -19,6 +19,7 @@
 #include "sandbox/jupyter/jupyter_message.h"
 #include "sandbox/jupyter/kernel_cgroup.h"
 #include "sandbox/jupyter/kernel_janitor.h"
+#include "sandbox/jupyter/kernel_launcher.h"
 
 namespace envforge::sandbox::jupyter {
 namespace {
@@ -80,8 +81,9 @@ std::vector<std::string> BwrapArgv(const KernelLaunchOptions& options, const fs:
                            "MPLBACKEND", "module://matplotlib_inline.backend_inline", "--setenv", "MPLCONFIGDIR",
                            "/tmp/matplotlib", "--setenv", "IPYTHONDIR", "/tmp/ipython", "--setenv",
                            "JUPYTER_RUNTIME_DIR", "/tmp/jupyter", "--setenv", "PYDEVD_DISABLE_FILE_VALIDATION", "1"});
+  argv.insert(argv.end(), {"--ro-bind", (dir / "kernel_launcher.py").string(), std::string(kKernelLauncherPath)});
   if (have_seccomp) argv.insert(argv.end(), {"--seccomp", "3"});
-  argv.insert(argv.end(), {"--", options.python, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f",
+  argv.insert(argv.end(), {"--", options.python, "-Xfrozen_modules=off", std::string(kKernelLauncherPath), "-f",
                            "/sock/conn.json", "--HistoryManager.enabled=False", "--quiet"});
   return argv;
 }
@@ -120,6 +122,7 @@ Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchO
   kernel->connection_.ip = "/sock/kernel";
   kernel->connection_.key = RandomHexId();
   ENVFORGE_RETURN_IF_ERROR(WriteWholeFile(dir / "sock/conn.json", kernel->connection_.ToJson().dump(), 0600));
+  ENVFORGE_RETURN_IF_ERROR(WriteWholeFile(dir / "kernel_launcher.py", std::string(KernelLauncherSource()), 0444));
   for (const KernelFile& file : options.files) {
     fs::create_directories((dir / "files" / file.name).parent_path(), error);
     ENVFORGE_RETURN_IF_ERROR(WriteWholeFile(dir / "files" / file.name, file.contents, 0444));

@@ -4,6 +4,8 @@
 // (sandbox/internal/seccomp_rules.h), a cgroup for memory, processes and CPU accounting, rlimits
 // (core, file size, open files), nice 10 (kernels yield the CPU to envforge itself), and, when
 // envforge runs as root, uid and gid 65534 on the host as well. The kernel talks ZeroMQ over ipc sockets in a directory bind-mounted at /sock.
+// The kernel starts from kernel_launcher.h's script (ipykernel with per-execute costs removed),
+// bind-mounted read-only at kKernelLauncherPath.
 //
 // Contract:
 // - Launch returns as soon as the process runs; KernelClient::WaitReady says when the kernel
@@ -17,7 +19,8 @@
 //   kernel janitor (kernel_janitor.h), started with the first kernel.
 // - The destructor kills every process of the kernel and removes its directory.
 // Thread safety: Alive, ExitReason, Kill and the destructor from one thread at a time; the
-// const accessors (CpuSeconds, MemoryBytes, OomKilled, PidsLimited, Terminate) from any thread.
+// const accessors (CpuSeconds, MemoryBytes, MemoryReport, OomKilled, PidsLimited, Terminate) from
+// any thread.
 #pragma once
 
 #include <sys/types.h>

@@ -124,13 +124,14 @@ ToolResult KernelSession::Execute(const ToolCall& call) {
 }
 
 Json KernelSession::Info() const {
+  std::lock_guard<std::mutex> lock(kernel_mu_);
   return {{"pid", kernel_.process ? kernel_.process->pid() : 0},
           {"memory_bytes", kernel_.process ? kernel_.process->MemoryBytes() : 0},
           {"memory", kernel_.process ? kernel_.process->MemoryReport() : Json()},
           {"cpu_seconds", kernel_.process ? kernel_.process->CpuSeconds() : 0.0},
-          {"executes", executes_},
-          {"restarts", restarts_},
-          {"crashed", crashed_},
+          {"executes", executes_.load()},
+          {"restarts", restarts_.load()},
+          {"crashed", crashed_.load()},
           {"isolation", kernel_.process ? kernel_.process->isolation() : Json()}};
 }
 

@@ -11,8 +11,8 @@
 //   is over, every later call is kCrashed too.
 // - interrupt: kOk {"interrupted": bool}; restart: kOk {"restarted": true} with a fresh kernel.
 // - Bad arguments (code missing, not a string, over max_code_bytes) are kInvalidCall.
-// Thread safety: one call at a time (the manager serializes a session's calls); Terminate from
-// any thread.
+// Thread safety: one call at a time (the manager serializes a session's calls); Terminate,
+// crashed and Info from any thread.
 #pragma once
 
 #include <atomic>
@@ -52,7 +52,9 @@ class KernelSession {
 
   bool crashed() const { return crashed_; }
   // {"pid", "memory_bytes", "memory" (KernelProcess::MemoryReport), "cpu_seconds", "executes",
-  // "restarts", "crashed", "isolation"}.
+  // "restarts", "crashed", "isolation"}, read now. Any thread, also during a call: it takes
+  // kernel_mu_ against a restart's replacement. It reads the kernel's /proc and cgroup files
+  // (about a millisecond while the kernel runs), so no call pays for it.
   Json Info() const;
 
  private:
@@ -63,13 +65,13 @@ class KernelSession {
 
   KernelPool& pool_;
   KernelSessionOptions options_;
-  std::mutex kernel_mu_;  // guards kernel_'s replacement against Terminate
+  mutable std::mutex kernel_mu_;  // guards kernel_'s replacement against Terminate and Info
   std::atomic<bool> terminated_{false};
   ReadyKernel kernel_;
-  bool crashed_ = false;
-  std::string crash_reason_;
-  uint64_t executes_ = 0;
-  uint64_t restarts_ = 0;
+  std::atomic<bool> crashed_{false};
+  std::string crash_reason_;  // the calling thread only
+  std::atomic<uint64_t> executes_{0};
+  std::atomic<uint64_t> restarts_{0};
 };
 
 }  // namespace envforge::sandbox::jupyter

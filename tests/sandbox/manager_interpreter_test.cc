@@ -67,6 +67,9 @@ TEST_CASE("an interpreter session runs code in its kernel, reads the task's file
 
   auto session = manager->CreateSession(env_id, "mean_temp");
   REQUIRE_MESSAGE(session.ok(), session.status().ToString());
+  // interp_mini's tools.py defines no tool: the create did not wait for the session's worker,
+  // which may still be starting; the session counts as alive all the same.
+  CHECK(manager->GetSessionInfo(*session).value().alive);
   ToolResult listing = manager->CallTool(*session, Execute("import os\nsorted(os.listdir('.'))"));
   CHECK(listing.outcome == Outcome::kOk);
   CHECK(Stdout(listing) == "['readings.csv']");
@@ -85,6 +88,7 @@ TEST_CASE("an interpreter session runs code in its kernel, reads the task's file
   ToolResult right = manager->CallTool(*session, {"s", "submit_result", {{"answer_text", R"({"mean": 2.25})"}}});
   CHECK(right.outcome == Outcome::kOk);
   CHECK(right.content["passed"] == true);
+  CHECK(right.session_alive);
   ToolResult wrong = manager->CallTool(*session, {"s", "submit_result", {{"answer_text", R"({"mean": 2.0})"}}});
   CHECK(wrong.content["passed"] == false);
 
