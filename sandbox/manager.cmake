@@ -6,7 +6,6 @@ add_library(envforge_sandbox STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/frame_channel.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/kernel_runner.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/code_runner.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/internal/serial_worker.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/search_environment.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/search_runner.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/pidfd.cc

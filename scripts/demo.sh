@@ -78,7 +78,9 @@ rm -f "$ROLLOUTS" "$ROLLOUTS-wal" "$ROLLOUTS-shm"
   --seed 1 --trajectories "$ROLLOUTS"
 ROLLOUT_EPISODE=$("$ENVFORGE" traj ls "$ROLLOUTS" --limit 1 --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
 echo "== traj show $ROLLOUT_EPISODE (first lines)"
-"$ENVFORGE" traj show "$ROLLOUTS" "$ROLLOUT_EPISODE" | head -24
+# Into a file first: head closing the pipe early would end traj show with SIGPIPE (pipefail).
+"$ENVFORGE" traj show "$ROLLOUTS" "$ROLLOUT_EPISODE" > "$OUT_DIR/episode.txt"
+head -24 "$OUT_DIR/episode.txt"
 # The trained policy of issue 12 (data/models/policy-small); skipped in a checkout without it.
 if [[ -f data/models/policy-small/model.safetensors ]]; then
   echo

@@ -18,7 +18,7 @@
 #include "sandbox/code/code_workspace.h"
 #include "sandbox/code/repo_source.h"
 #include "sandbox/code/working_copy_pool.h"
-#include "sandbox/internal/serial_worker.h"
+#include "base/serial_worker.h"
 
 namespace envforge::sandbox::internal {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "sandbox/internal/serial_worker.h"
+#include "base/serial_worker.h"
 #include "toolsets/search/search_config.h"
 #include "toolsets/search/search_toolbox.h"
 

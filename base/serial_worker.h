@@ -1,6 +1,7 @@
 // One thread that runs tasks in the order they were posted: the mechanics under a session's
-// runner (code_runner.h, search_runner.h), which decide what their tasks see and what becomes of
-// tasks that never started when the session goes.
+// runner (sandbox/internal/code_runner.h, search_runner.h) and the viewer's replays
+// (server/ui_api.h), which decide what their tasks see and what becomes of tasks that never
+// started when their owner goes.
 //
 // Contract: Post may be called from any thread; a task runs on the worker's thread, never two at
 // once. Stop (and the destructor, which calls it) waits for the running task to end, runs nothing
@@ -13,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-namespace envforge::sandbox::internal {
+namespace envforge {
 
 class SerialWorker {
  public:
@@ -38,4 +39,4 @@ class SerialWorker {
   std::thread thread_;  // last: started once the members above exist
 };
 
-}  // namespace envforge::sandbox::internal
+}  // namespace envforge

@@ -1,7 +1,7 @@
 // A thread running tasks in order.
-#include "sandbox/internal/serial_worker.h"
+#include "base/serial_worker.h"
 
-namespace envforge::sandbox::internal {
+namespace envforge {
 
 SerialWorker::SerialWorker() : thread_([this] { Loop(); }) {}
 
@@ -42,4 +42,4 @@ void SerialWorker::Loop() {
   }
 }
 
-}  // namespace envforge::sandbox::internal
+}  // namespace envforge
