@@ -17,14 +17,13 @@
 
 #include "toolsets/json_schema.h"
 #include "verifiers/answer_space.h"
-#include "verifiers/internal/rng.h"
+#include "base/rng.h"
 #include "verifiers/probes.h"
 #include "verifiers/search_probes.h"
 
 namespace envforge::verifiers {
 namespace {
 
-using internal::Rng;
 using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -351,7 +350,7 @@ class TaskAuditor {
     }
     AddTrivialProbes(context, probes_);
     if (search_ != nullptr) AddSearchProbes(*search_, probes_);
-    Rng mutant_rng(internal::DeriveSeed(options_.seed, task_.id + "/mutants"));
+    Rng mutant_rng(DeriveSeed(options_.seed, task_.id + "/mutants"));
     AddMutantProbes(context, options_.max_values_per_slot, mutant_rng, probes_);
     AddStructuralProbes(context, probes_);
     if (space_ptr != nullptr) {
@@ -365,10 +364,10 @@ class TaskAuditor {
                                        std::to_string(domain.values.size()) + ")");
       }
       if (!space_ptr->slots().empty()) {
-        Rng space_rng(internal::DeriveSeed(options_.seed, task_.id + "/space"));
+        Rng space_rng(DeriveSeed(options_.seed, task_.id + "/space"));
         bool enumerated = AddSpaceProbes(*space_ptr, options_.max_enumerate, options_.samples, space_rng, probes_);
         audit_.space_mode = enumerated ? "enumerated" : "sampled";
-        Rng near_rng(internal::DeriveSeed(options_.seed, task_.id + "/neighbourhood"));
+        Rng near_rng(DeriveSeed(options_.seed, task_.id + "/neighbourhood"));
         auto boundary = FindBoundaryValues(db_, *space_ptr, TaskNumbers(task_.prompt, task_.knobs));
         if (!boundary.ok()) return boundary.status().WithContext("task " + task_.id + ": reading boundary values");
         boundary_ = std::move(boundary).value();
@@ -376,7 +375,7 @@ class TaskAuditor {
         if (space_ptr->template_is_gold()) {
           AddNeighbourhoodProbes(*space_ptr, space_ptr->TemplateChoice(), options_.neighbourhood,
                                  ProbeFamily::kNeighbourhood, near_rng, probes_);
-          Rng boundary_rng(internal::DeriveSeed(options_.seed, task_.id + "/boundary"));
+          Rng boundary_rng(DeriveSeed(options_.seed, task_.id + "/boundary"));
           AddBoundaryProbes(*space_ptr, boundary_, space_ptr->TemplateChoice(), options_.boundary,
                             ProbeFamily::kBoundary, boundary_rng, probes_);
         }
@@ -521,7 +520,7 @@ class TaskAuditor {
     std::map<std::pair<size_t, uint32_t>, std::vector<std::vector<uint32_t>>> by_parent, near_by_parent;
     std::set<size_t> parent_slots;
     for (const SlotRelation& relation : space_->relations()) parent_slots.insert(relation.parent);
-    Rng rng(internal::DeriveSeed(options_.seed, task_.id + "/walk"));
+    Rng rng(DeriveSeed(options_.seed, task_.id + "/walk"));
     ContextFn context = [&](size_t parent_slot, uint32_t parent_value) -> const std::vector<uint32_t>* {
       auto it = by_parent.find({parent_slot, parent_value});
       if (it == by_parent.end() || it->second.empty()) return nullptr;
@@ -639,7 +638,7 @@ class TaskAuditor {
     }
     std::sort(others.begin(), others.end());
     others.erase(std::unique(others.begin(), others.end()), others.end());
-    Rng rng(internal::DeriveSeed(options_.seed, task_.id + "/rejudge"));
+    Rng rng(DeriveSeed(options_.seed, task_.id + "/rejudge"));
     size_t take = std::min(options_.rejudge_samples, others.size());
     for (size_t i = 0; i < take; ++i) std::swap(others[i], others[i + rng.Below(others.size() - i)]);
     others.resize(take);

@@ -7,7 +7,6 @@
 namespace envforge::verifiers {
 namespace {
 
-using internal::Rng;
 
 constexpr size_t kMaxOversizedBytes = 256 * 1024;
 constexpr size_t kMaxOversizedRecords = 2000;

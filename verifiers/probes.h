@@ -51,7 +51,7 @@
 #include "base/json.h"
 #include "toolsets/json_schema.h"
 #include "verifiers/answer_space.h"
-#include "verifiers/internal/rng.h"
+#include "base/rng.h"
 
 namespace envforge::verifiers {
 
@@ -107,25 +107,25 @@ void AddTrivialProbes(const ProbeContext& context, ProbeSet& out);
 
 // Adds the answer space: every answer when Size() <= max_enumerate (returns true), else `samples`
 // distinct uniform answers drawn with `rng` (returns false).
-bool AddSpaceProbes(const AnswerSpace& space, uint64_t max_enumerate, size_t samples, internal::Rng& rng, ProbeSet& out);
+bool AddSpaceProbes(const AnswerSpace& space, uint64_t max_enumerate, size_t samples, Rng& rng, ProbeSet& out);
 
 // Adds single-field mutants of the gold answer (the space's template when it is the gold); at most
 // `max_values_per_slot` replace mutants per slot (a seeded subset beyond it).
-void AddMutantProbes(const ProbeContext& context, size_t max_values_per_slot, internal::Rng& rng, ProbeSet& out);
+void AddMutantProbes(const ProbeContext& context, size_t max_values_per_slot, Rng& rng, ProbeSet& out);
 
 // Adds structural mutants of the gold answer.
 void AddStructuralProbes(const ProbeContext& context, ProbeSet& out);
 
 // Perturbs `choice` in place: `radius` distinct slots change (see the file comment). Returns a
 // label such as "/1/hotel, /2/city+children".
-std::string Perturb(const AnswerSpace& space, std::vector<uint32_t>& choice, size_t radius, internal::Rng& rng);
+std::string Perturb(const AnswerSpace& space, std::vector<uint32_t>& choice, size_t radius, Rng& rng);
 
 // Radius of a neighbourhood move: 1 + Geometric(1/2), at most `slots`.
-size_t DrawRadius(size_t slots, internal::Rng& rng);
+size_t DrawRadius(size_t slots, Rng& rng);
 
 // Adds `count` neighbourhood probes around `center` (the gold's choice).
 void AddNeighbourhoodProbes(const AnswerSpace& space, const std::vector<uint32_t>& center, size_t count,
-                            ProbeFamily family, internal::Rng& rng, ProbeSet& out);
+                            ProbeFamily family, Rng& rng, ProbeSet& out);
 
 // Boundary values of a space: per domain (indexed like AnswerSpace::domains()), the values whose
 // entity has a numeric attribute at or next to one of `numbers`.
@@ -154,11 +154,11 @@ using ContextFn = std::function<const std::vector<uint32_t>*(size_t parent_slot,
 // Moves one slot of `choice` to a boundary value (see the file comment); `context` may be null.
 // Returns its label, or "" when no slot has a boundary value.
 std::string BoundaryMove(const AnswerSpace& space, const BoundaryValues& boundary, std::vector<uint32_t>& choice,
-                         internal::Rng& rng, const ContextFn* context = nullptr);
+                         Rng& rng, const ContextFn* context = nullptr);
 
 // Adds `count` boundary probes around `center`.
 void AddBoundaryProbes(const AnswerSpace& space, const BoundaryValues& boundary, const std::vector<uint32_t>& center,
-                       size_t count, ProbeFamily family, internal::Rng& rng, ProbeSet& out,
+                       size_t count, ProbeFamily family, Rng& rng, ProbeSet& out,
                        const ContextFn* context = nullptr);
 
 // Caps a string for reports: the first `max_chars` characters plus "... (N chars)".

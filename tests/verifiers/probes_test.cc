@@ -91,7 +91,7 @@ TEST_CASE("trivial probes are all certainly wrong and cover every kind the issue
 TEST_CASE("single-field mutants: every other value, wrong related entities, repeats, cross-domain, types") {
   TwoDay fixture;
   ProbeSet probes;
-  internal::Rng rng(7);
+  Rng rng(7);
   AddMutantProbes(fixture.Context(), 1000, rng, probes);
   std::set<std::string> kinds = Kinds(probes, ProbeFamily::kMutant);
   for (const char* kind : {"mutant.related", "mutant.replace", "mutant.repeat", "mutant.cross_domain", "mutant.type",
@@ -139,13 +139,13 @@ TEST_CASE("structural mutants drop, duplicate, reorder and rename") {
 TEST_CASE("the space is enumerated when small, sampled when large, and the same seed gives the same probes") {
   TwoDay fixture;
   ProbeSet enumerated;
-  internal::Rng rng(1);
+  Rng rng(1);
   CHECK(AddSpaceProbes(fixture.space, 1000, 10, rng, enumerated));
   CHECK(enumerated.Members(ProbeFamily::kSpace).size() == fixture.space.Size());
 
   auto sample = [&](uint64_t seed) {
     ProbeSet probes;
-    internal::Rng seeded(seed);
+    Rng seeded(seed);
     CHECK_FALSE(AddSpaceProbes(fixture.space, 100, 50, seeded, probes));
     AddNeighbourhoodProbes(fixture.space, fixture.space.TemplateChoice(), 40, ProbeFamily::kNeighbourhood, seeded,
                            probes);
@@ -169,7 +169,7 @@ TEST_CASE("probes of a gold answer with multi-byte characters stay valid UTF-8")
   context.gold_text = DumpJson(context.gold);
   ProbeSet probes;
   AddTrivialProbes(context, probes);
-  internal::Rng rng(5);
+  Rng rng(5);
   AddMutantProbes(context, 100, rng, probes);
   AddStructuralProbes(context, probes);
   REQUIRE(probes.size() > 30);
@@ -181,7 +181,7 @@ TEST_CASE("probes of a gold answer with multi-byte characters stay valid UTF-8")
 
 TEST_CASE("a group move changes a day's city together with its hotel") {
   TwoDay fixture;
-  internal::Rng rng(3);
+  Rng rng(3);
   size_t coherent = 0;
   for (int i = 0; i < 200; ++i) {
     std::vector<uint32_t> choice = fixture.space.TemplateChoice();

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/rng.h"
 #include "toolsets/search/corpus_graph.h"
 #include "toolsets/search/offline_backend.h"
 #include "toolsets/search/search_toolbox.h"
@@ -25,28 +26,6 @@ constexpr size_t kMaxCandidates = 5000;
 constexpr size_t kMaxNameBytes = 200;
 
 double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// splitmix64: small, seedable, the same on every platform (std distributions are not).
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  uint64_t Below(uint64_t n) { return n == 0 ? 0 : Next() % n; }
-
- private:
-  uint64_t state_;
-};
-
-uint64_t Mix(uint64_t seed, std::string_view label) {
-  uint64_t hash = 0xcbf29ce484222325ULL ^ seed;
-  for (char c : label) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-  return Rng(hash).Next();
-}
 
 const std::unordered_set<std::string>& StopWords() {
   static const std::unordered_set<std::string> kWords = {
@@ -160,7 +139,7 @@ class Synthesizer {
     std::vector<std::pair<std::pair<int32_t, uint64_t>, DocIndex>> keyed;
     for (DocIndex doc = 0; doc < static_cast<DocIndex>(graph_.size()); ++doc) {
       if (hops > 1 && graph_.out(doc).empty()) continue;
-      keyed.push_back({{graph_.inlinks(doc), Mix(options_.seed + static_cast<uint64_t>(hops), graph_.doc_id(doc))}, doc});
+      keyed.push_back({{graph_.inlinks(doc), DeriveSeed(options_.seed + static_cast<uint64_t>(hops), graph_.doc_id(doc))}, doc});
     }
     std::sort(keyed.begin(), keyed.end());
     std::vector<DocIndex> seeds;
@@ -170,7 +149,7 @@ class Synthesizer {
 
   // One question from `seed` with `hops` documents, or nullopt when this walk yields none.
   Result<std::optional<SynthQuestion>> Attempt(DocIndex seed, int hops, uint64_t stream) {
-    Rng rng(Mix(options_.seed ^ (stream * 0x9e3779b97f4a7c15ULL), graph_.doc_id(seed) + "#" + std::to_string(hops)));
+    Rng rng(DeriveSeed(options_.seed ^ (stream * 0x9e3779b97f4a7c15ULL), graph_.doc_id(seed) + "#" + std::to_string(hops)));
     std::optional<Walk> walk = WalkFrom(seed, hops, rng);
     if (!walk) return std::optional<SynthQuestion>();
     return Phrase(*walk);

@@ -1,11 +1,12 @@
-// A small seeded random generator for the audit: SplitMix64, with range draws that do not depend
-// on the standard library's distributions, so one seed gives the same probes on every platform.
+// A small seeded random generator: SplitMix64, with range draws that do not depend on the
+// standard library's distributions, so one seed gives the same draws on every platform (the
+// audit's probes, the search synthesizer's walks).
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
-namespace envforge::verifiers::internal {
+namespace envforge {
 
 class Rng {
  public:
@@ -45,4 +46,4 @@ inline uint64_t DeriveSeed(uint64_t seed, std::string_view label) {
   return mix.Next();
 }
 
-}  // namespace envforge::verifiers::internal
+}  // namespace envforge
