@@ -66,6 +66,11 @@ CREATE TABLE IF NOT EXISTS steps(
 INSERT OR IGNORE INTO _meta(key, value) VALUES ('format_version', '1'), ('kind', 'envforge-trajectories');
 )SQL";
 
+// Listing newest first pages through this index alone (started_at_us DESC, id DESC): without it,
+// page N of the viewer read and sorted N pages (100,000 episodes, offset 99,000: 70-125 ms, 4 ms
+// with it). Not part of the format: every writer adds it to the file it opens, old files too.
+constexpr const char* kListingIndex = "CREATE INDEX IF NOT EXISTS episodes_by_start_id ON episodes(started_at_us, id)";
+
 // Format 1 -> 2: rollouts. Column defaults are what a served episode of format 1 means.
 constexpr const char* kMigrateV1ToV2 = R"SQL(
 ALTER TABLE episodes ADD COLUMN kind TEXT NOT NULL DEFAULT 'served';
@@ -1171,6 +1176,7 @@ Result<std::unique_ptr<TrajectoryStore>> TrajectoryStore::Open(const std::string
   ENVFORGE_RETURN_IF_ERROR(db->Exec("PRAGMA journal_mode = WAL"));
   ENVFORGE_ASSIGN_OR_RETURN(int version, CheckOrCreateSchema(*db, path, /*create=*/true));
   if (version < kFormatVersion) ENVFORGE_RETURN_IF_ERROR(Migrate(*db, path));
+  ENVFORGE_RETURN_IF_ERROR(db->Exec(kListingIndex));
   ENVFORGE_ASSIGN_OR_RETURN(auto conn, WriterConnection::Prepare(std::move(*db)));
   return std::unique_ptr<TrajectoryStore>(
       new TrajectoryStore(std::make_unique<Impl>(path, options, std::move(conn))));

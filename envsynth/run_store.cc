@@ -39,6 +39,14 @@ Result<Database> OpenDurable(const std::string& path, Database::Mode mode) {
   return db;
 }
 
+// A reader sets no journal mode: it must not change the file (it may not even be a run database),
+// and a run being written is already in WAL mode, which lets it read beside the writer.
+Result<Database> OpenForReading(const std::string& path) {
+  ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::Open(path, Database::Mode::kReadOnly));
+  ENVFORGE_RETURN_IF_ERROR(db.Exec("PRAGMA busy_timeout=5000;"));
+  return db;
+}
+
 Result<Json> ParseStored(const std::string& text, const std::string& what) {
   auto parsed = ParseJson(text, what);
   if (!parsed.ok()) return DataLossError("run database: " + parsed.status().message());
@@ -125,10 +133,14 @@ Result<RunStore> RunStore::Create(const std::string& path, const Json& config) {
   return RunStore(std::move(db), path, config);
 }
 
-Result<RunStore> RunStore::Open(const std::string& path) {
+Result<RunStore> RunStore::Open(const std::string& path) { return OpenExisting(path, /*read_only=*/false); }
+
+Result<RunStore> RunStore::OpenReadOnly(const std::string& path) { return OpenExisting(path, /*read_only=*/true); }
+
+Result<RunStore> RunStore::OpenExisting(const std::string& path, bool read_only) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) return ErrnoError("run database " + path, errno);
-  ENVFORGE_ASSIGN_OR_RETURN(Database db, OpenDurable(path, Database::Mode::kReadWrite));
+  ENVFORGE_ASSIGN_OR_RETURN(Database db, read_only ? OpenForReading(path) : OpenDurable(path, Database::Mode::kReadWrite));
   auto statement = db.Prepare("SELECT key, value FROM run_meta");
   if (!statement.ok()) return InvalidArgumentError(path + " is not an envforge synth run database (no run_meta table)");
   std::string version, config_text;

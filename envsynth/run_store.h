@@ -99,6 +99,9 @@ class RunStore {
   static Result<RunStore> Create(const std::string& path, const Json& config);
   // Opens an existing run database (errors in the file comment).
   static Result<RunStore> Open(const std::string& path);
+  // The same, read-only (the viewer, server/ui_runs.h): the file is never changed, not even its
+  // journal mode, and every Put, Delete and AddEvent fails. A run being written may be read.
+  static Result<RunStore> OpenReadOnly(const std::string& path);
 
   const Json& config() const { return config_; }
   const std::string& path() const { return path_; }
@@ -118,6 +121,7 @@ class RunStore {
   Result<std::vector<RunEvent>> Events();
 
  private:
+  static Result<RunStore> OpenExisting(const std::string& path, bool read_only);
   RunStore(Database db, std::string path, Json config) : db_(std::move(db)), path_(std::move(path)), config_(std::move(config)) {}
   Database db_;
   std::string path_;

@@ -1,81 +1,35 @@
 // The viewer's page and JSON endpoints.
 #include "server/ui_api.h"
 
-#include <charconv>
 #include <map>
 
+#include "agents/pass_at_k.h"
+#include "agents/replay.h"
 #include "agents/trajectory_store.h"
 #include "base/json.h"
 #include "server/generated/ui_assets.h"
+#include "server/internal/ui_http.h"
+#include "server/ui_runs.h"
 
 namespace envforge::server {
 namespace {
+
+using internal::ErrorAnswer;
+using internal::IntParameter;
+using internal::JsonAnswer;
+using internal::ParseQuery;
+using internal::PercentDecode;
 
 constexpr int64_t kDefaultPageSize = 50;
 constexpr int64_t kMaxPageSize = 500;
 constexpr std::string_view kApiPrefix = "/ui/api/";
 
-UiResponse JsonAnswer(int status, const Json& body) {
-  return UiResponse{status, "application/json", body.dump(-1, ' ', false, Json::error_handler_t::replace)};
-}
-
-UiResponse ErrorAnswer(int status, std::string message) { return JsonAnswer(status, Json{{"error", std::move(message)}}); }
-
 UiResponse FromStatus(const Status& status) {
-  const int code = status.code() == StatusCode::kNotFound ? 404 : status.code() == StatusCode::kInvalidArgument ? 400 : 500;
+  int code = 500;
+  if (status.code() == StatusCode::kNotFound) code = 404;
+  if (status.code() == StatusCode::kInvalidArgument) code = 400;
+  if (status.code() == StatusCode::kFailedPrecondition) code = 409;  // e.g. a replay's version drift
   return ErrorAnswer(code, status.message());
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// application/x-www-form-urlencoded: '+' is a space, %XX a byte; a malformed escape stays as it is.
-std::string DecodeComponent(std::string_view text) {
-  std::string decoded;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '+') {
-      decoded += ' ';
-    } else if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 &&
-               HexValue(text[i + 2]) >= 0) {
-      decoded += static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]));
-      i += 2;
-    } else {
-      decoded += text[i];
-    }
-  }
-  return decoded;
-}
-
-std::map<std::string, std::string> ParseQuery(std::string_view query) {
-  std::map<std::string, std::string> parameters;
-  while (!query.empty()) {
-    const size_t end = query.find('&');
-    const std::string_view pair = query.substr(0, end);
-    const size_t equals = pair.find('=');
-    if (!pair.empty()) {
-      parameters[DecodeComponent(pair.substr(0, equals))] =
-          equals == std::string_view::npos ? "" : DecodeComponent(pair.substr(equals + 1));
-    }
-    query = end == std::string_view::npos ? std::string_view() : query.substr(end + 1);
-  }
-  return parameters;
-}
-
-Result<int64_t> IntParameter(const std::map<std::string, std::string>& parameters, const std::string& name, int64_t fallback,
-                             int64_t low, int64_t high) {
-  auto it = parameters.find(name);
-  if (it == parameters.end() || it->second.empty()) return fallback;
-  int64_t value = 0;
-  const auto [end, error] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), value);
-  if (error != std::errc() || end != it->second.data() + it->second.size() || value < low || value > high) {
-    return InvalidArgumentError(name + " must be an integer from " + std::to_string(low) + " to " + std::to_string(high) +
-                                ", got '" + it->second.substr(0, 40) + "'");
-  }
-  return value;
 }
 
 Result<agents::ListFilter> FilterFromQuery(std::string_view query) {
@@ -109,6 +63,10 @@ const char* AssetBody(std::string_view path, const char** content_type) {
     *content_type = "text/javascript; charset=utf-8";
     return ui_assets::kAppJs;
   }
+  if (path == "/ui/runs.js") {
+    *content_type = "text/javascript; charset=utf-8";
+    return ui_assets::kRunsJs;
+  }
   if (path == "/ui/style.css") {
     *content_type = "text/css; charset=utf-8";
     return ui_assets::kStyleCss;
@@ -118,12 +76,14 @@ const char* AssetBody(std::string_view path, const char** content_type) {
 
 }  // namespace
 
-Result<std::unique_ptr<UiApi>> UiApi::Open(const std::string& trajectories_path) {
+Result<std::unique_ptr<UiApi>> UiApi::Open(const std::string& trajectories_path, const UiApiOptions& options) {
   ENVFORGE_ASSIGN_OR_RETURN(std::unique_ptr<agents::TrajectoryReader> reader, agents::TrajectoryReader::Open(trajectories_path));
-  return std::unique_ptr<UiApi>(new UiApi(std::move(reader)));
+  ENVFORGE_ASSIGN_OR_RETURN(std::unique_ptr<UiRuns> runs, UiRuns::Open(options.runs_dir));
+  return std::unique_ptr<UiApi>(new UiApi(std::move(reader), std::move(runs)));
 }
 
-UiApi::UiApi(std::unique_ptr<agents::TrajectoryReader> reader) : reader_(std::move(reader)) {}
+UiApi::UiApi(std::unique_ptr<agents::TrajectoryReader> reader, std::unique_ptr<UiRuns> runs)
+    : reader_(std::move(reader)), runs_(std::move(runs)) {}
 UiApi::~UiApi() = default;
 
 bool UiApi::IsUiPath(std::string_view path) { return path == "/ui" || path.starts_with("/ui/"); }
@@ -146,9 +106,12 @@ UiResponse UiApi::Handle(std::string_view target) const {
   }
   const std::string_view route = path.substr(kApiPrefix.size());
   if (route == "episodes") return Episodes(query);
-  if (route.starts_with("episodes/") && route.size() > 9) return OneEpisode(DecodeComponent(route.substr(9)));
+  if (route.starts_with("episodes/") && route.size() > 9) return OneEpisode(PercentDecode(route.substr(9), false));
   if (route == "counts") return Counts();
-  return ErrorAnswer(404, "no API route " + std::string(path.substr(0, 200)) + " (episodes, episodes/ID, counts)");
+  if (route == "task") return Task(query);
+  if (UiRuns::IsRunsRoute(route)) return runs_->Handle(route, query);
+  return ErrorAnswer(404, "no API route " + std::string(path.substr(0, 200)) +
+                              " (episodes, episodes/ID, episodes/ID/replay, counts, task, runs, runs/NAME)");
 }
 
 UiResponse UiApi::Episodes(std::string_view query) const {
@@ -186,6 +149,99 @@ UiResponse UiApi::Counts() const {
   if (!counts.ok()) return FromStatus(counts.status());
   return JsonAnswer(200, Json{{"episodes", counts->episodes}, {"steps", counts->steps},
                               {"open_episodes", counts->open_episodes}, {"model_turns", counts->model_turns}});
+}
+
+namespace {
+
+constexpr int64_t kMaxTaskEpisodes = 20'000;
+
+struct PassCounts {
+  std::string model;
+  int64_t n = 0, passed = 0;
+  Json ToJson() const {
+    Json curve = Json::array();
+    for (int64_t k : agents::PassAtKPoints(n)) curve.push_back(Json::array({k, agents::PassAtK(n, passed, k).value()}));
+    return Json{{"model", model}, {"n", n}, {"passed", passed}, {"pass_at_k", std::move(curve)}};
+  }
+};
+
+}  // namespace
+
+UiResponse UiApi::Task(std::string_view query) const {
+  const std::map<std::string, std::string> parameters = ParseQuery(query);
+  agents::ListFilter filter;
+  filter.env_id = parameters.contains("env") ? parameters.at("env") : "";
+  filter.task_id = parameters.contains("task") ? parameters.at("task") : "";
+  if (filter.env_id.empty() || filter.task_id.empty()) return ErrorAnswer(400, "env and task are both required");
+  filter.limit = kMaxTaskEpisodes + 1;
+  Result<std::vector<agents::EpisodeSummary>> episodes = [&] {
+    std::lock_guard lock(mu_);
+    return reader_->List(filter);
+  }();
+  if (!episodes.ok()) return FromStatus(episodes.status());
+  const bool truncated = static_cast<int64_t>(episodes->size()) > kMaxTaskEpisodes;
+  if (truncated) episodes->pop_back();
+  Json outcomes = Json::object();
+  PassCounts all;
+  std::map<std::string, PassCounts> rollouts;
+  for (const agents::EpisodeSummary& episode : *episodes) {
+    const std::string outcome = episode.outcome ? std::string(agents::EpisodeOutcomeName(*episode.outcome)) : "open";
+    outcomes[outcome] = outcomes.value(outcome, 0) + 1;
+    if (!episode.outcome || *episode.outcome == agents::EpisodeOutcome::kInfraError) continue;
+    const bool passed = episode.verdict && episode.verdict->value("passed", false);
+    for (PassCounts* counts : {&all, episode.start.rollout_id.empty() ? nullptr : &rollouts[episode.start.rollout_id]}) {
+      if (counts == nullptr) continue;
+      counts->model = episode.start.model;
+      counts->n += 1;
+      counts->passed += passed ? 1 : 0;
+    }
+  }
+  Json per_rollout = Json::array();
+  for (const auto& [id, counts] : rollouts) {
+    Json row = counts.ToJson();
+    row["rollout_id"] = id;
+    per_rollout.push_back(std::move(row));
+  }
+  return JsonAnswer(200, Json{{"env", filter.env_id}, {"task", filter.task_id}, {"episodes", episodes->size()},
+                              {"truncated", truncated}, {"outcomes", std::move(outcomes)}, {"all", all.ToJson()},
+                              {"rollouts", std::move(per_rollout)}});
+}
+
+void UiApi::EnableReplay(sandbox::SessionManager* manager, std::string envs) {
+  replay_manager_ = manager;
+  replay_envs_ = std::move(envs);
+}
+
+bool UiApi::IsReplayPath(std::string_view path) {
+  constexpr std::string_view kPrefix = "/ui/api/episodes/", kSuffix = "/replay";
+  return path.starts_with(kPrefix) && path.ends_with(kSuffix) && path.size() > kPrefix.size() + kSuffix.size();
+}
+
+void UiApi::ReplayAsync(std::string_view target, std::function<void(UiResponse)> done) const {
+  const size_t question = target.find('?');
+  const std::string_view path = target.substr(0, question);
+  const std::map<std::string, std::string> parameters =
+      ParseQuery(question == std::string_view::npos ? std::string_view() : target.substr(question + 1));
+  const std::string id = PercentDecode(path.substr(17, path.size() - 17 - 7), false);
+  auto drift = parameters.find("allow_version_drift");
+  const bool allow_drift = drift != parameters.end() && (drift->second == "1" || drift->second == "true");
+  if (replay_manager_ == nullptr) {
+    return done(ErrorAnswer(503, "replay needs the environments: envforge serve --envs DIR, or envforge view F --envs DIR"));
+  }
+  replays_.Post([this, id, allow_drift, done = std::move(done)] {
+    auto load = [this](const std::string& episode_id) {
+      std::lock_guard lock(mu_);
+      return reader_->Get(episode_id);
+    };
+    Result<agents::Episode> episode = load(id);
+    if (!episode.ok()) return done(FromStatus(episode.status()));
+    agents::ReplayOptions options;
+    options.envs = replay_envs_;
+    options.allow_version_drift = allow_drift;
+    options.load_episode = load;
+    Result<agents::ReplayReport> report = agents::Replay(*episode, *replay_manager_, options);
+    done(report.ok() ? JsonAnswer(200, agents::ReplayReportToJson(*report)) : FromStatus(report.status()));
+  });
 }
 
 }  // namespace envforge::server

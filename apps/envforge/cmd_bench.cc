@@ -304,9 +304,10 @@ int RunBenchCommand(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "rollout") return RunBenchRollout(rest);
   if (!args.empty() && args[0] == "v1") return RunBenchV1(rest);
   if (!args.empty() && args[0] == "interpreter") return RunBenchInterpreter(rest);
+  if (!args.empty() && args[0] == "viewer") return RunBenchViewer(rest);
   std::fprintf(stderr,
-               "envforge bench: expected 'sandbox', 'engine', 'serve', 'kernels', 'frames', 'rollout', 'v1' or "
-               "'interpreter'\n");
+               "envforge bench: expected 'sandbox', 'engine', 'serve', 'kernels', 'frames', 'rollout', 'v1', "
+               "'interpreter' or 'viewer'\n");
   return kExitUsage;
 }
 

@@ -63,6 +63,8 @@ service options:
   --session-ttl SECONDS       a session idle this long is closed as "expired" (600)
   --trajectories FILE.sqlite  record every episode; over HTTP the viewer reads them at /ui/
                               (open http://HOST:PORT/ui/#token=T when the server has a token)
+  --runs DIR                  with --trajectories, over HTTP: the viewer also shows the synthesis
+                              runs in DIR (the *.sqlite run databases of envforge synth) at /ui/#/runs
   --limits JSON               sandbox limits of every session
   --kernel-pool N             interpreter environments: ready Jupyter kernels kept per environment
                               (2), refilled in the background; 0: each session waits for one to start
@@ -293,9 +295,10 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, HttpServerOptions o
   // The viewer reads the store the service records into (declared before the server, like api).
   std::unique_ptr<server::UiApi> ui;
   if (auto trajectories = parsed.Option("--trajectories")) {
-    auto opened = server::UiApi::Open(*trajectories);
+    auto opened = server::UiApi::Open(*trajectories, {.runs_dir = parsed.OptionOr("--runs", "")});
     if (!opened.ok()) return Fail(opened.status().WithContext("envforge serve: the viewer"), ExitCodeFor(opened.status()));
     ui = std::move(opened).value();
+    ui->EnableReplay(&service.manager(), parsed.OptionOr("--envs", ""));
     options.ui = ui.get();
   }
   auto server = HttpServer::Create(service, options);
@@ -341,7 +344,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
                                              "--max-connections", "--max-unauthenticated", "--max-unauthenticated-per-peer",
                                              "--header-timeout-ms", "--model", "--backend", "--model-name", "--device",
                                              "--context-window", "--v1-workers", "--v1-max-queue", "--kernel-pool",
-                                             "--code-ready-copies"},
+                                             "--code-ready-copies", "--runs"},
                            .flags = {"--stdio", "--mcp", "--help", "-h"},
                            .repeated_options = {"--allow-origin"}});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
@@ -352,6 +355,9 @@ int RunServeCommand(const std::vector<std::string>& args) {
   bool stdio = parsed->Has("--stdio");
   if (parsed->Has("--mcp") && !stdio) {
     return Fail(InvalidArgumentError("envforge serve: --mcp selects the stdio dialect; over HTTP use POST /mcp"), kExitUsage);
+  }
+  if (parsed->Option("--runs") && (stdio || !parsed->Option("--trajectories"))) {
+    return Fail(InvalidArgumentError("envforge serve: --runs DIR is shown by the viewer: it needs --trajectories, over HTTP"), kExitUsage);
   }
   if (stdio && (parsed->Option("--model") || parsed->Option("--backend"))) {
     return Fail(InvalidArgumentError("envforge serve: /v1 (--model, --backend) is served over HTTP, not with --stdio"), kExitUsage);
@@ -378,27 +384,32 @@ int RunServeCommand(const std::vector<std::string>& args) {
 // service behind it opens no environment and records nothing: the store is only read.
 int RunViewCommand(const std::vector<std::string>& args) {
   auto parsed = ParseArgs("envforge view", args,
-                          {.value_options = {"--host", "--port", "--token", "--port-file"},
+                          {.value_options = {"--host", "--port", "--token", "--port-file", "--runs", "--envs"},
                            .flags = {"--help", "-h"},
                            .repeated_options = {"--allow-origin"},
                            .max_positional = 1});
   if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
   if (parsed->Has("--help") || parsed->Has("-h") || parsed->positional.empty()) {
     std::fputs("usage: envforge view TRAJECTORIES.sqlite [--host 127.0.0.1] [--port 8080] [--token T] [--port-file F]\n"
+               "                    [--runs DIR] [--envs DIR]\n"
                "  serves the trajectory viewer (read-only) at http://HOST:PORT/ui/; with a token, open\n"
-               "  http://HOST:PORT/ui/#token=T. SIGINT or SIGTERM stops it.\n",
+               "  http://HOST:PORT/ui/#token=T. --runs DIR: also the synthesis runs in DIR (run databases of\n"
+               "  envforge synth) at /ui/#/runs. --envs DIR|X.envdb: the environments an episode is replayed\n"
+               "  against from its page (envforge replay's --envs). SIGINT or SIGTERM stops it.\n",
                parsed->positional.empty() && !parsed->Has("--help") && !parsed->Has("-h") ? stderr : stdout);
     return parsed->positional.empty() && !parsed->Has("--help") && !parsed->Has("-h") ? kExitUsage : kExitOk;
   }
-  auto ui = server::UiApi::Open(parsed->positional[0]);
+  // The service first: the viewer's replays use its session manager until the viewer goes.
+  auto service = RpcService::Create(RpcServiceOptions{});
+  if (!service.ok()) return Fail(service.status().WithContext("envforge view"), ExitCodeFor(service.status()));
+  auto ui = server::UiApi::Open(parsed->positional[0], {.runs_dir = parsed->OptionOr("--runs", "")});
   if (!ui.ok()) return Fail(ui.status().WithContext("envforge view"), ExitCodeFor(ui.status()));
   auto http_options = HttpOptionsFrom(*parsed);
   if (!http_options.ok()) return Fail(http_options.status().WithContext("envforge view"), kExitUsage);
   http_options->ui = ui->get();
   auto signal_fd = InstallSignalPipe();
   if (!signal_fd.ok()) return Fail(signal_fd.status(), kExitInfra);
-  auto service = RpcService::Create(RpcServiceOptions{});
-  if (!service.ok()) return Fail(service.status().WithContext("envforge view"), ExitCodeFor(service.status()));
+  if (auto envs = parsed->Option("--envs")) (*ui)->EnableReplay(&(*service)->manager(), *envs);
   auto server = HttpServer::Create(**service, *http_options);
   if (!server.ok()) return Fail(server.status().WithContext("envforge view"), ExitCodeFor(server.status()));
   (*server)->Start();

@@ -46,6 +46,7 @@ int RunBenchFrames(const std::vector<std::string>& args);   // bench frames [--s
 int RunBenchRollout(const std::vector<std::string>& args);  // bench rollout --model DIR --env X --task T
 int RunBenchV1(const std::vector<std::string>& args);       // bench v1 --url URL (OpenAI-compatible /v1)
 int RunBenchInterpreter(const std::vector<std::string>& args);  // bench interpreter X.envdb (Jupyter kernels)
+int RunBenchViewer(const std::vector<std::string>& args);       // bench viewer [--episodes N] (cmd_bench_viewer.cc)
 // code sub-commands (called by RunCodeCommand with the words after the name).
 int RunCodeJunit(const std::vector<std::string>& args);  // code junit FILE.xml [--producer P] [--root DIR] [--json]
 int RunCodeImport(const std::vector<std::string>& args);    // code import INSTANCE.json --repo PATH -o X.envdb

@@ -90,7 +90,7 @@ usage:
                                               (exit 3 when there is no GPU)
   envforge serve --envs DIR [--host 127.0.0.1] [--port 8080] [--token T] [--max-sessions N]
                  [--session-ttl SECONDS] [--trajectories FILE.sqlite] [--limits JSON] [--kernel-pool N]
-                 [--code-ready-copies N]
+                 [--code-ready-copies N] [--runs DIR]
                  [--max-payload BYTES] [--port-file F] [--io-threads N] [--allow-origin O]...
                  [--max-connections N] [--max-unauthenticated N] [--header-timeout-ms MS] ...
                                               JSON-RPC 2.0 over HTTP (POST /rpc), WebSocket (/ws) and
@@ -98,7 +98,10 @@ usage:
                                               every session recorded; SIGTERM drains and flushes;
                                               envforge serve --help lists every option
   envforge view TRAJECTORIES.sqlite [--host 127.0.0.1] [--port 8080] [--token T] [--port-file F]
+                [--runs DIR] [--envs DIR]
                                               the trajectory viewer alone, read-only, at /ui/
+                                              (--runs: also the synth runs in DIR, #/runs;
+                                              --envs: replay an episode from its page)
   envforge serve --envs DIR --model MODEL_DIR [--model-name NAME] [--device cpu|cuda|auto] ...
   envforge serve --envs DIR --backend embedded:DIR|openai:URL|scripted:FILE.jsonl ...
                                               also an OpenAI-compatible /v1: GET /v1/models, POST
@@ -127,6 +130,12 @@ usage:
                                               create p50/p99 from the warm pool and cold,
                                               execute("1+1") round trip, executes/s across
                                               sessions, memory per kernel, pool refill rate
+  envforge bench viewer [--episodes 100000] [--steps 200] [--store F.sqlite] [--repeat 20] [--browser-runs 5]
+                 [--no-browser] [--json]
+                                              the trajectory viewer on a synthetic store of N
+                                              episodes: /ui/api first page, deep pages, filtered
+                                              pages and one long episode (p50/p99 over real HTTP);
+                                              list and episode render in headless Chromium
   envforge traj ls FILE.sqlite [--env E] [--task T] [--outcome O] [--rollout R] [--kind K]
                   [--limit N] [--json]        recorded episodes, newest first: id, kind (served |
                                               rollout), env, task, steps, outcome, verdict, start

@@ -143,6 +143,10 @@ Decision DecideAuthenticated(const Header& request, std::string_view path, http:
     return method == http::verb::post ? AcceptJsonPost(request, Route::kMcp, path) : Reject(http::status::method_not_allowed, PlainError("use POST /mcp"), "POST");
   }
   if (path == "/metrics") return get ? Accept(Route::kMetrics) : Reject(http::status::method_not_allowed, PlainError("use GET /metrics"), "GET");
+  if (UiApi::IsReplayPath(path)) {
+    return method == http::verb::post ? Accept(Route::kUi)
+                                      : Reject(http::status::method_not_allowed, PlainError("use POST " + std::string(path)), "POST");
+  }
   if (UiApi::IsApiPath(path)) {
     return get ? Accept(Route::kUi) : Reject(http::status::method_not_allowed, PlainError("use GET " + std::string(path)), "GET");
   }
@@ -716,9 +720,27 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   void SendUi() {
     const UiApi* ui = shared_->options().ui;
     std::string_view target = View(parser_->get().target());
-    UiResponse answer = ui != nullptr ? ui->Handle(target)
-                                      : UiResponse{404, "application/json",
-                                                   "{\"error\":\"this server records no trajectories: start it with --trajectories FILE\"}"};
+    if (ui == nullptr) {
+      return SendUiAnswer({404, "application/json",
+                           "{\"error\":\"this server records no trajectories: start it with --trajectories FILE\"}"});
+    }
+    if (!UiApi::IsReplayPath(target.substr(0, target.find('?')))) return SendUiAnswer(ui->Handle(target));
+    // A replay takes as long as the episode's tools: answered from the replay thread, later.
+    std::weak_ptr<HttpConnection> weak = weak_from_this();
+    ui->ReplayAsync(target, [shared = shared_, weak, token = shared_->AcquireInFlight()](UiResponse answer) mutable {
+      shared->IfOpen([&] {
+        auto self = weak.lock();
+        if (!self) return;
+        net::post(self->stream_.get_executor(), [self, answer = std::move(answer), token = std::move(token)]() mutable {
+          if (self->closed_) return;
+          self->token_ = std::move(token);  // released once the response is written
+          self->SendUiAnswer(std::move(answer));
+        });
+      });
+    });
+  }
+
+  void SendUiAnswer(UiResponse answer) {
     Response response = MakeResponse(static_cast<http::status>(answer.status), std::move(answer.body), answer.content_type);
     response.set("Content-Security-Policy", UiApi::ContentSecurityPolicy());
     response.set("X-Content-Type-Options", "nosniff");

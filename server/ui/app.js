@@ -16,10 +16,10 @@ function el(tag, text, className) {
 
 function token() { return sessionStorage.getItem("envforge-token") || ""; }
 
-async function api(path) {
+async function api(path, method) {
   const headers = {};
   if (token()) headers["Authorization"] = "Bearer " + token();
-  const response = await fetch("/ui/api/" + path, { headers });
+  const response = await fetch("/ui/api/" + path, { headers, method: method || "GET" });
   if (response.status === 401) {
     document.getElementById("token-form").hidden = false;
     throw new Error("this server needs a token: enter it above");
@@ -130,6 +130,8 @@ async function loadEpisode(id) {
   try {
     const episode = await api("episodes/" + encodeURIComponent(id));
     document.getElementById("episode-title").textContent = episode.env_name + " / " + (episode.task_id || "no task");
+    document.getElementById("episode-task-link").href =
+      "#/task/" + encodeURIComponent(episode.env_name) + "/" + encodeURIComponent(episode.task_id || "");
     const facts = document.getElementById("episode-facts");
     facts.replaceChildren();
     for (const key of ["id", "kind", "model", "backend", "outcome", "seed", "parent_id", "rollout_id", "client"]) {
@@ -149,12 +151,133 @@ async function loadEpisode(id) {
   } catch (error) { showError(error); }
 }
 
+// The replay, step by step: what was recorded beside what the environment answers now.
+function renderReplay(report) {
+  const box = document.getElementById("replay-result");
+  box.replaceChildren();
+  const divergence = report.first_divergence === null ? "every step matches" : "first divergence at step " + report.first_divergence;
+  const verdict = report.verdict || {};
+  box.append(el("p", divergence + "; verdict " + (verdict.status || "?") + (report.version_drift ? " (the environment changed)" : ""),
+                report.matches ? "passed" : "failed"));
+  const table = el("table", null, "replay");
+  const head = el("tr");
+  for (const title of ["step", "tool", "status", "recorded", "replayed"]) head.append(el("th", title));
+  table.append(head);
+  for (const step of report.steps || []) {
+    const row = el("tr", null, step.status === "match" ? "match" : "diverged");
+    row.append(el("td", step.step), el("td", step.tool), el("td", step.status));
+    const recorded = el("td"), replayed = el("td");
+    recorded.append(foldedBlock(step.recorded, "recorded"));
+    replayed.append(foldedBlock(step.replayed, "replayed"));
+    row.append(recorded, replayed);
+    table.append(row);
+  }
+  box.append(table);
+}
+
+async function runReplay(id) {
+  const box = document.getElementById("replay-result");
+  box.replaceChildren(el("p", "replaying..."));
+  const drift = document.getElementById("replay-drift").checked ? "?allow_version_drift=1" : "";
+  try {
+    renderReplay(await api("episodes/" + encodeURIComponent(id) + "/replay" + drift, "POST"));
+  } catch (error) {
+    box.replaceChildren(el("p", "replay: " + (error.message || error), "failed"));
+  }
+}
+
+// pass@k curves as an SVG line chart (our own: no library): x is k on a log2 scale, y 0..1;
+// `series` is [{label, points: [[k, value]...]}].
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attributes, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, value);
+  if (text !== undefined) node.textContent = String(text);
+  return node;
+}
+
+function passAtKChart(series) {
+  const width = 640, height = 280, left = 48, right = 180, top = 16, bottom = 36;
+  const chart = svg("svg", { width, height, viewBox: "0 0 " + width + " " + height, role: "img", class: "pass-at-k" });
+  const maxK = Math.max(2, ...series.flatMap((s) => s.points.map((p) => p[0])));
+  const x = (k) => left + (Math.log2(k) / Math.log2(maxK)) * (width - left - right);
+  const y = (v) => top + (1 - v) * (height - top - bottom);
+  chart.append(svg("line", { x1: left, y1: y(0), x2: width - right, y2: y(0), class: "axis" }));
+  chart.append(svg("line", { x1: left, y1: y(0), x2: left, y2: y(1), class: "axis" }));
+  for (const v of [0, 0.25, 0.5, 0.75, 1]) {
+    chart.append(svg("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end", class: "tick" }, v.toFixed(2)));
+  }
+  for (let k = 1; k <= maxK; k *= 2) {
+    chart.append(svg("text", { x: x(k), y: height - bottom + 16, "text-anchor": "middle", class: "tick" }, k));
+  }
+  chart.append(svg("text", { x: (left + width - right) / 2, y: height - 4, "text-anchor": "middle", class: "tick" }, "k"));
+  const colours = ["#1f6feb", "#d1242f", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#0a7ea4", "#57606a"];
+  series.forEach((s, i) => {
+    const colour = colours[i % colours.length];
+    const points = s.points.map((p) => x(p[0]).toFixed(1) + "," + y(p[1]).toFixed(1)).join(" ");
+    chart.append(svg("polyline", { points, fill: "none", stroke: colour, "stroke-width": 2, class: "series" }));
+    for (const p of s.points) chart.append(svg("circle", { cx: x(p[0]), cy: y(p[1]), r: 3, fill: colour }));
+    chart.append(svg("text", { x: width - right + 10, y: top + 14 + i * 16, fill: colour }, s.label));
+  });
+  return chart;
+}
+
+function tableOf(rows, titles) {
+  const table = document.createDocumentFragment();
+  const head = el("tr");
+  for (const title of titles) head.append(el("th", title));
+  table.append(head);
+  for (const row of rows) {
+    const line = el("tr");
+    for (const cell of row) line.append(el("td", cell));
+    table.append(line);
+  }
+  return table;
+}
+
+async function loadTask(env, task) {
+  try {
+    const stats = await api("task?" + new URLSearchParams({ env, task }).toString());
+    document.getElementById("task-title").textContent = env + " / " + task;
+    document.getElementById("task-summary").textContent = stats.episodes + " episodes" +
+      (stats.truncated ? " (the newest 20,000)" : "") + "; " + stats.all.passed + " of " + stats.all.n + " scored episodes passed";
+    const series = [{ label: "all (" + stats.all.n + ")", points: stats.all.pass_at_k }];
+    for (const rollout of stats.rollouts.slice(0, 7)) {
+      series.push({ label: rollout.rollout_id + " (" + rollout.model + ")", points: rollout.pass_at_k });
+    }
+    document.getElementById("task-chart").replaceChildren(stats.all.n ? passAtKChart(series) : el("p", "no scored episodes"));
+    document.getElementById("task-outcomes").replaceChildren(tableOf(Object.entries(stats.outcomes), ["outcome", "episodes"]));
+    document.getElementById("task-rollouts").replaceChildren(tableOf(
+      stats.rollouts.map((r) => [r.rollout_id, r.model, r.n, r.passed, (r.pass_at_k[0] || [1, 0])[1].toFixed(3)]),
+      ["rollout", "model", "scored", "passed", "pass@1"]));
+    showError(null);
+  } catch (error) { showError(error); }
+}
+
+function routeTask() {
+  const match = location.hash.match(/^#\/task\/([^/]+)\/([^/]+)$/);
+  document.getElementById("task-view").hidden = !match;
+  if (!match) return false;
+  document.getElementById("list-view").hidden = true;
+  document.getElementById("episode-view").hidden = true;
+  loadTask(decodeURIComponent(match[1]), decodeURIComponent(match[2]));
+  return true;
+}
+
 function route() {
-  const match = location.hash.match(/^#\/episode\/(.+)$/);
+  if (routeTask()) return;  // #/task/ENV/TASK
+  if (routeRuns()) return;  // #/runs and #/runs/NAME: runs.js
+  const match = location.hash.match(/^#\/episode\/([^/]+)(\/replay(-drift)?)?$/);
   document.getElementById("list-view").hidden = !!match;
   document.getElementById("episode-view").hidden = !match;
-  if (match) loadEpisode(decodeURIComponent(match[1]));
-  else loadList();
+  if (!match) return loadList();
+  const id = decodeURIComponent(match[1]);
+  document.getElementById("replay-result").replaceChildren();
+  document.getElementById("replay").onclick = () => runReplay(id);
+  // "#/episode/ID/replay" (or ".../replay-drift") replays on opening: a link to a replay, and
+  // the browser tests.
+  document.getElementById("replay-drift").checked = !!match[3];
+  loadEpisode(id).then(() => { if (match[2]) runReplay(id); });
 }
 
 function start() {
@@ -186,6 +309,12 @@ function start() {
   window.addEventListener("hashchange", route);
   loadCounts();
   route();
+  // Live: while the first page of the list shows, new episodes appear without a reload.
+  setInterval(() => {
+    if (document.hidden || document.getElementById("list-view").hidden || state.offset !== 0) return;
+    loadCounts();
+    loadList();
+  }, 3000);
 }
 
 document.addEventListener("DOMContentLoaded", start);

@@ -63,7 +63,8 @@ TEST_CASE("every command answers --help with its usage on stdout and exit 0, doi
   const std::vector<std::vector<std::string>> commands = {
       {"env", "pack"},     {"env", "show"},      {"env", "check"},     {"session", "solve"}, {"session", "run"},
       {"bench", "sandbox"}, {"bench", "serve"},  {"bench", "engine"},  {"bench", "kernels"}, {"bench", "frames"},
-      {"bench", "rollout"}, {"bench", "v1"},     {"bench", "interpreter"}, {"audit"},        {"serve"},            {"traj", "ls"},
+      {"bench", "rollout"}, {"bench", "v1"},     {"bench", "interpreter"}, {"bench", "viewer"}, {"audit"},  {"serve"},  {"view"},
+      {"traj", "ls"},
       {"traj", "show"},    {"traj", "export"},   {"replay"},           {"generate"},         {"rollout"},
       {"code", "junit"},   {"code", "import"},   {"code", "validate"}, {"search"},           {"env"},              {"session"},          {"bench"},            {"traj"},
       {"code"}};

@@ -138,6 +138,46 @@ TEST_CASE("run store: another format version and a file that is not a run databa
   CHECK(RunStore::Open(dir / "absent.sqlite").status().code() == StatusCode::kNotFound);
 }
 
+TEST_CASE("run store: opened read-only (the viewer), a run is read beside its writer and never changed") {
+  TempDir dir;
+  const std::string path = dir / "run.sqlite";
+  auto writer = RunStore::Create(path, Json{{"envs", 1}});
+  REQUIRE(writer.ok());
+  CandidateRecord c;
+  c.key = "calendar/0/0/1";
+  c.env_key = "calendar/0";
+  c.category = "calendar";
+  c.level = 1;
+  c.stage = stage::kKept;
+  REQUIRE(writer->PutCandidate(c).ok());
+  auto reader = RunStore::OpenReadOnly(path);
+  REQUIRE(reader.ok());
+  CHECK(reader->config() == Json{{"envs", 1}});
+  auto funnel = BuildFunnel(*reader);
+  REQUIRE(funnel.ok());
+  CHECK(funnel->totals().kept == 1);
+  c.key = "calendar/0/1/1";
+  CHECK_FALSE(reader->PutCandidate(c).ok());  // a reader writes nothing
+  REQUIRE(writer->PutCandidate(c).ok());      // while the writer goes on
+  CHECK(reader->Candidates()->size() == 2);
+  // A file that is not a run database keeps its journal mode: the reader sets none.
+  const std::string other = dir / "other.sqlite";
+  {
+    auto db = Database::Open(other, Database::Mode::kReadWriteCreate);
+    REQUIRE(db.ok());
+    REQUIRE(db->Exec("CREATE TABLE t (x)").ok());
+  }
+  CHECK(RunStore::OpenReadOnly(other).status().code() == StatusCode::kInvalidArgument);
+  CHECK(RunStore::OpenReadOnly(dir / "absent.sqlite").status().code() == StatusCode::kNotFound);
+  auto db = Database::Open(other, Database::Mode::kReadOnly);
+  REQUIRE(db.ok());
+  auto mode = db->Prepare("PRAGMA journal_mode");
+  REQUIRE(mode.ok());
+  auto has_row = mode->Step();
+  REQUIRE((has_row.ok() && *has_row));
+  CHECK(mode->ColumnText(0) == "delete");
+}
+
 TEST_CASE("funnel: counts by category and level, drop reasons by class, cost per kept task") {
   TempDir dir;
   auto store = RunStore::Create(dir / "run.sqlite", Json{{"envs", 1}});

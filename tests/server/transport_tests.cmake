@@ -9,6 +9,8 @@ envforge_add_test(server_transport_test
     ${CMAKE_CURRENT_SOURCE_DIR}/transport_admission_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/transport_interpreter_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/transport_ui_test.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/transport_ui_runs_test.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/transport_ui_replay_test.cc
   LIBS envforge_server envforge_agents
   LABELS integration
   TIMEOUT 300)

@@ -3,13 +3,10 @@
 // named, untrusted text kept as text, and the headers that keep a browser from running it.
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <string>
 
-#include "base/subprocess.h"
-#include "tests/server/transport_test_util.h"
+#include "tests/server/ui_test_util.h"
 
 namespace envforge::server::testing {
 namespace {
@@ -17,43 +14,10 @@ namespace {
 constexpr const char* kProbe = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>";
 
 RawResponse Get(uint16_t port, const std::string& path, const std::string& token = "tok") {
-  RawConnection connection(port);
-  std::vector<std::string> headers = {"Connection: close"};
-  if (!token.empty()) headers.push_back("Authorization: Bearer " + token);
-  REQUIRE(connection.Send(HttpRequestText("GET", path, "", headers)));
-  auto response = connection.ReadResponse();
-  REQUIRE(response.has_value());
-  return *response;
+  return UiRequest(port, "GET", path, token);
 }
 
-Json GetJson(uint16_t port, const std::string& path) {
-  RawResponse response = Get(port, path);
-  INFO(path << " -> " << response.status << " " << response.body);
-  REQUIRE(response.status == 200);
-  return ParseJson(response.body).value();
-}
-
-// Headless Chromium from Debian: the DOM after the page's scripts ran (and a screenshot), or
-// nullopt when Chromium is not installed.
-std::optional<std::string> BrowserDom(const std::string& url, const std::string& screenshot) {
-  if (access("/usr/bin/chromium", X_OK) != 0) return std::nullopt;
-  std::vector<std::string> common = {"/usr/bin/chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
-                                     "--no-first-run", "--virtual-time-budget=5000", "--window-size=1280,900"};
-  CommandOptions options;
-  options.timeout = std::chrono::seconds(60);
-  std::vector<std::string> shot = common;
-  shot.insert(shot.end(), {"--screenshot=" + screenshot, url});
-  auto taken = RunCommand(shot, options);
-  REQUIRE(taken.ok());
-  CHECK(std::filesystem::file_size(screenshot) > 1000);
-  std::vector<std::string> dump = common;
-  dump.insert(dump.end(), {"--dump-dom", url});
-  auto dom = RunCommand(dump, options);
-  REQUIRE(dom.ok());
-  INFO(dom->stderr_text);
-  REQUIRE(dom->exit_code == 0);
-  return dom->stdout_text;
-}
+Json GetJson(uint16_t port, const std::string& path) { return UiJson(port, "GET", path); }
 
 TEST_SUITE("server.transport") {
 
@@ -163,9 +127,8 @@ TEST_CASE("the viewer in a real browser: the list and an episode render, and a s
                                GetJson(serve.port, "/ui/api/counts")["open_episodes"] == 0; },
                   std::chrono::seconds(20)));
   // Screenshots for a person to look at, under the build directory.
-  const std::filesystem::path shots = std::filesystem::path(ExecutableDirectory()) / ".." / "ui-screenshots";
-  std::filesystem::create_directories(shots);
-  auto list = BrowserDom(serve.Url() + "/ui/#token=tok", (shots / "episodes.png").string());
+  const std::filesystem::path shots = ScreenshotDirectory();
+  auto list = BrowserPage(serve.Url() + "/ui/#token=tok", (shots / "episodes.png").string());
   if (!list) {
     MESSAGE("skipped: /usr/bin/chromium is not installed (scripts/setup.sh installs it)");
     return;
@@ -175,7 +138,7 @@ TEST_CASE("the viewer in a real browser: the list and an episode render, and a s
   // The token form stays hidden: the fragment's token was taken.
   CHECK(list->find("<form id=\"token-form\" hidden") != std::string::npos);
 
-  auto episode = BrowserDom(serve.Url() + "/ui/#/episode/" + trajectory + "&token=tok", (shots / "episode.png").string());
+  auto episode = BrowserPage(serve.Url() + "/ui/#/episode/" + trajectory + "&token=tok", (shots / "episode.png").string());
   CHECK(episode->find("slow_echo") != std::string::npos);
   CHECK(episode->find(">passed<") != std::string::npos);
   // The probe is text in the page: escaped in the DOM, no element made of it, the title intact.
@@ -184,7 +147,7 @@ TEST_CASE("the viewer in a real browser: the list and an episode render, and a s
   CHECK(episode->find("<title>envforge trajectories</title>") != std::string::npos);
 
   // Without a token the API refuses, and the page says so and shows the token form.
-  auto refused = BrowserDom(serve.Url() + "/ui/#/episode/" + trajectory, (shots / "episode-no-token.png").string());
+  auto refused = BrowserPage(serve.Url() + "/ui/#/episode/" + trajectory, (shots / "episode-no-token.png").string());
   CHECK(refused->find("this server needs a token") != std::string::npos);
   CHECK(refused->find("<form id=\"token-form\">") != std::string::npos);
 }
