@@ -92,13 +92,37 @@ function foldedBlock(value, summaryText) {
   return details;
 }
 
-function renderMessages(messages) {
+// What the model's turn behind an assistant message cost, shown on hover (where recorded).
+function turnSummary(turn) {
+  const logprobs = (turn.logprobs || []).filter((v) => typeof v === "number");
+  const mean = logprobs.length ? (logprobs.reduce((a, b) => a + b, 0) / logprobs.length).toFixed(3) : "not recorded";
+  return "turn " + turn.turn + ": prompt " + turn.prompt_tokens + " tokens (" + turn.reused_tokens + " reused), generated " +
+    (turn.output_tokens || []).length + " tokens, finish " + turn.finish_reason + ", mean logprob " + mean + ", " +
+    (turn.duration_us / 1000).toFixed(0) + " ms" + (turn.parse_error ? "; parse error: " + turn.parse_error : "");
+}
+
+function renderContextEvents(events) {
+  const list = document.getElementById("conversation");
+  for (const event of events) {
+    const item = el("li", null, "context-event");
+    item.append(el("span", "context management", "role"),
+                el("div", "turn " + event.turn + ", " + event.strategy + ": " + event.tokens_before + " -> " + event.tokens_after +
+                          " tokens, " + event.messages_dropped + " messages dropped"));
+    if (event.summary) item.append(foldedBlock(event.summary, "summary"));
+    list.append(item);
+  }
+}
+
+function renderMessages(messages, turns) {
+  const byMessage = new Map((turns || []).map((turn) => [turn.message_index, turn]));
   const list = document.getElementById("conversation");
   list.replaceChildren();
   if (messages.length === 0) list.append(el("li", "no model messages: a client drove this session through its tools"));
   for (const message of messages) {
     const item = el("li");
     item.append(el("span", message.role, "role"));
+    const turn = byMessage.get(message.index);
+    if (turn) item.setAttribute("title", turnSummary(turn));
     if (message.reasoning_content) {
       const thinking = el("details");
       thinking.append(el("summary", "reasoning"), el("pre", message.reasoning_content));
@@ -134,18 +158,26 @@ async function loadEpisode(id) {
       "#/task/" + encodeURIComponent(episode.env_name) + "/" + encodeURIComponent(episode.task_id || "");
     const facts = document.getElementById("episode-facts");
     facts.replaceChildren();
-    for (const key of ["id", "kind", "model", "backend", "outcome", "seed", "parent_id", "rollout_id", "client"]) {
+    for (const key of ["id", "kind", "model", "backend", "outcome", "seed", "rollout_id", "client"]) {
       if (episode[key] === null || episode[key] === undefined || episode[key] === "") continue;
       facts.append(el("dt", key), el("dd", episode[key]));
     }
     facts.append(el("dt", "tool calls"), el("dd", (episode.steps || []).length));
     facts.append(el("dt", "started"), el("dd", formatTime(episode.started_at_us)));
+    if (episode.parent_id) {
+      const parent = el("a", "the episode it was forked from (step " + episode.fork_step + ")");
+      parent.href = "#/episode/" + encodeURIComponent(episode.parent_id);
+      const cell = el("dd");
+      cell.append(parent);
+      facts.append(el("dt", "parent"), cell);
+    }
     const verdict = document.getElementById("verdict");
     verdict.replaceChildren();
     const passed = verdictText(episode.verdict);
     verdict.append(el("div", passed || "no verdict", passed), jsonBlock(episode.verdict || {}));
     if (episode.answer) verdict.append(el("div", "answer"), foldedBlock(episode.answer, "answer"));
-    renderMessages(episode.messages || []);
+    renderMessages(episode.messages || [], episode.model_turns);
+    renderContextEvents(episode.context_events || []);
     renderSteps(episode.steps || []);
     showError(null);
   } catch (error) { showError(error); }
@@ -239,6 +271,7 @@ async function loadTask(env, task) {
   try {
     const stats = await api("task?" + new URLSearchParams({ env, task }).toString());
     document.getElementById("task-title").textContent = env + " / " + task;
+    document.getElementById("task-episodes").href = listAddress({ env, task }, 50, 0);
     document.getElementById("task-summary").textContent = stats.episodes + " episodes" +
       (stats.truncated ? " (the newest 20,000)" : "") + "; " + stats.all.passed + " of " + stats.all.n + " scored episodes passed";
     const series = [{ label: "all (" + stats.all.n + ")", points: stats.all.pass_at_k }];
@@ -264,13 +297,38 @@ function routeTask() {
   return true;
 }
 
+// The list's filters and page live in the address ("#/?outcome=submitted&offset=50"), so a view
+// can be linked to, and the back button goes back a page.
+function listAddress(filters, limit, offset) {
+  const query = new URLSearchParams(filters);
+  if (limit !== 50) query.set("limit", limit);
+  if (offset) query.set("offset", offset);
+  const text = query.toString();
+  return "#/" + (text ? "?" + text : "");
+}
+
+function routeList() {
+  const question = location.hash.indexOf("?");
+  const query = new URLSearchParams(question < 0 ? "" : location.hash.slice(question + 1));
+  state.filters = {};
+  const form = document.getElementById("filters");
+  for (const name of ["env", "task", "outcome", "kind"]) {
+    if (query.get(name)) state.filters[name] = query.get(name);
+    form.elements[name].value = query.get(name) || "";
+  }
+  state.limit = Number(query.get("limit")) || 50;
+  state.offset = Math.max(0, Number(query.get("offset")) || 0);
+  form.elements.limit.value = String(state.limit);
+  loadList();
+}
+
 function route() {
   if (routeTask()) return;  // #/task/ENV/TASK
   if (routeRuns()) return;  // #/runs and #/runs/NAME: runs.js
   const match = location.hash.match(/^#\/episode\/([^/]+)(\/replay(-drift)?)?$/);
   document.getElementById("list-view").hidden = !!match;
   document.getElementById("episode-view").hidden = !match;
-  if (!match) return loadList();
+  if (!match) return routeList();
   const id = decodeURIComponent(match[1]);
   document.getElementById("replay-result").replaceChildren();
   document.getElementById("replay").onclick = () => runReplay(id);
@@ -291,14 +349,16 @@ function start() {
   document.getElementById("filters").addEventListener("submit", (event) => {
     event.preventDefault();
     const form = new FormData(event.target);
-    state.filters = {};
-    for (const name of ["env", "task", "outcome", "kind"]) if (form.get(name)) state.filters[name] = form.get(name);
-    state.limit = Number(form.get("limit")) || 50;
-    state.offset = 0;
-    loadList();
+    const filters = {};
+    for (const name of ["env", "task", "outcome", "kind"]) if (form.get(name)) filters[name] = form.get(name);
+    location.hash = listAddress(filters, Number(form.get("limit")) || 50, 0);
   });
-  document.getElementById("previous").addEventListener("click", () => { state.offset = Math.max(0, state.offset - state.limit); loadList(); });
-  document.getElementById("next").addEventListener("click", () => { state.offset += state.limit; loadList(); });
+  document.getElementById("previous").addEventListener("click", () => {
+    location.hash = listAddress(state.filters, state.limit, Math.max(0, state.offset - state.limit));
+  });
+  document.getElementById("next").addEventListener("click", () => {
+    location.hash = listAddress(state.filters, state.limit, state.offset + state.limit);
+  });
   document.getElementById("token-form").addEventListener("submit", (event) => {
     event.preventDefault();
     sessionStorage.setItem("envforge-token", document.getElementById("token").value);

@@ -123,7 +123,11 @@ TEST_CASE("the viewer in a real browser: the list and an episode render, and a s
   MustCall(**client, "tools/call", Json{{"session", session}, {"name", "slow_echo"}, {"arguments", {{"text", kProbe}, {"seconds", 0}}}});
   MustCall(**client, "session/submit", Json{{"session", session}, {"answer", "5"}});
   MustCall(**client, "session/close", Json{{"session", session}});
-  REQUIRE(WaitFor([&] { return GetJson(serve.port, "/ui/api/counts")["episodes"] == 1 &&
+  // A second episode, closed without an answer (newest first in the list).
+  Json idle = MustCall(**client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
+  const std::string idle_trajectory = idle["trajectory"];
+  MustCall(**client, "session/close", Json{{"session", idle["session"]}});
+  REQUIRE(WaitFor([&] { return GetJson(serve.port, "/ui/api/counts")["episodes"] == 2 &&
                                GetJson(serve.port, "/ui/api/counts")["open_episodes"] == 0; },
                   std::chrono::seconds(20)));
   // Screenshots for a person to look at, under the build directory.
@@ -134,9 +138,18 @@ TEST_CASE("the viewer in a real browser: the list and an episode render, and a s
     return;
   }
   CHECK(list->find("data-id=\"" + trajectory + "\"") != std::string::npos);
-  CHECK(list->find(">1 episode, 2 tool calls, 0 open<") != std::string::npos);  // the call and the submit
+  CHECK(list->find("data-id=\"" + idle_trajectory + "\"") != std::string::npos);
+  CHECK(list->find(">2 episodes, 2 tool calls, 0 open<") != std::string::npos);  // the call and the submit
   // The token form stays hidden: the fragment's token was taken.
   CHECK(list->find("<form id=\"token-form\" hidden") != std::string::npos);
+  // Filters and pages from the address: the submitted one alone; page 2 of 1-per-page.
+  auto filtered = BrowserPage(serve.Url() + "/ui/#/?outcome=submitted&token=tok", (shots / "episodes-filtered.png").string());
+  CHECK(filtered->find("data-id=\"" + trajectory + "\"") != std::string::npos);
+  CHECK(filtered->find("data-id=\"" + idle_trajectory + "\"") == std::string::npos);
+  auto second_page = BrowserPage(serve.Url() + "/ui/#/?limit=1&offset=1&token=tok", (shots / "episodes-page-2.png").string());
+  CHECK(second_page->find("data-id=\"" + trajectory + "\"") != std::string::npos);  // the older one
+  CHECK(second_page->find("data-id=\"" + idle_trajectory + "\"") == std::string::npos);
+  CHECK(second_page->find("<span id=\"page\">2-2</span>") != std::string::npos);
 
   auto episode = BrowserPage(serve.Url() + "/ui/#/episode/" + trajectory + "&token=tok", (shots / "episode.png").string());
   CHECK(episode->find("slow_echo") != std::string::npos);
