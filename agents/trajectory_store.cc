@@ -338,6 +338,10 @@ Result<std::vector<EpisodeSummary>> ReadList(const std::string& path, const List
     sql += " AND kind = ?";
     values.emplace_back(filter.kind);
   }
+  if (!filter.parent_id.empty()) {
+    sql += " AND parent_id = ?";
+    values.emplace_back(filter.parent_id);
+  }
   sql += " ORDER BY started_at_us DESC, id DESC LIMIT ? OFFSET ?";
   values.emplace_back(filter.limit > 0 ? filter.limit : int64_t{-1});
   values.emplace_back(std::max<int64_t>(filter.offset, 0));

@@ -186,6 +186,7 @@ struct ListFilter {
   std::optional<EpisodeOutcome> outcome;
   std::string rollout_id;  // empty: any
   std::string kind;        // empty: any ("served", "rollout")
+  std::string parent_id;   // empty: any; else the forks of that episode
   int64_t limit = 100;  // newest first; <= 0: no limit
   int64_t offset = 0;
 };

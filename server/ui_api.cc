@@ -40,12 +40,13 @@ Result<agents::ListFilter> FilterFromQuery(std::string_view query) {
     else if (name == "task") filter.task_id = value;
     else if (name == "kind") filter.kind = value;
     else if (name == "rollout") filter.rollout_id = value;
+    else if (name == "parent") filter.parent_id = value;
     else if (name == "outcome" && !value.empty()) {
       filter.outcome = agents::EpisodeOutcomeFromName(value);
       if (!filter.outcome) return InvalidArgumentError("outcome '" + value.substr(0, 40) + "' is not an episode outcome");
     } else if (name != "limit" && name != "offset" && name != "outcome") {
       return InvalidArgumentError("unknown parameter '" + name.substr(0, 40) +
-                                  "' (env, task, outcome, kind, rollout, limit, offset)");
+                                  "' (env, task, outcome, kind, rollout, parent, limit, offset)");
     }
   }
   ENVFORGE_ASSIGN_OR_RETURN(filter.limit, IntParameter(parameters, "limit", kDefaultPageSize, 1, kMaxPageSize));

@@ -6,7 +6,7 @@
 //   /ui/, /ui/index.html, /ui/app.js, /ui/style.css   the page; no token needed (it holds no
 //                                   data: the page asks for the token and sends it on API calls)
 //   /ui/runs.js                     the page's synthesis-runs view (likewise)
-//   /ui/api/episodes?env=&task=&outcome=&kind=&rollout=&limit=&offset=
+//   /ui/api/episodes?env=&task=&outcome=&kind=&rollout=&parent=&limit=&offset=
 //                                   {"episodes": [EpisodeSummaryToJson...], "limit", "offset",
 //                                    "has_more"}: newest first, filtered and paged in SQL (limit
 //                                   1..500, default 50), so a store of any size answers alike

@@ -150,6 +150,22 @@ function renderSteps(steps) {
   }
 }
 
+// The episodes forked from this one, linked (the newest 100).
+async function loadForks(id) {
+  const box = document.getElementById("forks");
+  box.replaceChildren();
+  try {
+    const forks = await api("episodes?" + new URLSearchParams({ parent: id, limit: 100 }).toString());
+    if (!forks.episodes.length) return;
+    box.append(el("span", "forks: "));
+    for (const fork of forks.episodes) {
+      const link = el("a", fork.id + " (" + (fork.outcome || "open") + ")");
+      link.href = "#/episode/" + encodeURIComponent(fork.id);
+      box.append(link, el("span", " "));
+    }
+  } catch (error) { showError(error); }
+}
+
 async function loadEpisode(id) {
   try {
     const episode = await api("episodes/" + encodeURIComponent(id));
@@ -164,6 +180,7 @@ async function loadEpisode(id) {
     }
     facts.append(el("dt", "tool calls"), el("dd", (episode.steps || []).length));
     facts.append(el("dt", "started"), el("dd", formatTime(episode.started_at_us)));
+    loadForks(episode.id);
     if (episode.parent_id) {
       const parent = el("a", "the episode it was forked from (step " + episode.fork_step + ")");
       parent.href = "#/episode/" + encodeURIComponent(episode.parent_id);

@@ -121,13 +121,17 @@ TEST_CASE("the viewer in a real browser: the list and an episode render, and a s
   Json created = MustCall(**client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
   const std::string session = created["session"], trajectory = created["trajectory"];
   MustCall(**client, "tools/call", Json{{"session", session}, {"name", "slow_echo"}, {"arguments", {{"text", kProbe}, {"seconds", 0}}}});
+  // A fork after the first call, closed at once: the parent's page links it, and it the parent.
+  Json fork = MustCall(**client, "session/fork", Json{{"session", session}});
+  const std::string fork_trajectory = fork["trajectory"];
+  MustCall(**client, "session/close", Json{{"session", fork["session"]}});
   MustCall(**client, "session/submit", Json{{"session", session}, {"answer", "5"}});
   MustCall(**client, "session/close", Json{{"session", session}});
   // A second episode, closed without an answer (newest first in the list).
   Json idle = MustCall(**client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
   const std::string idle_trajectory = idle["trajectory"];
   MustCall(**client, "session/close", Json{{"session", idle["session"]}});
-  REQUIRE(WaitFor([&] { return GetJson(serve.port, "/ui/api/counts")["episodes"] == 2 &&
+  REQUIRE(WaitFor([&] { return GetJson(serve.port, "/ui/api/counts")["episodes"] == 3 &&
                                GetJson(serve.port, "/ui/api/counts")["open_episodes"] == 0; },
                   std::chrono::seconds(20)));
   // Screenshots for a person to look at, under the build directory.
@@ -139,7 +143,7 @@ TEST_CASE("the viewer in a real browser: the list and an episode render, and a s
   }
   CHECK(list->find("data-id=\"" + trajectory + "\"") != std::string::npos);
   CHECK(list->find("data-id=\"" + idle_trajectory + "\"") != std::string::npos);
-  CHECK(list->find(">2 episodes, 2 tool calls, 0 open<") != std::string::npos);  // the call and the submit
+  CHECK(list->find(">3 episodes, 2 tool calls, 0 open<") != std::string::npos);  // the call and the submit
   // The token form stays hidden: the fragment's token was taken.
   CHECK(list->find("<form id=\"token-form\" hidden") != std::string::npos);
   // Filters and pages from the address: the submitted one alone; page 2 of 1-per-page.
@@ -147,12 +151,19 @@ TEST_CASE("the viewer in a real browser: the list and an episode render, and a s
   CHECK(filtered->find("data-id=\"" + trajectory + "\"") != std::string::npos);
   CHECK(filtered->find("data-id=\"" + idle_trajectory + "\"") == std::string::npos);
   auto second_page = BrowserPage(serve.Url() + "/ui/#/?limit=1&offset=1&token=tok", (shots / "episodes-page-2.png").string());
-  CHECK(second_page->find("data-id=\"" + trajectory + "\"") != std::string::npos);  // the older one
+  CHECK(second_page->find("data-id=\"" + fork_trajectory + "\"") != std::string::npos);  // newest first: idle, fork, first
   CHECK(second_page->find("data-id=\"" + idle_trajectory + "\"") == std::string::npos);
   CHECK(second_page->find("<span id=\"page\">2-2</span>") != std::string::npos);
+  // Forks: the API lists them by parent; each page links the other.
+  Json forks = GetJson(serve.port, "/ui/api/episodes?parent=" + trajectory);
+  REQUIRE(forks["episodes"].size() == 1);
+  CHECK(forks["episodes"][0]["id"] == fork_trajectory);
+  auto forked = BrowserPage(serve.Url() + "/ui/#/episode/" + fork_trajectory + "&token=tok", (shots / "episode-fork.png").string());
+  CHECK(forked->find("href=\"#/episode/" + trajectory + "\"") != std::string::npos);
 
   auto episode = BrowserPage(serve.Url() + "/ui/#/episode/" + trajectory + "&token=tok", (shots / "episode.png").string());
   CHECK(episode->find("slow_echo") != std::string::npos);
+  CHECK(episode->find("href=\"#/episode/" + fork_trajectory + "\"") != std::string::npos);
   CHECK(episode->find(">passed<") != std::string::npos);
   // The probe is text in the page: escaped in the DOM, no element made of it, the title intact.
   CHECK(episode->find("&lt;script&gt;document.title='pwned'&lt;/script&gt;") != std::string::npos);
