@@ -23,6 +23,7 @@
 #include <cstring>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -269,6 +270,21 @@ Result<Database> OpenForRead(const std::string& path) {
 
 // --- Reading ---------------------------------------------------------------------------------
 
+// ListFilter's order as SQL: the chosen column, then newest first (started, then id: the listing
+// index's order, so the default needs no sort at all).
+Result<std::string> OrderByClause(const ListFilter& filter) {
+  static const std::map<std::string, std::string, std::less<>> kColumns = {
+      {"started", ""}, {"steps", "steps"}, {"duration", "(ended_at_us - started_at_us)"},
+      {"outcome", "outcome"}, {"env", "env_name"}, {"task", "task_id"}};
+  auto column = kColumns.find(filter.sort_by);
+  if (column == kColumns.end()) {
+    return InvalidArgumentError("cannot sort by '" + filter.sort_by.substr(0, 40) + "' (started, steps, duration, outcome, env, task)");
+  }
+  const char* direction = filter.ascending ? " ASC" : " DESC";
+  if (column->second.empty()) return std::string(" ORDER BY started_at_us") + direction + ", id" + direction;
+  return " ORDER BY " + column->second + direction + ", started_at_us DESC, id DESC";
+}
+
 Result<EpisodeSummary> ReadSummaryRow(const Statement& stmt, const std::string& path) {
   EpisodeSummary summary;
   summary.id = stmt.ColumnText(0);
@@ -342,7 +358,8 @@ Result<std::vector<EpisodeSummary>> ReadList(const std::string& path, const List
     sql += " AND parent_id = ?";
     values.emplace_back(filter.parent_id);
   }
-  sql += " ORDER BY started_at_us DESC, id DESC LIMIT ? OFFSET ?";
+  ENVFORGE_ASSIGN_OR_RETURN(std::string order, OrderByClause(filter));
+  sql += order + " LIMIT ? OFFSET ?";
   values.emplace_back(filter.limit > 0 ? filter.limit : int64_t{-1});
   values.emplace_back(std::max<int64_t>(filter.offset, 0));
   ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare(sql));

@@ -187,7 +187,11 @@ struct ListFilter {
   std::string rollout_id;  // empty: any
   std::string kind;        // empty: any ("served", "rollout")
   std::string parent_id;   // empty: any; else the forks of that episode
-  int64_t limit = 100;  // newest first; <= 0: no limit
+  // The order: "started" (the default; newest first unless ascending), or "steps", "duration",
+  // "outcome", "env", "task" (ties newest first). Anything else is InvalidArgument.
+  std::string sort_by = "started";
+  bool ascending = false;
+  int64_t limit = 100;  // <= 0: no limit
   int64_t offset = 0;
 };
 

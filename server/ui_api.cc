@@ -41,12 +41,16 @@ Result<agents::ListFilter> FilterFromQuery(std::string_view query) {
     else if (name == "kind") filter.kind = value;
     else if (name == "rollout") filter.rollout_id = value;
     else if (name == "parent") filter.parent_id = value;
+    else if (name == "sort") filter.sort_by = value.empty() ? "started" : value;
+    else if (name == "order" && value != "asc" && value != "desc" && !value.empty()) {
+      return InvalidArgumentError("order must be asc or desc, got '" + value.substr(0, 40) + "'");
+    } else if (name == "order") filter.ascending = value == "asc";
     else if (name == "outcome" && !value.empty()) {
       filter.outcome = agents::EpisodeOutcomeFromName(value);
       if (!filter.outcome) return InvalidArgumentError("outcome '" + value.substr(0, 40) + "' is not an episode outcome");
     } else if (name != "limit" && name != "offset" && name != "outcome") {
       return InvalidArgumentError("unknown parameter '" + name.substr(0, 40) +
-                                  "' (env, task, outcome, kind, rollout, parent, limit, offset)");
+                                  "' (env, task, outcome, kind, rollout, parent, sort, order, limit, offset)");
     }
   }
   ENVFORGE_ASSIGN_OR_RETURN(filter.limit, IntParameter(parameters, "limit", kDefaultPageSize, 1, kMaxPageSize));

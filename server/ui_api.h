@@ -6,10 +6,11 @@
 //   /ui/, /ui/index.html, /ui/app.js, /ui/style.css   the page; no token needed (it holds no
 //                                   data: the page asks for the token and sends it on API calls)
 //   /ui/runs.js                     the page's synthesis-runs view (likewise)
-//   /ui/api/episodes?env=&task=&outcome=&kind=&rollout=&parent=&limit=&offset=
+//   /ui/api/episodes?env=&task=&outcome=&kind=&rollout=&parent=&sort=&order=&limit=&offset=
 //                                   {"episodes": [EpisodeSummaryToJson...], "limit", "offset",
-//                                    "has_more"}: newest first, filtered and paged in SQL (limit
-//                                   1..500, default 50), so a store of any size answers alike
+//                                    "has_more"}: filtered, sorted (started, steps, duration,
+//                                   outcome, env, task; asc or desc; newest first by default) and
+//                                   paged in SQL (limit 1..500, default 50)
 //   /ui/api/episodes/ID             EpisodeToJson (agents/trajectory_store.h); ID or a unique
 //                                   prefix
 //   /ui/api/counts                  {"episodes", "steps", "open_episodes", "model_turns"}

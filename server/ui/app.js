@@ -333,6 +333,7 @@ function routeList() {
     if (query.get(name)) state.filters[name] = query.get(name);
     form.elements[name].value = query.get(name) || "";
   }
+  for (const name of ["sort", "order"]) if (query.get(name)) state.filters[name] = query.get(name);
   state.limit = Number(query.get("limit")) || 50;
   state.offset = Math.max(0, Number(query.get("offset")) || 0);
   form.elements.limit.value = String(state.limit);
@@ -368,6 +369,7 @@ function start() {
     const form = new FormData(event.target);
     const filters = {};
     for (const name of ["env", "task", "outcome", "kind"]) if (form.get(name)) filters[name] = form.get(name);
+    for (const name of ["sort", "order"]) if (state.filters[name]) filters[name] = state.filters[name];
     location.hash = listAddress(filters, Number(form.get("limit")) || 50, 0);
   });
   document.getElementById("previous").addEventListener("click", () => {
@@ -383,6 +385,16 @@ function start() {
     loadCounts();
     route();
   });
+  // Sortable columns: a click sorts by it, a second click turns the order around.
+  for (const header of document.querySelectorAll("#episodes th[data-sort]")) {
+    header.addEventListener("click", () => {
+      const filters = Object.assign({}, state.filters);
+      const same = filters.sort === header.dataset.sort;
+      filters.sort = header.dataset.sort;
+      filters.order = same && filters.order !== "asc" ? "asc" : "desc";
+      location.hash = listAddress(filters, state.limit, 0);
+    });
+  }
   window.addEventListener("hashchange", route);
   loadCounts();
   route();

@@ -69,6 +69,19 @@ TEST_CASE("the viewer: the page, episodes filtered and paged, one episode, and u
   CHECK(second_page["has_more"] == false);
   CHECK(GetJson(serve.port, "/ui/api/episodes?task=no_such_task")["episodes"].empty());
   CHECK(GetJson(serve.port, "/ui/api/episodes?env=manager_fixture&task=sum_task")["episodes"].size() == 3);
+  // Sorting: by steps both ways (ties newest first); unknown columns and orders are named.
+  Json fewest = GetJson(serve.port, "/ui/api/episodes?sort=steps&order=asc");
+  Json most = GetJson(serve.port, "/ui/api/episodes?sort=steps&order=desc");
+  REQUIRE(fewest["episodes"].size() == 3);
+  for (size_t i = 1; i < 3; ++i) {
+    CHECK(fewest["episodes"][i - 1]["steps"].get<int>() <= fewest["episodes"][i]["steps"].get<int>());
+    CHECK(most["episodes"][i - 1]["steps"].get<int>() >= most["episodes"][i]["steps"].get<int>());
+  }
+  CHECK(GetJson(serve.port, "/ui/api/episodes?sort=started&order=asc")["episodes"][0]["id"] == trajectories[0]);
+  RawResponse bad_sort = Get(serve.port, "/ui/api/episodes?sort=colour");
+  CHECK(bad_sort.status == 400);
+  CHECK(bad_sort.body.find("colour") != std::string::npos);
+  CHECK(Get(serve.port, "/ui/api/episodes?order=sideways").status == 400);
 
   // One episode: its steps and verdict; the hostile text is data in a JSON answer, never HTML.
   RawResponse one = Get(serve.port, "/ui/api/episodes/" + trajectories[0]);
@@ -154,6 +167,12 @@ TEST_CASE("the viewer in a real browser: the list and an episode render, and a s
   CHECK(second_page->find("data-id=\"" + fork_trajectory + "\"") != std::string::npos);  // newest first: idle, fork, first
   CHECK(second_page->find("data-id=\"" + idle_trajectory + "\"") == std::string::npos);
   CHECK(second_page->find("<span id=\"page\">2-2</span>") != std::string::npos);
+  // Sorted by a column from the address: by steps, most first (the submitted episode has two).
+  auto by_steps = BrowserPage(serve.Url() + "/ui/#/?sort=steps&order=desc&token=tok", (shots / "episodes-by-steps.png").string());
+  const size_t most = by_steps->find("data-id=\"" + trajectory + "\""), least = by_steps->find("data-id=\"" + idle_trajectory + "\"");
+  REQUIRE(most != std::string::npos);
+  REQUIRE(least != std::string::npos);
+  CHECK(most < least);
   // Forks: the API lists them by parent; each page links the other.
   Json forks = GetJson(serve.port, "/ui/api/episodes?parent=" + trajectory);
   REQUIRE(forks["episodes"].size() == 1);
