@@ -854,7 +854,7 @@ int RunBenchServe(const std::vector<std::string>& args) {
   }
 
   if (json_output) {
-    std::printf("%s\n", report.dump(2).c_str());
+    std::printf("%s\n", report.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
     const Json& tool_latency = latency.value("tools/call", Json::object());
     std::printf("%llu episodes, %llu tool calls in %.2f s: %.0f calls/s; tools/call p50 %s ms, p99 %s ms\n",
