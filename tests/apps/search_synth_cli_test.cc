@@ -9,6 +9,7 @@
 
 #include "base/json.h"
 #include "tests/run_envforge.h"
+#include "tests/sandbox/search_env_fixture.h"
 #include "tests/temp_dir.h"
 #include "toolsets/search/debian_corpus.h"
 
@@ -20,14 +21,8 @@ using testing::Envforge;
 using testing::TempDir;
 
 std::string FixtureCorpus(const TempDir& dir) {
-  const std::string fixtures = std::string(ENVFORGE_TEST_SOURCE_DIR) + "/tests/fixtures/search";
   const std::string path = dir / "corpus.sqlite";
-  search::DebianCorpusOptions options;
-  options.sources = {"elements", "foldoc", "wordnet"};
-  options.paths.dictd_dir = fixtures + "/dictd";
-  options.paths.wordnet_dir = fixtures + "/wordnet";
-  auto info = search::BuildDebianCorpus(path, options);
-  REQUIRE_MESSAGE(info.ok(), info.status().ToString());
+  sandbox::testing::BuildFixtureCorpus(path);
   return path;
 }
 

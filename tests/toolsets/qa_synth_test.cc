@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/sandbox/search_env_fixture.h"
 #include "tests/temp_dir.h"
 #include "toolsets/search/corpus_store.h"
 #include "toolsets/search/debian_corpus.h"
@@ -20,17 +21,11 @@ namespace {
 
 using ::envforge::testing::TempDir;
 
-const std::string kFixtures = std::string(ENVFORGE_TEST_SOURCE_DIR) + "/tests/fixtures/search";
 
 // The fixture corpus (elements, foldoc, wordnet: 21 documents, 29 links) at dir/corpus.sqlite.
 std::string FixtureCorpus(const TempDir& dir) {
   const std::string path = dir / "corpus.sqlite";
-  DebianCorpusOptions options;
-  options.sources = {"elements", "foldoc", "wordnet"};
-  options.paths.dictd_dir = kFixtures + "/dictd";
-  options.paths.wordnet_dir = kFixtures + "/wordnet";
-  Result<CorpusInfo> info = BuildDebianCorpus(path, options);
-  REQUIRE_MESSAGE(info.ok(), info.status().ToString());
+  sandbox::testing::BuildFixtureCorpus(path);
   return path;
 }
 

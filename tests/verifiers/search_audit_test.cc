@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sandbox/search_synth_bundle.h"
+#include "tests/sandbox/search_env_fixture.h"
 #include "tests/verifiers/audit_test_util.h"
 #include "toolsets/search/debian_corpus.h"
 #include "toolsets/search/qa_synth.h"
@@ -22,13 +23,7 @@ using testing::TempDir;
 
 std::string FixtureCorpus(const TempDir& dir) {
   const std::string path = dir / "corpus.sqlite";
-  const std::string fixtures = (testing::SourceDir() / "tests/fixtures/search").string();
-  search::DebianCorpusOptions options;
-  options.sources = {"elements", "foldoc", "wordnet"};
-  options.paths.dictd_dir = fixtures + "/dictd";
-  options.paths.wordnet_dir = fixtures + "/wordnet";
-  auto info = search::BuildDebianCorpus(path, options);
-  REQUIRE_MESSAGE(info.ok(), info.status().ToString());
+  sandbox::testing::BuildFixtureCorpus(path);
   return path;
 }
 
