@@ -14,3 +14,9 @@ find_path(ENVFORGE_SECCOMP_INCLUDE seccomp.h REQUIRED)
 # Jupyter kernels (sandbox/jupyter): libzmq3-dev and the header-only cppzmq-dev.
 find_library(ENVFORGE_ZMQ_LIB zmq REQUIRED)
 find_path(ENVFORGE_CPPZMQ_INCLUDE zmq_addon.hpp REQUIRED)
+# Regular expressions (base/regex): libonig-dev.
+find_library(ENVFORGE_ONIG_LIB onig REQUIRED)
+find_path(ENVFORGE_ONIG_INCLUDE oniguruma.h REQUIRED)
+# Capabilities (sandbox): libcap-dev.
+find_library(ENVFORGE_CAP_LIB cap REQUIRED)
+find_path(ENVFORGE_CAP_INCLUDE sys/capability.h REQUIRED)

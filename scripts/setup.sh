@@ -27,6 +27,10 @@ PACKAGES=(
   php-cli php-mbstring phpunit libgtest-dev
   # The trajectory viewer's tests drive its page in headless Chromium (issue 17).
   chromium
+  # The house (issue 19): Oniguruma for the tokenizer's pre-tokenizer and JSON Schema `pattern`,
+  # libcap for capabilities, the official JSON-Schema-Test-Suite (draft7) for the validator's
+  # conformance test, clang-format for the format check of .ci/run.
+  libonig-dev libcap-dev json-schema-test-suite clang-format
 )
 
 missing=()
