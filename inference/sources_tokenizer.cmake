@@ -4,6 +4,5 @@ list(APPEND ENVFORGE_INFERENCE_SOURCES
   tokenizer.cc
   internal/bpe_model.cc
   internal/pre_tokenizer.cc
-  internal/regex.cc
-  internal/unicode.cc
+  internal/utf8.cc
 )

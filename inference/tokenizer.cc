@@ -1,6 +1,7 @@
 #include "inference/tokenizer.h"
 
 #include <algorithm>
+#include <deque>
 #include <filesystem>
 #include <unordered_map>
 #include <utility>
@@ -10,7 +11,7 @@
 #include "inference/internal/bpe_model.h"
 #include "inference/internal/byte_level.h"
 #include "inference/internal/pre_tokenizer.h"
-#include "inference/internal/unicode.h"
+#include "inference/internal/utf8.h"
 
 namespace envforge::inference {
 
@@ -270,10 +271,12 @@ Result<std::unique_ptr<Tokenizer::Impl>> Tokenizer::Impl::Create(std::string_vie
 
 void Tokenizer::Impl::EncodeOrdinary(std::string_view text, std::vector<int32_t>* ids) const {
   if (text.empty()) return;
-  thread_local std::vector<std::string> pieces;
+  thread_local std::vector<std::string_view> pieces;
+  thread_local std::deque<std::string> storage;
   pieces.clear();
-  pre_tokenizer->Split(text, &pieces);
-  for (const std::string& piece : pieces) model->Encode(piece, ids);
+  storage.clear();
+  pre_tokenizer->Split(text, &pieces, &storage);
+  for (std::string_view piece : pieces) model->Encode(piece, ids);
 }
 
 std::vector<int32_t> Tokenizer::Impl::Encode(std::string_view text, bool parse_special) const {

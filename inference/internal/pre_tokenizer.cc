@@ -1,8 +1,11 @@
 #include "inference/internal/pre_tokenizer.h"
 
+#include <atomic>
+#include <optional>
 #include <utility>
 
-#include "inference/internal/unicode.h"
+#include "base/log.h"
+#include "inference/internal/utf8.h"
 
 namespace envforge::inference::internal {
 namespace {
@@ -15,17 +18,131 @@ Status Unsupported(const std::string& path, std::string_view what) {
   return InvalidArgumentError("tokenizer.json: " + path + ": unsupported " + std::string(what));
 }
 
-// A regex matching `literal` exactly: letters and digits stand for themselves, everything else is
-// escaped (the engine reads any escaped non-alphanumeric character literally).
+// A regex matching `literal` exactly. Hugging Face escapes a String pattern with Rust's
+// regex::escape and compiles the result with Oniguruma; the same set of escaped characters gives
+// the same pattern here.
 std::string EscapeLiteral(std::string_view literal) {
+  constexpr std::string_view kMeta = "\\.+*?()|[]{}^$#&-~";
   std::string out;
   for (char c : literal) {
-    const auto byte = static_cast<unsigned char>(c);
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (!alnum && byte < 0x80) out.push_back('\\');
+    if (kMeta.find(c) != std::string_view::npos) out.push_back('\\');
     out.push_back(c);
   }
   return out;
+}
+
+// One search for a batch pattern yields up to this many consecutive matches.
+constexpr int kBatchMatches = 8;
+
+// Whether a batch of the pattern (see PreTokenizer::Pattern) finds exactly the matches that
+// repeated searches for it find. A search for (P)(?:(P)(?:(P))?)? at position p matches P there
+// with the path a search for P takes first: the optional tail always succeeds, so the engine never
+// returns to revisit P's choice; each next copy is tried where the previous match ended, which is
+// where the next search would find a match starting there. Not so when P has capture groups
+// (renumbered: back-references and calls would break), \G (the search start), \K (moves the match
+// start), \g (calls: \g<0> would recurse into the whole batch), callouts, or extended mode (a #
+// comment could swallow the closing parenthesis). The test is conservative: an escaped "\\G" also
+// disables batching, which only costs speed.
+bool CanBatch(const Regex& regex) {
+  if (regex.group_count() != 0) return false;
+  const std::string& pattern = regex.pattern();
+  for (std::string_view construct : {"\\G", "\\K", "\\g", "\\k", "(*", "(?{"}) {
+    if (pattern.find(construct) != std::string::npos) return false;
+  }
+  for (size_t i = pattern.find("(?"); i != std::string::npos; i = pattern.find("(?", i + 2)) {
+    for (size_t j = i + 2; j < pattern.size(); ++j) {
+      const char c = pattern[j];
+      if (c == 'x') return false;
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-')) break;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<PreTokenizer::Pattern> PreTokenizer::CompilePattern(std::string_view text) {
+  // Oniguruma syntax, as Hugging Face compiles it. Each match attempt is bounded, not the whole
+  // search: one search may scan a whole document.
+  ENVFORGE_ASSIGN_OR_RETURN(Regex single, Regex::Compile(text, RegexSyntax::kOniguruma, RegexBound::kEachMatch));
+  Pattern pattern{std::move(single), std::nullopt};
+  if (!CanBatch(pattern.single)) return pattern;
+  std::string batch_text = "(" + std::string(text) + ")";
+  for (int i = 1; i < kBatchMatches; ++i) batch_text += "(?:(" + std::string(text) + ")";
+  for (int i = 1; i < kBatchMatches; ++i) batch_text += ")?";
+  auto batch = Regex::Compile(batch_text, RegexSyntax::kOniguruma, RegexBound::kEachMatch);
+  // A batch that does not compile as expected only costs speed.
+  if (batch.ok() && batch->group_count() == kBatchMatches) pattern.batch = std::move(batch).value();
+  return pattern;
+}
+
+namespace {
+
+// Oniguruma's behaviour on invalid UTF-8 is unspecified, and the tokenizer takes any bytes. Each
+// invalid byte is searched as U+10FFFF instead: a noncharacter of general category Cn, so it is no
+// letter, mark, number, punctuation, symbol or white space, and only negations ([^...], \P{..},
+// \S, \W, \D, '.') match it. (A pattern that names U+10FFFF itself would match it too.)
+constexpr std::string_view kInvalidByteStandIn = "\xF4\x8F\xBF\xBF";
+
+// What Oniguruma searches for one piece: the piece itself when it is valid UTF-8 (nearly always),
+// else a copy with each invalid byte replaced by kInvalidByteStandIn.
+class Subject {
+ public:
+  void Reset(std::string_view piece) {
+    to_piece_.clear();
+    const auto* data = reinterpret_cast<const unsigned char*>(piece.data());
+    size_t i = 0;
+    while (i < piece.size()) {
+      if (data[i] < 0x80) {
+        ++i;
+        continue;
+      }
+      const int length = ValidUtf8Length(piece, i);
+      if (length == 0) break;
+      i += length;
+    }
+    if (i == piece.size()) {
+      text_ = piece;
+      return;
+    }
+    // Rare: rebuild from the first invalid byte on, with the offset map.
+    storage_.assign(piece.substr(0, i));
+    to_piece_.resize(i);
+    for (size_t k = 0; k < i; ++k) to_piece_[k] = static_cast<uint32_t>(k);
+    while (i < piece.size()) {
+      const int length = ValidUtf8Length(piece, i);
+      if (length == 0) {
+        storage_.append(kInvalidByteStandIn);
+        to_piece_.insert(to_piece_.end(), kInvalidByteStandIn.size(), static_cast<uint32_t>(i));
+        i += 1;
+      } else {
+        storage_.append(piece.substr(i, length));
+        for (int k = 0; k < length; ++k) to_piece_.push_back(static_cast<uint32_t>(i + k));
+        i += length;
+      }
+    }
+    to_piece_.push_back(static_cast<uint32_t>(piece.size()));
+    text_ = storage_;
+  }
+
+  std::string_view text() const { return text_; }
+  // The piece's byte offset of a character boundary of text().
+  size_t ToPiece(size_t offset) const { return to_piece_.empty() ? offset : to_piece_[offset]; }
+
+ private:
+  std::string_view text_;
+  std::string storage_;
+  std::vector<uint32_t> to_piece_;
+};
+
+// A search that hits the retry limit (a pattern that backtracks catastrophically) leaves the rest
+// of the piece unsplit: Encode has no error to return, and the text still round-trips. Logged once.
+void WarnSearchFailed(const Regex& regex, const Status& status) {
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    ENVFORGE_LOG(kWarn) << "tokenizer: pre-tokenizer pattern '" << regex.pattern()
+                        << "' gave up; the rest of the piece stays unsplit: " << status.ToString();
+  }
 }
 
 bool BoolField(const Json& json, const char* key, bool fallback) {
@@ -48,9 +165,8 @@ Result<PreTokenizer::Step> PreTokenizer::StepFromJson(const Json& json, const st
     step.add_prefix_space = BoolField(json, "add_prefix_space", false);
     step.use_regex = BoolField(json, "use_regex", true);
     if (step.use_regex) {
-      auto regex = Regex::Compile(kGpt2Pattern);
-      if (!regex.ok()) return regex.status();
-      step.regex.push_back(std::move(regex).value());
+      ENVFORGE_ASSIGN_OR_RETURN(Pattern pattern, CompilePattern(kGpt2Pattern));
+      step.pattern.push_back(std::move(pattern));
     }
     return step;
   }
@@ -67,11 +183,11 @@ Result<PreTokenizer::Step> PreTokenizer::StepFromJson(const Json& json, const st
   } else {
     return InvalidArgumentError("tokenizer.json: " + path + ".pattern: expected {\"Regex\": ...} or {\"String\": ...}");
   }
-  auto regex = Regex::Compile(regex_text);
-  if (!regex.ok()) {
-    return InvalidArgumentError("tokenizer.json: " + path + ".pattern: " + regex.status().message());
+  auto pattern = CompilePattern(regex_text);
+  if (!pattern.ok()) {
+    return InvalidArgumentError("tokenizer.json: " + path + ".pattern: " + pattern.status().message());
   }
-  step.regex.push_back(std::move(regex).value());
+  step.pattern.push_back(std::move(pattern).value());
   const std::string behavior = json.value("behavior", std::string("Isolated"));
   if (behavior == "Isolated") {
     step.behavior = Behavior::kIsolated;
@@ -112,76 +228,111 @@ Result<PreTokenizer> PreTokenizer::FromJson(const Json& json) {
   return pre_tokenizer;
 }
 
-void PreTokenizer::ApplySplit(const Regex& regex, Behavior behavior, bool invert, const std::string& piece,
-                              std::vector<std::string>* out) {
-  thread_local DecodedUtf8 decoded;
-  DecodeUtf8(piece, &decoded);
-  const std::span<const char32_t> text(decoded.code_points);
+void PreTokenizer::ApplySplit(const Pattern& pattern, Behavior behavior, bool invert, std::string_view piece,
+                              std::vector<std::string_view>* out) {
+  thread_local Subject subject;
+  subject.Reset(piece);
+  const std::string_view text = subject.text();
   // (byte begin, byte end, is_match) covering the piece.
   struct Range {
     size_t begin;
     size_t end;
     bool is_match;
   };
-  std::vector<Range> ranges;
-  size_t last = 0;
+  thread_local std::vector<Range> ranges;
+  ranges.clear();
+  size_t last = 0;  // byte offsets into text
   size_t from = 0;
-  while (from <= text.size()) {
-    auto match = regex.Find(text, from);
-    if (!match) break;
-    if (match->end == match->begin) {  // empty matches split nothing
-      from = match->begin + 1;
+  // Takes one match, in order; false when the search is over.
+  auto take = [&](const Regex::Match& match) {
+    if (match.end == match.begin) {  // empty matches split nothing; step over one character
+      if (match.begin == text.size()) return false;
+      from = match.begin + static_cast<size_t>(ValidUtf8Length(text, match.begin));
+      return true;
+    }
+    if (match.begin > last) ranges.push_back({subject.ToPiece(last), subject.ToPiece(match.begin), invert});
+    ranges.push_back({subject.ToPiece(match.begin), subject.ToPiece(match.end), !invert});
+    last = match.end;
+    from = match.end;
+    return true;
+  };
+  thread_local std::vector<std::optional<Regex::Match>> groups;
+  bool more = true;
+  // No search from text.size(): a match there is empty, and empty matches split nothing.
+  while (more && from < text.size()) {
+    bool batched = pattern.batch.has_value();
+    Result<std::optional<Regex::Match>> found =
+        batched ? pattern.batch->Find(text, from, &groups) : pattern.single.Find(text, from);
+    if (!found.ok() && batched) {  // the batch's one attempt spans several matches: retry alone
+      batched = false;
+      found = pattern.single.Find(text, from);
+    }
+    if (!found.ok()) {
+      WarnSearchFailed(pattern.single, found.status());
+      break;
+    }
+    if (!found->has_value()) break;
+    if (!batched) {
+      more = take(**found);
       continue;
     }
-    if (match->begin > last) ranges.push_back({decoded.offsets[last], decoded.offsets[match->begin], invert});
-    ranges.push_back({decoded.offsets[match->begin], decoded.offsets[match->end], !invert});
-    last = match->end;
-    from = match->end;
+    for (const std::optional<Regex::Match>& group : groups) {
+      if (!group) break;
+      const bool empty = group->begin == group->end;
+      more = take(*group);
+      // After an empty match the next search starts a character later; the batch's remaining
+      // copies started at the same place, so they are not the next matches.
+      if (!more || empty) break;
+    }
   }
-  if (last < text.size()) ranges.push_back({decoded.offsets[last], decoded.offsets[text.size()], invert});
+  if (last < text.size()) ranges.push_back({subject.ToPiece(last), piece.size(), invert});
 
-  auto slice = [&](const Range& r) { return piece.substr(r.begin, r.end - r.begin); };
+  // Ranges are adjacent, so every merge below is again one slice of the piece.
+  auto slice = [&](size_t begin, size_t end) { return piece.substr(begin, end - begin); };
   switch (behavior) {
     case Behavior::kIsolated:
-      for (const Range& r : ranges) out->push_back(slice(r));
+      for (const Range& r : ranges) out->push_back(slice(r.begin, r.end));
       return;
     case Behavior::kRemoved:
       for (const Range& r : ranges) {
-        if (!r.is_match) out->push_back(slice(r));
+        if (!r.is_match) out->push_back(slice(r.begin, r.end));
       }
       return;
     case Behavior::kMergedWithPrevious: {
+      // A match joins the non-match before it.
       bool previous_open = false;
       for (const Range& r : ranges) {
         if (r.is_match && previous_open) {
-          out->back() += slice(r);
+          out->back() = slice(out->back().data() - piece.data(), r.end);
         } else {
-          out->push_back(slice(r));
+          out->push_back(slice(r.begin, r.end));
         }
         previous_open = !r.is_match;
       }
       return;
     }
     case Behavior::kMergedWithNext: {
-      std::string pending;
+      // Matches join the non-match after them; trailing matches form a piece of their own.
+      std::optional<size_t> pending_begin;
       for (const Range& r : ranges) {
         if (r.is_match) {
-          pending += slice(r);
+          if (!pending_begin) pending_begin = r.begin;
         } else {
-          out->push_back(pending + slice(r));
-          pending.clear();
+          out->push_back(slice(pending_begin.value_or(r.begin), r.end));
+          pending_begin.reset();
         }
       }
-      if (!pending.empty()) out->push_back(pending);
+      if (pending_begin) out->push_back(slice(*pending_begin, piece.size()));
       return;
     }
     case Behavior::kContiguous: {
+      // Adjacent matches form one piece.
       bool previous_match = false;
       for (const Range& r : ranges) {
         if (r.is_match && previous_match) {
-          out->back() += slice(r);
+          out->back() = slice(out->back().data() - piece.data(), r.end);
         } else {
-          out->push_back(slice(r));
+          out->push_back(slice(r.begin, r.end));
         }
         previous_match = r.is_match;
       }
@@ -190,28 +341,38 @@ void PreTokenizer::ApplySplit(const Regex& regex, Behavior behavior, bool invert
   }
 }
 
-void PreTokenizer::Split(std::string_view text, std::vector<std::string>* pieces) const {
-  std::vector<std::string> current;
-  current.emplace_back(text);
-  std::vector<std::string> next;
+void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* pieces,
+                         std::deque<std::string>* storage) const {
+  thread_local std::vector<std::string_view> current;
+  thread_local std::vector<std::string_view> next;
+  current.clear();
+  current.push_back(text);
   for (const Step& step : steps_) {
     next.clear();
-    for (std::string& piece : current) {
+    for (std::string_view piece : current) {
       if (step.byte_level && step.add_prefix_space && (piece.empty() || piece[0] != ' ')) {
-        piece.insert(piece.begin(), ' ');
+        storage->push_back(" " + std::string(piece));
+        piece = storage->back();
       }
-      if (step.regex.empty()) {
-        next.push_back(std::move(piece));
+      if (step.pattern.empty()) {
+        next.push_back(piece);
       } else {
-        ApplySplit(step.regex[0], step.byte_level ? Behavior::kIsolated : step.behavior,
+        ApplySplit(step.pattern[0], step.byte_level ? Behavior::kIsolated : step.behavior,
                    step.byte_level ? false : step.invert, piece, &next);
       }
     }
     current.swap(next);
   }
-  for (std::string& piece : current) {
-    if (!piece.empty()) pieces->push_back(std::move(piece));
+  for (std::string_view piece : current) {
+    if (!piece.empty()) pieces->push_back(piece);
   }
+}
+
+void PreTokenizer::Split(std::string_view text, std::vector<std::string>* pieces) const {
+  std::vector<std::string_view> views;
+  std::deque<std::string> storage;
+  Split(text, &views, &storage);
+  for (std::string_view view : views) pieces->emplace_back(view);
 }
 
 }  // namespace envforge::inference::internal
