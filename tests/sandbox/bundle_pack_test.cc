@@ -280,7 +280,7 @@ TEST_SUITE("sandbox.bundle.pack") {
     options.worker_path = FakeWorker(
         workers,
         "cat >/dev/null\necho '{\"problems\": [], \"tools\": ["
-        "{\"name\": \"a\", \"description\": \"\", \"inputSchema\": {\"type\": \"object\", \"pattern\": \"x\"}, "
+        "{\"name\": \"a\", \"description\": \"\", \"inputSchema\": {\"type\": \"object\", \"pattern\": \"(\"}, "
         "\"source\": \"\", \"line\": 3},"
         "{\"name\": \"a\", \"description\": \"\", \"inputSchema\": {\"type\": \"object\"}, \"source\": \"\", \"line\": "
         "7},"

@@ -108,9 +108,11 @@ TEST_CASE("CheckSchema accepts the whole supported subset with annotations") {
 }
 
 TEST_CASE("CheckSchema rejects each unsupported keyword with its pointer") {
-  for (const char* keyword : {"pattern", "oneOf", "anyOf", "allOf", "not", "$ref", "$defs", "definitions",
-                              "format", "patternProperties", "propertyNames", "dependencies", "if",
-                              "multipleOf", "contains", "prefixItems", "minProperties", "$id"}) {
+  // Keywords outside the subset (2019-09/2020-12 vocabularies envforge does not implement, and
+  // typos), wherever they sit.
+  for (const char* keyword : {"unevaluatedProperties", "unevaluatedItems", "$anchor", "$dynamicRef",
+                              "$dynamicAnchor", "$recursiveRef", "$vocabulary", "contentSchema", "maxDecimal",
+                              "requried", "Pattern"}) {
     CAPTURE(keyword);
     std::string schema = std::string(R"({"type":"object","properties":{"city":{"type":"string",")") +
                          keyword + R"(":{}}}})";
@@ -120,12 +122,14 @@ TEST_CASE("CheckSchema rejects each unsupported keyword with its pointer") {
     CHECK(status.message() ==
           "/properties/city/" + std::string(keyword) + ": unsupported keyword '" + keyword + "'");
   }
-  CHECK(SchemaError(R"({"oneOf": [{"type":"string"}]})") == "/oneOf: unsupported keyword 'oneOf'");
-  CHECK(SchemaError(R"({"items": {"format": "date"}})") == "/items/format: unsupported keyword 'format'");
-  CHECK(SchemaError(R"({"additionalProperties": {"pattern": "x"}})") ==
-        "/additionalProperties/pattern: unsupported keyword 'pattern'");
-  CHECK(SchemaError(R"({"properties": {"a/b": {"properties": {"c~d": {"pattern": "x"}}}}})") ==
-        "/properties/a~1b/properties/c~0d/pattern: unsupported keyword 'pattern'");
+  CHECK(SchemaError(R"({"oneOf": [{"unevaluatedItems": false}]})") ==
+        "/oneOf/0/unevaluatedItems: unsupported keyword 'unevaluatedItems'");
+  CHECK(SchemaError(R"({"items": {"$anchor": "a"}})") == "/items/$anchor: unsupported keyword '$anchor'");
+  CHECK(SchemaError(R"({"additionalProperties": {"patern": "x"}})") ==
+        "/additionalProperties/patern: unsupported keyword 'patern'");
+  CHECK(SchemaError(R"({"properties": {"a/b": {"properties": {"c~d": {"patern": "x"}}}}})") ==
+        "/properties/a~1b/properties/c~0d/patern: unsupported keyword 'patern'");
+  CHECK(SchemaError(R"({"$defs": {"unused": {"minimun": 1}}})") == "/$defs/unused/minimun: unsupported keyword 'minimun'");
   CHECK(SchemaError(R"({"X-domain": "upper case is not an extension"})") ==
         "/X-domain: unsupported keyword 'X-domain'");
 }
@@ -145,7 +149,9 @@ TEST_CASE("CheckSchema rejects wrong keyword value types with their pointer") {
   CHECK(SchemaError(R"({"properties": []})") == "/properties: must be an object of schemas");
   CHECK(Contains(SchemaError(R"({"properties": {"city": "string"}})"),
                  "/properties/city: a schema must be an object or a boolean"));
-  CHECK(Contains(SchemaError(R"({"items": [{"type": "string"}]})"), "/items: must be a schema"));
+  CHECK(SchemaError(R"({"items": [{"type": "string"}]})") == "");  // draft-07's tuple form
+  CHECK(CheckSchema(J(R"({"items": [{"type": "string"}]})"), SchemaOptions{SchemaDialect::kDraft2020}).message() ==
+        "/items: must be a schema (the array form is draft-07's; 2020-12 uses prefixItems)");
   CHECK(SchemaError(R"({"items": 1})") == "/items: must be a schema");
   CHECK(SchemaError(R"({"additionalProperties": "no"})") == "/additionalProperties: must be a boolean or a schema");
   CHECK(SchemaError(R"({"enum": "a"})") == "/enum: must be an array");
@@ -181,9 +187,9 @@ TEST_CASE("nested schemas are checked recursively with their pointers") {
 }
 
 TEST_CASE("Compile fails exactly when CheckSchema does and keeps the schema") {
-  Result<CompiledSchema> bad = CompiledSchema::Compile(J(R"({"pattern": "x"})"));
+  Result<CompiledSchema> bad = CompiledSchema::Compile(J(R"({"patern": "x"})"));
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.status().message() == "/pattern: unsupported keyword 'pattern'");
+  CHECK(bad.status().message() == "/patern: unsupported keyword 'patern'");
   Json schema = J(R"({"type": "string"})");
   Result<CompiledSchema> good = CompiledSchema::Compile(schema);
   REQUIRE(good.ok());
@@ -193,7 +199,7 @@ TEST_CASE("Compile fails exactly when CheckSchema does and keeps the schema") {
   CHECK(accept_all.schema() == Json(true));
   CHECK(accept_all.Validate(J(R"({"any": [1, "thing"]})")).empty());
 
-  std::vector<SchemaViolation> invalid = Validate(J(R"({"pattern": "x"})"), J("1"));
+  std::vector<SchemaViolation> invalid = Validate(J(R"({"patern": "x"})"), J("1"));
   REQUIRE(invalid.size() == 1);
   CHECK(invalid[0].pointer == "");
   CHECK(Contains(invalid[0].message, "schema is invalid"));
@@ -261,9 +267,9 @@ TEST_CASE("enum and const, with numbers compared by value") {
   CHECK_FALSE(Valid(R"({"const": [true]})", "[1]"));
 }
 
-TEST_CASE("the cases the worker's validator must agree on (schema_agreement_cases.json)") {
-  // tests/toolsets/schema_agreement_test.py runs the same file through sandbox/worker/python/
-  // runtime.py, the validator of a gold solution's calls.
+TEST_CASE("the cases every validation path must agree on (schema_agreement_cases.json)") {
+  // toolsets_schema_agreement_test (schema_agreement_session_test.cc) runs the same file through
+  // the session manager (an agent's call) and the worker (a gold solution's calls) in a session.
   const char* source = std::getenv("ENVFORGE_SOURCE_DIR");
   std::ifstream file(std::string(source != nullptr ? source : ENVFORGE_TEST_SOURCE_DIR) +
                      "/tests/toolsets/schema_agreement_cases.json");
@@ -385,6 +391,21 @@ TEST_CASE("validating a valid instance allocates nothing") {
   size_t before = g_allocations;
   std::vector<SchemaViolation> violations = compiled->Validate(instance);
   size_t allocations = g_allocations - before;
+  CHECK(violations.empty());
+  CHECK(allocations == 0);
+  // Applicators probe their branches without building messages: still no allocation.
+  Result<CompiledSchema> applicators = CompiledSchema::Compile(J(R"({"$defs": {"n": {"type": "integer"}},
+    "type": "object", "properties": {
+      "a": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/n"}]},
+      "b": {"oneOf": [{"type": "string"}, {"type": "null"}]},
+      "c": {"not": {"type": "null"}, "if": {"minimum": 5}, "then": {"multipleOf": 5}, "else": {"maximum": 1}},
+      "d": {"type": "array", "contains": {"const": 2}, "prefixItems": [{"type": "integer"}], "uniqueItems": true},
+      "e": {"format": "date", "dependentRequired": {"x": ["y"]}, "minProperties": 0}}})"));
+  REQUIRE(applicators.ok());
+  Json mixed = J(R"({"a": 3, "b": null, "c": 10, "d": [1, 2], "e": "2024-01-31"})");
+  before = g_allocations;
+  violations = applicators->Validate(mixed);
+  allocations = g_allocations - before;
   CHECK(violations.empty());
   CHECK(allocations == 0);
   before = g_allocations;

@@ -17,6 +17,7 @@ import types
 
 import _envforge
 import _envforge_analyze as _analysis
+import _envforge_schema  # toolsets/json_schema.h, the one validator (sandbox/worker/schema_module.cc)
 
 _loads = json.loads
 # Results and answers travel inside frames whose every parse is depth-bounded (base/json.h).
@@ -110,7 +111,7 @@ class _Task:
 
 _out = _Capture()
 _tools = {}          # name -> function
-_schemas = {}        # name -> inputSchema (dict)
+_schemas = {}        # name -> _envforge_schema.Schema (compiled once, at load), or the compile error
 _params = {}         # name -> parameter names a solution may pass positionally, in order
 _tasks = {}          # id -> _Task
 _session_db = None
@@ -677,104 +678,6 @@ def _build_safe_builtins():
     return safe
 
 
-def _type_name(value):
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def _has_type(value, kind):
-    if kind == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer())
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return _type_name(value) == kind
-
-
-def _json_equal(a, b):
-    """JSON Schema equality, as toolsets/json_schema.cc's: true is not 1 (Python's == says it
-    is), numbers by exact value (Python compares int and float exactly), arrays element-wise,
-    objects key-wise."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    return a == b
-
-
-def _validate(schema, value, pointer, errors):
-    """JSON Schema subset of toolsets/json_schema.h; appends "pointer: message" strings."""
-    if schema is True or not isinstance(schema, dict):
-        return
-    where = pointer + ": " if pointer else ""
-    kind = schema.get("type")
-    if kind is not None:
-        kinds = kind if isinstance(kind, list) else [kind]
-        if not any(_has_type(value, k) for k in kinds):
-            errors.append("%sexpected %s, got %s" % (where, " or ".join(kinds), _type_name(value)))
-            return
-    if "enum" in schema and not any(_json_equal(value, option) for option in schema["enum"]):
-        errors.append("%smust be one of %s" % (where, json.dumps(schema["enum"])))
-    if "const" in schema and not _json_equal(value, schema["const"]):
-        errors.append("%smust equal %s" % (where, json.dumps(schema["const"])))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        for key, ok, text in (("minimum", lambda b: value >= b, ">="),
-                              ("maximum", lambda b: value <= b, "<="),
-                              ("exclusiveMinimum", lambda b: value > b, ">"),
-                              ("exclusiveMaximum", lambda b: value < b, "<")):
-            if key in schema and not ok(schema[key]):
-                errors.append("%smust be %s %s" % (where, text, schema[key]))
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append("%sshorter than %d characters" % (where, schema["minLength"]))
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append("%slonger than %d characters" % (where, schema["maxLength"]))
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append("%sfewer than %d items" % (where, schema["minItems"]))
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append("%smore than %d items" % (where, schema["maxItems"]))
-        if schema.get("uniqueItems"):
-            seen = []
-            for item in value:
-                if item in seen:
-                    errors.append("%sitems are not unique" % where)
-                    break
-                seen.append(item)
-        if "items" in schema:
-            for i, item in enumerate(value):
-                _validate(schema["items"], item, "%s/%d" % (pointer, i), errors)
-    if isinstance(value, dict):
-        properties = schema.get("properties", {})
-        for key in schema.get("required", []):
-            if key not in value:
-                errors.append("%smissing required property %r" % (where, key))
-        extra = schema.get("additionalProperties", True)
-        for key, item in value.items():
-            escaped = key.replace("~", "~0").replace("/", "~1")
-            if key in properties:
-                _validate(properties[key], item, pointer + "/" + escaped, errors)
-            elif extra is False:
-                errors.append("%sunexpected property %r" % (where, key))
-            else:
-                _validate(extra, item, pointer + "/" + escaped, errors)
-
-
 def _proxy_call(name, args, kwargs):
     fn = _tools.get(name)
     if fn is None:
@@ -789,14 +692,15 @@ def _proxy_call(name, args, kwargs):
             raise ToolCallError("tool %r got multiple values for argument %r" % (name, key))
         arguments[key] = value
     try:  # the agent's arguments arrive as JSON: so do the solution's
-        arguments = _loads(_dumps(arguments))
+        text = _dumps(arguments)
+        arguments = _loads(text)
     except (TypeError, ValueError) as exc:
         raise ToolCallError("arguments of %r are not JSON: %s" % (name, exc)) from None
-    errors = []
-    _validate(_schemas[name], arguments, "", errors)
-    if errors:
-        raise ToolCallError("invalid call to tool %r: arguments invalid: %s"
-                            % (name, "; ".join(errors[:16])))
+    schema = _schemas[name]
+    problem = ("arguments invalid: schema is invalid: " + schema if isinstance(schema, str)
+               else schema.check(text))
+    if problem:
+        raise ToolCallError("invalid call to tool %r: %s" % (name, problem))
     try:
         result = fn(**arguments)
     except (WallTimeExceeded, RuleViolation, MemoryError):
@@ -892,12 +796,15 @@ def load(bundle_path, tools_source, tools, tasks, session_db, verifier_db):
             raise LoadError("%s: tool %r of _tools is not a function of tools_module"
                             % (bundle_path, name))
         try:
-            schema = _loads(schema_text)
+            _loads(schema_text)
         except ValueError as exc:
             raise LoadError("%s: input_schema of tool %r is not JSON: %s"
                             % (bundle_path, name, exc)) from None
         _tools[name] = fn
-        _schemas[name] = schema
+        try:  # a schema outside the subset fails each call, as the C++ Validate says
+            _schemas[name] = _envforge_schema.compile(schema_text)
+        except ValueError as exc:
+            _schemas[name] = str(exc)
         _params[name] = _positional_params(fn)
     for task_id, solution, verifier, version, oracle in tasks:
         task = _Task()
