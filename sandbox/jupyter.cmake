@@ -14,6 +14,7 @@ add_library(envforge_sandbox_jupyter STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/jupyter/kernel_session.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/seccomp_rules.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/internal/sandbox_exec.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/internal/cgroup_files.cc
 )
 target_include_directories(envforge_sandbox_jupyter SYSTEM PRIVATE ${ENVFORGE_CPPZMQ_INCLUDE} ${ENVFORGE_SECCOMP_INCLUDE})
 target_link_libraries(envforge_sandbox_jupyter

@@ -1,5 +1,6 @@
-# Owner: the session manager work. Asio and Boost.Process stay inside the .cc files (the public
-# headers session_manager.h and sandbox_limits.h include neither), so dependents compile fast.
+# Owner: the session manager work. Asio stays inside the .cc files (the public headers
+# session_manager.h and sandbox_limits.h do not include it), so dependents compile fast. Zygotes
+# are launched with base/subprocess.h's SpawnProcess (no Boost.Process).
 add_library(envforge_sandbox STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/sandbox_limits.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/session_manager.cc

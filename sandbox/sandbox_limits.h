@@ -12,6 +12,8 @@
 //                    (configuration; FromJson reads it back)
 //   ToWireLimits     the LIMITS object of sandbox/internal/wire.h: the same fields without
 //                    kill_grace_ms (the manager keeps that), plus "scratch_dir"
+// This is the one definition of the limits and their defaults: the worker compiles this file
+// and reads LIMITS with SandboxLimitsFromJson too (absent keys: these defaults).
 //
 // Thread safety: plain values.
 #pragma once

@@ -335,6 +335,8 @@ class SessionManager::Impl {
   std::map<std::string, std::shared_ptr<ZygoteProcess>> zygotes_;  // by environment id
   SessionId next_id_ = 1;
   SessionId next_judge_id_ = kFirstJudgeId;
+  uint64_t next_zygote_root_ = 1;         // <scratch_root>/e<n>, one per zygote launched
+  std::vector<std::string> zygote_roots_;  // removed by the destructor
   std::atomic<uint64_t> next_search_env_{0};  // search environments' corpus directories, by opening
   std::atomic<uint64_t> next_code_pool_{0};  // code environments' working copy pools, by opening
   size_t live_ = 0;
@@ -348,7 +350,7 @@ struct SessionManager::Impl::Session {
   std::shared_ptr<const Environment> env;
   std::string task_id;
   SandboxLimits limits;
-  // <scratch_root>/f<family>/s<id>: a fresh session founds family f<id>; its forks get
+  // <zygote's root>/f<family>/s<id>: a fresh session founds family f<id>; its forks get
   // siblings in the same family directory (the worker copies the scratch directory over).
   std::string scratch_dir;
   std::shared_ptr<SessionChannel> channel;
@@ -408,9 +410,11 @@ SessionManager::Impl::~Impl() {
   }
   by_pid_.clear();
   zygotes_.clear();
+  std::error_code ignored;
   if (owns_scratch_root_) {
-    std::error_code ignored;
     std::filesystem::remove_all(options_.scratch_root, ignored);
+  } else {
+    for (const std::string& root : zygote_roots_) std::filesystem::remove_all(root, ignored);
   }
 }
 
@@ -487,7 +491,9 @@ Result<std::shared_ptr<ZygoteProcess>> SessionManager::Impl::EnsureZygote(
   internal::ZygoteOptions zygote_options;
   zygote_options.worker_path = options_.worker_path;
   zygote_options.bundle_path = env->bundle.path;
-  zygote_options.scratch_root = options_.scratch_root;
+  // A root of its own: its Landlock domain then covers no other environment's files.
+  zygote_options.scratch_root = options_.scratch_root + "/e" + std::to_string(next_zygote_root_++);
+  zygote_roots_.push_back(zygote_options.scratch_root);
   zygote_options.label = env->label;
   zygote_options.startup_timeout = options_.zygote_start_timeout;
   zygote_options.request_timeout = options_.spawn_timeout;
@@ -517,7 +523,7 @@ Result<std::shared_ptr<SessionManager::Impl::Session>> SessionManager::Impl::New
   session->limits = limits;
   std::string number = std::to_string(judge ? session->id - kFirstJudgeId : session->id);
   std::string family_dir = parent != nullptr ? std::filesystem::path(parent->scratch_dir).parent_path().string()
-                                             : options_.scratch_root + (judge ? "/j" : "/f") + number;
+                                             : zygote->scratch_root() + (judge ? "/j" : "/f") + number;
   session->scratch_dir = family_dir + "/s" + number;
   session->zygote = zygote;
   session->zygote_pid = zygote->pid();

@@ -80,8 +80,11 @@
 // without waiting for the old process to be reaped). Session ids are never reused within one
 // SessionManager.
 //
-// Carried beside a result: the "stdout" a tool printed and the "where" of a tool_error, which the
-// worker sends with it, land in toolsets::ToolResult stdout_text and where.
+// Carried beside a result: the "stdout" a tool printed (its sys.stdout and sys.stderr, at most
+// min(max_output_bytes, 4 MiB), with any outcome but infra_error, whose replies the worker sends
+// without it) and the "where" of a tool_error, which the worker sends with them, land in
+// toolsets::ToolResult stdout_text and where. Calls that a kernel answers (interpreter sessions)
+// leave both empty: what the code printed is in the execute result's content.
 #pragma once
 
 #include <sys/types.h>
@@ -106,14 +109,18 @@ namespace envforge::sandbox {
 
 struct ManagerOptions {
   SandboxLimits limits;  // default limits of every session (a session may override them)
-  // Parent of the scratch directories: a fresh session N works in <scratch_root>/fN/sN (fN is
-  // its family's directory), a fork M of it in <scratch_root>/fN/sM, starting as a copy of its
-  // parent's. The zygote creates them (owned by the session's uid) and removes each when its
-  // session is reaped. Empty: a fresh /tmp/envforge-scratch-<pid>, removed by the destructor.
-  // Each zygote mounts its own tmpfs on this root inside its private mount namespace (isolation
-  // "zygote_scratch"): session files exist only there, not on the host's file system (read them
-  // from the host as /proc/<zygote pid>/root<scratch_dir>), and each family's directory is a
-  // tmpfs of its limits.disk_bytes.
+  // Parent of the scratch directories. Every zygote (one per environment, a fresh one after a
+  // restart) gets a scratch root of its own, <scratch_root>/eZ (its --scratch-root): a fresh
+  // session N works in <scratch_root>/eZ/fN/sN (fN is its family's directory), a fork M of it
+  // in <scratch_root>/eZ/fN/sM, starting as a copy of its parent's. The zygote creates them
+  // (owned by the session's uid) and removes each when its session is reaped. Empty: a fresh
+  // /tmp/envforge-scratch-<pid>, removed by the destructor (otherwise the destructor removes
+  // only the eZ directories). Each zygote mounts its own tmpfs on its eZ inside its private
+  // mount namespace (isolation "zygote_scratch"): session files exist only there, not on the
+  // host's file system (read them from the host as /proc/<zygote pid>/root<scratch_dir>), and
+  // each family's directory is a tmpfs of its limits.disk_bytes. The zygote's Landlock domain
+  // grants its eZ only, so even without that mount namespace a zygote reaches no other
+  // environment's files, nor the code and search directories kept beside them.
   std::string scratch_root;
   // Sessions alive or starting at once (closed ones no longer count, even while their processes
   // exit); creating or forking beyond it is ResourceExhausted (retryable).

@@ -52,12 +52,12 @@
 //   The zygote also exits (killing its sessions) when the control channel closes, and on
 //   SIGTERM/SIGINT/SIGHUP. Sessions die with the zygote (PR_SET_PDEATHSIG), whatever the cause.
 //
-//   LIMITS = {"wall_time_ms":10000,"cpu_seconds":60,"memory_bytes":536870912,
-//             "max_output_bytes":1048576,"max_processes":16,"scratch_dir":"/abs/path",
-//             "max_file_bytes":N (RLIMIT_FSIZE, default memory_bytes),
-//             "max_open_files":256 (RLIMIT_NOFILE),
-//             "disk_bytes":0 (the family's tmpfs size, see "scratch" below)}
-//                                                       every key optional (these defaults);
+//   LIMITS = ToWireLimits of sandbox/sandbox_limits.h: {"wall_time_ms","cpu_seconds",
+//             "memory_bytes","max_output_bytes","max_processes","max_file_bytes" (RLIMIT_FSIZE),
+//             "max_open_files" (RLIMIT_NOFILE),"disk_bytes" (the family's tmpfs size, see
+//             "scratch" below),"scratch_dir":"/abs/path"}. Every key is optional: the zygote
+//             reads LIMITS with SandboxLimitsFromJson, the one parser, so an absent key takes
+//             SandboxLimits' default and a bad value is a spawn_failed naming the field.
 //   0 for memory_bytes or max_processes means unlimited; for disk_bytes, no budget of its own.
 //
 // ISOLATION of the zygote (before it runs any environment code; every process below inherits it):

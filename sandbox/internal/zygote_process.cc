@@ -1,22 +1,16 @@
 #include "sandbox/internal/zygote_process.h"
 
 #include <fcntl.h>
-#include <linux/close_range.h>
 #include <signal.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
-#include <boost/process/args.hpp>
-#include <boost/process/child.hpp>
-#include <boost/process/exe.hpp>
-#include <boost/process/extend.hpp>
 #include <cerrno>
 #include <vector>
 
 #include "base/log.h"
+#include "base/subprocess.h"
 #include "sandbox/internal/frame_channel.h"
 #include "sandbox/internal/pidfd.h"
 #include "sandbox/internal/stderr_capture.h"
@@ -26,41 +20,8 @@ namespace envforge::sandbox::internal {
 namespace {
 
 namespace asio = boost::asio;
-namespace bp = boost::process;
 
 constexpr int kControlFd = 3;
-
-// Boost.Process initializer run in the child between fork and exec (async-signal-safe calls
-// only): stdout and stderr the write end of the manager's pipe (a stdio JSON-RPC server must
-// never see worker output on its stdout, and the server's log never sees it raw), the control
-// socket fd 3, stdin /dev/null, and every descriptor above 3 is marked close-on-exec, so nothing
-// else of the manager leaks into the zygote. Boost's own exec-error pipe is close-on-exec
-// already and keeps working until exec.
-struct ZygoteExecSetup : bp::extend::handler {
-  int control_fd;
-  int output_fd;
-
-  template <class Executor>
-  void on_exec_setup(Executor&) const {
-    // Before the control socket: output_fd may be 3, which the socket then replaces.
-    ::dup2(output_fd, 2);
-    ::dup2(output_fd, 1);
-    if (control_fd == kControlFd) {
-      ::fcntl(kControlFd, F_SETFD, 0);
-    } else {
-      ::dup2(control_fd, kControlFd);
-    }
-    int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (null_fd >= 0) ::dup2(null_fd, 0);
-    if (::syscall(SYS_close_range, kControlFd + 1, ~0u, CLOSE_RANGE_CLOEXEC) != 0) {
-      rlimit nofile{};
-      int top = ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < (1u << 20)
-                    ? static_cast<int>(nofile.rlim_cur)
-                    : (1 << 20);
-      for (int fd = kControlFd + 1; fd < top; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-    }
-  }
-};
 
 }  // namespace
 
@@ -101,28 +62,28 @@ Result<ExitReport> ParseExitReport(const Json& frame) {
 Result<std::shared_ptr<ZygoteProcess>> ZygoteProcess::Launch(asio::io_context& io, ZygoteOptions options,
                                                              Callbacks callbacks) {
   ENVFORGE_ASSIGN_OR_RETURN(auto sockets, MakeSocketPair());
-  // The zygote's end goes to the lowest free descriptor >= 3: either it is 3 itself, or 3 is
-  // taken, so Boost's exec-error pipe (created during the launch) cannot land on 3 and be
-  // overwritten by the dup2 above.
-  UniqueFd child_end(::fcntl(sockets.second.get(), F_DUPFD_CLOEXEC, kControlFd));
-  if (!child_end.valid()) return ErrnoError("fcntl(F_DUPFD_CLOEXEC)", errno);
-  sockets.second.Reset();
   int output[2];
   if (::pipe2(output, O_CLOEXEC) != 0) return ErrnoError("pipe2", errno);
   UniqueFd output_read(output[0]);
   UniqueFd output_write(output[1]);
+  UniqueFd null_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!null_fd.valid()) return ErrnoError("open /dev/null", errno);
 
-  std::vector<std::string> argv = {
-      "zygote",         "--bundle",          options.bundle_path, "--control-fd", std::to_string(kControlFd),
-      "--scratch-root", options.scratch_root};
-  std::error_code ec;
-  bp::child child(bp::exe = options.worker_path, bp::args = argv, ZygoteExecSetup{{}, child_end.get(), output_write.get()}, ec);
-  if (ec) {
-    return UnavailableError("cannot start " + options.worker_path + " for " + options.label + ": " + ec.message());
+  // The zygote gets the control socket as fd 3, stdin /dev/null, and stdout and stderr the write
+  // end of the manager's pipe (a stdio JSON-RPC server must never see worker output on its
+  // stdout, and the server's log never sees it raw); nothing else of the manager leaks into it.
+  std::vector<std::string> argv = {options.worker_path, "zygote",         "--bundle",
+                                   options.bundle_path, "--control-fd",   std::to_string(kControlFd),
+                                   "--scratch-root",    options.scratch_root};
+  auto spawned = SpawnProcess(argv, {{0, null_fd.get()},
+                                     {1, output_write.get()},
+                                     {2, output_write.get()},
+                                     {kControlFd, sockets.second.get()}});
+  if (!spawned.ok()) {
+    return UnavailableError("cannot start the zygote for " + options.label + ": " + spawned.status().message());
   }
-  int pid = child.id();
-  child.detach();  // reaped here, by pid, once its pidfd polls readable
-  child_end.Reset();
+  int pid = *spawned;  // reaped here, by pid, once its pidfd polls readable
+  sockets.second.Reset();
   output_write.Reset();
   Result<UniqueFd> pidfd = PidfdOpen(pid);
   if (!pidfd.ok()) {

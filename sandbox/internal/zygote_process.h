@@ -1,4 +1,4 @@
-// One worker zygote: launching `envforge-worker zygote` with Boost.Process, and the manager's
+// One worker zygote: launching `envforge-worker zygote` (base/subprocess.h), and the manager's
 // side of its control channel (sandbox/internal/wire.h, "CONTROL CHANNEL").
 //
 // Lifecycle:
@@ -10,10 +10,10 @@
 //
 // Invariants:
 //   1. The zygote is this process's child and is reaped here (waitpid after its pidfd polls
-//      readable); the Boost.Process child is detached right after the launch.
+//      readable).
 //   2. Only the control socket (as fd 3), stdin (/dev/null), stdout and stderr (both the write
-//      end of a pipe the manager drains) are open in the zygote after exec: every other
-//      descriptor is marked close-on-exec between fork and exec (close_range).
+//      end of a pipe the manager drains) are open in the zygote after exec (SpawnProcess closes
+//      every other descriptor at exec).
 //   5. The zygote's output never reaches the manager's stderr raw: a StderrCapture drains the
 //      pipe and logs each line escaped, at warn level, as "zygote P for <label> stderr: ...",
 //      at most 20 lines a second. Sessions that do not install a pipe of their own (wire.h,
@@ -97,6 +97,8 @@ class ZygoteProcess : public std::enable_shared_from_this<ZygoteProcess> {
 
   State state() const { return state_; }
   int pid() const { return pid_; }
+  // Its --scratch-root: every session of this zygote works below it.
+  const std::string& scratch_root() const { return options_.scratch_root; }
   // The "isolation" object of the ready report (null until ready).
   const Json& isolation() const { return isolation_; }
 

@@ -1,6 +1,8 @@
 // One kernel's cgroup: memory and pids limits, CPU accounting, and killing everything in it.
 // cgroup v1 (a directory in each of the memory, pids and cpuacct hierarchies) or v2 (one
-// directory with the memory, pids and cpu controllers), under "envforge-kernels/<name>".
+// directory with the memory, pids and cpu controllers), under "envforge-kernels/<name>". The
+// cgroup files (limits, events, killing) are sandbox/internal/cgroup_files.h's, which the
+// worker's session slots use too.
 //
 // Contract: Create is Unavailable when no usable hierarchy is mounted or writable (not root);
 // callers run the kernel without it and report the layer off. The kernel's first process joins
@@ -19,6 +21,10 @@
 #include "base/fd.h"
 #include "base/status.h"
 
+namespace envforge::sandbox::internal::cgroup {
+struct Group;
+}
+
 namespace envforge::sandbox::jupyter {
 
 class KernelCgroup {
@@ -36,13 +42,14 @@ class KernelCgroup {
   bool PidsLimited() const;  // a fork failed at pids.max
   int64_t MemoryBytes() const;  // current usage
   std::vector<pid_t> Pids() const;  // the processes in it now (host pids)
-  // SIGKILLs every process in the cgroup, a few rounds (forks racing the kill).
+  // SIGKILLs every process in the cgroup (forks blocked first: read OomKilled and PidsLimited
+  // before), in rounds on v1; the cgroup is then meant to go.
   void KillAll() const;
   const char* version() const { return v2_ ? "v2" : "v1"; }
 
  private:
   KernelCgroup() = default;
-  std::string Dir(const char* controller) const;
+  internal::cgroup::Group Group() const;  // the memory and pids directories
 
   bool v2_ = false;
   std::vector<std::string> dirs_;  // v1: memory, pids, cpuacct; v2: one

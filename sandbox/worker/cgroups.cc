@@ -6,79 +6,30 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-#include <ctime>
 
+#include "sandbox/internal/cgroup_files.h"
 #include "sandbox/worker/isolation.h"
 #include "sandbox/worker/scratch_dirs.h"
 
 namespace envforge::sandbox::worker {
 namespace {
 
-constexpr long kCgroup2Magic = 0x63677270;
-constexpr long kCgroup1Magic = 0x27e0eb;
-constexpr char kMount[] = "/sys/fs/cgroup";
+namespace cgroup = internal::cgroup;
+using cgroup::MakeDir;
+using cgroup::ReadFile;
+using cgroup::WriteFile;
 
-bool IsMount(const std::string& path, long magic) {
-  struct statfs info {};
-  return statfs(path.c_str(), &info) == 0 && static_cast<long>(info.f_type) == magic;
-}
-
-Status WriteValue(const std::string& path, std::string_view value) {
-  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoError("open " + path, errno);
-  if (write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
-    return ErrnoError("write " + path, errno);
-  }
-  return Status::Ok();
-}
-
-std::string ReadValue(const std::string& path) {
-  auto text = ReadFileToString(path);
-  return text.ok() ? *text : std::string();
-}
-
-// "key N" in a flat keyed file (memory.events, pids.events, memory.oom_control).
-long long KeyedValue(const std::string& text, std::string_view key) {
-  size_t at = 0;
-  while ((at = text.find(key, at)) != std::string::npos) {
-    bool line_start = at == 0 || text[at - 1] == '\n';
-    size_t after = at + key.size();
-    if (line_start && after < text.size() && text[after] == ' ') return std::atoll(text.c_str() + after + 1);
-    at = after;
-  }
-  return 0;
-}
-
-Status MakeDir(const std::string& path) {
-  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoError("mkdir " + path, errno);
-  return Status::Ok();
-}
-
-std::vector<pid_t> Procs(const std::string& dir) {
-  std::vector<pid_t> pids;
-  std::string text = ReadValue(dir + "/cgroup.procs");
-  const char* p = text.c_str();
-  while (*p) {
-    char* end = nullptr;
-    long pid = std::strtol(p, &end, 10);
-    if (end == p) break;
-    if (pid > 0) pids.push_back(static_cast<pid_t>(pid));
-    p = end;
-    while (*p == '\n') ++p;
-  }
-  return pids;
-}
+// The slot's directories as the cgroup library names them.
+cgroup::Group GroupOf(const CgroupSlot& slot) { return {slot.v2, slot.dirs.front(), slot.dirs.back()}; }
 
 }  // namespace
 
 std::unique_ptr<Cgroups> Cgroups::Create(pid_t zygote_pid) {
   auto cgroups = std::unique_ptr<Cgroups>(new Cgroups());
-  std::string base = std::string(kMount);
+  std::string base = cgroup::kMount;
   std::string leaf = "envforge/" + std::to_string(zygote_pid);
   auto fail = [&](const Status& why) {
     cgroups->enabled_ = false;
@@ -86,23 +37,23 @@ std::unique_ptr<Cgroups> Cgroups::Create(pid_t zygote_pid) {
     cgroups->status_ = "off: " + why.message();
     return std::move(cgroups);
   };
-  if (IsMount(base, kCgroup2Magic)) {
+  if (cgroup::IsV2Mount(base)) {
     cgroups->v2_ = true;
-    std::string controllers = ReadValue(base + "/cgroup.controllers");
+    std::string controllers = ReadFile(base + "/cgroup.controllers");
     if (controllers.find("memory") == std::string::npos || controllers.find("pids") == std::string::npos) {
       return fail(FailedPreconditionError("cgroup v2 at /sys/fs/cgroup lacks the memory or pids controller"));
     }
     // Leaves hold processes; every level above delegates both controllers.
-    if (Status s = WriteValue(base + "/cgroup.subtree_control", "+memory +pids"); !s.ok()) return fail(s);
+    if (Status s = WriteFile(base + "/cgroup.subtree_control", "+memory +pids"); !s.ok()) return fail(s);
     if (Status s = MakeDir(base + "/envforge"); !s.ok()) return fail(s);
-    if (Status s = WriteValue(base + "/envforge/cgroup.subtree_control", "+memory +pids"); !s.ok()) return fail(s);
+    if (Status s = WriteFile(base + "/envforge/cgroup.subtree_control", "+memory +pids"); !s.ok()) return fail(s);
     if (Status s = MakeDir(base + "/" + leaf); !s.ok()) return fail(s);
-    if (Status s = WriteValue(base + "/" + leaf + "/cgroup.subtree_control", "+memory +pids"); !s.ok()) return fail(s);
+    if (Status s = WriteFile(base + "/" + leaf + "/cgroup.subtree_control", "+memory +pids"); !s.ok()) return fail(s);
     cgroups->roots_ = {base + "/" + leaf};
   } else {
     std::string memory = base + "/memory";
     std::string pids = base + "/pids";
-    if (!IsMount(memory, kCgroup1Magic) || !IsMount(pids, kCgroup1Magic)) {
+    if (!cgroup::IsV1Mount(memory) || !cgroup::IsV1Mount(pids)) {
       return fail(FailedPreconditionError("neither cgroup v2 at /sys/fs/cgroup nor v1 memory and pids hierarchies are mounted"));
     }
     for (const std::string& root : {memory, pids}) {
@@ -142,15 +93,7 @@ Result<CgroupSlot> Cgroups::NewSlot() {
 }
 
 Status Cgroups::SetLimits(const CgroupSlot& slot, int64_t memory_bytes, int64_t max_processes) {
-  std::string memory = memory_bytes > 0 ? std::to_string(memory_bytes) : (slot.v2 ? "max" : "-1");
-  std::string pids = max_processes > 0 ? std::to_string(max_processes) : "max";
-  if (slot.v2) {
-    ENVFORGE_RETURN_IF_ERROR(WriteValue(slot.dirs[0] + "/memory.max", memory));
-    (void)WriteValue(slot.dirs[0] + "/memory.swap.max", "0");  // absent without swap accounting
-    return WriteValue(slot.dirs[0] + "/pids.max", pids);
-  }
-  ENVFORGE_RETURN_IF_ERROR(WriteValue(slot.dirs[0] + "/memory.limit_in_bytes", memory));
-  return WriteValue(slot.dirs[1] + "/pids.max", pids);
+  return cgroup::SetLimits(GroupOf(slot), memory_bytes, max_processes);
 }
 
 Status Cgroups::JoinSelf(CgroupSlot& slot) {
@@ -164,7 +107,7 @@ Status Cgroups::JoinSelf(CgroupSlot& slot) {
 Status Cgroups::Move(const CgroupSlot& slot, pid_t pid, int as_uid) {
   std::string text = std::to_string(pid);
   if (as_uid < 0) {
-    for (const std::string& dir : slot.dirs) ENVFORGE_RETURN_IF_ERROR(WriteValue(dir + "/cgroup.procs", text));
+    for (const std::string& dir : slot.dirs) ENVFORGE_RETURN_IF_ERROR(WriteFile(dir + "/cgroup.procs", text));
     return Status::Ok();
   }
   // Everything the helper needs is prepared here: it may only make raw system calls.
@@ -200,30 +143,13 @@ Status Cgroups::Move(const CgroupSlot& slot, pid_t pid, int as_uid) {
 }
 
 CgroupUsage Cgroups::Inspect(const CgroupSlot& slot) const {
-  CgroupUsage usage;
-  if (slot.dirs.empty()) return usage;
-  if (v2_) {
-    usage.oom_killed = KeyedValue(ReadValue(slot.dirs[0] + "/memory.events"), "oom_kill") > 0;
-    usage.pids_limited = KeyedValue(ReadValue(slot.dirs[0] + "/pids.events"), "max") > 0;
-  } else {
-    usage.oom_killed = KeyedValue(ReadValue(slot.dirs[0] + "/memory.oom_control"), "oom_kill") > 0;
-    usage.pids_limited = KeyedValue(ReadValue(slot.dirs[1] + "/pids.events"), "max") > 0;
-  }
-  return usage;
+  if (slot.dirs.empty()) return {};
+  cgroup::Events events = cgroup::ReadEvents(GroupOf(slot));
+  return {events.oom_killed, events.pids_limited};
 }
 
 void Cgroups::KillAll(const CgroupSlot& slot) {
-  if (slot.dirs.empty()) return;
-  const std::string& pids_dir = slot.dirs.back();
-  (void)WriteValue(pids_dir + "/pids.max", "0");  // nothing left in there may fork any more
-  if (v2_ && WriteValue(pids_dir + "/cgroup.kill", "1").ok()) return;
-  for (int round = 0; round < 50; ++round) {
-    std::vector<pid_t> pids = Procs(pids_dir);
-    if (pids.empty()) return;
-    for (pid_t pid : pids) kill(pid, SIGKILL);
-    timespec pause{0, 200000};  // 0.2 ms: let the kernel deliver before the next look
-    nanosleep(&pause, nullptr);
-  }
+  if (!slot.dirs.empty()) cgroup::KillAll(GroupOf(slot));
 }
 
 void Cgroups::Release(CgroupSlot slot) {
@@ -280,6 +206,7 @@ void Cgroups::RemoveStale() {
       for (const std::string& child : children) {
         CgroupSlot slot;
         slot.dirs = {child};
+        slot.v2 = v2_;
         KillAll(slot);
         rmdir(child.c_str());
       }
@@ -301,6 +228,7 @@ void Cgroups::Shutdown() {
     for (const std::string& child : children) {
       CgroupSlot slot;
       slot.dirs = {child};
+      slot.v2 = v2_;
       KillAll(slot);
     }
   }

@@ -8,6 +8,7 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <sys/capability.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -82,7 +83,8 @@ std::string Off(std::string_view why, int error) {
   return "off: " + std::string(why) + ": " + std::strerror(error);
 }
 
-// Capability sets through the raw system calls (no libcap), 64 bits each.
+// The permitted and effective capability sets, 64 bits each. Reading them takes the raw system
+// call, like setting them (SetCapabilitySets): a 64-bit mask is all the callers need.
 int CapGet(uint64_t* effective, uint64_t* permitted) {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2] = {};
@@ -90,16 +92,6 @@ int CapGet(uint64_t* effective, uint64_t* permitted) {
   *effective = data[0].effective | uint64_t{data[1].effective} << 32;
   *permitted = data[0].permitted | uint64_t{data[1].permitted} << 32;
   return 0;
-}
-
-int CapSet(uint64_t effective, uint64_t permitted) {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] = {};
-  data[0].effective = static_cast<uint32_t>(effective);
-  data[1].effective = static_cast<uint32_t>(effective >> 32);
-  data[0].permitted = static_cast<uint32_t>(permitted);
-  data[1].permitted = static_cast<uint32_t>(permitted >> 32);
-  return syscall(SYS_capset, &header, data) == 0 ? 0 : errno;
 }
 
 // The capabilities in the calling thread's bounding set.
@@ -113,21 +105,14 @@ std::vector<int> BoundingSet() {
   return caps;
 }
 
-// "cap_dac_override,cap_kill" for messages.
+// "cap_dac_override,cap_kill" for messages; libcap knows every capability's name.
 std::string CapNames(uint64_t mask) {
-  static const char* const kNames[] = {
-      "chown", "dac_override", "dac_read_search", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap",
-      "linux_immutable", "net_bind_service", "net_broadcast", "net_admin", "net_raw", "ipc_lock", "ipc_owner",
-      "sys_module", "sys_rawio", "sys_chroot", "sys_ptrace", "sys_pacct", "sys_admin", "sys_boot", "sys_nice",
-      "sys_resource", "sys_time", "sys_tty_config", "mknod", "lease", "audit_write", "audit_control", "setfcap",
-      "mac_override", "mac_admin", "syslog", "wake_alarm", "block_suspend", "audit_read", "perfmon", "bpf",
-      "checkpoint_restore"};
   std::string names;
   for (int cap = 0; cap < 64; ++cap) {
     if (!(mask >> cap & 1)) continue;
-    if (!names.empty()) names += ",";
-    names += "cap_";
-    names += cap < static_cast<int>(std::size(kNames)) ? std::string(kNames[cap]) : std::to_string(cap);
+    char* name = cap_to_name(cap);
+    names += (names.empty() ? "" : ",") + std::string(name != nullptr ? name : "cap_" + std::to_string(cap));
+    cap_free(name);
   }
   return names.empty() ? "none" : names;
 }
@@ -319,9 +304,9 @@ void Isolation::ConfineZygote(const ZygoteConfinement& confinement) {
   }
   uint64_t effective = 0;
   uint64_t permitted = 0;
-  if (int error = CapSet(keep, keep); error != 0) {
+  if (int error = SetCapabilitySets(keep, keep); error != 0) {
     // The uid switch failed and left some set smaller than `keep`: keep whatever is left of it.
-    if (CapGet(&effective, &permitted) == 0) error = CapSet(permitted & keep, permitted & keep);
+    if (CapGet(&effective, &permitted) == 0) error = SetCapabilitySets(permitted & keep, permitted & keep);
     if (error != 0 && caps_error.empty()) caps_error = Off("capset", error);
   }
   if (caps_error.empty() && CapGet(&effective, &permitted) == 0 && (permitted & ~keep) != 0) {
@@ -407,7 +392,7 @@ void Isolation::ConfineZygote(const ZygoteConfinement& confinement) {
   }
 }
 
-Status Isolation::ApplyRlimits(const ResourceLimits& limits, int64_t data_base, bool pids_cgroup) const {
+Status Isolation::ApplyRlimits(const SandboxLimits& limits, int64_t data_base, bool pids_cgroup) const {
   auto set = [](int resource, const char* name, rlim_t soft, rlim_t hard) -> Status {
     rlimit limit{soft, hard};
     if (setrlimit(resource, &limit) != 0) return ErrnoError(std::string("setrlimit(") + name + ")", errno);
@@ -443,7 +428,7 @@ Status Isolation::SwitchUser(uid_t uid) const {
   uint64_t permitted = 0;
   if (int error = CapGet(&effective, &permitted); error != 0) return ErrnoError("capget", error);
   if (effective != permitted) {
-    if (int error = CapSet(permitted, permitted); error != 0) return ErrnoError("capset", error);
+    if (int error = SetCapabilitySets(permitted, permitted); error != 0) return ErrnoError("capset", error);
   }
   return Status::Ok();
 }
@@ -453,13 +438,17 @@ Status Isolation::DropCapabilities() const {
     if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EPERM) return ErrnoError("prctl(PR_CAPBSET_DROP)", errno);
   }
   prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-  if (int error = ClearCapabilitySets(); error != 0) return ErrnoError("capset", error);
+  if (int error = SetCapabilitySets(0, 0); error != 0) return ErrnoError("capset", error);
   return Status::Ok();
 }
 
-int ClearCapabilitySets() {
+int SetCapabilitySets(uint64_t effective, uint64_t permitted) {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2] = {};
+  data[0].effective = static_cast<uint32_t>(effective);
+  data[1].effective = static_cast<uint32_t>(effective >> 32);
+  data[0].permitted = static_cast<uint32_t>(permitted);
+  data[1].permitted = static_cast<uint32_t>(permitted >> 32);
   return syscall(SYS_capset, &header, data) == 0 ? 0 : errno;
 }
 

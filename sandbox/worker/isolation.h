@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "sandbox/sandbox_limits.h"
 
 namespace envforge::sandbox::worker {
 
@@ -27,15 +28,6 @@ namespace envforge::sandbox::worker {
 // while single-threaded). The new namespace has only a loopback interface, down. Returns "on"
 // or "off: <why>".
 std::string EnterEmptyNetworkNamespace();
-
-// Resource limits of one session (LIMITS in wire.h).
-struct ResourceLimits {
-  int64_t cpu_seconds = 60;
-  int64_t memory_bytes = int64_t{512} << 20;
-  int64_t max_file_bytes = int64_t{512} << 20;  // RLIMIT_FSIZE
-  int64_t max_open_files = 256;                 // RLIMIT_NOFILE
-  int64_t max_processes = 16;                   // pids cgroup; RLIMIT_NPROC only without it
-};
 
 // What the zygote may still touch once confined (ConfineZygote).
 struct ZygoteConfinement {
@@ -93,7 +85,7 @@ class Isolation {
   // raises MemoryError) before the memory cgroup, which also counts the copy-on-write copies of
   // the zygote's pages, OOM-kills the session. RLIMIT_NPROC only when no pids cgroup is in use
   // (it counts per uid, so it then bounds the whole fork family).
-  Status ApplyRlimits(const ResourceLimits& limits, int64_t data_base, bool pids_cgroup) const;
+  Status ApplyRlimits(const SandboxLimits& limits, int64_t data_base, bool pids_cgroup) const;
   // setgroups({}) + setresgid + setresuid to uid (gid = uid), keeping the permitted capabilities
   // (and raising them as effective) so the session can still create its directories; the caller
   // drops them all right after (DropCapabilities).
@@ -147,9 +139,12 @@ inline constexpr int kZygoteCapabilities[] = {CAP_DAC_OVERRIDE, CAP_KILL,   CAP_
 // raw system calls and write through arg. Returns the errno of the failed uid switch, else fn's
 // result (0 or an errno).
 int RunAsUid(uid_t uid, int (*fn)(void*), void* arg);
-// Empties the calling process's capability sets (permitted, effective, inheritable); raw system
-// calls only, so a RunAsUid helper may call it. 0 or an errno.
-int ClearCapabilitySets();
+// Sets the calling thread's effective and permitted capability sets to these masks (bit N:
+// capability N) and empties the inheritable one. One raw system call and no allocation, so a
+// RunAsUid helper (which shares the caller's memory) and the mount helper may call it; this is
+// why capabilities are not handled through libcap's cap_t objects (only their names are, for
+// messages). 0 or an errno.
+int SetCapabilitySets(uint64_t effective, uint64_t permitted);
 
 // Session uids: each zygote owns a block of 65536 uids, 200000 + (zygote pid % 32768) * 65536,
 // and gives family slot N (1..60000) the uid block + N, so families of different zygotes do not

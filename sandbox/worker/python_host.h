@@ -63,11 +63,12 @@ void BeforeFork();
 void AfterForkParent();
 void AfterForkChild();
 
-// In a new session (or a forked copy: task empty keeps the current binding).
+// In a new session (or a forked copy: task empty keeps the current binding). The numbers come
+// from the session's SandboxLimits (sandbox_limits.h, where their defaults live).
 struct SessionSettings {
   std::string task;  // empty: no task (submit_result and solve are refused)
-  int64_t wall_time_ms = 10000;
-  int64_t max_output_bytes = 1 << 20;
+  int64_t wall_time_ms = 0;
+  int64_t max_output_bytes = 0;
   int64_t memory_bytes = 0;  // for messages only
   int64_t disk_bytes = 0;    // the family's disk budget, for messages and limit "disk" (0: none)
 };

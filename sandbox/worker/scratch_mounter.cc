@@ -140,10 +140,7 @@ void KeepOnlySysAdmin() {
   for (int cap = 0; cap <= 63; ++cap) {
     if (cap != CAP_SYS_ADMIN) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
   }
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2]{};
-  data[0].effective = data[0].permitted = 1u << CAP_SYS_ADMIN;
-  if (syscall(SYS_capset, &header, data) != 0) _exit(1);
+  if (SetCapabilitySets(uint64_t{1} << CAP_SYS_ADMIN, uint64_t{1} << CAP_SYS_ADMIN) != 0) _exit(1);
   prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 }
 

@@ -19,6 +19,7 @@
 #include "base/fd.h"
 #include "base/json.h"
 #include "sandbox/internal/wire.h"
+#include "sandbox/sandbox_limits.h"
 #include "sandbox/worker/limit_counters.h"
 #include "sandbox/worker/python_host.h"
 #include "sandbox/worker/scratch_dirs.h"
@@ -293,20 +294,17 @@ void RunWarmChild(WarmChildContext context) {
   if (!parsed.ok()) Fatal(fd, "bad assignment: " + parsed.status().message());
   const Json& a = *parsed;
 
+  // The limits the zygote parsed from the manager's LIMITS, in their one form (sandbox_limits.h).
+  auto limits = SandboxLimitsFromJson(a.value("limits", Json::object()));
+  if (!limits.ok()) Fatal(fd, "bad assignment: " + limits.status().message());
   SessionSettings settings;
   settings.task = a.value("task", "");
-  settings.wall_time_ms = Int(a, "wall_time_ms", settings.wall_time_ms);
-  settings.max_output_bytes = Int(a, "max_output_bytes", settings.max_output_bytes);
-  settings.memory_bytes = Int(a, "memory_bytes", 0);
-  settings.disk_bytes = a.value("disk_mounted", false) ? Int(a, "disk_bytes", 0) : 0;
+  settings.wall_time_ms = limits->wall_time.count();
+  settings.max_output_bytes = limits->max_output_bytes;
+  settings.memory_bytes = limits->memory_bytes;
+  settings.disk_bytes = a.value("disk_mounted", false) ? limits->disk_bytes : 0;
   if (Status s = StartSession(settings); !s.ok()) Fatal(fd, s.message());
 
-  ResourceLimits limits;
-  limits.cpu_seconds = Int(a, "cpu_seconds", limits.cpu_seconds);
-  limits.memory_bytes = Int(a, "memory_bytes", limits.memory_bytes);
-  limits.max_file_bytes = Int(a, "max_file_bytes", limits.max_file_bytes);
-  limits.max_open_files = Int(a, "max_open_files", limits.max_open_files);
-  limits.max_processes = Int(a, "max_processes", limits.max_processes);
   int uid = static_cast<int>(Int(a, "uid", -1));
   g_scratch_dir = a.value("scratch_dir", "");
   g_family_dir = a.value("family_dir", "");
@@ -315,12 +313,12 @@ void RunWarmChild(WarmChildContext context) {
   g_can_fork = create_family;
 
   if (context.slot) {
-    Status limited = Cgroups::SetLimits(*context.slot, limits.memory_bytes, limits.max_processes);
+    Status limited = Cgroups::SetLimits(*context.slot, limits->memory_bytes, limits->max_processes);
     if (!limited.ok()) Fatal(fd, "cannot set the session's cgroup limits: " + limited.message());
   }
   setsid();  // no controlling terminal: no TIOCSTI injection into the manager's tty
   const Isolation& isolation = *context.isolation;
-  if (Status s = isolation.ApplyRlimits(limits, context.data_base, context.slot.has_value()); !s.ok()) Fatal(fd, s.message());
+  if (Status s = isolation.ApplyRlimits(*limits, context.data_base, context.slot.has_value()); !s.ok()) Fatal(fd, s.message());
   if (context.slot) SetPidsEventsFd(context.slot->pids_events.Release());
   if (uid >= 0) {
     // The family's uid first, capabilities kept: the directories are then the family's own

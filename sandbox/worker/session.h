@@ -35,8 +35,7 @@ struct WarmChildContext {
 };
 
 // The assignment frame (zygote -> warm child, with the session socket attached):
-//   {"task":T,"wall_time_ms":..,"max_output_bytes":..,"cpu_seconds":..,"memory_bytes":..,
-//    "max_file_bytes":..,"max_open_files":..,"max_processes":..,"disk_bytes":..,
+//   {"task":T,"limits":L (ToJson of the session's SandboxLimits, sandbox_limits.h),
 //    "disk_mounted":bool (the family directory is a tmpfs of disk_bytes),"uid":U|-1,
 //    "scratch_dir":S,"family_dir":F,"create_family":bool,"landlock_dir":L}
 // Never returns.

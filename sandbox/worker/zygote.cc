@@ -43,6 +43,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "sandbox/internal/wire.h"
+#include "sandbox/sandbox_limits.h"
 #include "sandbox/worker/bundle_image.h"
 #include "sandbox/worker/cgroups.h"
 #include "sandbox/worker/isolation.h"
@@ -60,44 +61,23 @@ constexpr size_t kRecentExits = 256;
 constexpr int kIdleWorkDelayMs = 2;
 constexpr int kReleaseRetryMs = 100;
 
-struct Limits {
-  int64_t wall_time_ms = 10000;
-  int64_t cpu_seconds = 60;
-  int64_t memory_bytes = int64_t{512} << 20;
-  int64_t max_output_bytes = int64_t{1} << 20;
-  int64_t max_processes = 16;
-  int64_t max_file_bytes = -1;  // default: memory_bytes
-  int64_t max_open_files = 256;
-  int64_t disk_bytes = 0;  // the family's tmpfs size; 0: none of its own
-  std::string scratch_dir;
+// LIMITS (wire.h): the session's SandboxLimits, read by their one parser (absent keys keep the
+// defaults of sandbox_limits.h), and the scratch directory the manager may have assigned.
+struct SpawnLimits {
+  SandboxLimits limits;
+  std::string scratch_dir;  // empty: the zygote picks one
 };
 
-Result<Limits> ParseLimits(const Json& json) {
-  Limits limits;
-  if (json.is_null()) return limits;
-  if (!json.is_object()) return InvalidArgumentError("limits must be a JSON object");
-  for (auto& [key, field] : std::initializer_list<std::pair<const char*, int64_t*>>{
-           {"wall_time_ms", &limits.wall_time_ms}, {"cpu_seconds", &limits.cpu_seconds},
-           {"memory_bytes", &limits.memory_bytes}, {"max_output_bytes", &limits.max_output_bytes},
-           {"max_processes", &limits.max_processes}, {"max_file_bytes", &limits.max_file_bytes},
-           {"max_open_files", &limits.max_open_files}, {"disk_bytes", &limits.disk_bytes}}) {
-    auto it = json.find(key);
-    if (it == json.end() || it->is_null()) continue;
-    if (!it->is_number_integer() || it->get<int64_t>() < 0) {
-      return InvalidArgumentError(std::string("limits.") + key + " must be a non-negative integer");
-    }
-    *field = it->get<int64_t>();
+Result<SpawnLimits> ParseLimits(const Json& json) {
+  SpawnLimits spawn;
+  if (json.is_null()) return spawn;
+  ENVFORGE_ASSIGN_OR_RETURN(spawn.limits, SandboxLimitsFromJson(json));
+  // SandboxLimitsFromJson checked that scratch_dir, when present, is a string.
+  if (auto it = json.find("scratch_dir"); it != json.end()) spawn.scratch_dir = it->get<std::string>();
+  if (!spawn.scratch_dir.empty() && !IsCleanAbsolutePath(spawn.scratch_dir)) {
+    return InvalidArgumentError("limits.scratch_dir must be a normalised absolute path: '" + spawn.scratch_dir + "'");
   }
-  if (limits.max_file_bytes < 0) limits.max_file_bytes = limits.memory_bytes > 0 ? limits.memory_bytes : int64_t{1} << 40;
-  auto scratch = json.find("scratch_dir");
-  if (scratch != json.end() && !scratch->is_null()) {
-    if (!scratch->is_string()) return InvalidArgumentError("limits.scratch_dir must be a string");
-    limits.scratch_dir = scratch->get<std::string>();
-    if (!limits.scratch_dir.empty() && !IsCleanAbsolutePath(limits.scratch_dir)) {
-      return InvalidArgumentError("limits.scratch_dir must be a normalised absolute path: '" + limits.scratch_dir + "'");
-    }
-  }
-  return limits;
+  return spawn;
 }
 
 // <scratch-root>/z<pid> of zygotes that died without a shutdown.
@@ -554,10 +534,10 @@ void Zygote::HandleSpawn(const Json& message, UniqueFd socket) {
     kill(doomed.pid, SIGKILL);
     doomed_[doomed.pid] = std::move(doomed.slot);
   };
-  if (family.own_dir && limits->disk_bytes > 0 && mounter_ && family.uid >= 0) {
+  if (family.own_dir && limits->limits.disk_bytes > 0 && mounter_ && family.uid >= 0) {
     std::string parent = ParentDir(family.dir);
     Status mounted = lstat(parent.c_str(), &info) != 0 ? MakeDirs(parent, 0711, -1) : Status::Ok();
-    if (mounted.ok()) mounted = mounter_->Mount(family.dir, static_cast<uid_t>(family.uid), limits->disk_bytes);
+    if (mounted.ok()) mounted = mounter_->Mount(family.dir, static_cast<uid_t>(family.uid), limits->limits.disk_bytes);
     if (!mounted.ok()) {
       warm_.push_front(std::move(child));
       return failed("cannot mount the session's disk budget: " + mounted.message());
@@ -565,14 +545,7 @@ void Zygote::HandleSpawn(const Json& message, UniqueFd socket) {
     family.mounted = true;
   }
   Json assignment = {{"task", task},
-                     {"wall_time_ms", limits->wall_time_ms},
-                     {"max_output_bytes", limits->max_output_bytes},
-                     {"cpu_seconds", limits->cpu_seconds},
-                     {"memory_bytes", limits->memory_bytes},
-                     {"max_file_bytes", limits->max_file_bytes},
-                     {"max_open_files", limits->max_open_files},
-                     {"max_processes", limits->max_processes},
-                     {"disk_bytes", limits->disk_bytes},
+                     {"limits", ToJson(limits->limits)},
                      {"disk_mounted", family.mounted},
                      {"uid", family.uid},
                      {"scratch_dir", scratch},
@@ -588,7 +561,7 @@ void Zygote::HandleSpawn(const Json& message, UniqueFd socket) {
   }
   family.members = 1;
   families_[family.slot] = family;
-  sessions_[child.pid] = Session{id, family.slot, std::move(child.slot), scratch, limits->cpu_seconds};
+  sessions_[child.pid] = Session{id, family.slot, std::move(child.slot), scratch, limits->limits.cpu_seconds};
   // Closing a unix socket while a passed descriptor may still be in flight runs the kernel's
   // SCM_RIGHTS garbage collector (up to milliseconds): close the channel later, when idle.
   deferred_closes_.push_back(std::move(child.channel));
@@ -639,7 +612,7 @@ void Zygote::HandleAdopt(const Json& message) {
     if (!made.ok()) return failed("cannot create the copy's cgroup: " + made.status().message());
     made->procs.clear();
     made->pids_events.Reset();
-    Status s = cgroups_->SetLimits(*made, limits->memory_bytes, limits->max_processes);
+    Status s = cgroups_->SetLimits(*made, limits->limits.memory_bytes, limits->limits.max_processes);
     if (s.ok()) s = cgroups_->Move(*made, pid, AdoptHelperUid(family->uid));
     if (!s.ok()) {
       cgroups_->Release(std::move(*made));
@@ -653,8 +626,7 @@ void Zygote::HandleAdopt(const Json& message) {
     pid_t pid;
     rlimit cpu;
   } cpu_limit{pid,
-              {static_cast<rlim_t>(std::max<int64_t>(1, limits->cpu_seconds)),
-               static_cast<rlim_t>(std::max<int64_t>(1, limits->cpu_seconds) + 1)}};
+              {static_cast<rlim_t>(limits->limits.cpu_seconds), static_cast<rlim_t>(limits->limits.cpu_seconds + 1)}};
   if (int helper_uid = AdoptHelperUid(family->uid); helper_uid >= 0) {
     // prlimit() on another process needs the same uid (or CAP_SYS_RESOURCE).
     (void)RunAsUid(static_cast<uid_t>(helper_uid), [](void* arg) -> int {
@@ -667,7 +639,7 @@ void Zygote::HandleAdopt(const Json& message) {
     prlimit(pid, RLIMIT_CPU, &cpu_limit.cpu, nullptr);
   }
   family->members++;
-  sessions_[pid] = Session{id, family->slot, std::move(slot), scratch, limits->cpu_seconds};
+  sessions_[pid] = Session{id, family->slot, std::move(slot), scratch, limits->limits.cpu_seconds};
   Send({{"op", "adopted"}, {"id", id}, {"pid", pid}});
 }
 
@@ -761,7 +733,7 @@ void Zygote::SessionExited(pid_t pid, int status, const rusage& usage) {
 // reach processes of that uid.
 void KillEveryProcessOf(int uid) {
   (void)RunAsUid(static_cast<uid_t>(uid), [](void*) -> int {
-    if (ClearCapabilitySets() != 0) return EPERM;
+    if (SetCapabilitySets(0, 0) != 0) return EPERM;
     syscall(SYS_kill, -1L, static_cast<long>(SIGKILL));
     return 0;
   }, nullptr);

@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -63,6 +65,44 @@ TEST_CASE("RunCommand captures output, exit codes and enforces its timeout") {
   CHECK(slow.timed_out);
   CHECK(slow.term_signal == SIGKILL);
   CHECK_FALSE(RunCommand({"/nonexistent/program"}).ok());
+}
+
+// Everything written to `fd` until its end.
+std::string ReadAll(int fd) {
+  std::string text;
+  char chunk[256];
+  for (ssize_t n; (n = ::read(fd, chunk, sizeof chunk)) > 0;) text.append(chunk, static_cast<size_t>(n));
+  return text;
+}
+
+TEST_CASE("SpawnProcess gives the child exactly its descriptors, even swapped ones, and reports exec failures") {
+  int first[2], second[2];
+  REQUIRE(::pipe2(first, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(second, O_CLOEXEC) == 0);
+  UniqueFd first_read(first[0]), second_read(second[0]);
+  // Sources at 40 and 41, mapped crosswise to 41 and 40; a stray descriptor at 42 without
+  // close-on-exec must not reach the child. (bash: dash redirects descriptors 0-9 only.)
+  UniqueFd at40(::dup2(first[1], 40)), at41(::dup2(second[1], 41)), stray(::dup(second[1]));
+  ::close(first[1]);
+  ::close(second[1]);
+  REQUIRE(::dup2(stray.get(), 42) == 42);
+  UniqueFd stray42(42);
+  auto pid = SpawnProcess({"bash", "-c", "echo one >&41; echo two >&40; test -e /proc/self/fd/42 && echo leak >&40; exit 0"},
+                          {{41, 40}, {40, 41}});
+  REQUIRE(pid.ok());
+  at40.Reset();
+  at41.Reset();
+  stray.Reset();
+  stray42.Reset();
+  int status = 0;
+  REQUIRE(::waitpid(*pid, &status, 0) == *pid);
+  CHECK(WIFEXITED(status));
+  CHECK(ReadAll(first_read.get()) == "one\n");
+  CHECK(ReadAll(second_read.get()) == "two\n");
+  auto missing = SpawnProcess({"/nonexistent/program"}, {});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message().find("cannot run /nonexistent/program") != std::string::npos);
+  CHECK(SpawnProcess({}, {}).status().code() == StatusCode::kInvalidArgument);
 }
 
 }  // namespace

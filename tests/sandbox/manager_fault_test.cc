@@ -232,7 +232,7 @@ TEST_SUITE("sandbox.manager.faults") {
     SessionId id = f.NewSession();
     auto info = f.manager->GetSessionInfo(id);
     REQUIRE(info.ok());
-    CHECK(info->scratch_dir.rfind(dir / "root/f", 0) == 0);
+    CHECK(info->scratch_dir.rfind(dir / "root/e", 0) == 0);  // the zygote's own root, <root>/eN/fN/sN
     ToolResult wrote =
         f.manager->CallTool(id, Call("write_file", {{"path", info->scratch_dir + "/x.txt"}, {"text", "abc"}}));
     CHECK(wrote.content == 3);
@@ -260,6 +260,11 @@ TEST_SUITE("sandbox.manager.faults") {
     // where its `get` tool finds them.
     std::string path = Json(secret).dump();
     std::string dir = Json(info->scratch_dir).dump();
+    // Each zygote has a scratch root of its own, <scratch_root>/eN: B's, and the manager's root
+    // above both (the host's directory, beside code and search environments' files).
+    std::filesystem::path root_b = std::filesystem::path(info->scratch_dir).parent_path().parent_path();
+    REQUIRE(root_b.parent_path() == f.manager->options().scratch_root);
+    std::string roots = Json(root_b.string()).dump() + ", " + Json(f.manager->options().scratch_root).dump();
     std::string salt =
         "trespasser\n"
         "def _try(fn):\n"
@@ -269,16 +274,28 @@ TEST_SUITE("sandbox.manager.faults") {
         "        return '%s: %s' % (type(exc).__name__, exc)\n"
         "_state['values']['read'] = _try(lambda: open(" + path + ").read())\n"
         "_state['values']['write'] = _try(lambda: open(" + path + ", 'w').write('trespassed'))\n"
-        "_state['values']['list'] = _try(lambda: os.listdir(" + dir + "))\n";
+        "_state['values']['list'] = _try(lambda: os.listdir(" + dir + "))\n"
+        "_state['values']['roots'] = _try(lambda: [os.listdir(r) for r in (" + roots + ")])\n";
     auto other = f.manager->OpenEnvironment(testing::WriteFixtureBundle(f.dir / "trespasser.envdb", salt));
     REQUIRE_MESSAGE(other.ok(), other.status().ToString());
     auto trespasser = f.manager->CreateSession(*other, SessionOptions{});
     REQUIRE_MESSAGE(trespasser.ok(), trespasser.status().ToString());
-    for (std::string attempt : {"read", "write", "list"}) {
+    for (std::string attempt : {"read", "write", "list", "roots"}) {
       ToolResult result = f.manager->CallTool(*trespasser, Call("get", {{"key", attempt}}));
       INFO(attempt << " at import time: " << result.content);
       REQUIRE(result.content.is_string());
       CHECK(result.content.get<std::string>().rfind("ok", 0) != 0);
+    }
+    auto a_info = f.manager->GetSessionInfo(*trespasser);
+    REQUIRE(a_info.ok());
+    std::filesystem::path root_a = std::filesystem::path(a_info->scratch_dir).parent_path().parent_path();
+    CHECK(root_a.parent_path() == f.manager->options().scratch_root);
+    CHECK(root_a != root_b);
+    if (testing::IsolationLayer(*f.manager, *other, "zygote_landlock") == "on") {
+      // Refused by A's Landlock domain (its own root only), not merely hidden by A's private
+      // scratch tmpfs: so B's files stay out of reach where that tmpfs is off too.
+      ToolResult roots_result = f.manager->CallTool(*trespasser, Call("get", {{"key", "roots"}}));
+      CHECK(roots_result.content.get<std::string>().rfind("PermissionError", 0) == 0);
     }
     CHECK(f.manager->CallTool(*trespasser, Call("read_file", {{"path", secret}})).outcome == Outcome::kToolError);
     CHECK(f.manager->CallTool(*trespasser, Call("write_file", {{"path", secret}, {"text", "x"}})).outcome ==
