@@ -117,7 +117,6 @@ class BatchEngine {
   // a cache of another shape; errors of Model::Forward fail every request of that step.
   std::future<Result<EngineResult>> Submit(EngineRequest request);
   EngineStats Stats() const;
-  Model& model() { return model_; }
 
  private:
   struct Active;

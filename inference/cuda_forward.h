@@ -99,11 +99,10 @@ class CudaForward {
   Status Forward(std::span<const SequenceInput> batch, std::vector<float>* logits, const ForwardOptions& options,
                  ForwardProfile& profile);
 
-  // Page-pool counters (tests, the CLI's memory line).
+  // Page-pool counters (tests): pages in the pool, pages held by caches.
   int64_t pool_pages() const;
   int64_t pool_pages_in_use() const;
-  int64_t page_bytes() const;        // device bytes of one page over all layers
-  bool fp8_gemm() const;             // FP8 checkpoint matrices run W8A8 on the device
+  bool fp8_gemm() const;  // FP8 checkpoint matrices run W8A8 on the device
 
  private:
   struct Impl;

@@ -40,7 +40,6 @@ class DevicePagePool : public std::enable_shared_from_this<DevicePagePool> {
     ~Sequence() override;
     std::unique_ptr<KvCacheAttachment> Fork() override;
     const std::vector<int32_t>& pages() const { return pages_; }
-    const DevicePagePool* pool() const { return pool_.get(); }
 
    private:
     friend class DevicePagePool;

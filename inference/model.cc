@@ -487,6 +487,23 @@ void ScoreSharedPrefixes(std::span<SelectArgs> rows) {
   }
 }
 
+// The indexer's query rows of token rows [row, row + queries) of one sequence, as SelectKeys reads
+// them.
+SelectArgs MakeSelectArgs(const ModelConfig& config, const KvCache* cache, int64_t layer, const uint8_t* iq8,
+                          const float* iw, const int64_t* positions, int64_t row, int64_t queries) {
+  SelectArgs a;
+  a.cache = cache;
+  a.layer = layer;
+  a.q8 = &iq8[Sz(row * config.index_n_heads * config.index_head_dim)];
+  a.weights = &iw[Sz(row * config.index_n_heads)];
+  a.positions = &positions[Sz(row)];
+  a.queries = queries;
+  a.heads = config.index_n_heads;
+  a.dim = config.index_head_dim;
+  a.topk = config.index_topk;
+  return a;
+}
+
 }  // namespace
 
 void Model::RunAttention(int64_t layer_idx, std::span<const SequenceInput> batch) {
@@ -495,9 +512,53 @@ void Model::RunAttention(int64_t layer_idx, std::span<const SequenceInput> batch
   const int64_t total = s.tokens;
   const int64_t heads = config_.num_attention_heads, nope = config_.qk_nope_head_dim, rope = config_.qk_rope_head_dim;
   const int64_t v_dim = config_.v_head_dim, rank = config_.kv_lora_rank, q_width = nope + rope, qk = rank + rope;
+
+  RunAttentionProjections(layer_idx, batch);  // counted as "rest"
+  if (!dense_) {
+    auto start = Clock::now();
+    RunIndexer(layer_idx, batch);
+    profile_.indexer_s += SecondsSince(start);
+  }
+
+  auto attention_start = Clock::now();
+  // q~ = W_UK^T q^N per head (kv_b in its stored dtype for decode), then q^R appended.
+  kernels::KvbProjection kvb;
+  kvb.w = attn.wkv_b;
+  kvb.dequantized = attn.wkv_b_f32;
+  kvb.heads = heads;
+  kvb.nope = nope;
+  kvb.v_dim = v_dim;
+  s.q_absorbed.resize(Sz(total * heads * qk));
+  kernels::AbsorbQueries(kvb, s.q.data(), total, q_width, s.q_absorbed.data(), qk);
+  for (int64_t item = 0; item < total * heads; ++item) {
+    std::memcpy(&s.q_absorbed[Sz(item * qk + rank)], &s.q[Sz(item * q_width + nope)], Sz(rope) * sizeof(float));
+  }
+
+  s.attn_latent.resize(Sz(total * heads * rank));
+  bool decode_batch = batch.size() > 1;
+  for (size_t b = 0; b < batch.size(); ++b) decode_batch = decode_batch && s.seq_first[b + 1] - s.seq_first[b] == 1;
+  // Selection time spent inside the attention section, moved to the indexer's account below.
+  const double indexer_inside = decode_batch ? AttendDecodeBatch(layer_idx, batch) : AttendSequences(layer_idx, batch);
+
+  // u[t,h,:] = W_UV,h o[t,h,:] with W_UV,h = rows nope..nope+v of head h's slice of W_kvb.
+  s.u.resize(Sz(total * heads * v_dim));
+  kernels::ProjectValues(kvb, s.attn_latent.data(), total, s.u.data());
+  double attention_elapsed = SecondsSince(attention_start);
+  profile_.indexer_s += indexer_inside;
+  profile_.attention_s += std::max(0.0, attention_elapsed - indexer_inside);
+
+  s.out.resize(Sz(total * config_.hidden_size));
+  kernels::Linear(s.u.data(), total, attn.wo, s.out.data());
+}
+
+void Model::RunAttentionProjections(int64_t layer_idx, std::span<const SequenceInput> batch) {
+  Scratch& s = *scratch_;
+  const AttentionWeights& attn = weights_->layers[Sz(layer_idx)].attn;
+  const int64_t total = s.tokens;
+  const int64_t heads = config_.num_attention_heads, nope = config_.qk_nope_head_dim, rope = config_.qk_rope_head_dim;
+  const int64_t rank = config_.kv_lora_rank, q_width = nope + rope, qk = rank + rope;
   const auto eps = static_cast<float>(config_.rms_norm_eps);
 
-  // Projections (counted as "rest").
   s.qa.resize(Sz(total * config_.q_lora_rank));
   kernels::Linear(s.h.data(), total, attn.wq_a, s.qa.data());
   kernels::RmsNorm(s.qa.data(), total, config_.q_lora_rank, attn.q_norm, eps, s.qa.data());
@@ -520,158 +581,129 @@ void Model::RunAttention(int64_t layer_idx, std::span<const SequenceInput> batch
       batch[b].cache->WriteLatent(layer_idx, row - s.seq_first[b], s.latent.data(), kv + rank);
     }
   }
+}
 
+double Model::AttendDecodeBatch(int64_t layer_idx, std::span<const SequenceInput> batch) {
+  // One token per sequence: selection, then attention, each split across sequences (ParallelFor
+  // over b; the kernels run inline on the thread that takes b), so small per-sequence calls do
+  // not pay one pool round trip each.
+  Scratch& s = *scratch_;
   const bool sparse = !dense_;
-  if (sparse) {
-    auto start = Clock::now();
-    RunIndexer(layer_idx, batch);
-    profile_.indexer_s += SecondsSince(start);
-  }
-
-  auto attention_start = Clock::now();
-  double indexer_inside = 0;  // selection time spent inside the attention section
-  // q~ = W_UK^T q^N per head (kv_b in its stored dtype for decode), then q^R appended.
-  kernels::KvbProjection kvb;
-  kvb.w = attn.wkv_b;
-  kvb.dequantized = attn.wkv_b_f32;
-  kvb.heads = heads;
-  kvb.nope = nope;
-  kvb.v_dim = v_dim;
-  s.q_absorbed.resize(Sz(total * heads * qk));
-  kernels::AbsorbQueries(kvb, s.q.data(), total, q_width, s.q_absorbed.data(), qk);
-  for (int64_t item = 0; item < total * heads; ++item) {
-    std::memcpy(&s.q_absorbed[Sz(item * qk + rank)], &s.q[Sz(item * q_width + nope)], Sz(rope) * sizeof(float));
-  }
-
-  const auto scale = static_cast<float>(config_.softmax_scale());
   const int64_t topk = config_.index_topk;
-  s.attn_latent.resize(Sz(total * heads * rank));
-
-  auto attend = [&](const KvCache& cache, int64_t row, const int32_t* indices, int64_t count) {
-    kernels::SparseAttentionArgs args;
-    args.q = &s.q_absorbed[Sz(row * heads * qk)];
-    args.heads = heads;
-    SetLatentViews(cache, layer_idx, args);
-    args.indices = indices;
-    args.count = count;
-    args.scale = scale;
-    kernels::SparseMqaAttention(args, &s.attn_latent[Sz(row * heads * rank)]);
-  };
-  auto record = [&](int64_t row, const int32_t* indices, int64_t count, int64_t pos) {
-    if (s.record == nullptr) return;
-    std::vector<int32_t>& out = (*s.record)[Sz(layer_idx)][Sz(row)];
-    out.clear();
-    if (indices == nullptr) {
-      for (int64_t i = 0; i <= pos; ++i) out.push_back(static_cast<int32_t>(i));
-    } else {
-      for (int64_t i = 0; i < count; ++i) {
-        if (indices[i] >= 0) out.push_back(indices[i]);
-      }
-      std::sort(out.begin(), out.end());
-    }
-  };
-  auto select_args = [&](const KvCache* cache, int64_t row, int64_t queries) {
-    SelectArgs a;
-    a.cache = cache;
-    a.layer = layer_idx;
-    a.q8 = &s.iq8[Sz(row * config_.index_n_heads * config_.index_head_dim)];
-    a.weights = &s.iw[Sz(row * config_.index_n_heads)];
-    a.positions = &s.positions[Sz(row)];
-    a.queries = queries;
-    a.heads = config_.index_n_heads;
-    a.dim = config_.index_head_dim;
-    a.topk = topk;
-    return a;
-  };
-  // Bytes the step reads from the caches: latent rows attended and indexer keys scored, per query.
-  const int64_t latent_row_bytes = cache_shape().latent_row_bytes(), index_row_bytes = cache_shape().index_row_bytes();
-  auto count_cache_reads = [&](int64_t pos, bool selected) {
-    profile_.cache_bytes += (selected ? topk : pos + 1) * latent_row_bytes;
-    if (selected) profile_.cache_bytes += (pos + 1) * index_row_bytes;
-  };
-
-  bool decode_batch = batch.size() > 1;
-  for (size_t b = 0; b < batch.size(); ++b) decode_batch = decode_batch && s.seq_first[b + 1] - s.seq_first[b] == 1;
-  if (decode_batch) {
-    // One token per sequence: selection, then attention, each split across sequences (ParallelFor
-    // over b; the kernels run inline on the thread that takes b), so small per-sequence calls do
-    // not pay one pool round trip each.
-    const auto n = static_cast<int64_t>(batch.size());
-    s.selected.resize(Sz(n * topk));
-    s.selects.assign(Sz(n), 0);
+  const auto n = static_cast<int64_t>(batch.size());
+  double select_seconds = 0;
+  s.selected.resize(Sz(n * topk));
+  s.selects.assign(Sz(n), 0);
+  for (int64_t b = 0; b < n; ++b) {
+    const int64_t pos = s.positions[Sz(b)];
+    s.selects[Sz(b)] = sparse && pos + 1 > topk ? 1 : 0;
+    CountCacheReads(pos, s.selects[Sz(b)] != 0);
+  }
+  if (sparse) {
+    auto select_start = Clock::now();
+    // Rows sharing a prompt prefix score it together first; each row then scores its own keys.
+    // (A reference, so pool threads read this thread's vector, not their own thread_local.)
+    thread_local std::vector<SelectArgs> rows_storage;
+    std::vector<SelectArgs>& rows = rows_storage;
+    rows.resize(Sz(n));
     for (int64_t b = 0; b < n; ++b) {
-      const int64_t pos = s.positions[Sz(b)];
-      s.selects[Sz(b)] = sparse && pos + 1 > topk ? 1 : 0;
-      count_cache_reads(pos, s.selects[Sz(b)] != 0);
+      rows[Sz(b)] = MakeSelectArgs(config_, batch[Sz(b)].cache, layer_idx, s.iq8.data(), s.iw.data(), s.positions.data(), b,
+                                   s.selects[Sz(b)] != 0 ? 1 : 0);
     }
-    if (sparse) {
-      auto select_start = Clock::now();
-      // Rows sharing a prompt prefix score it together first; each row then scores its own keys.
-      // (A reference, so pool threads read this thread's vector, not their own thread_local.)
-      thread_local std::vector<SelectArgs> rows_storage;
-      std::vector<SelectArgs>& rows = rows_storage;
-      rows.resize(Sz(n));
-      for (int64_t b = 0; b < n; ++b) rows[Sz(b)] = select_args(batch[Sz(b)].cache, b, s.selects[Sz(b)] != 0 ? 1 : 0);
-      ScoreSharedPrefixes(rows);
-      kernels::ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end; ++b) {
-          if (s.selects[Sz(b)] != 0) SelectKeys(rows[Sz(b)], &s.selected[Sz(b * topk)]);
-        }
-      });
-      indexer_inside += SecondsSince(select_start);
-    }
+    ScoreSharedPrefixes(rows);
     kernels::ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
-        const int64_t pos = s.positions[Sz(b)];
-        const int32_t* indices = s.selects[Sz(b)] != 0 ? &s.selected[Sz(b * topk)] : nullptr;
-        const int64_t count = indices != nullptr ? topk : pos + 1;
-        record(b, indices, count, pos);
-        attend(*batch[Sz(b)].cache, b, indices, count);
+        if (s.selects[Sz(b)] != 0) SelectKeys(rows[Sz(b)], &s.selected[Sz(b * topk)]);
       }
     });
-  } else {
-    // Queries one after another: the attention kernel parallelises over heads, and selection
-    // (IndexerScores over keys, TopKRows over rows) inside each call.
-    for (size_t b = 0; b < batch.size(); ++b) {
-      const KvCache& cache = *batch[b].cache;
-      const int64_t first = s.seq_first[b], last = s.seq_first[b + 1];
-      const int64_t keys = s.positions[Sz(last - 1)] + 1;
-      // Long prefills score the indexer in chunks of queries so the score matrix stays bounded.
-      const int64_t chunk = std::max<int64_t>(1, kMaxScoreFloats / keys);
-      for (int64_t chunk_begin = first; chunk_begin < last; chunk_begin += chunk) {
-        const int64_t chunk_end = std::min(last, chunk_begin + chunk);
-        const int64_t queries = chunk_end - chunk_begin;
-        const bool select = sparse && s.positions[Sz(chunk_end - 1)] + 1 > topk;
-        if (select) {
-          auto select_start = Clock::now();
-          s.selected.resize(Sz(queries * topk));
-          SelectKeys(select_args(&cache, chunk_begin, queries), s.selected.data());
-          indexer_inside += SecondsSince(select_start);
-        }
-        for (int64_t i = 0; i < queries; ++i) {
-          const int64_t row = chunk_begin + i;
-          const int64_t pos = s.positions[Sz(row)];
-          // Queries of the chunk at positions < index_topk keep every causal candidate (4.6).
-          const bool use_selection = select && pos + 1 > topk;
-          const int32_t* indices = use_selection ? &s.selected[Sz(i * topk)] : nullptr;
-          const int64_t count = use_selection ? topk : pos + 1;
-          count_cache_reads(pos, use_selection);
-          record(row, indices, count, pos);
-          attend(cache, row, indices, count);
-        }
+    select_seconds += SecondsSince(select_start);
+  }
+  kernels::ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t pos = s.positions[Sz(b)];
+      const int32_t* indices = s.selects[Sz(b)] != 0 ? &s.selected[Sz(b * topk)] : nullptr;
+      const int64_t count = indices != nullptr ? topk : pos + 1;
+      RecordSelection(layer_idx, b, indices, count, pos);
+      AttendRow(layer_idx, *batch[Sz(b)].cache, b, indices, count);
+    }
+  });
+  return select_seconds;
+}
+
+double Model::AttendSequences(int64_t layer_idx, std::span<const SequenceInput> batch) {
+  // Queries one after another: the attention kernel parallelises over heads, and selection
+  // (IndexerScores over keys, TopKRows over rows) inside each call.
+  Scratch& s = *scratch_;
+  const bool sparse = !dense_;
+  const int64_t topk = config_.index_topk;
+  double select_seconds = 0;
+  for (size_t b = 0; b < batch.size(); ++b) {
+    const KvCache& cache = *batch[b].cache;
+    const int64_t first = s.seq_first[b], last = s.seq_first[b + 1];
+    const int64_t keys = s.positions[Sz(last - 1)] + 1;
+    // Long prefills score the indexer in chunks of queries so the score matrix stays bounded.
+    const int64_t chunk = std::max<int64_t>(1, kMaxScoreFloats / keys);
+    for (int64_t chunk_begin = first; chunk_begin < last; chunk_begin += chunk) {
+      const int64_t chunk_end = std::min(last, chunk_begin + chunk);
+      const int64_t queries = chunk_end - chunk_begin;
+      const bool select = sparse && s.positions[Sz(chunk_end - 1)] + 1 > topk;
+      if (select) {
+        auto select_start = Clock::now();
+        s.selected.resize(Sz(queries * topk));
+        SelectKeys(MakeSelectArgs(config_, &cache, layer_idx, s.iq8.data(), s.iw.data(), s.positions.data(), chunk_begin,
+                                  queries),
+                   s.selected.data());
+        select_seconds += SecondsSince(select_start);
+      }
+      for (int64_t i = 0; i < queries; ++i) {
+        const int64_t row = chunk_begin + i;
+        const int64_t pos = s.positions[Sz(row)];
+        // Queries of the chunk at positions < index_topk keep every causal candidate (4.6).
+        const bool use_selection = select && pos + 1 > topk;
+        const int32_t* indices = use_selection ? &s.selected[Sz(i * topk)] : nullptr;
+        const int64_t count = use_selection ? topk : pos + 1;
+        CountCacheReads(pos, use_selection);
+        RecordSelection(layer_idx, row, indices, count, pos);
+        AttendRow(layer_idx, cache, row, indices, count);
       }
     }
   }
+  return select_seconds;
+}
 
-  // u[t,h,:] = W_UV,h o[t,h,:] with W_UV,h = rows nope..nope+v of head h's slice of W_kvb.
-  s.u.resize(Sz(total * heads * v_dim));
-  kernels::ProjectValues(kvb, s.attn_latent.data(), total, s.u.data());
-  double attention_elapsed = SecondsSince(attention_start);
-  profile_.indexer_s += indexer_inside;
-  profile_.attention_s += std::max(0.0, attention_elapsed - indexer_inside);
+void Model::AttendRow(int64_t layer_idx, const KvCache& cache, int64_t row, const int32_t* indices, int64_t count) {
+  Scratch& s = *scratch_;
+  const int64_t heads = config_.num_attention_heads, rank = config_.kv_lora_rank;
+  const int64_t qk = rank + config_.qk_rope_head_dim;
+  kernels::SparseAttentionArgs args;
+  args.q = &s.q_absorbed[Sz(row * heads * qk)];
+  args.heads = heads;
+  SetLatentViews(cache, layer_idx, args);
+  args.indices = indices;
+  args.count = count;
+  args.scale = static_cast<float>(config_.softmax_scale());
+  kernels::SparseMqaAttention(args, &s.attn_latent[Sz(row * heads * rank)]);
+}
 
-  s.out.resize(Sz(total * config_.hidden_size));
-  kernels::Linear(s.u.data(), total, attn.wo, s.out.data());
+void Model::RecordSelection(int64_t layer_idx, int64_t row, const int32_t* indices, int64_t count, int64_t pos) {
+  Scratch& s = *scratch_;
+  if (s.record == nullptr) return;
+  std::vector<int32_t>& out = (*s.record)[Sz(layer_idx)][Sz(row)];
+  out.clear();
+  if (indices == nullptr) {
+    for (int64_t i = 0; i <= pos; ++i) out.push_back(static_cast<int32_t>(i));
+  } else {
+    for (int64_t i = 0; i < count; ++i) {
+      if (indices[i] >= 0) out.push_back(indices[i]);
+    }
+    std::sort(out.begin(), out.end());
+  }
+}
+
+void Model::CountCacheReads(int64_t pos, bool selected) {
+  const KvCacheShape shape = cache_shape();
+  profile_.cache_bytes += (selected ? config_.index_topk : pos + 1) * shape.latent_row_bytes();
+  if (selected) profile_.cache_bytes += (pos + 1) * shape.index_row_bytes();
 }
 
 void Model::RunFfn(int64_t layer_idx) {

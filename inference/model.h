@@ -143,9 +143,26 @@ class Model {
  private:
   struct Scratch;
   Model() = default;
+  // The stages of one layer over the scratch rows (CudaForward::Impl mirrors them on the GPU):
+  // RunLayer = attention norm, RunAttention, residual, FFN norm, RunFfn, residual. RunAttention =
+  // RunAttentionProjections (q, and the latent rows into the caches), RunIndexer (DSA only: indexer
+  // queries, keys into the caches, head weights), query absorption, AttendDecodeBatch (one token
+  // per sequence, several sequences) or AttendSequences (otherwise), W_UV and W_o. The Attend*
+  // stages select keys (DSA) and attend each row with AttendRow; they return the seconds spent
+  // selecting, which the profile counts as indexer time.
   void RunLayer(int64_t layer_idx, std::span<const SequenceInput> batch);
   void RunAttention(int64_t layer_idx, std::span<const SequenceInput> batch);
+  void RunAttentionProjections(int64_t layer_idx, std::span<const SequenceInput> batch);
   void RunIndexer(int64_t layer_idx, std::span<const SequenceInput> batch);
+  double AttendDecodeBatch(int64_t layer_idx, std::span<const SequenceInput> batch);
+  double AttendSequences(int64_t layer_idx, std::span<const SequenceInput> batch);
+  // Attention of token row `row` over `count` cache rows: `indices` (absolute positions, -1
+  // padded), or every position 0..count-1 when null. Safe on pool threads for distinct rows.
+  void AttendRow(int64_t layer_idx, const KvCache& cache, int64_t row, const int32_t* indices, int64_t count);
+  // ForwardOptions::record_selection for one row (no-op when not recording).
+  void RecordSelection(int64_t layer_idx, int64_t row, const int32_t* indices, int64_t count, int64_t pos);
+  // ForwardProfile::cache_bytes of one query at `pos`, with or without a selection.
+  void CountCacheReads(int64_t pos, bool selected);
   void RunFfn(int64_t layer_idx);
 
   std::string dir_;

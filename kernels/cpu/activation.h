@@ -13,6 +13,14 @@ void SoftmaxInPlace(float* x, int64_t n);
 double LogSumExp(const float* x, int64_t n);
 inline float Sigmoid(float x);
 
+namespace ref {
+// The definitions above in long double, for tests: silu(g) = g / (1 + e^-g); softmax and
+// log-sum-exp shifted by the maximum (an all -inf input: zeros, and -inf).
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+void SoftmaxInPlace(float* x, int64_t n);
+double LogSumExp(const float* x, int64_t n);
+}  // namespace ref
+
 }  // namespace envforge::kernels
 
 #include <cmath>

@@ -78,4 +78,28 @@ void FakeQuantFp8(float* x, int64_t rows, int64_t cols, int64_t group, bool pow2
   });
 }
 
+namespace ref {
+
+void ActQuantFp8(const float* x, int64_t rows, int64_t cols, int64_t group, bool pow2_scales,
+                 uint8_t* q, float* scales) {
+  const int64_t groups = (cols + group - 1) / group;
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t begin = g * group, end = std::min(cols, begin + group);
+      float amax = 0.0f;
+      for (int64_t c = begin; c < end; ++c) amax = std::max(amax, std::fabs(x[row * cols + c]));
+      float scale = std::max(amax, 1e-4f) / kFp8Max;
+      // log2 in double: exact for powers of two, and far from an integer otherwise.
+      if (pow2_scales) scale = std::ldexp(1.0f, static_cast<int>(std::ceil(std::log2(static_cast<double>(scale)))));
+      scales[row * groups + g] = scale;
+      for (int64_t c = begin; c < end; ++c) {
+        const float v = x[row * cols + c] / scale;
+        q[row * cols + c] = FloatToFp8E4M3(std::isnan(v) ? v : std::clamp(v, -kFp8Max, kFp8Max));
+      }
+    }
+  }
+}
+
+}  // namespace ref
+
 }  // namespace envforge::kernels

@@ -17,4 +17,12 @@ void FakeQuantFp8(float* x, int64_t rows, int64_t cols, int64_t group, bool pow2
 // The scale one group gets (exposed for tests and for the cache writers).
 float Fp8GroupScale(float amax, bool pow2_scales);
 
+namespace ref {
+// The definition above written out plainly, for tests: one thread, the UE8M0 scale as
+// 2^ceil(log2(amax / 448)) and codes through the scalar FloatToFp8E4M3 (float_formats.h). Codes
+// and scales equal ActQuantFp8's bit for bit.
+void ActQuantFp8(const float* x, int64_t rows, int64_t cols, int64_t group, bool pow2_scales,
+                 uint8_t* q, float* scales);
+}  // namespace ref
+
 }  // namespace envforge::kernels

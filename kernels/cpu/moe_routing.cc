@@ -65,4 +65,70 @@ void RouteExperts(const float* logits, const float* bias, const MoeRouting& rout
   }
 }
 
+namespace ref {
+namespace {
+
+// The index of the largest value among [begin, end) not yet taken; the lower index on ties; -1
+// when every one is taken.
+int64_t ArgMax(const std::vector<float>& values, int64_t begin, int64_t end, const std::vector<bool>& taken) {
+  int64_t best = -1;
+  for (int64_t i = begin; i < end; ++i) {
+    if (taken[static_cast<size_t>(i)]) continue;
+    if (best < 0 || values[static_cast<size_t>(i)] > values[static_cast<size_t>(best)]) best = i;
+  }
+  return best;
+}
+
+}  // namespace
+
+void RouteExperts(const float* logits, const float* bias, const MoeRouting& routing, int32_t* expert_ids,
+                  float* weights) {
+  const int64_t n = routing.n_experts, groups = routing.n_groups, group_size = n / groups;
+  std::vector<float> scores(static_cast<size_t>(n)), biased(static_cast<size_t>(n));
+  for (int64_t e = 0; e < n; ++e) {
+    scores[static_cast<size_t>(e)] = Sigmoid(logits[e]);
+    biased[static_cast<size_t>(e)] = scores[static_cast<size_t>(e)] + (bias != nullptr ? bias[e] : 0.0f);
+  }
+  // Experts of groups outside the top topk_groups (by the sum of their two best) are never chosen.
+  std::vector<bool> excluded(static_cast<size_t>(n), false);
+  if (groups > 1 && routing.topk_groups < groups) {
+    std::vector<float> group_scores(static_cast<size_t>(groups));
+    for (int64_t g = 0; g < groups; ++g) {
+      std::vector<bool> taken(static_cast<size_t>(n), false);
+      float sum = 0.0f;
+      for (int64_t pick = 0; pick < std::min<int64_t>(2, group_size); ++pick) {
+        const int64_t best = ArgMax(biased, g * group_size, (g + 1) * group_size, taken);
+        taken[static_cast<size_t>(best)] = true;
+        sum += biased[static_cast<size_t>(best)];
+      }
+      group_scores[static_cast<size_t>(g)] = sum;
+    }
+    std::vector<bool> kept(static_cast<size_t>(groups), false);
+    for (int64_t pick = 0; pick < routing.topk_groups; ++pick) {
+      const int64_t best = ArgMax(group_scores, 0, groups, kept);
+      kept[static_cast<size_t>(best)] = true;
+    }
+    for (int64_t e = 0; e < n; ++e) excluded[static_cast<size_t>(e)] = !kept[static_cast<size_t>(e / group_size)];
+  }
+  // Excluded experts rank below every kept one (as -inf), still by index among themselves.
+  std::vector<float> ranked = biased;
+  for (int64_t e = 0; e < n; ++e) {
+    if (excluded[static_cast<size_t>(e)]) ranked[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
+  }
+  std::vector<bool> taken(static_cast<size_t>(n), false);
+  double chosen_sum = 0.0;
+  for (int64_t k = 0; k < routing.top_k; ++k) {
+    const int64_t best = ArgMax(ranked, 0, n, taken);
+    taken[static_cast<size_t>(best)] = true;
+    expert_ids[k] = static_cast<int32_t>(best);
+    chosen_sum += scores[static_cast<size_t>(best)];
+  }
+  for (int64_t k = 0; k < routing.top_k; ++k) {
+    const float s = scores[static_cast<size_t>(expert_ids[k])];
+    weights[k] = (routing.normalize && chosen_sum > 0.0 ? static_cast<float>(s / chosen_sum) : s) * routing.route_scale;
+  }
+}
+
+}  // namespace ref
+
 }  // namespace envforge::kernels

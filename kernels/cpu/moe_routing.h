@@ -23,4 +23,11 @@ struct MoeRouting {
 void RouteExperts(const float* logits, const float* bias, const MoeRouting& routing,
                   int32_t* expert_ids, float* weights);
 
+namespace ref {
+// The rule above by repeated arg-max scans (no sorting), for tests: the same expert ids and
+// weights bit for bit.
+void RouteExperts(const float* logits, const float* bias, const MoeRouting& routing,
+                  int32_t* expert_ids, float* weights);
+}  // namespace ref
+
 }  // namespace envforge::kernels

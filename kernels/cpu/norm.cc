@@ -45,4 +45,33 @@ void LayerNorm(const float* x, int64_t rows, int64_t dim, const float* weight, c
   });
 }
 
+namespace ref {
+
+void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps, float* out) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* in = x + row * dim;
+    double mean_square = 0.0;
+    for (int64_t i = 0; i < dim; ++i) mean_square += static_cast<double>(in[i]) * in[i] / static_cast<double>(dim);
+    const double rms = std::sqrt(mean_square + eps);
+    for (int64_t i = 0; i < dim; ++i) out[row * dim + i] = static_cast<float>(in[i] / rms * weight[i]);
+  }
+}
+
+void LayerNorm(const float* x, int64_t rows, int64_t dim, const float* weight, const float* bias, float eps,
+               float* out) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* in = x + row * dim;
+    double mean = 0.0;
+    for (int64_t i = 0; i < dim; ++i) mean += in[i] / static_cast<double>(dim);
+    double variance = 0.0;
+    for (int64_t i = 0; i < dim; ++i) variance += (in[i] - mean) * (in[i] - mean) / static_cast<double>(dim);
+    const double std_dev = std::sqrt(variance + eps);
+    for (int64_t i = 0; i < dim; ++i) {
+      out[row * dim + i] = static_cast<float>((in[i] - mean) / std_dev * weight[i] + bias[i]);
+    }
+  }
+}
+
+}  // namespace ref
+
 }  // namespace envforge::kernels

@@ -63,4 +63,24 @@ void ApplyRope(float* v, int64_t count, int64_t stride, int rotary_dim, int64_t 
   }
 }
 
+namespace ref {
+
+void ApplyRope(float* v, int64_t count, int64_t stride, int rotary_dim, int64_t pos, const float* freqs,
+               RopeLayout layout) {
+  const int pairs = rotary_dim / 2;
+  for (int64_t j = 0; j < count; ++j) {
+    float* vec = v + j * stride;
+    for (int i = 0; i < pairs; ++i) {
+      const int first = layout == RopeLayout::kInterleaved ? 2 * i : i;
+      const int second = layout == RopeLayout::kInterleaved ? 2 * i + 1 : i + pairs;
+      const auto angle = static_cast<double>(static_cast<float>(static_cast<double>(pos) * freqs[i]));
+      const double a = vec[first], b = vec[second];
+      vec[first] = static_cast<float>(a * std::cos(angle) - b * std::sin(angle));
+      vec[second] = static_cast<float>(a * std::sin(angle) + b * std::cos(angle));
+    }
+  }
+}
+
+}  // namespace ref
+
 }  // namespace envforge::kernels

@@ -63,6 +63,30 @@ TEST_CASE("ActQuantFp8 with pow2 scales gives power-of-two scales, |q| <= 448 an
   }
 }
 
+TEST_CASE("ActQuantFp8 equals ref::ActQuantFp8 bit for bit: groups, partial groups, outliers, zeros, many rows") {
+  // 64 rows so the fast op splits rows across the pool; group 128 (activations and caches) and
+  // smaller groups with a partial last one.
+  const int64_t rows = 64, cols = 300;
+  std::vector<float> x = testing::RandomFloats(static_cast<size_t>(rows * cols), 23, 2.0f);
+  x[5] = 3e4f;                                              // saturating outlier
+  x[static_cast<size_t>(cols + 7)] = -1e-9f;                // below the minimum amax
+  std::fill(x.begin() + 2 * cols, x.begin() + 3 * cols, 0.0f);  // an all-zero row
+  for (size_t i = static_cast<size_t>(3 * cols); i < static_cast<size_t>(4 * cols); ++i) x[i] *= 1e-6f;  // tiny values
+  for (int64_t group : {128, 64, 7}) {
+    for (bool pow2 : {true, false}) {
+      CAPTURE(group);
+      CAPTURE(pow2);
+      const int64_t groups = (cols + group - 1) / group;
+      std::vector<uint8_t> q(x.size()), q_ref(x.size());
+      std::vector<float> scales(static_cast<size_t>(rows * groups)), scales_ref(scales.size());
+      ActQuantFp8(x.data(), rows, cols, group, pow2, q.data(), scales.data());
+      ref::ActQuantFp8(x.data(), rows, cols, group, pow2, q_ref.data(), scales_ref.data());
+      CHECK(scales == scales_ref);
+      CHECK(q == q_ref);
+    }
+  }
+}
+
 TEST_CASE("FakeQuantFp8 equals decode(ActQuantFp8) and is idempotent") {
   const int64_t rows = 3, cols = 200, group = 128;
   const std::vector<float> x = testing::RandomFloats(static_cast<size_t>(rows * cols), 11, 0.7f);

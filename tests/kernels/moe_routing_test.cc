@@ -1,11 +1,13 @@
 // Grouped sigmoid routing (DeepSeek-V3 noaux_tc).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/moe_routing.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace envforge::kernels {
 namespace {
@@ -61,6 +63,40 @@ TEST_CASE("weights are the unbiased scores, normalised and scaled; the bias only
   RouteExperts(logits.data(), bias.data(), routing, ids, weights);
   CHECK(weights[0] == doctest::Approx(0.2 * 2.5).epsilon(1e-5));
   CHECK(weights[1] == doctest::Approx(0.9 * 2.5).epsilon(1e-5));
+}
+
+TEST_CASE("RouteExperts equals ref::RouteExperts bit for bit over routing shapes, biases and ties") {
+  struct Shape {
+    int64_t experts, groups, topk_groups, top_k;
+  };
+  const Shape shapes[] = {{8, 1, 1, 2}, {8, 4, 2, 2}, {8, 4, 4, 3}, {64, 8, 3, 6}, {256, 8, 4, 8}, {6, 6, 2, 2}};
+  for (const Shape& shape : shapes) {
+    for (uint32_t seed = 0; seed < 20; ++seed) {
+      CAPTURE(shape.experts);
+      CAPTURE(shape.groups);
+      CAPTURE(seed);
+      std::vector<float> logits = testing::RandomFloats(static_cast<size_t>(shape.experts), seed + 100, 2.0f);
+      const std::vector<float> bias = testing::RandomFloats(static_cast<size_t>(shape.experts), seed + 200, 0.1f);
+      if (seed % 5 == 0) std::fill(logits.begin(), logits.end(), 0.25f);  // every expert tied
+      if (seed % 5 == 1) {
+        for (size_t e = 0; e < logits.size(); e += 2) logits[e + 1] = logits[e];  // tied pairs
+      }
+      MoeRouting routing;
+      routing.n_experts = shape.experts;
+      routing.n_groups = shape.groups;
+      routing.topk_groups = shape.topk_groups;
+      routing.top_k = shape.top_k;
+      routing.route_scale = 2.5f;
+      routing.normalize = seed % 2 == 0;
+      const float* b = seed % 3 == 0 ? nullptr : bias.data();
+      std::vector<int32_t> ids(static_cast<size_t>(shape.top_k)), ids_ref(ids.size());
+      std::vector<float> weights(ids.size()), weights_ref(ids.size());
+      RouteExperts(logits.data(), b, routing, ids.data(), weights.data());
+      ref::RouteExperts(logits.data(), b, routing, ids_ref.data(), weights_ref.data());
+      CHECK(ids == ids_ref);
+      CHECK(weights == weights_ref);
+    }
+  }
 }
 
 TEST_CASE("the 671B routing shape picks 8 distinct experts from 4 groups") {

@@ -1,6 +1,7 @@
 // YaRN constants of the 671B config (dsa-engine.md 1.3) and RoPE properties.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -98,6 +99,25 @@ TEST_CASE("RoPE preserves norms and dot products depend only on the position dif
     CHECK(score(107, 100) == doctest::Approx(reference).epsilon(1e-4));
     CHECK(score(1007, 1000) == doctest::Approx(reference).epsilon(1e-4));
     CHECK(score(10, 17) != doctest::Approx(reference).epsilon(1e-4));  // the sign of t1 - t2 matters
+  }
+}
+
+TEST_CASE("ApplyRope agrees with ref::ApplyRope in both layouts, at small and large positions") {
+  const std::vector<float> f = YarnFrequencies(DeepSeekYarn());
+  // 4 heads of 96 values, the rotary part (64) at the start of each; the rest must stay as it is.
+  for (RopeLayout layout : {RopeLayout::kInterleaved, RopeLayout::kHalf}) {
+    for (int64_t pos : {int64_t{0}, int64_t{1}, int64_t{77}, int64_t{4095}, int64_t{163839}}) {
+      CAPTURE(pos);
+      const std::vector<float> heads = testing::RandomFloats(4 * 96, static_cast<uint32_t>(pos + 5));
+      std::vector<float> fast = heads, slow = heads;
+      ApplyRope(fast.data(), 4, 96, 64, pos, f.data(), layout);
+      ref::ApplyRope(slow.data(), 4, 96, 64, pos, f.data(), layout);
+      for (int64_t h = 0; h < 4; ++h) {
+        CHECK(testing::RelativeError(fast.data() + h * 96, slow.data() + h * 96, 64) < 1e-6);
+        CHECK(std::equal(fast.begin() + h * 96 + 64, fast.begin() + (h + 1) * 96, heads.begin() + h * 96 + 64));
+        CHECK(std::equal(slow.begin() + h * 96 + 64, slow.begin() + (h + 1) * 96, heads.begin() + h * 96 + 64));
+      }
+    }
   }
 }
 
