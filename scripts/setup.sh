@@ -33,6 +33,37 @@ PACKAGES=(
   libonig-dev libcap-dev json-schema-test-suite clang-format
 )
 
+# The official npm clients the server tests drive envforge with (the MCP TypeScript SDK, the MCP
+# Inspector, openai; pinned in tests/server/node_clients/package.json), installed once into the
+# git-ignored .cache/node-clients so that no test downloads anything. Reinstalled only when the
+# pins change; into a scratch directory first, so that a failed install leaves nothing half-done.
+# Without npm or a reachable registry it warns and carries on: those tests then skip, saying why.
+install_node_clients() {
+  local root manifest dir
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  manifest="$root/tests/server/node_clients/package.json"
+  dir="$root/.cache/node-clients"
+  if ! command -v npm >/dev/null; then
+    echo "setup: no npm: the npm client tests will skip" >&2
+    return 0
+  fi
+  if [[ -d "$dir/node_modules" ]] && cmp -s "$manifest" "$dir/package.json"; then
+    echo "setup: node clients present ($dir)"
+    return 0
+  fi
+  echo "setup: installing the node clients into $dir"
+  rm -rf "$dir.new"
+  mkdir -p "$dir.new"
+  cp "$manifest" "$dir.new/package.json"
+  if (cd "$dir.new" && npm install --no-audit --no-fund --loglevel=error >/dev/null); then
+    rm -rf "$dir"
+    mv "$dir.new" "$dir"
+  else
+    rm -rf "$dir.new"
+    echo "setup: npm install of the node clients failed: the npm client tests will skip" >&2
+  fi
+}
+
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
@@ -41,6 +72,7 @@ done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "setup: all ${#PACKAGES[@]} packages present"
+  install_node_clients
   exit 0
 fi
 
@@ -54,3 +86,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "setup: done"
+install_node_clients

@@ -6,8 +6,11 @@
 //                  application/json; a payload that needs no answer (notifications only) gets
 //                  204 No Content.
 //   POST /mcp      the MCP dialect, Streamable-HTTP style: a JSON response per request; a message
-//                  without an id (a notification or a response) gets 202 Accepted and no body.
-//                  GET and DELETE /mcp answer 405 (this server offers no SSE stream).
+//                  without an answer (a notification, or a JSON-RPC response) gets 202 Accepted
+//                  and no body. An MCP-Protocol-Version header naming a revision the service does
+//                  not speak (server/internal/mcp_mapping.h) gets 400 with a JSON-RPC -32600 body;
+//                  no header is fine. GET and DELETE /mcp answer 405 (this server offers no SSE
+//                  stream).
 //   GET  /health   {"status": "ok" | "draining", "sessions": <open sessions>, "uptime": <seconds>}.
 //                  Open even when a token is configured, so that load balancers and process
 //                  supervisors can probe it; it reveals nothing but these three figures.

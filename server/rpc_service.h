@@ -38,13 +38,20 @@
 // `env` accepts the environment's id (content hash), a unique prefix of it, or its name.
 // Sessions are named by opaque strings ("s-" + 24 hex digits), not manager ids.
 //
-// MCP dialect (Model Context Protocol, revision 2025-06-18 and the stateless 2025-11-25 style):
-//   initialize -> {"protocolVersion", "capabilities": {"tools": {}}, "serverInfo"}
-//   notifications/initialized (ignored), ping -> {}
-//   tools/list {_meta?: {"envforge/session": S}} -> {"tools": [{name, description, inputSchema}]}
-//     (without a session: the tools of every environment, each name prefixed "env__")
+// MCP dialect (Model Context Protocol revisions 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05;
+// the client's revision when it is one of these, else the latest):
+//   initialize -> {"protocolVersion", "capabilities": {"tools": {}}, "serverInfo", "instructions"}
+//   notifications/* without an id: accepted, never answered; with an id: -32601
+//   a JSON-RPC response (a client answering a server request; this server sends none): accepted,
+//     never answered
+//   ping -> {}
+//   tools/list {cursor?, _meta?: {"envforge/session": S}} -> {"tools": [{name, description,
+//     inputSchema}], "nextCursor"?} (without a session: the tools of every environment, each name
+//     prefixed "env__"; mcp_page_size tools per page; a cursor not handed out is -32602)
 //   tools/call {name, arguments, _meta?: {"envforge/session": S}} -> {"content": [{"type":
 //     "text", "text"}], "structuredContent"?, "isError", "_meta": {"envforge/outcome", ...}}
+//     A name that is no listed tool is -32602 (with or without a session, before any session
+//     work); a tool's own failures, bad arguments included, are results with isError.
 //   The episode is named by params._meta["envforge/session"], else by arguments.session (removed
 //   before the tool sees the arguments). Two extra tools exist in the MCP dialect:
 //   envforge_create_session {env, task} and envforge_close_session {session}.
@@ -87,6 +94,7 @@ struct RpcServiceOptions {
   size_t max_sessions = 1024;
   std::chrono::milliseconds session_ttl{10 * 60 * 1000};
   std::string trajectories_path;  // empty: no recording
+  size_t mcp_page_size = 100;     // tools per MCP tools/list page (0: one page)
 };
 
 class RpcService {

@@ -20,6 +20,7 @@
 #include "base/error_table.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "server/internal/mcp_mapping.h"
 #include "server/internal/request_policy.h"
 #include "server/openai_api.h"
 #include "server/ui_api.h"
@@ -131,6 +132,19 @@ Decision AcceptJsonPost(const Header& request, Route route, std::string_view pat
                         IsV1Path(path) ? V1ErrorBody(message, "invalid_request_error", "unsupported_media_type") : PlainError(message));
 }
 
+// Streamable HTTP (2025-06-18 on): after initialize a client names the negotiated revision in
+// MCP-Protocol-Version on every request; one we do not speak is a 400. Without the header the
+// request is served (older clients never send it).
+template <typename Header>
+Decision CheckMcpProtocolVersion(const Header& request, Decision accepted) {
+  auto header = request.find("MCP-Protocol-Version");
+  if (header == request.end() || IsSupportedProtocolVersion(View(header->value()))) return accepted;
+  return Reject(http::status::bad_request,
+                RpcService::ErrorResponse(nullptr, kRpcInvalidRequest,
+                                          "unsupported MCP-Protocol-Version " + Quoted(View(header->value())) +
+                                              " (supported: " + SupportedProtocolVersionsText() + ")"));
+}
+
 // The route of a request that passed the Origin and token checks.
 template <typename Header>
 Decision DecideAuthenticated(const Header& request, std::string_view path, http::verb method, bool get) {
@@ -140,7 +154,9 @@ Decision DecideAuthenticated(const Header& request, std::string_view path, http:
   if (path == "/mcp") {
     // Streamable HTTP: GET would open a server-to-client SSE stream, which this server does not
     // offer; the specification answers that with 405.
-    return method == http::verb::post ? AcceptJsonPost(request, Route::kMcp, path) : Reject(http::status::method_not_allowed, PlainError("use POST /mcp"), "POST");
+    if (method != http::verb::post) return Reject(http::status::method_not_allowed, PlainError("use POST /mcp"), "POST");
+    Decision decision = AcceptJsonPost(request, Route::kMcp, path);
+    return decision.route ? CheckMcpProtocolVersion(request, std::move(decision)) : decision;
   }
   if (path == "/metrics") return get ? Accept(Route::kMetrics) : Reject(http::status::method_not_allowed, PlainError("use GET /metrics"), "GET");
   if (UiApi::IsReplayPath(path)) {

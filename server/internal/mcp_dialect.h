@@ -1,49 +1,50 @@
-// The Model Context Protocol face of the service (server/rpc_service.h, "MCP dialect"): protocol
-// version negotiation, the tool descriptors MCP clients see, and the mapping of a typed
-// toolsets::ToolResult onto an MCP CallToolResult. Pure functions over JSON; the service owns
-// sessions and calls.
+// The MCP dialect of the service: the methods an MCP client calls over POST /mcp or stdio
+// (server/rpc_service.h, "MCP dialect"). Shapes come from server/internal/mcp_mapping.h; the
+// episodes live in the SessionTable. A tool's own failures (tool_error, invalid_call, timeout,
+// crashed) are CallToolResults with isError for the model to read; only infra_error, which is
+// never the agent's fault, is a JSON-RPC error.
 #pragma once
 
 #include <string>
-#include <string_view>
-#include <vector>
 
-#include "base/json.h"
-#include "toolsets/tool_protocol.h"
+#include "server/internal/rpc_dialect.h"
+#include "server/internal/session_table.h"
 
 namespace envforge::server::internal {
 
-// Newest first; kMcpProtocolVersions[0] is what an unknown (e.g. newer) client version gets.
-inline const std::vector<std::string>& McpProtocolVersions() {
-  static const std::vector<std::string> versions = {"2025-06-18", "2025-03-26", "2024-11-05"};
-  return versions;
-}
-// The client's version when supported, else our latest.
-std::string NegotiateProtocolVersion(std::string_view requested);
+class McpDialect : public RpcDialect {
+ public:
+  // tools/list answers at most `page_size` tools per page (0: all at once).
+  McpDialect(SessionTable& sessions, size_t page_size) : sessions_(sessions), page_size_(page_size) {}
 
-// The two tools only the MCP dialect has.
-inline constexpr std::string_view kCreateSessionTool = "envforge_create_session";
-inline constexpr std::string_view kCloseSessionTool = "envforge_close_session";
-// The key of params._meta naming the episode.
-inline constexpr std::string_view kSessionMetaKey = "envforge/session";
-Json CreateSessionToolDescriptor();
-Json CloseSessionToolDescriptor();
+  // Notifications ("notifications/...") are pooled under "notifications", anything else unknown
+  // under "unknown".
+  std::string MetricLabel(const RpcRequest& request) const override;
+  // Notifications are accepted and ignored (answered with an empty result, which a notification
+  // never sends). A request (with an id) whose method starts with "notifications/" is -32601:
+  // those names are notifications only.
+  void Dispatch(RpcRequest& request, const RequestContext& context, Reply reply) override;
 
-// "<env name>__": env names reduced to MCP's tool-name alphabet ([A-Za-z0-9_.-]).
-std::string McpToolPrefix(std::string_view env_name);
-// {name, description, inputSchema}.
-Json McpToolDescriptor(const toolsets::ToolSpec& spec);
-// The spec for a listing without a session: prefixed name, and a required "session" string added
-// to the schema (the handle an MCP client passes in arguments.session).
-Json McpSessionlessToolDescriptor(const toolsets::ToolSpec& spec, std::string_view env_name);
+ private:
+  void Initialize(Json& params, const RequestContext& context, Reply reply);
+  void Ping(Json& params, const RequestContext& context, Reply reply);
+  void ToolsList(Json& params, const RequestContext& context, Reply reply);
+  void ToolsCall(Json& params, const RequestContext& context, Reply reply);
+  // The service's own tools.
+  void CreateSessionTool(const Json& arguments, const RequestContext& context, Reply reply);
+  void CloseSessionTool(const std::string& handle, Reply reply);
+  // A tool of the session's environment (`name` with or without the listing's prefix).
+  void EnvironmentTool(std::string name, Json arguments, const std::string& handle, Reply reply);
+  // Whether a tools/call name exists: one of the service's tools, or a tool of `bundle` (the
+  // session's environment; nullptr without a session: of any environment), plain or under its
+  // sessionless listing name "<env>__<tool>". Without a session a plain name is known too: what
+  // such a call lacks is the session, and its error says so.
+  bool ToolExists(const std::string& name, const sandbox::EnvBundle* bundle) const;
 
-// A CallToolResult for every outcome but infra_error (which is a JSON-RPC error): ok -> the
-// content as text (a string as itself, anything else as JSON text) plus structuredContent when
-// the content is an object; tool_error / invalid_call / timeout / crashed -> isError with the
-// message. `meta` becomes _meta, with envforge/outcome, envforge/session_alive,
-// envforge/duration_us and envforge/limit (when set) added.
-Json McpCallToolResult(const toolsets::ToolResult& result, Json meta);
-// A CallToolResult of the service's own tools: text, optional structuredContent, isError.
-Json McpTextResult(std::string text, bool is_error, Json structured = nullptr, Json meta = nullptr);
+  static const MethodTable<McpDialect>& Methods();
+
+  SessionTable& sessions_;
+  const size_t page_size_;
+};
 
 }  // namespace envforge::server::internal

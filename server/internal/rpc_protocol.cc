@@ -162,4 +162,11 @@ std::optional<RpcError> OptionalInteger(const Json& params, std::string_view fie
   return std::nullopt;
 }
 
+bool IsResponse(const Json& message) {
+  if (!message.is_object() || message.contains("method") || !message.contains("id")) return false;
+  auto version = message.find("jsonrpc");
+  if (version == message.end() || *version != "2.0") return false;
+  return message.contains("result") != message.contains("error");
+}
+
 }  // namespace envforge::server::internal

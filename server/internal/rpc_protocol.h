@@ -57,6 +57,10 @@ std::variant<RpcRequest, EnvelopeError> ParseRequest(const Json& message);
 // path: params may be large).
 std::variant<RpcRequest, EnvelopeError> ParseRequest(Json&& message);
 
+// Whether `message` is a JSON-RPC response object: "jsonrpc" "2.0", an "id", no "method", and
+// exactly one of "result" and "error".
+bool IsResponse(const Json& message);
+
 // Params readers. Each returns nullopt when the field is well-formed (writing it to *out) and an
 // -32602 error naming "params.<field>" otherwise. Optional readers leave *out untouched when the
 // field is absent (or null).

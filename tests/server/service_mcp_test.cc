@@ -1,6 +1,8 @@
 // The MCP dialect of RpcService: initialize and version negotiation, tools/list with and without a
-// session, tools/call naming the episode through _meta or arguments.session, the mapping of typed
-// outcomes onto isError / JSON-RPC errors, and the envforge_* session tools.
+// session and its pages, tools/call naming the episode through _meta or arguments.session, the
+// mapping of typed outcomes onto isError / JSON-RPC errors, the envforge_* session tools, and the
+// messages that get no answer (notifications, responses) or -32601 (notification names with an
+// id).
 #include <doctest/doctest.h>
 
 #include <set>
@@ -37,16 +39,18 @@ TEST_SUITE("server.mcp") {
 
 TEST_CASE("initialize echoes a supported protocol version and answers newer ones with the latest") {
   ServiceFixture f(ServiceFixtureOptions{8, std::chrono::milliseconds(60'000), false});
-  for (const char* version : {"2025-06-18", "2025-03-26", "2024-11-05"}) {
+  for (const char* version : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}) {
     Json result = f.Ok("initialize", {{"protocolVersion", version}, {"capabilities", Json::object()},
                                       {"clientInfo", {{"name", "test"}, {"version", "1"}}}},
                        kMcp);
     CHECK(result["protocolVersion"] == version);
     CHECK(result["capabilities"].contains("tools"));
     CHECK(result["serverInfo"]["name"] == "envforge");
+    // Implementation.description is 2025-11-25's.
+    CHECK(result["serverInfo"].contains("description") == (std::string(version) == "2025-11-25"));
   }
-  CHECK(f.Ok("initialize", {{"protocolVersion", "2099-01-01"}}, kMcp)["protocolVersion"] == "2025-06-18");
-  CHECK(f.Ok("initialize", Json::object(), kMcp)["protocolVersion"] == "2025-06-18");
+  CHECK(f.Ok("initialize", {{"protocolVersion", "2099-01-01"}}, kMcp)["protocolVersion"] == "2025-11-25");
+  CHECK(f.Ok("initialize", Json::object(), kMcp)["protocolVersion"] == "2025-11-25");
   CHECK(f.Error("initialize", {{"protocolVersion", 3}}, kMcp)["code"] == -32602);
   CHECK_FALSE(f.Send(Json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, kMcp).has_value());
   CHECK(f.Ok("ping", Json::object(), kMcp) == Json::object());
@@ -109,9 +113,15 @@ TEST_CASE("an MCP episode: create, calls via _meta and via arguments.session, su
   CHECK(failed["isError"] == true);
   CHECK(Contains(failed["content"][0]["text"], "broken"));
   CHECK(failed["_meta"]["envforge/outcome"] == "tool_error");
-  Json invalid = f.Ok("tools/call", {{"name", "no_such_tool"}, {"_meta", meta}}, kMcp);
+  // Arguments failing the tool's schema are a result the model can correct (invalid_call).
+  Json invalid = f.Ok("tools/call", {{"name", "add"}, {"arguments", {{"a", "two"}}}, {"_meta", meta}}, kMcp);
   CHECK(invalid["isError"] == true);
   CHECK(invalid["_meta"]["envforge/outcome"] == "invalid_call");
+  // An unknown tool is the protocol error MCP names, the same with a session as without one.
+  Json unknown = f.Error("tools/call", {{"name", "no_such_tool"}, {"_meta", meta}}, kMcp);
+  CHECK(unknown["code"] == -32602);
+  CHECK(unknown == f.Error("tools/call", {{"name", "no_such_tool"}}, kMcp));
+  CHECK(f.Error("tools/call", {{"name", "no_such_tool"}, {"arguments", {{"session", session}}}}, kMcp) == unknown);
 
   Json verdict = f.Ok("tools/call", {{"name", "submit_result"}, {"arguments", {{"answer_text", "5"}}}, {"_meta", meta}},
                       kMcp);
@@ -167,6 +177,48 @@ TEST_CASE("MCP errors: a crash is isError, a missing session is -32602, bad crea
 
   f.service->BeginDrain();
   CHECK(f.Error("tools/call", {{"name", "add"}, {"_meta", meta}}, kMcp)["code"] == -32006);
+}
+
+TEST_CASE("MCP messages without an answer, notification names with an id, and tools/list pages") {
+  ServiceFixture f(ServiceFixtureOptions{8, std::chrono::milliseconds(60'000), false, 5});
+  // A client's JSON-RPC responses (to requests this server never sends) are accepted silently,
+  // alone or in a batch; only in the MCP dialect.
+  Json response = {{"jsonrpc", "2.0"}, {"id", 7}, {"result", Json::object()}};
+  Json error_response = {{"jsonrpc", "2.0"}, {"id", "x"}, {"error", {{"code", -1}, {"message", "no"}}}};
+  CHECK_FALSE(f.Send(response, kMcp).has_value());
+  CHECK_FALSE(f.Send(Json::array({response, error_response}), kMcp).has_value());
+  CHECK(f.Send(response)->at("error")["code"] == -32600);
+  Json both = {{"jsonrpc", "2.0"}, {"id", 7}, {"result", 1}, {"error", {{"code", -1}, {"message", "no"}}}};
+  CHECK(f.Send(both, kMcp)->at("error")["code"] == -32600);
+
+  // notifications/* are notifications only: with an id they are an unknown method.
+  Json with_id = f.Error("notifications/initialized", Json::object(), kMcp);
+  CHECK(with_id["code"] == -32601);
+  CHECK(Contains(with_id["message"], "notification"));
+  CHECK_FALSE(f.Send(Json{{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}}, kMcp).has_value());
+
+  // Pages of 5 through the whole sessionless listing, then bad cursors.
+  std::set<std::string> names;
+  Json page = f.Ok("tools/list", Json::object(), kMcp);
+  size_t pages = 1;
+  while (true) {
+    CHECK(page["tools"].size() <= 5);
+    for (const auto& tool : page["tools"]) CHECK(names.insert(tool["name"].get<std::string>()).second);
+    if (!page.contains("nextCursor")) break;
+    REQUIRE(page["nextCursor"].is_string());
+    page = f.Ok("tools/list", {{"cursor", page["nextCursor"]}}, kMcp);
+    REQUIRE(++pages < 100);
+  }
+  CHECK(pages > 1);
+  CHECK(names.count("manager_fixture__add") == 1);
+  CHECK(names.count("envforge_create_session") == 1);
+  CHECK(names.count("envforge_close_session") == 1);
+  for (const Json& cursor : {Json("nonsense"), Json("envforge-offset-0"), Json("envforge-offset-100000"), Json(""), Json(3)}) {
+    Json bad = f.Error("tools/list", {{"cursor", cursor}}, kMcp);
+    INFO(cursor.dump());
+    CHECK(bad["code"] == -32602);
+    CHECK(bad["data"]["field"] == "params.cursor");
+  }
 }
 
 }  // TEST_SUITE

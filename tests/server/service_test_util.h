@@ -62,6 +62,7 @@ struct ServiceFixtureOptions {
   size_t max_sessions = 64;
   std::chrono::milliseconds session_ttl{60'000};
   bool record = true;
+  size_t mcp_page_size = 100;
 };
 
 class ServiceFixture {
@@ -74,6 +75,7 @@ class ServiceFixture {
     options.manager.limits = sandbox::testing::FastLimits();
     options.max_sessions = fixture.max_sessions;
     options.session_ttl = fixture.session_ttl;
+    options.mcp_page_size = fixture.mcp_page_size;
     if (fixture.record) options.trajectories_path = dir / "trajectories.sqlite";
     auto created = RpcService::Create(std::move(options));
     REQUIRE_MESSAGE(created.ok(), created.status().ToString());

@@ -1,10 +1,12 @@
 // The official `openai` npm package as a real client of `envforge serve`'s /v1 (scripted backend):
 // models.list, chat.completions.create with tools, a stream read with `for await`, and errors
-// caught as APIError with their status. The package is installed into a temporary directory at
-// test time; without a reachable npm registry (or without node) the test says so and skips.
+// caught as APIError with their status. The package is the one scripts/setup.sh installs into
+// .cache/node-clients (tests/server/node_clients.h); without it (or without node) the test says
+// so and skips.
 #include <doctest/doctest.h>
 
 #include "base/subprocess.h"
+#include "tests/server/node_clients.h"
 #include "tests/server/v1_test_util.h"
 
 namespace envforge::server::testing {
@@ -61,17 +63,12 @@ console.log(JSON.stringify(out));
 )JS";
 
 TEST_CASE("v1 npm: the openai package talks to envforge serve") {
-  envforge::testing::TempDir npm_dir;
-  CommandOptions install_options;
-  install_options.timeout = std::chrono::seconds(240);
-  auto install = RunCommand({"npm", "install", "--no-audit", "--no-fund", "--prefix", npm_dir.path().string(), "openai"}, install_options);
-  if (!install.ok() || install->exit_code != 0 || install->timed_out) {
-    MESSAGE("skipped: `npm install openai` failed (no node/npm, or the npm registry is unreachable): "
-            << (install.ok() ? install->stderr_text.substr(0, 400) : install.status().ToString()));
+  if (auto missing = NodeClientsMissing({"openai"})) {
+    MESSAGE("skipped: " << *missing);
     return;
   }
-  std::string script = npm_dir / "client.mjs";
-  REQUIRE(WriteFileAtomically(script, kClientScript).ok());
+  NodeScriptDir scripts;
+  std::string script = scripts.Write("client.mjs", kClientScript);
 
   ScriptedServer scripted({"--token", "npm-key"});
   CommandOptions run_options;

@@ -162,7 +162,7 @@ TEST_SUITE("server.transport.ws") {
     CHECK(fixture.service_fixture.Episode(created["trajectory"]).steps.size() == 2);
   }
 
-  TEST_CASE("MCP over POST /mcp: initialize, notifications get 202, tools/list and tools/call on an episode") {
+  TEST_CASE("MCP over POST /mcp: initialize, notifications and responses get 202, MCP-Protocol-Version, tools/list and tools/call") {
     TransportFixture fixture;
     auto mcp = fixture.Client(fixture.HttpUrl("/mcp"));
     Json initialized = MustCall(*mcp, "initialize",
@@ -182,6 +182,24 @@ TEST_SUITE("server.transport.ws") {
     auto no_stream = raw.ReadResponse();
     REQUIRE(no_stream.has_value());
     CHECK(no_stream->status == 405);
+
+    // A JSON-RPC response (to a request this server never sends) is accepted as a notification
+    // is; a revision the server does not speak in MCP-Protocol-Version is 400, a known one served.
+    auto post = [&](const std::string& body, std::vector<std::string> headers) {
+      RawConnection connection(fixture.port());
+      REQUIRE(connection.Send(HttpRequestText("POST", "/mcp", body, headers)));
+      auto response = connection.ReadResponse();
+      REQUIRE(response.has_value());
+      return *response;
+    };
+    auto answered = post(R"({"jsonrpc":"2.0","id":9,"result":{}})", {});
+    CHECK(answered.status == 202);
+    CHECK(answered.body.empty());
+    auto bad_version = post(RpcText("ping", Json::object(), 3), {"MCP-Protocol-Version: 1999-01-01"});
+    CHECK(bad_version.status == 400);
+    CHECK(ParseJson(bad_version.body).value()["error"]["code"] == -32600);
+    CHECK(Contains(bad_version.body, "2025-11-25"));
+    CHECK(post(RpcText("ping", Json::object(), 4), {"MCP-Protocol-Version: 2025-11-25"}).status == 200);
 
     Json listed = MustCall(*mcp, "tools/list");
     bool has_create = false;
