@@ -46,15 +46,18 @@ bool JsonDepthWithin(const Json& value, int max_depth) {
   return true;
 }
 
-Result<Json> ParseJson(std::string_view text, std::string_view what, int max_depth) {
+namespace {
+
+template <typename JsonType>
+Result<JsonType> ParseBounded(std::string_view text, std::string_view what, int max_depth) {
   ENVFORGE_RETURN_IF_ERROR(CheckJsonTextDepth(text, max_depth, what));
-  Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  JsonType value = JsonType::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
     // Re-parse with exceptions only on the error path to recover the position for the message.
     try {
-      Json ignored = Json::parse(text);
+      JsonType ignored = JsonType::parse(text);
       (void)ignored;
-    } catch (const Json::parse_error& error) {
+    } catch (const typename JsonType::parse_error& error) {
       return InvalidArgumentError(std::string(what) + " is not valid JSON (byte " +
                                   std::to_string(error.byte) + ")");
     } catch (...) {
@@ -64,8 +67,22 @@ Result<Json> ParseJson(std::string_view text, std::string_view what, int max_dep
   return value;
 }
 
+}  // namespace
+
+Result<Json> ParseJson(std::string_view text, std::string_view what, int max_depth) {
+  return ParseBounded<Json>(text, what, max_depth);
+}
+
+Result<OrderedJson> ParseOrderedJson(std::string_view text, std::string_view what, int max_depth) {
+  return ParseBounded<OrderedJson>(text, what, max_depth);
+}
+
 std::string DumpJson(const Json& value) {
   return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string DumpOrderedJson(const OrderedJson& value) {
+  return value.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
 }
 
 }  // namespace envforge

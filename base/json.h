@@ -18,6 +18,10 @@
 namespace envforge {
 
 using Json = nlohmann::json;
+// Keeps object keys in insertion order. Used only where the order is part of the meaning: tool
+// specs rendered into a prompt or sent to a model server, whose bytes must match what the client
+// gave (the reference chat encoder prints dicts in insertion order). Converts to and from Json.
+using OrderedJson = nlohmann::ordered_json;
 
 // The deepest document (arrays and objects nested in one another) any parse of untrusted input
 // accepts: RPC payloads, session and zygote frames, bundle contents, trajectory files.
@@ -39,8 +43,14 @@ bool JsonDepthWithin(const Json& value, int max_depth);
 // Parses text as JSON nested at most max_depth levels. On failure the Status (InvalidArgument)
 // names `what` and the byte offset of the error, or the depth bound that was passed.
 Result<Json> ParseJson(std::string_view text, std::string_view what = "JSON", int max_depth = kMaxJsonDepth);
+// ParseJson keeping every object's keys in the order of the text.
+Result<OrderedJson> ParseOrderedJson(std::string_view text, std::string_view what = "JSON",
+                                     int max_depth = kMaxJsonDepth);
 
 // Compact dump that never throws: invalid UTF-8 in strings is replaced, not an error.
 std::string DumpJson(const Json& value);
+// DumpJson keeping the keys in their order (a different name: a value that converts to both
+// kinds would make one overloaded name ambiguous).
+std::string DumpOrderedJson(const OrderedJson& value);
 
 }  // namespace envforge

@@ -22,17 +22,17 @@ Result<std::unique_ptr<Backend>> OpenBackend(std::string_view spec, const Backen
                               "' (known: embedded, openai, scripted)");
 }
 
-Json ToOpenAiTools(const Json& tools) {
-  Json out = Json::array();
+OrderedJson ToOpenAiTools(const OrderedJson& tools) {
+  OrderedJson out = OrderedJson::array();
   if (!tools.is_array()) return out;
-  for (const Json& tool : tools) {
+  for (const OrderedJson& tool : tools) {
     if (tool.is_object() && tool.contains("function")) {
       out.push_back(tool);
       continue;
     }
     if (!tool.is_object()) continue;
-    Json function = {{"name", tool.value("name", "")}, {"description", tool.value("description", "")}};
-    function["parameters"] = tool.value("inputSchema", Json::object());
+    OrderedJson function = {{"name", tool.value("name", "")}, {"description", tool.value("description", "")}};
+    function["parameters"] = tool.value("inputSchema", OrderedJson::object());
     out.push_back({{"type", "function"}, {"function", std::move(function)}});
   }
   return out;

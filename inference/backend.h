@@ -44,8 +44,9 @@ struct CompletionRequest {
   // messages and tools are ignored.
   bool raw = false;
   std::string prompt_text;
-  // MCP-style ({name, description, inputSchema}) or OpenAI-style tool specs.
-  Json tools = Json::array();
+  // MCP-style ({name, description, inputSchema}) or OpenAI-style tool specs, or JSON text of one.
+  // OrderedJson: the prompt (and a model server's request) shows them in the order given.
+  OrderedJson tools = OrderedJson::array();
   // "auto", "none" (tools are not offered), "required" (a completion without a tool call is a
   // failed choice: finish_reason stays, parse_error says so), or a function name.
   std::string tool_choice = "auto";
@@ -156,6 +157,6 @@ struct BackendOptions {
 Result<std::unique_ptr<Backend>> OpenBackend(std::string_view spec, const BackendOptions& options);
 
 // The OpenAI function-tool form of MCP-style specs, and back (either form is accepted by both).
-Json ToOpenAiTools(const Json& tools);
+OrderedJson ToOpenAiTools(const OrderedJson& tools);
 
 }  // namespace envforge::inference

@@ -7,9 +7,8 @@ namespace envforge::inference {
 namespace {
 
 // Key order matters for byte-exact prompts (the reference renders dicts in insertion order), so
-// everything rendered goes through ordered_json; Json values arrive in their own (sorted) order,
-// JSON text given as a string keeps its order.
-using OrderedJson = nlohmann::ordered_json;
+// everything rendered goes through OrderedJson: tools and response formats arrive as OrderedJson
+// (the client's order) or as JSON text (its own order); tool-call arguments are Json (sorted).
 
 constexpr std::string_view kFunctionCallsOpen = "<｜DSML｜function_calls>";
 constexpr std::string_view kFunctionCallsClose = "</｜DSML｜function_calls>";
@@ -101,18 +100,18 @@ std::string PythonJson(const OrderedJson& value) {
 
 // A Json value in ordered form; a string is read as JSON text (keeping its key order) when
 // `text_allowed`.
-Result<OrderedJson> ToOrdered(const Json& value, bool text_allowed, const std::string& what) {
+Result<OrderedJson> ToOrdered(const OrderedJson& value, bool text_allowed, const std::string& what) {
   if (text_allowed && value.is_string()) {
     ENVFORGE_RETURN_IF_ERROR(CheckJsonTextDepth(value.get_ref<const std::string&>(), kMaxJsonDepth, what));
     OrderedJson parsed = OrderedJson::parse(value.get<std::string>(), nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded()) return InvalidArgumentError(what + ": string is not valid JSON text");
     return parsed;
   }
-  return OrderedJson::parse(value.dump(-1, ' ', false, Json::error_handler_t::replace));
+  return value;
 }
 
 Result<OrderedJson> ToolCallArguments(const ChatToolCall& call, const std::string& what) {
-  ENVFORGE_ASSIGN_OR_RETURN(OrderedJson arguments, ToOrdered(call.arguments, true, what));
+  ENVFORGE_ASSIGN_OR_RETURN(OrderedJson arguments, ToOrdered(OrderedJson(call.arguments), true, what));
   if (!arguments.is_object()) return InvalidArgumentError(what + ": arguments must be a JSON object");
   return arguments;
 }
@@ -147,7 +146,7 @@ Result<std::string> RenderToolCallsChecked(const std::vector<ChatToolCall>& call
 
 // A tool spec as the reference renders it: the "function" object of an OpenAI tool, MCP's
 // {name, description, inputSchema} as {name, description, parameters}, or a function spec as is.
-Result<OrderedJson> NormalizeTool(const Json& tool, const std::string& what) {
+Result<OrderedJson> NormalizeTool(const OrderedJson& tool, const std::string& what) {
   ENVFORGE_ASSIGN_OR_RETURN(OrderedJson spec, ToOrdered(tool, true, what));
   if (!spec.is_object()) return InvalidArgumentError(what + ": expected a tool object");
   if (auto it = spec.find("function"); it != spec.end()) {
@@ -171,7 +170,7 @@ Result<OrderedJson> NormalizeTool(const Json& tool, const std::string& what) {
   return spec;
 }
 
-Result<std::string> RenderToolsBlock(const Json& tools) {
+Result<std::string> RenderToolsBlock(const OrderedJson& tools) {
   std::string out(kToolsBlockHead);
   for (size_t i = 0; i < tools.size(); ++i) {
     ENVFORGE_ASSIGN_OR_RETURN(OrderedJson spec, NormalizeTool(tools[i], "tools[" + std::to_string(i) + "]"));

@@ -56,9 +56,10 @@ struct ChatEncodeOptions {
   // MCP-style tool specs ({name, description, inputSchema} or OpenAI {type:function, function:
   // {name, description, parameters}}); rendered into the system message's tools block (a system
   // message is created when there is none). An entry may also be a string of JSON text, rendered
-  // in its own key order (the reference prints schemas in insertion order).
-  Json tools = Json::array();
-  Json response_format;  // null: none; a string is JSON text, as for tools
+  // in its own key order (the reference prints schemas in insertion order). OrderedJson keeps the
+  // order the caller gave (a Json converts, in its sorted order).
+  OrderedJson tools = OrderedJson::array();
+  OrderedJson response_format;  // null: none; a string is JSON text, as for tools
 };
 
 Result<std::string> EncodeChat(const std::vector<ChatMessage>& messages, const ChatEncodeOptions& options);

@@ -195,10 +195,10 @@ class OpenAiBackend : public Backend {
   Result<CompletionResult> CompleteOnce(const CompletionRequest& request) {
     std::string model = request.model.empty() ? options_.model_name : request.model;
     bool stream = static_cast<bool>(request.on_text);
-    ENVFORGE_ASSIGN_OR_RETURN(Json body, openai_wire::BuildRequestBody(request, model, stream));
+    ENVFORGE_ASSIGN_OR_RETURN(OrderedJson body, openai_wire::BuildRequestBody(request, model, stream));
     std::string url = base_url_ + (request.raw ? "/completions" : "/chat/completions");
     milliseconds timeout = request.timeout.count() > 0 ? request.timeout : options_.request_timeout;
-    std::string body_text = DumpJson(body);
+    std::string body_text = DumpOrderedJson(body);
 
     Attempt attempt;
     for (int tries = 0;; ++tries) {

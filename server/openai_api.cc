@@ -245,9 +245,9 @@ void OpenAiApi::Submit(bool chat, std::string body, std::shared_ptr<V1Responder>
     Count(endpoint, error.status);
     ReplyError(*responder, error);
   };
-  auto json = ParseJson(body, "request body");
+  auto json = ParseOrderedJson(body, "request body");
   if (!json.ok()) return refuse(internal::InvalidField("", "malformed JSON: " + json.status().message()));
-  auto parsed = chat ? internal::ParseChatRequest(*json) : internal::ParseCompletionRequest(*json);
+  auto parsed = chat ? internal::ParseChatRequest(*json) : internal::ParseCompletionRequest(Json(*json));
   if (auto* error = std::get_if<ApiError>(&parsed)) return refuse(*error);
   auto call = std::make_shared<Call>();
   call->request = std::move(std::get<V1Request>(parsed));

@@ -119,7 +119,7 @@ Result<Json> MessagesToWire(const std::vector<ChatMessage>& messages, bool think
   return wire;
 }
 
-Status AddTools(const CompletionRequest& request, Json& body) {
+Status AddTools(const CompletionRequest& request, OrderedJson& body) {
   if (!request.tools.is_array()) return InvalidArgumentError("tools must be a JSON array of tool specs");
   const std::string& choice = request.tool_choice;
   if (choice == "none" || (request.tools.empty() && choice == "auto")) return Status::Ok();
@@ -128,14 +128,15 @@ Status AddTools(const CompletionRequest& request, Json& body) {
   }
   if (choice.empty()) return InvalidArgumentError("tool_choice is empty (expected auto, none, required or a tool name)");
   // chat_format accepts a spec as JSON text; the server needs the object.
-  Json tools = Json::array();
+  OrderedJson tools = OrderedJson::array();
   for (size_t i = 0; i < request.tools.size(); ++i) {
-    const Json& spec = request.tools[i];
+    const OrderedJson& spec = request.tools[i];
     if (!spec.is_string()) {
       tools.push_back(spec);
       continue;
     }
-    Result<Json> parsed = ParseJson(spec.get<std::string>(), "tools[" + std::to_string(i) + "]", kMaxJsonValueDepth);
+    Result<OrderedJson> parsed =
+        ParseOrderedJson(spec.get<std::string>(), "tools[" + std::to_string(i) + "]", kMaxJsonValueDepth);
     if (!parsed.ok()) return parsed.status();
     tools.push_back(std::move(*parsed));
   }
@@ -143,12 +144,12 @@ Status AddTools(const CompletionRequest& request, Json& body) {
   if (choice == "auto" || choice == "required") {
     body["tool_choice"] = choice;
   } else {
-    body["tool_choice"] = Json{{"type", "function"}, {"function", {{"name", choice}}}};
+    body["tool_choice"] = OrderedJson{{"type", "function"}, {"function", {{"name", choice}}}};
   }
   return Status::Ok();
 }
 
-void AddSampling(const CompletionRequest& request, Json& body) {
+void AddSampling(const CompletionRequest& request, OrderedJson& body) {
   body["n"] = request.n;
   body["max_tokens"] = request.max_tokens;
   body["temperature"] = request.sampling.temperature;
@@ -167,21 +168,21 @@ void AddSampling(const CompletionRequest& request, Json& body) {
 
 }  // namespace
 
-Result<Json> BuildRequestBody(const CompletionRequest& request, const std::string& model, bool stream) {
+Result<OrderedJson> BuildRequestBody(const CompletionRequest& request, const std::string& model, bool stream) {
   ENVFORGE_RETURN_IF_ERROR(ValidateSampling(request));
-  Json body = Json::object();
+  OrderedJson body = OrderedJson::object();
   if (!model.empty()) body["model"] = model;
   if (request.raw) {
     body["prompt"] = request.prompt_text;
   } else {
     ENVFORGE_ASSIGN_OR_RETURN(body["messages"], MessagesToWire(request.messages, request.thinking));
     ENVFORGE_RETURN_IF_ERROR(AddTools(request, body));
-    if (request.thinking) body["thinking"] = Json{{"type", "enabled"}};
+    if (request.thinking) body["thinking"] = OrderedJson{{"type", "enabled"}};
   }
   AddSampling(request, body);
   if (stream) {
     body["stream"] = true;
-    body["stream_options"] = Json{{"include_usage", true}};
+    body["stream_options"] = OrderedJson{{"include_usage", true}};
   }
   return body;
 }

@@ -23,9 +23,10 @@ namespace envforge::inference::openai_wire {
 // Assistant tool calls without an id get "call_<n>" (n counts the conversation's calls from 0),
 // and tool messages without a tool_call_id answer the earliest unanswered call of the assistant
 // message before them. reasoning_content is sent back only for assistant messages after the last
-// user message and only in thinking mode (the DeepSeek-V3.2 rule). Errors: InvalidArgument naming
-// the message or field (unknown role, a tool message answering no call, out-of-range sampling).
-Result<Json> BuildRequestBody(const CompletionRequest& request, const std::string& model, bool stream);
+// user message and only in thinking mode (the DeepSeek-V3.2 rule). Tools keep the order of
+// request.tools (keys included). Errors: InvalidArgument naming the message or field (unknown
+// role, a tool message answering no call, out-of-range sampling).
+Result<OrderedJson> BuildRequestBody(const CompletionRequest& request, const std::string& model, bool stream);
 
 // Parses a response body of the endpoint the request went to. Anything not of the documented
 // shape is DataLoss "openai response from <url>: <what is wrong>". A tool call whose arguments are

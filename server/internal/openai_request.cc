@@ -225,7 +225,7 @@ inference::ChatMessage ReadMessage(const Json& message, size_t index) {
 }
 
 // Tool names of OpenAI-style ({type, function: {name}}) or MCP-style ({name}) specs.
-std::vector<std::string> ReadTools(const Json& body, Json* tools) {
+std::vector<std::string> ReadTools(const Json& body, OrderedJson* tools) {
   std::vector<std::string> names;
   const Json* given = Find(body, "tools");
   if (given == nullptr) return names;
@@ -346,7 +346,14 @@ std::variant<V1Request, ApiError> Read(const Json& body, Reader reader) {
 
 }  // namespace
 
-std::variant<V1Request, ApiError> ParseChatRequest(const Json& body) { return Read(body, ReadChat); }
+std::variant<V1Request, ApiError> ParseChatRequest(const OrderedJson& body) {
+  auto parsed = Read(Json(body), ReadChat);
+  // Read saw the tools sorted; the prompt shows them as the client wrote them.
+  if (auto* request = std::get_if<V1Request>(&parsed); request != nullptr && body.contains("tools")) {
+    request->completion.tools = body["tools"];
+  }
+  return parsed;
+}
 
 std::variant<V1Request, ApiError> ParseCompletionRequest(const Json& body) { return Read(body, ReadCompletion); }
 

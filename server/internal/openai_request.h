@@ -42,8 +42,9 @@ struct V1Request {
 inline constexpr int64_t kMaxChoices = 128;
 inline constexpr int64_t kMaxTokensLimit = 1 << 20;
 
-// Reads a chat completion request body (already parsed JSON).
-std::variant<V1Request, ApiError> ParseChatRequest(const Json& body);
+// Reads a chat completion request body (already parsed JSON, keys in the client's order: the tools
+// reach the prompt, or a model server, in that order).
+std::variant<V1Request, ApiError> ParseChatRequest(const OrderedJson& body);
 // Reads a (raw) completion request body.
 std::variant<V1Request, ApiError> ParseCompletionRequest(const Json& body);
 

@@ -144,6 +144,26 @@ TEST_CASE("tools block in the system message; response_format after it") {
   CHECK(Contains(*created, "<functions>\n{\"name\": \"g\"}\n</functions>\n" + kUser + "u" + kAssistant));
 }
 
+TEST_CASE("tool specs given as objects keep the caller's key order, byte-equal to the same specs as text") {
+  // Keys deliberately out of alphabetical order, nested too: the reference prints dicts as given.
+  const std::string spec_text =
+      R"({"type": "function", "function": {"name": "search", "parameters": {"type": "object", )"
+      R"("required": ["query"], "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}}, )"
+      R"("description": "Find things"}})";
+  ChatEncodeOptions as_objects;
+  as_objects.tools = OrderedJson::array({OrderedJson::parse(spec_text)});
+  ChatEncodeOptions as_text;
+  as_text.tools = OrderedJson::array({spec_text});
+  auto from_objects = EncodeChat({Msg("user", "u")}, as_objects);
+  auto from_text = EncodeChat({Msg("user", "u")}, as_text);
+  REQUIRE(from_objects.ok());
+  REQUIRE(from_text.ok());
+  CHECK(*from_objects == *from_text);
+  CHECK(Contains(*from_objects, "<functions>\n{\"name\": \"search\", \"parameters\": {\"type\": \"object\", "
+                                "\"required\": [\"query\"], \"properties\": {\"query\": {\"type\": \"string\"}, "
+                                "\"limit\": {\"type\": \"integer\"}}}, \"description\": \"Find things\"}\n</functions>"));
+}
+
 TEST_CASE("rejected conversations") {
   CheckRejected({Msg("developer", "x")}, "developer");
   CheckRejected({Msg("wizard", "x")}, "unknown role 'wizard'");

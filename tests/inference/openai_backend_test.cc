@@ -175,6 +175,21 @@ TEST_CASE("openai: the request body carries messages, tool calls with ids, tools
   ::unsetenv("ENVFORGE_OPENAI_TEST_KEY");
 }
 
+TEST_CASE("openai: tools reach the server in the order the caller gave their keys") {
+  auto backend = Open(Server().base());
+  CompletionRequest request = Request("echo/body");
+  const std::string spec_text =
+      R"({"type": "function", "function": {"parameters": {"type": "object", "properties": {"z": {"type": "string"}, )"
+      R"("a": {"type": "integer"}}}, "name": "lookup", "description": "Look up."}})";
+  request.tools = OrderedJson::array({OrderedJson::parse(spec_text)});
+  Result<CompletionResult> result = Complete(*backend, request);
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  Result<OrderedJson> echoed = ParseOrderedJson(result->choices[0].message.content, "echo");
+  REQUIRE(echoed.ok());
+  CHECK((*echoed)["body"]["tools"][0].dump() == OrderedJson::parse(spec_text).dump());
+}
+
 TEST_CASE("openai: thinking off sends no reasoning; tool_choice none drops the tools; a named choice is a function") {
   auto backend = Open(Server().base());
   CompletionRequest request = Request("echo/choice", {Msg("user", "q"), Msg("assistant", "a", "thought")});
