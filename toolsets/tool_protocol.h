@@ -48,8 +48,10 @@ struct ToolResult {
   // Which configured limit produced this result, when one did: "wall_time", "cpu_time",
   // "memory", "output_size", "processes", "disk". Empty otherwise.
   std::string limit;
-  // What the tool printed (stdout and stderr, bounded by the session's output limit), any
-  // outcome; empty when it printed nothing. For debugging a tool, not part of its result.
+  // What the tool printed (stdout and stderr, at most min(the session's max_output_bytes, 4 MiB)),
+  // with any outcome but infra_error (whose replies carry none); empty when it printed nothing
+  // and for calls a kernel answers (what interpreter code printed is in the result's content).
+  // For debugging a tool, not part of its result.
   std::string stdout_text;
   // Where a tool_error came from in the environment's code ("tools.py:42 in get_book"), when
   // the session could tell.
