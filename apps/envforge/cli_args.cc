@@ -57,48 +57,173 @@ Result<double> ParsedArgs::DoubleOption(const std::string& name, double fallback
   return InvalidArgumentError(name + " expects a number, got '" + *text + "'");
 }
 
-Result<ParsedArgs> ParseArgs(const std::string& command, const std::vector<std::string>& args, const ArgSpec& spec) {
+namespace {
+
+const OptionDecl* FindOption(const CommandDecl& command, const std::string& name) {
+  for (const OptionDecl& option : command.options) {
+    if (option.name == name) return &option;
+  }
+  return nullptr;
+}
+
+Status UsageError(const CommandDecl& command, const std::string& message) {
+  return InvalidArgumentError("envforge " + command.name + ": " + message);
+}
+
+// Records one option word (and its value, taken from `inline_value` or the next word).
+Status TakeOption(const CommandDecl& command, const std::vector<std::string>& args, size_t& i, ParsedArgs& parsed) {
+  const std::string& arg = args[i];
+  std::string name = arg;
+  std::optional<std::string> inline_value;
+  if (auto eq = arg.find('='); eq != std::string::npos) {
+    name = arg.substr(0, eq);
+    inline_value = arg.substr(eq + 1);
+  }
+  const OptionDecl* option = FindOption(command, name);
+  if (option == nullptr) {
+    return UsageError(command, "unknown option " + name + " (envforge " + command.name + " --help lists them)");
+  }
+  if (option->metavar.empty()) {
+    if (inline_value) return UsageError(command, name + " takes no value");
+    parsed.flags.insert(name);
+    return Status::Ok();
+  }
+  std::string value;
+  if (inline_value) {
+    value = *inline_value;
+  } else if (i + 1 < args.size()) {
+    value = args[++i];
+  } else {
+    return UsageError(command, name + " needs a value (" + name + " " + option->metavar + ")");
+  }
+  if (option->repeated) {
+    parsed.repeated[name].push_back(std::move(value));
+  } else {
+    parsed.options[name] = std::move(value);
+  }
+  return Status::Ok();
+}
+
+Status CheckComplete(const CommandDecl& command, const ParsedArgs& parsed) {
+  for (const OptionDecl& option : command.options) {
+    if (!option.required) continue;
+    bool given = parsed.options.count(option.name) || parsed.flags.count(option.name) || parsed.repeated.count(option.name);
+    if (!given) return UsageError(command, option.name + (option.metavar.empty() ? "" : " " + option.metavar) + " is required");
+  }
+  if (parsed.positional.size() < command.min_positional) {
+    return UsageError(command, "missing argument (" + SynopsisOf(command) + ")");
+  }
+  if (parsed.positional.size() > command.max_positional) {
+    return UsageError(command, "unexpected argument '" + parsed.positional[command.max_positional] + "'");
+  }
+  return Status::Ok();
+}
+
+bool IsOptionWord(const std::string& arg) { return arg.size() > 1 && arg[0] == '-'; }
+
+}  // namespace
+
+Result<ParsedArgs> ParseArgs(const CommandDecl& command, const std::vector<std::string>& args) {
   ParsedArgs parsed;
   for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg.size() > 1 && arg[0] == '-' && arg != "-") {
-      std::string name = arg;
-      std::optional<std::string> inline_value;
-      if (auto eq = arg.find('='); eq != std::string::npos) {
-        name = arg.substr(0, eq);
-        inline_value = arg.substr(eq + 1);
-      }
-      if (spec.flags.count(name)) {
-        if (inline_value) return InvalidArgumentError(command + ": " + name + " takes no value");
-        parsed.flags.insert(name);
-      } else if (spec.value_options.count(name) || spec.repeated_options.count(name)) {
-        std::string value;
-        if (inline_value) {
-          value = *inline_value;
-        } else if (i + 1 < args.size()) {
-          value = args[++i];
-        } else {
-          return InvalidArgumentError(command + ": " + name + " needs a value");
-        }
-        if (spec.repeated_options.count(name)) {
-          parsed.repeated[name].push_back(std::move(value));
-        } else {
-          parsed.options[name] = std::move(value);
-        }
-      } else {
-        return InvalidArgumentError(command + ": unknown option " + name);
-      }
+    if (command.separator && args[i] == "--") {
+      parsed.positional.insert(parsed.positional.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    }
+    if (IsOptionWord(args[i])) {
+      ENVFORGE_RETURN_IF_ERROR(TakeOption(command, args, i, parsed));
     } else {
-      parsed.positional.push_back(arg);
+      parsed.positional.push_back(args[i]);
     }
   }
-  if (parsed.positional.size() < spec.min_positional) {
-    return InvalidArgumentError(command + ": missing argument (see envforge help)");
-  }
-  if (parsed.positional.size() > spec.max_positional) {
-    return InvalidArgumentError(command + ": unexpected argument '" + parsed.positional[spec.max_positional] + "'");
-  }
+  ENVFORGE_RETURN_IF_ERROR(CheckComplete(command, parsed));
   return parsed;
+}
+
+std::string Wrap(const std::string& text, size_t indent, size_t width) {
+  std::string out, line;
+  const std::string pad(indent, ' ');
+  auto flush = [&] {
+    out += pad + line + "\n";
+    line.clear();
+  };
+  std::istringstream paragraphs(text);
+  std::string paragraph;
+  while (std::getline(paragraphs, paragraph)) {
+    std::istringstream words(paragraph);
+    std::string word;
+    bool any = false;
+    while (words >> word) {
+      if (!line.empty() && indent + line.size() + 1 + word.size() > width) flush();
+      line += (line.empty() ? "" : " ") + word;
+      any = true;
+    }
+    if (any || paragraph.empty()) flush();
+  }
+  return out;
+}
+
+std::string SynopsisOf(const CommandDecl& command) {
+  std::string synopsis = "usage: envforge " + command.name;
+  if (!command.positionals.empty()) synopsis += " " + command.positionals;
+  bool optional = false;
+  for (const OptionDecl& option : command.options) {
+    if (option.required) {
+      synopsis += " " + option.name + (option.metavar.empty() ? "" : " " + option.metavar);
+    } else {
+      optional = true;
+    }
+  }
+  return optional ? synopsis + " [options]" : synopsis;
+}
+
+namespace {
+
+constexpr size_t kHelpWidth = 100;
+constexpr size_t kHelpColumn = 30;  // where an option's help starts
+
+std::string OptionLine(const OptionDecl& option) {
+  std::string head = "  " + option.name + (option.metavar.empty() ? "" : " " + option.metavar);
+  std::string help = option.help;
+  if (!option.default_text.empty()) help += " (default: " + option.default_text + ")";
+  if (option.repeated) help += " (repeatable)";
+  if (option.required) help += " (required)";
+  std::string body = Wrap(help, kHelpColumn, kHelpWidth);
+  if (head.size() + 2 <= kHelpColumn) return head + body.substr(head.size());
+  return head + "\n" + body;
+}
+
+}  // namespace
+
+std::string HelpOf(const CommandDecl& command) {
+  std::string help = SynopsisOf(command) + "\n\n" + Wrap(command.summary, 0, kHelpWidth);
+  if (!command.details.empty()) {
+    std::string paragraphs;  // a blank line between the paragraphs of the details
+    for (char c : command.details) paragraphs += c == '\n' ? std::string("\n\n") : std::string(1, c);
+    help += "\n" + Wrap(paragraphs, 0, kHelpWidth);
+  }
+  help += "\noptions:\n";
+  std::string section;
+  for (const OptionDecl& option : command.options) {
+    if (option.section != section) {  // an option of no section after sectioned ones: "other"
+      section = option.section;
+      help += (section.empty() ? std::string("other") : section) + ":\n";
+    }
+    help += OptionLine(option);
+  }
+  help += OptionLine({.name = "-h, --help", .help = "this text"});
+  return help;
+}
+
+OptionDecl JsonOption(std::string help) { return {.name = "--json", .help = std::move(help)}; }
+
+OptionDecl LimitsOption() {
+  return {.name = "--limits",
+          .metavar = "JSON",
+          .help = "per-session sandbox limits, e.g. '{\"wall_time_ms\": 2000, \"cpu_seconds\": 30, \"memory_bytes\": "
+                  "268435456, \"max_output_bytes\": 65536, \"max_processes\": 8, \"disk_bytes\": 67108864}'; unset ones "
+                  "keep their defaults: 10 s per call, 60 s CPU, 512 MiB, 1 MiB output, 16 processes, 256 MiB of disk "
+                  "per session family"};
 }
 
 }  // namespace envforge::cli

@@ -22,17 +22,10 @@
 #include "verifiers/judge_lane.h"
 
 namespace envforge::cli {
+namespace {
 
-int RunAuditCommand(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge audit", args,
-                          {.value_options = {"--task", "--seed", "--k", "--samples", "--max-enumerate", "--neighbourhood",
-                                             "--boundary", "--walk", "--rejudge", "--lanes", "--batch", "--limits",
-                                             "--task-budget-seconds"},
-                           .flags = {"--json", "--no-store"},
-                           .min_positional = 1,
-                           .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, "envforge audit");
-  const std::string path = parsed->positional[0];
+int Audit(const ParsedArgs& parsed) {
+  const std::string path = parsed.positional[0];
 
   verifiers::AuditOptions options;
   struct IntOption {
@@ -55,17 +48,17 @@ int RunAuditCommand(const std::vector<std::string>& args) {
       {"--task-budget-seconds", 1, 7 * 24 * 3600, [&](long long v) { options.task_budget = std::chrono::seconds(v); }},
   };
   for (const IntOption& option : int_options) {
-    if (!parsed->Option(option.name)) continue;
-    auto value = parsed->IntOption(option.name, 0, option.min, option.max);
+    if (!parsed.Option(option.name)) continue;
+    auto value = parsed.IntOption(option.name, 0, option.min, option.max);
     if (!value.ok()) return Fail(value.status(), kExitUsage, "envforge audit");
     option.set(*value);
   }
-  if (auto tasks = parsed->Option("--task")) options.tasks = SplitCommas(*tasks);
+  if (auto tasks = parsed.Option("--task")) options.tasks = SplitCommas(*tasks);
 
   // Judges answer in milliseconds; a short wall time keeps a hanging verifier cheap to expose.
   sandbox::ManagerOptions manager_options;
   manager_options.limits.wall_time = std::chrono::milliseconds(3000);
-  if (auto limits = parsed->Option("--limits")) {
+  if (auto limits = parsed.Option("--limits")) {
     auto json = ParseJson(*limits, "--limits");
     if (!json.ok()) return Fail(json.status(), kExitUsage, "envforge audit");
     auto with_limits = sandbox::SandboxLimitsFromJson(*json, manager_options.limits);
@@ -104,19 +97,56 @@ int RunAuditCommand(const std::vector<std::string>& args) {
   progress.Finish(std::to_string(report->judgements) + " judgements");
   owned.clear();
 
-  if (!parsed->Has("--no-store")) {
+  if (!parsed.Has("--no-store")) {
     for (const auto& task : report->tasks) {
       Status stored = sandbox::StoreTaskAudit(path, task.id, verifiers::StoredAudit(task, options));
       if (!stored.ok()) return Fail(stored.WithContext("storing the audit of task " + task.id), kExitInfra, "envforge audit");
     }
   }
 
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", report->ToJson().dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
     report->PrintTable(stdout);
   }
   return report->AnyBroken() ? kExitCheckFailed : kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> AuditCommands() {
+  auto count = [](const char* name, const char* help, const char* fallback) {
+    return OptionDecl{.name = name, .metavar = "N", .help = help, .default_text = fallback};
+  };
+  return {
+      {{.name = "audit",
+        .positionals = "X.envdb",
+        .summary = "per task: how often the verifier accepts wrong answers and rejects right ones; verdict "
+                   "sound|suspect|broken stored in _tasks.audit; exit 1 when any is broken",
+        .details = "Per task: gold runs, trivial probes, the answer space (x-domain annotations) and mutants judged by the "
+                   "verifier and the oracle; false accepts/rejects, determinism, defects.\n"
+                   "A judge that never returns (hang) or a task whose audit outlasts --task-budget-seconds stops that "
+                   "task's audit at once: broken, with \"stopped\" in the report. SIGINT/SIGTERM/SIGHUP remove the "
+                   "lanes' scratch roots.",
+        .options = {{.name = "--task", .metavar = "ID[,ID...]", .help = "audit only these tasks (default: all)"},
+                    {.name = "--seed", .metavar = "S", .help = "the audit's seed", .default_text = "1"},
+                    {.name = "--k", .metavar = "K", .help = "gold runs in a row, per lane (1..1000)", .default_text = "5"},
+                    count("--samples", "distinct answers sampled when the space is too large to enumerate", "20000"),
+                    count("--max-enumerate", "enumerate the answer space up to this size", "200000"),
+                    count("--neighbourhood", "perturbations of the gold answer", "4000"),
+                    count("--boundary", "threshold probes around the gold answer", "4000"),
+                    count("--walk", "moves from accepted answers and near misses", "8000"),
+                    count("--rejudge", "answers re-judged on the other lane", "1000"),
+                    count("--lanes", "judge lanes (sandbox sessions) at once, 1..16", "2"),
+                    count("--batch", "answers per judge call", "256"),
+                    {.name = "--task-budget-seconds", .metavar = "S", .help = "a task's audit stops (broken) past this", .default_text = "600"},
+                    {.name = "--limits", .metavar = "JSON", .help = LimitsOption().help + " (here: 3 s per answer)"},
+                    {.name = "--no-store", .help = "do not store the results in the bundle's _tasks.audit"},
+                    JsonOption("the report as JSON")},
+        .min_positional = 1,
+        .max_positional = 1},
+       Audit},
+  };
 }
 
 }  // namespace envforge::cli

@@ -76,42 +76,35 @@ void WaitForReadyCopies(sandbox::SessionManager& manager, const std::string& env
   progress.Finish();
 }
 
-int BenchSandbox(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge bench sandbox", args,
-                          {.value_options = {"--sessions", "--calls", "--concurrency", "--tool", "--arguments", "--limits", "--task",
-                                             "--code-ready-copies"},
-                           .flags = {"--json"},
-                           .min_positional = 1,
-                           .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto sessions_wanted = parsed->IntOption("--sessions", 200, 1, 20000);
-  auto calls_wanted = parsed->IntOption("--calls", 5000, 10, 10'000'000);
-  auto concurrency = parsed->IntOption("--concurrency", 32, 1, 4096);
-  auto ready_copies = parsed->IntOption("--code-ready-copies", 2, 0, 4096);
+int BenchSandbox(const ParsedArgs& parsed) {
+  auto sessions_wanted = parsed.IntOption("--sessions", 200, 1, 20000);
+  auto calls_wanted = parsed.IntOption("--calls", 5000, 10, 10'000'000);
+  auto concurrency = parsed.IntOption("--concurrency", 32, 1, 4096);
+  auto ready_copies = parsed.IntOption("--code-ready-copies", 2, 0, 4096);
   for (const auto* r : {&sessions_wanted, &calls_wanted, &concurrency, &ready_copies}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
-  bool json_output = parsed->Has("--json");
+  bool json_output = parsed.Has("--json");
 
   RaiseFileLimit();
-  auto limited = ManagerOptionsFromLimitsOption(parsed->Option("--limits"));
+  auto limited = ManagerOptionsFromLimitsOption(parsed.Option("--limits"));
   if (!limited.ok()) return Fail(limited.status(), kExitUsage);
   sandbox::ManagerOptions options = *limited;
   options.max_sessions = static_cast<size_t>(*sessions_wanted) + 8;
   options.code_ready_copies = static_cast<size_t>(*ready_copies);
   auto manager = sandbox::SessionManager::Create(options);
   if (!manager.ok()) return Fail(manager.status(), kExitInfra);
-  auto env_id = (*manager)->OpenEnvironment(parsed->positional[0]);
+  auto env_id = (*manager)->OpenEnvironment(parsed.positional[0]);
   if (!env_id.ok()) return Fail(env_id.status(), kExitUsage);
   const auto* bundle = (*manager)->FindEnvironment(*env_id);
-  std::string tool = parsed->OptionOr("--tool", DefaultTool(*bundle));
+  std::string tool = parsed.OptionOr("--tool", DefaultTool(*bundle));
   if (tool.empty() || bundle->FindTool(tool) == nullptr) {
     return Fail(InvalidArgumentError("envforge bench sandbox: pass --tool NAME of a tool of this environment"), kExitUsage);
   }
-  auto arguments = ParseJson(parsed->OptionOr("--arguments", "{}"), "--arguments");
+  auto arguments = ParseJson(parsed.OptionOr("--arguments", "{}"), "--arguments");
   if (!arguments.ok()) return Fail(arguments.status(), kExitUsage);
   // --task: every session is one of this task, so `--tool submit_result` measures a verdict.
-  std::string task = parsed->OptionOr("--task", "");
+  std::string task = parsed.OptionOr("--task", "");
   if (!task.empty() && bundle->FindTask(task) == nullptr) {
     return Fail(InvalidArgumentError("envforge bench sandbox: no task '" + task + "' in this environment"), kExitUsage);
   }
@@ -294,21 +287,25 @@ int BenchSandbox(const std::vector<std::string>& args) {
 
 }  // namespace
 
-int RunBenchCommand(const std::vector<std::string>& args) {
-  std::vector<std::string> rest(args.empty() ? args.end() : args.begin() + 1, args.end());
-  if (!args.empty() && args[0] == "sandbox") return BenchSandbox(rest);
-  if (!args.empty() && args[0] == "engine") return RunBenchEngine(rest);
-  if (!args.empty() && args[0] == "serve") return RunBenchServe(rest);
-  if (!args.empty() && args[0] == "kernels") return RunBenchKernels(rest);
-  if (!args.empty() && args[0] == "frames") return RunBenchFrames(rest);
-  if (!args.empty() && args[0] == "rollout") return RunBenchRollout(rest);
-  if (!args.empty() && args[0] == "v1") return RunBenchV1(rest);
-  if (!args.empty() && args[0] == "interpreter") return RunBenchInterpreter(rest);
-  if (!args.empty() && args[0] == "viewer") return RunBenchViewer(rest);
-  std::fprintf(stderr,
-               "envforge bench: expected 'sandbox', 'engine', 'serve', 'kernels', 'frames', 'rollout', 'v1', "
-               "'interpreter' or 'viewer'\n");
-  return kExitUsage;
+std::vector<Command> BenchSandboxCommands() {
+  return {
+      {{.name = "bench sandbox",
+        .positionals = "X.envdb",
+        .summary = "session create and tool call latency, memory per session",
+        .details = "Creates N sessions (kept alive for the memory figure: PSS per session), then makes calls across "
+                   "them, C at a time. Exit 3 when a call failed.",
+        .options = {{.name = "--sessions", .metavar = "N", .help = "sessions created (1..20000)", .default_text = "200"},
+                    {.name = "--calls", .metavar = "N", .help = "tool calls made (at least 10)", .default_text = "5000"},
+                    {.name = "--concurrency", .metavar = "C", .help = "calls in flight at once", .default_text = "32"},
+                    {.name = "--tool", .metavar = "NAME", .help = "the tool called (default: the first of the environment's own tools with no required argument)"},
+                    {.name = "--arguments", .metavar = "JSON", .help = "the tool's arguments", .default_text = "{}"},
+                    {.name = "--task", .metavar = "ID", .help = "every session is one of this task (so --tool submit_result measures a verdict); a code environment needs it"},
+                    {.name = "--code-ready-copies", .metavar = "N", .help = "code environments: working copies made ahead per task", .default_text = "2"},
+                    LimitsOption(), JsonOption("the figures as JSON")},
+        .min_positional = 1,
+        .max_positional = 1},
+       BenchSandbox},
+  };
 }
 
 }  // namespace envforge::cli

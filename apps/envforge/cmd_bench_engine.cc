@@ -140,21 +140,14 @@ Result<StepFigures> TimeDecode(Model& model, const std::vector<KvCache*>& caches
   return figures;
 }
 
-}  // namespace
-
-int RunBenchEngine(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge bench engine", args,
-                          {.value_options = {"--model", "--contexts", "--samples", "--prefill-tokens", "--steps", "--threads"},
-                           .flags = {"--json"}});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto model_dir = parsed->Option("--model");
-  if (!model_dir) return Fail(InvalidArgumentError("envforge bench engine: --model DIR is required"), kExitUsage);
-  auto contexts = ParseContexts(parsed->OptionOr("--contexts", "1024,4096,16384,65536"));
+int Engine(const ParsedArgs& parsed) {
+  auto model_dir = parsed.Option("--model");  // required by the declaration
+  auto contexts = ParseContexts(parsed.OptionOr("--contexts", "1024,4096,16384,65536"));
   if (!contexts.ok()) return Fail(contexts.status(), kExitUsage);
-  auto samples = parsed->IntOption("--samples", 100, 1, 100000);
-  auto prefill_tokens = parsed->IntOption("--prefill-tokens", 256, 2, 1'000'000);
-  auto steps = parsed->IntOption("--steps", 3, 1, 10000);
-  auto threads = parsed->IntOption("--threads", 0, 0, 4096);
+  auto samples = parsed.IntOption("--samples", 100, 1, 100000);
+  auto prefill_tokens = parsed.IntOption("--prefill-tokens", 256, 2, 1'000'000);
+  auto steps = parsed.IntOption("--steps", 3, 1, 10000);
+  auto threads = parsed.IntOption("--threads", 0, 0, 4096);
   for (const auto* r : {&samples, &prefill_tokens, &steps, &threads}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
@@ -317,7 +310,7 @@ int RunBenchEngine(const std::vector<std::string>& args) {
       {"contexts", per_context},
       {"goals", goals},
   };
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", figures.dump(2).c_str());
     return kExitOk;
   }
@@ -348,6 +341,24 @@ int RunBenchEngine(const std::vector<std::string>& args) {
   }
   if (!goals.empty()) std::printf("goals: %s\n", goals.dump().c_str());
   return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> BenchEngineCommands() {
+  return {
+      {{.name = "bench engine",
+        .summary = "prefill/decode tokens/s, n-sample decode, KV bytes per token, decode step split indexer/attention/"
+                   "rest for DSA vs dense per context, GEMM and bandwidth vs this CPU's measured peaks",
+        .options = {{.name = "--model", .metavar = "DIR", .help = "the model directory", .required = true},
+                    {.name = "--contexts", .metavar = "N,N,...", .help = "context lengths the decode step is measured at", .default_text = "1024,4096,16384,65536"},
+                    {.name = "--samples", .metavar = "N", .help = "sequences of the n-sample decode", .default_text = "100"},
+                    {.name = "--prefill-tokens", .metavar = "N", .help = "prompt tokens of the prefill", .default_text = "256"},
+                    {.name = "--steps", .metavar = "N", .help = "decode steps timed per figure", .default_text = "3"},
+                    {.name = "--threads", .metavar = "N", .help = "CPU threads (0: the machine's)", .default_text = "0"},
+                    JsonOption("the figures as JSON")}},
+       Engine},
+  };
 }
 
 }  // namespace envforge::cli

@@ -185,14 +185,9 @@ PhaseResult RunPhase(SessionManager& manager, const std::string& env_id, size_t 
   return result;
 }
 
-}  // namespace
-
-int RunBenchFrames(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge bench frames", args,
-                          {.value_options = {"--sessions", "--max-frame-bytes"}, .flags = {"--json"}, .max_positional = 0});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto sessions = parsed->IntOption("--sessions", 1000, 1, 20000);
-  auto max_frame = parsed->IntOption("--max-frame-bytes", 64ll << 20, 4096, 64ll << 20);
+int Frames(const ParsedArgs& parsed) {
+  auto sessions = parsed.IntOption("--sessions", 1000, 1, 20000);
+  auto max_frame = parsed.IntOption("--max-frame-bytes", 64ll << 20, 4096, 64ll << 20);
   for (const auto* r : {&sessions, &max_frame}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
@@ -236,7 +231,7 @@ int RunBenchFrames(const std::vector<std::string>& args) {
                {"sessions", count},
                {"announce_largest_frame", at_limit.figures},
                {"announce_over_limit", over_limit.figures}};
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", figures.dump(2).c_str());
   } else {
     for (const char* phase : {"announce_largest_frame", "announce_over_limit"}) {
@@ -250,6 +245,20 @@ int RunBenchFrames(const std::vector<std::string>& args) {
     }
   }
   return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> BenchFramesCommands() {
+  return {
+      {{.name = "bench frames",
+        .summary = "the manager's RSS while N hostile sessions each announce the largest frame (and one byte more) and "
+                   "send nothing; how the over-limit ones end",
+        .options = {{.name = "--sessions", .metavar = "N", .help = "hostile sessions (1..20000)", .default_text = "1000"},
+                    {.name = "--max-frame-bytes", .metavar = "N", .help = "the frame limit under test (4096..64 MiB)", .default_text = "67108864"},
+                    JsonOption("the figures as JSON")}},
+       Frames},
+  };
 }
 
 }  // namespace envforge::cli

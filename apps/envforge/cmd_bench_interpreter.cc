@@ -202,25 +202,17 @@ Result<Json> RunBench(const BenchSetup& setup) {
               {"cpus", std::thread::hardware_concurrency()}};
 }
 
-}  // namespace
-
-int RunBenchInterpreter(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge bench interpreter", args,
-                          {.value_options = {"--sessions", "--pool", "--executes", "--concurrency", "--cold"},
-                           .flags = {"--json"},
-                           .min_positional = 1,
-                           .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto sessions = parsed->IntOption("--sessions", 100, 1, 2000);
-  auto pool = parsed->IntOption("--pool", 8, 1, 256);
-  auto executes = parsed->IntOption("--executes", 2000, 8, 10'000'000);
-  auto concurrency = parsed->IntOption("--concurrency", 32, 1, 2000);
-  auto cold = parsed->IntOption("--cold", 8, 1, 1000);
+int Interpreter(const ParsedArgs& parsed) {
+  auto sessions = parsed.IntOption("--sessions", 100, 1, 2000);
+  auto pool = parsed.IntOption("--pool", 8, 1, 256);
+  auto executes = parsed.IntOption("--executes", 2000, 8, 10'000'000);
+  auto concurrency = parsed.IntOption("--concurrency", 32, 1, 2000);
+  auto cold = parsed.IntOption("--cold", 8, 1, 1000);
   for (const auto* r : {&sessions, &pool, &executes, &concurrency, &cold}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
   RaiseFileLimit();
-  BenchSetup setup{parsed->positional[0], static_cast<size_t>(*sessions), static_cast<size_t>(*pool),
+  BenchSetup setup{parsed.positional[0], static_cast<size_t>(*sessions), static_cast<size_t>(*pool),
                    static_cast<size_t>(*executes), static_cast<size_t>(*concurrency), static_cast<size_t>(*cold)};
   Result<Json> figures = RunBench(setup);
   if (!figures.ok()) {
@@ -228,7 +220,7 @@ int RunBenchInterpreter(const std::vector<std::string>& args) {
     return Fail(figures.status(), code == StatusCode::kInvalidArgument || code == StatusCode::kNotFound ? kExitUsage : kExitInfra);
   }
   const Json& f = *figures;
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", f.dump(2).c_str());
     return kExitOk;
   }
@@ -246,6 +238,26 @@ int RunBenchInterpreter(const std::vector<std::string>& args) {
   std::printf("  pool refill         %.2f kernels/s (kernel start p50 %.0f ms)\n", f["pool_refill_kernels_per_s"].get<double>(),
               p("kernel_start_ms", "p50"));
   return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> BenchInterpreterCommands() {
+  return {
+      {{.name = "bench interpreter",
+        .positionals = "X.envdb",
+        .summary = "interpreter sessions (a sandboxed Jupyter kernel each): create p50/p99 from the warm pool and cold, "
+                   "execute(\"1+1\") round trip, executes/s across sessions, memory per kernel, pool refill rate",
+        .options = {{.name = "--sessions", .metavar = "N", .help = "sessions created from the warm pool", .default_text = "100"},
+                    {.name = "--pool", .metavar = "N", .help = "ready kernels kept", .default_text = "8"},
+                    {.name = "--executes", .metavar = "N", .help = "execute calls made across the sessions", .default_text = "2000"},
+                    {.name = "--concurrency", .metavar = "C", .help = "execute calls in flight at once", .default_text = "32"},
+                    {.name = "--cold", .metavar = "N", .help = "sessions created with no ready kernel", .default_text = "8"},
+                    JsonOption("the figures as JSON")},
+        .min_positional = 1,
+        .max_positional = 1},
+       Interpreter},
+  };
 }
 
 }  // namespace envforge::cli

@@ -70,19 +70,15 @@ void PrintTable(const kernels::cuda::DeviceInfo& device, const kernels::cuda::Ro
 
 #endif
 
-}  // namespace
-
-int RunBenchKernels(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge bench kernels", args, {.value_options = {"--iterations", "--shapes"}, .flags = {"--json"}});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto iterations = parsed->IntOption("--iterations", 20, 1, 100000);
+int Kernels(const ParsedArgs& parsed) {
+  auto iterations = parsed.IntOption("--iterations", 20, 1, 100000);
   if (!iterations.ok()) return Fail(iterations.status(), kExitUsage);
-  const std::string shapes = parsed->OptionOr("--shapes", "all");
+  const std::string shapes = parsed.OptionOr("--shapes", "all");
   if (shapes != "real" && shapes != "tiny" && shapes != "all") {
     return Fail(InvalidArgumentError("--shapes expects real, tiny or all, got '" + shapes + "'"), kExitUsage,
                 "envforge bench kernels");
   }
-  const bool json = parsed->Has("--json");
+  const bool json = parsed.Has("--json");
 
 #ifndef ENVFORGE_HAVE_CUDA
   return Unavailable("built without the CUDA kernels", json);
@@ -124,6 +120,20 @@ int RunBenchKernels(const std::vector<std::string>& args) {
   std::printf("%s\n", out.dump(2).c_str());
   return kExitOk;
 #endif
+}
+
+}  // namespace
+
+std::vector<Command> BenchKernelsCommands() {
+  return {
+      {{.name = "bench kernels",
+        .summary = "every CUDA kernel at the real and tiny model shapes: time, TFLOPS or GB/s, fraction of the GPU's "
+                   "roofline (exit 3 when there is no GPU)",
+        .options = {{.name = "--shapes", .metavar = "real|tiny|all", .help = "which model shapes", .default_text = "all"},
+                    {.name = "--iterations", .metavar = "N", .help = "timed runs per kernel", .default_text = "20"},
+                    JsonOption("the figures as JSON")}},
+       Kernels},
+  };
 }
 
 }  // namespace envforge::cli

@@ -18,16 +18,6 @@
 namespace envforge::cli {
 namespace {
 
-constexpr const char* kHelp = R"(usage: envforge bench rollout --model DIR --env X.envdb --task ID [-n 100] [--max-turns 8]
-                              [--max-tokens-per-turn 64] [--seed S] [--skip-sequential] [--json]
-
-Plays N episodes of the task with the embedded engine twice: all N at once, then one after another
-(a fresh engine each time). Prints episodes/s and generated tokens/s of both, their ratio, and
-prefill_tokens / unique_context_tokens of the concurrent run (1.0: no prompt token was computed
-twice; the N episodes share their first prompt, counted once). Malformed calls do not end an
-episode here (max invalid calls = max turns), so every episode plays its turns.
-)";
-
 struct RunFigures {
   double seconds = 0;
   int64_t episodes = 0;
@@ -75,26 +65,15 @@ Result<RunFigures> PlayOnce(sandbox::SessionManager& manager, const std::string&
   return figures;
 }
 
-}  // namespace
-
-int RunBenchRollout(const std::vector<std::string>& args) {
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::fputs(kHelp, stdout);
-    return kExitOk;
-  }
+int BenchRollout(const ParsedArgs& parsed) {
   const char* kCommand = "envforge bench rollout";
-  auto parsed = ParseArgs(kCommand, args,
-                          {.value_options = {"--model", "--env", "--task", "-n", "--max-turns", "--max-tokens-per-turn", "--seed"},
-                           .flags = {"--json", "--skip-sequential"}});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
-  auto model_dir = parsed->Option("--model");
-  auto env_path = parsed->Option("--env");
-  auto task = parsed->Option("--task");
-  if (!model_dir || !env_path || !task) return Fail(InvalidArgumentError("--model, --env and --task are required"), kExitUsage, kCommand);
-  auto n = parsed->IntOption("-n", 100, 1, 100'000);
-  auto max_turns = parsed->IntOption("--max-turns", 8, 1, 10'000);
-  auto per_turn = parsed->IntOption("--max-tokens-per-turn", 64, 1, 1'000'000);
-  auto seed = parsed->IntOption("--seed", 0, 0, INT64_MAX);
+  auto model_dir = parsed.Option("--model");
+  auto env_path = parsed.Option("--env");
+  auto task = parsed.Option("--task");  // the three are required by the declaration
+  auto n = parsed.IntOption("-n", 100, 1, 100'000);
+  auto max_turns = parsed.IntOption("--max-turns", 8, 1, 10'000);
+  auto per_turn = parsed.IntOption("--max-tokens-per-turn", 64, 1, 1'000'000);
+  auto seed = parsed.IntOption("--seed", 0, 0, INT64_MAX);
   for (const auto* value : {&n, &max_turns, &per_turn, &seed}) {
     if (!value->ok()) return Fail(value->status(), kExitUsage, kCommand);
   }
@@ -120,7 +99,7 @@ int RunBenchRollout(const std::vector<std::string>& args) {
                  {"max_turns", *max_turns}, {"max_tokens_per_turn", *per_turn}, {"concurrent", concurrent->ToJson()}};
   report["recompute_ratio"] =
       static_cast<double>(concurrent->prefilled_tokens) / static_cast<double>(std::max<int64_t>(concurrent->unique_context_tokens, 1));
-  if (!parsed->Has("--skip-sequential")) {
+  if (!parsed.Has("--skip-sequential")) {
     options.concurrency = 1;
     auto sequential = PlayOnce(**manager, *env_id, *task, *model_dir, options, "sequential");
     if (!sequential.ok()) return Fail(sequential.status(), ExitCodeFor(sequential.status()), kCommand);
@@ -128,7 +107,7 @@ int RunBenchRollout(const std::vector<std::string>& args) {
     report["speedup_tokens_per_s"] = (static_cast<double>(concurrent->generated_tokens) / concurrent->seconds) /
                                      (static_cast<double>(sequential->generated_tokens) / sequential->seconds);
   }
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", report.dump(2).c_str());
   } else {
     std::printf("concurrent: %lld episodes in %.2f s, %.1f episodes/s, %.0f generated tokens/s\n",
@@ -142,6 +121,30 @@ int RunBenchRollout(const std::vector<std::string>& args) {
     std::printf("recompute ratio (prefill tokens / unique context tokens): %.3f\n", report["recompute_ratio"].get<double>());
   }
   return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> BenchRolloutCommands() {
+  return {
+      {{.name = "bench rollout",
+        .summary = "N episodes at once vs one after another on the embedded engine: episodes/s, generated tokens/s, their "
+                   "ratio, and prefill tokens / unique context tokens",
+        .details = "Plays N episodes of the task with the embedded engine twice: all N at once, then one after another (a "
+                   "fresh engine each time). prefill_tokens / unique_context_tokens of the concurrent run is 1.0 when no "
+                   "prompt token was computed twice (the N episodes share their first prompt, counted once). Malformed "
+                   "calls do not end an episode here (max invalid calls = max turns), so every episode plays its turns.",
+        .options = {{.name = "--model", .metavar = "DIR", .help = "the model directory", .required = true},
+                    {.name = "--env", .metavar = "X.envdb", .help = "the environment", .required = true},
+                    {.name = "--task", .metavar = "ID", .help = "the task played", .required = true},
+                    {.name = "-n", .metavar = "N", .help = "episodes", .default_text = "100"},
+                    {.name = "--max-turns", .metavar = "T", .help = "model turns per episode", .default_text = "8"},
+                    {.name = "--max-tokens-per-turn", .metavar = "M", .help = "generated tokens per model turn", .default_text = "64"},
+                    {.name = "--seed", .metavar = "S", .help = "the sampling seed", .default_text = "0"},
+                    {.name = "--skip-sequential", .help = "only the concurrent run"},
+                    JsonOption("the figures as JSON")}},
+       BenchRollout},
+  };
 }
 
 }  // namespace envforge::cli

@@ -163,14 +163,8 @@ Result<BenchV1Config> ConfigFrom(const ParsedArgs& parsed) {
   return config;
 }
 
-}  // namespace
-
-int RunBenchV1(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge bench v1", args,
-                          {.value_options = {"--url", "--concurrency", "--requests", "--max-tokens", "--model", "--token"},
-                           .flags = {"--json"}});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto config = ConfigFrom(*parsed);
+int V1(const ParsedArgs& parsed) {
+  auto config = ConfigFrom(parsed);
   if (!config.ok()) return Fail(config.status(), kExitUsage);
 
   std::atomic<int64_t> next{0};
@@ -203,7 +197,7 @@ int RunBenchV1(const std::vector<std::string>& args) {
                {"completion_tokens_per_s", static_cast<double>(all.completion_tokens) / seconds},
                {"prompt_tokens", all.prompt_tokens},
                {"latency_ms", {{"p50", Quantile(all.latencies_ms, 0.5)}, {"p99", Quantile(all.latencies_ms, 0.99)}}}};
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", figures.dump(2).c_str());
   } else {
     std::printf("%s: %lld requests answered (%lld failed) by %d concurrent clients in %.2f s\n", config->url.c_str(),
@@ -216,6 +210,24 @@ int RunBenchV1(const std::vector<std::string>& args) {
     for (const auto& [what, count] : all.errors) std::printf("  error: %s x %lld\n", what.c_str(), static_cast<long long>(count));
   }
   return failed == 0 ? kExitOk : kExitInfra;
+}
+
+}  // namespace
+
+std::vector<Command> BenchV1Commands() {
+  return {
+      {{.name = "bench v1",
+        .summary = "load a running server's /v1/chat/completions: requests/s, completion tokens/s, latency p50/p99",
+        .details = "Exit 3 when a request failed.",
+        .options = {{.name = "--url", .metavar = "URL", .help = "http://HOST:PORT of a running envforge serve with --model or --backend", .required = true},
+                    {.name = "--concurrency", .metavar = "C", .help = "clients, one request in flight each", .default_text = "32"},
+                    {.name = "--requests", .metavar = "N", .help = "requests in all (default: 4 x concurrency)"},
+                    {.name = "--max-tokens", .metavar = "M", .help = "max_tokens of each request", .default_text = "16"},
+                    {.name = "--model", .metavar = "NAME", .help = "the model name sent (default: the server's)"},
+                    {.name = "--token", .metavar = "T", .help = "the server's bearer token (or ENVFORGE_SERVE_TOKEN)"},
+                    JsonOption("the figures as JSON")}},
+       V1},
+  };
 }
 
 }  // namespace envforge::cli

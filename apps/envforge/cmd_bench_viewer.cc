@@ -40,17 +40,6 @@ namespace fs = std::filesystem;
 using agents::EpisodeOutcome;
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kUsageText =
-    "usage: envforge bench viewer [--episodes 100000] [--steps 200] [--store F.sqlite] [--repeat 20]\n"
-    "                             [--browser-runs 5] [--no-browser] [--json]\n"
-    "  writes a synthetic trajectory store (N short episodes and one of --steps steps with its\n"
-    "  conversation; --store F keeps it, and reuses F when it exists), serves it with the viewer\n"
-    "  and measures /ui/api through real HTTP requests: the first page, pages deep in the table,\n"
-    "  filtered pages, the long episode (p50/p99 over --repeat requests); with /usr/bin/chromium,\n"
-    "  the list page's and the long episode's render in headless Chromium (median over\n"
-    "  --browser-runs runs of the page's time less a blank page's). Each page's row count and\n"
-    "  the rendered DOM's rows and steps are checked; exit 1 when one is wrong.\n";
-
 constexpr int kEnvironments = 8;
 constexpr int kTasksPerEnvironment = 40;
 constexpr int kShortSteps = 3;
@@ -449,27 +438,17 @@ void PrintTable(const Json& figures) {
               browser["episode_render_ms"].get<double>(), browser["episode_steps_in_dom"].get<long long>());
 }
 
-}  // namespace
-
-int RunBenchViewer(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge bench viewer", args,
-                          {.value_options = {"--episodes", "--steps", "--store", "--repeat", "--browser-runs"},
-                           .flags = {"--json", "--no-browser", "--help", "-h"}});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  if (parsed->Has("--help") || parsed->Has("-h")) {
-    std::fputs(kUsageText, stdout);
-    return kExitOk;
-  }
-  auto episodes = parsed->IntOption("--episodes", 100'000, 100, 10'000'000);
-  auto steps = parsed->IntOption("--steps", 200, 1, 100'000);
-  auto repeat = parsed->IntOption("--repeat", 20, 1, 10'000);
-  auto browser_runs = parsed->IntOption("--browser-runs", 5, 1, 1000);
+int Viewer(const ParsedArgs& parsed) {
+  auto episodes = parsed.IntOption("--episodes", 100'000, 100, 10'000'000);
+  auto steps = parsed.IntOption("--steps", 200, 1, 100'000);
+  auto repeat = parsed.IntOption("--repeat", 20, 1, 10'000);
+  auto browser_runs = parsed.IntOption("--browser-runs", 5, 1, 1000);
   for (const auto* r : {&episodes, &steps, &repeat, &browser_runs}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
 
   // 1. The store: a temporary one, or --store F (reused when it exists).
-  const std::optional<std::string> kept = parsed->Option("--store");
+  const std::optional<std::string> kept = parsed.Option("--store");
   const fs::path scratch = fs::temp_directory_path() / ("envforge-bench-viewer-" + std::to_string(::getpid()));
   const std::string path = kept ? *kept : (scratch / "trajectories.sqlite").string();
   struct Cleanup {
@@ -563,7 +542,7 @@ int RunBenchViewer(const std::vector<std::string>& args) {
   // 4. The browser, when there is one.
   Json browser;
   std::string browser_skipped;
-  if (parsed->Has("--no-browser")) {
+  if (parsed.Has("--no-browser")) {
     browser_skipped = "skipped (--no-browser)";
   } else if (::access("/usr/bin/chromium", X_OK) != 0) {
     browser_skipped = "skipped (no /usr/bin/chromium)";
@@ -584,12 +563,36 @@ int RunBenchViewer(const std::vector<std::string>& args) {
                {"browser", browser},
                {"all_right", all_right}};
   if (!browser_skipped.empty()) figures["browser_skipped"] = browser_skipped;
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", figures.dump(2).c_str());
   } else {
     PrintTable(figures);
   }
   return all_right ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace
+
+std::vector<Command> BenchViewerCommands() {
+  return {
+      {{.name = "bench viewer",
+        .summary = "the trajectory viewer on a synthetic store of N episodes: /ui/api pages and one long episode "
+                   "(p50/p99 over real HTTP); list and episode render in headless Chromium",
+        .details = "Writes a synthetic trajectory store (N short episodes and one of --steps steps with its conversation; "
+                   "--store F keeps it, and reuses F when it exists), serves it with the viewer and measures /ui/api "
+                   "through real HTTP requests: the first page, pages deep in the table, filtered pages, the long episode "
+                   "(p50/p99 over --repeat requests); with /usr/bin/chromium, the list page's and the long episode's "
+                   "render in headless Chromium (median over --browser-runs runs of the page's time less a blank page's). "
+                   "Each page's row count and the rendered DOM's rows and steps are checked; exit 1 when one is wrong.",
+        .options = {{.name = "--episodes", .metavar = "N", .help = "short episodes in the store (at least 100)", .default_text = "100000"},
+                    {.name = "--steps", .metavar = "N", .help = "steps of the long episode", .default_text = "200"},
+                    {.name = "--store", .metavar = "F.sqlite", .help = "keep the store there (reused when it exists)"},
+                    {.name = "--repeat", .metavar = "N", .help = "requests per measured page", .default_text = "20"},
+                    {.name = "--browser-runs", .metavar = "N", .help = "headless Chromium runs per page", .default_text = "5"},
+                    {.name = "--no-browser", .help = "skip the render in Chromium"},
+                    JsonOption("the figures as JSON")}},
+       Viewer},
+  };
 }
 
 }  // namespace envforge::cli

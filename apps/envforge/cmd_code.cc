@@ -17,23 +17,6 @@ namespace {
 
 constexpr const char* kJunitCommand = "envforge code junit";
 
-constexpr const char* kJunitHelp = R"(usage: envforge code junit FILE.xml [--producer NAME] [--root DIR] [--json]
-
-Reads a test runner's JUnit XML report the way envforge grades code environments and prints each
-test's stable id and status (pass, fail, error, skip, xfail), the counts, the producer, and the
-problems that make the run broken (a package that did not build, a test file that did not load:
-the tests they hold are absent from the report).
-
-options:
-  --producer NAME   who wrote the report: auto (default: detected from its shape), pytest, unittest,
-                    jest, vitest, mocha, go (gotestsum, go-junit-report), surefire, gradle, gtest,
-                    ctest, catch2, doctest, phpunit, generic
-  --root DIR        the directory the tests ran in: absolute paths under it become relative in ids
-  --json            the whole report as one JSON object
-exit codes: 0 parsed (whatever the tests' statuses), 2 bad input (no file, empty or malformed XML,
-            not a JUnit report, no tests, unknown producer), 3 infrastructure
-)";
-
 // The first line of `text`, at most max_chars (with "..." when cut).
 std::string Excerpt(std::string_view text, size_t max_chars) {
   text = text.substr(0, text.find('\n'));
@@ -79,25 +62,15 @@ void PrintSummary(const verifiers::JunitReport& report) {
   for (const std::string& note : report.notes) std::printf("note: %s\n", note.c_str());
 }
 
-}  // namespace
-
-int RunCodeJunit(const std::vector<std::string>& args) {
-  if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
-    std::fputs(kJunitHelp, stdout);
-    return kExitOk;
-  }
-  auto parsed = ParseArgs(kJunitCommand, args,
-                          {.value_options = {"--producer", "--root"}, .flags = {"--json"}, .min_positional = 1,
-                           .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);  // its message names the command
+int Junit(const ParsedArgs& parsed) {
   verifiers::JunitOptions options;
-  auto producer = verifiers::JunitProducerFromName(parsed->OptionOr("--producer", "auto"));
+  auto producer = verifiers::JunitProducerFromName(parsed.OptionOr("--producer", "auto"));
   if (!producer.ok()) return Fail(producer.status().WithContext("--producer"), kExitUsage, kJunitCommand);
   options.producer = *producer;
-  options.source_root = parsed->OptionOr("--root", "");
-  auto report = verifiers::ReadJunitFile(parsed->positional[0], options);
+  options.source_root = parsed.OptionOr("--root", "");
+  auto report = verifiers::ReadJunitFile(parsed.positional[0], options);
   if (!report.ok()) return Fail(report.status(), ExitCodeFor(report.status()), kJunitCommand);
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", report->ToJson().dump(2, ' ', false, Json::error_handler_t::replace).c_str());
     return kExitOk;
   }
@@ -106,17 +79,28 @@ int RunCodeJunit(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int RunCodeCommand(const std::vector<std::string>& args) {
-  if (args.empty()) {
-    std::fprintf(stderr, "envforge code: expected a sub-command: import, validate or junit (envforge code --help)\n");
-    return kExitUsage;
-  }
-  std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (args[0] == "junit") return RunCodeJunit(rest);
-  if (args[0] == "import") return RunCodeImport(rest);
-  if (args[0] == "validate") return RunCodeValidate(rest);
-  std::fprintf(stderr, "envforge code: unknown sub-command '%s' (expected import, validate or junit)\n", args[0].c_str());
-  return kExitUsage;
+}  // namespace
+
+std::vector<Command> CodeJunitCommands() {
+  return {
+      {{.name = "code junit",
+        .positionals = "FILE.xml",
+        .summary = "a test runner's JUnit XML as envforge reads it: each test's stable id and status, counts, the "
+                   "producer, and what made the run broken",
+        .details = "Statuses: pass, fail, error, skip, xfail. Broken: a package that did not build, a test file that did "
+                   "not load (the tests they hold are absent from the report).\n"
+                   "Exit 0 parsed (whatever the tests' statuses), 2 bad input (no file, empty or malformed XML, not a "
+                   "JUnit report, no tests, unknown producer), 3 infrastructure.",
+        .options = {{.name = "--producer", .metavar = "NAME",
+                     .help = "who wrote the report: auto (detected from its shape), pytest, unittest, jest, vitest, mocha, go "
+                             "(gotestsum, go-junit-report), surefire, gradle, gtest, ctest, catch2, doctest, phpunit, generic",
+                     .default_text = "auto"},
+                    {.name = "--root", .metavar = "DIR", .help = "the directory the tests ran in: absolute paths under it become relative in ids"},
+                    JsonOption("the whole report as one JSON object")},
+        .min_positional = 1,
+        .max_positional = 1},
+       Junit},
+  };
 }
 
 }  // namespace envforge::cli

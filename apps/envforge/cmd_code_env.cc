@@ -27,23 +27,16 @@ void PrintList(const char* label, const std::vector<std::string>& ids) {
   std::printf("\n");
 }
 
-}  // namespace
-
-int RunCodeImport(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(kImportCommand, args,
-                          {.value_options = {"--repo", "-o", "--name"}, .flags = {"--json"}, .min_positional = 1,
-                           .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto repo = parsed->Option("--repo");
-  auto output = parsed->Option("-o");
-  if (!repo || !output) return Fail(InvalidArgumentError("--repo PATH and -o X.envdb are required"), kExitUsage, kImportCommand);
-  auto instances = sandbox::code::ReadCodeInstances(parsed->positional[0]);
+int Import(const ParsedArgs& parsed) {
+  auto repo = parsed.Option("--repo");
+  auto output = parsed.Option("-o");  // both required by the declaration
+  auto instances = sandbox::code::ReadCodeInstances(parsed.positional[0]);
   if (!instances.ok()) return Fail(instances.status(), ExitCodeFor(instances.status()), kImportCommand);
   sandbox::code::CodeImportOptions options;
-  options.env_name = parsed->OptionOr("--name", "");
+  options.env_name = parsed.OptionOr("--name", "");
   auto report = sandbox::code::ImportCodeInstances(*instances, *repo, *output, options);
   if (!report.ok()) return Fail(report.status(), ExitCodeFor(report.status()), kImportCommand);
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     Json json = {{"bundle", *output}, {"tasks", report->task_ids}, {"base_commits", report->base_commits},
                  {"archive_bytes", report->archive_bytes}, {"content_hash", report->content_hash}};
     std::printf("%s\n", json.dump(2).c_str());
@@ -57,23 +50,19 @@ int RunCodeImport(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int RunCodeValidate(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs(kValidateCommand, args,
-                          {.value_options = {"--runs", "--task", "--patch"}, .flags = {"--json"}, .min_positional = 1,
-                           .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  const std::string& envdb = parsed->positional[0];
-  auto runs = parsed->IntOption("--runs", 3, 1, 20);
+int Validate(const ParsedArgs& parsed) {
+  const std::string& envdb = parsed.positional[0];
+  auto runs = parsed.IntOption("--runs", 3, 1, 20);
   if (!runs.ok()) return Fail(runs.status(), kExitUsage, kValidateCommand);
   std::string gold_override;
-  if (auto patch_file = parsed->Option("--patch")) {
+  if (auto patch_file = parsed.Option("--patch")) {
     auto text = ReadFileToString(*patch_file);
     if (!text.ok()) return Fail(text.status(), kExitUsage, kValidateCommand);
     gold_override = *text;
   }
   auto ids = sandbox::code::CodeTaskIds(envdb);
   if (!ids.ok()) return Fail(ids.status(), ExitCodeFor(ids.status()), kValidateCommand);
-  if (auto task = parsed->Option("--task")) {
+  if (auto task = parsed.Option("--task")) {
     if (std::find(ids->begin(), ids->end(), *task) == ids->end()) {
       return Fail(NotFoundError(envdb + " has no code task '" + *task + "'"), kExitUsage, kValidateCommand);
     }
@@ -99,7 +88,7 @@ int RunCodeValidate(const std::vector<std::string>& args) {
     progress.Update(i + 1);
   }
   progress.Finish();
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", results.dump(2).c_str());
   } else {
     for (const Json& entry : results) {
@@ -115,6 +104,36 @@ int RunCodeValidate(const std::vector<std::string>& args) {
     }
   }
   return all_valid ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace
+
+std::vector<Command> CodeEnvCommands() {
+  return {
+      {{.name = "code import",
+        .positionals = "INSTANCES.json|.jsonl",
+        .summary = "a code environment: one task per SWE-bench shaped instance, its repository at base_commit with no "
+                   "later history, the gold and test patches kept apart from sessions",
+        .options = {{.name = "--repo", .metavar = "PATH", .help = "the instances' git repository", .required = true},
+                    {.name = "-o", .metavar = "X.envdb", .help = "the bundle to write", .required = true},
+                    {.name = "--name", .metavar = "NAME", .help = "the environment's name (default: from the repository)"},
+                    JsonOption("{bundle, tasks, base_commits, archive_bytes, content_hash} as JSON")},
+        .min_positional = 1,
+        .max_positional = 1},
+       Import},
+      {{.name = "code validate",
+        .positionals = "X.envdb",
+        .summary = "run the tests in the sandbox before and after the gold patch (or FILE): F2P, P2F, P2P, flaky tests, "
+                   "valid/invalid with the reason; exit 0 valid, 1 invalid",
+        .details = "The lists are stored in the bundle (not with --patch).",
+        .options = {{.name = "--task", .metavar = "ID", .help = "only this task (default: every code task)"},
+                    {.name = "--runs", .metavar = "N", .help = "test runs after the patch, for flakiness (1..20)", .default_text = "3"},
+                    {.name = "--patch", .metavar = "FILE", .help = "validate this patch instead of the gold one (nothing is stored)"},
+                    JsonOption("one JSON array, an object per task")},
+        .min_positional = 1,
+        .max_positional = 1},
+       Validate},
+  };
 }
 
 }  // namespace envforge::cli

@@ -17,34 +17,28 @@
 namespace envforge::cli {
 namespace {
 
-int Pack(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge env pack", args,
-                          {.value_options = {"-o", "--output", "--provenance", "--max-seconds", "--max-bytes"},
-                           .flags = {"--json"},
-                           .min_positional = 1,
-                           .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  std::string output = parsed->OptionOr("-o", parsed->OptionOr("--output", ""));
+int Pack(const ParsedArgs& parsed) {
+  std::string output = parsed.OptionOr("-o", parsed.OptionOr("--output", ""));
   if (output.empty()) return Fail(InvalidArgumentError("envforge env pack: -o OUT.envdb is required"), kExitUsage);
   sandbox::PackOptions options;
-  auto max_seconds = parsed->IntOption("--max-seconds", options.max_time.count() / 1000, 1, 7 * 24 * 3600);
+  auto max_seconds = parsed.IntOption("--max-seconds", options.max_time.count() / 1000, 1, 7 * 24 * 3600);
   if (!max_seconds.ok()) return Fail(max_seconds.status(), kExitUsage);
   options.max_time = std::chrono::seconds(*max_seconds);
-  auto max_bytes = parsed->IntOption("--max-bytes", static_cast<long long>(options.max_bytes), 4096, INT64_MAX);
+  auto max_bytes = parsed.IntOption("--max-bytes", static_cast<long long>(options.max_bytes), 4096, INT64_MAX);
   if (!max_bytes.ok()) return Fail(max_bytes.status(), kExitUsage);
   options.max_bytes = static_cast<uint64_t>(*max_bytes);
-  if (auto provenance = parsed->Option("--provenance")) {
+  if (auto provenance = parsed.Option("--provenance")) {
     auto json = ParseJson(*provenance, "--provenance");
     if (!json.ok()) return Fail(json.status(), kExitUsage);
     options.provenance = *json;
   }
   // A pack interrupted by SIGINT/SIGTERM/SIGHUP removes its temporary file (sandbox/env_pack.h).
   InstallCleanupSignalHandlers();
-  Status packed = sandbox::PackEnvironment(parsed->positional[0], output, options);
+  Status packed = sandbox::PackEnvironment(parsed.positional[0], output, options);
   if (!packed.ok()) return Fail(packed, ExitCodeFor(packed));
   auto bundle = sandbox::EnvBundle::Load(output);
   if (!bundle.ok()) return Fail(bundle.status(), kExitInfra);
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", DumpJson(Json{{"output", output},
                                       {"name", bundle->manifest.name},
                                       {"tools", bundle->tools.size()},
@@ -64,12 +58,10 @@ std::string FirstLine(const std::string& text, size_t max_chars) {
   return line;
 }
 
-int Show(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge env show", args, {.flags = {"--json"}, .min_positional = 1, .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto bundle = sandbox::EnvBundle::Load(parsed->positional[0]);
+int Show(const ParsedArgs& parsed) {
+  auto bundle = sandbox::EnvBundle::Load(parsed.positional[0]);
   if (!bundle.ok()) return Fail(bundle.status(), ExitCodeFor(bundle.status()));
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", bundle->ToJson().dump(2).c_str());
     return kExitOk;
   }
@@ -105,14 +97,11 @@ int Show(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int Check(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge env check", args,
-                          {.value_options = {"--limits"}, .flags = {"--json"}, .min_positional = 1, .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto options = ManagerOptionsFromLimitsOption(parsed->Option("--limits"));
+int Check(const ParsedArgs& parsed) {
+  auto options = ManagerOptionsFromLimitsOption(parsed.Option("--limits"));
   if (!options.ok()) return Fail(options.status(), kExitUsage);
-  EnvCheckReport report = CheckEnvironment(parsed->positional[0], /*show_progress=*/!parsed->Has("--json"), *options);
-  if (parsed->Has("--json")) {
+  EnvCheckReport report = CheckEnvironment(parsed.positional[0], /*show_progress=*/!parsed.Has("--json"), *options);
+  if (parsed.Has("--json")) {
     std::printf("%s\n", report.ToJson().dump(2).c_str());
   } else {
     report.PrintHuman(stdout);
@@ -123,17 +112,38 @@ int Check(const std::vector<std::string>& args) {
 
 }  // namespace
 
-int RunEnvCommand(const std::vector<std::string>& args) {
-  if (args.empty()) {
-    std::fprintf(stderr, "envforge env: expected pack, show or check\n");
-    return kExitUsage;
-  }
-  std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (args[0] == "pack") return Pack(rest);
-  if (args[0] == "show") return Show(rest);
-  if (args[0] == "check") return Check(rest);
-  std::fprintf(stderr, "envforge env: unknown subcommand '%s' (expected pack, show or check)\n", args[0].c_str());
-  return kExitUsage;
+std::vector<Command> EnvCommands() {
+  return {
+      {{.name = "env pack",
+        .positionals = "DIR",
+        .summary = "pack an environment source directory into a bundle (X.envdb)",
+        .details = "schema.sql and the analysis run within S seconds and the bundle stays within N bytes, or the pack "
+                   "fails (exit 2) naming the budget and the statement; an interrupted pack leaves no temporary file.",
+        .options = {{.name = "-o", .metavar = "OUT.envdb", .help = "the bundle to write (required, or --output)"},
+                    {.name = "--output", .metavar = "OUT.envdb", .help = "the same as -o"},
+                    {.name = "--max-seconds", .metavar = "S", .help = "time budget of schema.sql and the analysis", .default_text = "300"},
+                    {.name = "--max-bytes", .metavar = "N", .help = "size budget of the bundle (at least 4096)", .default_text = "1073741824"},
+                    {.name = "--provenance", .metavar = "JSON", .help = "the manifest's provenance object (generator, model, seed)"},
+                    JsonOption("{output, name, tools, tasks, hash} on stdout")},
+        .min_positional = 1,
+        .max_positional = 1},
+       Pack},
+      {{.name = "env show",
+        .positionals = "X.envdb",
+        .summary = "manifest, tools, tasks and content hash",
+        .options = {JsonOption("the whole bundle description as JSON")},
+        .min_positional = 1,
+        .max_positional = 1},
+       Show},
+      {{.name = "env check",
+        .positionals = "X.envdb",
+        .summary = "sources compile, schemas valid, every gold solution passes its verifier in a sandbox session",
+        .details = "exit 1 when the environment does not check, 3 when the sandbox failed.",
+        .options = {LimitsOption(), JsonOption("the report as JSON (no progress lines)")},
+        .min_positional = 1,
+        .max_positional = 1},
+       Check},
+  };
 }
 
 }  // namespace envforge::cli

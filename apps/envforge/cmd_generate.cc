@@ -58,34 +58,26 @@ Json ToolCallsJson(const inference::ChatMessage& message) {
   return calls;
 }
 
-}  // namespace
-
-int RunGenerateCommand(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge generate", args,
-                          {.value_options = {"--model", "--prompt", "--prompt-tokens", "-n", "--max-tokens", "--temperature",
-                                             "--top-p", "--top-k", "--seed", "--stop", "--device"},
-                           .flags = {"--chat", "--thinking", "--json", "--dense"}});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto model_dir = parsed->Option("--model");
-  if (!model_dir) return Fail(InvalidArgumentError("envforge generate: --model DIR is required"), kExitUsage);
-  auto prompt_text = parsed->Option("--prompt");
-  auto prompt_ids_text = parsed->Option("--prompt-tokens");
+int Generate(const ParsedArgs& parsed) {
+  auto model_dir = parsed.Option("--model");  // required by the declaration
+  auto prompt_text = parsed.Option("--prompt");
+  auto prompt_ids_text = parsed.Option("--prompt-tokens");
   if (prompt_text.has_value() == prompt_ids_text.has_value()) {
     return Fail(InvalidArgumentError("envforge generate: pass exactly one of --prompt TEXT and --prompt-tokens IDS"), kExitUsage);
   }
-  bool chat = parsed->Has("--chat");
+  bool chat = parsed.Has("--chat");
   if (chat && !prompt_text) return Fail(InvalidArgumentError("envforge generate: --chat needs --prompt TEXT"), kExitUsage);
 
   inference::GenerateOptions options;
-  auto n = parsed->IntOption("-n", 1, 1, 100000);
-  auto max_tokens = parsed->IntOption("--max-tokens", 64, 0, 10'000'000);
-  auto top_k = parsed->IntOption("--top-k", 0, 0, 100'000'000);
-  auto seed = parsed->IntOption("--seed", 0, 0, INT64_MAX);
+  auto n = parsed.IntOption("-n", 1, 1, 100000);
+  auto max_tokens = parsed.IntOption("--max-tokens", 64, 0, 10'000'000);
+  auto top_k = parsed.IntOption("--top-k", 0, 0, 100'000'000);
+  auto seed = parsed.IntOption("--seed", 0, 0, INT64_MAX);
   for (const auto* r : {&n, &max_tokens, &top_k, &seed}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
-  auto temperature = parsed->DoubleOption("--temperature", 1.0);
-  auto top_p = parsed->DoubleOption("--top-p", 1.0);
+  auto temperature = parsed.DoubleOption("--temperature", 1.0);
+  auto top_p = parsed.DoubleOption("--top-p", 1.0);
   for (const auto* r : {&temperature, &top_p}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
@@ -95,7 +87,7 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
   options.sampling.top_p = *top_p;
   options.sampling.top_k = *top_k;
   options.sampling.seed = static_cast<uint64_t>(*seed);
-  if (auto stop = parsed->Option("--stop")) {
+  if (auto stop = parsed.Option("--stop")) {
     auto ids = IdList("--stop", *stop);
     if (!ids.ok()) return Fail(ids.status(), kExitUsage);
     options.stop_tokens = *ids;
@@ -104,8 +96,8 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
   auto load_start = std::chrono::steady_clock::now();
   std::fprintf(stderr, "loading %s\n", model_dir->c_str());
   inference::ModelOptions model_options;
-  model_options.dense_attention = parsed->Has("--dense");
-  model_options.device = parsed->OptionOr("--device", "cpu");
+  model_options.dense_attention = parsed.Has("--dense");
+  model_options.device = parsed.OptionOr("--device", "cpu");
   auto model = inference::Model::Load(*model_dir, model_options);
   if (!model.ok()) return Fail(model.status(), ExitCodeFor(model.status()), "envforge generate");
   if (!(*model)->device_note().empty()) std::fprintf(stderr, "envforge generate: %s\n", (*model)->device_note().c_str());
@@ -129,7 +121,7 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
     user.role = "user";
     user.content = *prompt_text;
     inference::ChatEncodeOptions encode;
-    encode.thinking = parsed->Has("--thinking");
+    encode.thinking = parsed.Has("--thinking");
     result = generator.GenerateChat({user}, encode, options);
   } else {
     result = generator.GenerateText(*prompt_text, options);
@@ -173,7 +165,7 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
                 {"decode_tokens", timing.decode_tokens},
                 {"prefill_tokens_per_s", per_second(static_cast<double>(timing.prefill_tokens), timing.prefill_s)},
                 {"decode_tokens_per_s", per_second(static_cast<double>(timing.decode_tokens), timing.decode_s)}}}};
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", DumpJson(output).c_str());
     return kExitOk;
   }
@@ -186,6 +178,39 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
   std::fprintf(stderr, "prompt %zu tokens, prefill %.1f tok/s, decode %.1f tok/s\n", result->prompt.size(),
                output["timing"]["prefill_tokens_per_s"].get<double>(), output["timing"]["decode_tokens_per_s"].get<double>());
   return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> GenerateCommands() {
+  return {
+      {{.name = "generate",
+        .summary = "N sampled continuations of one prompt from the embedded DSA engine",
+        .details = "HF config.json + safetensors + tokenizer.json; fp32, bf16, fp16, FP8 e4m3 with block scales. Pass "
+                   "exactly one of --prompt and --prompt-tokens. Progress on stderr.\n"
+                   "--json prints {\"model\", \"device\", \"prompt_tokens\", \"samples\": [{\"text\", \"tokens\", "
+                   "\"logprobs\", \"raw_logprobs\", \"kept\", \"finish_reason\", \"tool_calls\"?, \"reasoning\"?, "
+                   "\"content\"?}], \"timing\"}: logprobs under the distribution sampled from (after temperature, top-k, "
+                   "top-p), raw_logprobs under the model's own.\n"
+                   "Exit 2 for bad arguments or a bad model directory (the message names the missing file or the broken "
+                   "tensor), 3 anything else.",
+        .options = {{.name = "--model", .metavar = "DIR", .help = "the model directory", .required = true},
+                    {.name = "--prompt", .metavar = "TEXT", .help = "the prompt, tokenized as is after BOS (or with --chat, as one user message)"},
+                    {.name = "--prompt-tokens", .metavar = "IDS", .help = "the prompt as comma-separated token ids (models without a tokenizer)"},
+                    {.name = "--chat", .help = "render --prompt in the DeepSeek-V3.2 chat format and parse each completion (reasoning, content, DSML tool calls)"},
+                    {.name = "--thinking", .help = "with --chat: thinking mode"},
+                    {.name = "-n", .metavar = "N", .help = "continuations", .default_text = "1"},
+                    {.name = "--max-tokens", .metavar = "M", .help = "generated tokens per continuation", .default_text = "64"},
+                    {.name = "--temperature", .metavar = "T", .help = "sampling temperature", .default_text = "1"},
+                    {.name = "--top-p", .metavar = "P", .help = "nucleus sampling", .default_text = "1"},
+                    {.name = "--top-k", .metavar = "K", .help = "keep the K likeliest tokens (0: all)", .default_text = "0"},
+                    {.name = "--seed", .metavar = "S", .help = "the sampling seed", .default_text = "0"},
+                    {.name = "--stop", .metavar = "IDS", .help = "comma-separated token ids that end a continuation"},
+                    {.name = "--dense", .help = "dense attention instead of DSA's top-k (same weights)"},
+                    {.name = "--device", .metavar = "cpu|cuda|auto", .help = "where the forward pass runs; cuda without a usable device says why and runs on the CPU", .default_text = "cpu"},
+                    JsonOption("tokens, per-token logprobs and kept-set sizes as one JSON object")}},
+       Generate},
+  };
 }
 
 }  // namespace envforge::cli

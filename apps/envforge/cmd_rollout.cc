@@ -21,38 +21,6 @@
 namespace envforge::cli {
 namespace {
 
-constexpr const char* kRolloutHelp = R"(usage: envforge rollout X.envdb (--task ID[,ID...] | --all) --backend SPEC [options]
-
-A backend plays the environment's tasks, N episodes per task, each in a fresh sandbox session;
-prints per task pass@k for k = 1, 2, 4, ... N (unbiased estimator), mean turns and generated
-tokens, and episode outcomes by kind. Episodes that end infra_error are not scored.
-
-backends:
-  --backend embedded:MODEL_DIR    the embedded DSA engine (episodes batched, KV caches kept across turns)
-  --backend openai:URL            an OpenAI-compatible server (URL like http://host:8000/v1)
-  --backend scripted:FILE.jsonl   recorded responses (inference/scripted_backend.h)
-options:
-  -n N                        episodes per task (default 1)
-  --model NAME                model name sent to / reported by the backend
-  --api-key-env VAR           openai: the environment variable holding the API key
-  --device cpu|cuda|auto      embedded: where the engine runs (default cpu)
-  --dense                     embedded: dense attention instead of DSA's top-k (same weights)
-  --thinking                  thinking mode (reasoning kept across tool results)
-  --max-turns T               model turns per episode (default 32)
-  --max-tokens M              generated tokens per episode (default 16384)
-  --max-tokens-per-turn M     generated tokens per model turn (default 2048)
-  --temperature X --top-p P --top-k K --seed S     sampling (defaults 1, 1, 0, 0)
-  --context-strategy none|summary|discard75|discard-all   at 80% of the window (default none)
-  --context-window W          tokens (default: the backend's)
-  --max-invalid-calls K       malformed calls in a row that end an episode (default 3)
-  --episode-timeout S         seconds per episode (default 600)
-  --concurrency C             episodes at once (default min(all, 256))
-  --limits JSON               per-session sandbox limits (see envforge help)
-  --trajectories F.sqlite     record every episode (messages, tokens, logprobs, tool steps, verdict)
-  --json                      one JSON object per task on stdout
-exit codes: 0 done, 2 bad input (unknown backend, model that does not load, unknown task, N < 1),
-            3 infrastructure (every episode failed on the backend or the runtime)
-)";
 
 
 Status ReadOptions(const ParsedArgs& args, agents::RolloutOptions& options) {
@@ -113,40 +81,23 @@ void PrintTask(const agents::TaskRollout& task) {
   std::printf("\n");
 }
 
-}  // namespace
-
-int RunRolloutCommand(const std::vector<std::string>& args) {
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::fputs(kRolloutHelp, stdout);
-    return kExitOk;
-  }
+int Rollout(const ParsedArgs& parsed) {
   const char* kCommand = "envforge rollout";
-  auto parsed = ParseArgs(kCommand, args,
-                          {.value_options = {"--task", "--backend", "--model", "-n", "--max-turns", "--max-tokens",
-                                             "--max-tokens-per-turn", "--temperature", "--top-p", "--top-k", "--seed",
-                                             "--context-strategy", "--context-window", "--max-invalid-calls",
-                                             "--episode-timeout", "--concurrency", "--limits", "--trajectories",
-                                             "--api-key-env", "--device"},
-                           .flags = {"--all", "--thinking", "--json", "--dense"},
-                           .min_positional = 1,
-                           .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
-  const std::string path = parsed->positional[0];
-  auto backend_spec = parsed->Option("--backend");
-  if (!backend_spec) return Fail(InvalidArgumentError("--backend SPEC is required (envforge rollout --help)"), kExitUsage, kCommand);
-  auto task_list = parsed->Option("--task");
-  if (task_list.has_value() == parsed->Has("--all")) {
+  const std::string path = parsed.positional[0];
+  auto backend_spec = parsed.Option("--backend");  // required by the declaration
+  auto task_list = parsed.Option("--task");
+  if (task_list.has_value() == parsed.Has("--all")) {
     return Fail(InvalidArgumentError("give exactly one of --task ID[,ID...] and --all"), kExitUsage, kCommand);
   }
   agents::RolloutOptions options;
-  Status read = ReadOptions(*parsed, options);
+  Status read = ReadOptions(parsed, options);
   if (!read.ok()) return Fail(read, kExitUsage, kCommand);
 
   inference::BackendOptions backend_options;
-  backend_options.model_name = parsed->OptionOr("--model", "");
-  backend_options.api_key_env = parsed->OptionOr("--api-key-env", "");
-  backend_options.device = parsed->OptionOr("--device", "cpu");
-  backend_options.dense_attention = parsed->Has("--dense");
+  backend_options.model_name = parsed.OptionOr("--model", "");
+  backend_options.api_key_env = parsed.OptionOr("--api-key-env", "");
+  backend_options.device = parsed.OptionOr("--device", "cpu");
+  backend_options.dense_attention = parsed.Has("--dense");
   if (backend_options.dense_attention && backend_spec->rfind("embedded:", 0) != 0) {
     return Fail(InvalidArgumentError("--dense applies to the embedded backend only"), kExitUsage, kCommand);
   }
@@ -162,7 +113,7 @@ int RunRolloutCommand(const std::vector<std::string>& args) {
   auto env_id = (*manager)->OpenEnvironment(path);
   if (!env_id.ok()) return Fail(env_id.status(), ExitCodeFor(env_id.status()), kCommand);
   std::unique_ptr<agents::TrajectoryStore> store;
-  if (auto trajectories = parsed->Option("--trajectories")) {
+  if (auto trajectories = parsed.Option("--trajectories")) {
     auto opened = agents::TrajectoryStore::Open(*trajectories);
     if (!opened.ok()) return Fail(opened.status(), ExitCodeFor(opened.status()), kCommand);
     store = std::move(*opened);
@@ -198,7 +149,7 @@ int RunRolloutCommand(const std::vector<std::string>& args) {
   }
   const inference::BackendInfo info = (*backend)->info();
   for (const agents::TaskRollout& task : *rollouts) {
-    if (parsed->Has("--json")) {
+    if (parsed.Has("--json")) {
       Json line = task.ToJson();
       line["rollout_id"] = runner.rollout_id();
       line["backend"] = info.spec;
@@ -208,7 +159,7 @@ int RunRolloutCommand(const std::vector<std::string>& args) {
       PrintTask(task);
     }
   }
-  if (!parsed->Has("--json")) {
+  if (!parsed.Has("--json")) {
     std::printf("rollout %s: %" PRId64 " episodes in %.1f s with %s%s%s\n", runner.rollout_id().c_str(), episodes, seconds,
                 info.spec.c_str(), store ? ", recorded in " : "", store ? store->path().c_str() : "");
   }
@@ -216,6 +167,54 @@ int RunRolloutCommand(const std::vector<std::string>& args) {
     return Fail(UnavailableError("every episode failed on the infrastructure; the first: " + first_infra), kExitInfra, kCommand);
   }
   return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> RolloutCommands() {
+  const std::string sampling = "sampling";
+  return {
+      {{.name = "rollout",
+        .positionals = "X.envdb",
+        .summary = "N episodes per task played by a model: pass@k for k = 1, 2, 4, ... N, mean turns and tokens, "
+                   "outcomes by kind",
+        .details = "A backend plays the environment's tasks (--task or --all), N episodes per task, each in a fresh "
+                   "sandbox session; prints per task pass@k (unbiased estimator), mean turns and generated tokens, and "
+                   "episode outcomes by kind. Episodes that end infra_error are not scored.\n"
+                   "Exit 0 done, 2 bad input (unknown backend, a model that does not load, unknown task, N < 1), 3 "
+                   "infrastructure (every episode failed on the backend or the runtime).",
+        .options = {{.name = "--backend", .metavar = "SPEC",
+                     .help = "embedded:MODEL_DIR (the embedded DSA engine; episodes batched, KV caches kept across turns) | "
+                             "openai:URL (an OpenAI-compatible server, URL like http://host:8000/v1) | scripted:FILE.jsonl "
+                             "(recorded responses, inference/scripted_backend.h)",
+                     .required = true},
+                    {.name = "--task", .metavar = "ID[,ID...]", .help = "the tasks played (or --all)"},
+                    {.name = "--all", .help = "every task of the environment"},
+                    {.name = "-n", .metavar = "N", .help = "episodes per task", .default_text = "1"},
+                    {.name = "--model", .metavar = "NAME", .help = "model name sent to / reported by the backend"},
+                    {.name = "--api-key-env", .metavar = "VAR", .help = "openai: the environment variable holding the API key"},
+                    {.name = "--device", .metavar = "cpu|cuda|auto", .help = "embedded: where the engine runs", .default_text = "cpu"},
+                    {.name = "--dense", .help = "embedded: dense attention instead of DSA's top-k (same weights)"},
+                    {.name = "--thinking", .help = "thinking mode (reasoning kept across tool results)"},
+                    {.name = "--max-turns", .metavar = "T", .help = "model turns per episode", .default_text = "32"},
+                    {.name = "--max-tokens", .metavar = "M", .help = "generated tokens per episode", .default_text = "16384"},
+                    {.name = "--max-tokens-per-turn", .metavar = "M", .help = "generated tokens per model turn", .default_text = "2048"},
+                    {.name = "--temperature", .metavar = "X", .help = "sampling temperature", .default_text = "1", .section = sampling},
+                    {.name = "--top-p", .metavar = "P", .help = "nucleus sampling", .default_text = "1", .section = sampling},
+                    {.name = "--top-k", .metavar = "K", .help = "the K likeliest tokens (0: all)", .default_text = "0", .section = sampling},
+                    {.name = "--seed", .metavar = "S", .help = "the sampling seed", .default_text = "0", .section = sampling},
+                    {.name = "--context-strategy", .metavar = "none|summary|discard75|discard-all", .help = "what happens at 80% of the context window", .default_text = "none"},
+                    {.name = "--context-window", .metavar = "W", .help = "tokens (default: the backend's)"},
+                    {.name = "--max-invalid-calls", .metavar = "K", .help = "malformed calls in a row that end an episode", .default_text = "3"},
+                    {.name = "--episode-timeout", .metavar = "S", .help = "seconds per episode", .default_text = "600"},
+                    {.name = "--concurrency", .metavar = "C", .help = "episodes at once (default: min(all, 256))"},
+                    LimitsOption(),
+                    {.name = "--trajectories", .metavar = "F.sqlite", .help = "record every episode (messages, tokens, logprobs, tool steps, verdict)"},
+                    JsonOption("one JSON object per task on stdout")},
+        .min_positional = 1,
+        .max_positional = 1},
+       Rollout},
+  };
 }
 
 }  // namespace envforge::cli

@@ -22,21 +22,6 @@
 namespace envforge::cli {
 namespace {
 
-constexpr const char* kSynthUsage = R"(usage:
-  envforge search synth --corpus CORPUS.sqlite --questions N --hops A..B -o X.envdb [--seed S]
-                        [--breadth B] [--obfuscation quote|keywords|sparse] [--name NAME] [--json]
-      N multi-hop questions for each hop count from A to B (1..4; "--hops 3" is 3..3), each a chain
-      of documents walked along the corpus's links from a long-tail entity: the question gives
-      clues (words of the first document's text, the relations of the links), never a title; its
-      answer is the last document's title, checked unique by search, with aliases from the corpus
-      and distractors in the task's knobs; each keeps its solution path (search, then opens),
-      replayed through the session tools before it is kept. Packed as a search environment with
-      the corpus inside. --breadth: link targets considered per step (default 3); --seed: default
-      1 (same seed, same bundle); --obfuscation: how clues cite the text (default keywords).
-      Progress on stderr; --json prints the summary as JSON (questions per hop count, seconds,
-      questions per minute).
-)";
-
 // "2..4" or "3" into [min, max].
 Status ParseHops(const std::string& text, search::QaSynthOptions& options) {
   auto number = [&](const std::string& part, int& out) -> Status {
@@ -87,36 +72,21 @@ Json SummaryJson(const std::string& output, const search::QaSynthResult& result,
           {"questions_per_minute", PerMinute(static_cast<int>(result.questions.size()), result.stats.seconds)}};
 }
 
-}  // namespace
-
-int RunSearchSynthCommand(const std::vector<std::string>& args) {
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kSynthUsage, stdout);
-      return kExitOk;
-    }
-  }
-  auto parsed = ParseArgs("envforge search synth", args,
-                          {.value_options = {"--corpus", "--questions", "--hops", "-o", "--seed", "--breadth", "--obfuscation",
-                                             "--name"},
-                           .flags = {"--json"}});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  const std::string corpus = parsed->OptionOr("--corpus", "");
-  const std::string output = parsed->OptionOr("-o", "");
-  if (corpus.empty()) return Fail(InvalidArgumentError("envforge search synth: --corpus CORPUS.sqlite is required"), kExitUsage);
-  if (output.empty()) return Fail(InvalidArgumentError("envforge search synth: -o X.envdb is required"), kExitUsage);
+int SearchSynth(const ParsedArgs& parsed) {
+  const std::string corpus = parsed.OptionOr("--corpus", "");
+  const std::string output = parsed.OptionOr("-o", "");  // both required by the declaration
   search::QaSynthOptions options;
-  auto questions = parsed->IntOption("--questions", 10, 1, 100'000);
+  auto questions = parsed.IntOption("--questions", 10, 1, 100'000);
   if (!questions.ok()) return Fail(questions.status(), kExitUsage);
   options.questions = static_cast<int>(*questions);
-  if (Status hops = ParseHops(parsed->OptionOr("--hops", "1"), options); !hops.ok()) return Fail(hops, kExitUsage);
-  auto breadth = parsed->IntOption("--breadth", 3, 1, search::kMaxSynthBreadth);
+  if (Status hops = ParseHops(parsed.OptionOr("--hops", "1"), options); !hops.ok()) return Fail(hops, kExitUsage);
+  auto breadth = parsed.IntOption("--breadth", 3, 1, search::kMaxSynthBreadth);
   if (!breadth.ok()) return Fail(breadth.status(), kExitUsage);
   options.breadth = static_cast<int>(*breadth);
-  auto seed = parsed->IntOption("--seed", 1, 0, INT64_MAX);
+  auto seed = parsed.IntOption("--seed", 1, 0, INT64_MAX);
   if (!seed.ok()) return Fail(seed.status(), kExitUsage);
   options.seed = static_cast<uint64_t>(*seed);
-  if (auto level = search::ObfuscationLevel(parsed->OptionOr("--obfuscation", "keywords")); level.ok()) {
+  if (auto level = search::ObfuscationLevel(parsed.OptionOr("--obfuscation", "keywords")); level.ok()) {
     options.obfuscation = *level;
   } else {
     return Fail(level.status(), kExitUsage);
@@ -132,7 +102,7 @@ int RunSearchSynthCommand(const std::vector<std::string>& args) {
   if (!result.ok()) return Fail(result.status(), ExitCodeFor(result.status()));
   const auto pack_start = std::chrono::steady_clock::now();
   sandbox::SynthBundleOptions bundle_options;
-  bundle_options.name = parsed->OptionOr("--name", bundle_options.name);
+  bundle_options.name = parsed.OptionOr("--name", bundle_options.name);
   bundle_options.provenance = {{"seed", options.seed},
                                {"breadth", options.breadth},
                                {"obfuscation", search::ObfuscationName(options.obfuscation)},
@@ -142,7 +112,7 @@ int RunSearchSynthCommand(const std::vector<std::string>& args) {
   const auto now = std::chrono::steady_clock::now();
   const double pack_seconds = std::chrono::duration<double>(now - pack_start).count();
   const double seconds = std::chrono::duration<double>(now - start).count();
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", SummaryJson(output, *result, options, pack_seconds, seconds).dump(2).c_str());
     return kExitOk;
   }
@@ -156,6 +126,33 @@ int RunSearchSynthCommand(const std::vector<std::string>& args) {
   }
   std::printf("  corpus load %.2f s, packing %.2f s, total %.2f s\n", result->stats.load_seconds, pack_seconds, seconds);
   return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> SearchSynthCommands() {
+  return {
+      {{.name = "search synth",
+        .summary = "multi-hop questions about long-tail entities of a corpus, unique by search, with solution paths; "
+                   "packed as a search environment with the corpus inside",
+        .details = "N questions for each hop count from A to B, each a chain of documents walked along the corpus's links "
+                   "from a long-tail entity: the question gives clues (words of the first document's text, the relations "
+                   "of the links), never a title; its answer is the last document's title, checked unique by search, with "
+                   "aliases from the corpus and distractors in the task's knobs; each keeps its solution path (search, "
+                   "then opens), replayed through the session tools before it is kept. Same seed, same bundle.\n"
+                   "Progress on stderr. Exit 2 for bad usage or input (a missing corpus, hops out of range, a corpus too "
+                   "small for what was asked), 3 for infrastructure; nothing is written unless every question was made.",
+        .options = {{.name = "--corpus", .metavar = "CORPUS.sqlite", .help = "the corpus (envforge search corpus build)", .required = true},
+                    {.name = "-o", .metavar = "X.envdb", .help = "the bundle written", .required = true},
+                    {.name = "--questions", .metavar = "N", .help = "questions per hop count", .default_text = "10"},
+                    {.name = "--hops", .metavar = "A..B", .help = "hop counts, 1..4 (\"3\" is 3..3)", .default_text = "1"},
+                    {.name = "--seed", .metavar = "S", .help = "the synthesis seed", .default_text = "1"},
+                    {.name = "--breadth", .metavar = "B", .help = "link targets considered per step (at most 50)", .default_text = "3"},
+                    {.name = "--obfuscation", .metavar = "quote|keywords|sparse", .help = "how clues cite the text", .default_text = "keywords"},
+                    {.name = "--name", .metavar = "NAME", .help = "the environment's name"},
+                    JsonOption("the summary as JSON (questions per hop count, seconds, questions per minute)")}},
+       SearchSynth},
+  };
 }
 
 }  // namespace envforge::cli

@@ -1,7 +1,7 @@
 // envforge serve: the JSON-RPC service (server/rpc_service.h) over HTTP + WebSocket
 // (server/http_server.h) or over stdio (server/stdio_server.h).
 //
-//   envforge serve --envs DIR [options]   (kUsage below; `envforge serve --help` prints it)
+//   envforge serve --envs DIR [options]   (ServeCommands() below declares them; `envforge serve --help` prints them)
 //   envforge serve --stdio --envs DIR [--mcp] [...]
 //   envforge serve --envs DIR --model MODEL_DIR [--model-name NAME] [--device cpu|cuda|auto]
 //                                    (also the OpenAI-compatible /v1, server/openai_api.h)
@@ -51,56 +51,6 @@ using server::StdioServerOptions;
 
 constexpr std::chrono::milliseconds kDrainGrace{10'000};
 
-constexpr const char* kUsage = R"(usage: envforge serve --envs DIR [options]
-       envforge serve --stdio --envs DIR [--mcp] [service options]
-
-JSON-RPC 2.0 over HTTP (POST /rpc), WebSocket (/ws) and MCP (POST /mcp); GET /health, GET /metrics.
-SIGTERM or SIGINT drains: calls in flight are answered and recorded, sessions closed, exit 0.
-
-service options:
-  --envs DIR                  every *.envdb in DIR is served (required)
-  --max-sessions N            open sessions at most (1024); past it -32003
-  --session-ttl SECONDS       a session idle this long is closed as "expired" (600)
-  --trajectories FILE.sqlite  record every episode; over HTTP the viewer reads them at /ui/
-                              (open http://HOST:PORT/ui/#token=T when the server has a token)
-  --runs DIR                  with --trajectories, over HTTP: the viewer also shows the synthesis
-                              runs in DIR (the *.sqlite run databases of envforge synth) at /ui/#/runs
-  --limits JSON               sandbox limits of every session
-  --kernel-pool N             interpreter environments: ready Jupyter kernels kept per environment
-                              (2), refilled in the background; 0: each session waits for one to start
-  --code-ready-copies N       code environments: working copies of a task's repository made ahead
-                              (2 per task once it has had a session); 0: each session copies its own
-stdio:
-  --stdio                     one JSON-RPC message per line on stdin/stdout
-  --mcp                       the MCP dialect (with --stdio)
-http:
-  --host ADDR                 address to listen on (127.0.0.1)
-  --port P                    port (8080; 0 picks one)      --port-file F  write the port there
-  --token T                   require Authorization: Bearer T (or ENVFORGE_SERVE_TOKEN)
-  --max-payload BYTES         request body / WebSocket message limit (16 MiB); past it 413
-  --io-threads N              network threads (2)
-  --allow-origin ORIGIN       a browser Origin allowed besides loopback ones, e.g.
-                              https://app.example.com (repeatable); others get 403
-  --max-connections N         open connections at most (4096, or half the descriptor limit when
-                              that is lower); past it 503
-  --max-unauthenticated N     of those, connections not yet authenticated (max-connections/4);
-                              a new one past it evicts the oldest, so the rest stays for clients
-                              with the token
-  --max-unauthenticated-per-peer N
-                              of those, from one address (max-unauthenticated/4)
-  --header-timeout-ms MS      an unauthenticated connection's request header must arrive whole
-                              within this (5000)
-OpenAI-compatible /v1 (GET /v1/models, POST /v1/chat/completions, POST /v1/completions):
-  --model MODEL_DIR           serve this model with the embedded engine (= --backend embedded:DIR)
-  --backend SPEC              embedded:DIR | openai:URL | scripted:FILE.jsonl
-  --model-name NAME           the name clients use (the model directory's name)
-  --device cpu|cuda|auto      where the embedded engine runs (cpu)
-  --context-window N          tokens (the model's max_position_embeddings)
-  --v1-workers N              completions running at once, batched together by the engine (64)
-  --v1-max-queue N            completions waiting beyond those (256); past it 429 + Retry-After
-  Without --model or --backend, /v1 answers 503. --token also guards /v1 (the client's API key).
-)";
-
 // The self-pipe: the signal handler only writes one byte, the main thread waits for it.
 int g_signal_pipe_write = -1;
 
@@ -140,8 +90,7 @@ int WaitOnPipe(int fd) {
 
 Result<RpcServiceOptions> ServiceOptionsFrom(const ParsedArgs& parsed) {
   RpcServiceOptions options;
-  auto envs = parsed.Option("--envs");
-  if (!envs) return InvalidArgumentError("envforge serve: --envs DIR is required (a directory of *.envdb bundles)");
+  auto envs = parsed.Option("--envs");  // required by serve's declaration
   options.envs_dir = *envs;
   ENVFORGE_ASSIGN_OR_RETURN(options.manager, ManagerOptionsFromLimitsOption(parsed.Option("--limits")));
   ENVFORGE_ASSIGN_OR_RETURN(long long max_sessions, parsed.IntOption("--max-sessions", 1024, 1, 100'000));
@@ -335,39 +284,23 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, HttpServerOptions o
   return kExitOk;
 }
 
-}  // namespace
-
-int RunServeCommand(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge serve", args,
-                          {.value_options = {"--envs", "--host", "--port", "--token", "--max-sessions", "--session-ttl",
-                                             "--trajectories", "--limits", "--max-payload", "--port-file", "--io-threads",
-                                             "--max-connections", "--max-unauthenticated", "--max-unauthenticated-per-peer",
-                                             "--header-timeout-ms", "--model", "--backend", "--model-name", "--device",
-                                             "--context-window", "--v1-workers", "--v1-max-queue", "--kernel-pool",
-                                             "--code-ready-copies", "--runs"},
-                           .flags = {"--stdio", "--mcp", "--help", "-h"},
-                           .repeated_options = {"--allow-origin"}});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  if (parsed->Has("--help") || parsed->Has("-h")) {
-    std::fputs(kUsage, stdout);
-    return kExitOk;
-  }
-  bool stdio = parsed->Has("--stdio");
-  if (parsed->Has("--mcp") && !stdio) {
+int Serve(const ParsedArgs& parsed) {
+  bool stdio = parsed.Has("--stdio");
+  if (parsed.Has("--mcp") && !stdio) {
     return Fail(InvalidArgumentError("envforge serve: --mcp selects the stdio dialect; over HTTP use POST /mcp"), kExitUsage);
   }
-  if (parsed->Option("--runs") && (stdio || !parsed->Option("--trajectories"))) {
+  if (parsed.Option("--runs") && (stdio || !parsed.Option("--trajectories"))) {
     return Fail(InvalidArgumentError("envforge serve: --runs DIR is shown by the viewer: it needs --trajectories, over HTTP"), kExitUsage);
   }
-  if (stdio && (parsed->Option("--model") || parsed->Option("--backend"))) {
+  if (stdio && (parsed.Option("--model") || parsed.Option("--backend"))) {
     return Fail(InvalidArgumentError("envforge serve: /v1 (--model, --backend) is served over HTTP, not with --stdio"), kExitUsage);
   }
   RaiseFileLimit();  // before the HTTP options: the connection bound's default depends on it
-  auto options = ServiceOptionsFrom(*parsed);
+  auto options = ServiceOptionsFrom(parsed);
   if (!options.ok()) return Fail(options.status(), kExitUsage);
   std::optional<HttpServerOptions> http_options;
   if (!stdio) {
-    auto checked = HttpOptionsFrom(*parsed);
+    auto checked = HttpOptionsFrom(parsed);
     if (!checked.ok()) return Fail(checked.status().WithContext("envforge serve"), kExitUsage);
     http_options = std::move(checked).value();
   }
@@ -376,53 +309,107 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (!signal_fd.ok()) return Fail(signal_fd.status(), kExitInfra);
   auto service = RpcService::Create(*options);
   if (!service.ok()) return Fail(service.status().WithContext("envforge serve"), ExitCodeFor(service.status()));
-  if (stdio) return ServeStdio(**service, parsed->Has("--mcp"), signal_fd->get());
-  return ServeHttp(**service, *parsed, std::move(*http_options), signal_fd->get());
+  if (stdio) return ServeStdio(**service, parsed.Has("--mcp"), signal_fd->get());
+  return ServeHttp(**service, parsed, std::move(*http_options), signal_fd->get());
 }
 
 // envforge view F.sqlite: the viewer alone, over a store no one needs to be recording into. The
 // service behind it opens no environment and records nothing: the store is only read.
-int RunViewCommand(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge view", args,
-                          {.value_options = {"--host", "--port", "--token", "--port-file", "--runs", "--envs"},
-                           .flags = {"--help", "-h"},
-                           .repeated_options = {"--allow-origin"},
-                           .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  if (parsed->Has("--help") || parsed->Has("-h") || parsed->positional.empty()) {
-    std::fputs("usage: envforge view TRAJECTORIES.sqlite [--host 127.0.0.1] [--port 8080] [--token T] [--port-file F]\n"
-               "                    [--runs DIR] [--envs DIR]\n"
-               "  serves the trajectory viewer (read-only) at http://HOST:PORT/ui/; with a token, open\n"
-               "  http://HOST:PORT/ui/#token=T. --runs DIR: also the synthesis runs in DIR (run databases of\n"
-               "  envforge synth) at /ui/#/runs. --envs DIR|X.envdb: the environments an episode is replayed\n"
-               "  against from its page (envforge replay's --envs). SIGINT or SIGTERM stops it.\n",
-               parsed->positional.empty() && !parsed->Has("--help") && !parsed->Has("-h") ? stderr : stdout);
-    return parsed->positional.empty() && !parsed->Has("--help") && !parsed->Has("-h") ? kExitUsage : kExitOk;
-  }
+int View(const ParsedArgs& parsed) {
   // The service first: the viewer's replays use its session manager until the viewer goes.
   auto service = RpcService::Create(RpcServiceOptions{});
   if (!service.ok()) return Fail(service.status().WithContext("envforge view"), ExitCodeFor(service.status()));
-  auto ui = server::UiApi::Open(parsed->positional[0], {.runs_dir = parsed->OptionOr("--runs", "")});
+  auto ui = server::UiApi::Open(parsed.positional[0], {.runs_dir = parsed.OptionOr("--runs", "")});
   if (!ui.ok()) return Fail(ui.status().WithContext("envforge view"), ExitCodeFor(ui.status()));
-  auto http_options = HttpOptionsFrom(*parsed);
+  auto http_options = HttpOptionsFrom(parsed);
   if (!http_options.ok()) return Fail(http_options.status().WithContext("envforge view"), kExitUsage);
   http_options->ui = ui->get();
   auto signal_fd = InstallSignalPipe();
   if (!signal_fd.ok()) return Fail(signal_fd.status(), kExitInfra);
-  if (auto envs = parsed->Option("--envs")) (*ui)->EnableReplay(&(*service)->manager(), *envs);
+  if (auto envs = parsed.Option("--envs")) (*ui)->EnableReplay(&(*service)->manager(), *envs);
   auto server = HttpServer::Create(**service, *http_options);
   if (!server.ok()) return Fail(server.status().WithContext("envforge view"), ExitCodeFor(server.status()));
   (*server)->Start();
   std::string address = http_options->host.find(':') != std::string::npos ? "[" + http_options->host + "]" : http_options->host;
   std::fprintf(stderr, "envforge view: http://%s:%u/ui/%s\n", address.c_str(), static_cast<unsigned>((*server)->port()),
                http_options->token.empty() ? "" : "#token=... (the token is required)");
-  if (auto port_file = parsed->Option("--port-file")) {
+  if (auto port_file = parsed.Option("--port-file")) {
     Status written = WriteFileAtomically(*port_file, std::to_string((*server)->port()) + "\n");
     if (!written.ok()) return Fail(written.WithContext("envforge view: --port-file"), kExitInfra);
   }
   WaitOnPipe(signal_fd->get());
   (*server)->Stop();
   return kExitOk;
+}
+
+}  // namespace
+
+namespace {
+
+// The listener's options, shared by serve and view (HttpOptionsFrom reads them).
+std::vector<OptionDecl> ListenerOptions(const std::string& section) {
+  return {{.name = "--host", .metavar = "ADDR", .help = "address to listen on", .default_text = "127.0.0.1", .section = section},
+          {.name = "--port", .metavar = "P", .help = "port (0 picks one)", .default_text = "8080", .section = section},
+          {.name = "--port-file", .metavar = "F", .help = "write the port there once listening", .section = section},
+          {.name = "--token", .metavar = "T", .help = "require Authorization: Bearer T (or ENVFORGE_SERVE_TOKEN); the viewer then opens at /ui/#token=T", .section = section},
+          {.name = "--allow-origin", .metavar = "ORIGIN", .help = "a browser Origin allowed besides loopback ones, e.g. https://app.example.com; others get 403", .repeated = true, .section = section}};
+}
+
+std::vector<OptionDecl> ServeOptions() {
+  const std::string service = "service", stdio = "stdio", http = "http", v1 = "OpenAI-compatible /v1 (GET /v1/models, POST /v1/chat/completions, POST /v1/completions)";
+  std::vector<OptionDecl> options = {
+      {.name = "--envs", .metavar = "DIR", .help = "every *.envdb in DIR is served", .required = true, .section = service},
+      {.name = "--max-sessions", .metavar = "N", .help = "open sessions at most; past it -32003", .default_text = "1024", .section = service},
+      {.name = "--session-ttl", .metavar = "SECONDS", .help = "a session idle this long is closed as \"expired\"", .default_text = "600", .section = service},
+      {.name = "--trajectories", .metavar = "FILE.sqlite", .help = "record every episode; over HTTP the viewer reads them at /ui/", .section = service},
+      {.name = "--runs", .metavar = "DIR", .help = "with --trajectories, over HTTP: the viewer also shows the synthesis runs in DIR (envforge synth's run databases) at /ui/#/runs", .section = service},
+      {.name = "--limits", .metavar = "JSON", .help = LimitsOption().help, .section = service},
+      {.name = "--kernel-pool", .metavar = "N", .help = "interpreter environments: ready Jupyter kernels kept per environment, refilled in the background; 0: each session waits for one to start", .default_text = "2", .section = service},
+      {.name = "--code-ready-copies", .metavar = "N", .help = "code environments: working copies of a task's repository made ahead once it has had a session; 0: each session copies its own", .default_text = "2", .section = service},
+      {.name = "--stdio", .help = "one JSON-RPC message per line on stdin/stdout instead of HTTP", .section = stdio},
+      {.name = "--mcp", .help = "the MCP dialect (with --stdio; over HTTP use POST /mcp)", .section = stdio}};
+  for (OptionDecl& option : ListenerOptions(http)) options.push_back(std::move(option));
+  const std::vector<OptionDecl> rest = {
+      {.name = "--max-payload", .metavar = "BYTES", .help = "request body / WebSocket message limit; past it 413", .default_text = "16777216", .section = http},
+      {.name = "--io-threads", .metavar = "N", .help = "network threads", .default_text = "2", .section = http},
+      {.name = "--max-connections", .metavar = "N", .help = "open connections at most (default: 4096, or half the descriptor limit when that is lower); past it 503", .section = http},
+      {.name = "--max-unauthenticated", .metavar = "N", .help = "of those, connections not yet authenticated (default: max-connections/4); a new one past it evicts the oldest, so the rest stays for clients with the token", .section = http},
+      {.name = "--max-unauthenticated-per-peer", .metavar = "N", .help = "of those, from one address (default: max-unauthenticated/4)", .section = http},
+      {.name = "--header-timeout-ms", .metavar = "MS", .help = "an unauthenticated connection's request header must arrive whole within this", .default_text = "5000", .section = http},
+      {.name = "--model", .metavar = "MODEL_DIR", .help = "serve this model with the embedded engine (= --backend embedded:DIR); without --model or --backend, /v1 answers 503; --token also guards /v1", .section = v1},
+      {.name = "--backend", .metavar = "SPEC", .help = "embedded:DIR | openai:URL | scripted:FILE.jsonl", .section = v1},
+      {.name = "--model-name", .metavar = "NAME", .help = "the name clients use (default: the model directory's name)", .section = v1},
+      {.name = "--device", .metavar = "cpu|cuda|auto", .help = "where the embedded engine runs", .default_text = "cpu", .section = v1},
+      {.name = "--context-window", .metavar = "N", .help = "tokens (default: the model's max_position_embeddings)", .section = v1},
+      {.name = "--v1-workers", .metavar = "N", .help = "completions running at once, batched together by the engine", .default_text = "64", .section = v1},
+      {.name = "--v1-max-queue", .metavar = "N", .help = "completions waiting beyond those; past it 429 + Retry-After", .default_text = "256", .section = v1}};
+  options.insert(options.end(), rest.begin(), rest.end());
+  return options;
+}
+
+}  // namespace
+
+std::vector<Command> ServeCommands() {
+  std::vector<OptionDecl> view_options = ListenerOptions("");
+  view_options.push_back({.name = "--runs", .metavar = "DIR", .help = "also the synthesis runs in DIR (envforge synth's run databases) at /ui/#/runs"});
+  view_options.push_back({.name = "--envs", .metavar = "DIR|X.envdb", .help = "the environments an episode is replayed against from its page (envforge replay's --envs)"});
+  return {
+      {{.name = "serve",
+        .summary = "JSON-RPC 2.0 over HTTP (POST /rpc), WebSocket (/ws) and MCP (POST /mcp), or over stdio; GET /health, "
+                   "GET /metrics (Prometheus); an OpenAI-compatible /v1 with --model or --backend",
+        .details = "Every session is recorded with --trajectories. SIGTERM or SIGINT drains: calls in flight are answered "
+                   "and recorded, sessions closed, exit 0.",
+        .options = ServeOptions()},
+       Serve},
+      {{.name = "view",
+        .positionals = "TRAJECTORIES.sqlite",
+        .summary = "the trajectory viewer alone, read-only, at http://HOST:PORT/ui/",
+        .details = "With a token, open http://HOST:PORT/ui/#token=T. SIGINT or SIGTERM stops it.",
+        .options = std::move(view_options),
+        .min_positional = 1,
+        .max_positional = 1},
+       View},
+  };
 }
 
 }  // namespace envforge::cli

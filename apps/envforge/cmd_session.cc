@@ -34,24 +34,20 @@ Result<OpenedEnv> OpenEnv(const std::string& path, const std::string& task_id, c
   return OpenedEnv{std::move(manager), std::move(env_id)};
 }
 
-int Solve(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge session solve", args,
-                          {.value_options = {"--task", "--limits"}, .flags = {"--json"}, .min_positional = 1, .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto task = parsed->Option("--task");
-  if (!task) return Fail(InvalidArgumentError("envforge session solve: --task ID is required"), kExitUsage);
-  auto env = OpenEnv(parsed->positional[0], *task, *parsed);
+int Solve(const ParsedArgs& parsed) {
+  auto task = parsed.Option("--task");  // required by the declaration
+  auto env = OpenEnv(parsed.positional[0], *task, parsed);
   if (!env.ok()) return Fail(env.status(), ExitCodeFor(env.status()));
   auto solved = SolveAndSubmit(*env->manager, env->env_id, *task);
   if (!solved.ok()) return Fail(solved.status(), kExitCheckFailed);
   const auto& submit = solved->submit;
   if (!submit.ok()) {
-    if (parsed->Has("--json")) std::printf("%s\n", DumpJson(toolsets::ToJson(submit)).c_str());
+    if (parsed.Has("--json")) std::printf("%s\n", DumpJson(toolsets::ToJson(submit)).c_str());
     std::fprintf(stderr, "envforge: submit_result answered %s: %s\n", std::string(toolsets::OutcomeName(submit.outcome)).c_str(),
                  submit.message.c_str());
     return submit.outcome == toolsets::Outcome::kInfraError ? kExitInfra : kExitCheckFailed;
   }
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", DumpJson(submit.content).c_str());
   } else {
     std::printf("task %s: %s (score %.3g, %.2fs)\n", task->c_str(), solved->passed() ? "PASSED" : "FAILED",
@@ -83,18 +79,12 @@ Result<std::vector<toolsets::ToolCall>> ReadCalls(const std::string& path) {
   return calls;
 }
 
-int Run(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge session run", args,
-                          {.value_options = {"--task", "--calls", "--limits"}, .flags = {"--json"}, .min_positional = 1, .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto task = parsed->Option("--task");
-  auto calls_path = parsed->Option("--calls");
-  if (!task || !calls_path) {
-    return Fail(InvalidArgumentError("envforge session run: --task ID and --calls FILE.jsonl are required"), kExitUsage);
-  }
+int Run(const ParsedArgs& parsed) {
+  auto task = parsed.Option("--task");
+  auto calls_path = parsed.Option("--calls");  // both required by the declaration
   auto calls = ReadCalls(*calls_path);
   if (!calls.ok()) return Fail(calls.status(), kExitUsage);
-  auto env = OpenEnv(parsed->positional[0], *task, *parsed);
+  auto env = OpenEnv(parsed.positional[0], *task, parsed);
   if (!env.ok()) return Fail(env.status(), ExitCodeFor(env.status()));
   auto session = env->manager->CreateSession(env->env_id, *task);
   if (!session.ok()) return Fail(session.status(), kExitInfra);
@@ -103,7 +93,7 @@ int Run(const std::vector<std::string>& args) {
     std::string name = call.name;
     toolsets::ToolResult result = env->manager->CallTool(*session, std::move(call));
     if (result.outcome == toolsets::Outcome::kInfraError) exit_code = kExitInfra;
-    if (parsed->Has("--json")) {
+    if (parsed.Has("--json")) {
       std::printf("%s\n", DumpJson(toolsets::ToJson(result)).c_str());
     } else {
       std::string body = result.ok() ? DumpJson(result.content) : result.message;
@@ -122,16 +112,27 @@ int Run(const std::vector<std::string>& args) {
 
 }  // namespace
 
-int RunSessionCommand(const std::vector<std::string>& args) {
-  if (args.empty()) {
-    std::fprintf(stderr, "envforge session: expected solve or run\n");
-    return kExitUsage;
-  }
-  std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (args[0] == "solve") return Solve(rest);
-  if (args[0] == "run") return Run(rest);
-  std::fprintf(stderr, "envforge session: unknown subcommand '%s' (expected solve or run)\n", args[0].c_str());
-  return kExitUsage;
+std::vector<Command> SessionCommands() {
+  return {
+      {{.name = "session solve",
+        .positionals = "X.envdb",
+        .summary = "run the task's gold solution in a session, submit it, print the verifier's verdict",
+        .details = "exit 0 passed, 1 failed, 3 the sandbox failed.",
+        .options = {{.name = "--task", .metavar = "ID", .help = "the task", .required = true}, LimitsOption(),
+                    JsonOption("the verdict as JSON")},
+        .min_positional = 1,
+        .max_positional = 1},
+       Solve},
+      {{.name = "session run",
+        .positionals = "X.envdb",
+        .summary = "play tool calls ({\"name\", \"arguments\"} per line) in one session, print each typed result",
+        .options = {{.name = "--task", .metavar = "ID", .help = "the task the session is for", .required = true},
+                    {.name = "--calls", .metavar = "FILE.jsonl", .help = "one {\"name\", \"arguments\"?, \"id\"?} per line, all checked before any runs", .required = true},
+                    LimitsOption(), JsonOption("one JSON result per line")},
+        .min_positional = 1,
+        .max_positional = 1},
+       Run},
+  };
 }
 
 }  // namespace envforge::cli

@@ -27,49 +27,6 @@
 namespace envforge::cli {
 namespace {
 
-constexpr const char* kSynthHelp = R"(usage: envforge synth --categories ID[,ID...] --envs N --tasks-per-env M --out DIR [options]
-       envforge synth resume RUN.sqlite [--policy SPEC] [--backend SPEC] [--json]
-       envforge synth report RUN.sqlite [--json]
-       envforge synth merge RUN1.sqlite RUN2.sqlite ... --out RUN.sqlite [--json]
-       envforge synth categories [--json]
-
-Synthesizes <environment, tools, task, verifier> bundles (DeepSeek-V3.2 section 3.2.3): per
-environment a seeded database and toolset, then M task lineages escalated level by level (a
-catalogue tool is added when a level needs it), each candidate validated in sandbox sessions
-(repaired up to R times), audited (only "sound" verifiers go on) and filtered by the policy's
-pass rate over k episodes (kept when strictly inside the band). Kept tasks are written as one
-DIR/<name>.envdb per environment, servable at once by `envforge serve --envs DIR`. Every stage is
-recorded in the run database, so a stopped run (kill -9 included) resumes where it was.
-
-options:
-  --categories IDS       comma-separated (envforge synth categories lists them)
-  --envs N               environments, round robin over the categories
-  --tasks-per-env M      task lineages per environment (each gives up to one task per level)
-  --out DIR              where kept bundles go (created)
-  --run RUN.sqlite       the run database (default DIR/run.sqlite; must not exist)
-  --proposer procedural  the seeded generators (default; offline, deterministic)
-  --proposer llm --backend SPEC    a model writes the artefacts through data/prompts/ (embedded:DIR,
-                         openai:URL, scripted:FILE.jsonl); any category id; errors fed back for repair
-  --policy SPEC          the filter's policy: embedded:MODEL_DIR | openai:URL | scripted:FILE.jsonl
-                         (default embedded:data/models/policy-small when that directory exists)
-  --no-filter            synthesis only: keep every sound candidate, no policy
-  --k K                  episodes per candidate (default 100)
-  --band LO,HI           keep when LO < pass rate < HI (default 0,1: solvable but not always)
-  --early-stop N         declare a candidate too easy after N episodes that all passed (default
-                         20; 0 plays all k; see envsynth/band_filter.h for the bias this adds)
-  --max-levels L         levels per lineage, 1..5 (default 4)
-  --repairs R            re-proposals of a candidate that fails validation (default 2)
-  --seed S               the run's seed (default 1); environment seeds derive from it
-  --shard I/N            make only environments i with i % N == I (disjoint across shards)
-  --full-audit           the audit at envforge audit's sizes (default: a tenth of them)
-  --audit-lanes N        judge lanes of the audit (default 2)
-  --max-turns T --max-tokens M --temperature X     the filter's episodes (16, 4096, 1.0)
-  --model NAME --api-key-env VAR                    for an openai policy
-  --json                 the funnel as JSON on stdout (progress stays on stderr)
-exit codes: 0 the run finished, 2 bad input (unknown category, unwritable --out, a policy that
-            does not load, a band that is not 0 <= LO < HI <= 1, a run file of another version),
-            3 infrastructure
-)";
 
 constexpr const char* kDefaultPolicyDir = "data/models/policy-small";
 
@@ -118,8 +75,6 @@ Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
     ENVFORGE_ASSIGN_OR_RETURN(long long value, args.IntOption(option.name, option.fallback, option.min, option.max));
     *option.out = value;
   }
-  if (!args.Option("--envs")) return InvalidArgumentError("--envs N is required");
-  if (!args.Option("--tasks-per-env")) return InvalidArgumentError("--tasks-per-env M is required");
   o.seed = static_cast<uint64_t>(seed);
   o.band.chunk = std::min<int64_t>(20, o.band.k);
   ENVFORGE_ASSIGN_OR_RETURN(o.temperature, args.DoubleOption("--temperature", 1.0));
@@ -244,21 +199,12 @@ int Drive(envsynth::RunStore& store, envsynth::Proposer& proposer, inference::Ba
   return PrintFunnel(store, json, command);
 }
 
-int RunSynthNew(const std::vector<std::string>& args) {
+int RunSynthNew(const ParsedArgs& parsed) {
   const char* kCommand = "envforge synth";
-  auto parsed = ParseArgs(kCommand, args,
-                          {.value_options = {"--categories", "--envs", "--tasks-per-env", "--out", "--run", "--proposer", "--backend",
-                                             "--policy", "--k", "--band", "--early-stop", "--max-levels", "--repairs", "--seed",
-                                             "--shard", "--audit-lanes", "--max-turns", "--max-tokens", "--temperature", "--model",
-                                             "--api-key-env"},
-                           .flags = {"--no-filter", "--full-audit", "--json"},
-                           .min_positional = 0,
-                           .max_positional = 0});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
   envsynth::SynthOptions options;
-  Status read = ReadSynthOptions(*parsed, options);
+  Status read = ReadSynthOptions(parsed, options);
   if (!read.ok()) return Fail(read, kExitUsage, kCommand);
-  auto proposer = OpenProposer(options, *parsed);
+  auto proposer = OpenProposer(options, parsed);
   if (!proposer.ok()) return Fail(proposer.status(), ExitCodeFor(proposer.status()), kCommand);
   Status categories = CheckCategories(*proposer->proposer, options.categories);
   if (!categories.ok()) return Fail(categories, ExitCodeFor(categories), kCommand);
@@ -266,55 +212,47 @@ int RunSynthNew(const std::vector<std::string>& args) {
   std::filesystem::create_directories(options.out_dir, error);
   if (error) return Fail(ErrnoError("--out " + options.out_dir, error.value()), kExitUsage, kCommand);
   if (::access(options.out_dir.c_str(), W_OK) != 0) return Fail(ErrnoError("--out " + options.out_dir, errno), kExitUsage, kCommand);
-  auto policy = OpenPolicy(options, *parsed);
+  auto policy = OpenPolicy(options, parsed);
   if (!policy.ok()) return Fail(policy.status(), ExitCodeFor(policy.status()), kCommand);
-  const std::string run_path = parsed->OptionOr("--run", (std::filesystem::path(options.out_dir) / "run.sqlite").string());
+  const std::string run_path = parsed.OptionOr("--run", (std::filesystem::path(options.out_dir) / "run.sqlite").string());
   auto store = envsynth::RunStore::Create(run_path, options.ToJson());
   if (!store.ok()) return Fail(store.status(), ExitCodeFor(store.status()), kCommand);
-  return Drive(*store, *proposer->proposer, policy->get(), options, parsed->Has("--json"), kCommand);
+  return Drive(*store, *proposer->proposer, policy->get(), options, parsed.Has("--json"), kCommand);
 }
 
-int RunSynthResume(const std::vector<std::string>& args) {
+int RunSynthResume(const ParsedArgs& parsed) {
   const char* kCommand = "envforge synth resume";
-  auto parsed = ParseArgs(kCommand, args,
-                          {.value_options = {"--policy", "--backend", "--model", "--api-key-env"}, .flags = {"--json"}, .min_positional = 1,
-                           .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
-  auto store = envsynth::RunStore::Open(parsed->positional[0]);
+  auto store = envsynth::RunStore::Open(parsed.positional[0]);
   if (!store.ok()) return Fail(store.status(), ExitCodeFor(store.status()), kCommand);
   auto options = envsynth::SynthOptions::FromJson(store->config());
   if (!options.ok()) return Fail(options.status(), kExitUsage, kCommand);
-  if (auto policy = parsed->Option("--policy")) options->policy = *policy;
-  if (auto backend = parsed->Option("--backend")) options->proposer_backend = *backend;
-  auto proposer = OpenProposer(*options, *parsed);
+  if (auto policy = parsed.Option("--policy")) options->policy = *policy;
+  if (auto backend = parsed.Option("--backend")) options->proposer_backend = *backend;
+  auto proposer = OpenProposer(*options, parsed);
   if (!proposer.ok()) return Fail(proposer.status(), ExitCodeFor(proposer.status()), kCommand);
-  auto policy = OpenPolicy(*options, *parsed);
+  auto policy = OpenPolicy(*options, parsed);
   if (!policy.ok()) return Fail(policy.status(), ExitCodeFor(policy.status()), kCommand);
   Status noted = store->AddEvent({0, 0, "", "", "resume", {{"policy", options->policy}}});
   if (!noted.ok()) return Fail(noted, kExitInfra, kCommand);
-  return Drive(*store, *proposer->proposer, policy->get(), *options, parsed->Has("--json"), kCommand);
+  return Drive(*store, *proposer->proposer, policy->get(), *options, parsed.Has("--json"), kCommand);
 }
 
-int RunSynthReport(const std::vector<std::string>& args) {
+int RunSynthReport(const ParsedArgs& parsed) {
   const char* kCommand = "envforge synth report";
-  auto parsed = ParseArgs(kCommand, args, {.flags = {"--json"}, .min_positional = 1, .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
-  auto store = envsynth::RunStore::Open(parsed->positional[0]);
+  auto store = envsynth::RunStore::Open(parsed.positional[0]);
   if (!store.ok()) return Fail(store.status(), ExitCodeFor(store.status()), kCommand);
-  return PrintFunnel(*store, parsed->Has("--json"), kCommand);
+  return PrintFunnel(*store, parsed.Has("--json"), kCommand);
 }
 
-int RunSynthCategories(const std::vector<std::string>& args) {
+int RunSynthCategories(const ParsedArgs& parsed) {
   const char* kCommand = "envforge synth categories";
-  auto parsed = ParseArgs(kCommand, args, {.flags = {"--json"}});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
   auto proposer = envsynth::OpenProceduralProposer();
   if (!proposer.ok()) return Fail(proposer.status(), ExitCodeFor(proposer.status()), kCommand);
   auto categories = (*proposer)->Categories();
   if (!categories.ok()) return Fail(categories.status(), ExitCodeFor(categories.status()), kCommand);
   Json out = Json::array();
   for (const auto& [id, levels] : *categories) out.push_back({{"id", id}, {"max_level", levels}});
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", out.dump(2).c_str());
   } else {
     for (const auto& [id, levels] : *categories) std::printf("%-18s levels 1..%" PRId64 "\n", id.c_str(), levels);
@@ -324,19 +262,72 @@ int RunSynthCategories(const std::vector<std::string>& args) {
 
 }  // namespace
 
-int RunSynthCommand(const std::vector<std::string>& args) {
-  if (!args.empty() && args[0] == "merge") return RunSynthMerge(std::vector<std::string>(args.begin() + 1, args.end()));
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kSynthHelp, stdout);
-      return kExitOk;
-    }
-  }
-  const std::vector<std::string> rest = args.empty() ? args : std::vector<std::string>(args.begin() + 1, args.end());
-  if (!args.empty() && args[0] == "resume") return RunSynthResume(rest);
-  if (!args.empty() && args[0] == "report") return RunSynthReport(rest);
-  if (!args.empty() && args[0] == "categories") return RunSynthCategories(rest);
-  return RunSynthNew(args);
+std::vector<Command> SynthCommands() {
+  const std::string filter = "the filter's episodes";
+  const std::string json_help = "the funnel as JSON on stdout (progress stays on stderr)";
+  const OptionDecl policy = {.name = "--policy", .metavar = "SPEC",
+                             .help = "the filter's policy: embedded:MODEL_DIR | openai:URL | scripted:FILE.jsonl (default: "
+                                     "embedded:data/models/policy-small when that directory exists)"};
+  const OptionDecl backend = {.name = "--backend", .metavar = "SPEC",
+                              .help = "with --proposer llm: the model that writes the artefacts (embedded:DIR, openai:URL, scripted:FILE.jsonl)"};
+  const OptionDecl model = {.name = "--model", .metavar = "NAME", .help = "the model name, for an openai policy or backend"};
+  const OptionDecl api_key = {.name = "--api-key-env", .metavar = "VAR", .help = "the environment variable holding an openai API key"};
+  return {
+      {{.name = "synth",
+        .summary = "synthesize environments: database, toolset, tasks escalated level by level, validated with repair, "
+                   "audited, filtered by the policy's pass rate; kept bundles in --out DIR",
+        .details = "Synthesizes <environment, tools, task, verifier> bundles (DeepSeek-V3.2 section 3.2.3): per environment "
+                   "a seeded database and toolset, then M task lineages escalated level by level (a catalogue tool is added "
+                   "when a level needs it), each candidate validated in sandbox sessions (repaired up to R times), audited "
+                   "(only \"sound\" verifiers go on) and filtered by the policy's pass rate over k episodes (kept when "
+                   "strictly inside the band). Kept tasks are written as one DIR/<name>.envdb per environment, servable at "
+                   "once by `envforge serve --envs DIR`. Every stage is recorded in the run database, so a stopped run (kill "
+                   "-9 included) resumes where it was.\n"
+                   "Exit 0 the run finished, 2 bad input (unknown category, unwritable --out, a policy that does not load, "
+                   "a band that is not 0 <= LO < HI <= 1, a run file of another version), 3 infrastructure.",
+        .options = {{.name = "--categories", .metavar = "ID[,ID...]", .help = "comma-separated (envforge synth categories lists them)", .required = true},
+                    {.name = "--envs", .metavar = "N", .help = "environments, round robin over the categories", .required = true},
+                    {.name = "--tasks-per-env", .metavar = "M", .help = "task lineages per environment (each gives up to one task per level)", .required = true},
+                    {.name = "--out", .metavar = "DIR", .help = "where kept bundles go (created)", .required = true},
+                    {.name = "--run", .metavar = "RUN.sqlite", .help = "the run database (default: DIR/run.sqlite; must not exist)"},
+                    {.name = "--proposer", .metavar = "procedural|llm", .help = "procedural: the seeded generators (offline, deterministic); llm: a model (--backend) writes the artefacts through data/prompts/, any category id, errors fed back for repair", .default_text = "procedural"},
+                    backend, policy,
+                    {.name = "--no-filter", .help = "synthesis only: keep every sound candidate, no policy"},
+                    {.name = "--k", .metavar = "K", .help = "episodes per candidate", .default_text = "100"},
+                    {.name = "--band", .metavar = "LO,HI", .help = "keep when LO < pass rate < HI (0,1: solvable but not always)", .default_text = "0,1"},
+                    {.name = "--early-stop", .metavar = "N", .help = "declare a candidate too easy after N episodes that all passed (0 plays all k; envsynth/band_filter.h says what bias this adds)", .default_text = "20"},
+                    {.name = "--max-levels", .metavar = "L", .help = "levels per lineage, 1..5", .default_text = "4"},
+                    {.name = "--repairs", .metavar = "R", .help = "re-proposals of a candidate that fails validation", .default_text = "2"},
+                    {.name = "--seed", .metavar = "S", .help = "the run's seed; environment seeds derive from it", .default_text = "1"},
+                    {.name = "--shard", .metavar = "I/N", .help = "make only environments i with i % N == I (disjoint across shards; envforge synth merge joins them)"},
+                    {.name = "--full-audit", .help = "the audit at envforge audit's sizes (default: a tenth of them)"},
+                    {.name = "--audit-lanes", .metavar = "N", .help = "judge lanes of the audit", .default_text = "2"},
+                    {.name = "--max-turns", .metavar = "T", .help = "model turns per episode", .default_text = "16", .section = filter},
+                    {.name = "--max-tokens", .metavar = "M", .help = "generated tokens per episode", .default_text = "4096", .section = filter},
+                    {.name = "--temperature", .metavar = "X", .help = "sampling temperature (also the llm proposer's)", .default_text = "1.0", .section = filter},
+                    {.name = "--model", .metavar = "NAME", .help = model.help, .section = filter},
+                    {.name = "--api-key-env", .metavar = "VAR", .help = api_key.help, .section = filter},
+                    JsonOption(json_help)}},
+       RunSynthNew},
+      {{.name = "synth resume",
+        .positionals = "RUN.sqlite",
+        .summary = "continue a stopped run where it was",
+        .options = {policy, backend, model, api_key, JsonOption(json_help)},
+        .min_positional = 1,
+        .max_positional = 1},
+       RunSynthResume},
+      {{.name = "synth report",
+        .positionals = "RUN.sqlite",
+        .summary = "a run's funnel (candidates, kept, dropped by stage and reason) and cost",
+        .options = {JsonOption("the funnel as JSON")},
+        .min_positional = 1,
+        .max_positional = 1},
+       RunSynthReport},
+      {{.name = "synth categories",
+        .summary = "the procedural categories and their levels",
+        .options = {JsonOption("[{id, max_level}] as JSON")}},
+       RunSynthCategories},
+  };
 }
 
 }  // namespace envforge::cli

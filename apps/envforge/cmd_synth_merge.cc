@@ -14,47 +14,43 @@
 namespace envforge::cli {
 namespace {
 
-constexpr const char* kSynthMergeHelp = R"(usage: envforge synth merge RUN1.sqlite [RUN2.sqlite ...] --out RUN.sqlite [--json]
-
-Merges the run databases of one run made in shards (envforge synth --shard I/N on N machines)
-into a new run database, then prints its funnel as `envforge synth report` does. The inputs must
-have been made with the same options except --shard, --run and --out; an environment or candidate
-in two inputs is refused unless its rows are identical. The output is written whole or not at all.
-
-options:
-  --out RUN.sqlite   the merged run database (must not exist)
-  --json             the funnel as JSON
-exit codes: 0 merged, 2 bad input (no input, a missing or foreign file, configs that differ,
-            environments in two inputs, an existing --out), 3 infrastructure
-)";
-
-}  // namespace
-
-int RunSynthMerge(const std::vector<std::string>& args) {
+int Merge(const ParsedArgs& parsed) {
   const char* kCommand = "envforge synth merge";
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kSynthMergeHelp, stdout);
-      return kExitOk;
-    }
-  }
-  auto parsed = ParseArgs(kCommand, args, {.value_options = {"--out"}, .flags = {"--json"}, .min_positional = 0, .max_positional = SIZE_MAX});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage, kCommand);
-  if (parsed->positional.empty()) return Fail(InvalidArgumentError("give at least one run database to merge"), kExitUsage, kCommand);
-  auto output = parsed->Option("--out");
+  if (parsed.positional.empty()) return Fail(InvalidArgumentError("give at least one run database to merge"), kExitUsage, kCommand);
+  auto output = parsed.Option("--out");
   if (!output) return Fail(InvalidArgumentError("--out RUN.sqlite is required"), kExitUsage, kCommand);
-  Status merged = envsynth::MergeRuns(parsed->positional, *output);
+  Status merged = envsynth::MergeRuns(parsed.positional, *output);
   if (!merged.ok()) return Fail(merged, ExitCodeFor(merged), kCommand);
   auto store = envsynth::RunStore::Open(*output);
   if (!store.ok()) return Fail(store.status(), kExitInfra, kCommand);
   auto funnel = envsynth::BuildFunnel(*store);
   if (!funnel.ok()) return Fail(funnel.status(), ExitCodeFor(funnel.status()), kCommand);
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", funnel->ToJson().dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
     funnel->Print(stdout);
   }
   return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> SynthMergeCommands() {
+  return {
+      {{.name = "synth merge",
+        .positionals = "RUN1.sqlite [RUN2.sqlite ...]",
+        .summary = "merge the run databases of one run made in shards (--shard I/N) into one, then print its funnel",
+        .details = "The inputs must have been made with the same options except --shard, --run and --out; an environment "
+                   "or candidate in two inputs is refused unless its rows are identical. The output is written whole or not "
+                   "at all.\n"
+                   "Exit 0 merged, 2 bad input (no input, a missing or foreign file, configs that differ, environments in "
+                   "two inputs, an existing --out), 3 infrastructure.",
+        .options = {{.name = "--out", .metavar = "RUN.sqlite", .help = "the merged run database (must not exist)", .required = true},
+                    JsonOption("the funnel as JSON")},
+        .min_positional = 1,
+        .max_positional = SIZE_MAX},
+       Merge},
+  };
 }
 
 }  // namespace envforge::cli

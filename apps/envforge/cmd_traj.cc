@@ -89,28 +89,26 @@ Result<agents::ListFilter> FilterFrom(const ParsedArgs& parsed) {
   return filter;
 }
 
-constexpr const char* kFilterOptions[] = {"--env", "--task", "--outcome", "--rollout", "--kind"};
-
-std::set<std::string> WithFilterOptions(std::set<std::string> options) {
-  options.insert(std::begin(kFilterOptions), std::end(kFilterOptions));
-  return options;
+// --env/--task/--outcome/--rollout/--kind of ls and export (read by FilterFrom).
+std::vector<OptionDecl> FilterOptions() {
+  return {{.name = "--env", .metavar = "E", .help = "only episodes of this environment"},
+          {.name = "--task", .metavar = "T", .help = "only episodes of this task"},
+          {.name = "--outcome", .metavar = "O", .help = "only episodes that ended so (submitted, crashed, ...)"},
+          {.name = "--rollout", .metavar = "R", .help = "only episodes of this rollout"},
+          {.name = "--kind", .metavar = "served|rollout", .help = "only episodes of this kind"}};
 }
 
-int List(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge traj ls", args,
-                          {.value_options = WithFilterOptions({"--limit"}), .flags = {"--json"},
-                           .min_positional = 1, .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto filter = FilterFrom(*parsed);
+int List(const ParsedArgs& parsed) {
+  auto filter = FilterFrom(parsed);
   if (!filter.ok()) return Fail(filter.status(), kExitUsage);
-  auto limit = parsed->IntOption("--limit", 50, 1, 1'000'000);
+  auto limit = parsed.IntOption("--limit", 50, 1, 1'000'000);
   if (!limit.ok()) return Fail(limit.status(), kExitUsage);
   filter->limit = *limit;
-  auto reader = agents::TrajectoryReader::Open(parsed->positional[0]);
+  auto reader = agents::TrajectoryReader::Open(parsed.positional[0]);
   if (!reader.ok()) return Fail(reader.status(), ExitCodeFor(reader.status()));
   auto episodes = (*reader)->List(*filter);
   if (!episodes.ok()) return Fail(episodes.status(), ExitCodeFor(episodes.status()));
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     Json list = Json::array();
     for (const auto& summary : *episodes) list.push_back(agents::EpisodeSummaryToJson(summary));
     std::printf("%s\n", list.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
@@ -347,14 +345,12 @@ void PrintConversation(const Episode& episode) {
   PrintVerdict(episode.summary);
 }
 
-int Show(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge traj show", args, {.flags = {"--json"}, .min_positional = 2, .max_positional = 2});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  auto reader = agents::TrajectoryReader::Open(parsed->positional[0]);
+int Show(const ParsedArgs& parsed) {
+  auto reader = agents::TrajectoryReader::Open(parsed.positional[0]);
   if (!reader.ok()) return Fail(reader.status(), ExitCodeFor(reader.status()));
-  auto episode = (*reader)->Get(parsed->positional[1]);
+  auto episode = (*reader)->Get(parsed.positional[1]);
   if (!episode.ok()) return Fail(episode.status(), ExitCodeFor(episode.status()));
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", agents::EpisodeToJson(*episode).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
     return kExitOk;
   }
@@ -426,30 +422,26 @@ int ExportNotebooks(const agents::TrajectoryReader& reader, const std::vector<Ep
   return kExitOk;
 }
 
-int Export(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge traj export", args,
-                          {.value_options = WithFilterOptions({"-o", "--output"}), .flags = {"--jsonl", "--ipynb"},
-                           .min_positional = 1, .max_positional = 1});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
-  const bool notebooks = parsed->Has("--ipynb");
-  if (notebooks && parsed->Has("--jsonl")) {
+int Export(const ParsedArgs& parsed) {
+  const bool notebooks = parsed.Has("--ipynb");
+  if (notebooks && parsed.Has("--jsonl")) {
     return Fail(InvalidArgumentError("--ipynb and --jsonl exclude each other"), kExitUsage, kExportPrefix);
   }
-  if (notebooks && parsed->OptionOr("-o", parsed->OptionOr("--output", "")).empty()) {
+  if (notebooks && parsed.OptionOr("-o", parsed.OptionOr("--output", "")).empty()) {
     return Fail(InvalidArgumentError("--ipynb needs -o DIR (one notebook per episode is written there)"), kExitUsage,
                 kExportPrefix);
   }
-  auto filter = FilterFrom(*parsed);
+  auto filter = FilterFrom(parsed);
   if (!filter.ok()) return Fail(filter.status(), kExitUsage);
   filter->limit = 0;  // every matching episode
-  auto reader = agents::TrajectoryReader::Open(parsed->positional[0]);
+  auto reader = agents::TrajectoryReader::Open(parsed.positional[0]);
   if (!reader.ok()) return Fail(reader.status(), ExitCodeFor(reader.status()));
   auto episodes = (*reader)->List(*filter);
   if (!episodes.ok()) return Fail(episodes.status(), ExitCodeFor(episodes.status()));
-  if (notebooks) return ExportNotebooks(**reader, *episodes, parsed->OptionOr("-o", parsed->OptionOr("--output", "")));
+  if (notebooks) return ExportNotebooks(**reader, *episodes, parsed.OptionOr("-o", parsed.OptionOr("--output", "")));
 
   // A named output is written beside itself and renamed at the end: never a half-written file.
-  std::string output = parsed->OptionOr("-o", parsed->OptionOr("--output", ""));
+  std::string output = parsed.OptionOr("-o", parsed.OptionOr("--output", ""));
   std::string temporary = output.empty() ? "" : output + ".tmp." + std::to_string(::getpid());
   std::ofstream file;
   if (!output.empty()) {
@@ -539,42 +531,24 @@ void PrintReport(const agents::ReplayReport& report) {
 
 }  // namespace
 
-int RunTrajCommand(const std::vector<std::string>& args) {
-  if (args.empty()) {
-    std::fprintf(stderr, "envforge traj: expected ls, show or export\n");
-    return kExitUsage;
-  }
-  std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (args[0] == "ls") return List(rest);
-  if (args[0] == "show") return Show(rest);
-  if (args[0] == "export") return Export(rest);
-  std::fprintf(stderr, "envforge traj: unknown subcommand '%s' (expected ls, show or export)\n", args[0].c_str());
-  return kExitUsage;
-}
 
-int RunReplayCommand(const std::vector<std::string>& args) {
-  auto parsed = ParseArgs("envforge replay", args,
-                          {.value_options = {"--envs", "--verifier-of", "--limits"},
-                           .flags = {"--json", "--allow-version-drift", "--live-search"}, .min_positional = 2, .max_positional = 2});
-  if (!parsed.ok()) return Fail(parsed.status(), kExitUsage);
+namespace {
+
+int Replay(const ParsedArgs& parsed) {
   agents::ReplayOptions options;
-  options.envs = parsed->OptionOr("--envs", "");
-  if (options.envs.empty()) {
-    return Fail(InvalidArgumentError("envforge replay: --envs DIR|X.envdb is required (where the recorded environment is)"),
-                kExitUsage);
-  }
-  options.verifier_of = parsed->OptionOr("--verifier-of", "");
-  options.allow_version_drift = parsed->Has("--allow-version-drift");
-  options.live_search = parsed->Has("--live-search");
-  auto reader = agents::TrajectoryReader::Open(parsed->positional[0]);
+  options.envs = parsed.OptionOr("--envs", "");  // required by the declaration
+  options.verifier_of = parsed.OptionOr("--verifier-of", "");
+  options.allow_version_drift = parsed.Has("--allow-version-drift");
+  options.live_search = parsed.Has("--live-search");
+  auto reader = agents::TrajectoryReader::Open(parsed.positional[0]);
   if (!reader.ok()) return Fail(reader.status(), ExitCodeFor(reader.status()));
-  auto episode = (*reader)->Get(parsed->positional[1]);
+  auto episode = (*reader)->Get(parsed.positional[1]);
   if (!episode.ok()) return Fail(episode.status(), ExitCodeFor(episode.status()));
   agents::TrajectoryReader* store = reader->get();
   options.load_episode = [store](const std::string& id) { return store->Get(id); };
 
   RaiseFileLimit();
-  auto manager_options = ManagerOptionsFromLimitsOption(parsed->Option("--limits"));
+  auto manager_options = ManagerOptionsFromLimitsOption(parsed.Option("--limits"));
   if (!manager_options.ok()) return Fail(manager_options.status(), kExitUsage);
   auto manager = sandbox::SessionManager::Create(std::move(*manager_options));
   if (!manager.ok()) return Fail(manager.status(), kExitInfra);
@@ -583,7 +557,7 @@ int RunReplayCommand(const std::vector<std::string>& args) {
     // A version mismatch (FailedPrecondition) is the user's input (the wrong bundle): exit 2.
     return Fail(report.status(), ExitCodeFor(report.status()));
   }
-  if (parsed->Has("--json")) {
+  if (parsed.Has("--json")) {
     std::printf("%s\n", agents::ReplayReportToJson(*report).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
     PrintReport(*report);
@@ -594,6 +568,66 @@ int RunReplayCommand(const std::vector<std::string>& args) {
   if (diverged || report->verdict.status == agents::VerdictStatus::kChanged) return kExitCheckFailed;
   if (report->verdict.status == agents::VerdictStatus::kDefect) return kExitInfra;
   return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Command> TrajCommands() {
+  auto with_filters = [](std::vector<OptionDecl> options) {
+    std::vector<OptionDecl> all = FilterOptions();
+    all.insert(all.end(), options.begin(), options.end());
+    return all;
+  };
+  return {
+      {{.name = "traj ls",
+        .positionals = "FILE.sqlite",
+        .summary = "recorded episodes, newest first: id, kind (served | rollout), env, task, steps, outcome, verdict, "
+                   "start time, backend",
+        .options = with_filters({{.name = "--limit", .metavar = "N", .help = "episodes listed", .default_text = "50"},
+                                 JsonOption("the episodes as JSON")}),
+        .min_positional = 1,
+        .max_positional = 1},
+       List},
+      {{.name = "traj show",
+        .positionals = "FILE.sqlite ID",
+        .summary = "one episode (ID or a unique prefix of 6+ hex digits): versions, answer, verdict, each step's call and "
+                   "result",
+        .details = "A rollout: its whole conversation (reasoning, tool calls, typed results, model turns' tokens, context "
+                   "events), then the verdict.",
+        .options = {JsonOption("the episode as JSON")},
+        .min_positional = 2,
+        .max_positional = 2},
+       Show},
+      {{.name = "traj export",
+        .positionals = "FILE.sqlite",
+        .summary = "every episode as one JSON line, oldest first, with messages, model turns and the token-exact "
+                   "\"tokens\" segments; or (--ipynb -o DIR) each interpreter episode as a Jupyter notebook",
+        .details = "--ipynb -o DIR: each interpreter episode (execute calls) as DIR/<episode-id>.ipynb (nbformat 4.5; DIR "
+                   "is created): code cells with their outputs, the prompt, model text, restarts and the verdict as "
+                   "markdown; other episodes are skipped with a warning; exit 2 when no notebook was written.",
+        .options = with_filters({{.name = "-o", .metavar = "OUT", .help = "the file written (default: stdout); with --ipynb, the directory"},
+                                 {.name = "--output", .metavar = "OUT", .help = "the same as -o"},
+                                 {.name = "--jsonl", .help = "JSON lines (the default)"},
+                                 {.name = "--ipynb", .help = "Jupyter notebooks, one per interpreter episode (needs -o DIR)"}}),
+        .min_positional = 1,
+        .max_positional = 1},
+       Export},
+      {{.name = "replay",
+        .positionals = "FILE.sqlite ID",
+        .summary = "re-run the episode's calls on a fresh session of the recorded env version, diff each observation, "
+                   "re-judge the answer",
+        .details = "Search episodes get their recorded search/open/find responses back (--live-search: ask the backend "
+                   "and diff what it answers today).\n"
+                   "Exit 0 identical, 1 diverged or verdict changed, 2 bad input, 3 infra.",
+        .options = {{.name = "--envs", .metavar = "DIR|X.envdb", .help = "where the recorded environment is", .required = true},
+                    {.name = "--verifier-of", .metavar = "OTHER.envdb", .help = "re-judge with OTHER's verifier"},
+                    {.name = "--allow-version-drift", .help = "replay on an environment version other than the recorded one"},
+                    {.name = "--live-search", .help = "search episodes: ask the backend instead of replaying the recorded responses"},
+                    LimitsOption(), JsonOption("the report as JSON")},
+        .min_positional = 2,
+        .max_positional = 2},
+       Replay},
+  };
 }
 
 }  // namespace envforge::cli
