@@ -24,6 +24,7 @@
 #include "base/json.h"
 #include "base/rng.h"
 #include "inference/internal/pre_tokenizer.h"
+#include "inference/internal/utf8.h"
 #include "inference/tokenizer.h"
 
 namespace envforge {
@@ -160,23 +161,8 @@ std::vector<std::string> RealisticCorpus(size_t bytes) {
   return documents;
 }
 
-void AppendCodePoint(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+// Code points below 0x110000 only: AppendUtf8 writes them as plain UTF-8.
+void AppendCodePoint(uint32_t cp, std::string* out) { inference::internal::AppendUtf8(static_cast<char32_t>(cp), out); }
 
 // Short documents of random characters: ASCII, white space of every kind, code points from every
 // plane (assigned or not), invalid UTF-8 (stray continuation bytes, truncated sequences, overlongs,
