@@ -5,34 +5,81 @@
 
 namespace envforge::cli {
 
+const OptionDecl* FindOption(const CommandDecl& command, const std::string& name) {
+  for (const OptionDecl& option : command.options) {
+    if (option.name == name) return &option;
+  }
+  return nullptr;
+}
+
+namespace {
+
+// The declaration of `name` in the command `parsed` was parsed against, or null.
+const OptionDecl* DeclOf(const ParsedArgs& parsed, const std::string& name) {
+  return parsed.command == nullptr ? nullptr : FindOption(*parsed.command, name);
+}
+
+// The declared default text of `name` to parse, or nullopt (none declared, or a computed one).
+std::optional<std::string> DeclaredDefault(const ParsedArgs& parsed, const std::string& name) {
+  const OptionDecl* option = DeclOf(parsed, name);
+  if (option == nullptr || option->computed || option->default_text.empty()) return std::nullopt;
+  return option->default_text;
+}
+
+// Where the text being parsed came from, for errors: a declared default is a bug in the CLI.
+Status BadValue(const std::string& name, bool declared, const std::string& message) {
+  if (declared) return InternalError("the declared default of " + name + " is wrong: " + message);
+  return InvalidArgumentError(name + " " + message);
+}
+
+Result<long long> ParseInt(const std::string& name, const std::string& text, bool declared, long long min, long long max) {
+  long long value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) {
+    return BadValue(name, declared, "expects an integer, got '" + text + "'");
+  }
+  if (value < min || value > max) {
+    return BadValue(name, declared, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + text);
+  }
+  return value;
+}
+
+}  // namespace
+
+bool ParsedArgs::Given(const std::string& name) const {
+  return options.count(name) > 0 || flags.count(name) > 0 || repeated.count(name) > 0;
+}
+
 std::optional<std::string> ParsedArgs::Option(const std::string& name) const {
   auto it = options.find(name);
-  if (it == options.end()) return std::nullopt;
+  if (it == options.end()) return DeclaredDefault(*this, name);
   return it->second;
 }
 
-std::string ParsedArgs::OptionOr(const std::string& name, const std::string& fallback) const {
-  return Option(name).value_or(fallback);
-}
+std::string ParsedArgs::OptionOr(const std::string& name) const { return Option(name).value_or(""); }
 
 std::vector<std::string> ParsedArgs::Values(const std::string& name) const {
   auto it = repeated.find(name);
   return it == repeated.end() ? std::vector<std::string>() : it->second;
 }
 
-Result<long long> ParsedArgs::IntOption(const std::string& name, long long fallback, long long min, long long max) const {
-  auto text = Option(name);
-  if (!text) return fallback;
-  long long value = 0;
-  auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
-  if (error != std::errc() || end != text->data() + text->size()) {
-    return InvalidArgumentError(name + " expects an integer, got '" + *text + "'");
+Result<long long> ParsedArgs::IntOption(const std::string& name, long long min, long long max) const {
+  if (auto it = options.find(name); it != options.end()) return ParseInt(name, it->second, false, min, max);
+  const OptionDecl* option = DeclOf(*this, name);
+  if (option != nullptr && option->computed) {
+    return InternalError(name + " has a computed default; it is read with ComputedIntOption");
   }
-  if (value < min || value > max) {
-    return InvalidArgumentError(name + " must be between " + std::to_string(min) + " and " + std::to_string(max) +
-                                ", got " + *text);
-  }
-  return value;
+  auto declared = DeclaredDefault(*this, name);
+  if (!declared) return InternalError(name + " was not given and declares no default");
+  return ParseInt(name, *declared, true, min, max);
+}
+
+Result<long long> ParsedArgs::ComputedIntOption(const std::string& name, long long computed, long long min,
+                                                long long max) const {
+  const OptionDecl* option = DeclOf(*this, name);
+  if (option == nullptr || !option->computed) return InternalError(name + " is not declared with a computed default");
+  if (auto it = options.find(name); it != options.end()) return ParseInt(name, it->second, false, min, max);
+  return computed;
 }
 
 std::vector<std::string> SplitCommas(const std::string& text) {
@@ -45,26 +92,28 @@ std::vector<std::string> SplitCommas(const std::string& text) {
   return parts;
 }
 
-Result<double> ParsedArgs::DoubleOption(const std::string& name, double fallback) const {
-  auto text = Option(name);
-  if (!text) return fallback;
+Result<double> ParsedArgs::DoubleOption(const std::string& name) const {
+  std::optional<std::string> text;
+  bool declared = false;
+  if (auto it = options.find(name); it != options.end()) {
+    text = it->second;
+  } else {
+    const OptionDecl* option = DeclOf(*this, name);
+    if (option != nullptr && option->computed) return InternalError(name + " has a computed default");
+    text = DeclaredDefault(*this, name);
+    declared = true;
+    if (!text) return InternalError(name + " was not given and declares no default");
+  }
   try {
     size_t used = 0;
     double value = std::stod(*text, &used);
     if (used == text->size()) return value;
   } catch (...) {
   }
-  return InvalidArgumentError(name + " expects a number, got '" + *text + "'");
+  return BadValue(name, declared, "expects a number, got '" + *text + "'");
 }
 
 namespace {
-
-const OptionDecl* FindOption(const CommandDecl& command, const std::string& name) {
-  for (const OptionDecl& option : command.options) {
-    if (option.name == name) return &option;
-  }
-  return nullptr;
-}
 
 Status UsageError(const CommandDecl& command, const std::string& message) {
   return InvalidArgumentError("envforge " + command.name + ": " + message);
@@ -125,6 +174,7 @@ bool IsOptionWord(const std::string& arg) { return arg.size() > 1 && arg[0] == '
 
 Result<ParsedArgs> ParseArgs(const CommandDecl& command, const std::vector<std::string>& args) {
   ParsedArgs parsed;
+  parsed.command = &command;
   for (size_t i = 0; i < args.size(); ++i) {
     if (command.separator && args[i] == "--") {
       parsed.positional.insert(parsed.positional.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());

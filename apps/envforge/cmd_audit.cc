@@ -48,8 +48,7 @@ int Audit(const ParsedArgs& parsed) {
       {"--task-budget-seconds", 1, 7 * 24 * 3600, [&](long long v) { options.task_budget = std::chrono::seconds(v); }},
   };
   for (const IntOption& option : int_options) {
-    if (!parsed.Option(option.name)) continue;
-    auto value = parsed.IntOption(option.name, 0, option.min, option.max);
+    auto value = parsed.IntOption(option.name, option.min, option.max);  // the declared default when not given
     if (!value.ok()) return Fail(value.status(), kExitUsage, "envforge audit");
     option.set(*value);
   }
@@ -128,7 +127,7 @@ std::vector<Command> AuditCommands() {
                    "A judge that never returns (hang) or a task whose audit outlasts --task-budget-seconds stops that "
                    "task's audit at once: broken, with \"stopped\" in the report. SIGINT/SIGTERM/SIGHUP remove the "
                    "lanes' scratch roots.",
-        .options = {{.name = "--task", .metavar = "ID[,ID...]", .help = "audit only these tasks (default: all)"},
+        .options = {{.name = "--task", .metavar = "ID[,ID...]", .help = "audit only these tasks", .default_text = "all", .computed = true},
                     {.name = "--seed", .metavar = "S", .help = "the audit's seed", .default_text = "1"},
                     {.name = "--k", .metavar = "K", .help = "gold runs in a row, per lane (1..1000)", .default_text = "5"},
                     count("--samples", "distinct answers sampled when the space is too large to enumerate", "20000"),

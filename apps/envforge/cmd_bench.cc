@@ -77,10 +77,10 @@ void WaitForReadyCopies(sandbox::SessionManager& manager, const std::string& env
 }
 
 int BenchSandbox(const ParsedArgs& parsed) {
-  auto sessions_wanted = parsed.IntOption("--sessions", 200, 1, 20000);
-  auto calls_wanted = parsed.IntOption("--calls", 5000, 10, 10'000'000);
-  auto concurrency = parsed.IntOption("--concurrency", 32, 1, 4096);
-  auto ready_copies = parsed.IntOption("--code-ready-copies", 2, 0, 4096);
+  auto sessions_wanted = parsed.IntOption("--sessions", 1, 20000);
+  auto calls_wanted = parsed.IntOption("--calls", 10, 10'000'000);
+  auto concurrency = parsed.IntOption("--concurrency", 1, 4096);
+  auto ready_copies = parsed.IntOption("--code-ready-copies", 0, 4096);
   for (const auto* r : {&sessions_wanted, &calls_wanted, &concurrency, &ready_copies}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
@@ -97,14 +97,14 @@ int BenchSandbox(const ParsedArgs& parsed) {
   auto env_id = (*manager)->OpenEnvironment(parsed.positional[0]);
   if (!env_id.ok()) return Fail(env_id.status(), kExitUsage);
   const auto* bundle = (*manager)->FindEnvironment(*env_id);
-  std::string tool = parsed.OptionOr("--tool", DefaultTool(*bundle));
+  std::string tool = parsed.Option("--tool").value_or(DefaultTool(*bundle));
   if (tool.empty() || bundle->FindTool(tool) == nullptr) {
     return Fail(InvalidArgumentError("envforge bench sandbox: pass --tool NAME of a tool of this environment"), kExitUsage);
   }
-  auto arguments = ParseJson(parsed.OptionOr("--arguments", "{}"), "--arguments");
+  auto arguments = ParseJson(parsed.OptionOr("--arguments"), "--arguments");
   if (!arguments.ok()) return Fail(arguments.status(), kExitUsage);
   // --task: every session is one of this task, so `--tool submit_result` measures a verdict.
-  std::string task = parsed.OptionOr("--task", "");
+  std::string task = parsed.OptionOr("--task");
   if (!task.empty() && bundle->FindTask(task) == nullptr) {
     return Fail(InvalidArgumentError("envforge bench sandbox: no task '" + task + "' in this environment"), kExitUsage);
   }
@@ -297,7 +297,7 @@ std::vector<Command> BenchSandboxCommands() {
         .options = {{.name = "--sessions", .metavar = "N", .help = "sessions created (1..20000)", .default_text = "200"},
                     {.name = "--calls", .metavar = "N", .help = "tool calls made (at least 10)", .default_text = "5000"},
                     {.name = "--concurrency", .metavar = "C", .help = "calls in flight at once", .default_text = "32"},
-                    {.name = "--tool", .metavar = "NAME", .help = "the tool called (default: the first of the environment's own tools with no required argument)"},
+                    {.name = "--tool", .metavar = "NAME", .help = "the tool called", .default_text = "the first of the environment's own tools with no required argument", .computed = true},
                     {.name = "--arguments", .metavar = "JSON", .help = "the tool's arguments", .default_text = "{}"},
                     {.name = "--task", .metavar = "ID", .help = "every session is one of this task (so --tool submit_result measures a verdict); a code environment needs it"},
                     {.name = "--code-ready-copies", .metavar = "N", .help = "code environments: working copies made ahead per task", .default_text = "2"},

@@ -142,12 +142,12 @@ Result<StepFigures> TimeDecode(Model& model, const std::vector<KvCache*>& caches
 
 int Engine(const ParsedArgs& parsed) {
   auto model_dir = parsed.Option("--model");  // required by the declaration
-  auto contexts = ParseContexts(parsed.OptionOr("--contexts", "1024,4096,16384,65536"));
+  auto contexts = ParseContexts(parsed.OptionOr("--contexts"));
   if (!contexts.ok()) return Fail(contexts.status(), kExitUsage);
-  auto samples = parsed.IntOption("--samples", 100, 1, 100000);
-  auto prefill_tokens = parsed.IntOption("--prefill-tokens", 256, 2, 1'000'000);
-  auto steps = parsed.IntOption("--steps", 3, 1, 10000);
-  auto threads = parsed.IntOption("--threads", 0, 0, 4096);
+  auto samples = parsed.IntOption("--samples", 1, 100000);
+  auto prefill_tokens = parsed.IntOption("--prefill-tokens", 2, 1'000'000);
+  auto steps = parsed.IntOption("--steps", 1, 10000);
+  auto threads = parsed.IntOption("--threads", 0, 4096);
   for (const auto* r : {&samples, &prefill_tokens, &steps, &threads}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }

@@ -186,8 +186,8 @@ PhaseResult RunPhase(SessionManager& manager, const std::string& env_id, size_t 
 }
 
 int Frames(const ParsedArgs& parsed) {
-  auto sessions = parsed.IntOption("--sessions", 1000, 1, 20000);
-  auto max_frame = parsed.IntOption("--max-frame-bytes", 64ll << 20, 4096, 64ll << 20);
+  auto sessions = parsed.IntOption("--sessions", 1, 20000);
+  auto max_frame = parsed.IntOption("--max-frame-bytes", 4096, 64ll << 20);
   for (const auto* r : {&sessions, &max_frame}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }

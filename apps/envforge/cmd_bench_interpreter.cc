@@ -203,11 +203,11 @@ Result<Json> RunBench(const BenchSetup& setup) {
 }
 
 int Interpreter(const ParsedArgs& parsed) {
-  auto sessions = parsed.IntOption("--sessions", 100, 1, 2000);
-  auto pool = parsed.IntOption("--pool", 8, 1, 256);
-  auto executes = parsed.IntOption("--executes", 2000, 8, 10'000'000);
-  auto concurrency = parsed.IntOption("--concurrency", 32, 1, 2000);
-  auto cold = parsed.IntOption("--cold", 8, 1, 1000);
+  auto sessions = parsed.IntOption("--sessions", 1, 2000);
+  auto pool = parsed.IntOption("--pool", 1, 256);
+  auto executes = parsed.IntOption("--executes", 8, 10'000'000);
+  auto concurrency = parsed.IntOption("--concurrency", 1, 2000);
+  auto cold = parsed.IntOption("--cold", 1, 1000);
   for (const auto* r : {&sessions, &pool, &executes, &concurrency, &cold}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }

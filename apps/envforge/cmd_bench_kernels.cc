@@ -71,9 +71,9 @@ void PrintTable(const kernels::cuda::DeviceInfo& device, const kernels::cuda::Ro
 #endif
 
 int Kernels(const ParsedArgs& parsed) {
-  auto iterations = parsed.IntOption("--iterations", 20, 1, 100000);
+  auto iterations = parsed.IntOption("--iterations", 1, 100000);
   if (!iterations.ok()) return Fail(iterations.status(), kExitUsage);
-  const std::string shapes = parsed.OptionOr("--shapes", "all");
+  const std::string shapes = parsed.OptionOr("--shapes");
   if (shapes != "real" && shapes != "tiny" && shapes != "all") {
     return Fail(InvalidArgumentError("--shapes expects real, tiny or all, got '" + shapes + "'"), kExitUsage,
                 "envforge bench kernels");

@@ -70,10 +70,10 @@ int BenchRollout(const ParsedArgs& parsed) {
   auto model_dir = parsed.Option("--model");
   auto env_path = parsed.Option("--env");
   auto task = parsed.Option("--task");  // the three are required by the declaration
-  auto n = parsed.IntOption("-n", 100, 1, 100'000);
-  auto max_turns = parsed.IntOption("--max-turns", 8, 1, 10'000);
-  auto per_turn = parsed.IntOption("--max-tokens-per-turn", 64, 1, 1'000'000);
-  auto seed = parsed.IntOption("--seed", 0, 0, INT64_MAX);
+  auto n = parsed.IntOption("-n", 1, 100'000);
+  auto max_turns = parsed.IntOption("--max-turns", 1, 10'000);
+  auto per_turn = parsed.IntOption("--max-tokens-per-turn", 1, 1'000'000);
+  auto seed = parsed.IntOption("--seed", 0, INT64_MAX);
   for (const auto* value : {&n, &max_turns, &per_turn, &seed}) {
     if (!value->ok()) return Fail(value->status(), kExitUsage, kCommand);
   }

@@ -260,17 +260,17 @@ Result<BenchConfig> ConfigFrom(const ParsedArgs& parsed) {
   server::LoadOptions& load = config.load;
   load.env = *parsed.Option("--env");
   load.task = *parsed.Option("--task");
-  ENVFORGE_RETURN_IF_ERROR(server::ParseLoadUrl(config.url, parsed.OptionOr("--transport", "ws"), &load).WithContext("--url"));
-  load.token = parsed.OptionOr("--token", "");
+  ENVFORGE_RETURN_IF_ERROR(server::ParseLoadUrl(config.url, parsed.OptionOr("--transport"), &load).WithContext("--url"));
+  load.token = parsed.OptionOr("--token");
   if (load.token.empty()) {
     if (const char* from_env = std::getenv("ENVFORGE_SERVE_TOKEN"); from_env != nullptr) load.token = from_env;
   }
-  ENVFORGE_ASSIGN_OR_RETURN(long long sessions, parsed.IntOption("--sessions", 1000, 1, 10'000'000));
-  ENVFORGE_ASSIGN_OR_RETURN(long long steps, parsed.IntOption("--steps", 20, 0, 100'000));
-  ENVFORGE_ASSIGN_OR_RETURN(long long concurrency, parsed.IntOption("--concurrency", 256, 1, 20'000));
-  ENVFORGE_ASSIGN_OR_RETURN(long long io_threads, parsed.IntOption("--io-threads", 1, 1, 16));
-  ENVFORGE_ASSIGN_OR_RETURN(long long drop_permille, parsed.IntOption("--chaos-drop-rate", 10, 0, 1000));
-  ENVFORGE_ASSIGN_OR_RETURN(long long kill_interval, parsed.IntOption("--chaos-interval-ms", 100, 1, 3'600'000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long sessions, parsed.IntOption("--sessions", 1, 10'000'000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long steps, parsed.IntOption("--steps", 0, 100'000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long concurrency, parsed.IntOption("--concurrency", 1, 20'000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long io_threads, parsed.IntOption("--io-threads", 1, 16));
+  ENVFORGE_ASSIGN_OR_RETURN(long long drop_permille, parsed.IntOption("--chaos-drop-rate", 0, 1000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long kill_interval, parsed.IntOption("--chaos-interval-ms", 1, 3'600'000));
   load.sessions = static_cast<size_t>(sessions);
   load.steps = static_cast<size_t>(steps);
   load.concurrency = static_cast<size_t>(concurrency);
@@ -278,9 +278,9 @@ Result<BenchConfig> ConfigFrom(const ParsedArgs& parsed) {
   config.chaos = parsed.Has("--chaos");
   load.drop_rate = config.chaos ? static_cast<double>(drop_permille) / 1000.0 : 0.0;  // the drops are part of --chaos
   config.kill_interval = std::chrono::milliseconds(kill_interval);
-  load.answer = parsed.OptionOr("--answer", "0");
-  load.tool = parsed.OptionOr("--tool", "");
-  ENVFORGE_ASSIGN_OR_RETURN(load.arguments, ParseJson(parsed.OptionOr("--arguments", "{}"), "--arguments"));
+  load.answer = parsed.OptionOr("--answer");
+  load.tool = parsed.OptionOr("--tool");
+  ENVFORGE_ASSIGN_OR_RETURN(load.arguments, ParseJson(parsed.OptionOr("--arguments"), "--arguments"));
   if (!load.arguments.is_object()) return InvalidArgumentError("--arguments must be a JSON object");
   return config;
 }
@@ -294,8 +294,8 @@ struct IdleHold {
 };
 
 Status StartIdleHold(const ParsedArgs& parsed, const server::LoadOptions& load, IdleHold* hold) {
-  ENVFORGE_ASSIGN_OR_RETURN(long long connections, parsed.IntOption("--idle-connections", 0, 0, 1'000'000));
-  ENVFORGE_ASSIGN_OR_RETURN(long long peers, parsed.IntOption("--idle-peers", 1, 0, 250));
+  ENVFORGE_ASSIGN_OR_RETURN(long long connections, parsed.IntOption("--idle-connections", 0, 1'000'000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long peers, parsed.IntOption("--idle-peers", 0, 250));
   if (connections == 0) return Status::Ok();
   const auto port = static_cast<uint16_t>(std::stoi(load.port));
   hold->server = ListeningProcess(port);
@@ -482,7 +482,7 @@ std::vector<Command> BenchServeCommands() {
                     {.name = "--concurrency", .metavar = "C", .help = "clients (connections) at once", .default_text = "256"},
                     {.name = "--transport", .metavar = "ws|http", .help = "WebSocket or HTTP keep-alive", .default_text = "ws"},
                     {.name = "--io-threads", .metavar = "N", .help = "threads running the clients (1..16)", .default_text = "1"},
-                    {.name = "--tool", .metavar = "NAME", .help = "the tool called (default: the environment's first tool with no required argument)"},
+                    {.name = "--tool", .metavar = "NAME", .help = "the tool called", .default_text = "the environment's first tool with no required argument", .computed = true},
                     {.name = "--arguments", .metavar = "JSON", .help = "the tool's arguments, a JSON object", .default_text = "{}"},
                     {.name = "--answer", .metavar = "TEXT", .help = "the answer each episode submits", .default_text = "0"},
                     {.name = "--token", .metavar = "T", .help = "the server's bearer token (or ENVFORGE_SERVE_TOKEN)"},

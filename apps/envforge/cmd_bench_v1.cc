@@ -149,14 +149,14 @@ Result<BenchV1Config> ConfigFrom(const ParsedArgs& parsed) {
   if (!url) return InvalidArgumentError("envforge bench v1: --url http://HOST:PORT is required (a running envforge serve with --model)");
   config.url = *url;
   ENVFORGE_RETURN_IF_ERROR(ParseV1Url(*url, &config));
-  ENVFORGE_ASSIGN_OR_RETURN(long long concurrency, parsed.IntOption("--concurrency", 32, 1, 4096));
-  ENVFORGE_ASSIGN_OR_RETURN(long long requests, parsed.IntOption("--requests", 4 * concurrency, 1, 100'000'000));
-  ENVFORGE_ASSIGN_OR_RETURN(long long max_tokens, parsed.IntOption("--max-tokens", 16, 1, 1 << 20));
+  ENVFORGE_ASSIGN_OR_RETURN(long long concurrency, parsed.IntOption("--concurrency", 1, 4096));
+  ENVFORGE_ASSIGN_OR_RETURN(long long requests, parsed.ComputedIntOption("--requests", 4 * concurrency, 1, 100'000'000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long max_tokens, parsed.IntOption("--max-tokens", 1, 1 << 20));
   config.concurrency = static_cast<int>(concurrency);
   config.requests = requests;
   config.max_tokens = max_tokens;
-  config.model = parsed.OptionOr("--model", "");
-  config.token = parsed.OptionOr("--token", "");
+  config.model = parsed.OptionOr("--model");
+  config.token = parsed.OptionOr("--token");
   if (config.token.empty()) {
     if (const char* from_env = std::getenv("ENVFORGE_SERVE_TOKEN"); from_env != nullptr) config.token = from_env;
   }
@@ -221,9 +221,9 @@ std::vector<Command> BenchV1Commands() {
         .details = "Exit 3 when a request failed.",
         .options = {{.name = "--url", .metavar = "URL", .help = "http://HOST:PORT of a running envforge serve with --model or --backend", .required = true},
                     {.name = "--concurrency", .metavar = "C", .help = "clients, one request in flight each", .default_text = "32"},
-                    {.name = "--requests", .metavar = "N", .help = "requests in all (default: 4 x concurrency)"},
+                    {.name = "--requests", .metavar = "N", .help = "requests in all", .default_text = "4 x concurrency", .computed = true},
                     {.name = "--max-tokens", .metavar = "M", .help = "max_tokens of each request", .default_text = "16"},
-                    {.name = "--model", .metavar = "NAME", .help = "the model name sent (default: the server's)"},
+                    {.name = "--model", .metavar = "NAME", .help = "the model name sent", .default_text = "the server's", .computed = true},
                     {.name = "--token", .metavar = "T", .help = "the server's bearer token (or ENVFORGE_SERVE_TOKEN)"},
                     JsonOption("the figures as JSON")}},
        V1},

@@ -439,10 +439,10 @@ void PrintTable(const Json& figures) {
 }
 
 int Viewer(const ParsedArgs& parsed) {
-  auto episodes = parsed.IntOption("--episodes", 100'000, 100, 10'000'000);
-  auto steps = parsed.IntOption("--steps", 200, 1, 100'000);
-  auto repeat = parsed.IntOption("--repeat", 20, 1, 10'000);
-  auto browser_runs = parsed.IntOption("--browser-runs", 5, 1, 1000);
+  auto episodes = parsed.IntOption("--episodes", 100, 10'000'000);
+  auto steps = parsed.IntOption("--steps", 1, 100'000);
+  auto repeat = parsed.IntOption("--repeat", 1, 10'000);
+  auto browser_runs = parsed.IntOption("--browser-runs", 1, 1000);
   for (const auto* r : {&episodes, &steps, &repeat, &browser_runs}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }

@@ -64,10 +64,10 @@ void PrintSummary(const verifiers::JunitReport& report) {
 
 int Junit(const ParsedArgs& parsed) {
   verifiers::JunitOptions options;
-  auto producer = verifiers::JunitProducerFromName(parsed.OptionOr("--producer", "auto"));
+  auto producer = verifiers::JunitProducerFromName(parsed.OptionOr("--producer"));
   if (!producer.ok()) return Fail(producer.status().WithContext("--producer"), kExitUsage, kJunitCommand);
   options.producer = *producer;
-  options.source_root = parsed.OptionOr("--root", "");
+  options.source_root = parsed.OptionOr("--root");
   auto report = verifiers::ReadJunitFile(parsed.positional[0], options);
   if (!report.ok()) return Fail(report.status(), ExitCodeFor(report.status()), kJunitCommand);
   if (parsed.Has("--json")) {

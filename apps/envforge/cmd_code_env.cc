@@ -33,7 +33,7 @@ int Import(const ParsedArgs& parsed) {
   auto instances = sandbox::code::ReadCodeInstances(parsed.positional[0]);
   if (!instances.ok()) return Fail(instances.status(), ExitCodeFor(instances.status()), kImportCommand);
   sandbox::code::CodeImportOptions options;
-  options.env_name = parsed.OptionOr("--name", "");
+  options.env_name = parsed.OptionOr("--name");
   auto report = sandbox::code::ImportCodeInstances(*instances, *repo, *output, options);
   if (!report.ok()) return Fail(report.status(), ExitCodeFor(report.status()), kImportCommand);
   if (parsed.Has("--json")) {
@@ -52,7 +52,7 @@ int Import(const ParsedArgs& parsed) {
 
 int Validate(const ParsedArgs& parsed) {
   const std::string& envdb = parsed.positional[0];
-  auto runs = parsed.IntOption("--runs", 3, 1, 20);
+  auto runs = parsed.IntOption("--runs", 1, 20);
   if (!runs.ok()) return Fail(runs.status(), kExitUsage, kValidateCommand);
   std::string gold_override;
   if (auto patch_file = parsed.Option("--patch")) {
@@ -116,7 +116,7 @@ std::vector<Command> CodeEnvCommands() {
                    "later history, the gold and test patches kept apart from sessions",
         .options = {{.name = "--repo", .metavar = "PATH", .help = "the instances' git repository", .required = true},
                     {.name = "-o", .metavar = "X.envdb", .help = "the bundle to write", .required = true},
-                    {.name = "--name", .metavar = "NAME", .help = "the environment's name (default: from the repository)"},
+                    {.name = "--name", .metavar = "NAME", .help = "the environment's name", .default_text = "from the repository", .computed = true},
                     JsonOption("{bundle, tasks, base_commits, archive_bytes, content_hash} as JSON")},
         .min_positional = 1,
         .max_positional = 1},
@@ -126,7 +126,7 @@ std::vector<Command> CodeEnvCommands() {
         .summary = "run the tests in the sandbox before and after the gold patch (or FILE): F2P, P2F, P2P, flaky tests, "
                    "valid/invalid with the reason; exit 0 valid, 1 invalid",
         .details = "The lists are stored in the bundle (not with --patch).",
-        .options = {{.name = "--task", .metavar = "ID", .help = "only this task (default: every code task)"},
+        .options = {{.name = "--task", .metavar = "ID", .help = "only this task", .default_text = "every code task", .computed = true},
                     {.name = "--runs", .metavar = "N", .help = "test runs after the patch, for flakiness (1..20)", .default_text = "3"},
                     {.name = "--patch", .metavar = "FILE", .help = "validate this patch instead of the gold one (nothing is stored)"},
                     JsonOption("one JSON array, an object per task")},

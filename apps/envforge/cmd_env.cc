@@ -18,13 +18,13 @@ namespace envforge::cli {
 namespace {
 
 int Pack(const ParsedArgs& parsed) {
-  std::string output = parsed.OptionOr("-o", parsed.OptionOr("--output", ""));
+  std::string output = parsed.Option("-o").value_or(parsed.OptionOr("--output"));
   if (output.empty()) return Fail(InvalidArgumentError("envforge env pack: -o OUT.envdb is required"), kExitUsage);
   sandbox::PackOptions options;
-  auto max_seconds = parsed.IntOption("--max-seconds", options.max_time.count() / 1000, 1, 7 * 24 * 3600);
+  auto max_seconds = parsed.IntOption("--max-seconds", 1, 7 * 24 * 3600);
   if (!max_seconds.ok()) return Fail(max_seconds.status(), kExitUsage);
   options.max_time = std::chrono::seconds(*max_seconds);
-  auto max_bytes = parsed.IntOption("--max-bytes", static_cast<long long>(options.max_bytes), 4096, INT64_MAX);
+  auto max_bytes = parsed.IntOption("--max-bytes", 4096, INT64_MAX);
   if (!max_bytes.ok()) return Fail(max_bytes.status(), kExitUsage);
   options.max_bytes = static_cast<uint64_t>(*max_bytes);
   if (auto provenance = parsed.Option("--provenance")) {

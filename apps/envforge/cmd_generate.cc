@@ -69,15 +69,15 @@ int Generate(const ParsedArgs& parsed) {
   if (chat && !prompt_text) return Fail(InvalidArgumentError("envforge generate: --chat needs --prompt TEXT"), kExitUsage);
 
   inference::GenerateOptions options;
-  auto n = parsed.IntOption("-n", 1, 1, 100000);
-  auto max_tokens = parsed.IntOption("--max-tokens", 64, 0, 10'000'000);
-  auto top_k = parsed.IntOption("--top-k", 0, 0, 100'000'000);
-  auto seed = parsed.IntOption("--seed", 0, 0, INT64_MAX);
+  auto n = parsed.IntOption("-n", 1, 100000);
+  auto max_tokens = parsed.IntOption("--max-tokens", 0, 10'000'000);
+  auto top_k = parsed.IntOption("--top-k", 0, 100'000'000);
+  auto seed = parsed.IntOption("--seed", 0, INT64_MAX);
   for (const auto* r : {&n, &max_tokens, &top_k, &seed}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
-  auto temperature = parsed.DoubleOption("--temperature", 1.0);
-  auto top_p = parsed.DoubleOption("--top-p", 1.0);
+  auto temperature = parsed.DoubleOption("--temperature");
+  auto top_p = parsed.DoubleOption("--top-p");
   for (const auto* r : {&temperature, &top_p}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
@@ -97,7 +97,7 @@ int Generate(const ParsedArgs& parsed) {
   std::fprintf(stderr, "loading %s\n", model_dir->c_str());
   inference::ModelOptions model_options;
   model_options.dense_attention = parsed.Has("--dense");
-  model_options.device = parsed.OptionOr("--device", "cpu");
+  model_options.device = parsed.OptionOr("--device");
   auto model = inference::Model::Load(*model_dir, model_options);
   if (!model.ok()) return Fail(model.status(), ExitCodeFor(model.status()), "envforge generate");
   if (!(*model)->device_note().empty()) std::fprintf(stderr, "envforge generate: %s\n", (*model)->device_note().c_str());

@@ -26,32 +26,33 @@ namespace {
 Status ReadOptions(const ParsedArgs& args, agents::RolloutOptions& options) {
   struct IntOption {
     const char* name;
-    long long fallback, min, max;
+    long long min, max;
     int64_t* out;
   };
   int64_t seed64 = 0, top_k64 = 0, timeout64 = 0;
-  const IntOption ints[] = {
-      {"-n", 1, 1, 1'000'000, &options.n},
-      {"--max-turns", 32, 1, 100'000, &options.max_turns},
-      {"--max-tokens", 16384, 1, 100'000'000, &options.max_tokens},
-      {"--max-tokens-per-turn", 2048, 1, 10'000'000, &options.max_tokens_per_turn},
-      {"--context-window", 0, 0, 100'000'000, &options.context_window},
-      {"--max-invalid-calls", 3, 1, 1000, &options.max_invalid_calls},
-      {"--concurrency", 0, 0, 100'000, &options.concurrency},
-      {"--seed", 0, 0, INT64_MAX, &seed64},
-      {"--top-k", 0, 0, 100'000'000, &top_k64},
-      {"--episode-timeout", 600, 1, 7 * 24 * 3600, &timeout64},
+  const IntOption ints[] = {  // defaults: the declarations' (RolloutCommands)
+      {"-n", 1, 1'000'000, &options.n},
+      {"--max-turns", 1, 100'000, &options.max_turns},
+      {"--max-tokens", 1, 100'000'000, &options.max_tokens},
+      {"--max-tokens-per-turn", 1, 10'000'000, &options.max_tokens_per_turn},
+      {"--max-invalid-calls", 1, 1000, &options.max_invalid_calls},
+      {"--seed", 0, INT64_MAX, &seed64},
+      {"--top-k", 0, 100'000'000, &top_k64},
+      {"--episode-timeout", 1, 7 * 24 * 3600, &timeout64},
   };
   for (const IntOption& option : ints) {
-    ENVFORGE_ASSIGN_OR_RETURN(long long value, args.IntOption(option.name, option.fallback, option.min, option.max));
+    ENVFORGE_ASSIGN_OR_RETURN(long long value, args.IntOption(option.name, option.min, option.max));
     *option.out = value;
   }
+  // Computed defaults: 0 leaves them to the rollout (the backend's window; min(all, 256) episodes at once).
+  ENVFORGE_ASSIGN_OR_RETURN(options.context_window, args.ComputedIntOption("--context-window", 0, 0, 100'000'000));
+  ENVFORGE_ASSIGN_OR_RETURN(options.concurrency, args.ComputedIntOption("--concurrency", 0, 0, 100'000));
   options.sampling.seed = static_cast<uint64_t>(seed64);
   options.sampling.top_k = top_k64;
   options.episode_timeout = std::chrono::seconds(timeout64);
-  ENVFORGE_ASSIGN_OR_RETURN(options.sampling.temperature, args.DoubleOption("--temperature", 1.0));
-  ENVFORGE_ASSIGN_OR_RETURN(options.sampling.top_p, args.DoubleOption("--top-p", 1.0));
-  ENVFORGE_ASSIGN_OR_RETURN(options.context_strategy, agents::ParseContextStrategy(args.OptionOr("--context-strategy", "none")));
+  ENVFORGE_ASSIGN_OR_RETURN(options.sampling.temperature, args.DoubleOption("--temperature"));
+  ENVFORGE_ASSIGN_OR_RETURN(options.sampling.top_p, args.DoubleOption("--top-p"));
+  ENVFORGE_ASSIGN_OR_RETURN(options.context_strategy, agents::ParseContextStrategy(args.OptionOr("--context-strategy")));
   options.thinking = args.Has("--thinking");
   if (auto limits = args.Option("--limits")) {
     ENVFORGE_ASSIGN_OR_RETURN(Json json, ParseJson(*limits, "--limits"));
@@ -94,9 +95,9 @@ int Rollout(const ParsedArgs& parsed) {
   if (!read.ok()) return Fail(read, kExitUsage, kCommand);
 
   inference::BackendOptions backend_options;
-  backend_options.model_name = parsed.OptionOr("--model", "");
-  backend_options.api_key_env = parsed.OptionOr("--api-key-env", "");
-  backend_options.device = parsed.OptionOr("--device", "cpu");
+  backend_options.model_name = parsed.OptionOr("--model");
+  backend_options.api_key_env = parsed.OptionOr("--api-key-env");
+  backend_options.device = parsed.OptionOr("--device");
   backend_options.dense_attention = parsed.Has("--dense");
   if (backend_options.dense_attention && backend_spec->rfind("embedded:", 0) != 0) {
     return Fail(InvalidArgumentError("--dense applies to the embedded backend only"), kExitUsage, kCommand);
@@ -204,10 +205,10 @@ std::vector<Command> RolloutCommands() {
                     {.name = "--top-k", .metavar = "K", .help = "the K likeliest tokens (0: all)", .default_text = "0", .section = sampling},
                     {.name = "--seed", .metavar = "S", .help = "the sampling seed", .default_text = "0", .section = sampling},
                     {.name = "--context-strategy", .metavar = "none|summary|discard75|discard-all", .help = "what happens at 80% of the context window", .default_text = "none"},
-                    {.name = "--context-window", .metavar = "W", .help = "tokens (default: the backend's)"},
+                    {.name = "--context-window", .metavar = "W", .help = "tokens", .default_text = "the backend's", .computed = true},
                     {.name = "--max-invalid-calls", .metavar = "K", .help = "malformed calls in a row that end an episode", .default_text = "3"},
                     {.name = "--episode-timeout", .metavar = "S", .help = "seconds per episode", .default_text = "600"},
-                    {.name = "--concurrency", .metavar = "C", .help = "episodes at once (default: min(all, 256))"},
+                    {.name = "--concurrency", .metavar = "C", .help = "episodes at once", .default_text = "min(all, 256)", .computed = true},
                     LimitsOption(),
                     {.name = "--trajectories", .metavar = "F.sqlite", .help = "record every episode (messages, tokens, logprobs, tool steps, verdict)"},
                     JsonOption("one JSON object per task on stdout")},

@@ -56,19 +56,19 @@ Json CorpusJson(const std::string& path, const search::CorpusInfo& info) {
 }
 
 int BuildCorpus(const ParsedArgs& parsed) {
-  const std::string from = parsed.OptionOr("--from", "");
+  const std::string from = parsed.OptionOr("--from");
   if (from != "debian") {
     return Fail(InvalidArgumentError("envforge search corpus build: --from must be 'debian'" +
                                      (from.empty() ? std::string(" (missing)") : ", got '" + from + "'")),
                 kExitUsage);
   }
-  const std::string output = parsed.OptionOr("-o", "");  // required by the declaration
+  const std::string output = parsed.OptionOr("-o");  // required by the declaration
   search::DebianCorpusOptions options;
-  options.sources = SplitCommas(parsed.OptionOr("--sources", ""));
-  options.paths.dictd_dir = parsed.OptionOr("--dictd-dir", options.paths.dictd_dir);
-  options.paths.wordnet_dir = parsed.OptionOr("--wordnet-dir", options.paths.wordnet_dir);
-  options.paths.iso_codes_dir = parsed.OptionOr("--iso-codes-dir", options.paths.iso_codes_dir);
-  options.paths.python_doc_dir = parsed.OptionOr("--python-doc-dir", options.paths.python_doc_dir);
+  options.sources = SplitCommas(parsed.OptionOr("--sources"));
+  options.paths.dictd_dir = parsed.Option("--dictd-dir").value_or(options.paths.dictd_dir);
+  options.paths.wordnet_dir = parsed.Option("--wordnet-dir").value_or(options.paths.wordnet_dir);
+  options.paths.iso_codes_dir = parsed.Option("--iso-codes-dir").value_or(options.paths.iso_codes_dir);
+  options.paths.python_doc_dir = parsed.Option("--python-doc-dir").value_or(options.paths.python_doc_dir);
   if (parsed.Option("--sources") && options.sources.empty()) {
     return Fail(InvalidArgumentError("envforge search corpus build: --sources is empty"), kExitUsage);
   }
@@ -120,7 +120,7 @@ std::string JoinWords(const std::vector<std::string>& words, size_t first) {
 }
 
 int Query(const ParsedArgs& parsed) {
-  auto top_k = parsed.IntOption("--top-k", 10, 1, search::OfflineSearchBackend::kMaxTopK);
+  auto top_k = parsed.IntOption("--top-k", 1, search::OfflineSearchBackend::kMaxTopK);
   if (!top_k.ok()) return Fail(top_k.status(), kExitUsage);
   auto backend = search::OfflineSearchBackend::OpenCorpus(parsed.positional[0]);
   if (!backend.ok()) return FailWith(backend.status());
@@ -179,7 +179,7 @@ std::vector<Command> SearchCommands() {
         .details = "Progress per source on stderr; a summary of documents, links, size and seconds per source on stdout.",
         .options = {{.name = "--from", .metavar = "debian", .help = "where the documents come from", .required = true},
                     {.name = "-o", .metavar = "CORPUS.sqlite", .help = "the corpus written", .required = true},
-                    {.name = "--sources", .metavar = "a,b,...", .help = "gcide, foldoc, jargon, elements, wordnet, iso-codes, python-doc (default: all)"},
+                    {.name = "--sources", .metavar = "a,b,...", .help = "gcide, foldoc, jargon, elements, wordnet, iso-codes, python-doc", .default_text = "all", .computed = true},
                     source_dir("--dictd-dir"), source_dir("--wordnet-dir"), source_dir("--iso-codes-dir"), source_dir("--python-doc-dir"),
                     JsonOption("the summary as JSON")}},
        BuildCorpus},

@@ -73,20 +73,20 @@ Json SummaryJson(const std::string& output, const search::QaSynthResult& result,
 }
 
 int SearchSynth(const ParsedArgs& parsed) {
-  const std::string corpus = parsed.OptionOr("--corpus", "");
-  const std::string output = parsed.OptionOr("-o", "");  // both required by the declaration
+  const std::string corpus = parsed.OptionOr("--corpus");
+  const std::string output = parsed.OptionOr("-o");  // both required by the declaration
   search::QaSynthOptions options;
-  auto questions = parsed.IntOption("--questions", 10, 1, 100'000);
+  auto questions = parsed.IntOption("--questions", 1, 100'000);
   if (!questions.ok()) return Fail(questions.status(), kExitUsage);
   options.questions = static_cast<int>(*questions);
-  if (Status hops = ParseHops(parsed.OptionOr("--hops", "1"), options); !hops.ok()) return Fail(hops, kExitUsage);
-  auto breadth = parsed.IntOption("--breadth", 3, 1, search::kMaxSynthBreadth);
+  if (Status hops = ParseHops(parsed.OptionOr("--hops"), options); !hops.ok()) return Fail(hops, kExitUsage);
+  auto breadth = parsed.IntOption("--breadth", 1, search::kMaxSynthBreadth);
   if (!breadth.ok()) return Fail(breadth.status(), kExitUsage);
   options.breadth = static_cast<int>(*breadth);
-  auto seed = parsed.IntOption("--seed", 1, 0, INT64_MAX);
+  auto seed = parsed.IntOption("--seed", 0, INT64_MAX);
   if (!seed.ok()) return Fail(seed.status(), kExitUsage);
   options.seed = static_cast<uint64_t>(*seed);
-  if (auto level = search::ObfuscationLevel(parsed.OptionOr("--obfuscation", "keywords")); level.ok()) {
+  if (auto level = search::ObfuscationLevel(parsed.OptionOr("--obfuscation")); level.ok()) {
     options.obfuscation = *level;
   } else {
     return Fail(level.status(), kExitUsage);
@@ -102,7 +102,7 @@ int SearchSynth(const ParsedArgs& parsed) {
   if (!result.ok()) return Fail(result.status(), ExitCodeFor(result.status()));
   const auto pack_start = std::chrono::steady_clock::now();
   sandbox::SynthBundleOptions bundle_options;
-  bundle_options.name = parsed.OptionOr("--name", bundle_options.name);
+  bundle_options.name = parsed.Option("--name").value_or(bundle_options.name);
   bundle_options.provenance = {{"seed", options.seed},
                                {"breadth", options.breadth},
                                {"obfuscation", search::ObfuscationName(options.obfuscation)},

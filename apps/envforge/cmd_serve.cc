@@ -93,18 +93,18 @@ Result<RpcServiceOptions> ServiceOptionsFrom(const ParsedArgs& parsed) {
   auto envs = parsed.Option("--envs");  // required by serve's declaration
   options.envs_dir = *envs;
   ENVFORGE_ASSIGN_OR_RETURN(options.manager, ManagerOptionsFromLimitsOption(parsed.Option("--limits")));
-  ENVFORGE_ASSIGN_OR_RETURN(long long max_sessions, parsed.IntOption("--max-sessions", 1024, 1, 100'000));
-  ENVFORGE_ASSIGN_OR_RETURN(long long ttl_seconds, parsed.IntOption("--session-ttl", 600, 1, 30LL * 24 * 3600));
+  ENVFORGE_ASSIGN_OR_RETURN(long long max_sessions, parsed.IntOption("--max-sessions", 1, 100'000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long ttl_seconds, parsed.IntOption("--session-ttl", 1, 30LL * 24 * 3600));
   options.max_sessions = static_cast<size_t>(max_sessions);
   // The service bounds sessions itself; the manager's cap only needs room for them and their
   // processes still exiting.
   options.manager.max_sessions = std::max(options.manager.max_sessions, options.max_sessions + 64);
   options.session_ttl = std::chrono::seconds(ttl_seconds);
-  ENVFORGE_ASSIGN_OR_RETURN(long long kernel_pool, parsed.IntOption("--kernel-pool", 2, 0, 1024));
+  ENVFORGE_ASSIGN_OR_RETURN(long long kernel_pool, parsed.IntOption("--kernel-pool", 0, 1024));
   options.manager.kernel_pool_size = static_cast<size_t>(kernel_pool);
-  ENVFORGE_ASSIGN_OR_RETURN(long long ready_copies, parsed.IntOption("--code-ready-copies", 2, 0, 4096));
+  ENVFORGE_ASSIGN_OR_RETURN(long long ready_copies, parsed.IntOption("--code-ready-copies", 0, 4096));
   options.manager.code_ready_copies = static_cast<size_t>(ready_copies);
-  options.trajectories_path = parsed.OptionOr("--trajectories", "");
+  options.trajectories_path = parsed.OptionOr("--trajectories");
   return options;
 }
 
@@ -154,12 +154,12 @@ long long DefaultMaxConnections() {
 // The admission bounds: each default is a share of the bound above it.
 Status AdmissionOptionsFrom(const ParsedArgs& parsed, HttpServerOptions* options) {
   ENVFORGE_ASSIGN_OR_RETURN(long long connections,
-                            parsed.IntOption("--max-connections", DefaultMaxConnections(), 1, 1'000'000));
+                            parsed.ComputedIntOption("--max-connections", DefaultMaxConnections(), 1, 1'000'000));
   ENVFORGE_ASSIGN_OR_RETURN(long long unauthenticated,
-                            parsed.IntOption("--max-unauthenticated", std::max(1LL, connections / 4), 1, connections));
-  ENVFORGE_ASSIGN_OR_RETURN(long long per_peer, parsed.IntOption("--max-unauthenticated-per-peer",
+                            parsed.ComputedIntOption("--max-unauthenticated", std::max(1LL, connections / 4), 1, connections));
+  ENVFORGE_ASSIGN_OR_RETURN(long long per_peer, parsed.ComputedIntOption("--max-unauthenticated-per-peer",
                                                                  std::max(1LL, unauthenticated / 4), 1, unauthenticated));
-  ENVFORGE_ASSIGN_OR_RETURN(long long header_ms, parsed.IntOption("--header-timeout-ms", 5000, 1, 600'000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long header_ms, parsed.IntOption("--header-timeout-ms", 1, 600'000));
   options->max_connections = static_cast<size_t>(connections);
   options->max_unauthenticated_connections = static_cast<size_t>(unauthenticated);
   options->max_unauthenticated_per_peer = static_cast<size_t>(per_peer);
@@ -182,10 +182,10 @@ void WarnIfFewDescriptors(size_t max_connections) {
 
 Result<HttpServerOptions> HttpOptionsFrom(const ParsedArgs& parsed) {
   HttpServerOptions options;
-  options.host = parsed.OptionOr("--host", "127.0.0.1");
-  ENVFORGE_ASSIGN_OR_RETURN(long long port, parsed.IntOption("--port", 8080, 0, 65535));
-  ENVFORGE_ASSIGN_OR_RETURN(long long max_payload, parsed.IntOption("--max-payload", 16LL << 20, 1024, 1LL << 32));
-  ENVFORGE_ASSIGN_OR_RETURN(long long io_threads, parsed.IntOption("--io-threads", 2, 1, 64));
+  options.host = parsed.OptionOr("--host");
+  ENVFORGE_ASSIGN_OR_RETURN(long long port, parsed.IntOption("--port", 0, 65535));
+  ENVFORGE_ASSIGN_OR_RETURN(long long max_payload, parsed.IntOption("--max-payload", 1024, 1LL << 32));
+  ENVFORGE_ASSIGN_OR_RETURN(long long io_threads, parsed.IntOption("--io-threads", 1, 64));
   options.port = static_cast<uint16_t>(port);
   options.max_payload_bytes = static_cast<size_t>(max_payload);
   options.io_threads = static_cast<int>(io_threads);
@@ -206,28 +206,28 @@ Result<std::unique_ptr<inference::Backend>> BackendFrom(const ParsedArgs& parsed
   if (model && spec) return InvalidArgumentError("give --model DIR or --backend SPEC, not both");
   if (!model && !spec) {
     for (const char* option : {"--model-name", "--device", "--context-window"}) {
-      if (parsed.Option(option)) return InvalidArgumentError(std::string(option) + " needs --model or --backend");
+      if (parsed.Given(option)) return InvalidArgumentError(std::string(option) + " needs --model or --backend");
     }
     return std::unique_ptr<inference::Backend>();
   }
   inference::BackendOptions options;
-  options.model_name = parsed.OptionOr("--model-name", "");
-  options.device = parsed.OptionOr("--device", "cpu");
+  options.model_name = parsed.OptionOr("--model-name");
+  options.device = parsed.OptionOr("--device");
   if (options.device != "cpu" && options.device != "cuda" && options.device != "auto") {
     return InvalidArgumentError("--device must be cpu, cuda or auto, got '" + options.device + "'");
   }
-  ENVFORGE_ASSIGN_OR_RETURN(long long window, parsed.IntOption("--context-window", 0, 0, 1LL << 24));
+  ENVFORGE_ASSIGN_OR_RETURN(long long window, parsed.ComputedIntOption("--context-window", 0, 0, 1LL << 24));
   options.context_window = window;
   return inference::OpenBackend(model ? "embedded:" + *model : *spec, options);
 }
 
 Result<server::OpenAiApiOptions> OpenAiOptionsFrom(const ParsedArgs& parsed) {
   server::OpenAiApiOptions options;
-  ENVFORGE_ASSIGN_OR_RETURN(long long workers, parsed.IntOption("--v1-workers", 64, 1, 4096));
-  ENVFORGE_ASSIGN_OR_RETURN(long long queued, parsed.IntOption("--v1-max-queue", 256, 0, 1'000'000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long workers, parsed.IntOption("--v1-workers", 1, 4096));
+  ENVFORGE_ASSIGN_OR_RETURN(long long queued, parsed.IntOption("--v1-max-queue", 0, 1'000'000));
   options.workers = static_cast<size_t>(workers);
   options.max_queued = static_cast<size_t>(queued);
-  options.model_name = parsed.OptionOr("--model-name", "");
+  options.model_name = parsed.OptionOr("--model-name");
   return options;
 }
 
@@ -244,10 +244,10 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, HttpServerOptions o
   // The viewer reads the store the service records into (declared before the server, like api).
   std::unique_ptr<server::UiApi> ui;
   if (auto trajectories = parsed.Option("--trajectories")) {
-    auto opened = server::UiApi::Open(*trajectories, {.runs_dir = parsed.OptionOr("--runs", "")});
+    auto opened = server::UiApi::Open(*trajectories, {.runs_dir = parsed.OptionOr("--runs")});
     if (!opened.ok()) return Fail(opened.status().WithContext("envforge serve: the viewer"), ExitCodeFor(opened.status()));
     ui = std::move(opened).value();
-    ui->EnableReplay(&service.manager(), parsed.OptionOr("--envs", ""));
+    ui->EnableReplay(&service.manager(), parsed.OptionOr("--envs"));
     options.ui = ui.get();
   }
   auto server = HttpServer::Create(service, options);
@@ -313,15 +313,22 @@ int Serve(const ParsedArgs& parsed) {
   return ServeHttp(**service, parsed, std::move(*http_options), signal_fd->get());
 }
 
+std::vector<OptionDecl> ServeOptions();
+
 // envforge view F.sqlite: the viewer alone, over a store no one needs to be recording into. The
 // service behind it opens no environment and records nothing: the store is only read.
 int View(const ParsedArgs& parsed) {
+  // view accepts only the listener's options; the rest HttpOptionsFrom reads (--max-payload,
+  // --io-threads, the admission bounds) are never given here and take serve's declared defaults.
+  static const CommandDecl kServeDecl = {.name = "serve", .options = ServeOptions()};
+  ParsedArgs http_args = parsed;
+  http_args.command = &kServeDecl;
   // The service first: the viewer's replays use its session manager until the viewer goes.
   auto service = RpcService::Create(RpcServiceOptions{});
   if (!service.ok()) return Fail(service.status().WithContext("envforge view"), ExitCodeFor(service.status()));
-  auto ui = server::UiApi::Open(parsed.positional[0], {.runs_dir = parsed.OptionOr("--runs", "")});
+  auto ui = server::UiApi::Open(parsed.positional[0], {.runs_dir = parsed.OptionOr("--runs")});
   if (!ui.ok()) return Fail(ui.status().WithContext("envforge view"), ExitCodeFor(ui.status()));
-  auto http_options = HttpOptionsFrom(parsed);
+  auto http_options = HttpOptionsFrom(http_args);
   if (!http_options.ok()) return Fail(http_options.status().WithContext("envforge view"), kExitUsage);
   http_options->ui = ui->get();
   auto signal_fd = InstallSignalPipe();
@@ -372,15 +379,15 @@ std::vector<OptionDecl> ServeOptions() {
   const std::vector<OptionDecl> rest = {
       {.name = "--max-payload", .metavar = "BYTES", .help = "request body / WebSocket message limit; past it 413", .default_text = "16777216", .section = http},
       {.name = "--io-threads", .metavar = "N", .help = "network threads", .default_text = "2", .section = http},
-      {.name = "--max-connections", .metavar = "N", .help = "open connections at most (default: 4096, or half the descriptor limit when that is lower); past it 503", .section = http},
-      {.name = "--max-unauthenticated", .metavar = "N", .help = "of those, connections not yet authenticated (default: max-connections/4); a new one past it evicts the oldest, so the rest stays for clients with the token", .section = http},
-      {.name = "--max-unauthenticated-per-peer", .metavar = "N", .help = "of those, from one address (default: max-unauthenticated/4)", .section = http},
+      {.name = "--max-connections", .metavar = "N", .help = "open connections at most; past it 503", .default_text = "4096, or half the descriptor limit when that is lower", .section = http, .computed = true},
+      {.name = "--max-unauthenticated", .metavar = "N", .help = "of those, connections not yet authenticated; a new one past it evicts the oldest, so the rest stays for clients with the token", .default_text = "max-connections/4", .section = http, .computed = true},
+      {.name = "--max-unauthenticated-per-peer", .metavar = "N", .help = "of those, from one address", .default_text = "max-unauthenticated/4", .section = http, .computed = true},
       {.name = "--header-timeout-ms", .metavar = "MS", .help = "an unauthenticated connection's request header must arrive whole within this", .default_text = "5000", .section = http},
       {.name = "--model", .metavar = "MODEL_DIR", .help = "serve this model with the embedded engine (= --backend embedded:DIR); without --model or --backend, /v1 answers 503; --token also guards /v1", .section = v1},
       {.name = "--backend", .metavar = "SPEC", .help = "embedded:DIR | openai:URL | scripted:FILE.jsonl", .section = v1},
-      {.name = "--model-name", .metavar = "NAME", .help = "the name clients use (default: the model directory's name)", .section = v1},
+      {.name = "--model-name", .metavar = "NAME", .help = "the name clients use", .default_text = "the model directory's name", .section = v1, .computed = true},
       {.name = "--device", .metavar = "cpu|cuda|auto", .help = "where the embedded engine runs", .default_text = "cpu", .section = v1},
-      {.name = "--context-window", .metavar = "N", .help = "tokens (default: the model's max_position_embeddings)", .section = v1},
+      {.name = "--context-window", .metavar = "N", .help = "tokens", .default_text = "the model's max_position_embeddings", .section = v1, .computed = true},
       {.name = "--v1-workers", .metavar = "N", .help = "completions running at once, batched together by the engine", .default_text = "64", .section = v1},
       {.name = "--v1-max-queue", .metavar = "N", .help = "completions waiting beyond those; past it 429 + Retry-After", .default_text = "256", .section = v1}};
   options.insert(options.end(), rest.begin(), rest.end());

@@ -57,28 +57,28 @@ Result<std::pair<int64_t, int64_t>> ParseShard(const std::string& text) {
 }
 
 Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
-  o.categories = SplitCommas(args.OptionOr("--categories", ""));
+  o.categories = SplitCommas(args.OptionOr("--categories"));
   struct IntOption {
     const char* name;
-    long long fallback, min, max;
+    long long min, max;
     int64_t* out;
   };
   int64_t seed = 1;
-  const IntOption ints[] = {
-      {"--envs", 0, 1, 1'000'000, &o.envs},          {"--tasks-per-env", 0, 1, 1000, &o.tasks_per_env},
-      {"--max-levels", 4, 1, 5, &o.max_levels},      {"--repairs", 2, 0, 100, &o.repairs},
-      {"--k", 100, 1, 100'000, &o.band.k},           {"--early-stop", 20, 0, 100'000, &o.band.early_after},
-      {"--audit-lanes", 2, 1, 16, &o.audit_lanes},   {"--max-turns", 16, 1, 10'000, &o.max_turns},
-      {"--max-tokens", 4096, 1, 10'000'000, &o.max_tokens}, {"--seed", 1, 0, INT64_MAX, &seed},
+  const IntOption ints[] = {  // defaults: the declarations' (SynthCommands; --envs and --tasks-per-env are required)
+      {"--envs", 1, 1'000'000, &o.envs},          {"--tasks-per-env", 1, 1000, &o.tasks_per_env},
+      {"--max-levels", 1, 5, &o.max_levels},      {"--repairs", 0, 100, &o.repairs},
+      {"--k", 1, 100'000, &o.band.k},             {"--early-stop", 0, 100'000, &o.band.early_after},
+      {"--audit-lanes", 1, 16, &o.audit_lanes},   {"--max-turns", 1, 10'000, &o.max_turns},
+      {"--max-tokens", 1, 10'000'000, &o.max_tokens}, {"--seed", 0, INT64_MAX, &seed},
   };
   for (const IntOption& option : ints) {
-    ENVFORGE_ASSIGN_OR_RETURN(long long value, args.IntOption(option.name, option.fallback, option.min, option.max));
+    ENVFORGE_ASSIGN_OR_RETURN(long long value, args.IntOption(option.name, option.min, option.max));
     *option.out = value;
   }
   o.seed = static_cast<uint64_t>(seed);
   o.band.chunk = std::min<int64_t>(20, o.band.k);
-  ENVFORGE_ASSIGN_OR_RETURN(o.temperature, args.DoubleOption("--temperature", 1.0));
-  ENVFORGE_ASSIGN_OR_RETURN(auto band, ParseBand(args.OptionOr("--band", "0,1")));
+  ENVFORGE_ASSIGN_OR_RETURN(o.temperature, args.DoubleOption("--temperature"));
+  ENVFORGE_ASSIGN_OR_RETURN(auto band, ParseBand(args.OptionOr("--band")));
   o.band.lo = band.first;
   o.band.hi = band.second;
   if (auto shard = args.Option("--shard")) {
@@ -86,15 +86,15 @@ Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
     o.shard_index = parsed.first;
     o.shard_count = parsed.second;
   }
-  o.out_dir = args.OptionOr("--out", "");
+  o.out_dir = args.OptionOr("--out");
   if (!o.out_dir.empty()) o.out_dir = std::filesystem::absolute(o.out_dir).lexically_normal().string();
-  o.proposer = args.OptionOr("--proposer", "procedural");
-  o.proposer_backend = args.OptionOr("--backend", "");
+  o.proposer = args.OptionOr("--proposer");
+  o.proposer_backend = args.OptionOr("--backend");
   if (o.proposer != "llm" && !o.proposer_backend.empty()) return InvalidArgumentError("--backend is for --proposer llm");
   o.full_audit = args.Has("--full-audit");
   o.filter = !args.Has("--no-filter");
   if (o.filter) {
-    o.policy = args.OptionOr("--policy", "");
+    o.policy = args.OptionOr("--policy");
     std::error_code error;
     if (o.policy.empty() && std::filesystem::is_directory(kDefaultPolicyDir, error)) {
       o.policy = "embedded:" + std::filesystem::absolute(kDefaultPolicyDir).string();
@@ -112,8 +112,8 @@ Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
 Result<std::unique_ptr<inference::Backend>> OpenPolicy(const envsynth::SynthOptions& o, const ParsedArgs& args) {
   if (!o.filter) return std::unique_ptr<inference::Backend>();
   inference::BackendOptions backend_options;
-  backend_options.model_name = args.OptionOr("--model", "");
-  backend_options.api_key_env = args.OptionOr("--api-key-env", "");
+  backend_options.model_name = args.OptionOr("--model");
+  backend_options.api_key_env = args.OptionOr("--api-key-env");
   backend_options.max_concurrency = 256;
   auto backend = inference::OpenBackend(o.policy, backend_options);
   if (!backend.ok()) return backend.status().WithContext("policy " + o.policy);
@@ -133,8 +133,8 @@ Result<ProposerHandle> OpenProposer(const envsynth::SynthOptions& o, const Parse
     return handle;
   }
   inference::BackendOptions backend_options;
-  backend_options.model_name = args.OptionOr("--model", "");
-  backend_options.api_key_env = args.OptionOr("--api-key-env", "");
+  backend_options.model_name = args.OptionOr("--model");
+  backend_options.api_key_env = args.OptionOr("--api-key-env");
   auto backend = inference::OpenBackend(o.proposer_backend, backend_options);
   if (!backend.ok()) return backend.status().WithContext("--backend " + o.proposer_backend);
   handle.backend = std::move(backend).value();
@@ -214,7 +214,7 @@ int RunSynthNew(const ParsedArgs& parsed) {
   if (::access(options.out_dir.c_str(), W_OK) != 0) return Fail(ErrnoError("--out " + options.out_dir, errno), kExitUsage, kCommand);
   auto policy = OpenPolicy(options, parsed);
   if (!policy.ok()) return Fail(policy.status(), ExitCodeFor(policy.status()), kCommand);
-  const std::string run_path = parsed.OptionOr("--run", (std::filesystem::path(options.out_dir) / "run.sqlite").string());
+  const std::string run_path = parsed.Option("--run").value_or((std::filesystem::path(options.out_dir) / "run.sqlite").string());
   auto store = envsynth::RunStore::Create(run_path, options.ToJson());
   if (!store.ok()) return Fail(store.status(), ExitCodeFor(store.status()), kCommand);
   return Drive(*store, *proposer->proposer, policy->get(), options, parsed.Has("--json"), kCommand);
@@ -266,8 +266,11 @@ std::vector<Command> SynthCommands() {
   const std::string filter = "the filter's episodes";
   const std::string json_help = "the funnel as JSON on stdout (progress stays on stderr)";
   const OptionDecl policy = {.name = "--policy", .metavar = "SPEC",
-                             .help = "the filter's policy: embedded:MODEL_DIR | openai:URL | scripted:FILE.jsonl (default: "
-                                     "embedded:data/models/policy-small when that directory exists)"};
+                             .help = "the filter's policy: embedded:MODEL_DIR | openai:URL | scripted:FILE.jsonl",
+                             .default_text = "embedded:data/models/policy-small when that directory exists",
+                             .computed = true};
+  OptionDecl resume_policy = policy;  // a resumed run keeps the policy it was started with unless given
+  resume_policy.default_text = "the run's own";
   const OptionDecl backend = {.name = "--backend", .metavar = "SPEC",
                               .help = "with --proposer llm: the model that writes the artefacts (embedded:DIR, openai:URL, scripted:FILE.jsonl)"};
   const OptionDecl model = {.name = "--model", .metavar = "NAME", .help = "the model name, for an openai policy or backend"};
@@ -289,7 +292,7 @@ std::vector<Command> SynthCommands() {
                     {.name = "--envs", .metavar = "N", .help = "environments, round robin over the categories", .required = true},
                     {.name = "--tasks-per-env", .metavar = "M", .help = "task lineages per environment (each gives up to one task per level)", .required = true},
                     {.name = "--out", .metavar = "DIR", .help = "where kept bundles go (created)", .required = true},
-                    {.name = "--run", .metavar = "RUN.sqlite", .help = "the run database (default: DIR/run.sqlite; must not exist)"},
+                    {.name = "--run", .metavar = "RUN.sqlite", .help = "the run database, which must not exist", .default_text = "DIR/run.sqlite", .computed = true},
                     {.name = "--proposer", .metavar = "procedural|llm", .help = "procedural: the seeded generators (offline, deterministic); llm: a model (--backend) writes the artefacts through data/prompts/, any category id, errors fed back for repair", .default_text = "procedural"},
                     backend, policy,
                     {.name = "--no-filter", .help = "synthesis only: keep every sound candidate, no policy"},
@@ -312,7 +315,7 @@ std::vector<Command> SynthCommands() {
       {{.name = "synth resume",
         .positionals = "RUN.sqlite",
         .summary = "continue a stopped run where it was",
-        .options = {policy, backend, model, api_key, JsonOption(json_help)},
+        .options = {resume_policy, backend, model, api_key, JsonOption(json_help)},
         .min_positional = 1,
         .max_positional = 1},
        RunSynthResume},

@@ -69,10 +69,10 @@ std::string OutcomeText(const EpisodeSummary& summary) {
 // --env/--task/--outcome/--rollout/--kind of ls and export.
 Result<agents::ListFilter> FilterFrom(const ParsedArgs& parsed) {
   agents::ListFilter filter;
-  filter.env_id = parsed.OptionOr("--env", "");
-  filter.task_id = parsed.OptionOr("--task", "");
-  filter.rollout_id = parsed.OptionOr("--rollout", "");
-  filter.kind = parsed.OptionOr("--kind", "");
+  filter.env_id = parsed.OptionOr("--env");
+  filter.task_id = parsed.OptionOr("--task");
+  filter.rollout_id = parsed.OptionOr("--rollout");
+  filter.kind = parsed.OptionOr("--kind");
   if (auto outcome = parsed.Option("--outcome")) {
     filter.outcome = agents::EpisodeOutcomeFromName(*outcome);
     if (!filter.outcome) {
@@ -101,7 +101,7 @@ std::vector<OptionDecl> FilterOptions() {
 int List(const ParsedArgs& parsed) {
   auto filter = FilterFrom(parsed);
   if (!filter.ok()) return Fail(filter.status(), kExitUsage);
-  auto limit = parsed.IntOption("--limit", 50, 1, 1'000'000);
+  auto limit = parsed.IntOption("--limit", 1, 1'000'000);
   if (!limit.ok()) return Fail(limit.status(), kExitUsage);
   filter->limit = *limit;
   auto reader = agents::TrajectoryReader::Open(parsed.positional[0]);
@@ -427,7 +427,7 @@ int Export(const ParsedArgs& parsed) {
   if (notebooks && parsed.Has("--jsonl")) {
     return Fail(InvalidArgumentError("--ipynb and --jsonl exclude each other"), kExitUsage, kExportPrefix);
   }
-  if (notebooks && parsed.OptionOr("-o", parsed.OptionOr("--output", "")).empty()) {
+  if (notebooks && parsed.Option("-o").value_or(parsed.OptionOr("--output")).empty()) {
     return Fail(InvalidArgumentError("--ipynb needs -o DIR (one notebook per episode is written there)"), kExitUsage,
                 kExportPrefix);
   }
@@ -438,10 +438,10 @@ int Export(const ParsedArgs& parsed) {
   if (!reader.ok()) return Fail(reader.status(), ExitCodeFor(reader.status()));
   auto episodes = (*reader)->List(*filter);
   if (!episodes.ok()) return Fail(episodes.status(), ExitCodeFor(episodes.status()));
-  if (notebooks) return ExportNotebooks(**reader, *episodes, parsed.OptionOr("-o", parsed.OptionOr("--output", "")));
+  if (notebooks) return ExportNotebooks(**reader, *episodes, parsed.Option("-o").value_or(parsed.OptionOr("--output")));
 
   // A named output is written beside itself and renamed at the end: never a half-written file.
-  std::string output = parsed.OptionOr("-o", parsed.OptionOr("--output", ""));
+  std::string output = parsed.Option("-o").value_or(parsed.OptionOr("--output"));
   std::string temporary = output.empty() ? "" : output + ".tmp." + std::to_string(::getpid());
   std::ofstream file;
   if (!output.empty()) {
@@ -536,8 +536,8 @@ namespace {
 
 int Replay(const ParsedArgs& parsed) {
   agents::ReplayOptions options;
-  options.envs = parsed.OptionOr("--envs", "");  // required by the declaration
-  options.verifier_of = parsed.OptionOr("--verifier-of", "");
+  options.envs = parsed.OptionOr("--envs");  // required by the declaration
+  options.verifier_of = parsed.OptionOr("--verifier-of");
   options.allow_version_drift = parsed.Has("--allow-version-drift");
   options.live_search = parsed.Has("--live-search");
   auto reader = agents::TrajectoryReader::Open(parsed.positional[0]);
@@ -605,7 +605,7 @@ std::vector<Command> TrajCommands() {
         .details = "--ipynb -o DIR: each interpreter episode (execute calls) as DIR/<episode-id>.ipynb (nbformat 4.5; DIR "
                    "is created): code cells with their outputs, the prompt, model text, restarts and the verdict as "
                    "markdown; other episodes are skipped with a warning; exit 2 when no notebook was written.",
-        .options = with_filters({{.name = "-o", .metavar = "OUT", .help = "the file written (default: stdout); with --ipynb, the directory"},
+        .options = with_filters({{.name = "-o", .metavar = "OUT", .help = "the file written; with --ipynb, the directory", .default_text = "stdout", .computed = true},
                                  {.name = "--output", .metavar = "OUT", .help = "the same as -o"},
                                  {.name = "--jsonl", .help = "JSON lines (the default)"},
                                  {.name = "--ipynb", .help = "Jupyter notebooks, one per interpreter episode (needs -o DIR)"}}),

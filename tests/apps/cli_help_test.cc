@@ -5,6 +5,8 @@
 // Plus the parser and the help generator in process.
 #include <doctest/doctest.h>
 
+#include <charconv>
+#include <climits>
 #include <set>
 #include <sstream>
 #include <string>
@@ -128,9 +130,99 @@ TEST_CASE("ParseArgs: values, inline values, flags, repeated options, the separa
   REQUIRE(parsed.ok());
   CHECK(parsed->positional == std::vector<std::string>{"a", "-q"});
   CHECK(parsed->Option("--task") == "t1");
-  CHECK(*parsed->IntOption("-n", 1, 1, 10) == 3);
+  CHECK(*parsed->IntOption("-n", 1, 10) == 3);
   CHECK(parsed->Values("--tag") == std::vector<std::string>{"x", "y"});
   CHECK(parsed->Has("--json"));
+}
+
+TEST_CASE("ParsedArgs: an option not given reads as its declared default; a computed one as absent") {
+  const CommandDecl decl = {.name = "demo defaults",
+                            .options = {{.name = "-n", .metavar = "N", .help = "count", .default_text = "7"},
+                                        {.name = "--x", .metavar = "X", .help = "a number", .default_text = "0.5"},
+                                        {.name = "--mode", .metavar = "M", .help = "a mode", .default_text = "fast"},
+                                        {.name = "--none", .metavar = "V", .help = "no default"},
+                                        {.name = "--cores", .metavar = "C", .help = "threads", .default_text = "the number of cores", .computed = true},
+                                        {.name = "--flag", .help = "a flag"}}};
+  auto bare = cli::ParseArgs(decl, {});
+  REQUIRE(bare.ok());
+  CHECK(*bare->IntOption("-n", 1, 10) == 7);
+  CHECK(*bare->DoubleOption("--x") == 0.5);
+  CHECK(bare->Option("--mode") == "fast");
+  CHECK(bare->OptionOr("--mode") == "fast");
+  CHECK_FALSE(bare->Given("--mode"));
+  CHECK_FALSE(bare->Option("--none").has_value());
+  CHECK(bare->OptionOr("--none").empty());
+  CHECK_FALSE(bare->Option("--cores").has_value());  // computed: shown in the help, never parsed
+  CHECK(*bare->ComputedIntOption("--cores", 16, 1, 64) == 16);
+  CHECK_FALSE(bare->IntOption("--cores", 1, 64).ok());        // a computed default is not read as text
+  CHECK_FALSE(bare->ComputedIntOption("-n", 3, 1, 10).ok());  // nor a declared one computed
+  CHECK_FALSE(bare->IntOption("--none", 1, 10).ok());         // nothing to read
+  CHECK_FALSE(bare->IntOption("-n", 8, 10).ok());             // the declared default outside the bounds
+  CHECK(Contains(cli::HelpOf(decl), "threads (default: the number of cores)"));
+
+  auto given = cli::ParseArgs(decl, {"-n", "9", "--x=2", "--mode", "slow", "--cores", "4"});
+  REQUIRE(given.ok());
+  CHECK(*given->IntOption("-n", 1, 10) == 9);
+  CHECK(*given->DoubleOption("--x") == 2.0);
+  CHECK(given->Option("--mode") == "slow");
+  CHECK(given->Given("--mode"));
+  CHECK(*given->ComputedIntOption("--cores", 16, 1, 64) == 4);
+  auto bad = cli::ParseArgs(decl, {"-n", "11"});
+  REQUIRE(bad.ok());
+  CHECK(Contains(bad->IntOption("-n", 1, 10).status().message(), "-n must be between 1 and 10, got 11"));
+}
+
+bool ParsesAsInteger(const std::string& text) {
+  long long value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return error == std::errc() && end == text.data() + text.size();
+}
+
+bool ParsesAsNumber(const std::string& text) {
+  try {
+    size_t used = 0;
+    (void)std::stod(text, &used);
+    return used == text.size();
+  } catch (...) {
+    return false;
+  }
+}
+
+TEST_CASE("every command: each declared default reads back through the parser; computed ones say so in words") {
+  for (const cli::Command& command : AllCommands()) {
+    const CommandDecl& decl = command.decl;
+    CAPTURE(decl.name);
+    // The command with nothing optional given: its required options and positionals only.
+    std::vector<std::string> args(decl.min_positional, "p");
+    for (const OptionDecl& option : decl.options) {
+      if (!option.required) continue;
+      args.push_back(option.name);
+      if (!option.metavar.empty()) args.push_back("1");
+    }
+    auto parsed = cli::ParseArgs(decl, args);
+    REQUIRE(parsed.ok());
+    for (const OptionDecl& option : decl.options) {
+      CAPTURE(option.name);
+      if (option.computed) {
+        CHECK_FALSE(option.default_text.empty());  // the help says, in words, what the code computes
+        CHECK_FALSE(option.metavar.empty());
+        if (!option.required) CHECK_FALSE(parsed->Option(option.name).has_value());
+        continue;
+      }
+      if (option.default_text.empty() || option.required) continue;
+      CHECK_FALSE(option.metavar.empty());  // a flag has no default to show
+      CHECK_FALSE(option.repeated);         // a repeated option's default is not read (Values)
+      CHECK(parsed->Option(option.name) == option.default_text);
+      if (ParsesAsInteger(option.default_text)) {
+        auto value = parsed->IntOption(option.name, LLONG_MIN, LLONG_MAX);
+        CHECK_MESSAGE(value.ok(), value.status().message());
+      }
+      if (ParsesAsNumber(option.default_text)) {
+        auto value = parsed->DoubleOption(option.name);
+        CHECK_MESSAGE(value.ok(), value.status().message());
+      }
+    }
+  }
 }
 
 TEST_CASE("ParseArgs: each usage error names what was wrong") {
