@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps configure build test demo clean
+.PHONY: deps configure build test demo clean format format-check
 
 deps:
 	@bash scripts/setup.sh
@@ -23,3 +23,13 @@ demo: build
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# C++ and CUDA sources in the house style (.clang-format); .ci/run checks it before the tests.
+FORMAT_FILES = $(shell git ls-files '*.cc' '*.h' '*.cu' '*.cuh')
+
+format-check: deps
+	@clang-format --dry-run --Werror --style=file $(FORMAT_FILES) && echo "format: $(words $(FORMAT_FILES)) files as .clang-format says"
+
+# Twice: clang-format 14 settles a few constructs only on its second pass.
+format: deps
+	@clang-format -i --style=file $(FORMAT_FILES) && clang-format -i --style=file $(FORMAT_FILES)

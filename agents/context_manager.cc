@@ -41,7 +41,8 @@ Result<std::string> Summarize(std::vector<ChatMessage> messages, inference::Back
                           result.status().message().rfind("context length exceeded", 0) == 0;
     if (too_long && !starts.empty()) {
       const size_t end = starts.size() > 1 ? starts[1] : messages.size();
-      messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(starts[0]), messages.begin() + static_cast<std::ptrdiff_t>(end));
+      messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(starts[0]),
+                     messages.begin() + static_cast<std::ptrdiff_t>(end));
       continue;
     }
     if (!result.ok()) return result.status();
@@ -65,7 +66,8 @@ int64_t EstimateTokens(const inference::Backend& backend, const std::vector<Chat
 }
 
 Result<ContextEvent> ApplyContextStrategy(ContextStrategy strategy, std::vector<ChatMessage>& messages,
-                                          inference::Backend& backend, const inference::CompletionRequest& summary_base) {
+                                          inference::Backend& backend,
+                                          const inference::CompletionRequest& summary_base) {
   if (strategy == ContextStrategy::kNone) return FailedPreconditionError("no context strategy to apply");
   if (messages.size() < 2 || messages[0].role != "system" || messages[1].role != "user") {
     return FailedPreconditionError("context management needs a conversation starting with [system, user]");

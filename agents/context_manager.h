@@ -46,6 +46,7 @@ inline constexpr std::string_view kSummaryHeader = "\n\nProgress so far (your ow
 // Errors: the backend's Status from the summary call; FailedPrecondition for kNone or a
 // conversation without [system, user] at its head.
 Result<ContextEvent> ApplyContextStrategy(ContextStrategy strategy, std::vector<inference::ChatMessage>& messages,
-                                          inference::Backend& backend, const inference::CompletionRequest& summary_base);
+                                          inference::Backend& backend,
+                                          const inference::CompletionRequest& summary_base);
 
 }  // namespace envforge::agents

@@ -13,7 +13,8 @@ using inference::ChatToolCall;
 using Clock = std::chrono::steady_clock;
 
 int64_t NowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 uint64_t SplitMix(uint64_t x) {
@@ -25,7 +26,8 @@ uint64_t SplitMix(uint64_t x) {
 
 Json ToolCallsJson(const std::vector<ChatToolCall>& calls) {
   Json out = Json::array();
-  for (const ChatToolCall& call : calls) out.push_back({{"id", call.id}, {"name", call.name}, {"arguments", call.arguments}});
+  for (const ChatToolCall& call : calls)
+    out.push_back({{"id", call.id}, {"name", call.name}, {"arguments", call.arguments}});
   return out;
 }
 
@@ -33,7 +35,11 @@ class EpisodeRun {
  public:
   EpisodeRun(sandbox::SessionManager& manager, inference::Backend& backend, const RolloutOptions& options,
              const EpisodeSpec& spec)
-      : manager_(manager), backend_(backend), options_(options), spec_(spec), store_(options.store),
+      : manager_(manager),
+        backend_(backend),
+        options_(options),
+        spec_(spec),
+        store_(options.store),
         deadline_(Clock::now() + options.episode_timeout) {
     result_.task_id = spec.task->id;
     result_.sample_index = spec.sample_index;
@@ -63,10 +69,14 @@ class EpisodeRun {
       start.kind = "rollout";
       start.backend = backend_.info().spec;
       start.model = backend_.info().model;
-      start.sampling = {{"temperature", options_.sampling.temperature}, {"top_p", options_.sampling.top_p},
-                        {"top_k", options_.sampling.top_k},             {"seed", options_.sampling.seed},
-                        {"thinking", options_.thinking},                {"max_turns", options_.max_turns},
-                        {"max_tokens", options_.max_tokens},            {"max_tokens_per_turn", options_.max_tokens_per_turn},
+      start.sampling = {{"temperature", options_.sampling.temperature},
+                        {"top_p", options_.sampling.top_p},
+                        {"top_k", options_.sampling.top_k},
+                        {"seed", options_.sampling.seed},
+                        {"thinking", options_.thinking},
+                        {"max_turns", options_.max_turns},
+                        {"max_tokens", options_.max_tokens},
+                        {"max_tokens_per_turn", options_.max_tokens_per_turn},
                         {"context_strategy", std::string(ContextStrategyName(options_.context_strategy))},
                         {"context_window", spec_.context_window}};
       start.rollout_id = spec_.rollout_id;
@@ -77,7 +87,8 @@ class EpisodeRun {
     session_options.task_id = spec_.task->id;
     session_options.limits = options_.limits;
     auto session = manager_.CreateSession(spec_.bundle->manifest.content_hash, session_options);
-    if (!session.ok()) return End(RolloutOutcome::kInfraError, "the session could not start: " + session.status().message());
+    if (!session.ok())
+      return End(RolloutOutcome::kInfraError, "the session could not start: " + session.status().message());
     session_ = *session;
     Append({"system", options_.system_prompt.empty() ? std::string(kDefaultSystemPrompt) : options_.system_prompt});
     Append({"user", spec_.task->prompt});
@@ -112,7 +123,8 @@ class EpisodeRun {
 
   void Loop() {
     while (!ended_) {
-      if (result_.turns >= options_.max_turns) return End(RolloutOutcome::kMaxTurns, "no submission after " + std::to_string(options_.max_turns) + " turns");
+      if (result_.turns >= options_.max_turns)
+        return End(RolloutOutcome::kMaxTurns, "no submission after " + std::to_string(options_.max_turns) + " turns");
       if (TokenBudgetSpent()) return EndMaxTokens();
       if (PastDeadline()) return End(RolloutOutcome::kTimeout, "the episode ran past its wall-clock limit");
       auto completion = Sample();
@@ -145,7 +157,8 @@ class EpisodeRun {
     handle_.clear();
     if (!answer.ok()) {
       const Status& status = answer.status();
-      if (status.code() == StatusCode::kResourceExhausted && status.message().rfind("context length exceeded", 0) == 0) {
+      if (status.code() == StatusCode::kResourceExhausted &&
+          status.message().rfind("context length exceeded", 0) == 0) {
         End(RolloutOutcome::kContextExhausted, status.message());
       } else if (status.code() == StatusCode::kInvalidArgument) {
         End(RolloutOutcome::kInfraError, "the backend refused the request: " + status.message());
@@ -243,10 +256,13 @@ class EpisodeRun {
       const int64_t step = steps_++;
       result_.tool_calls += 1;
       RecordStep(step, tool_call, result, started_us);
-      Append({"tool", ToolMessageText(result), "", {}, call.id}, std::string(toolsets::OutcomeName(result.outcome)), step);
+      Append({"tool", ToolMessageText(result), "", {}, call.id}, std::string(toolsets::OutcomeName(result.outcome)),
+             step);
       if (call.name == toolsets::kSubmitResultTool && Submitted(tool_call, result)) return;
-      if (result.outcome == toolsets::Outcome::kCrashed) return End(RolloutOutcome::kCrashed, "the session died: " + result.message);
-      if (result.outcome == toolsets::Outcome::kInfraError) return End(RolloutOutcome::kInfraError, "the runtime failed a tool call: " + result.message);
+      if (result.outcome == toolsets::Outcome::kCrashed)
+        return End(RolloutOutcome::kCrashed, "the session died: " + result.message);
+      if (result.outcome == toolsets::Outcome::kInfraError)
+        return End(RolloutOutcome::kInfraError, "the runtime failed a tool call: " + result.message);
       if (result.outcome == toolsets::Outcome::kInvalidCall) any_invalid = true;
     }
     if (any_invalid) {
@@ -268,11 +284,13 @@ class EpisodeRun {
     result_.score = result.content.value("score", result_.passed ? 1.0 : 0.0);
     result_.answer_text = call.arguments.value("answer_text", "");
     if (store_ != nullptr) store_->RecordSubmit(result_.episode_id, result_.answer_text, result.content);
-    End(RolloutOutcome::kSubmitted, result_.passed ? "submitted; the verifier passed it" : "submitted; the verifier failed it");
+    End(RolloutOutcome::kSubmitted,
+        result_.passed ? "submitted; the verifier passed it" : "submitted; the verifier failed it");
     return true;
   }
 
-  void RecordStep(int64_t step, const toolsets::ToolCall& call, const toolsets::ToolResult& result, int64_t started_us) {
+  void RecordStep(int64_t step, const toolsets::ToolCall& call, const toolsets::ToolResult& result,
+                  int64_t started_us) {
     if (store_ == nullptr) return;
     StepRecord record;
     record.step = step;
@@ -289,26 +307,30 @@ class EpisodeRun {
     size_t last_turn = messages_.size();
     while (last_turn > 0 && messages_[last_turn - 1].role != "assistant") --last_turn;
     const int64_t tokens =
-        context_tokens_ + EstimateTokens(backend_, {messages_.begin() + static_cast<std::ptrdiff_t>(last_turn), messages_.end()});
+        context_tokens_ +
+        EstimateTokens(backend_, {messages_.begin() + static_cast<std::ptrdiff_t>(last_turn), messages_.end()});
     if (window <= 0 || static_cast<double>(tokens) <= options_.context_threshold * static_cast<double>(window)) return;
     if (options_.context_strategy == ContextStrategy::kNone) return;  // the next turn fails if it no longer fits
     inference::CompletionRequest base = BaseRequest();
-    base.sampling.seed = TurnSeed(options_.sampling.seed, spec_.task->id, spec_.sample_index, -1 - result_.context_events);
+    base.sampling.seed =
+        TurnSeed(options_.sampling.seed, spec_.task->id, spec_.sample_index, -1 - result_.context_events);
     base.max_tokens = std::min<int64_t>(options_.max_tokens_per_turn, std::max<int64_t>(window / 4, 16));
     // The handle stays: the next turn names it, and a backend with caches finds that the
     // conversation no longer extends it and prefills afresh (dropping the cache); a scripted
     // backend keeps walking the episode's script.
     Result<ContextEvent> event = ApplyContextStrategy(options_.context_strategy, messages_, backend_, base);
     if (!event.ok()) {
-      if (event.status().code() == StatusCode::kResourceExhausted) return End(RolloutOutcome::kContextExhausted, "the summary did not fit: " + event.status().message());
+      if (event.status().code() == StatusCode::kResourceExhausted)
+        return End(RolloutOutcome::kContextExhausted, "the summary did not fit: " + event.status().message());
       return End(RolloutOutcome::kInfraError, "context management failed: " + event.status().ToString());
     }
     event->tokens_before = std::max(event->tokens_before, tokens);
     result_.context_events += 1;
     RecordContext(*event);
     if (static_cast<double>(event->tokens_after) > options_.context_threshold * static_cast<double>(window)) {
-      End(RolloutOutcome::kContextExhausted, "the context still holds " + std::to_string(event->tokens_after) + " tokens after " +
-                                                std::string(ContextStrategyName(options_.context_strategy)));
+      End(RolloutOutcome::kContextExhausted, "the context still holds " + std::to_string(event->tokens_after) +
+                                                 " tokens after " +
+                                                 std::string(ContextStrategyName(options_.context_strategy)));
     }
     context_tokens_ = event->tokens_after;
   }
@@ -335,7 +357,8 @@ class EpisodeRun {
   void Cleanup() {
     if (!handle_.empty()) backend_.Release(handle_);
     if (session_ != 0) (void)manager_.CloseSession(session_);
-    if (store_ != nullptr && !result_.episode_id.empty()) store_->EndEpisode(result_.episode_id, ToEpisodeOutcome(result_.outcome));
+    if (store_ != nullptr && !result_.episode_id.empty())
+      store_->EndEpisode(result_.episode_id, ToEpisodeOutcome(result_.outcome));
   }
 
   sandbox::SessionManager& manager_;

@@ -83,7 +83,10 @@ Json KeptData(const Json* data) {
 
 Json ErrorOutput(const std::string& ename, const std::string& evalue) {
   // Jupyter front ends show an error output by its traceback: an empty one would show nothing.
-  return Json{{"output_type", "error"}, {"ename", ename}, {"evalue", evalue}, {"traceback", Json::array({ename + ": " + evalue})}};
+  return Json{{"output_type", "error"},
+              {"ename", ename},
+              {"evalue", evalue},
+              {"traceback", Json::array({ename + ": " + evalue})}};
 }
 
 // The nbformat fields of one recorded output; nullopt for what is not an nbformat 4 output.
@@ -195,14 +198,16 @@ class NotebookBuilder {
 
   Json Build() {
     for (const StepRecord& step : episode_.steps) {
-      if (auto link = message_of_step_.find(step.step); link != message_of_step_.end()) FlushMessagesBefore(link->second);
+      if (auto link = message_of_step_.find(step.step); link != message_of_step_.end())
+        FlushMessagesBefore(link->second);
       AddStep(step);
     }
     FlushMessagesBefore(std::nullopt);
     while (next_event_ < episode_.context_events.size()) AddContextEvent(episode_.context_events[next_event_++]);
     const EpisodeSummary& summary = episode_.summary;
     if (!submitted_ && summary.answer) {
-      AddMarkdown("answer", AnswerMarkdown(*summary.answer) + "\n\n" + VerdictMarkdown(summary.verdict.value_or(Json())),
+      AddMarkdown("answer",
+                  AnswerMarkdown(*summary.answer) + "\n\n" + VerdictMarkdown(summary.verdict.value_or(Json())),
                   Json{{"answer", true}});
     }
     Json notebook = Json::object();
@@ -230,7 +235,8 @@ class NotebookBuilder {
     envforge["outcome"] = summary.outcome ? Json(std::string(EpisodeOutcomeName(*summary.outcome))) : Json();
     Json reward, passed;
     if (summary.verdict && summary.verdict->is_object()) {
-      if (const Json* score = Member(*summary.verdict, "score"); score != nullptr && score->is_number()) reward = *score;
+      if (const Json* score = Member(*summary.verdict, "score"); score != nullptr && score->is_number())
+        reward = *score;
       if (const Json* flag = Member(*summary.verdict, "passed"); flag != nullptr && flag->is_boolean()) passed = *flag;
     }
     envforge["reward"] = std::move(reward);
@@ -284,7 +290,8 @@ class NotebookBuilder {
                 (result.message.empty() ? "" : ": " + result.message) + ")";
     }
     if (step.tool == kRestartTool) {
-      return AddMarkdown(StepId(step), result.ok() ? "*kernel restarted*" : "*kernel restart failed*" + failure, StepOrigin(step));
+      return AddMarkdown(StepId(step), result.ok() ? "*kernel restarted*" : "*kernel restart failed*" + failure,
+                         StepOrigin(step));
     }
     if (step.tool == kInterruptTool) {
       const Json* interrupted = Member(result.content, "interrupted");
@@ -305,7 +312,8 @@ class NotebookBuilder {
     }
     std::string text = "*tool call* `" + step.tool + "`" + failure + "\n\n";
     text += Fenced(Cut(DumpJson(step.arguments), kMaxShownBytes), "json");
-    if (result.ok() && !result.content.is_null()) text += "\n\n" + Fenced(Cut(DumpJson(result.content), kMaxShownBytes), "json");
+    if (result.ok() && !result.content.is_null())
+      text += "\n\n" + Fenced(Cut(DumpJson(result.content), kMaxShownBytes), "json");
     AddMarkdown(StepId(step), std::move(text), StepOrigin(step));
   }
 
@@ -338,8 +346,9 @@ class NotebookBuilder {
     } else if (result.outcome == Outcome::kTimeout || status == "timeout") {
       if (!has_error) outputs.push_back(ErrorOutput("ExecutionTimeout", said("the cell ran past its time limit")));
     } else if (!result.ok() && !has_outputs) {
-      outputs.push_back(ErrorOutput(ErrorNameOf(result.outcome),
-                                    result.message.empty() ? std::string(toolsets::OutcomeName(result.outcome)) : result.message));
+      outputs.push_back(
+          ErrorOutput(ErrorNameOf(result.outcome),
+                      result.message.empty() ? std::string(toolsets::OutcomeName(result.outcome)) : result.message));
     }
     Json origin = StepOrigin(step);
     if (!status.empty()) origin["status"] = status;
@@ -358,8 +367,8 @@ class NotebookBuilder {
     cells_.push_back(std::move(cell));
     // A kernel that did not come back from the timeout's interrupt was replaced: its state is gone.
     if (const Json* restarted = Member(content, "restarted"); restarted != nullptr && *restarted == true) {
-      AddMarkdown(StepId(step) + "-restart", "*kernel restarted: it did not come back from the interrupt; its state is gone*",
-                  StepOrigin(step));
+      AddMarkdown(StepId(step) + "-restart",
+                  "*kernel restarted: it did not come back from the interrupt; its state is gone*", StepOrigin(step));
     }
   }
 
@@ -395,7 +404,9 @@ class NotebookBuilder {
     if (message.role != "user" && message.role != "assistant") return;  // tool results are the step cells
     const std::string key = message.role + '\x1f' + message.content + '\x1f' + DumpJson(message.tool_calls);
     const bool repeated = !shown_.insert(key).second;
-    if (replaying_ && (repeated || (message.role == "user" && !prompt_.empty() && message.content.starts_with(prompt_)))) return;
+    if (replaying_ &&
+        (repeated || (message.role == "user" && !prompt_.empty() && message.content.starts_with(prompt_))))
+      return;
     if (message.content.empty()) return;
     const Json origin = Json{{"message", message.index}, {"role", message.role}};
     const std::string id = "message-" + std::to_string(message.index);

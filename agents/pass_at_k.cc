@@ -8,8 +8,12 @@ namespace {
 
 Status CheckCounts(int64_t n, int64_t c, int64_t k) {
   if (n < 1) return InvalidArgumentError("pass@k needs n >= 1 episodes, got " + std::to_string(n));
-  if (c < 0 || c > n) return InvalidArgumentError("pass@k needs 0 <= c <= n, got c = " + std::to_string(c) + ", n = " + std::to_string(n));
-  if (k < 1 || k > n) return InvalidArgumentError("pass@k needs 1 <= k <= n, got k = " + std::to_string(k) + ", n = " + std::to_string(n));
+  if (c < 0 || c > n)
+    return InvalidArgumentError("pass@k needs 0 <= c <= n, got c = " + std::to_string(c) +
+                                ", n = " + std::to_string(n));
+  if (k < 1 || k > n)
+    return InvalidArgumentError("pass@k needs 1 <= k <= n, got k = " + std::to_string(k) +
+                                ", n = " + std::to_string(n));
   return Status::Ok();
 }
 

@@ -29,7 +29,8 @@ struct BundleIdentity {
 // Reads the recorded hash and name only; SessionManager::OpenEnvironment verifies the hash later.
 Result<BundleIdentity> ReadIdentity(const std::string& path) {
   ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::Open(path, Database::Mode::kReadOnly));
-  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT key, value FROM _env WHERE key IN ('content_hash', 'name')"));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt,
+                            db.Prepare("SELECT key, value FROM _env WHERE key IN ('content_hash', 'name')"));
   BundleIdentity identity{path, "", ""};
   while (true) {
     ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
@@ -197,11 +198,13 @@ std::string_view VerdictStatusName(VerdictStatus status) {
 }
 
 bool ReplayReport::infra_error() const {
-  return std::any_of(steps.begin(), steps.end(), [](const StepComparison& s) { return s.status == StepStatus::kInfraError; });
+  return std::any_of(steps.begin(), steps.end(),
+                     [](const StepComparison& s) { return s.status == StepStatus::kInfraError; });
 }
 
 bool ReplayReport::matches() const {
-  bool steps_match = std::all_of(steps.begin(), steps.end(), [](const StepComparison& s) { return s.status == StepStatus::kMatch; });
+  bool steps_match =
+      std::all_of(steps.begin(), steps.end(), [](const StepComparison& s) { return s.status == StepStatus::kMatch; });
   return steps_match && (verdict.status == VerdictStatus::kSame || verdict.status == VerdictStatus::kNotApplicable);
 }
 
@@ -213,11 +216,12 @@ Result<std::string> FindEnvBundle(const std::string& envs, const std::string& en
   std::string seen;
   for (const BundleIdentity& bundle : bundles) {
     if (!env_name.empty() && bundle.name != env_name) continue;
-    seen += (seen.empty() ? "" : ", ") + bundle.content_hash.substr(0, 12) + " (" + fs::path(bundle.path).filename().string() + ")";
+    seen += (seen.empty() ? "" : ", ") + bundle.content_hash.substr(0, 12) + " (" +
+            fs::path(bundle.path).filename().string() + ")";
   }
-  return NotFoundError(Describe(env_id, env_name) + " is not in " + envs +
-                       (seen.empty() ? std::string(" (no bundle of that environment there)")
-                                     : " (versions there: " + seen + ")"));
+  return NotFoundError(
+      Describe(env_id, env_name) + " is not in " + envs +
+      (seen.empty() ? std::string(" (no bundle of that environment there)") : " (versions there: " + seen + ")"));
 }
 
 Result<ReplayReport> Replay(const Episode& episode, sandbox::SessionManager& manager, const ReplayOptions& options) {
@@ -236,8 +240,9 @@ Result<ReplayReport> Replay(const Episode& episode, sandbox::SessionManager& man
   if (!path.ok()) {
     if (path.status().code() != StatusCode::kNotFound || !options.allow_version_drift) return path.status();
     ENVFORGE_ASSIGN_OR_RETURN(auto bundles, ScanBundles(options.envs));
-    auto same_name = std::find_if(bundles.begin(), bundles.end(),
-                                  [&](const BundleIdentity& b) { return !start.env_name.empty() && b.name == start.env_name; });
+    auto same_name = std::find_if(bundles.begin(), bundles.end(), [&](const BundleIdentity& b) {
+      return !start.env_name.empty() && b.name == start.env_name;
+    });
     if (same_name == bundles.end()) return path.status();
     path = same_name->path;
     report.version_drift = true;

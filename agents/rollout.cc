@@ -28,8 +28,10 @@ Status CheckOptions(const RolloutOptions& options) {
   if (options.max_tokens_per_turn < 1) return InvalidArgumentError("max tokens per turn must be at least 1");
   if (options.max_invalid_calls < 1) return InvalidArgumentError("--max-invalid-calls must be at least 1");
   if (!(options.sampling.temperature >= 0)) return InvalidArgumentError("--temperature must be >= 0");
-  if (!(options.sampling.top_p > 0 && options.sampling.top_p <= 1)) return InvalidArgumentError("--top-p must be in (0, 1]");
-  if (!(options.context_threshold > 0 && options.context_threshold <= 1)) return InvalidArgumentError("the context threshold must be in (0, 1]");
+  if (!(options.sampling.top_p > 0 && options.sampling.top_p <= 1))
+    return InvalidArgumentError("--top-p must be in (0, 1]");
+  if (!(options.context_threshold > 0 && options.context_threshold <= 1))
+    return InvalidArgumentError("the context threshold must be in (0, 1]");
   if (options.context_window < 0) return InvalidArgumentError("--context-window must be >= 0");
   if (options.concurrency < 0) return InvalidArgumentError("--concurrency must be >= 0");
   return Status::Ok();
@@ -64,10 +66,12 @@ std::string_view ContextStrategyName(ContextStrategy strategy) {
 }
 
 Result<ContextStrategy> ParseContextStrategy(std::string_view name) {
-  for (ContextStrategy strategy : {ContextStrategy::kNone, ContextStrategy::kSummary, ContextStrategy::kDiscard75, ContextStrategy::kDiscardAll}) {
+  for (ContextStrategy strategy :
+       {ContextStrategy::kNone, ContextStrategy::kSummary, ContextStrategy::kDiscard75, ContextStrategy::kDiscardAll}) {
     if (ContextStrategyName(strategy) == name) return strategy;
   }
-  return InvalidArgumentError("unknown context strategy '" + std::string(name) + "' (none, summary, discard75, discard-all)");
+  return InvalidArgumentError("unknown context strategy '" + std::string(name) +
+                              "' (none, summary, discard75, discard-all)");
 }
 
 void Summarize(TaskRollout& rollout) {
@@ -125,7 +129,8 @@ Json TaskRollout::ToJson() const {
 RolloutRunner::RolloutRunner(sandbox::SessionManager& manager, inference::Backend& backend, RolloutOptions options)
     : manager_(manager), backend_(backend), options_(std::move(options)), rollout_id_(NewRolloutId()) {}
 
-Result<std::vector<TaskRollout>> RolloutRunner::Run(const std::string& env_id, const std::vector<std::string>& task_ids) {
+Result<std::vector<TaskRollout>> RolloutRunner::Run(const std::string& env_id,
+                                                    const std::vector<std::string>& task_ids) {
   ENVFORGE_RETURN_IF_ERROR(CheckOptions(options_));
   const sandbox::EnvBundle* bundle = manager_.FindEnvironment(env_id);
   if (bundle == nullptr) return NotFoundError("unknown environment '" + env_id + "'");
@@ -141,8 +146,9 @@ Result<std::vector<TaskRollout>> RolloutRunner::Run(const std::string& env_id, c
   if (tasks.empty()) return InvalidArgumentError("environment '" + bundle->manifest.name + "' has no tasks");
   const int64_t window = options_.context_window > 0 ? options_.context_window : backend_.info().context_window;
   if (window <= 0 && options_.context_strategy != ContextStrategy::kNone) {
-    return InvalidArgumentError("context strategy " + std::string(ContextStrategyName(options_.context_strategy)) +
-                                " needs a context window, and the backend does not know its own: give --context-window");
+    return InvalidArgumentError(
+        "context strategy " + std::string(ContextStrategyName(options_.context_strategy)) +
+        " needs a context window, and the backend does not know its own: give --context-window");
   }
 
   std::vector<TaskRollout> rollouts(tasks.size());
@@ -152,7 +158,8 @@ Result<std::vector<TaskRollout>> RolloutRunner::Run(const std::string& env_id, c
     rollouts[t].env_name = bundle->manifest.name;
     rollouts[t].task_id = tasks[t]->id;
     rollouts[t].episodes.resize(static_cast<size_t>(options_.n));
-    for (int64_t i = 0; i < options_.n; ++i) specs.push_back({bundle, tasks[t], options_.first_sample + i, rollout_id_, window});
+    for (int64_t i = 0; i < options_.n; ++i)
+      specs.push_back({bundle, tasks[t], options_.first_sample + i, rollout_id_, window});
   }
   const auto total = static_cast<int64_t>(specs.size());
   int64_t threads = options_.concurrency > 0 ? options_.concurrency : std::min<int64_t>(total, 256);
@@ -166,7 +173,8 @@ Result<std::vector<TaskRollout>> RolloutRunner::Run(const std::string& env_id, c
       EpisodeResult episode = RunEpisode(manager_, backend_, options_, spec);
       const size_t task_index = static_cast<size_t>(i / options_.n);
       std::lock_guard lock(progress_mutex);
-      rollouts[task_index].episodes[static_cast<size_t>(spec.sample_index - options_.first_sample)] = std::move(episode);
+      rollouts[task_index].episodes[static_cast<size_t>(spec.sample_index - options_.first_sample)] =
+          std::move(episode);
       done += 1;
       if (options_.on_episode) options_.on_episode(done, total);
     }

@@ -51,8 +51,9 @@ enum class RolloutOutcome {
 EpisodeOutcome ToEpisodeOutcome(RolloutOutcome outcome);
 std::string_view RolloutOutcomeName(RolloutOutcome outcome);
 inline constexpr RolloutOutcome kAllRolloutOutcomes[] = {
-    RolloutOutcome::kSubmitted, RolloutOutcome::kMaxTurns,    RolloutOutcome::kMaxTokens, RolloutOutcome::kContextExhausted,
-    RolloutOutcome::kInvalidCalls, RolloutOutcome::kTimeout, RolloutOutcome::kCrashed,   RolloutOutcome::kInfraError};
+    RolloutOutcome::kSubmitted,        RolloutOutcome::kMaxTurns,     RolloutOutcome::kMaxTokens,
+    RolloutOutcome::kContextExhausted, RolloutOutcome::kInvalidCalls, RolloutOutcome::kTimeout,
+    RolloutOutcome::kCrashed,          RolloutOutcome::kInfraError};
 
 // Context management when the context passes context_threshold of the window (paper 4.4).
 enum class ContextStrategy { kNone, kSummary, kDiscard75, kDiscardAll };
@@ -70,14 +71,14 @@ struct RolloutOptions {
   int64_t max_tokens_per_turn = 2048;  // generated tokens per model turn
   inference::SamplingParams sampling;  // seed: the run's seed
   ContextStrategy context_strategy = ContextStrategy::kNone;
-  int64_t context_window = 0;          // tokens; 0: the backend's (none known: no context management)
+  int64_t context_window = 0;  // tokens; 0: the backend's (none known: no context management)
   double context_threshold = 0.8;
-  int64_t max_invalid_calls = 3;       // consecutive malformed calls that end an episode
+  int64_t max_invalid_calls = 3;  // consecutive malformed calls that end an episode
   std::chrono::milliseconds episode_timeout{600'000};
-  int64_t concurrency = 0;             // episodes at once; 0: min(all episodes, 256)
-  std::string system_prompt;           // empty: kDefaultSystemPrompt
-  std::optional<sandbox::SandboxLimits> limits;  // per-session limits; nullopt: the manager's
-  TrajectoryStore* store = nullptr;    // record every episode when set
+  int64_t concurrency = 0;                                      // episodes at once; 0: min(all episodes, 256)
+  std::string system_prompt;                                    // empty: kDefaultSystemPrompt
+  std::optional<sandbox::SandboxLimits> limits;                 // per-session limits; nullopt: the manager's
+  TrajectoryStore* store = nullptr;                             // record every episode when set
   std::function<void(int64_t done, int64_t total)> on_episode;  // progress
 };
 
@@ -91,19 +92,19 @@ struct EpisodeResult {
   int64_t sample_index = 0;
   std::string episode_id;  // the trajectory id, when recorded
   RolloutOutcome outcome = RolloutOutcome::kInfraError;
-  std::string detail;      // why it ended, for a person
+  std::string detail;  // why it ended, for a person
   bool passed = false;
   double score = 0;
-  Json verdict;            // submit_result's content when submitted, else null
+  Json verdict;  // submit_result's content when submitted, else null
   std::string answer_text;
   int64_t turns = 0;
   int64_t tool_calls = 0;
-  int64_t invalid_calls = 0;       // all malformed calls (not only consecutive)
+  int64_t invalid_calls = 0;  // all malformed calls (not only consecutive)
   int64_t generated_tokens = 0;
-  int64_t prompt_tokens = 0;       // the largest context a turn was generated from
-  int64_t prefilled_tokens = 0;    // prompt tokens the backend ran through the model (embedded)
-  int64_t new_prompt_tokens = 0;   // prompt tokens that were new to this episode's context
-  int64_t first_prompt_tokens = 0; // the first turn's prompt (the same for every episode of a task)
+  int64_t prompt_tokens = 0;        // the largest context a turn was generated from
+  int64_t prefilled_tokens = 0;     // prompt tokens the backend ran through the model (embedded)
+  int64_t new_prompt_tokens = 0;    // prompt tokens that were new to this episode's context
+  int64_t first_prompt_tokens = 0;  // the first turn's prompt (the same for every episode of a task)
   int64_t context_events = 0;
   double seconds = 0;
 };
@@ -134,8 +135,8 @@ class RolloutRunner {
 
   // Plays the tasks (all of the environment's when task_ids is empty) of an environment opened in
   // the manager. Errors (before any episode runs): InvalidArgument for n < 1, a bad option, or a
-  // context strategy without a known context window; NotFound for an unknown environment or task (naming it). Episode failures
-  // are outcomes, not errors.
+  // context strategy without a known context window; NotFound for an unknown environment or task (naming it). Episode
+  // failures are outcomes, not errors.
   Result<std::vector<TaskRollout>> Run(const std::string& env_id, const std::vector<std::string>& task_ids);
   const std::string& rollout_id() const { return rollout_id_; }
 

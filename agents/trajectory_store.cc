@@ -196,7 +196,8 @@ Status CheckSqliteHeader(const std::string& path) {
 void SetBusyTimeout(Database& db, int ms) { sqlite3_busy_timeout(db.handle(), ms); }
 
 Result<bool> HasTable(Database& db, const std::string& table) {
-  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?"));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt,
+                            db.Prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?"));
   ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, table));
   return stmt.Step();
 }
@@ -216,7 +217,8 @@ Result<int> ReadFormatVersion(Database& db, const std::string& path) {
     return InvalidArgumentError(path + " is a trajectory store of format " + version_text +
                                 ", newer than this envforge reads (" + std::to_string(kFormatVersion) + ")");
   }
-  if (version < 1) return InvalidArgumentError(path + ": trajectory store format_version '" + version_text + "' is not valid");
+  if (version < 1)
+    return InvalidArgumentError(path + ": trajectory store format_version '" + version_text + "' is not valid");
   return version;
 }
 
@@ -228,7 +230,8 @@ Status Migrate(Database& db, const std::string& path) {
   ENVFORGE_ASSIGN_OR_RETURN(int version, ReadFormatVersion(db, path));
   if (version == kFormatVersion) return Status::Ok();
   Status migrated = db.Exec(kMigrateV1ToV2);
-  if (!migrated.ok()) return InternalError(path + ": migrating the trajectory store from format 1 to 2: " + migrated.message());
+  if (!migrated.ok())
+    return InternalError(path + ": migrating the trajectory store from format 1 to 2: " + migrated.message());
   ENVFORGE_RETURN_IF_ERROR(txn.Commit());
   ENVFORGE_LOG(kInfo) << "trajectory store " << path << ": migrated from format 1 to " << kFormatVersion;
   return Status::Ok();
@@ -274,11 +277,12 @@ Result<Database> OpenForRead(const std::string& path) {
 // index's order, so the default needs no sort at all).
 Result<std::string> OrderByClause(const ListFilter& filter) {
   static const std::map<std::string, std::string, std::less<>> kColumns = {
-      {"started", ""}, {"steps", "steps"}, {"duration", "(ended_at_us - started_at_us)"},
+      {"started", ""},        {"steps", "steps"},  {"duration", "(ended_at_us - started_at_us)"},
       {"outcome", "outcome"}, {"env", "env_name"}, {"task", "task_id"}};
   auto column = kColumns.find(filter.sort_by);
   if (column == kColumns.end()) {
-    return InvalidArgumentError("cannot sort by '" + filter.sort_by.substr(0, 40) + "' (started, steps, duration, outcome, env, task)");
+    return InvalidArgumentError("cannot sort by '" + filter.sort_by.substr(0, 40) +
+                                "' (started, steps, duration, outcome, env, task)");
   }
   const char* direction = filter.ascending ? " ASC" : " DESC";
   if (column->second.empty()) return std::string(" ORDER BY started_at_us") + direction + ", id" + direction;
@@ -376,7 +380,7 @@ Result<std::vector<EpisodeSummary>> ReadList(const std::string& path, const List
 }
 
 Result<std::optional<EpisodeSummary>> ReadSummaryById(Database& db, const std::string& path, int version,
-                                                     const std::string& id) {
+                                                      const std::string& id) {
   ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare(std::string("SELECT ") + kSummaryColumns + " FROM " +
                                                        EpisodesSource(version) + " WHERE id = ?"));
   ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, id));
@@ -405,7 +409,8 @@ Result<std::string> ResolveId(Database& db, const std::string& path, const std::
     return InvalidArgumentError("episode id prefix '" + id_or_prefix + "' is too short: give at least 6 hex digits");
   }
   // Ids are ASCII below 0x7f, so [prefix, prefix + "\x7f") is exactly the ids starting with it.
-  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT id FROM episodes WHERE id >= ? AND id < ? ORDER BY id LIMIT 11"));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt,
+                            db.Prepare("SELECT id FROM episodes WHERE id >= ? AND id < ? ORDER BY id LIMIT 11"));
   ENVFORGE_RETURN_IF_ERROR(stmt.BindAll({prefix, prefix + "\x7f"}));
   std::vector<std::string> candidates;
   while (true) {
@@ -422,8 +427,9 @@ Result<std::string> ResolveId(Database& db, const std::string& path, const std::
 }
 
 Status ReadSteps(Database& db, const std::string& path, const std::string& id, Episode& episode) {
-  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT step, tool, arguments, result, started_at_us, duration_us "
-                                                       "FROM steps WHERE episode_id = ? ORDER BY step"));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt,
+                            db.Prepare("SELECT step, tool, arguments, result, started_at_us, duration_us "
+                                       "FROM steps WHERE episode_id = ? ORDER BY step"));
   ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, id));
   while (true) {
     ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
@@ -447,9 +453,9 @@ Status ReadSteps(Database& db, const std::string& path, const std::string& id, E
 }
 
 Status ReadMessages(Database& db, const std::string& path, const std::string& id, Episode& episode) {
-  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt,
-                            db.Prepare("SELECT idx, role, content, reasoning_content, tool_calls, tool_call_id, "
-                                       "tool_outcome, step, created_at_us FROM messages WHERE episode_id = ? ORDER BY idx"));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      Statement stmt, db.Prepare("SELECT idx, role, content, reasoning_content, tool_calls, tool_call_id, "
+                                 "tool_outcome, step, created_at_us FROM messages WHERE episode_id = ? ORDER BY idx"));
   ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, id));
   while (true) {
     ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
@@ -548,10 +554,9 @@ Result<TrajectoryStore::Counts> ReadCounts(const std::string& path) {
   ENVFORGE_RETURN_IF_ERROR(db.Exec("BEGIN"));
   ENVFORGE_ASSIGN_OR_RETURN(int version, ReadFormatVersion(db, path));
   ENVFORGE_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db.Prepare(std::string("SELECT (SELECT count(*) FROM episodes), (SELECT count(*) FROM steps), "
-                             "(SELECT count(*) FROM episodes WHERE outcome IS NULL), ") +
-                 (version >= 2 ? "(SELECT count(*) FROM model_turns)" : "0")));
+      Statement stmt, db.Prepare(std::string("SELECT (SELECT count(*) FROM episodes), (SELECT count(*) FROM steps), "
+                                             "(SELECT count(*) FROM episodes WHERE outcome IS NULL), ") +
+                                 (version >= 2 ? "(SELECT count(*) FROM model_turns)" : "0")));
   ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
   TrajectoryStore::Counts counts;
   if (row) {
@@ -597,8 +602,8 @@ struct ContextEventItem {
   std::string episode_id;
   ContextEventRecord event;
 };
-using Record = std::variant<BeginRecord, StepRecordItem, SubmitRecord, EndRecord, MessageItem, ModelTurnItem,
-                            ContextEventItem>;
+using Record =
+    std::variant<BeginRecord, StepRecordItem, SubmitRecord, EndRecord, MessageItem, ModelTurnItem, ContextEventItem>;
 
 // The writer thread's connection and its prepared statements.
 struct WriterConnection {
@@ -629,16 +634,18 @@ struct WriterConnection {
     ENVFORGE_RETURN_IF_ERROR(db.Exec("PRAGMA wal_autocheckpoint = 4000"));
     ENVFORGE_ASSIGN_OR_RETURN(
         Statement insert_episode,
-        db.Prepare("INSERT OR IGNORE INTO episodes(id, env_id, env_version, env_name, task_id, task_version, "
-                   "verifier_version, seed, parent_id, fork_step, client, started_at_us, steps, kind, backend, model, "
-                   "sampling, rollout_id, sample_index) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"));
+        db.Prepare(
+            "INSERT OR IGNORE INTO episodes(id, env_id, env_version, env_name, task_id, task_version, "
+            "verifier_version, seed, parent_id, fork_step, client, started_at_us, steps, kind, backend, model, "
+            "sampling, rollout_id, sample_index) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"));
     ENVFORGE_ASSIGN_OR_RETURN(Statement episode_exists, db.Prepare("SELECT 1 FROM episodes WHERE id = ?"));
     ENVFORGE_ASSIGN_OR_RETURN(
         Statement insert_step,
         db.Prepare("INSERT OR IGNORE INTO steps(episode_id, step, tool, arguments, result, outcome, started_at_us, "
                    "duration_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
     ENVFORGE_ASSIGN_OR_RETURN(Statement count_step, db.Prepare("UPDATE episodes SET steps = steps + ? WHERE id = ?"));
-    ENVFORGE_ASSIGN_OR_RETURN(Statement set_submit, db.Prepare("UPDATE episodes SET answer = ?, verdict = ? WHERE id = ?"));
+    ENVFORGE_ASSIGN_OR_RETURN(Statement set_submit,
+                              db.Prepare("UPDATE episodes SET answer = ?, verdict = ? WHERE id = ?"));
     ENVFORGE_ASSIGN_OR_RETURN(
         Statement set_end,
         db.Prepare("UPDATE episodes SET ended_at_us = ?, outcome = ? WHERE id = ? AND outcome IS NULL"));
@@ -655,10 +662,10 @@ struct WriterConnection {
         Statement insert_context_event,
         db.Prepare("INSERT OR IGNORE INTO context_events(episode_id, seq, turn, strategy, tokens_before, tokens_after, "
                    "messages_dropped, summary, created_at_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-    return std::unique_ptr<WriterConnection>(new WriterConnection{
-        std::move(db), std::move(insert_episode), std::move(episode_exists), std::move(insert_step),
-        std::move(count_step), std::move(set_submit), std::move(set_end), std::move(insert_message),
-        std::move(insert_model_turn), std::move(insert_context_event)});
+    return std::unique_ptr<WriterConnection>(
+        new WriterConnection{std::move(db), std::move(insert_episode), std::move(episode_exists),
+                             std::move(insert_step), std::move(count_step), std::move(set_submit), std::move(set_end),
+                             std::move(insert_message), std::move(insert_model_turn), std::move(insert_context_event)});
   }
 };
 
@@ -700,11 +707,12 @@ std::string_view EpisodeOutcomeName(EpisodeOutcome outcome) {
 }
 
 const std::vector<EpisodeOutcome>& AllEpisodeOutcomes() {
-  static const std::vector<EpisodeOutcome> kAll = {
-      EpisodeOutcome::kSubmitted, EpisodeOutcome::kClosed,    EpisodeOutcome::kCrashed,
-      EpisodeOutcome::kExpired,   EpisodeOutcome::kInfraError, EpisodeOutcome::kShutdown,
-      EpisodeOutcome::kReset,     EpisodeOutcome::kMaxTurns,  EpisodeOutcome::kMaxTokens,
-      EpisodeOutcome::kContextExhausted, EpisodeOutcome::kInvalidCalls, EpisodeOutcome::kTimeout};
+  static const std::vector<EpisodeOutcome> kAll = {EpisodeOutcome::kSubmitted,    EpisodeOutcome::kClosed,
+                                                   EpisodeOutcome::kCrashed,      EpisodeOutcome::kExpired,
+                                                   EpisodeOutcome::kInfraError,   EpisodeOutcome::kShutdown,
+                                                   EpisodeOutcome::kReset,        EpisodeOutcome::kMaxTurns,
+                                                   EpisodeOutcome::kMaxTokens,    EpisodeOutcome::kContextExhausted,
+                                                   EpisodeOutcome::kInvalidCalls, EpisodeOutcome::kTimeout};
   return kAll;
 }
 
@@ -813,12 +821,8 @@ struct Segment {
   Json prefix_of;  // null unless the segment starts with a prefix of an earlier one
 
   Json ToJson() && {
-    Json json{{"ids", std::move(ids)},
-              {"mask", std::move(mask)},
-              {"logprobs", std::move(logprobs)},
-              {"turns", std::move(turns)},
-              {"consistent", problems.empty()},
-              {"problems", std::move(problems)}};
+    Json json{{"ids", std::move(ids)},     {"mask", std::move(mask)},        {"logprobs", std::move(logprobs)},
+              {"turns", std::move(turns)}, {"consistent", problems.empty()}, {"problems", std::move(problems)}};
     if (!prefix_of.is_null()) json["prefix_of"] = std::move(prefix_of);
     return json;
   }
@@ -1012,7 +1016,8 @@ class TrajectoryStore::Impl {
       // One line per failure would flood the log while a lock is held for minutes.
       if (consecutive_failures == 1 || consecutive_failures % 50 == 0) {
         ENVFORGE_LOG(kWarn) << "trajectory store " << path_ << ": writing " << batch.size()
-                            << " records failed (attempt " << consecutive_failures << ", retrying): " << status.message();
+                            << " records failed (attempt " << consecutive_failures
+                            << ", retrying): " << status.message();
       }
       if (stopping_) {
         ENVFORGE_LOG(kError) << "trajectory store " << path_ << ": closing with " << batch.size() + queue_.size()
@@ -1020,7 +1025,7 @@ class TrajectoryStore::Impl {
         return;
       }
       if (status.code() != StatusCode::kUnavailable) {
-        conn_.reset();  // reopen on the next attempt
+        conn_.reset();            // reopen on the next attempt
         known_episodes_.clear();  // and trust nothing learnt through the old connection
       }
       work_cv_.wait_for(lock, backoff, [&] { return stopping_; });
@@ -1054,8 +1059,8 @@ class TrajectoryStore::Impl {
   // What one batch learns while it is applied.
   struct BatchState {
     std::unordered_map<std::string, int64_t> steps_added;  // episode -> steps inserted
-    std::unordered_set<std::string> confirmed;              // episodes seen to exist
-    std::vector<std::string> ended;                         // episodes ended (rarely stepped again)
+    std::unordered_set<std::string> confirmed;             // episodes seen to exist
+    std::vector<std::string> ended;                        // episodes ended (rarely stepped again)
   };
 
   Result<bool> Known(const std::string& episode_id, BatchState& state) {
@@ -1067,15 +1072,16 @@ class TrajectoryStore::Impl {
 
   Status Apply(const BeginRecord& record, BatchState& state, std::vector<std::string>* rejections) {
     const EpisodeStart& start = record.start;
-    ENVFORGE_RETURN_IF_ERROR(RunWith(
-        conn_->insert_episode,
-        {record.episode_id, start.env_id, start.env_id, start.env_name, start.task_id, start.task_version,
-         start.verifier_version, start.seed ? SqlValue(*start.seed) : SqlValue(), TextOrNull(start.parent_id),
-         start.parent_id.empty() ? SqlValue() : SqlValue(start.fork_step), start.client, record.started_at_us,
-         start.kind.empty() ? std::string("served") : start.kind, start.backend, start.model,
-         start.sampling.is_null() ? SqlValue() : SqlValue(DumpJson(start.sampling)), TextOrNull(start.rollout_id),
-         start.sample_index < 0 ? SqlValue() : SqlValue(start.sample_index)}));
-    if (conn_->db.Changes() == 0) rejections->push_back("episode " + record.episode_id + " begun twice; the first kept");
+    ENVFORGE_RETURN_IF_ERROR(
+        RunWith(conn_->insert_episode,
+                {record.episode_id, start.env_id, start.env_id, start.env_name, start.task_id, start.task_version,
+                 start.verifier_version, start.seed ? SqlValue(*start.seed) : SqlValue(), TextOrNull(start.parent_id),
+                 start.parent_id.empty() ? SqlValue() : SqlValue(start.fork_step), start.client, record.started_at_us,
+                 start.kind.empty() ? std::string("served") : start.kind, start.backend, start.model,
+                 start.sampling.is_null() ? SqlValue() : SqlValue(DumpJson(start.sampling)),
+                 TextOrNull(start.rollout_id), start.sample_index < 0 ? SqlValue() : SqlValue(start.sample_index)}));
+    if (conn_->db.Changes() == 0)
+      rejections->push_back("episode " + record.episode_id + " begun twice; the first kept");
     state.confirmed.insert(record.episode_id);
     return Status::Ok();
   }
@@ -1088,11 +1094,10 @@ class TrajectoryStore::Impl {
                             record.episode_id + " rejected");
       return Status::Ok();
     }
-    ENVFORGE_RETURN_IF_ERROR(RunWith(conn_->insert_step,
-                                     {record.episode_id, step.step, step.tool, DumpJson(step.arguments),
-                                      DumpJson(toolsets::ToJson(step.result)),
-                                      std::string(toolsets::OutcomeName(step.result.outcome)), step.started_at_us,
-                                      step.duration_us}));
+    ENVFORGE_RETURN_IF_ERROR(RunWith(
+        conn_->insert_step,
+        {record.episode_id, step.step, step.tool, DumpJson(step.arguments), DumpJson(toolsets::ToJson(step.result)),
+         std::string(toolsets::OutcomeName(step.result.outcome)), step.started_at_us, step.duration_us}));
     if (conn_->db.Changes() == 0) {
       rejections->push_back("duplicate step " + std::to_string(step.step) + " (" + step.tool + ") of episode " +
                             record.episode_id + " rejected; the step first recorded is kept");
@@ -1103,7 +1108,8 @@ class TrajectoryStore::Impl {
   }
 
   Status Apply(const SubmitRecord& record, BatchState&, std::vector<std::string>* rejections) {
-    ENVFORGE_RETURN_IF_ERROR(RunWith(conn_->set_submit, {record.answer_text, DumpJson(record.verdict), record.episode_id}));
+    ENVFORGE_RETURN_IF_ERROR(
+        RunWith(conn_->set_submit, {record.answer_text, DumpJson(record.verdict), record.episode_id}));
     if (conn_->db.Changes() == 0) rejections->push_back("submit of unknown episode " + record.episode_id + " rejected");
     return Status::Ok();
   }
@@ -1131,7 +1137,8 @@ class TrajectoryStore::Impl {
     }
     ENVFORGE_RETURN_IF_ERROR(RunWith(insert, values));
     if (conn_->db.Changes() == 0) {
-      rejections->push_back("duplicate " + what + " of episode " + episode_id + " rejected; the first recorded is kept");
+      rejections->push_back("duplicate " + what + " of episode " + episode_id +
+                            " rejected; the first recorded is kept");
     }
     return Status::Ok();
   }
@@ -1148,12 +1155,12 @@ class TrajectoryStore::Impl {
 
   Status Apply(const ModelTurnItem& record, BatchState& state, std::vector<std::string>* rejections) {
     const ModelTurnRecord& t = record.turn;
-    return InsertKeyed(record.episode_id, "model turn " + std::to_string(t.turn), conn_->insert_model_turn,
-                       {record.episode_id, t.turn, t.message_index, PackLittleEndian(t.input_tokens), t.reused_tokens,
-                        t.prompt_tokens, PackLittleEndian(t.output_tokens), PackLittleEndian(t.logprobs),
-                        PackLittleEndian(t.kept_counts), t.finish_reason, t.parse_error, t.raw_text, t.started_at_us,
-                        t.duration_us},
-                       state, rejections);
+    return InsertKeyed(
+        record.episode_id, "model turn " + std::to_string(t.turn), conn_->insert_model_turn,
+        {record.episode_id, t.turn, t.message_index, PackLittleEndian(t.input_tokens), t.reused_tokens, t.prompt_tokens,
+         PackLittleEndian(t.output_tokens), PackLittleEndian(t.logprobs), PackLittleEndian(t.kept_counts),
+         t.finish_reason, t.parse_error, t.raw_text, t.started_at_us, t.duration_us},
+        state, rejections);
   }
 
   Status Apply(const ContextEventItem& record, BatchState& state, std::vector<std::string>* rejections) {
@@ -1167,16 +1174,16 @@ class TrajectoryStore::Impl {
 
   const std::string path_;
   TrajectoryStoreOptions options_;
-  std::unique_ptr<WriterConnection> conn_;  // writer thread only (null: reopen before the next batch)
+  std::unique_ptr<WriterConnection> conn_;          // writer thread only (null: reopen before the next batch)
   std::unordered_set<std::string> known_episodes_;  // writer thread only: committed episode ids
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // the writer waits for records, a flush, or stopping_
   std::condition_variable done_cv_;  // Flush waits for processed_
   std::deque<Record> queue_;
-  size_t in_flight_ = 0;       // records the writer took and has not committed yet
-  uint64_t enqueued_ = 0;      // records handed in, ever
-  uint64_t processed_ = 0;     // records committed or rejected, in FIFO order
+  size_t in_flight_ = 0;    // records the writer took and has not committed yet
+  uint64_t enqueued_ = 0;   // records handed in, ever
+  uint64_t processed_ = 0;  // records committed or rejected, in FIFO order
   uint64_t records_written_ = 0;
   uint64_t batches_written_ = 0;
   uint64_t write_errors_ = 0;
@@ -1186,7 +1193,8 @@ class TrajectoryStore::Impl {
   std::thread writer_;  // last: started once everything above exists
 };
 
-Result<std::unique_ptr<TrajectoryStore>> TrajectoryStore::Open(const std::string& path, TrajectoryStoreOptions options) {
+Result<std::unique_ptr<TrajectoryStore>> TrajectoryStore::Open(const std::string& path,
+                                                               TrajectoryStoreOptions options) {
   ENVFORGE_RETURN_IF_ERROR(CheckSqliteHeader(path));
   auto db = Database::Open(path, Database::Mode::kReadWriteCreate);
   if (!db.ok()) {
@@ -1199,8 +1207,7 @@ Result<std::unique_ptr<TrajectoryStore>> TrajectoryStore::Open(const std::string
   if (version < kFormatVersion) ENVFORGE_RETURN_IF_ERROR(Migrate(*db, path));
   ENVFORGE_RETURN_IF_ERROR(db->Exec(kListingIndex));
   ENVFORGE_ASSIGN_OR_RETURN(auto conn, WriterConnection::Prepare(std::move(*db)));
-  return std::unique_ptr<TrajectoryStore>(
-      new TrajectoryStore(std::make_unique<Impl>(path, options, std::move(conn))));
+  return std::unique_ptr<TrajectoryStore>(new TrajectoryStore(std::make_unique<Impl>(path, options, std::move(conn))));
 }
 
 TrajectoryStore::TrajectoryStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -1243,7 +1250,9 @@ const std::string& TrajectoryStore::path() const { return impl_->path(); }
 Result<std::vector<EpisodeSummary>> TrajectoryStore::List(const ListFilter& filter) const {
   return ReadList(impl_->path(), filter);
 }
-Result<Episode> TrajectoryStore::Get(const std::string& id_or_prefix) const { return ReadEpisode(impl_->path(), id_or_prefix); }
+Result<Episode> TrajectoryStore::Get(const std::string& id_or_prefix) const {
+  return ReadEpisode(impl_->path(), id_or_prefix);
+}
 Result<TrajectoryStore::Counts> TrajectoryStore::Count() const { return ReadCounts(impl_->path()); }
 
 // --- TrajectoryReader --------------------------------------------------------------------------
@@ -1257,9 +1266,11 @@ class TrajectoryReader::Impl {
 Result<std::unique_ptr<TrajectoryReader>> TrajectoryReader::Open(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return NotFoundError("no trajectory store " + path);
-  if (std::filesystem::is_directory(path, ec)) return InvalidArgumentError(path + " is a directory, not a trajectory store");
+  if (std::filesystem::is_directory(path, ec))
+    return InvalidArgumentError(path + " is a directory, not a trajectory store");
   ENVFORGE_RETURN_IF_ERROR(CheckSqliteHeader(path));
-  if (std::filesystem::file_size(path, ec) == 0) return InvalidArgumentError(path + " is not a trajectory store (empty file)");
+  if (std::filesystem::file_size(path, ec) == 0)
+    return InvalidArgumentError(path + " is not a trajectory store (empty file)");
   auto db = OpenForRead(path);
   if (!db.ok()) {
     if (db.status().code() == StatusCode::kDataLoss) return db.status();
@@ -1275,7 +1286,9 @@ TrajectoryReader::~TrajectoryReader() = default;
 Result<std::vector<EpisodeSummary>> TrajectoryReader::List(const ListFilter& filter) const {
   return ReadList(impl_->path, filter);
 }
-Result<Episode> TrajectoryReader::Get(const std::string& id_or_prefix) const { return ReadEpisode(impl_->path, id_or_prefix); }
+Result<Episode> TrajectoryReader::Get(const std::string& id_or_prefix) const {
+  return ReadEpisode(impl_->path, id_or_prefix);
+}
 Result<TrajectoryStore::Counts> TrajectoryReader::Count() const { return ReadCounts(impl_->path); }
 
 }  // namespace envforge::agents

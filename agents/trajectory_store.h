@@ -77,8 +77,18 @@ namespace envforge::agents {
 // not free room), "invalid_calls" (too many consecutive invalid tool calls), "timeout" (the
 // episode's wall-clock limit).
 enum class EpisodeOutcome {
-  kSubmitted, kClosed, kCrashed, kExpired, kInfraError, kShutdown, kReset,
-  kMaxTurns, kMaxTokens, kContextExhausted, kInvalidCalls, kTimeout
+  kSubmitted,
+  kClosed,
+  kCrashed,
+  kExpired,
+  kInfraError,
+  kShutdown,
+  kReset,
+  kMaxTurns,
+  kMaxTokens,
+  kContextExhausted,
+  kInvalidCalls,
+  kTimeout
 };
 // Every outcome, in declaration order (for help texts and tests).
 const std::vector<EpisodeOutcome>& AllEpisodeOutcomes();
@@ -86,15 +96,15 @@ std::string_view EpisodeOutcomeName(EpisodeOutcome outcome);
 std::optional<EpisodeOutcome> EpisodeOutcomeFromName(std::string_view name);
 
 struct EpisodeStart {
-  std::string env_id;       // the environment's content hash (= its version)
+  std::string env_id;  // the environment's content hash (= its version)
   std::string env_name;
-  std::string task_id;      // may be empty (a session with no task)
+  std::string task_id;  // may be empty (a session with no task)
   std::string task_version;
   std::string verifier_version;
   std::optional<int64_t> seed;
-  std::string parent_id;    // non-empty for a forked episode
-  int64_t fork_step = 0;    // steps the parent had taken when it was forked
-  std::string client;       // free text: peer address, "runtime", "replay", ...
+  std::string parent_id;  // non-empty for a forked episode
+  int64_t fork_step = 0;  // steps the parent had taken when it was forked
+  std::string client;     // free text: peer address, "runtime", "replay", ...
   // Format 2: what produced the episode.
   std::string kind = "served";  // "served" (a client drove the session) or "rollout" (agents/)
   std::string backend;          // rollouts: the backend spec, "embedded:/path", "openai:URL", ...
@@ -118,7 +128,7 @@ struct StepRecord {
 // Model turns are assistant messages with a ModelTurnRecord attached (by message_index).
 struct MessageRecord {
   int64_t index = 0;
-  std::string role;                 // system | user | assistant | tool
+  std::string role;  // system | user | assistant | tool
   std::string content;
   std::string reasoning_content;    // assistant
   Json tool_calls = Json::array();  // assistant: [{"id", "name", "arguments"}]
@@ -151,13 +161,13 @@ struct ModelTurnRecord {
 
 // A context-management event (DeepSeek-V3.2 paper, 4.4).
 struct ContextEventRecord {
-  int64_t seq = 0;           // 0-based per episode
-  int64_t turn = 0;          // the model turn after which it happened
-  std::string strategy;      // summary | discard75 | discard-all
+  int64_t seq = 0;       // 0-based per episode
+  int64_t turn = 0;      // the model turn after which it happened
+  std::string strategy;  // summary | discard75 | discard-all
   int64_t tokens_before = 0;
   int64_t tokens_after = 0;
   int64_t messages_dropped = 0;
-  std::string summary;       // summary strategy: the summary text
+  std::string summary;  // summary strategy: the summary text
   int64_t created_at_us = 0;
 };
 
@@ -215,8 +225,7 @@ class TrajectoryStore {
   // Creates the file (and its schema) when missing, else checks its format version. WAL mode,
   // synchronous=NORMAL. Errors: InvalidArgument (not a trajectory store, or a newer format),
   // DataLoss (corrupt file), Internal (cannot open or create).
-  static Result<std::unique_ptr<TrajectoryStore>> Open(const std::string& path,
-                                                       TrajectoryStoreOptions options = {});
+  static Result<std::unique_ptr<TrajectoryStore>> Open(const std::string& path, TrajectoryStoreOptions options = {});
   // Flushes (up to flush_deadline) and stops the writer thread.
   ~TrajectoryStore();
   TrajectoryStore(const TrajectoryStore&) = delete;

@@ -47,7 +47,9 @@ struct LinuxDirent64 {
   char d_name[1];
 };
 
-bool IsDotOrDotDot(const char* name) { return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0')); }
+bool IsDotOrDotDot(const char* name) {
+  return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
 
 // Removes `name` under `dir_fd`: a file or symlink by unlink, a directory by emptying it through a
 // descriptor opened with O_NOFOLLOW (a symlink swapped in is removed itself, never followed).

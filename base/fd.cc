@@ -43,7 +43,8 @@ Status ReadFull(int fd, char* buffer, size_t size) {
       if (errno == ECONNRESET) return UnavailableError("peer reset the connection");
       return ErrnoError("read", errno);
     }
-    if (n == 0) return UnavailableError("end of stream after " + std::to_string(done) + " of " + std::to_string(size) + " bytes");
+    if (n == 0)
+      return UnavailableError("end of stream after " + std::to_string(done) + " of " + std::to_string(size) + " bytes");
     done += static_cast<size_t>(n);
   }
   return Status::Ok();
@@ -129,8 +130,10 @@ Result<size_t> RecvWithFd(int socket, char* buffer, size_t capacity, UniqueFd* r
       int fd;
       std::memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
       // Keep the first descriptor; a peer that sends more does not get to leak them into us.
-      if (!received_fd->valid()) received_fd->Reset(fd);
-      else ::close(fd);
+      if (!received_fd->valid())
+        received_fd->Reset(fd);
+      else
+        ::close(fd);
     }
   }
   return static_cast<size_t>(n);

@@ -23,8 +23,8 @@ Status CheckJsonTextDepth(std::string_view text, int max_depth, std::string_view
       case '{':
         if (++depth > max_depth) {
           return InvalidArgumentError(std::string(what) + " nests deeper than " + std::to_string(max_depth) +
-                                      " levels of arrays and objects (byte " + std::to_string(i) +
-                                      "); the limit is " + std::to_string(max_depth));
+                                      " levels of arrays and objects (byte " + std::to_string(i) + "); the limit is " +
+                                      std::to_string(max_depth));
         }
         break;
       case ']':
@@ -58,8 +58,7 @@ Result<JsonType> ParseBounded(std::string_view text, std::string_view what, int 
       JsonType ignored = JsonType::parse(text);
       (void)ignored;
     } catch (const typename JsonType::parse_error& error) {
-      return InvalidArgumentError(std::string(what) + " is not valid JSON (byte " +
-                                  std::to_string(error.byte) + ")");
+      return InvalidArgumentError(std::string(what) + " is not valid JSON (byte " + std::to_string(error.byte) + ")");
     } catch (...) {
     }
     return InvalidArgumentError(std::string(what) + " is not valid JSON");
@@ -77,9 +76,7 @@ Result<OrderedJson> ParseOrderedJson(std::string_view text, std::string_view wha
   return ParseBounded<OrderedJson>(text, what, max_depth);
 }
 
-std::string DumpJson(const Json& value) {
-  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
+std::string DumpJson(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 std::string DumpOrderedJson(const OrderedJson& value) {
   return value.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);

@@ -27,12 +27,18 @@ void SetLogLevel(LogLevel level) { LevelSlot().store(level, std::memory_order_re
 LogLevel GetLogLevel() { return LevelSlot().load(std::memory_order_relaxed); }
 
 bool ParseLogLevel(std::string_view name, LogLevel* level) {
-  if (name == "debug") *level = LogLevel::kDebug;
-  else if (name == "info") *level = LogLevel::kInfo;
-  else if (name == "warn" || name == "warning") *level = LogLevel::kWarn;
-  else if (name == "error") *level = LogLevel::kError;
-  else if (name == "off") *level = LogLevel::kOff;
-  else return false;
+  if (name == "debug")
+    *level = LogLevel::kDebug;
+  else if (name == "info")
+    *level = LogLevel::kInfo;
+  else if (name == "warn" || name == "warning")
+    *level = LogLevel::kWarn;
+  else if (name == "error")
+    *level = LogLevel::kError;
+  else if (name == "off")
+    *level = LogLevel::kOff;
+  else
+    return false;
   return true;
 }
 

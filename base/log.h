@@ -19,9 +19,9 @@ void LogLine(LogLevel level, std::string_view file, int line, std::string_view m
 
 // ENVFORGE_LOG(kWarn) << "landlock unavailable: " << why;  -- the stream is evaluated only when
 // the level is enabled.
-#define ENVFORGE_LOG(level)                                                              \
-  if (::envforge::LogLevel::level < ::envforge::GetLogLevel()) {                         \
-  } else                                                                                 \
+#define ENVFORGE_LOG(level)                                      \
+  if (::envforge::LogLevel::level < ::envforge::GetLogLevel()) { \
+  } else                                                         \
     ::envforge::internal_log::LogMessage(::envforge::LogLevel::level, __FILE__, __LINE__).stream()
 
 namespace envforge::internal_log {

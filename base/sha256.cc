@@ -20,9 +20,7 @@ Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
 
 Sha256::~Sha256() { EVP_MD_CTX_free(impl_->ctx); }
 
-void Sha256::Update(std::string_view bytes) {
-  EVP_DigestUpdate(impl_->ctx, bytes.data(), bytes.size());
-}
+void Sha256::Update(std::string_view bytes) { EVP_DigestUpdate(impl_->ctx, bytes.data(), bytes.size()); }
 
 void Sha256::UpdateField(std::string_view bytes) {
   unsigned char length[8];

@@ -50,8 +50,8 @@ Result<Database> Database::Deserialize(std::string_view image, bool read_only) {
   auto* buffer = static_cast<unsigned char*>(sqlite3_malloc64(image.size()));
   if (buffer == nullptr) return ResourceExhaustedError("out of memory copying a database image");
   std::memcpy(buffer, image.data(), image.size());
-  unsigned flags = SQLITE_DESERIALIZE_FREEONCLOSE |
-                   (read_only ? SQLITE_DESERIALIZE_READONLY : SQLITE_DESERIALIZE_RESIZEABLE);
+  unsigned flags =
+      SQLITE_DESERIALIZE_FREEONCLOSE | (read_only ? SQLITE_DESERIALIZE_READONLY : SQLITE_DESERIALIZE_RESIZEABLE);
   int rc = sqlite3_deserialize(db.db_, "main", buffer, static_cast<sqlite3_int64>(image.size()),
                                static_cast<sqlite3_int64>(image.size()), flags);
   if (rc != SQLITE_OK) return SqliteError(db.db_, "cannot load database image", rc);
@@ -124,8 +124,7 @@ Status Database::BackupTo(const std::string& path) {
 int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
 int Database::Changes() const { return sqlite3_changes(db_); }
 
-Statement::Statement(Statement&& other) noexcept
-    : db_(other.db_), stmt_(other.stmt_), sql_(std::move(other.sql_)) {
+Statement::Statement(Statement&& other) noexcept : db_(other.db_), stmt_(other.stmt_), sql_(std::move(other.sql_)) {
   other.stmt_ = nullptr;
 }
 Statement& Statement::operator=(Statement&& other) noexcept {
@@ -167,8 +166,8 @@ Status Statement::Bind(int index, const SqlValue& value) {
 Status Statement::BindAll(const std::vector<SqlValue>& values) {
   int expected = sqlite3_bind_parameter_count(stmt_);
   if (static_cast<int>(values.size()) != expected) {
-    return InvalidArgumentError("'" + sql_ + "' takes " + std::to_string(expected) +
-                                " parameters, " + std::to_string(values.size()) + " given");
+    return InvalidArgumentError("'" + sql_ + "' takes " + std::to_string(expected) + " parameters, " +
+                                std::to_string(values.size()) + " given");
   }
   for (size_t i = 0; i < values.size(); ++i) ENVFORGE_RETURN_IF_ERROR(Bind(static_cast<int>(i) + 1, values[i]));
   return Status::Ok();

@@ -106,7 +106,7 @@ Status ErrnoError(std::string_view what, int errno_value);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : value_(std::move(status)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(value_).ok() && "Result constructed from an OK Status");
   }
@@ -117,9 +117,18 @@ class [[nodiscard]] Result {
     return ok() ? kOkStatus : std::get<Status>(value_);
   }
 
-  T& value() & { assert(ok()); return std::get<T>(value_); }
-  const T& value() const& { assert(ok()); return std::get<T>(value_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(value_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(value_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(value_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(value_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
@@ -132,10 +141,10 @@ class [[nodiscard]] Result {
 }  // namespace envforge
 
 // Propagates a non-OK Status from an expression returning Status.
-#define ENVFORGE_RETURN_IF_ERROR(expr)                    \
-  do {                                                    \
-    ::envforge::Status envforge_status_ = (expr);         \
-    if (!envforge_status_.ok()) return envforge_status_;  \
+#define ENVFORGE_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::envforge::Status envforge_status_ = (expr);        \
+    if (!envforge_status_.ok()) return envforge_status_; \
   } while (0)
 
 #define ENVFORGE_CONCAT_INNER_(a, b) a##b
@@ -144,6 +153,6 @@ class [[nodiscard]] Result {
 #define ENVFORGE_ASSIGN_OR_RETURN(lhs, expr) \
   ENVFORGE_ASSIGN_OR_RETURN_IMPL_(ENVFORGE_CONCAT_(envforge_result_, __LINE__), lhs, expr)
 #define ENVFORGE_ASSIGN_OR_RETURN_IMPL_(result, lhs, expr) \
-  auto result = (expr);                                     \
-  if (!result.ok()) return result.status();                 \
+  auto result = (expr);                                    \
+  if (!result.ok()) return result.status();                \
   lhs = std::move(result).value()

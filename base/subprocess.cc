@@ -29,7 +29,7 @@ void CloseOnExecFrom(int first) {
   if (::syscall(SYS_close_range, first, ~0u, CLOSE_RANGE_CLOEXEC) == 0) return;
   rlimit nofile{};
   int top = ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < (1u << 20) ? static_cast<int>(nofile.rlim_cur)
-                                                                                      : (1 << 20);
+                                                                                     : (1 << 20);
   for (int fd = first; fd < top; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 

@@ -14,8 +14,8 @@
 namespace envforge {
 
 struct CommandOutput {
-  int exit_code = -1;     // valid when term_signal == 0
-  int term_signal = 0;    // the signal that ended the child, or 0
+  int exit_code = -1;      // valid when term_signal == 0
+  int term_signal = 0;     // the signal that ended the child, or 0
   bool timed_out = false;  // the child was killed because it ran past the timeout
   std::string stdout_text;
   std::string stderr_text;

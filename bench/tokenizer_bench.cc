@@ -39,11 +39,64 @@ double CpuSeconds() {
 }
 
 const char* const kWords[] = {
-    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not",
-    "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "had", "they", "you",
-    "environment", "verifier", "session", "tokenizer", "throughput", "database", "Restaurant", "Hotel",
-    "Paris", "München", "naïve", "café", "résumé", "don't", "we're", "it's", "they'll", "I've", "O'Brien",
-    "GPU", "API", "JSON", "HTTP/2", "e-mail", "state-of-the-art", "U.S.", "Dr.", "approximately",
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "he",
+    "this",
+    "are",
+    "or",
+    "his",
+    "from",
+    "at",
+    "which",
+    "but",
+    "have",
+    "an",
+    "had",
+    "they",
+    "you",
+    "environment",
+    "verifier",
+    "session",
+    "tokenizer",
+    "throughput",
+    "database",
+    "Restaurant",
+    "Hotel",
+    "Paris",
+    "München",
+    "naïve",
+    "café",
+    "résumé",
+    "don't",
+    "we're",
+    "it's",
+    "they'll",
+    "I've",
+    "O'Brien",
+    "GPU",
+    "API",
+    "JSON",
+    "HTTP/2",
+    "e-mail",
+    "state-of-the-art",
+    "U.S.",
+    "Dr.",
+    "approximately",
 };
 
 const char* const kCodeLines[] = {
@@ -65,15 +118,20 @@ const char* const kCodeLines[] = {
 };
 
 const char* const kCjk[] = {
-    "中文分词是自然语言处理的基础任务之一。", "我们在北京的酒店预订了三个房间，价格为每晚1280元。",
-    "日本語のテキストを正しく分割する必要があります。", "東京タワーは1958年に完成しました。",
-    "한국어 텍스트도 포함되어 있습니다.", "「引用」と『二重引用』、そして（括弧）。",
-    "数据库中有２０２６条记录。", "カタカナとひらがなと漢字が混ざった文章です。",
+    "中文分词是自然语言处理的基础任务之一。",
+    "我们在北京的酒店预订了三个房间，价格为每晚1280元。",
+    "日本語のテキストを正しく分割する必要があります。",
+    "東京タワーは1958年に完成しました。",
+    "한국어 텍스트도 포함되어 있습니다.",
+    "「引用」と『二重引用』、そして（括弧）。",
+    "数据库中有２０２６条记录。",
+    "カタカナとひらがなと漢字が混ざった文章です。",
 };
 
 const char* const kExtras[] = {
-    "🙂", "👍🏽", "🚀🚀", "→", "≤", "€", "£", "©", "™", "°C", "½", "e\u0301", "ñ", "ß", "Ω", "π", "∑", "…",
-    "—", "“quoted”", "\u00a0", "\u3000", "Ελληνικά", "Русский", "العربية", "हिन्दी", "ไทย",
+    "🙂", "👍🏽", "🚀🚀",      "→",      "≤",        "€",       "£",       "©",     "™",
+    "°C",   "½",        "e\u0301", "ñ",      "ß",        "Ω",       "π",       "∑",     "…",
+    "—",    "“quoted”", "\u00a0",  "\u3000", "Ελληνικά", "Русский", "العربية", "हिन्दी", "ไทย",
 };
 
 template <size_t N>
@@ -169,10 +227,10 @@ void AppendCodePoint(uint32_t cp, std::string* out) { inference::internal::Appen
 // surrogates, bytes F5..FF).
 std::vector<std::string> StressCorpus() {
   Rng rng(0x5eed);
-  const uint32_t kSpaces[] = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, 0x2000, 0x2007,
+  const uint32_t kSpaces[] = {0x09,   0x0A,   0x0B,   0x0C,   0x0D,   0x20,   0x85, 0xA0, 0x1680, 0x2000, 0x2007,
                               0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0x1C, 0x1F, 0x200B, 0xFEFF};
   const char* const kInvalid[] = {"\x80", "\xbf", "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
-                                  "\xf5", "\xff", "\xfe", "\xc3", "\xe4\xb8", "\xf0\x9f\x99"};
+                                  "\xf5", "\xff", "\xfe",     "\xc3",         "\xe4\xb8",     "\xf0\x9f\x99"};
   std::vector<std::string> documents;
   for (int d = 0; d < 4000; ++d) {
     std::string doc;
@@ -209,7 +267,6 @@ uint64_t Fnv1a(uint64_t hash, const std::vector<int32_t>& ids) {
   }
   return hash;
 }
-
 
 constexpr const char* kUsage =
     "usage: envforge_tokenizer_bench --tokenizer DIR [--mb N] [--repeat N] [--dump-stress FILE]\n";

@@ -10,7 +10,8 @@ namespace envforge::envsynth {
 
 Status ValidateBandOptions(const BandOptions& o) {
   if (!(o.lo >= 0 && o.lo < o.hi && o.hi <= 1)) {
-    return InvalidArgumentError("--band " + std::to_string(o.lo) + "," + std::to_string(o.hi) + " is not 0 <= lo < hi <= 1");
+    return InvalidArgumentError("--band " + std::to_string(o.lo) + "," + std::to_string(o.hi) +
+                                " is not 0 <= lo < hi <= 1");
   }
   if (o.k < 1) return InvalidArgumentError("--k must be at least 1, got " + std::to_string(o.k));
   if (o.chunk < 1) return InvalidArgumentError("the filter's round size must be at least 1");
@@ -37,7 +38,8 @@ BandVerdict DecideBand(const BandOptions& o, int64_t scored, int64_t passed) {
   if (low >= o.hi) return {BandDecision::kTooEasy, false};
   if (high <= o.lo) return {BandDecision::kTooHard, false};
   if (low > o.lo && high < o.hi) return {BandDecision::kInBand, false};
-  if (o.early_after > 0 && scored >= o.early_after && passed == scored && left > 0) return {BandDecision::kTooEasy, true};
+  if (o.early_after > 0 && scored >= o.early_after && passed == scored && left > 0)
+    return {BandDecision::kTooEasy, true};
   if (left == 0) {
     // Every episode played and still undecided: only possible at the band's edges (rate == lo or
     // rate == hi with a strict band), which are outside it.

@@ -42,10 +42,10 @@
 namespace envforge::envsynth {
 
 struct BandOptions {
-  int64_t k = 100;          // episodes per task when undecided to the end
-  double lo = 0, hi = 1;    // the band on the pass rate, 0 <= lo < hi <= 1
-  int64_t early_after = 20; // all-pass early stop after this many scored episodes; 0: never
-  int64_t chunk = 20;       // episodes per task per round
+  int64_t k = 100;           // episodes per task when undecided to the end
+  double lo = 0, hi = 1;     // the band on the pass rate, 0 <= lo < hi <= 1
+  int64_t early_after = 20;  // all-pass early stop after this many scored episodes; 0: never
+  int64_t chunk = 20;        // episodes per task per round
 };
 
 // InvalidArgument naming what is wrong (band not 0 <= lo < hi <= 1, k < 1, chunk < 1, ...).
@@ -74,9 +74,10 @@ struct FilterResult {
   int64_t model_calls = 0;  // model turns (one backend call each)
   int64_t tokens = 0;       // prompt + generated tokens
   double seconds = 0;
-  std::string detail;       // e.g. the first infra error
+  std::string detail;  // e.g. the first infra error
   double pass_rate() const { return scored > 0 ? double(passed) / double(scored) : 0; }
-  Json ToJson() const;      // {"decision", "early", "episodes", "scored", "passed", "pass_rate", "rounds", "pass_at_k", ...}
+  Json ToJson()
+      const;  // {"decision", "early", "episodes", "scored", "passed", "pass_rate", "rounds", "pass_at_k", ...}
 };
 
 // Plays `task_ids` of `env_id` (opened in `manager`) with `backend` under `episode` (its n and

@@ -20,7 +20,8 @@ Status WriteText(const fs::path& path, const std::string& text) {
 Status MakeDirectory(const fs::path& path) {
   std::error_code error;
   if (!fs::create_directory(path, error)) {
-    return error ? ErrnoError("creating " + path.string(), error.value()) : AlreadyExistsError(path.string() + " exists already");
+    return error ? ErrnoError("creating " + path.string(), error.value())
+                 : AlreadyExistsError(path.string() + " exists already");
   }
   return Status::Ok();
 }
@@ -40,8 +41,9 @@ std::string ToolsModule(const EnvironmentDraft& environment, const std::set<std:
   return out;
 }
 
-Status WriteEnvironmentSource(const std::string& dir, const EnvironmentDraft& environment, const std::set<std::string>& toolset,
-                              const std::vector<const TaskDraft*>& tasks, const Json& provenance) {
+Status WriteEnvironmentSource(const std::string& dir, const EnvironmentDraft& environment,
+                              const std::set<std::string>& toolset, const std::vector<const TaskDraft*>& tasks,
+                              const Json& provenance) {
   const fs::path root(dir);
   ENVFORGE_RETURN_IF_ERROR(MakeDirectory(root));
   Json manifest = {{"name", environment.name},
@@ -56,7 +58,10 @@ Status WriteEnvironmentSource(const std::string& dir, const EnvironmentDraft& en
   for (const TaskDraft* task : tasks) {
     const fs::path task_dir = root / "tasks" / task->id;
     ENVFORGE_RETURN_IF_ERROR(MakeDirectory(task_dir));
-    Json task_json = {{"prompt", task->prompt}, {"answer_schema", task->answer_schema}, {"difficulty", task->difficulty}, {"knobs", task->knobs}};
+    Json task_json = {{"prompt", task->prompt},
+                      {"answer_schema", task->answer_schema},
+                      {"difficulty", task->difficulty},
+                      {"knobs", task->knobs}};
     ENVFORGE_RETURN_IF_ERROR(WriteText(task_dir / "task.json", task_json.dump(2) + "\n"));
     ENVFORGE_RETURN_IF_ERROR(WriteText(task_dir / "solution.py", task->solution));
     ENVFORGE_RETURN_IF_ERROR(WriteText(task_dir / "verifier.py", task->verifier));

@@ -18,7 +18,8 @@ std::string ToolsModule(const EnvironmentDraft& environment, const std::set<std:
 // Writes env.json (kind general, the draft's category and description, `provenance`),
 // schema.sql, tools.py (ToolsModule) and tasks/<id>/{task.json, solution.py, verifier.py,
 // oracle.py} into `dir`, which must not exist yet. Errors: the I/O errors, naming the file.
-Status WriteEnvironmentSource(const std::string& dir, const EnvironmentDraft& environment, const std::set<std::string>& toolset,
-                              const std::vector<const TaskDraft*>& tasks, const Json& provenance);
+Status WriteEnvironmentSource(const std::string& dir, const EnvironmentDraft& environment,
+                              const std::set<std::string>& toolset, const std::vector<const TaskDraft*>& tasks,
+                              const Json& provenance);
 
 }  // namespace envforge::envsynth

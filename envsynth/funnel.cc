@@ -26,7 +26,8 @@ std::string DropClass(const CandidateRecord& c) {
   if (c.dropped_at == "validation") return "validation: " + Member(c.validation, "attribution", std::string("?"));
   if (c.dropped_at == "audit") return "audit: " + Member(c.audit, "verdict", std::string("?"));
   if (c.dropped_at == "filter") {
-    return "filter: " + Member(c.filter, "decision", std::string("?")) + (Member(c.filter, "early", false) ? " (early stop)" : "");
+    return "filter: " + Member(c.filter, "decision", std::string("?")) +
+           (Member(c.filter, "early", false) ? " (early stop)" : "");
   }
   return c.dropped_at;
 }
@@ -52,14 +53,23 @@ void Add(FunnelRow& row, const CandidateRecord& c, double& pass_sum, double& acc
 }  // namespace
 
 Json FunnelRow::ToJson() const {
-  return {{"category", category}, {"level", level},         {"candidates", candidates},
-          {"verified", verified}, {"audited_sound", audited}, {"in_band", in_band},
-          {"kept", kept},         {"filtered", filtered},     {"mean_pass_rate", filtered ? Json(mean_pass_rate) : Json()},
-          {"early_stops", early_stops}, {"mean_acceptance_rate", audited_any ? Json(mean_acceptance) : Json()},
+  return {{"category", category},
+          {"level", level},
+          {"candidates", candidates},
+          {"verified", verified},
+          {"audited_sound", audited},
+          {"in_band", in_band},
+          {"kept", kept},
+          {"filtered", filtered},
+          {"mean_pass_rate", filtered ? Json(mean_pass_rate) : Json()},
+          {"early_stops", early_stops},
+          {"mean_acceptance_rate", audited_any ? Json(mean_acceptance) : Json()},
           {"repairs", repairs}};
 }
 
-Json DroppedCandidate::ToJson() const { return {{"candidate", key}, {"task", task_id}, {"stage", stage}, {"reason", reason}}; }
+Json DroppedCandidate::ToJson() const {
+  return {{"candidate", key}, {"task", task_id}, {"stage", stage}, {"reason", reason}};
+}
 
 Result<Funnel> BuildFunnel(RunStore& store) {
   Funnel funnel;
@@ -115,36 +125,48 @@ Json Funnel::ToJson() const {
   const int64_t kept = totals().kept;
   return {{"run", run_path},
           {"config", config},
-          {"environments", {{"planned", envs_planned}, {"done", envs_done}, {"failed", envs_failed}, {"pending", envs_pending},
-                            {"with_kept_tasks", envs_with_kept}, {"failures", failed_envs}}},
+          {"environments",
+           {{"planned", envs_planned},
+            {"done", envs_done},
+            {"failed", envs_failed},
+            {"pending", envs_pending},
+            {"with_kept_tasks", envs_with_kept},
+            {"failures", failed_envs}}},
           {"funnel", out_rows},
           {"drop_reasons", drop_classes},
           {"dropped", out_dropped},
           {"toolset_augmentations", augmentations},
-          {"cost", {{"seconds", seconds}, {"model_calls", model_calls}, {"tokens", tokens},
-                    {"seconds_per_kept_task", kept ? Json(seconds / double(kept)) : Json()},
-                    {"model_calls_per_kept_task", kept ? Json(double(model_calls) / double(kept)) : Json()},
-                    {"tokens_per_kept_task", kept ? Json(double(tokens) / double(kept)) : Json()},
-                    {"kept_tasks_per_hour", seconds > 0 ? Json(double(kept) * 3600.0 / seconds) : Json()}}}};
+          {"cost",
+           {{"seconds", seconds},
+            {"model_calls", model_calls},
+            {"tokens", tokens},
+            {"seconds_per_kept_task", kept ? Json(seconds / double(kept)) : Json()},
+            {"model_calls_per_kept_task", kept ? Json(double(model_calls) / double(kept)) : Json()},
+            {"tokens_per_kept_task", kept ? Json(double(tokens) / double(kept)) : Json()},
+            {"kept_tasks_per_hour", seconds > 0 ? Json(double(kept) * 3600.0 / seconds) : Json()}}}};
 }
 
 void Funnel::Print(std::FILE* out) const {
-  std::fprintf(out, "run %s: %" PRId64 " environment(s) planned, %" PRId64 " done, %" PRId64 " failed, %" PRId64
-                    " pending; %" PRId64 " with kept tasks; %" PRId64 " toolset augmentation(s)\n\n",
+  std::fprintf(out,
+               "run %s: %" PRId64 " environment(s) planned, %" PRId64 " done, %" PRId64 " failed, %" PRId64
+               " pending; %" PRId64 " with kept tasks; %" PRId64 " toolset augmentation(s)\n\n",
                run_path.c_str(), envs_planned, envs_done, envs_failed, envs_pending, envs_with_kept, augmentations);
-  std::fprintf(out, "%-18s %5s %10s %8s %7s %7s %5s %8s %10s %7s\n", "category", "level", "candidates", "verified", "sound", "in_band",
-               "kept", "pass@1", "accepted", "repairs");
+  std::fprintf(out, "%-18s %5s %10s %8s %7s %7s %5s %8s %10s %7s\n", "category", "level", "candidates", "verified",
+               "sound", "in_band", "kept", "pass@1", "accepted", "repairs");
   for (const FunnelRow& row : rows) {
     char pass[16] = "-", accept[16] = "-";
     if (row.filtered) std::snprintf(pass, sizeof pass, "%.3f", row.mean_pass_rate);
     if (row.audited_any) std::snprintf(accept, sizeof accept, "%.4f", row.mean_acceptance);
     std::string level = row.level ? std::to_string(row.level) : "all";
-    std::fprintf(out, "%-18s %5s %10" PRId64 " %8" PRId64 " %7" PRId64 " %7" PRId64 " %5" PRId64 " %8s %10s %7" PRId64 "\n",
-                 row.category.c_str(), level.c_str(), row.candidates, row.verified, row.audited, row.in_band, row.kept, pass, accept,
-                 row.repairs);
+    std::fprintf(out,
+                 "%-18s %5s %10" PRId64 " %8" PRId64 " %7" PRId64 " %7" PRId64 " %5" PRId64 " %8s %10s %7" PRId64 "\n",
+                 row.category.c_str(), level.c_str(), row.candidates, row.verified, row.audited, row.in_band, row.kept,
+                 pass, accept, row.repairs);
   }
-  std::fprintf(out, "\n(pass@1: the policy's mean pass rate over the candidates it played; accepted: the audit's mean share of the\n"
-                    " answer space the verifier accepts)\n");
+  std::fprintf(
+      out,
+      "\n(pass@1: the policy's mean pass rate over the candidates it played; accepted: the audit's mean share of the\n"
+      " answer space the verifier accepts)\n");
   if (!drop_classes.empty()) {
     std::fprintf(out, "\ndropped, by reason:\n");
     for (const auto& [name, count] : drop_classes) std::fprintf(out, "  %-40s %" PRId64 "\n", name.c_str(), count);
@@ -154,15 +176,18 @@ void Funnel::Print(std::FILE* out) const {
         std::fprintf(out, "  ... %zu more (--json lists every one)\n", dropped.size() - 12);
         break;
       }
-      std::fprintf(out, "  %s (%s) at %s: %s\n", d.key.c_str(), d.task_id.c_str(), d.stage.c_str(), d.reason.substr(0, 160).c_str());
+      std::fprintf(out, "  %s (%s) at %s: %s\n", d.key.c_str(), d.task_id.c_str(), d.stage.c_str(),
+                   d.reason.substr(0, 160).c_str());
     }
   }
-  for (const std::string& failure : failed_envs) std::fprintf(out, "failed environment %s\n", failure.substr(0, 300).c_str());
+  for (const std::string& failure : failed_envs)
+    std::fprintf(out, "failed environment %s\n", failure.substr(0, 300).c_str());
   const int64_t kept = totals().kept;
   std::fprintf(out, "\ncost: %.1f s, %" PRId64 " model calls, %" PRId64 " tokens", seconds, model_calls, tokens);
   if (kept > 0) {
-    std::fprintf(out, "; per kept task %.1f s, %.1f model calls, %.0f tokens; %.1f kept tasks/hour", seconds / double(kept),
-                 double(model_calls) / double(kept), double(tokens) / double(kept), double(kept) * 3600.0 / seconds);
+    std::fprintf(out, "; per kept task %.1f s, %.1f model calls, %.0f tokens; %.1f kept tasks/hour",
+                 seconds / double(kept), double(model_calls) / double(kept), double(tokens) / double(kept),
+                 double(kept) * 3600.0 / seconds);
   }
   std::fprintf(out, "\n");
 }

@@ -27,12 +27,12 @@ struct FunnelRow {
   std::string category;  // "all" for the totals row
   int64_t level = 0;     // 0 in the totals row
   int64_t candidates = 0, verified = 0, audited = 0, in_band = 0, kept = 0;
-  int64_t filtered = 0;          // candidates the policy played
-  double mean_pass_rate = 0;     // over them
+  int64_t filtered = 0;       // candidates the policy played
+  double mean_pass_rate = 0;  // over them
   int64_t early_stops = 0;
-  int64_t audited_any = 0;       // candidates with an audit
-  double mean_acceptance = 0;    // over them
-  int64_t repairs = 0;           // repair proposals spent
+  int64_t audited_any = 0;     // candidates with an audit
+  double mean_acceptance = 0;  // over them
+  int64_t repairs = 0;         // repair proposals spent
   Json ToJson() const;
 };
 
@@ -45,10 +45,10 @@ struct Funnel {
   std::string run_path;
   Json config;
   int64_t envs_planned = 0, envs_done = 0, envs_failed = 0, envs_pending = 0, envs_with_kept = 0;
-  std::vector<FunnelRow> rows;                     // by category, then level; the totals row last
-  std::map<std::string, int64_t> drop_classes;     // "filter: too_hard" -> count
+  std::vector<FunnelRow> rows;                  // by category, then level; the totals row last
+  std::map<std::string, int64_t> drop_classes;  // "filter: too_hard" -> count
   std::vector<DroppedCandidate> dropped;
-  std::vector<std::string> failed_envs;            // "key: reason"
+  std::vector<std::string> failed_envs;  // "key: reason"
   int64_t augmentations = 0;
   double seconds = 0;
   int64_t model_calls = 0, tokens = 0;

@@ -32,10 +32,12 @@ Result<std::string> ReadPrompt(const fs::path& dir, const char* name) {
 Result<Prompts> LoadPrompts(const std::string& configured) {
   std::string dir = configured;
   if (dir.empty()) {
-    if (const char* from_env = std::getenv("ENVFORGE_SYNTH_PROMPTS"); from_env != nullptr && *from_env != '\0') dir = from_env;
+    if (const char* from_env = std::getenv("ENVFORGE_SYNTH_PROMPTS"); from_env != nullptr && *from_env != '\0')
+      dir = from_env;
   }
   if (dir.empty()) {
-    return Prompts{embedded::kSynthEnvironment, embedded::kSynthTask, embedded::kSynthRepairTask, embedded::kSynthRepairEnvironment};
+    return Prompts{embedded::kSynthEnvironment, embedded::kSynthTask, embedded::kSynthRepairTask,
+                   embedded::kSynthRepairEnvironment};
   }
   Prompts prompts;
   ENVFORGE_ASSIGN_OR_RETURN(prompts.environment, ReadPrompt(dir, "synth_environment.md"));
@@ -73,7 +75,8 @@ std::string Block(const std::string& language, const std::string& name, const st
 }
 
 std::string TaskFiles(const TaskDraft& task) {
-  Json task_json = {{"id", task.id}, {"prompt", task.prompt}, {"answer_schema", task.answer_schema}, {"knobs", task.knobs}};
+  Json task_json = {
+      {"id", task.id}, {"prompt", task.prompt}, {"answer_schema", task.answer_schema}, {"knobs", task.knobs}};
   std::string out = Block("json", "task.json", task_json.dump(2)) + Block("python", "solution.py", task.solution) +
                     Block("python", "verifier.py", task.verifier);
   if (!task.oracle.empty()) out += Block("python", "oracle.py", task.oracle);
@@ -83,7 +86,8 @@ std::string TaskFiles(const TaskDraft& task) {
 
 std::string EnvironmentFiles(const EnvironmentDraft& env, const std::string& tools_py) {
   Json env_json = {{"name", env.name}, {"description", env.description}};
-  return Block("json", "env.json", env_json.dump(2)) + Block("sql", "schema.sql", env.schema_sql) + Block("python", "tools.py", tools_py);
+  return Block("json", "env.json", env_json.dump(2)) + Block("sql", "schema.sql", env.schema_sql) +
+         Block("python", "tools.py", tools_py);
 }
 
 std::string Joined(const std::vector<std::string>& lines) {
@@ -116,11 +120,13 @@ class LlmProposer final : public Proposer {
   }
 
   Result<EnvironmentDraft> RepairEnvironment(const EnvironmentDraft& env, const RepairRequest& repair) override {
-    const std::string prompt = Fill(prompts_.repair_environment, {{"category", env.category},
-                                                                  {"attribution", repair.attribution},
-                                                                  {"reasons", Joined(repair.reasons)},
-                                                                  {"environment_files", EnvironmentFiles(env, env.preamble)}});
-    ENVFORGE_ASSIGN_OR_RETURN(auto files, Ask(prompt, {"env.json", "schema.sql", "tools.py"}, SeedFor(env.seed, -1, 0, env.attempt + 1)));
+    const std::string prompt =
+        Fill(prompts_.repair_environment, {{"category", env.category},
+                                           {"attribution", repair.attribution},
+                                           {"reasons", Joined(repair.reasons)},
+                                           {"environment_files", EnvironmentFiles(env, env.preamble)}});
+    ENVFORGE_ASSIGN_OR_RETURN(
+        auto files, Ask(prompt, {"env.json", "schema.sql", "tools.py"}, SeedFor(env.seed, -1, 0, env.attempt + 1)));
     return MakeEnvironment(env.category, env.seed, files);
   }
 
@@ -148,7 +154,8 @@ class LlmProposer final : public Proposer {
                                     {"lineage", std::to_string(lineage)},
                                     {"level", std::to_string(level)}});
     }
-    ENVFORGE_ASSIGN_OR_RETURN(auto files, Ask(prompt, {"task.json", "solution.py", "verifier.py"}, SeedFor(env.seed, lineage, level, attempt)));
+    ENVFORGE_ASSIGN_OR_RETURN(auto files, Ask(prompt, {"task.json", "solution.py", "verifier.py"},
+                                              SeedFor(env.seed, lineage, level, attempt)));
     ENVFORGE_ASSIGN_OR_RETURN(TaskDraft task, MakeTask(env, lineage, level, attempt, files));
     last_by_lineage_[env.name + "/" + std::to_string(lineage)] = task;
     return task;
@@ -169,7 +176,8 @@ class LlmProposer final : public Proposer {
 
   // One conversation: the prompt, then at most format_retries corrections of a response that
   // lacks a required file.
-  Result<std::map<std::string, std::string>> Ask(const std::string& prompt, const std::vector<std::string>& required, uint64_t seed) {
+  Result<std::map<std::string, std::string>> Ask(const std::string& prompt, const std::vector<std::string>& required,
+                                                 uint64_t seed) {
     inference::CompletionRequest request;
     request.messages = {{"system", kSystemPrompt}, {"user", prompt}};
     request.max_tokens = options_.max_tokens;
@@ -188,21 +196,24 @@ class LlmProposer final : public Proposer {
       problem = files.ok() ? std::string() : files.status().message();
       if (files.ok()) {
         for (const std::string& name : required) {
-          if (files->count(name) == 0) problem += (problem.empty() ? "" : "; ") + ("the response has no " + name + " block");
+          if (files->count(name) == 0)
+            problem += (problem.empty() ? "" : "; ") + ("the response has no " + name + " block");
         }
       }
       if (problem.empty()) return std::move(files).value();
       request.messages.push_back({"assistant", text});
-      request.messages.push_back({"user", "Your answer could not be read: " + problem +
-                                              ". Answer again with every requested file, each as one fenced block whose info "
-                                              "string is the language and the file name."});
+      request.messages.push_back(
+          {"user", "Your answer could not be read: " + problem +
+                       ". Answer again with every requested file, each as one fenced block whose info "
+                       "string is the language and the file name."});
       request.sampling.seed += 1;
     }
-    return InvalidArgumentError("the model's response could not be read after " + std::to_string(options_.format_retries + 1) +
-                                " tries: " + problem);
+    return InvalidArgumentError("the model's response could not be read after " +
+                                std::to_string(options_.format_retries + 1) + " tries: " + problem);
   }
 
-  Result<EnvironmentDraft> MakeEnvironment(const std::string& category, uint64_t seed, const std::map<std::string, std::string>& files) {
+  Result<EnvironmentDraft> MakeEnvironment(const std::string& category, uint64_t seed,
+                                           const std::map<std::string, std::string>& files) {
     auto env_json = ParseJson(files.at("env.json"), "env.json");
     if (!env_json.ok() || !env_json->is_object()) return InvalidArgumentError("env.json is not a JSON object");
     EnvironmentDraft env;
@@ -298,7 +309,9 @@ Result<std::map<std::string, std::string>> ParseResponseFiles(const std::string&
       body += line + "\n";
     }
   }
-  if (inside) return InvalidArgumentError("a fenced block (" + (current.empty() ? std::string("unnamed") : current) + ") is never closed");
+  if (inside)
+    return InvalidArgumentError("a fenced block (" + (current.empty() ? std::string("unnamed") : current) +
+                                ") is never closed");
   if (files.empty()) return InvalidArgumentError("the response holds no fenced block naming a file");
   return files;
 }

@@ -38,11 +38,11 @@
 namespace envforge::envsynth {
 
 struct LlmProposerOptions {
-  int64_t max_tokens = 8192;   // per response
+  int64_t max_tokens = 8192;  // per response
   double temperature = 0.7;
   int64_t format_retries = 2;
-  std::string prompts_dir;     // empty: $ENVFORGE_SYNTH_PROMPTS, else the compiled-in prompts
-  std::string backend_spec;    // for name() and provenance
+  std::string prompts_dir;   // empty: $ENVFORGE_SYNTH_PROMPTS, else the compiled-in prompts
+  std::string backend_spec;  // for name() and provenance
 };
 
 // `backend` must outlive the proposer. Errors: NotFound when prompts_dir lacks a prompt.

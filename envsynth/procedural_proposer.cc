@@ -47,13 +47,15 @@ Status WriteEmbedded(const fs::path& dir) {
 
 Result<std::string> StringField(const Json& reply, const char* key, const std::string& what) {
   auto it = reply.find(key);
-  if (it == reply.end() || !it->is_string()) return InternalError(what + ": the generator's reply has no string '" + key + "'");
+  if (it == reply.end() || !it->is_string())
+    return InternalError(what + ": the generator's reply has no string '" + key + "'");
   return it->get<std::string>();
 }
 
 Result<std::vector<std::string>> StringList(const Json& reply, const char* key, const std::string& what) {
   auto it = reply.find(key);
-  if (it == reply.end() || !it->is_array()) return InternalError(what + ": the generator's reply has no list '" + key + "'");
+  if (it == reply.end() || !it->is_array())
+    return InternalError(what + ": the generator's reply has no list '" + key + "'");
   std::vector<std::string> out;
   for (const Json& item : *it) {
     if (!item.is_string()) return InternalError(what + ": '" + key + "' holds a non-string");
@@ -81,7 +83,8 @@ class ProceduralProposer final : public Proposer {
 
   Result<EnvironmentDraft> ProposeEnvironment(const std::string& category, uint64_t seed) override {
     const std::string what = "environment " + category + " seed " + std::to_string(seed);
-    ENVFORGE_ASSIGN_OR_RETURN(Json reply, Call({"environment", "--category", category, "--seed", std::to_string(seed)}, what));
+    ENVFORGE_ASSIGN_OR_RETURN(Json reply,
+                              Call({"environment", "--category", category, "--seed", std::to_string(seed)}, what));
     EnvironmentDraft draft;
     draft.category = category;
     draft.seed = seed;
@@ -91,7 +94,8 @@ class ProceduralProposer final : public Proposer {
     ENVFORGE_ASSIGN_OR_RETURN(draft.preamble, StringField(reply, "preamble", what));
     ENVFORGE_ASSIGN_OR_RETURN(draft.base_tools, StringList(reply, "base_tools", what));
     const Json& tools = reply.value("tools", Json::array());
-    if (!tools.is_array() || tools.empty()) return InternalError(what + ": the generator's reply has no tool catalogue");
+    if (!tools.is_array() || tools.empty())
+      return InternalError(what + ": the generator's reply has no tool catalogue");
     for (const Json& tool : tools) {
       if (!tool.is_object() || !tool.value("name", Json()).is_string() || !tool.value("source", Json()).is_string()) {
         return InternalError(what + ": a catalogue entry is not {\"name\", \"source\"}");
@@ -103,10 +107,11 @@ class ProceduralProposer final : public Proposer {
 
   Result<TaskDraft> ProposeTask(const EnvironmentDraft& environment, int64_t lineage, int64_t level, int64_t attempt,
                                 const RepairRequest* /*repair: the generator redraws by attempt*/) override {
-    const std::string what = "task of " + environment.name + " lineage " + std::to_string(lineage) + " level " + std::to_string(level);
-    ENVFORGE_ASSIGN_OR_RETURN(Json reply, Call({"task", "--category", environment.category, "--seed", std::to_string(environment.seed),
-                                                "--lineage", std::to_string(lineage), "--level", std::to_string(level), "--attempt",
-                                                std::to_string(attempt)},
+    const std::string what =
+        "task of " + environment.name + " lineage " + std::to_string(lineage) + " level " + std::to_string(level);
+    ENVFORGE_ASSIGN_OR_RETURN(Json reply, Call({"task", "--category", environment.category, "--seed",
+                                                std::to_string(environment.seed), "--lineage", std::to_string(lineage),
+                                                "--level", std::to_string(level), "--attempt", std::to_string(attempt)},
                                                what));
     TaskDraft task;
     task.lineage = lineage;
@@ -121,13 +126,16 @@ class ProceduralProposer final : public Proposer {
     task.answer_schema = reply.value("answer_schema", Json());
     task.knobs = reply.value("knobs", Json::object());
     task.difficulty = reply.value("difficulty", int64_t{1});
-    if (!task.answer_schema.is_object()) return InternalError(what + ": the generator's reply has no answer_schema object");
+    if (!task.answer_schema.is_object())
+      return InternalError(what + ": the generator's reply has no answer_schema object");
     return task;
   }
 
-  Result<EnvironmentDraft> RepairEnvironment(const EnvironmentDraft& environment, const RepairRequest& repair) override {
-    return FailedPreconditionError("the procedural generator of " + environment.category + " made an environment that fails (" +
-                                   repair.attribution + "): " + (repair.reasons.empty() ? std::string() : repair.reasons.front()));
+  Result<EnvironmentDraft> RepairEnvironment(const EnvironmentDraft& environment,
+                                             const RepairRequest& repair) override {
+    return FailedPreconditionError("the procedural generator of " + environment.category +
+                                   " made an environment that fails (" + repair.attribution +
+                                   "): " + (repair.reasons.empty() ? std::string() : repair.reasons.front()));
   }
 
  private:
@@ -145,8 +153,8 @@ class ProceduralProposer final : public Proposer {
       return InvalidArgumentError(what + ": " + message);
     }
     if (output.exit_code != 0 || !reply.ok() || !reply->is_object()) {
-      return InternalError(what + ": the procedural generator failed (exit " + std::to_string(output.exit_code) + "): " +
-                           output.stderr_text.substr(0, 2000));
+      return InternalError(what + ": the procedural generator failed (exit " + std::to_string(output.exit_code) +
+                           "): " + output.stderr_text.substr(0, 2000));
     }
     return std::move(reply).value();
   }
@@ -162,7 +170,8 @@ class ProceduralProposer final : public Proposer {
 Result<std::unique_ptr<Proposer>> OpenProceduralProposer(const ProceduralOptions& options) {
   std::string dir = options.generators_dir;
   if (dir.empty()) {
-    if (const char* from_env = std::getenv("ENVFORGE_SYNTH_PROCEDURAL"); from_env != nullptr && *from_env != '\0') dir = from_env;
+    if (const char* from_env = std::getenv("ENVFORGE_SYNTH_PROCEDURAL"); from_env != nullptr && *from_env != '\0')
+      dir = from_env;
   }
   if (!dir.empty()) {
     std::error_code error;

@@ -28,15 +28,23 @@ Json PairsToJson(const std::vector<std::pair<std::string, std::string>>& pairs) 
 
 std::vector<std::pair<std::string, std::string>> PairsFromJson(const Json& json) {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const Json& item : json) out.emplace_back(item.at("name").get<std::string>(), item.at("source").get<std::string>());
+  for (const Json& item : json)
+    out.emplace_back(item.at("name").get<std::string>(), item.at("source").get<std::string>());
   return out;
 }
 
 }  // namespace
 
 Json EnvironmentDraft::ToJson() const {
-  return {{"category", category}, {"seed", seed},       {"name", name},   {"description", description}, {"schema_sql", schema_sql},
-          {"preamble", preamble}, {"tools", PairsToJson(tools)}, {"base_tools", base_tools}, {"attempt", attempt}};
+  return {{"category", category},
+          {"seed", seed},
+          {"name", name},
+          {"description", description},
+          {"schema_sql", schema_sql},
+          {"preamble", preamble},
+          {"tools", PairsToJson(tools)},
+          {"base_tools", base_tools},
+          {"attempt", attempt}};
 }
 
 Result<EnvironmentDraft> EnvironmentDraft::FromJson(const Json& json) {
@@ -58,9 +66,18 @@ Result<EnvironmentDraft> EnvironmentDraft::FromJson(const Json& json) {
 }
 
 Json TaskDraft::ToJson() const {
-  return {{"id", id},         {"lineage", lineage},   {"level", level},       {"difficulty", difficulty},
-          {"attempt", attempt}, {"prompt", prompt},   {"answer_schema", answer_schema}, {"knobs", knobs},
-          {"solution", solution}, {"verifier", verifier}, {"oracle", oracle}, {"tools", tools},
+  return {{"id", id},
+          {"lineage", lineage},
+          {"level", level},
+          {"difficulty", difficulty},
+          {"attempt", attempt},
+          {"prompt", prompt},
+          {"answer_schema", answer_schema},
+          {"knobs", knobs},
+          {"solution", solution},
+          {"verifier", verifier},
+          {"oracle", oracle},
+          {"tools", tools},
           {"new_tools", PairsToJson(new_tools)}};
 }
 

@@ -25,13 +25,13 @@ namespace envforge::envsynth {
 struct EnvironmentDraft {
   std::string category;
   uint64_t seed = 0;
-  std::string name;          // [A-Za-z0-9_.-]+, unique per (category, seed)
+  std::string name;  // [A-Za-z0-9_.-]+, unique per (category, seed)
   std::string description;
-  std::string schema_sql;    // the data tables and their rows
-  std::string preamble;      // the head of tools.py (docstring, imports, private helpers)
+  std::string schema_sql;                                  // the data tables and their rows
+  std::string preamble;                                    // the head of tools.py (docstring, imports, private helpers)
   std::vector<std::pair<std::string, std::string>> tools;  // the catalogue: name -> source, in order
-  std::vector<std::string> base_tools;                      // the level-1 toolset
-  int64_t attempt = 0;                                      // repairs of the environment so far
+  std::vector<std::string> base_tools;                     // the level-1 toolset
+  int64_t attempt = 0;                                     // repairs of the environment so far
   Json ToJson() const;
   static Result<EnvironmentDraft> FromJson(const Json& json);  // DataLoss naming what is missing
 };
@@ -40,7 +40,7 @@ struct TaskDraft {
   std::string id;
   int64_t lineage = 0;
   int64_t level = 0;
-  int64_t difficulty = 1;    // task.json's difficulty (1..5)
+  int64_t difficulty = 1;  // task.json's difficulty (1..5)
   int64_t attempt = 0;
   std::string prompt;
   Json answer_schema;
@@ -66,7 +66,7 @@ struct ProposalCost {
 
 // What the loop tells a proposer when it asks for a repair.
 struct RepairRequest {
-  std::string attribution;   // task | solution | verifier | oracle | toolset | database
+  std::string attribution;  // task | solution | verifier | oracle | toolset | database
   std::vector<std::string> reasons;
   const TaskDraft* previous = nullptr;  // the version that failed (task repairs)
   std::string stage;                    // the stage it failed: validation | audit
@@ -83,12 +83,13 @@ class Proposer {
   virtual Result<EnvironmentDraft> ProposeEnvironment(const std::string& category, uint64_t seed) = 0;
   // The task of `lineage` at `level`; attempt > 0 with `repair` asks for another version after a
   // failure. Errors: InvalidArgument for a level the category does not have; Internal.
-  virtual Result<TaskDraft> ProposeTask(const EnvironmentDraft& environment, int64_t lineage, int64_t level, int64_t attempt,
-                                        const RepairRequest* repair) = 0;
+  virtual Result<TaskDraft> ProposeTask(const EnvironmentDraft& environment, int64_t lineage, int64_t level,
+                                        int64_t attempt, const RepairRequest* repair) = 0;
   // Another version of an environment whose database or toolset failed (repair.attribution
   // "database" or "toolset"). FailedPrecondition when the proposer cannot repair environments
   // (the procedural generators are fixed code: their failure is a bug, recorded as such).
-  virtual Result<EnvironmentDraft> RepairEnvironment(const EnvironmentDraft& environment, const RepairRequest& repair) = 0;
+  virtual Result<EnvironmentDraft> RepairEnvironment(const EnvironmentDraft& environment,
+                                                     const RepairRequest& repair) = 0;
   // What the calls since the last TakeCost spent, and resets it.
   virtual ProposalCost TakeCost() { return {}; }
 };

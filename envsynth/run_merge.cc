@@ -148,18 +148,21 @@ Status RenameNoReplace(const std::string& from, const std::string& to) {
   if (errno == EEXIST) return AlreadyExistsError("output " + to + " appeared while merging; it was left untouched");
   if (errno != EINVAL && errno != ENOSYS) return ErrnoError("rename to " + to, errno);
   struct stat info {};
-  if (::lstat(to.c_str(), &info) == 0) return AlreadyExistsError("output " + to + " appeared while merging; it was left untouched");
+  if (::lstat(to.c_str(), &info) == 0)
+    return AlreadyExistsError("output " + to + " appeared while merging; it was left untouched");
   if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoError("rename to " + to, errno);
   return Status::Ok();
 }
 
 Status CheckOutput(const std::string& output) {
   struct stat info {};
-  if (::lstat(output.c_str(), &info) == 0) return AlreadyExistsError("output " + output + " exists; merge into a new file");
+  if (::lstat(output.c_str(), &info) == 0)
+    return AlreadyExistsError("output " + output + " exists; merge into a new file");
   if (errno != ENOENT) return ErrnoError("output " + output, errno);
   const std::string directory = ParentDirectory(output);
   if (::stat(directory.c_str(), &info) != 0) return ErrnoError("directory of output " + output, errno);
-  if (!S_ISDIR(info.st_mode)) return InvalidArgumentError("directory of output " + output + ": " + directory + " is not a directory");
+  if (!S_ISDIR(info.st_mode))
+    return InvalidArgumentError("directory of output " + output + ": " + directory + " is not a directory");
   return Status::Ok();
 }
 
@@ -167,7 +170,8 @@ Result<std::vector<Input>> OpenInputs(const std::vector<std::string>& paths) {
   std::vector<Input> inputs;
   for (const std::string& path : paths) {
     ENVFORGE_ASSIGN_OR_RETURN(RunStore store, RunStore::Open(path));
-    if (!store.config().is_object()) return InvalidArgumentError("run database " + path + ": its config is not a JSON object");
+    if (!store.config().is_object())
+      return InvalidArgumentError("run database " + path + ": its config is not a JSON object");
     inputs.push_back({AbsolutePath(path), store.config()});
   }
   return inputs;
@@ -194,8 +198,8 @@ Status CheckConfigs(const std::vector<Input>& inputs) {
   for (size_t i = 1; i < inputs.size(); ++i) {
     std::optional<std::string> key = FirstDifference(first.config, inputs[i].config);
     if (!key) continue;
-    return InvalidArgumentError("config key '" + *key + "' differs: " + ShowConfigValue(first.config, *key) + " in " + first.path +
-                                ", " + ShowConfigValue(inputs[i].config, *key) + " in " + inputs[i].path +
+    return InvalidArgumentError("config key '" + *key + "' differs: " + ShowConfigValue(first.config, *key) + " in " +
+                                first.path + ", " + ShowConfigValue(inputs[i].config, *key) + " in " + inputs[i].path +
                                 "; the shards of one run take the same options except --shard, --run and --out");
   }
   return Status::Ok();
@@ -211,8 +215,9 @@ Json MergedConfig(const std::vector<Input>& inputs) {
 }
 
 Result<std::vector<std::string>> TableNames(Database& db) {
-  ENVFORGE_ASSIGN_OR_RETURN(Statement statement,
-                            db.Prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      Statement statement,
+      db.Prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"));
   std::vector<std::string> names;
   while (true) {
     ENVFORGE_ASSIGN_OR_RETURN(bool has_row, statement.Step());
@@ -251,10 +256,11 @@ class Merger {
  private:
   // The columns of `rule`'s table to copy from `in` (every column by name; kFreshIds without
   // the primary key), and the output's key column (kFirstWins and kMustMatch).
-  Status PlanColumns(Database& in, size_t index, const TableRule& rule, std::vector<std::string>& names, std::string& key) const;
+  Status PlanColumns(Database& in, size_t index, const TableRule& rule, std::vector<std::string>& names,
+                     std::string& key) const;
   Status CopyTable(Database& in, size_t index, const TableRule& rule);
-  Status CheckSameRow(const TableRule& rule, const std::vector<std::string>& names, size_t key_column, const std::vector<SqlValue>& row,
-                      size_t owner, size_t index);
+  Status CheckSameRow(const TableRule& rule, const std::vector<std::string>& names, size_t key_column,
+                      const std::vector<SqlValue>& row, size_t owner, size_t index);
 
   Database& out_;
   const std::vector<Input>& inputs_;
@@ -262,9 +268,7 @@ class Merger {
   std::vector<std::string> event_columns_;  // every event column some input had, first seen first
 };
 
-Status Merger::Begin() {
-  return out_.Exec("CREATE TEMP TABLE merge_events AS SELECT * FROM main.events WHERE 0");
-}
+Status Merger::Begin() { return out_.Exec("CREATE TEMP TABLE merge_events AS SELECT * FROM main.events WHERE 0"); }
 
 Status Merger::CopyInput(size_t index) {
   const std::string& path = inputs_[index].path;
@@ -275,7 +279,8 @@ Status Merger::CopyInput(size_t index) {
   ENVFORGE_ASSIGN_OR_RETURN(std::vector<std::string> tables, TableNames(in));
   for (const std::string& table : tables) {
     if (FindRule(table) == nullptr) {
-      return FailedPreconditionError(path + " has a table '" + table + "' that this envforge's run database does not have " +
+      return FailedPreconditionError(path + " has a table '" + table +
+                                     "' that this envforge's run database does not have " +
                                      "(written by a newer envforge?)");
     }
   }
@@ -287,7 +292,8 @@ Status Merger::CopyInput(size_t index) {
   return in.Exec("COMMIT");
 }
 
-Status Merger::PlanColumns(Database& in, size_t index, const TableRule& rule, std::vector<std::string>& names, std::string& key) const {
+Status Merger::PlanColumns(Database& in, size_t index, const TableRule& rule, std::vector<std::string>& names,
+                           std::string& key) const {
   ENVFORGE_ASSIGN_OR_RETURN(std::vector<Column> in_columns, TableColumns(in, rule.table));
   ENVFORGE_ASSIGN_OR_RETURN(std::vector<Column> out_columns, TableColumns(out_, rule.table));
   std::set<std::string> known;
@@ -320,9 +326,10 @@ Status Merger::CopyTable(Database& in, size_t index, const TableRule& rule) {
   const std::string target = rule.merge == Merge::kFreshIds ? kStagedEvents : "main." + Quote(rule.table);
   const std::string context = inputs_[index].path + ", table " + rule.table;
   ENVFORGE_ASSIGN_OR_RETURN(Statement select, in.Prepare("SELECT " + JoinQuoted(names) + " FROM " + Quote(rule.table)));
-  ENVFORGE_ASSIGN_OR_RETURN(Statement insert, out_.Prepare("INSERT INTO " + target + " (" + JoinQuoted(names) + ") VALUES (" +
-                                                           Placeholders(names.size()) + ")" +
-                                                           (rule.merge == Merge::kFirstWins ? " ON CONFLICT DO NOTHING" : "")));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      Statement insert,
+      out_.Prepare("INSERT INTO " + target + " (" + JoinQuoted(names) + ") VALUES (" + Placeholders(names.size()) +
+                   ")" + (rule.merge == Merge::kFirstWins ? " ON CONFLICT DO NOTHING" : "")));
   auto& owners = owners_[rule.table];
   while (true) {
     auto has_row = select.Step();
@@ -344,7 +351,8 @@ Status Merger::CopyTable(Database& in, size_t index, const TableRule& rule) {
   }
   if (rule.merge == Merge::kFreshIds) {
     for (const std::string& name : names) {
-      if (std::find(event_columns_.begin(), event_columns_.end(), name) == event_columns_.end()) event_columns_.push_back(name);
+      if (std::find(event_columns_.begin(), event_columns_.end(), name) == event_columns_.end())
+        event_columns_.push_back(name);
     }
   }
   return Status::Ok();
@@ -354,17 +362,19 @@ Status Merger::CopyTable(Database& in, size_t index, const TableRule& rule) {
 // input `owner`.
 Status Merger::CheckSameRow(const TableRule& rule, const std::vector<std::string>& names, size_t key_column,
                             const std::vector<SqlValue>& row, size_t owner, size_t index) {
-  ENVFORGE_ASSIGN_OR_RETURN(Statement select, out_.Prepare("SELECT " + JoinQuoted(names) + " FROM main." + Quote(rule.table) +
-                                                           " WHERE " + Quote(names[key_column]) + " = ?"));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement select,
+                            out_.Prepare("SELECT " + JoinQuoted(names) + " FROM main." + Quote(rule.table) + " WHERE " +
+                                         Quote(names[key_column]) + " = ?"));
   ENVFORGE_RETURN_IF_ERROR(select.BindAll({row[key_column]}));
   ENVFORGE_ASSIGN_OR_RETURN(bool found, select.Step());
   if (!found) return InternalError(std::string("merge lost the ") + rule.noun + " " + KeyText(row[key_column]));
   for (size_t i = 0; i < names.size(); ++i) {
     SqlValue existing = select.Column(static_cast<int>(i));
     if (existing == row[i]) continue;
-    return InvalidArgumentError(std::string(rule.noun) + " '" + KeyText(row[key_column]) + "' is in both " + inputs_[owner].path +
-                                " and " + inputs_[index].path + " with different rows (" + names[i] + ": " + ShowValue(existing) + " vs " +
-                                ShowValue(row[i]) + "); the shards of one run (--shard I/N, the same N) never overlap");
+    return InvalidArgumentError(std::string(rule.noun) + " '" + KeyText(row[key_column]) + "' is in both " +
+                                inputs_[owner].path + " and " + inputs_[index].path + " with different rows (" +
+                                names[i] + ": " + ShowValue(existing) + " vs " + ShowValue(row[i]) +
+                                "); the shards of one run (--shard I/N, the same N) never overlap");
   }
   return Status::Ok();
 }
@@ -373,8 +383,9 @@ Status Merger::Finish() {
   if (!event_columns_.empty()) {
     const std::string columns = JoinQuoted(event_columns_);
     const bool timed = std::find(event_columns_.begin(), event_columns_.end(), "at") != event_columns_.end();
-    ENVFORGE_RETURN_IF_ERROR(out_.Exec("INSERT INTO main.events (" + columns + ") SELECT " + columns + " FROM " + kStagedEvents +
-                                       " GROUP BY " + columns + " ORDER BY " + (timed ? "\"at\", " : "") + "MIN(rowid)"));
+    ENVFORGE_RETURN_IF_ERROR(out_.Exec("INSERT INTO main.events (" + columns + ") SELECT " + columns + " FROM " +
+                                       kStagedEvents + " GROUP BY " + columns + " ORDER BY " +
+                                       (timed ? "\"at\", " : "") + "MIN(rowid)"));
   }
   return out_.Exec(std::string("DROP TABLE ") + kStagedEvents);
 }

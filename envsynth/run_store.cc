@@ -31,7 +31,8 @@ constexpr const char* kCandidateColumns =
     "key, env_key, category, lineage, level, task_id, artifact_hash, attempt, stage, dropped_at, reason, knobs, "
     "validation, audit, filter, seconds, model_calls, tokens, draft";
 constexpr const char* kEnvironmentColumns =
-    "key, category, idx, seed, name, status, reason, output, kept_tasks, seconds, augmentations, draft, model_calls, tokens";
+    "key, category, idx, seed, name, status, reason, output, kept_tasks, seconds, augmentations, draft, model_calls, "
+    "tokens";
 
 Result<Database> OpenDurable(const std::string& path, Database::Mode mode) {
   ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::Open(path, mode));
@@ -105,7 +106,8 @@ Result<CandidateRecord> ReadCandidate(const Statement& row) {
 }
 
 template <typename Record, typename Reader>
-Result<std::vector<Record>> Query(Database& db, const std::string& sql, const std::vector<SqlValue>& values, Reader read) {
+Result<std::vector<Record>> Query(Database& db, const std::string& sql, const std::vector<SqlValue>& values,
+                                  Reader read) {
   ENVFORGE_ASSIGN_OR_RETURN(Statement statement, db.Prepare(sql));
   ENVFORGE_RETURN_IF_ERROR(statement.BindAll(values));
   std::vector<Record> out;
@@ -128,8 +130,9 @@ Result<RunStore> RunStore::Create(const std::string& path, const Json& config) {
   }
   ENVFORGE_ASSIGN_OR_RETURN(Database db, OpenDurable(path, Database::Mode::kReadWriteCreate));
   ENVFORGE_RETURN_IF_ERROR(db.Exec(kSchema));
-  ENVFORGE_RETURN_IF_ERROR(RunInTransaction(db, "INSERT INTO run_meta (key, value) VALUES ('format_version', ?), ('config', ?)",
-                                            {std::to_string(kRunFormatVersion), DumpJson(config)}));
+  ENVFORGE_RETURN_IF_ERROR(
+      RunInTransaction(db, "INSERT INTO run_meta (key, value) VALUES ('format_version', ?), ('config', ?)",
+                       {std::to_string(kRunFormatVersion), DumpJson(config)}));
   return RunStore(std::move(db), path, config);
 }
 
@@ -140,7 +143,8 @@ Result<RunStore> RunStore::OpenReadOnly(const std::string& path) { return OpenEx
 Result<RunStore> RunStore::OpenExisting(const std::string& path, bool read_only) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) return ErrnoError("run database " + path, errno);
-  ENVFORGE_ASSIGN_OR_RETURN(Database db, read_only ? OpenForReading(path) : OpenDurable(path, Database::Mode::kReadWrite));
+  ENVFORGE_ASSIGN_OR_RETURN(Database db,
+                            read_only ? OpenForReading(path) : OpenDurable(path, Database::Mode::kReadWrite));
   auto statement = db.Prepare("SELECT key, value FROM run_meta");
   if (!statement.ok()) return InvalidArgumentError(path + " is not an envforge synth run database (no run_meta table)");
   std::string version, config_text;
@@ -151,49 +155,60 @@ Result<RunStore> RunStore::OpenExisting(const std::string& path, bool read_only)
     if (statement->ColumnText(0) == "config") config_text = statement->ColumnText(1);
   }
   if (version != std::to_string(kRunFormatVersion)) {
-    return FailedPreconditionError("run database " + path + " has format version '" + version + "'; this envforge reads version " +
-                                   std::to_string(kRunFormatVersion));
+    return FailedPreconditionError("run database " + path + " has format version '" + version +
+                                   "'; this envforge reads version " + std::to_string(kRunFormatVersion));
   }
   ENVFORGE_ASSIGN_OR_RETURN(Json config, ParseStored(config_text, "run config"));
   return RunStore(std::move(db), path, std::move(config));
 }
 
 Status RunStore::PutEnvironment(const EnvironmentRecord& r) {
-  return RunInTransaction(db_, std::string("INSERT OR REPLACE INTO environments (") + kEnvironmentColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                          {r.key, r.category, r.index, std::to_string(r.seed), r.name, r.status, r.reason, r.output, r.kept_tasks,
-                           r.seconds, DumpJson(r.augmentations), DumpJson(r.draft), r.model_calls, r.tokens});
+  return RunInTransaction(
+      db_,
+      std::string("INSERT OR REPLACE INTO environments (") + kEnvironmentColumns +
+          ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+      {r.key, r.category, r.index, std::to_string(r.seed), r.name, r.status, r.reason, r.output, r.kept_tasks,
+       r.seconds, DumpJson(r.augmentations), DumpJson(r.draft), r.model_calls, r.tokens});
 }
 
 Result<std::optional<EnvironmentRecord>> RunStore::GetEnvironment(const std::string& key) {
-  ENVFORGE_ASSIGN_OR_RETURN(auto rows, Query<EnvironmentRecord>(db_, std::string("SELECT ") + kEnvironmentColumns + " FROM environments WHERE key = ?",
-                                                                {key}, ReadEnvironment));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      auto rows,
+      Query<EnvironmentRecord>(db_, std::string("SELECT ") + kEnvironmentColumns + " FROM environments WHERE key = ?",
+                               {key}, ReadEnvironment));
   if (rows.empty()) return std::optional<EnvironmentRecord>();
   return std::optional<EnvironmentRecord>(std::move(rows.front()));
 }
 
 Result<std::vector<EnvironmentRecord>> RunStore::Environments() {
-  return Query<EnvironmentRecord>(db_, std::string("SELECT ") + kEnvironmentColumns + " FROM environments ORDER BY category, idx", {},
-                                  ReadEnvironment);
+  return Query<EnvironmentRecord>(
+      db_, std::string("SELECT ") + kEnvironmentColumns + " FROM environments ORDER BY category, idx", {},
+      ReadEnvironment);
 }
 
 Status RunStore::PutCandidate(const CandidateRecord& r) {
-  return RunInTransaction(db_, std::string("INSERT OR REPLACE INTO candidates (") + kCandidateColumns +
-                                   ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                          {r.key, r.env_key, r.category, r.lineage, r.level, r.task_id, r.artifact_hash, r.attempt, r.stage, r.dropped_at,
-                           r.reason, DumpJson(r.knobs), DumpJson(r.validation), DumpJson(r.audit), DumpJson(r.filter), r.seconds,
-                           r.model_calls, r.tokens, DumpJson(r.draft)});
+  return RunInTransaction(
+      db_,
+      std::string("INSERT OR REPLACE INTO candidates (") + kCandidateColumns +
+          ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+      {r.key, r.env_key, r.category, r.lineage, r.level, r.task_id, r.artifact_hash, r.attempt, r.stage, r.dropped_at,
+       r.reason, DumpJson(r.knobs), DumpJson(r.validation), DumpJson(r.audit), DumpJson(r.filter), r.seconds,
+       r.model_calls, r.tokens, DumpJson(r.draft)});
 }
 
 Result<std::optional<CandidateRecord>> RunStore::GetCandidate(const std::string& key) {
-  ENVFORGE_ASSIGN_OR_RETURN(auto rows, Query<CandidateRecord>(db_, std::string("SELECT ") + kCandidateColumns + " FROM candidates WHERE key = ?",
-                                                              {key}, ReadCandidate));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      auto rows,
+      Query<CandidateRecord>(db_, std::string("SELECT ") + kCandidateColumns + " FROM candidates WHERE key = ?", {key},
+                             ReadCandidate));
   if (rows.empty()) return std::optional<CandidateRecord>();
   return std::optional<CandidateRecord>(std::move(rows.front()));
 }
 
 Result<std::vector<CandidateRecord>> RunStore::Candidates() {
-  return Query<CandidateRecord>(db_, std::string("SELECT ") + kCandidateColumns + " FROM candidates ORDER BY env_key, lineage, level", {},
-                                ReadCandidate);
+  return Query<CandidateRecord>(
+      db_, std::string("SELECT ") + kCandidateColumns + " FROM candidates ORDER BY env_key, lineage, level", {},
+      ReadCandidate);
 }
 
 Status RunStore::DeleteCandidates(const std::string& env_key) {

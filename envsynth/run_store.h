@@ -35,32 +35,32 @@ inline constexpr int kRunFormatVersion = 1;
 
 // Where a candidate stopped: the furthest stage it passed, or the stage that dropped it.
 namespace stage {
-inline constexpr const char* kProposed = "proposed";   // artefacts written, not validated yet
-inline constexpr const char* kVerified = "verified";   // gold solution passes verifier and oracle
-inline constexpr const char* kAudited = "audited";     // audit verdict sound
-inline constexpr const char* kInBand = "in_band";      // pass rate inside the band (or no filter)
-inline constexpr const char* kKept = "kept";           // packed into the output bundle
+inline constexpr const char* kProposed = "proposed";  // artefacts written, not validated yet
+inline constexpr const char* kVerified = "verified";  // gold solution passes verifier and oracle
+inline constexpr const char* kAudited = "audited";    // audit verdict sound
+inline constexpr const char* kInBand = "in_band";     // pass rate inside the band (or no filter)
+inline constexpr const char* kKept = "kept";          // packed into the output bundle
 }  // namespace stage
 
 struct EnvironmentRecord {
-  std::string key;       // "<category>/<index>"
+  std::string key;  // "<category>/<index>"
   std::string category;
   int64_t index = 0;
   uint64_t seed = 0;
-  std::string name;      // the environment's name ("" until proposed)
-  std::string status;    // pending | done | failed
-  std::string reason;    // why it failed, or ""
-  std::string output;    // the kept bundle's path ("" when nothing was kept)
+  std::string name;    // the environment's name ("" until proposed)
+  std::string status;  // pending | done | failed
+  std::string reason;  // why it failed, or ""
+  std::string output;  // the kept bundle's path ("" when nothing was kept)
   int64_t kept_tasks = 0;
-  double seconds = 0;    // wall time spent on it, all attempts together
+  double seconds = 0;                  // wall time spent on it, all attempts together
   Json augmentations = Json::array();  // [{"level", "task", "tools": [...]}]
-  Json draft;            // the proposer's EnvironmentDraft (proposer.h, ToJson), null until proposed
-  int64_t model_calls = 0;  // spent proposing (and repairing) the environment itself
+  Json draft;                          // the proposer's EnvironmentDraft (proposer.h, ToJson), null until proposed
+  int64_t model_calls = 0;             // spent proposing (and repairing) the environment itself
   int64_t tokens = 0;
 };
 
 struct CandidateRecord {
-  std::string key;            // "<environment key>/<lineage>/<level>"
+  std::string key;  // "<environment key>/<lineage>/<level>"
   std::string env_key;
   std::string category;
   int64_t lineage = 0;
@@ -73,19 +73,19 @@ struct CandidateRecord {
                               // validation, audit, filter, revalidation, keep
   std::string reason;         // why it was dropped
   Json knobs = Json::object();
-  Json validation;            // {"passed", "attribution", "reasons", "repairs": [...]} or null
-  Json audit;                 // {"verdict", "reasons", "probes", "accepted", "space_size", ...} or null
-  Json filter;                // {"decision", "early", "episodes", "passed", "pass_at_k", ...} or null
-  double seconds = 0;         // proposal + validation + audit + filter
-  int64_t model_calls = 0;    // backend calls spent on it (filter, llm proposer)
-  int64_t tokens = 0;         // prompt + generated tokens of those calls
-  Json draft;                 // the TaskDraft that was validated (proposer.h, ToJson): a resumed
-                              // run uses it instead of asking the proposer again
+  Json validation;          // {"passed", "attribution", "reasons", "repairs": [...]} or null
+  Json audit;               // {"verdict", "reasons", "probes", "accepted", "space_size", ...} or null
+  Json filter;              // {"decision", "early", "episodes", "passed", "pass_at_k", ...} or null
+  double seconds = 0;       // proposal + validation + audit + filter
+  int64_t model_calls = 0;  // backend calls spent on it (filter, llm proposer)
+  int64_t tokens = 0;       // prompt + generated tokens of those calls
+  Json draft;               // the TaskDraft that was validated (proposer.h, ToJson): a resumed
+                            // run uses it instead of asking the proposer again
 };
 
 struct RunEvent {
   int64_t id = 0;
-  double at = 0;              // seconds since the epoch
+  double at = 0;  // seconds since the epoch
   std::string env_key;
   std::string candidate_key;  // "" for environment-level events
   std::string kind;           // augment, repair, revalidate, resume, ...
@@ -122,7 +122,8 @@ class RunStore {
 
  private:
   static Result<RunStore> OpenExisting(const std::string& path, bool read_only);
-  RunStore(Database db, std::string path, Json config) : db_(std::move(db)), path_(std::move(path)), config_(std::move(config)) {}
+  RunStore(Database db, std::string path, Json config)
+      : db_(std::move(db)), path_(std::move(path)), config_(std::move(config)) {}
   Database db_;
   std::string path_;
   Json config_;

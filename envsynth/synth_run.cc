@@ -181,15 +181,20 @@ Result<SynthOptions> SynthOptions::FromJson(const Json& json) {
 Status SynthOptions::Validate() const {
   if (categories.empty()) return InvalidArgumentError("--categories names no category");
   if (envs < 1) return InvalidArgumentError("--envs must be at least 1, got " + std::to_string(envs));
-  if (tasks_per_env < 1) return InvalidArgumentError("--tasks-per-env must be at least 1, got " + std::to_string(tasks_per_env));
-  if (max_levels < 1 || max_levels > 5) return InvalidArgumentError("--max-levels must be 1..5, got " + std::to_string(max_levels));
+  if (tasks_per_env < 1)
+    return InvalidArgumentError("--tasks-per-env must be at least 1, got " + std::to_string(tasks_per_env));
+  if (max_levels < 1 || max_levels > 5)
+    return InvalidArgumentError("--max-levels must be 1..5, got " + std::to_string(max_levels));
   if (repairs < 0) return InvalidArgumentError("--repairs must be >= 0");
   if (out_dir.empty()) return InvalidArgumentError("--out DIR is required");
-  if (proposer != "procedural" && proposer != "llm") return InvalidArgumentError("unknown --proposer '" + proposer + "' (procedural or llm)");
-  if (proposer == "llm" && proposer_backend.empty()) return InvalidArgumentError("--proposer llm needs --backend SPEC (the model that writes)");
+  if (proposer != "procedural" && proposer != "llm")
+    return InvalidArgumentError("unknown --proposer '" + proposer + "' (procedural or llm)");
+  if (proposer == "llm" && proposer_backend.empty())
+    return InvalidArgumentError("--proposer llm needs --backend SPEC (the model that writes)");
   if (audit_lanes < 1 || audit_lanes > 16) return InvalidArgumentError("--audit-lanes must be 1..16");
   if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count) {
-    return InvalidArgumentError("--shard I/N needs 0 <= I < N, got " + std::to_string(shard_index) + "/" + std::to_string(shard_count));
+    return InvalidArgumentError("--shard I/N needs 0 <= I < N, got " + std::to_string(shard_index) + "/" +
+                                std::to_string(shard_count));
   }
   if (filter) {
     ENVFORGE_RETURN_IF_ERROR(ValidateBandOptions(band));
@@ -246,8 +251,11 @@ struct SynthRun::Impl {
 
   // Records a repair: the stage that failed, the attempt asked for, and what goes back.
   Status RepairEvent(const std::string& candidate_key, int64_t attempt, const RepairRequest& request) {
-    return Event(candidate_key, "repair", {{"stage", request.stage}, {"attempt", attempt},
-                                          {"attribution", request.attribution}, {"reasons", request.reasons}});
+    return Event(candidate_key, "repair",
+                 {{"stage", request.stage},
+                  {"attempt", attempt},
+                  {"attribution", request.attribution},
+                  {"reasons", request.reasons}});
   }
 
   Status Drop(Candidate& c, const std::string& stage_name, const std::string& reason) {
@@ -261,7 +269,8 @@ struct SynthRun::Impl {
   Status Augment(const Candidate& c, bool record_event = true) {
     std::vector<std::string> added;
     for (const auto& [name, source] : c.draft.new_tools) {
-      bool known = std::any_of(env.tools.begin(), env.tools.end(), [&](const auto& tool) { return tool.first == name; });
+      bool known =
+          std::any_of(env.tools.begin(), env.tools.end(), [&](const auto& tool) { return tool.first == name; });
       if (!known) env.tools.emplace_back(name, source);
       if (toolset.insert(name).second) added.push_back(name);
     }
@@ -275,7 +284,8 @@ struct SynthRun::Impl {
   }
 
   // Packs the environment with `tasks` into a fresh bundle under the work directory.
-  Result<std::string> PackBundle(const std::vector<const TaskDraft*>& tasks, const Json& provenance, std::string& pack_problems) {
+  Result<std::string> PackBundle(const std::vector<const TaskDraft*>& tasks, const Json& provenance,
+                                 std::string& pack_problems) {
     const std::string stem = (work / ("b" + std::to_string(work_counter++))).string();
     ENVFORGE_RETURN_IF_ERROR(WriteEnvironmentSource(stem, env, toolset, tasks, provenance));
     Status packed = sandbox::PackEnvironment(stem, stem + ".envdb");
@@ -440,7 +450,8 @@ struct SynthRun::Impl {
     bool toolset_fault = false;
     for (const std::string& line : lines) {
       reason += (reason.empty() ? "" : "; ") + line;
-      toolset_fault = toolset_fault || line.find("tools.py") != std::string::npos || line.find("tool ") != std::string::npos;
+      toolset_fault =
+          toolset_fault || line.find("tools.py") != std::string::npos || line.find("tool ") != std::string::npos;
     }
     env_failure = RepairRequest{toolset_fault ? "toolset" : "database", lines, nullptr, "environment"};
     return FailedPreconditionError(reason);
@@ -471,7 +482,8 @@ struct SynthRun::Impl {
     for (const verifiers::Finding& finding : audit.findings) {
       if (finding.kind.rfind("oracle", 0) == 0) request.attribution = "oracle";
       if (request.reasons.size() >= 8) break;
-      request.reasons.push_back(finding.kind + ": " + finding.detail + (finding.answer.empty() ? "" : " -- answer " + finding.answer));
+      request.reasons.push_back(finding.kind + ": " + finding.detail +
+                                (finding.answer.empty() ? "" : " -- answer " + finding.answer));
     }
     return request;
   }
@@ -495,9 +507,11 @@ struct SynthRun::Impl {
     }
     std::vector<std::string> ids;
     for (Candidate* c : pending) ids.push_back(c->draft.id);
-    ENVFORGE_ASSIGN_OR_RETURN(verifiers::AuditReport report, verifiers::RunAudit(bundle, lanes, AuditOptionsFor(run.options_, ids)));
+    ENVFORGE_ASSIGN_OR_RETURN(verifiers::AuditReport report,
+                              verifiers::RunAudit(bundle, lanes, AuditOptionsFor(run.options_, ids)));
     for (Candidate* c : pending) {
-      auto it = std::find_if(report.tasks.begin(), report.tasks.end(), [&](const verifiers::TaskAudit& a) { return a.id == c->draft.id; });
+      auto it = std::find_if(report.tasks.begin(), report.tasks.end(),
+                             [&](const verifiers::TaskAudit& a) { return a.id == c->draft.id; });
       if (it == report.tasks.end()) return InternalError("the audit did not report task " + c->draft.id);
       c->record.audit = AuditSummary(*it);
       c->record.seconds += it->seconds;
@@ -534,7 +548,8 @@ struct SynthRun::Impl {
       }
       return stopped;
     }
-    Progress("filter", level, std::to_string(pending.size()) + " sound candidate(s), k=" + std::to_string(run.options_.band.k));
+    Progress("filter", level,
+             std::to_string(pending.size()) + " sound candidate(s), k=" + std::to_string(run.options_.band.k));
     ENVFORGE_ASSIGN_OR_RETURN(std::string bundle_path, VerifiedBundle(pending));
     ENVFORGE_ASSIGN_OR_RETURN(auto manager, sandbox::SessionManager::Create(sandbox::ManagerOptions{}));
     ENVFORGE_ASSIGN_OR_RETURN(std::string env_id, manager->OpenEnvironment(bundle_path));
@@ -546,8 +561,10 @@ struct SynthRun::Impl {
     episode.sampling.seed = run.options_.seed;
     std::vector<std::string> ids;
     for (Candidate* c : pending) ids.push_back(c->draft.id);
-    ENVFORGE_ASSIGN_OR_RETURN(auto results, RunBandFilter(*manager, *run.policy_, env_id, ids, run.options_.band, episode,
-                                                          [&](int64_t done) { Progress("filter", level, std::to_string(done) + " episodes"); }));
+    ENVFORGE_ASSIGN_OR_RETURN(
+        auto results, RunBandFilter(*manager, *run.policy_, env_id, ids, run.options_.band, episode, [&](int64_t done) {
+          Progress("filter", level, std::to_string(done) + " episodes");
+        }));
     for (size_t i = 0; i < pending.size(); ++i) {
       Candidate& c = *pending[i];
       const FilterResult& result = results[i];
@@ -557,8 +574,9 @@ struct SynthRun::Impl {
       c.record.tokens += result.tokens;
       if (result.verdict.decision != BandDecision::kInBand) {
         if (result.verdict.decision == BandDecision::kTooHard) stopped.insert(c.record.lineage);
-        std::string reason = std::string(BandDecisionName(result.verdict.decision)) + (result.verdict.early ? " (early stop)" : "") +
-                             ": " + std::to_string(result.passed) + "/" + std::to_string(result.scored) + " episodes passed";
+        std::string reason = std::string(BandDecisionName(result.verdict.decision)) +
+                             (result.verdict.early ? " (early stop)" : "") + ": " + std::to_string(result.passed) +
+                             "/" + std::to_string(result.scored) + " episodes passed";
         ENVFORGE_RETURN_IF_ERROR(Drop(c, "filter", reason));
         continue;
       }
@@ -571,13 +589,14 @@ struct SynthRun::Impl {
   Json Provenance(const std::vector<Candidate*>& kept) const {
     Json tasks = Json::object();
     for (const Candidate* c : kept) {
-      tasks[c->draft.id] = {{"level", c->record.level},
-                            {"lineage", c->record.lineage},
-                            {"attempt", c->record.attempt},
-                            {"knobs", c->record.knobs},
-                            {"audit", c->record.audit.is_object() ? c->record.audit.value("verdict", "") : ""},
-                            {"acceptance_rate", c->record.audit.is_object() ? c->record.audit.value("acceptance_rate", 0.0) : 0.0},
-                            {"filter", DeterministicFilter(c->record.filter)}};
+      tasks[c->draft.id] = {
+          {"level", c->record.level},
+          {"lineage", c->record.lineage},
+          {"attempt", c->record.attempt},
+          {"knobs", c->record.knobs},
+          {"audit", c->record.audit.is_object() ? c->record.audit.value("verdict", "") : ""},
+          {"acceptance_rate", c->record.audit.is_object() ? c->record.audit.value("acceptance_rate", 0.0) : 0.0},
+          {"filter", DeterministicFilter(c->record.filter)}};
     }
     const SynthOptions& o = run.options_;
     return {{"generator", "envsynth " + run.proposer_.name()},
@@ -611,8 +630,10 @@ struct SynthRun::Impl {
         if (validations[i].passed) {
           still.push_back(kept[i]);
         } else {
-          ENVFORGE_RETURN_IF_ERROR(Drop(*kept[i], "revalidation",
-                                        "fails on the final toolset: " + (validations[i].reasons.empty() ? std::string() : validations[i].reasons.front())));
+          ENVFORGE_RETURN_IF_ERROR(
+              Drop(*kept[i], "revalidation",
+                   "fails on the final toolset: " +
+                       (validations[i].reasons.empty() ? std::string() : validations[i].reasons.front())));
         }
       }
       kept = std::move(still);
@@ -729,8 +750,8 @@ Status SynthRun::Impl::Process() {
   const StatusCode code = worked.code();
   if (worked.ok()) {
     env_record.status = "done";
-  } else if (code == StatusCode::kFailedPrecondition || code == StatusCode::kNotFound || code == StatusCode::kInvalidArgument ||
-             code == StatusCode::kInternal || code == StatusCode::kDataLoss) {
+  } else if (code == StatusCode::kFailedPrecondition || code == StatusCode::kNotFound ||
+             code == StatusCode::kInvalidArgument || code == StatusCode::kInternal || code == StatusCode::kDataLoss) {
     env_record.status = "failed";  // the environment's own fault (or its proposer's): recorded, the run goes on
     env_record.reason = worked.message().substr(0, 1000);
   } else {
@@ -741,7 +762,11 @@ Status SynthRun::Impl::Process() {
 
 SynthRun::SynthRun(RunStore& store, Proposer& proposer, inference::Backend* policy, SynthOptions options,
                    std::function<void(const SynthProgress&)> on_progress)
-    : store_(store), proposer_(proposer), policy_(policy), options_(std::move(options)), on_progress_(std::move(on_progress)) {}
+    : store_(store),
+      proposer_(proposer),
+      policy_(policy),
+      options_(std::move(options)),
+      on_progress_(std::move(on_progress)) {}
 
 Status SynthRun::Run() {
   ENVFORGE_RETURN_IF_ERROR(options_.Validate());
@@ -772,7 +797,15 @@ Status SynthRun::Run() {
       done += 1;
       continue;
     }
-    Impl impl{*this, {}, {}, {}, work_root.path() / std::to_string(i), 0, candidates_seen, kept_total, done,
+    Impl impl{*this,
+              {},
+              {},
+              {},
+              work_root.path() / std::to_string(i),
+              0,
+              candidates_seen,
+              kept_total,
+              done,
               static_cast<int64_t>(mine.size())};
     impl.env_record = existing.value_or(EnvironmentRecord{});
     impl.env_record.key = key;

@@ -60,26 +60,26 @@ namespace envforge::envsynth {
 struct SynthOptions {
   std::vector<std::string> categories;
   int64_t envs = 6;
-  int64_t tasks_per_env = 2;   // lineages per environment
+  int64_t tasks_per_env = 2;  // lineages per environment
   int64_t max_levels = 4;
   uint64_t seed = 1;
   std::string out_dir;
   std::string proposer = "procedural";  // or "llm"
   std::string proposer_backend;         // llm: the backend spec that writes the artefacts
-  int64_t repairs = 2;         // proposals after the first, per candidate
-  bool filter = true;          // false: synthesis only (no policy, every sound candidate kept)
-  std::string policy;          // the policy's backend spec, as given (recorded in provenance)
+  int64_t repairs = 2;                  // proposals after the first, per candidate
+  bool filter = true;                   // false: synthesis only (no policy, every sound candidate kept)
+  std::string policy;                   // the policy's backend spec, as given (recorded in provenance)
   BandOptions band;
   int64_t audit_lanes = 2;
-  bool full_audit = false;     // false: the quick audit sizes (kQuickAudit in synth_run.cc)
-  int64_t max_turns = 16;      // filter episodes
+  bool full_audit = false;  // false: the quick audit sizes (kQuickAudit in synth_run.cc)
+  int64_t max_turns = 16;   // filter episodes
   int64_t max_tokens = 4096;
   double temperature = 1.0;
   int64_t shard_index = 0, shard_count = 1;  // this run makes environments i with i % count == index
 
-  Json ToJson() const;                         // what the run database stores as its config
+  Json ToJson() const;                                     // what the run database stores as its config
   static Result<SynthOptions> FromJson(const Json& json);  // InvalidArgument naming a bad field
-  Status Validate() const;                     // InvalidArgument naming what is wrong
+  Status Validate() const;                                 // InvalidArgument naming what is wrong
 };
 
 // The seed of environment `index` of `category` in a run seeded `run_seed`: 1 .. 999,999,999,
@@ -88,8 +88,8 @@ uint64_t DeriveEnvironmentSeed(uint64_t run_seed, const std::string& category, i
 
 struct SynthProgress {
   int64_t envs_done = 0, envs_total = 0;
-  std::string env;     // "<category>/<index>" being worked on
-  std::string stage;   // propose, validate, audit, filter, keep
+  std::string env;    // "<category>/<index>" being worked on
+  std::string stage;  // propose, validate, audit, filter, keep
   int64_t level = 0;
   int64_t candidates = 0, kept = 0;  // over the whole run so far
   std::string detail;

@@ -14,7 +14,8 @@ std::string Describe(const char* who, const sandbox::JudgeVerdict& verdict) {
   return out;
 }
 
-void Judge(sandbox::SessionManager& manager, sandbox::SessionManager::SessionId session, bool has_oracle, TaskValidation& result) {
+void Judge(sandbox::SessionManager& manager, sandbox::SessionManager::SessionId session, bool has_oracle,
+           TaskValidation& result) {
   auto verifier = manager.JudgeAnswers(session, sandbox::Judge::kVerifier, {result.answer_text});
   if (!verifier.ok()) {
     result.attribution = "verifier";
@@ -51,7 +52,11 @@ void Judge(sandbox::SessionManager& manager, sandbox::SessionManager::SessionId 
 }  // namespace
 
 Json TaskValidation::ToJson() const {
-  return {{"passed", passed}, {"attribution", attribution}, {"reasons", reasons}, {"answer", answer_text}, {"seconds", seconds}};
+  return {{"passed", passed},
+          {"attribution", attribution},
+          {"reasons", reasons},
+          {"answer", answer_text},
+          {"seconds", seconds}};
 }
 
 Result<std::vector<TaskValidation>> ValidateTasks(sandbox::SessionManager& manager, const std::string& env_id,
@@ -88,7 +93,8 @@ std::map<std::string, std::vector<std::string>> SplitPackProblems(const std::str
   while (std::getline(lines, line)) {
     if (line.empty()) continue;
     // The summary line above the list ("cannot pack DIR: 3 problems") names no problem itself.
-    const bool summary = line.rfind("cannot pack ", 0) == 0 && (line.ends_with(" problem") || line.ends_with(" problems"));
+    const bool summary =
+        line.rfind("cannot pack ", 0) == 0 && (line.ends_with(" problem") || line.ends_with(" problems"));
     if (summary) continue;
     std::string key;
     if (line.rfind("tasks/", 0) == 0) {

@@ -27,7 +27,7 @@ struct TaskValidation {
   std::vector<std::string> reasons;  // why not, for a person and for the repair request
   std::string answer_text;           // the gold answer ("" when the solution failed)
   double seconds = 0;
-  Json ToJson() const;               // {"passed", "attribution", "reasons", "answer", "seconds"}
+  Json ToJson() const;  // {"passed", "attribution", "reasons", "answer", "seconds"}
 };
 
 // Validates each task of `task_ids` in its own session of `env_id` (opened in `manager`).

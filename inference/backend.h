@@ -17,8 +17,8 @@
 // sampling parameters, messages the chat encoding rejects, a prompt longer than the context
 // window: ResourceExhausted, its message starting "context length exceeded"); every failure
 // that is not the request's fault (server unreachable, 5xx after retries, a response that is
-// not the documented shape, the script ran out) is Unavailable, DataLoss or DeadlineExceeded. Callers (the rollout loop) turn any of those into
-// the episode outcome `infra_error`, never into a reward.
+// not the documented shape, the script ran out) is Unavailable, DataLoss or DeadlineExceeded. Callers (the rollout
+// loop) turn any of those into the episode outcome `infra_error`, never into a reward.
 #pragma once
 
 #include <chrono>
@@ -51,9 +51,9 @@ struct CompletionRequest {
   // failed choice: finish_reason stays, parse_error says so), or a function name.
   std::string tool_choice = "auto";
   int64_t n = 1;
-  int64_t max_tokens = 512;  // per choice
-  SamplingParams sampling;   // temperature, top_p, top_k, seed
-  bool thinking = false;     // DSV32 thinking mode / DeepSeek's {"thinking": {"type": "enabled"}}
+  int64_t max_tokens = 512;       // per choice
+  SamplingParams sampling;        // temperature, top_p, top_k, seed
+  bool thinking = false;          // DSV32 thinking mode / DeepSeek's {"thinking": {"type": "enabled"}}
   std::vector<std::string> stop;  // stop strings; the matched text is not part of the content
   bool logprobs = false;          // fill Completion::logprobs (embedded: always filled)
   int64_t top_logprobs = 0;       // 0..20 alternatives per token (needs logprobs)
@@ -77,10 +77,10 @@ struct TokenAlternative {
 };
 
 struct Completion {
-  ChatMessage message;       // role "assistant": content, reasoning_content, tool_calls
-  std::string text;          // the generated text as produced (before parsing)
-  std::string parse_error;   // non-empty: the tool-call block (or its JSON arguments) is malformed
-  std::string finish_reason; // "stop", "length", "tool_calls"
+  ChatMessage message;        // role "assistant": content, reasoning_content, tool_calls
+  std::string text;           // the generated text as produced (before parsing)
+  std::string parse_error;    // non-empty: the tool-call block (or its JSON arguments) is malformed
+  std::string finish_reason;  // "stop", "length", "tool_calls"
   // Tokens of the generated text, when the backend has them (embedded always; openai only with
   // logprobs and ids). logprobs[i] is log p(tokens[i]) under the distribution sampled from;
   // kept_counts[i] the size of the top-k/top-p set it was drawn from (0 when unknown).
@@ -111,9 +111,9 @@ struct CompletionResult {
 };
 
 struct BackendInfo {
-  std::string kind;   // "embedded", "openai", "scripted"
-  std::string spec;   // as opened ("embedded:/path")
-  std::string model;  // model name (embedded: the directory's base name unless --model names it)
+  std::string kind;            // "embedded", "openai", "scripted"
+  std::string spec;            // as opened ("embedded:/path")
+  std::string model;           // model name (embedded: the directory's base name unless --model names it)
   int64_t context_window = 0;  // tokens; 0 when unknown
 };
 
@@ -139,8 +139,8 @@ struct BackendOptions {
   // empty: OPENAI_API_KEY when set, else no key.
   std::string api_key_env;
   std::chrono::milliseconds request_timeout{120'000};
-  int max_retries = 4;      // openai: retries on 429/5xx/connection errors
-  int max_concurrency = 64; // openai: requests in flight at once
+  int max_retries = 4;       // openai: retries on 429/5xx/connection errors
+  int max_concurrency = 64;  // openai: requests in flight at once
   // embedded: where the forward runs ("cpu", "cuda", "auto") and the context window (0: the
   // model's max_position_embeddings).
   std::string device = "cpu";

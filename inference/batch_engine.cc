@@ -18,8 +18,8 @@ struct BatchEngine::Active {
   EngineRequest request;
   std::promise<Result<EngineResult>> promise;
   EngineResult result;
-  bool started = false;            // choices are sampling (prefill done or served from a cache)
-  Active* leader = nullptr;        // an identical fresh feed prefilled by another request this step
+  bool started = false;      // choices are sampling (prefill done or served from a cache)
+  Active* leader = nullptr;  // an identical fresh feed prefilled by another request this step
   std::vector<SampleStream> streams;
   std::vector<char> live;
   int64_t live_count = 0;
@@ -30,9 +30,11 @@ namespace {
 
 Status CheckRequest(const EngineRequest& request, const Model& model) {
   if (request.choices.empty()) return InvalidArgumentError("engine request without choices");
-  if (request.feed.empty() && request.max_tokens > 0) return InvalidArgumentError("engine request with nothing to feed");
+  if (request.feed.empty() && request.max_tokens > 0)
+    return InvalidArgumentError("engine request with nothing to feed");
   if (request.max_tokens < 0) return InvalidArgumentError("max_tokens must be >= 0");
-  if (request.top_logprobs < 0 || request.top_logprobs > 20) return InvalidArgumentError("top_logprobs must be in 0..20");
+  if (request.top_logprobs < 0 || request.top_logprobs > 20)
+    return InvalidArgumentError("top_logprobs must be in 0..20");
   for (const EngineChoiceParams& choice : request.choices) {
     const SamplingParams& p = choice.sampling;
     if (!(p.temperature >= 0)) return InvalidArgumentError("temperature must be >= 0");
@@ -41,7 +43,8 @@ Status CheckRequest(const EngineRequest& request, const Model& model) {
   }
   const int64_t vocab = model.config().vocab_size;
   for (int32_t token : request.feed) {
-    if (token < 0 || token >= vocab) return InvalidArgumentError("token id " + std::to_string(token) + " is outside the vocabulary");
+    if (token < 0 || token >= vocab)
+      return InvalidArgumentError("token id " + std::to_string(token) + " is outside the vocabulary");
   }
   return Status::Ok();
 }
@@ -65,10 +68,14 @@ std::vector<EngineAlternative> TopAlternatives(std::span<const float> row, int64
 }  // namespace
 
 Json EngineStats::ToJson() const {
-  return {{"forward_calls", forward_calls},   {"prefill_tokens", prefill_tokens},
-          {"carried_tokens", carried_tokens}, {"decode_tokens", decode_tokens},
-          {"max_batch", max_batch},           {"prompt_cache_hits", prompt_cache_hits},
-          {"shared_prefills", shared_prefills}, {"requests", requests},
+  return {{"forward_calls", forward_calls},
+          {"prefill_tokens", prefill_tokens},
+          {"carried_tokens", carried_tokens},
+          {"decode_tokens", decode_tokens},
+          {"max_batch", max_batch},
+          {"prompt_cache_hits", prompt_cache_hits},
+          {"shared_prefills", shared_prefills},
+          {"requests", requests},
           {"live_choices", live_choices}};
 }
 
@@ -147,7 +154,8 @@ void BatchEngine::StartRequests(std::vector<std::unique_ptr<Active>>& incoming) 
     if (request.stop_tokens.empty()) request.stop_tokens.push_back(static_cast<int32_t>(config.eos_token_id));
     const size_t n = request.choices.size();
     active.result.choices.resize(n);
-    for (size_t i = 0; i < n; ++i) active.streams.emplace_back(request.choices[i].sampling.seed, request.choices[i].stream_id);
+    for (size_t i = 0; i < n; ++i)
+      active.streams.emplace_back(request.choices[i].sampling.seed, request.choices[i].stream_id);
     active.live.assign(n, 1);
     active.live_count = static_cast<int64_t>(n);
     const int64_t base = request.cache ? request.cache->length() : 0;
@@ -157,8 +165,9 @@ void BatchEngine::StartRequests(std::vector<std::unique_ptr<Active>>& incoming) 
       continue;
     }
     if (base + static_cast<int64_t>(request.feed.size()) > active.max_length) {
-      active.promise.set_value(ResourceExhaustedError("context length exceeded: " + std::to_string(base + request.feed.size()) +
-                                                      " tokens, the limit is " + std::to_string(active.max_length)));
+      active.promise.set_value(
+          ResourceExhaustedError("context length exceeded: " + std::to_string(base + request.feed.size()) +
+                                 " tokens, the limit is " + std::to_string(active.max_length)));
       continue;
     }
     active_.push_back(std::move(owned));
@@ -174,7 +183,8 @@ void BatchEngine::FailAll(const Status& status) {
 // model's decode path (selection and attention split across sequences), which one multi-token
 // sequence in the batch would turn off for every row. The weights stream once more per step,
 // which costs far less than serialising a hundred decode rows.
-Status BatchEngine::ForwardInParts(std::span<const SequenceInput> batch, size_t prefill_rows, std::vector<float>* logits) {
+Status BatchEngine::ForwardInParts(std::span<const SequenceInput> batch, size_t prefill_rows,
+                                   std::vector<float>* logits) {
   logits->clear();
   if (batch.empty()) return Status::Ok();
   if (prefill_rows == 0 || prefill_rows == batch.size()) return model_.Forward(batch, logits);
@@ -195,7 +205,8 @@ std::vector<BatchEngine::Active*> BatchEngine::CollectPrefills() {
     const bool fresh_shared = active.request.cache == nullptr && active.request.share_prompt;
     if (fresh_shared) {
       for (Active* other : prefills) {
-        if (other->request.cache == nullptr && other->request.share_prompt && other->request.feed == active.request.feed) {
+        if (other->request.cache == nullptr && other->request.share_prompt &&
+            other->request.feed == active.request.feed) {
           active.leader = other;
           break;
         }
@@ -208,7 +219,8 @@ std::vector<BatchEngine::Active*> BatchEngine::CollectPrefills() {
 }
 
 BatchEngine::PromptEntry* BatchEngine::FindPrompt(const std::vector<int32_t>& feed) {
-  auto hit = std::find_if(prompt_cache_.begin(), prompt_cache_.end(), [&](const auto& entry) { return entry->tokens == feed; });
+  auto hit = std::find_if(prompt_cache_.begin(), prompt_cache_.end(),
+                          [&](const auto& entry) { return entry->tokens == feed; });
   if (hit == prompt_cache_.end()) return nullptr;
   std::rotate(prompt_cache_.begin(), hit, hit + 1);
   return prompt_cache_.front().get();
@@ -239,7 +251,8 @@ void BatchEngine::SampleNext(Active& active, size_t i, std::span<const float> ro
   }
 }
 
-void BatchEngine::StartChoices(Active& active, KvCache& source, std::unique_ptr<KvCache> own, std::span<const float> row) {
+void BatchEngine::StartChoices(Active& active, KvCache& source, std::unique_ptr<KvCache> own,
+                               std::span<const float> row) {
   const size_t n = active.result.choices.size();
   for (size_t i = 0; i < n; ++i) {
     active.result.choices[i].cache = (i == 0 && own != nullptr) ? std::move(own) : source.Fork();
@@ -326,7 +339,8 @@ void BatchEngine::Step() {
     if (!owned->started) continue;
     for (size_t i = 0; i < owned->live.size(); ++i) {
       if (!owned->live[i]) continue;
-      batch.push_back({owned->result.choices[i].cache.get(), std::span<const int32_t>(&owned->result.choices[i].tokens.back(), 1)});
+      batch.push_back(
+          {owned->result.choices[i].cache.get(), std::span<const int32_t>(&owned->result.choices[i].tokens.back(), 1)});
       rows.push_back({owned.get(), static_cast<int64_t>(i)});
     }
   }

@@ -52,15 +52,15 @@ struct EngineChoiceParams {
 };
 
 struct EngineRequest {
-  std::unique_ptr<KvCache> cache;  // continue this cache; null: a fresh one
-  std::vector<int32_t> feed;       // tokens appended before sampling; at least one
-  int64_t carried_tokens = 0;      // leading feed tokens that were generated earlier (not prompt)
-  bool share_prompt = false;       // fresh cache only: use / fill the prompt cache
+  std::unique_ptr<KvCache> cache;           // continue this cache; null: a fresh one
+  std::vector<int32_t> feed;                // tokens appended before sampling; at least one
+  int64_t carried_tokens = 0;               // leading feed tokens that were generated earlier (not prompt)
+  bool share_prompt = false;                // fresh cache only: use / fill the prompt cache
   std::vector<EngineChoiceParams> choices;  // n >= 1
-  int64_t max_tokens = 256;        // per choice; 0 answers at once with no tokens (nothing fed)
-  int64_t max_length = 0;          // cache length limit (0: the model's max_position_embeddings)
-  std::vector<int32_t> stop_tokens;  // empty: the model's eos_token_id
-  int64_t top_logprobs = 0;        // alternatives per token (raw model distribution), 0..20
+  int64_t max_tokens = 256;                 // per choice; 0 answers at once with no tokens (nothing fed)
+  int64_t max_length = 0;                   // cache length limit (0: the model's max_position_embeddings)
+  std::vector<int32_t> stop_tokens;         // empty: the model's eos_token_id
+  int64_t top_logprobs = 0;                 // alternatives per token (raw model distribution), 0..20
   // Called after each sampled token of a choice; returning false finishes the choice (finish
   // "stop", stop_matched set) -- used for stop strings and streaming.
   std::function<bool(int64_t choice, int32_t token)> on_token;
@@ -95,14 +95,14 @@ struct EngineOptions {
 
 struct EngineStats {
   int64_t forward_calls = 0;
-  int64_t prefill_tokens = 0;    // prompt tokens run through the model
-  int64_t carried_tokens = 0;    // earlier generated tokens fed on continuation
-  int64_t decode_tokens = 0;     // one per live choice per step
-  int64_t max_batch = 0;         // most sequences in one Forward
+  int64_t prefill_tokens = 0;  // prompt tokens run through the model
+  int64_t carried_tokens = 0;  // earlier generated tokens fed on continuation
+  int64_t decode_tokens = 0;   // one per live choice per step
+  int64_t max_batch = 0;       // most sequences in one Forward
   int64_t prompt_cache_hits = 0;
-  int64_t shared_prefills = 0;   // fresh requests served by another request's prefill in a step
+  int64_t shared_prefills = 0;  // fresh requests served by another request's prefill in a step
   int64_t requests = 0;
-  int64_t live_choices = 0;      // now
+  int64_t live_choices = 0;  // now
   Json ToJson() const;
 };
 

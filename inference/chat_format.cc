@@ -86,9 +86,7 @@ void AppendPythonJson(const OrderedJson& value, std::string* out) {
       out->push_back(']');
       return;
     }
-    default:
-      out->append(value.dump(-1, ' ', false, OrderedJson::error_handler_t::replace));
-      return;
+    default: out->append(value.dump(-1, ' ', false, OrderedJson::error_handler_t::replace)); return;
   }
 }
 
@@ -285,8 +283,9 @@ Result<std::string> EncodeChat(const std::vector<ChatMessage>& messages, const C
     } else {  // assistant
       std::string tool_calls;
       if (!message.tool_calls.empty()) {
-        ENVFORGE_ASSIGN_OR_RETURN(tool_calls,
-                                  RenderToolCallsChecked(message.tool_calls, "messages[" + std::to_string(caller_index(i)) + "]"));
+        ENVFORGE_ASSIGN_OR_RETURN(
+            tool_calls,
+            RenderToolCallsChecked(message.tool_calls, "messages[" + std::to_string(caller_index(i)) + "]"));
       }
       if (thinking && static_cast<int>(i) > last_user) {
         if (message.reasoning_content.empty() && message.tool_calls.empty()) {

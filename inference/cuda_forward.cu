@@ -65,7 +65,8 @@ class Arena {
  public:
   Result<void*> Put(const void* host, size_t bytes) {
     ENVFORGE_ASSIGN_OR_RETURN(void* device, Allocate(bytes));
-    if (bytes > 0) ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "weight upload"));
+    if (bytes > 0)
+      ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "weight upload"));
     return device;
   }
   Result<void*> Allocate(size_t bytes) {
@@ -90,10 +91,10 @@ class Arena {
 
 struct DevLinear {  // y = x W^T through cu::Gemm
   cu::GemmKind kind = cu::GemmKind::kBF16;
-  const void* w = nullptr;         // [n, k] bf16 or e4m3
-  const float* scales = nullptr;   // kFP8Block: [ceil(n/128), ceil(k/128)]
+  const void* w = nullptr;        // [n, k] bf16 or e4m3
+  const float* scales = nullptr;  // kFP8Block: [ceil(n/128), ceil(k/128)]
   int64_t n = 0, k = 0;
-  bool pow2 = true;                // kFP8Block: UE8M0 activation scales
+  bool pow2 = true;  // kFP8Block: UE8M0 activation scales
 };
 
 struct DevF32Linear {  // fp32 weights, fp32 GEMM (router, indexer head weights)
@@ -152,8 +153,9 @@ Result<const uint16_t*> UploadBf16(Arena& arena, const kernels::WeightMatrix& w)
   ENVFORGE_RETURN_IF_ERROR(ForRowBlocks(w, [&](int64_t begin, int64_t count, const std::vector<float>& rows) {
     staged.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) staged[i] = kernels::FloatToBf16(rows[i]);
-    return cu::CheckCuda(cudaMemcpy(out + begin * w.cols, staged.data(), Sz(count * w.cols) * 2, cudaMemcpyHostToDevice),
-                         "weight upload");
+    return cu::CheckCuda(
+        cudaMemcpy(out + begin * w.cols, staged.data(), Sz(count * w.cols) * 2, cudaMemcpyHostToDevice),
+        "weight upload");
   }));
   return static_cast<const uint16_t*>(out);
 }
@@ -180,7 +182,8 @@ Result<DevLinear> UploadLinear(Arena& arena, const kernels::WeightMatrix& w, boo
     linear.kind = cu::GemmKind::kFP8Block;
     linear.pow2 = w.pow2_activation_scales;
     ENVFORGE_ASSIGN_OR_RETURN(linear.w, arena.Put(w.data, Sz(w.rows * w.cols)));
-    ENVFORGE_ASSIGN_OR_RETURN(void* scales, arena.Put(w.block_scale_inv, Sz(CeilDiv(w.rows, 128) * CeilDiv(w.cols, 128)) * 4));
+    ENVFORGE_ASSIGN_OR_RETURN(void* scales,
+                              arena.Put(w.block_scale_inv, Sz(CeilDiv(w.rows, 128) * CeilDiv(w.cols, 128)) * 4));
     linear.scales = static_cast<const float*>(scales);
     return linear;
   }
@@ -208,10 +211,45 @@ Result<DevMlp> UploadMlp(Arena& arena, const MlpWeights& mlp, bool fp8_gemm) {
 // still read by queued kernels is never freed under them; steady-state steps allocate nothing.
 
 enum Buf : int {
-  kInts, kMoeInts, kX, kH, kQa, kQ, kQBf16, kKva, kQAbs, kO, kU,
-  kIq, kIq8, kIqScale, kIk, kIk8, kIkScale, kIw,
-  kSelQ8, kSelW, kSelEnd, kKeys, kKeyScales, kLogits, kTopkOut, kTopkWs, kIndices, kMlaWs,
-  kGu, kAct, kRouter, kRouteIds, kRouteW, kXs, kYs, kShared, kFinalX, kFinalH, kHeadOut,
+  kInts,
+  kMoeInts,
+  kX,
+  kH,
+  kQa,
+  kQ,
+  kQBf16,
+  kKva,
+  kQAbs,
+  kO,
+  kU,
+  kIq,
+  kIq8,
+  kIqScale,
+  kIk,
+  kIk8,
+  kIkScale,
+  kIw,
+  kSelQ8,
+  kSelW,
+  kSelEnd,
+  kKeys,
+  kKeyScales,
+  kLogits,
+  kTopkOut,
+  kTopkWs,
+  kIndices,
+  kMlaWs,
+  kGu,
+  kAct,
+  kRouter,
+  kRouteIds,
+  kRouteW,
+  kXs,
+  kYs,
+  kShared,
+  kFinalX,
+  kFinalH,
+  kHeadOut,
   kFormFirst,  // per input role: bf16 form, e4m3 form, e4m3 scales (3 buffers each)
 };
 enum Role : int { kRoleH, kRoleQa, kRoleU, kRoleAct, kRoleXs, kRoleFinal, kRoleCount };
@@ -296,9 +334,9 @@ struct Step {
   int64_t tokens = 0, sequences = 0, max_pages = 1;
   std::vector<DevicePagePool::Sequence*> seqs;  // [B] page lists
   std::vector<int64_t> lengths, adds;           // [B] cached tokens before the step, tokens fed
-  std::vector<int64_t> seq_first;     // [B + 1]
-  std::vector<int64_t> positions;     // [T]
-  std::vector<int32_t> seq_of_row;    // [T]
+  std::vector<int64_t> seq_first;               // [B + 1]
+  std::vector<int64_t> positions;               // [T]
+  std::vector<int32_t> seq_of_row;              // [T]
   // Decode group: sequences feeding one token whose selection runs (sparse, position + 1 > topk).
   std::vector<int32_t> decode_rows, decode_seqs, decode_len;
   std::vector<std::vector<int32_t>> pages;  // per sequence, after Reserve
@@ -309,11 +347,11 @@ struct Step {
   const int32_t* d_seq_of_row = nullptr;
   const int32_t* d_identity = nullptr;
   const int32_t* d_key_end = nullptr;
-  const int32_t* d_block_table = nullptr;      // [B, max_pages]
+  const int32_t* d_block_table = nullptr;  // [B, max_pages]
   const int32_t* d_decode_rows = nullptr;
   const int32_t* d_decode_seqs = nullptr;
   const int32_t* d_decode_len = nullptr;
-  const int32_t* d_decode_table = nullptr;     // [decode seqs, max_pages]
+  const int32_t* d_decode_table = nullptr;  // [decode seqs, max_pages]
   const int32_t* d_logit_rows = nullptr;
   int64_t logit_rows = 0;
   int64_t max_key_end = 0;
@@ -322,15 +360,15 @@ struct Step {
   std::vector<std::unordered_map<int32_t, int32_t>> page_index;
   // --- Activations (GetActivations), and the GEMM inputs h and c^Q of the current layer, which
   // keep their bf16 / e4m3 forms from the attention projections for the indexer's.
-  float* x = nullptr;           // [T, D] residual stream
-  float* h = nullptr;           // [T, D] normed
-  float* qa = nullptr;          // [T, q_lora] c^Q
-  float* q = nullptr;           // [T, H * (nope + rope)]
-  uint16_t* q_bf16 = nullptr;   // the same in bf16
-  float* kva = nullptr;         // [T, kv_rank + rope]
-  uint16_t* q_abs = nullptr;    // [T, H, kv_rank + rope] absorbed queries, bf16
-  uint16_t* o = nullptr;        // [T, H, kv_rank] attention output, bf16
-  float* u = nullptr;           // [T, H * v]
+  float* x = nullptr;          // [T, D] residual stream
+  float* h = nullptr;          // [T, D] normed
+  float* qa = nullptr;         // [T, q_lora] c^Q
+  float* q = nullptr;          // [T, H * (nope + rope)]
+  uint16_t* q_bf16 = nullptr;  // the same in bf16
+  float* kva = nullptr;        // [T, kv_rank + rope]
+  uint16_t* q_abs = nullptr;   // [T, H, kv_rank + rope] absorbed queries, bf16
+  uint16_t* o = nullptr;       // [T, H, kv_rank] attention output, bf16
+  float* u = nullptr;          // [T, H * v]
   Input h_in, qa_in;
   // --- The current layer's indexer outputs and selection (sparse only).
   const uint8_t* iq8 = nullptr;  // [T, index_heads, index_dim] e4m3 queries
@@ -424,7 +462,8 @@ Status CudaForward::Impl::Upload(const std::vector<float>& rope_freqs) {
   const kernels::WeightMatrix& e = weights.embed;
   ENVFORGE_ASSIGN_OR_RETURN(embed, arena.Put(e.data, Sz(e.rows * e.cols * kernels::DTypeSize(e.dtype))));
   if (e.dtype == kernels::DType::kF8E4M3) {
-    ENVFORGE_ASSIGN_OR_RETURN(void* scales, arena.Put(e.block_scale_inv, Sz(CeilDiv(e.rows, 128) * CeilDiv(e.cols, 128)) * 4));
+    ENVFORGE_ASSIGN_OR_RETURN(void* scales,
+                              arena.Put(e.block_scale_inv, Sz(CeilDiv(e.rows, 128) * CeilDiv(e.cols, 128)) * 4));
     embed_scales = static_cast<const float*>(scales);
   }
   ENVFORGE_ASSIGN_OR_RETURN(final_norm, UploadVector(arena, weights.final_norm, config.hidden_size));
@@ -475,13 +514,13 @@ Status CudaForward::Impl::Prepare(Input& in, const DevLinear& w) {
   const int base = kFormFirst + 3 * static_cast<int>(in.role);
   if (w.kind == cu::GemmKind::kBF16) {
     if (in.bf16 != nullptr) return Status::Ok();
-    ENVFORGE_ASSIGN_OR_RETURN(uint16_t* out, scratch.Get<uint16_t>(base, in.rows * in.cols));
+    ENVFORGE_ASSIGN_OR_RETURN(uint16_t * out, scratch.Get<uint16_t>(base, in.rows * in.cols));
     ENVFORGE_RETURN_IF_ERROR(cu::ToBf16(in.f32, in.rows * in.cols, out, st()));
     in.bf16 = out;
     return Status::Ok();
   }
   if (in.fp8 != nullptr && in.fp8_pow2 == w.pow2) return Status::Ok();
-  ENVFORGE_ASSIGN_OR_RETURN(uint8_t* codes, scratch.Get<uint8_t>(base + 1, in.rows * in.cols));
+  ENVFORGE_ASSIGN_OR_RETURN(uint8_t * codes, scratch.Get<uint8_t>(base + 1, in.rows * in.cols));
   ENVFORGE_ASSIGN_OR_RETURN(float* scales, scratch.Get<float>(base + 2, in.rows * CeilDiv(in.cols, 128)));
   cu::ActQuantArgs q;
   q.x = in.f32;
@@ -498,10 +537,12 @@ Status CudaForward::Impl::Prepare(Input& in, const DevLinear& w) {
   return Status::Ok();
 }
 
-Status CudaForward::Impl::Linear(Input& in, int64_t row0, int64_t rows, const DevLinear& w, float* c, int64_t ldc, float beta) {
+Status CudaForward::Impl::Linear(Input& in, int64_t row0, int64_t rows, const DevLinear& w, float* c, int64_t ldc,
+                                 float beta) {
   if (rows == 0) return Status::Ok();
   if (in.cols != w.k) {
-    return InternalError("GPU linear: input has " + std::to_string(in.cols) + " columns, the weight " + std::to_string(w.k));
+    return InternalError("GPU linear: input has " + std::to_string(in.cols) + " columns, the weight " +
+                         std::to_string(w.k));
   }
   ENVFORGE_RETURN_IF_ERROR(Prepare(in, w));
   cu::GemmArgs g;
@@ -588,7 +629,8 @@ Status CudaForward::Impl::ReservePages(std::span<const SequenceInput> batch, Ste
     KvCache& cache = *batch[Sz(b)].cache;
     if (cache.attachment() == nullptr) cache.Attach(pool->NewSequence());
     step.seqs[Sz(b)] = pool->Owned(cache.attachment());
-    if (step.seqs[Sz(b)] == nullptr) return InternalError("sequence " + std::to_string(b) + ": KV cache of another engine");
+    if (step.seqs[Sz(b)] == nullptr)
+      return InternalError("sequence " + std::to_string(b) + ": KV cache of another engine");
     step.lengths[Sz(b)] = cache.length();
     step.adds[Sz(b)] = static_cast<int64_t>(batch[Sz(b)].tokens.size());
   }
@@ -597,7 +639,8 @@ Status CudaForward::Impl::ReservePages(std::span<const SequenceInput> batch, Ste
   return Status::Ok();
 }
 
-Status CudaForward::Impl::PlanStep(std::span<const SequenceInput> batch, const ForwardOptions& forward_options, Step& step) {
+Status CudaForward::Impl::PlanStep(std::span<const SequenceInput> batch, const ForwardOptions& forward_options,
+                                   Step& step) {
   const auto B = static_cast<int64_t>(batch.size());
   const int64_t topk = config.index_topk;
   const std::vector<int64_t>& lengths = step.lengths;
@@ -620,8 +663,9 @@ Status CudaForward::Impl::PlanStep(std::span<const SequenceInput> batch, const F
       tokens.push_back(batch[Sz(b)].tokens[Sz(i)]);
       step.positions.push_back(pos);
       step.seq_of_row.push_back(static_cast<int32_t>(b));
-      slots.push_back(static_cast<int32_t>(int64_t{pages[Sz(pos / kernels::cuda::kPageTokens)]} * kernels::cuda::kPageTokens +
-                                           pos % kernels::cuda::kPageTokens));
+      slots.push_back(
+          static_cast<int32_t>(int64_t{pages[Sz(pos / kernels::cuda::kPageTokens)]} * kernels::cuda::kPageTokens +
+                               pos % kernels::cuda::kPageTokens));
       identity.push_back(row);
       key_end.push_back(static_cast<int32_t>(pos + 1));
       step.max_key_end = std::max(step.max_key_end, pos + 1);
@@ -645,15 +689,15 @@ Status CudaForward::Impl::PlanStep(std::span<const SequenceInput> batch, const F
   }
   step.logit_rows = static_cast<int64_t>(logit_rows.size());
   IntPack pack;
-  const int64_t o_tokens = pack.Add(tokens), o_positions = pack.Add(std::vector<int32_t>(step.positions.begin(), step.positions.end()));
+  const int64_t o_tokens = pack.Add(tokens),
+                o_positions = pack.Add(std::vector<int32_t>(step.positions.begin(), step.positions.end()));
   const int64_t o_slots = pack.Add(slots), o_seq = pack.Add(step.seq_of_row), o_identity = pack.Add(identity);
   const int64_t o_key_end = pack.Add(key_end), o_table = pack.Add(block_table), o_logit_rows = pack.Add(logit_rows);
   const int64_t o_drows = pack.Add(step.decode_rows), o_dseqs = pack.Add(step.decode_seqs);
   const int64_t o_dlen = pack.Add(step.decode_len), o_dtable = pack.Add(decode_table);
-  ENVFORGE_ASSIGN_OR_RETURN(int32_t* ints, scratch.Get<int32_t>(kInts, static_cast<int64_t>(pack.data().size())));
-  ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(cudaMemcpyAsync(ints, pack.data().data(), pack.data().size() * 4,
-                                                         cudaMemcpyHostToDevice, st()),
-                                         "step upload"));
+  ENVFORGE_ASSIGN_OR_RETURN(int32_t * ints, scratch.Get<int32_t>(kInts, static_cast<int64_t>(pack.data().size())));
+  ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(
+      cudaMemcpyAsync(ints, pack.data().data(), pack.data().size() * 4, cudaMemcpyHostToDevice, st()), "step upload"));
   step.d_tokens = ints + o_tokens;
   step.d_positions = ints + o_positions;
   step.d_slots = ints + o_slots;
@@ -672,7 +716,8 @@ Status CudaForward::Impl::PlanStep(std::span<const SequenceInput> batch, const F
     step.record->assign(Sz(config.num_hidden_layers), std::vector<std::vector<int32_t>>(Sz(T)));
     step.page_index.resize(Sz(B));
     for (int64_t b = 0; b < B; ++b) {
-      for (size_t p = 0; p < step.pages[Sz(b)].size(); ++p) step.page_index[Sz(b)][step.pages[Sz(b)][p]] = static_cast<int32_t>(p);
+      for (size_t p = 0; p < step.pages[Sz(b)].size(); ++p)
+        step.page_index[Sz(b)][step.pages[Sz(b)][p]] = static_cast<int32_t>(p);
     }
   }
   return Status::Ok();
@@ -809,10 +854,10 @@ Status CudaForward::Impl::RunIndexer(int64_t l, Step& step, ForwardProfile& prof
   const int64_t T = step.tokens, IH = c.index_n_heads, ID = c.index_head_dim;
   profile.weight_bytes += MatrixBytes(host_idx.wq_b) + MatrixBytes(host_idx.wk) + MatrixBytes(host_idx.weights_proj);
   ENVFORGE_ASSIGN_OR_RETURN(float* iq, scratch.Get<float>(kIq, T * IH * ID));
-  ENVFORGE_ASSIGN_OR_RETURN(uint8_t* iq8, scratch.Get<uint8_t>(kIq8, T * IH * ID));
+  ENVFORGE_ASSIGN_OR_RETURN(uint8_t * iq8, scratch.Get<uint8_t>(kIq8, T * IH * ID));
   ENVFORGE_ASSIGN_OR_RETURN(float* iq_scale, scratch.Get<float>(kIqScale, T * IH));
   ENVFORGE_ASSIGN_OR_RETURN(float* ik, scratch.Get<float>(kIk, T * ID));
-  ENVFORGE_ASSIGN_OR_RETURN(uint8_t* ik8, scratch.Get<uint8_t>(kIk8, T * ID));
+  ENVFORGE_ASSIGN_OR_RETURN(uint8_t * ik8, scratch.Get<uint8_t>(kIk8, T * ID));
   ENVFORGE_ASSIGN_OR_RETURN(float* ik_scale, scratch.Get<float>(kIkScale, T));
   ENVFORGE_ASSIGN_OR_RETURN(float* iw, scratch.Get<float>(kIw, T * IH));
   // Queries: [RoPE | NoPE] per head, rotated, Hadamard, e4m3 per (token, head).
@@ -868,7 +913,8 @@ Status CudaForward::Impl::RunIndexer(int64_t l, Step& step, ForwardProfile& prof
   ENVFORGE_RETURN_IF_ERROR(cu::WriteIndexerKeys(wk, st()));
   // Head weights in fp32 times index_heads^-0.5 * index_dim^-0.5 * the q scale (4.4 step 7).
   ENVFORGE_RETURN_IF_ERROR(LinearF32(step.h_in, layer.iw_proj, iw));
-  const auto constant = static_cast<float>(1.0 / std::sqrt(static_cast<double>(IH)) / std::sqrt(static_cast<double>(ID)));
+  const auto constant =
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(IH)) / std::sqrt(static_cast<double>(ID)));
   ENVFORGE_RETURN_IF_ERROR(cu::ScaleByProduct(iw, iq_scale, constant, T * IH, st()));
   step.iq8 = iq8;
   step.iw = iw;
@@ -904,10 +950,10 @@ Status CudaForward::Impl::SelectDecodeRows(int64_t l, Step& step, const cu::Slot
   int64_t max_len = 0;
   for (int32_t len : step.decode_len) max_len = std::max<int64_t>(max_len, len);
   const int64_t stride = RoundUp(max_len, 4);
-  ENVFORGE_ASSIGN_OR_RETURN(uint8_t* sel_q8, scratch.Get<uint8_t>(kSelQ8, decode_count * IH * ID));
+  ENVFORGE_ASSIGN_OR_RETURN(uint8_t * sel_q8, scratch.Get<uint8_t>(kSelQ8, decode_count * IH * ID));
   ENVFORGE_ASSIGN_OR_RETURN(float* sel_w, scratch.Get<float>(kSelW, decode_count * IH));
   ENVFORGE_ASSIGN_OR_RETURN(float* scores, scratch.Get<float>(kLogits, decode_count * stride));
-  ENVFORGE_ASSIGN_OR_RETURN(int32_t* picked, scratch.Get<int32_t>(kTopkOut, decode_count * topk));
+  ENVFORGE_ASSIGN_OR_RETURN(int32_t * picked, scratch.Get<int32_t>(kTopkOut, decode_count * topk));
   ENVFORGE_RETURN_IF_ERROR(cu::CopyRows(step.iq8, step.d_decode_rows, decode_count, IH * ID, sel_q8, st()));
   ENVFORGE_RETURN_IF_ERROR(cu::CopyRows(step.iw, step.d_decode_rows, decode_count, IH * 4, sel_w, st()));
   cu::PagedIndexerLogitsArgs p;
@@ -933,7 +979,7 @@ Status CudaForward::Impl::SelectDecodeRows(int64_t l, Step& step, const cu::Slot
   t.k = topk;
   t.out = picked;
   const size_t ws_bytes = cu::TopKWorkspaceBytes(decode_count, max_len, topk, device.sm_count);
-  ENVFORGE_ASSIGN_OR_RETURN(uint8_t* ws, scratch.Get<uint8_t>(kTopkWs, static_cast<int64_t>(ws_bytes)));
+  ENVFORGE_ASSIGN_OR_RETURN(uint8_t * ws, scratch.Get<uint8_t>(kTopkWs, static_cast<int64_t>(ws_bytes)));
   ENVFORGE_RETURN_IF_ERROR(cu::TopK(t, ws, ws_bytes, device.sm_count, st()));
   cu::SlotTableArgs to_slots = table;
   to_slots.rows = decode_count;
@@ -947,7 +993,7 @@ Status CudaForward::Impl::SelectSequenceKeys(int64_t l, int64_t b, Step& step, c
   const int64_t first = step.seq_first[Sz(b)], last = step.seq_first[Sz(b) + 1];
   const int64_t keys = step.lengths[Sz(b)] + step.adds[Sz(b)];
   // The sequence's keys contiguous, then its queries in chunks of bounded score matrices.
-  ENVFORGE_ASSIGN_OR_RETURN(uint8_t* key_codes, scratch.Get<uint8_t>(kKeys, keys * ID));
+  ENVFORGE_ASSIGN_OR_RETURN(uint8_t * key_codes, scratch.Get<uint8_t>(kKeys, keys * ID));
   ENVFORGE_ASSIGN_OR_RETURN(float* key_scales, scratch.Get<float>(kKeyScales, keys));
   cu::GatherIndexerKeysArgs gk;
   gk.pages = pool->index_pages(l);
@@ -963,11 +1009,11 @@ Status CudaForward::Impl::SelectSequenceKeys(int64_t l, int64_t b, Step& step, c
     const int64_t count = std::min(chunk, last - c0);
     // Aligned copies of the chunk's queries, head weights and key ends (the kernels take
     // 16-byte aligned pointers; a sequence's rows may start anywhere in the batch).
-    ENVFORGE_ASSIGN_OR_RETURN(uint8_t* sel_q8, scratch.Get<uint8_t>(kSelQ8, count * IH * ID));
+    ENVFORGE_ASSIGN_OR_RETURN(uint8_t * sel_q8, scratch.Get<uint8_t>(kSelQ8, count * IH * ID));
     ENVFORGE_ASSIGN_OR_RETURN(float* sel_w, scratch.Get<float>(kSelW, count * IH));
-    ENVFORGE_ASSIGN_OR_RETURN(int32_t* sel_end, scratch.Get<int32_t>(kSelEnd, count));
+    ENVFORGE_ASSIGN_OR_RETURN(int32_t * sel_end, scratch.Get<int32_t>(kSelEnd, count));
     ENVFORGE_ASSIGN_OR_RETURN(float* scores, scratch.Get<float>(kLogits, count * stride));
-    ENVFORGE_ASSIGN_OR_RETURN(int32_t* picked, scratch.Get<int32_t>(kTopkOut, count * topk));
+    ENVFORGE_ASSIGN_OR_RETURN(int32_t * picked, scratch.Get<int32_t>(kTopkOut, count * topk));
     ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(
         cudaMemcpyAsync(sel_q8, step.iq8 + c0 * IH * ID, Sz(count * IH * ID), cudaMemcpyDeviceToDevice, st()), "copy"));
     ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(
@@ -996,7 +1042,7 @@ Status CudaForward::Impl::SelectSequenceKeys(int64_t l, int64_t b, Step& step, c
     t.k = topk;
     t.out = picked;
     const size_t ws_bytes = cu::TopKWorkspaceBytes(count, keys, topk, device.sm_count);
-    ENVFORGE_ASSIGN_OR_RETURN(uint8_t* ws, scratch.Get<uint8_t>(kTopkWs, static_cast<int64_t>(ws_bytes)));
+    ENVFORGE_ASSIGN_OR_RETURN(uint8_t * ws, scratch.Get<uint8_t>(kTopkWs, static_cast<int64_t>(ws_bytes)));
     ENVFORGE_RETURN_IF_ERROR(cu::TopK(t, ws, ws_bytes, device.sm_count, st()));
     cu::SlotTableArgs to_slots = table;
     to_slots.rows = count;
@@ -1100,14 +1146,14 @@ Status CudaForward::Impl::AttendChunk(int64_t l, Step& step, int64_t r0, int64_t
   // Split-KV decode when the (token, 64-head group) blocks alone cannot fill the SMs.
   if (count * CeilDiv(H, 64) < device.sm_count) {
     const size_t ws_bytes = cu::SparseMlaDecodeWorkspaceBytes(count, H, rank, width, device.sm_count);
-    ENVFORGE_ASSIGN_OR_RETURN(uint8_t* ws, scratch.Get<uint8_t>(kMlaWs, static_cast<int64_t>(ws_bytes)));
+    ENVFORGE_ASSIGN_OR_RETURN(uint8_t * ws, scratch.Get<uint8_t>(kMlaWs, static_cast<int64_t>(ws_bytes)));
     return cu::SparseMlaDecode(a, ws, ws_bytes, device.sm_count, st());
   }
   return cu::SparseMlaPrefill(a, st());
 }
 
-Status CudaForward::Impl::RecordSelection(int64_t l, Step& step, const int32_t* chunk_indices, int64_t r0, int64_t count,
-                                          int64_t width) {
+Status CudaForward::Impl::RecordSelection(int64_t l, Step& step, const int32_t* chunk_indices, int64_t r0,
+                                          int64_t count, int64_t width) {
   std::vector<int32_t> host(Sz(count * width));
   ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(
       cudaMemcpyAsync(host.data(), chunk_indices, host.size() * 4, cudaMemcpyDeviceToHost, st()), "record download"));
@@ -1143,7 +1189,7 @@ Status CudaForward::Impl::RunMoe(int64_t l, Input& f_in, Step& step, ForwardProf
   const MoeWeights& host_moe = weights.layers[Sz(l)].moe;
   const int64_t T = step.tokens, D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
   ENVFORGE_ASSIGN_OR_RETURN(float* router, scratch.Get<float>(kRouter, T * E));
-  ENVFORGE_ASSIGN_OR_RETURN(int32_t* route_ids, scratch.Get<int32_t>(kRouteIds, T * K));
+  ENVFORGE_ASSIGN_OR_RETURN(int32_t * route_ids, scratch.Get<int32_t>(kRouteIds, T * K));
   ENVFORGE_ASSIGN_OR_RETURN(float* route_w, scratch.Get<float>(kRouteW, T * K));
   ENVFORGE_RETURN_IF_ERROR(LinearF32(f_in, layer.gate, router));
   profile.weight_bytes += MatrixBytes(host_moe.gate);
@@ -1163,8 +1209,8 @@ Status CudaForward::Impl::RunMoe(int64_t l, Input& f_in, Step& step, ForwardProf
   // Expert ids to the host: group the (token, slot) pairs per expert, each expert's rows padded to
   // kExpertRowAlign (pad rows repeat token 0 and are never read back).
   std::vector<int32_t> ids(Sz(T * K));
-  ENVFORGE_RETURN_IF_ERROR(
-      cu::CheckCuda(cudaMemcpyAsync(ids.data(), route_ids, ids.size() * 4, cudaMemcpyDeviceToHost, st()), "expert ids"));
+  ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(
+      cudaMemcpyAsync(ids.data(), route_ids, ids.size() * 4, cudaMemcpyDeviceToHost, st()), "expert ids"));
   ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(cudaStreamSynchronize(st()), "expert ids"));
   std::vector<std::vector<int32_t>> slots_of(Sz(E));
   for (int64_t i = 0; i < T * K; ++i) {
@@ -1188,10 +1234,11 @@ Status CudaForward::Impl::RunMoe(int64_t l, Input& f_in, Step& step, ForwardProf
   const auto S = static_cast<int64_t>(gather_tokens.size());
   IntPack moe_pack;
   const int64_t o_gather = moe_pack.Add(gather_tokens), o_slot_row = moe_pack.Add(slot_row);
-  ENVFORGE_ASSIGN_OR_RETURN(int32_t* moe_ints, scratch.Get<int32_t>(kMoeInts, static_cast<int64_t>(moe_pack.data().size())));
-  ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(cudaMemcpyAsync(moe_ints, moe_pack.data().data(), moe_pack.data().size() * 4,
-                                                         cudaMemcpyHostToDevice, st()),
-                                         "expert rows upload"));
+  ENVFORGE_ASSIGN_OR_RETURN(int32_t * moe_ints,
+                            scratch.Get<int32_t>(kMoeInts, static_cast<int64_t>(moe_pack.data().size())));
+  ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(
+      cudaMemcpyAsync(moe_ints, moe_pack.data().data(), moe_pack.data().size() * 4, cudaMemcpyHostToDevice, st()),
+      "expert rows upload"));
   ENVFORGE_ASSIGN_OR_RETURN(float* xs, scratch.Get<float>(kXs, S * D));
   ENVFORGE_ASSIGN_OR_RETURN(float* ys, scratch.Get<float>(kYs, S * D));
   ENVFORGE_RETURN_IF_ERROR(cu::CopyRows(step.h, moe_ints + o_gather, S, D * 4, xs, st()));
@@ -1228,8 +1275,8 @@ Status CudaForward::Impl::RunHead(Step& step, std::vector<float>* logits, Forwar
   Input final_in = MakeInput(fh, R, D, kRoleFinal);
   ENVFORGE_RETURN_IF_ERROR(Linear(final_in, head, out));
   logits->resize(Sz(R * V));
-  ENVFORGE_RETURN_IF_ERROR(
-      cu::CheckCuda(cudaMemcpyAsync(logits->data(), out, Sz(R * V) * 4, cudaMemcpyDeviceToHost, st()), "logits download"));
+  ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(
+      cudaMemcpyAsync(logits->data(), out, Sz(R * V) * 4, cudaMemcpyDeviceToHost, st()), "logits download"));
   ENVFORGE_RETURN_IF_ERROR(stream.Synchronize());
   profile.weight_bytes += MatrixBytes(weights.head) + step.tokens * D * kernels::DTypeSize(weights.embed.dtype);
   return Status::Ok();
@@ -1240,7 +1287,8 @@ void CudaForward::Impl::AddPartTimes(Clock::time_point wall_start, ForwardProfil
   double indexer_s = 0, attention_s = 0;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     float ms = 0;
-    if (sparse && cudaEventElapsedTime(&ms, events[Sz(4 * l)], events[Sz(4 * l + 1)]) == cudaSuccess) indexer_s += ms / 1e3;
+    if (sparse && cudaEventElapsedTime(&ms, events[Sz(4 * l)], events[Sz(4 * l + 1)]) == cudaSuccess)
+      indexer_s += ms / 1e3;
     if (cudaEventElapsedTime(&ms, events[Sz(4 * l + 2)], events[Sz(4 * l + 3)]) == cudaSuccess) attention_s += ms / 1e3;
   }
   const double wall = std::chrono::duration<double>(Clock::now() - wall_start).count();
@@ -1275,7 +1323,8 @@ Status CheckShapes(const ModelConfig& c, bool sparse) {
   if (c.index_n_heads < 1 || c.index_n_heads > 128) {
     return refuse("index_n_heads " + std::to_string(c.index_n_heads) + " (1 to 128)");
   }
-  if (c.index_topk < 1 || c.index_topk > 4096) return refuse("index_topk " + std::to_string(c.index_topk) + " (1 to 4096)");
+  if (c.index_topk < 1 || c.index_topk > 4096)
+    return refuse("index_topk " + std::to_string(c.index_topk) + " (1 to 4096)");
   return Status::Ok();
 }
 
@@ -1296,7 +1345,8 @@ Result<std::unique_ptr<CudaForward>> CudaForward::Create(const ModelConfig& conf
   impl->fp8_gemm = config.fp8_weights && cu::Fp8BlockGemmSupported(*impl->blas);
   ENVFORGE_RETURN_IF_ERROR(impl->Upload(rope_freqs).WithContext("uploading the weights"));
   impl->events.resize(Sz(4 * config.num_hidden_layers), nullptr);
-  for (cudaEvent_t& event : impl->events) ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(cudaEventCreate(&event), "cudaEventCreate"));
+  for (cudaEvent_t& event : impl->events)
+    ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(cudaEventCreate(&event), "cudaEventCreate"));
 
   // The page pool: an explicit size, or a fraction of what is free after the weights.
   const KvCacheShape shape = KvCacheShape::FromConfig(config, sparse);
@@ -1307,7 +1357,8 @@ Result<std::unique_ptr<CudaForward>> CudaForward::Create(const ModelConfig& conf
     budget = static_cast<int64_t>(static_cast<double>(free_bytes) * std::clamp(options.kv_cache_fraction, 0.0, 0.95));
   }
   const int64_t page_bytes = DevicePagePool::PageBytes(shape);
-  const int64_t pages = std::min<int64_t>(budget / page_bytes, (int64_t{1} << 31) / DevicePagePool::kPageTokensValue - 1);
+  const int64_t pages =
+      std::min<int64_t>(budget / page_bytes, (int64_t{1} << 31) / DevicePagePool::kPageTokensValue - 1);
   if (pages < 1) {
     return ResourceExhaustedError("no device memory left for the KV page pool (a page of 64 tokens takes " +
                                   std::to_string(page_bytes) + " bytes, the budget is " + std::to_string(budget) + ")");
@@ -1326,13 +1377,13 @@ Result<std::unique_ptr<CudaForward>> CudaForward::Create(const ModelConfig& conf
     ForwardProfile scratch_profile;
     std::vector<float> logits;
     SequenceInput input{&cache, tokens};
-    ENVFORGE_RETURN_IF_ERROR(forward->Forward(std::span<const SequenceInput>(&input, 1), &logits, ForwardOptions{},
-                                              scratch_profile)
-                                 .WithContext("GPU warm-up prefill"));
+    ENVFORGE_RETURN_IF_ERROR(
+        forward->Forward(std::span<const SequenceInput>(&input, 1), &logits, ForwardOptions{}, scratch_profile)
+            .WithContext("GPU warm-up prefill"));
     input.tokens = std::span<const int32_t>(tokens.data(), 1);
-    ENVFORGE_RETURN_IF_ERROR(forward->Forward(std::span<const SequenceInput>(&input, 1), &logits, ForwardOptions{},
-                                              scratch_profile)
-                                 .WithContext("GPU warm-up decode"));
+    ENVFORGE_RETURN_IF_ERROR(
+        forward->Forward(std::span<const SequenceInput>(&input, 1), &logits, ForwardOptions{}, scratch_profile)
+            .WithContext("GPU warm-up decode"));
   }
   return Result<std::unique_ptr<CudaForward>>(std::move(forward));
 }
@@ -1344,7 +1395,8 @@ void CudaForward::AttachCache(KvCache& cache) const { cache.Attach(impl_->pool->
 Status CudaForward::CheckCache(const KvCache& cache) const {
   if (cache.attachment() == nullptr) {
     if (cache.length() == 0 && cache.pending() == 0) return Status::Ok();
-    return InvalidArgumentError("KV cache holds rows on the host; caches of a model running on cuda come from its NewCache()");
+    return InvalidArgumentError(
+        "KV cache holds rows on the host; caches of a model running on cuda come from its NewCache()");
   }
   if (impl_->pool->Owned(cache.attachment()) == nullptr) {
     return InvalidArgumentError("KV cache belongs to another model's GPU page pool");
@@ -1352,8 +1404,8 @@ Status CudaForward::CheckCache(const KvCache& cache) const {
   return Status::Ok();
 }
 
-Status CudaForward::Forward(std::span<const SequenceInput> batch, std::vector<float>* logits, const ForwardOptions& options,
-                            ForwardProfile& profile) {
+Status CudaForward::Forward(std::span<const SequenceInput> batch, std::vector<float>* logits,
+                            const ForwardOptions& options, ForwardProfile& profile) {
   if (batch.empty()) {
     logits->clear();
     profile.forward_calls += 1;

@@ -68,8 +68,8 @@ struct ForwardProfile;
 struct SequenceInput;
 
 struct CudaForwardOptions {
-  bool dense_attention = false;   // as ModelOptions (decides whether caches hold indexer keys)
-  int64_t kv_cache_bytes = 0;     // page pool size; 0: kv_cache_fraction of free device memory
+  bool dense_attention = false;  // as ModelOptions (decides whether caches hold indexer keys)
+  int64_t kv_cache_bytes = 0;    // page pool size; 0: kv_cache_fraction of free device memory
   double kv_cache_fraction = 0.5;
 };
 

@@ -20,7 +20,9 @@ static_assert(DevicePagePool::kPageTokensValue == kernels::cuda::kPageTokens);
 
 namespace {
 
-int64_t PagesFor(int64_t tokens) { return (tokens + DevicePagePool::kPageTokensValue - 1) / DevicePagePool::kPageTokensValue; }
+int64_t PagesFor(int64_t tokens) {
+  return (tokens + DevicePagePool::kPageTokensValue - 1) / DevicePagePool::kPageTokensValue;
+}
 
 int64_t IndexPageBytes(const KvCacheShape& shape) {
   return shape.index_head_dim > 0 ? kernels::cuda::IndexerPageBytes(shape.index_head_dim) : 0;
@@ -44,7 +46,8 @@ int64_t DevicePagePool::PageBytes(const KvCacheShape& shape) {
   return shape.layers * (kPageTokensValue * shape.latent_row_bytes() + IndexPageBytes(shape));
 }
 
-Result<std::shared_ptr<DevicePagePool>> DevicePagePool::Create(const KvCacheShape& shape, int64_t pages, cudaStream_t stream) {
+Result<std::shared_ptr<DevicePagePool>> DevicePagePool::Create(const KvCacheShape& shape, int64_t pages,
+                                                               cudaStream_t stream) {
   if (pages < 1) return InvalidArgumentError("KV page pool: pages must be >= 1, got " + std::to_string(pages));
   if (pages * kPageTokensValue > std::numeric_limits<int32_t>::max()) {
     return InvalidArgumentError("KV page pool: " + std::to_string(pages) + " pages exceed the int32 slot range");
@@ -57,11 +60,13 @@ Result<std::shared_ptr<DevicePagePool>> DevicePagePool::Create(const KvCacheShap
   const auto index_bytes = static_cast<size_t>(pages * IndexPageBytes(shape));
   for (int64_t layer = 0; layer < shape.layers; ++layer) {
     auto latent = kernels::cuda::DeviceBuffer::Allocate(latent_bytes);
-    if (!latent.ok()) return latent.status().WithContext("KV page pool, layer " + std::to_string(layer) + " latent rows");
+    if (!latent.ok())
+      return latent.status().WithContext("KV page pool, layer " + std::to_string(layer) + " latent rows");
     pool->latent_.push_back(std::move(*latent));
     if (index_bytes > 0) {
       auto index = kernels::cuda::DeviceBuffer::Allocate(index_bytes);
-      if (!index.ok()) return index.status().WithContext("KV page pool, layer " + std::to_string(layer) + " indexer pages");
+      if (!index.ok())
+        return index.status().WithContext("KV page pool, layer " + std::to_string(layer) + " indexer pages");
       pool->index_.push_back(std::move(*index));
     }
   }
@@ -111,22 +116,24 @@ Status DevicePagePool::CopyPage(int32_t from, int32_t to, int64_t rows) {
   for (int64_t layer = 0; layer < shape_.layers; ++layer) {
     uint8_t* base = latent(layer);
     ENVFORGE_RETURN_IF_ERROR(kernels::cuda::CheckCuda(
-        cudaMemcpyAsync(base + int64_t{to} * kPageTokensValue * row_bytes, base + int64_t{from} * kPageTokensValue * row_bytes,
-                        static_cast<size_t>(rows * row_bytes), cudaMemcpyDeviceToDevice, stream_),
+        cudaMemcpyAsync(base + int64_t{to} * kPageTokensValue * row_bytes,
+                        base + int64_t{from} * kPageTokensValue * row_bytes, static_cast<size_t>(rows * row_bytes),
+                        cudaMemcpyDeviceToDevice, stream_),
         "KV page copy (latent rows)"));
     if (index_bytes > 0) {
       // The whole indexer page: codes and scales are two regions of it ([64 x dim][64 x 4]).
       uint8_t* pages = index_pages(layer);
       ENVFORGE_RETURN_IF_ERROR(kernels::cuda::CheckCuda(
-          cudaMemcpyAsync(pages + int64_t{to} * index_bytes, pages + int64_t{from} * index_bytes, static_cast<size_t>(index_bytes),
-                          cudaMemcpyDeviceToDevice, stream_),
+          cudaMemcpyAsync(pages + int64_t{to} * index_bytes, pages + int64_t{from} * index_bytes,
+                          static_cast<size_t>(index_bytes), cudaMemcpyDeviceToDevice, stream_),
           "KV page copy (indexer keys)"));
     }
   }
   return Status::Ok();
 }
 
-Status DevicePagePool::Reserve(std::span<Sequence* const> seqs, std::span<const int64_t> lengths, std::span<const int64_t> adds) {
+Status DevicePagePool::Reserve(std::span<Sequence* const> seqs, std::span<const int64_t> lengths,
+                               std::span<const int64_t> adds) {
   std::lock_guard<std::mutex> lock(mutex_);
   // Plan: count the pages needed, simulating the reference drops of the copies in batch order (two
   // sequences sharing a partial page: the first copies it, the second then holds it alone).

@@ -91,8 +91,8 @@ class DevicePagePool : public std::enable_shared_from_this<DevicePagePool> {
   std::vector<kernels::cuda::DeviceBuffer> latent_;  // per layer
   std::vector<kernels::cuda::DeviceBuffer> index_;   // per layer (empty without indexer)
   mutable std::mutex mutex_;
-  std::vector<int32_t> refs_;        // per page
-  std::vector<int32_t> free_list_;   // pages with refs 0
+  std::vector<int32_t> refs_;       // per page
+  std::vector<int32_t> free_list_;  // pages with refs 0
 };
 
 }  // namespace envforge::inference

@@ -27,10 +27,10 @@ struct HandleState {
 // The feed of one request: a fresh prompt or a continued conversation.
 struct PreparedPrompt {
   std::string prompt_text;
-  std::vector<int32_t> context;      // every prompt token, reused ones included
-  std::vector<int32_t> new_tokens;   // prompt tokens fed now
-  std::unique_ptr<KvCache> cache;    // continued cache, or null
-  int64_t reused = 0;                // prompt tokens already in context
+  std::vector<int32_t> context;     // every prompt token, reused ones included
+  std::vector<int32_t> new_tokens;  // prompt tokens fed now
+  std::unique_ptr<KvCache> cache;   // continued cache, or null
+  int64_t reused = 0;               // prompt tokens already in context
   std::vector<int32_t> feed;
   int64_t carried = 0;
 };
@@ -138,7 +138,8 @@ class EmbeddedBackend final : public Backend {
  private:
   int64_t ContextWindow() const {
     int64_t model_limit = model_->config().max_position_embeddings;
-    if (options_.context_window > 0 && (model_limit <= 0 || options_.context_window < model_limit)) return options_.context_window;
+    if (options_.context_window > 0 && (model_limit <= 0 || options_.context_window < model_limit))
+      return options_.context_window;
     return model_limit;
   }
   static std::string ToolsKey(const CompletionRequest& request) {
@@ -172,13 +173,15 @@ bool EmbeddedBackend::Continue(const CompletionRequest& request, HandleState& st
   ChatEncodeOptions encode;
   encode.thinking = request.thinking;
   if (request.tool_choice != "none") encode.tools = request.tools;
-  std::vector<ChatMessage> before(request.messages.begin(), request.messages.begin() + static_cast<std::ptrdiff_t>(index));
+  std::vector<ChatMessage> before(request.messages.begin(),
+                                  request.messages.begin() + static_cast<std::ptrdiff_t>(index));
   auto before_text = EncodeChat(before, encode);
   if (!before_text.ok() || *before_text != state.prompt_text) return false;
   before.push_back(request.messages[index]);
   auto through_text = EncodeChat(before, encode);
   if (!through_text.ok() || prepared.prompt_text.compare(0, through_text->size(), *through_text) != 0) return false;
-  prepared.new_tokens = model_->tokenizer()->Encode(std::string_view(prepared.prompt_text).substr(through_text->size()));
+  prepared.new_tokens =
+      model_->tokenizer()->Encode(std::string_view(prepared.prompt_text).substr(through_text->size()));
   if (prepared.new_tokens.empty()) return false;
   if (!state.ended_with_stop_token) {
     // The turn was cut by max_tokens: the rendering closes it with EOS, which the model never
@@ -202,7 +205,8 @@ Result<PreparedPrompt> EmbeddedBackend::Prepare(const CompletionRequest& request
     prepared.prompt_text = request.prompt_text;
     prepared.new_tokens = tokenizer.Encode(request.prompt_text);
     const auto bos = static_cast<int32_t>(model_->config().bos_token_id);
-    if (prepared.new_tokens.empty() || prepared.new_tokens.front() != bos) prepared.new_tokens.insert(prepared.new_tokens.begin(), bos);
+    if (prepared.new_tokens.empty() || prepared.new_tokens.front() != bos)
+      prepared.new_tokens.insert(prepared.new_tokens.begin(), bos);
   } else {
     ChatEncodeOptions encode;
     encode.thinking = request.thinking;
@@ -313,7 +317,8 @@ Completion EmbeddedBackend::MakeChoice(const CompletionRequest& request, EngineC
 Result<CompletionResult> EmbeddedBackend::Complete(const CompletionRequest& request) {
   if (request.n < 1) return InvalidArgumentError("n must be at least 1, got " + std::to_string(request.n));
   if (request.max_tokens < 0) return InvalidArgumentError("max_tokens must be >= 0");
-  if (request.top_logprobs < 0 || request.top_logprobs > 20) return InvalidArgumentError("top_logprobs must be in 0..20");
+  if (request.top_logprobs < 0 || request.top_logprobs > 20)
+    return InvalidArgumentError("top_logprobs must be in 0..20");
   ENVFORGE_ASSIGN_OR_RETURN(PreparedPrompt prepared, Prepare(request));
   const int64_t window = ContextWindow();
   const auto prompt_tokens = static_cast<int64_t>(prepared.context.size());
@@ -326,7 +331,8 @@ Result<CompletionResult> EmbeddedBackend::Complete(const CompletionRequest& requ
   engine_request.feed = prepared.feed;
   engine_request.carried_tokens = prepared.carried;
   engine_request.share_prompt = engine_request.cache == nullptr;
-  for (int64_t i = 0; i < request.n; ++i) engine_request.choices.push_back({request.sampling, static_cast<uint64_t>(i)});
+  for (int64_t i = 0; i < request.n; ++i)
+    engine_request.choices.push_back({request.sampling, static_cast<uint64_t>(i)});
   engine_request.max_tokens = window > 0 ? std::min(request.max_tokens, window - prompt_tokens) : request.max_tokens;
   engine_request.max_length = window;
   engine_request.top_logprobs = request.logprobs ? request.top_logprobs : 0;
@@ -334,7 +340,8 @@ Result<CompletionResult> EmbeddedBackend::Complete(const CompletionRequest& requ
   size_t max_stop = 0;
   for (const std::string& stop : request.stop) max_stop = std::max(max_stop, stop.size());
   for (int64_t i = 0; i < request.n; ++i) {
-    watchers[i] = {model_->tokenizer(), &request.stop, &request.on_text, i, {}, 0, {}, false, max_stop > 0 ? max_stop - 1 : 0};
+    watchers[i] = {
+        model_->tokenizer(), &request.stop, &request.on_text, i, {}, 0, {}, false, max_stop > 0 ? max_stop - 1 : 0};
   }
   if (request.on_text || !request.stop.empty()) {
     engine_request.on_token = [&watchers](int64_t choice, int32_t token) { return watchers[choice].Add(token); };
@@ -360,7 +367,8 @@ Result<std::unique_ptr<Backend>> OpenEmbeddedBackend(const std::string& model_di
   model_options.device = options.device.empty() ? "cpu" : options.device;
   model_options.dense_attention = options.dense_attention;
   auto model = Model::Load(model_dir, model_options);
-  if (!model.ok()) return Status(model.status().code(), "backend embedded:" + model_dir + ": " + model.status().message());
+  if (!model.ok())
+    return Status(model.status().code(), "backend embedded:" + model_dir + ": " + model.status().message());
   if ((*model)->tokenizer() == nullptr) {
     return InvalidArgumentError("backend embedded:" + model_dir + ": the model directory has no tokenizer.json");
   }

@@ -8,15 +8,15 @@
 //
 // Multi-turn reuse (what keeps an agent episode from re-prefilling its conversation): a chat choice
 // that ended on EOS or on max_tokens (not on a stop string) gets a cache_handle holding its KV
-// cache, its token context and the text it was generated from. A request with continue_from = that handle whose messages are the same
-// conversation plus that choice's assistant message plus new messages feeds only the tokens of the
-// new messages' rendering (after the choice's last sampled token, which the cache has not seen,
-// and an EOS closing a turn cut by max_tokens) into that cache: the conversation's tokens are exactly those the model sampled, never re-tokenized. When
-// the conversation does not match (edited history, thinking dropped by a new user message,
-// context management), the request prefills from scratch and the handle's cache is dropped.
-// Fresh prompts are shared through the engine's prompt cache, so the n episodes of one task
-// prefill their common first prompt once. Handles are kept until continued or released, at most
-// kMaxHandles (the oldest are dropped first; continuing a dropped handle just prefills).
+// cache, its token context and the text it was generated from. A request with continue_from = that handle whose
+// messages are the same conversation plus that choice's assistant message plus new messages feeds only the tokens of
+// the new messages' rendering (after the choice's last sampled token, which the cache has not seen, and an EOS closing
+// a turn cut by max_tokens) into that cache: the conversation's tokens are exactly those the model sampled, never
+// re-tokenized. When the conversation does not match (edited history, thinking dropped by a new user message, context
+// management), the request prefills from scratch and the handle's cache is dropped. Fresh prompts are shared through
+// the engine's prompt cache, so the n episodes of one task prefill their common first prompt once. Handles are kept
+// until continued or released, at most kMaxHandles (the oldest are dropped first; continuing a dropped handle just
+// prefills).
 //
 // Sampling: choice i of a request samples from SampleStream(sampling.seed, i), so a rollout that
 // gives each (episode, turn) its own seed is reproducible whatever the batching. Stop strings end

@@ -34,8 +34,8 @@ Result<GenerateResult> Generator::Generate(const std::vector<int32_t>& prompt, c
   if (stop.empty()) stop.push_back(static_cast<int32_t>(config.eos_token_id));
   const int64_t max_positions = config.max_position_embeddings > 0 ? config.max_position_embeddings : INT64_MAX;
   if (static_cast<int64_t>(prompt.size()) > max_positions) {
-    return InvalidArgumentError("prompt of " + std::to_string(prompt.size()) + " tokens exceeds max_position_embeddings " +
-                                std::to_string(max_positions));
+    return InvalidArgumentError("prompt of " + std::to_string(prompt.size()) +
+                                " tokens exceeds max_position_embeddings " + std::to_string(max_positions));
   }
 
   GenerateResult result;
@@ -92,7 +92,8 @@ Result<GenerateResult> Generator::Generate(const std::vector<int32_t>& prompt, c
   std::vector<SequenceInput> batch;
   while (!live.empty()) {
     batch.clear();
-    for (size_t i : live) batch.push_back({caches[i].get(), std::span<const int32_t>(&result.samples[i].tokens.back(), 1)});
+    for (size_t i : live)
+      batch.push_back({caches[i].get(), std::span<const int32_t>(&result.samples[i].tokens.back(), 1)});
     ENVFORGE_RETURN_IF_ERROR(model_.Forward(batch, &logits));
     result.timing.decode_steps += 1;
     result.timing.decode_tokens += static_cast<int64_t>(live.size());
@@ -116,17 +117,19 @@ Result<GenerateResult> Generator::Generate(const std::vector<int32_t>& prompt, c
 
 Result<GenerateResult> Generator::GenerateText(std::string_view text, const GenerateOptions& options) {
   const Tokenizer* tokenizer = model_.tokenizer();
-  if (tokenizer == nullptr) return FailedPreconditionError("model directory '" + model_.dir() + "' has no tokenizer.json");
+  if (tokenizer == nullptr)
+    return FailedPreconditionError("model directory '" + model_.dir() + "' has no tokenizer.json");
   std::vector<int32_t> prompt = tokenizer->Encode(text);
   const auto bos = static_cast<int32_t>(model_.config().bos_token_id);
   if (prompt.empty() || prompt.front() != bos) prompt.insert(prompt.begin(), bos);
   return Generate(prompt, options);
 }
 
-Result<GenerateResult> Generator::GenerateChat(const std::vector<ChatMessage>& messages, const ChatEncodeOptions& encode,
-                                               const GenerateOptions& options) {
+Result<GenerateResult> Generator::GenerateChat(const std::vector<ChatMessage>& messages,
+                                               const ChatEncodeOptions& encode, const GenerateOptions& options) {
   const Tokenizer* tokenizer = model_.tokenizer();
-  if (tokenizer == nullptr) return FailedPreconditionError("model directory '" + model_.dir() + "' has no tokenizer.json");
+  if (tokenizer == nullptr)
+    return FailedPreconditionError("model directory '" + model_.dir() + "' has no tokenizer.json");
   ENVFORGE_ASSIGN_OR_RETURN(std::string prompt_text, EncodeChat(messages, encode));
   std::vector<int32_t> prompt = tokenizer->Encode(prompt_text);
   ENVFORGE_ASSIGN_OR_RETURN(GenerateResult result, Generate(prompt, options));

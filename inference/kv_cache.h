@@ -72,10 +72,10 @@ class KvCacheAttachment {
 
 // A contiguous run of cache rows of one layer, as the kernels read them.
 struct KvSegmentView {
-  kernels::LatentCacheView latent;        // rows = the segment's rows
-  const uint8_t* index_keys = nullptr;    // [rows, index_head_dim] fp8; nullptr without indexer
-  const float* index_scales = nullptr;    // [rows]
-  int64_t begin = 0;                      // absolute position of row 0
+  kernels::LatentCacheView latent;      // rows = the segment's rows
+  const uint8_t* index_keys = nullptr;  // [rows, index_head_dim] fp8; nullptr without indexer
+  const float* index_scales = nullptr;  // [rows]
+  int64_t begin = 0;                    // absolute position of row 0
   int64_t rows = 0;
 };
 

@@ -36,9 +36,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // The indexer's score matrix of one prefill chunk is bounded to this many floats (256 MiB).
 constexpr int64_t kMaxScoreFloats = int64_t{64} << 20;
@@ -94,15 +92,15 @@ struct Model::Scratch {
   std::vector<float> u;            // [T, H * v]
   std::vector<float> out;          // [T, D]
   // Indexer.
-  std::vector<float> iq;           // [T, index_heads * index_dim]
+  std::vector<float> iq;  // [T, index_heads * index_dim]
   std::vector<uint8_t> iq8;
-  std::vector<float> iq_scale;     // [T * index_heads]
-  std::vector<float> ik;           // [T, index_dim]
+  std::vector<float> iq_scale;  // [T * index_heads]
+  std::vector<float> ik;        // [T, index_dim]
   std::vector<uint8_t> ik8;
-  std::vector<float> ik_scale;     // [T]
-  std::vector<float> iw;           // [T, index_heads] folded head weights
-  std::vector<int32_t> selected;   // [chunk or batch, index_topk]
-  std::vector<uint8_t> selects;    // [batch] decode in parallel: whether sequence b has a selection
+  std::vector<float> ik_scale;    // [T]
+  std::vector<float> iw;          // [T, index_heads] folded head weights
+  std::vector<int32_t> selected;  // [chunk or batch, index_topk]
+  std::vector<uint8_t> selects;   // [batch] decode in parallel: whether sequence b has a selection
   // FFN.
   std::vector<float> ffn_out, router_logits, shared_out;
   std::vector<float> slot_out;  // [T * top_k, D] routed expert outputs per (token, slot)
@@ -185,8 +183,8 @@ Status Model::Forward(std::span<const SequenceInput> batch, std::vector<float>* 
     std::string where = "sequence " + std::to_string(b);
     if (input.cache == nullptr) return InvalidArgumentError(where + ": no KV cache");
     const KvCacheShape& cache_shape = input.cache->shape();
-    if (cache_shape.layers != shape.layers || cache_shape.kv_rank != shape.kv_rank || cache_shape.rope_dim != shape.rope_dim ||
-        cache_shape.index_head_dim != shape.index_head_dim) {
+    if (cache_shape.layers != shape.layers || cache_shape.kv_rank != shape.kv_rank ||
+        cache_shape.rope_dim != shape.rope_dim || cache_shape.index_head_dim != shape.index_head_dim) {
       return InvalidArgumentError(where + ": KV cache of another model shape");
     }
     if (input.tokens.empty()) return InvalidArgumentError(where + ": no tokens");
@@ -216,7 +214,8 @@ Status Model::Forward(std::span<const SequenceInput> batch, std::vector<float>* 
   const int64_t total = s.seq_first.back();
   s.tokens = total;
   s.record = options.record_selection;
-  if (s.record != nullptr) s.record->assign(Sz(config_.num_hidden_layers), std::vector<std::vector<int32_t>>(Sz(total)));
+  if (s.record != nullptr)
+    s.record->assign(Sz(config_.num_hidden_layers), std::vector<std::vector<int32_t>>(Sz(total)));
   const int64_t dim = config_.hidden_size;
 
   auto start = Clock::now();
@@ -253,8 +252,8 @@ Status Model::Forward(std::span<const SequenceInput> batch, std::vector<float>* 
   const auto n_rows = static_cast<int64_t>(rows.size());
   s.h.resize(Sz(n_rows * dim));
   for (int64_t i = 0; i < n_rows; ++i) {
-    kernels::RmsNorm(&s.x[Sz(rows[Sz(i)] * dim)], 1, dim, weights_->final_norm, static_cast<float>(config_.rms_norm_eps),
-                     &s.h[Sz(i * dim)]);
+    kernels::RmsNorm(&s.x[Sz(rows[Sz(i)] * dim)], 1, dim, weights_->final_norm,
+                     static_cast<float>(config_.rms_norm_eps), &s.h[Sz(i * dim)]);
   }
   logits->resize(Sz(n_rows * config_.vocab_size));
   kernels::Linear(s.h.data(), n_rows, weights_->head, logits->data());
@@ -328,7 +327,8 @@ void Model::RunIndexer(int64_t layer_idx, std::span<const SequenceInput> batch) 
   // Head weights in fp32 with the q scale and the constant factors folded in (4.4 step 7).
   s.iw.resize(Sz(total * heads));
   kernels::Linear(s.h.data(), total, idx.weights_proj, s.iw.data());
-  const float constant = static_cast<float>(1.0 / std::sqrt(static_cast<double>(heads)) / std::sqrt(static_cast<double>(head_dim)));
+  const float constant =
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(heads)) / std::sqrt(static_cast<double>(head_dim)));
   for (size_t i = 0; i < Sz(total * heads); ++i) s.iw[i] *= constant * s.iq_scale[i];
 }
 
@@ -340,8 +340,8 @@ namespace {
 struct SelectArgs {
   const KvCache* cache;
   int64_t layer;
-  const uint8_t* q8;        // [queries, heads, dim]
-  const float* weights;     // [queries, heads]
+  const uint8_t* q8;         // [queries, heads, dim]
+  const float* weights;      // [queries, heads]
   const int64_t* positions;  // [queries]
   int64_t queries, heads, dim, topk;
   // Set (one query only): its scores against the cache's shared prefix (segment 0 of two), already
@@ -607,8 +607,8 @@ double Model::AttendDecodeBatch(int64_t layer_idx, std::span<const SequenceInput
     std::vector<SelectArgs>& rows = rows_storage;
     rows.resize(Sz(n));
     for (int64_t b = 0; b < n; ++b) {
-      rows[Sz(b)] = MakeSelectArgs(config_, batch[Sz(b)].cache, layer_idx, s.iq8.data(), s.iw.data(), s.positions.data(), b,
-                                   s.selects[Sz(b)] != 0 ? 1 : 0);
+      rows[Sz(b)] = MakeSelectArgs(config_, batch[Sz(b)].cache, layer_idx, s.iq8.data(), s.iw.data(),
+                                   s.positions.data(), b, s.selects[Sz(b)] != 0 ? 1 : 0);
     }
     ScoreSharedPrefixes(rows);
     kernels::ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
@@ -650,8 +650,8 @@ double Model::AttendSequences(int64_t layer_idx, std::span<const SequenceInput> 
       if (select) {
         auto select_start = Clock::now();
         s.selected.resize(Sz(queries * topk));
-        SelectKeys(MakeSelectArgs(config_, &cache, layer_idx, s.iq8.data(), s.iw.data(), s.positions.data(), chunk_begin,
-                                  queries),
+        SelectKeys(MakeSelectArgs(config_, &cache, layer_idx, s.iq8.data(), s.iw.data(), s.positions.data(),
+                                  chunk_begin, queries),
                    s.selected.data());
         select_seconds += SecondsSince(select_start);
       }

@@ -94,8 +94,8 @@ struct ForwardProfile {
 };
 
 struct SequenceInput {
-  KvCache* cache = nullptr;          // appended to: positions cache->length() onwards
-  std::span<const int32_t> tokens;   // at least one
+  KvCache* cache = nullptr;         // appended to: positions cache->length() onwards
+  std::span<const int32_t> tokens;  // at least one
 };
 
 // [layer][token row of the batch][selected key positions, ascending]: what attention read (test
@@ -103,7 +103,7 @@ struct SequenceInput {
 using SelectionRecord = std::vector<std::vector<std::vector<int32_t>>>;
 
 struct ForwardOptions {
-  bool all_logits = false;                     // logits for every token, not the last of each sequence
+  bool all_logits = false;                      // logits for every token, not the last of each sequence
   SelectionRecord* record_selection = nullptr;  // tests: filled when set
 };
 
@@ -135,8 +135,7 @@ class Model {
   // InvalidArgument for a token id outside [0, vocab), an empty token list, a null cache or one of
   // another shape, a cache of another device (the caches are then unchanged); on the GPU also
   // ResourceExhausted when the page pool is full (caches unchanged) and Internal for CUDA errors.
-  Status Forward(std::span<const SequenceInput> batch, std::vector<float>* logits,
-                 const ForwardOptions& options = {});
+  Status Forward(std::span<const SequenceInput> batch, std::vector<float>* logits, const ForwardOptions& options = {});
 
   ForwardProfile& profile() { return profile_; }
 

@@ -315,10 +315,8 @@ Json ModelConfigToJson(const ModelConfig& c) {
                             {"mscale_all_dim", c.rope_mscale_all_dim}};
   }
   if (c.fp8_weights) {
-    json["quantization_config"] = {{"quant_method", "fp8"},
-                                   {"fmt", "e4m3"},
-                                   {"activation_scheme", "dynamic"},
-                                   {"weight_block_size", {128, 128}}};
+    json["quantization_config"] = {
+        {"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
     if (c.ue8m0_scales) json["quantization_config"]["scale_fmt"] = "ue8m0";
   }
   return json;

@@ -30,9 +30,9 @@ struct ModelConfig {
   int64_t num_attention_heads = 0;    // n_heads
   int64_t n_routed_experts = 0;
   int64_t n_shared_experts = 0;
-  int64_t num_experts_per_tok = 0;    // n_activated_experts
-  int64_t n_group = 1;                // n_expert_groups
-  int64_t topk_group = 1;             // n_limited_groups
+  int64_t num_experts_per_tok = 0;     // n_activated_experts
+  int64_t n_group = 1;                 // n_expert_groups
+  int64_t topk_group = 1;              // n_limited_groups
   double routed_scaling_factor = 1.0;  // route_scale
   bool norm_topk_prob = true;
   int64_t q_lora_rank = 0;

@@ -9,7 +9,6 @@ namespace {
 
 constexpr int64_t kFp8Block = 128;
 
-
 std::string LayerPrefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 
 float ElementToFloat(kernels::DType dtype, const uint8_t* data, int64_t index) {
@@ -110,11 +109,11 @@ class WeightBinder {
     ENVFORGE_ASSIGN_OR_RETURN(attn.wq_a, Matrix(prefix + "q_a_proj.weight", c.q_lora_rank, c.hidden_size));
     ENVFORGE_ASSIGN_OR_RETURN(attn.q_norm, Vector(prefix + "q_a_layernorm.weight", c.q_lora_rank));
     ENVFORGE_ASSIGN_OR_RETURN(attn.wq_b, Matrix(prefix + "q_b_proj.weight", heads * c.qk_head_dim(), c.q_lora_rank));
-    ENVFORGE_ASSIGN_OR_RETURN(attn.wkv_a, Matrix(prefix + "kv_a_proj_with_mqa.weight",
-                                                 c.kv_lora_rank + c.qk_rope_head_dim, c.hidden_size));
+    ENVFORGE_ASSIGN_OR_RETURN(
+        attn.wkv_a, Matrix(prefix + "kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_head_dim, c.hidden_size));
     ENVFORGE_ASSIGN_OR_RETURN(attn.kv_norm, Vector(prefix + "kv_a_layernorm.weight", c.kv_lora_rank));
-    ENVFORGE_ASSIGN_OR_RETURN(attn.wkv_b, Matrix(prefix + "kv_b_proj.weight",
-                                                 heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank));
+    ENVFORGE_ASSIGN_OR_RETURN(
+        attn.wkv_b, Matrix(prefix + "kv_b_proj.weight", heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank));
     attn.wkv_b_f32 = Dequantized(attn.wkv_b);
     ENVFORGE_ASSIGN_OR_RETURN(attn.wo, Matrix(prefix + "o_proj.weight", c.hidden_size, heads * c.v_head_dim));
     attn.has_indexer = c.has_indexer();

@@ -25,38 +25,38 @@
 namespace envforge::inference {
 
 struct IndexerWeights {
-  kernels::WeightMatrix wq_b;          // [index_n_heads * index_head_dim, q_lora_rank]
-  kernels::WeightMatrix wk;            // [index_head_dim, hidden]
-  kernels::WeightMatrix weights_proj;  // [index_n_heads, hidden]
+  kernels::WeightMatrix wq_b;            // [index_n_heads * index_head_dim, q_lora_rank]
+  kernels::WeightMatrix wk;              // [index_head_dim, hidden]
+  kernels::WeightMatrix weights_proj;    // [index_n_heads, hidden]
   const float* k_norm_weight = nullptr;  // [index_head_dim]
   const float* k_norm_bias = nullptr;    // [index_head_dim]
 };
 
 struct AttentionWeights {
-  kernels::WeightMatrix wq_a;   // q_a_proj [q_lora_rank, hidden]
-  const float* q_norm = nullptr;  // q_a_layernorm [q_lora_rank]
-  kernels::WeightMatrix wq_b;   // q_b_proj [heads * qk_head_dim, q_lora_rank]
-  kernels::WeightMatrix wkv_a;  // kv_a_proj_with_mqa [kv_lora_rank + rope_dim, hidden]
-  const float* kv_norm = nullptr;  // kv_a_layernorm [kv_lora_rank]
-  kernels::WeightMatrix wkv_b;  // kv_b_proj [heads * (nope + v), kv_lora_rank]
+  kernels::WeightMatrix wq_a;        // q_a_proj [q_lora_rank, hidden]
+  const float* q_norm = nullptr;     // q_a_layernorm [q_lora_rank]
+  kernels::WeightMatrix wq_b;        // q_b_proj [heads * qk_head_dim, q_lora_rank]
+  kernels::WeightMatrix wkv_a;       // kv_a_proj_with_mqa [kv_lora_rank + rope_dim, hidden]
+  const float* kv_norm = nullptr;    // kv_a_layernorm [kv_lora_rank]
+  kernels::WeightMatrix wkv_b;       // kv_b_proj [heads * (nope + v), kv_lora_rank]
   const float* wkv_b_f32 = nullptr;  // the same, dequantized, row-major
-  kernels::WeightMatrix wo;     // o_proj [hidden, heads * v]
+  kernels::WeightMatrix wo;          // o_proj [hidden, heads * v]
   bool has_indexer = false;
   IndexerWeights indexer;
 };
 
-struct MlpWeights {  // SwiGLU: w2(silu(w1 x) * (w3 x))
+struct MlpWeights {          // SwiGLU: w2(silu(w1 x) * (w3 x))
   kernels::WeightMatrix w1;  // gate_proj [inter, hidden]
   kernels::WeightMatrix w3;  // up_proj   [inter, hidden]
   kernels::WeightMatrix w2;  // down_proj [hidden, inter]
 };
 
 struct MoeWeights {
-  kernels::WeightMatrix gate;           // mlp.gate.weight [n_routed_experts, hidden]
-  const float* gate_bias = nullptr;     // mlp.gate.e_score_correction_bias [n_routed_experts]
-  std::vector<MlpWeights> experts;      // mlp.experts.E.*
+  kernels::WeightMatrix gate;        // mlp.gate.weight [n_routed_experts, hidden]
+  const float* gate_bias = nullptr;  // mlp.gate.e_score_correction_bias [n_routed_experts]
+  std::vector<MlpWeights> experts;   // mlp.experts.E.*
   bool has_shared = false;
-  MlpWeights shared;                    // mlp.shared_experts.* (inter = n_shared * moe_inter)
+  MlpWeights shared;  // mlp.shared_experts.* (inter = n_shared * moe_inter)
 };
 
 struct LayerWeights {

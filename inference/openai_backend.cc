@@ -152,7 +152,9 @@ milliseconds Backoff(int attempt) {
   return milliseconds(static_cast<int64_t>(base * jitter));
 }
 
-bool RetryableStatus(long status) { return status == 429 || status == 500 || status == 502 || status == 503 || status == 504; }
+bool RetryableStatus(long status) {
+  return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
 
 // What one attempt came to: a body to parse, or an error, retryable or not.
 struct Attempt {
@@ -166,7 +168,9 @@ struct Attempt {
 class OpenAiBackend : public Backend {
  public:
   OpenAiBackend(std::string base_url, std::string api_key, BackendOptions options)
-      : base_url_(std::move(base_url)), api_key_(std::move(api_key)), options_(std::move(options)),
+      : base_url_(std::move(base_url)),
+        api_key_(std::move(api_key)),
+        options_(std::move(options)),
         cap_(options_.max_concurrency) {}
 
   ~OpenAiBackend() override {
@@ -180,8 +184,11 @@ class OpenAiBackend : public Backend {
   int64_t CountTokens(std::string_view text) const override { return static_cast<int64_t>((text.size() + 3) / 4); }
 
   Json Stats() const override {
-    return Json{{"requests", requests_.load()}, {"attempts", attempts_.load()}, {"retries", retries_.load()},
-                {"failures", failures_.load()}, {"in_flight", cap_.in_flight()}};
+    return Json{{"requests", requests_.load()},
+                {"attempts", attempts_.load()},
+                {"retries", retries_.load()},
+                {"failures", failures_.load()},
+                {"in_flight", cap_.in_flight()}};
   }
 
   Result<CompletionResult> Complete(const CompletionRequest& request) override {
@@ -209,7 +216,8 @@ class OpenAiBackend : public Backend {
       bool text_seen = assembler && assembler->delivered_text();
       if (!attempt.retryable || text_seen || tries >= options_.max_retries) {
         if (attempt.retryable) {
-          return Status(attempt.error.code(), attempt.error.message() + " (after " + std::to_string(tries + 1) + " attempts)");
+          return Status(attempt.error.code(),
+                        attempt.error.message() + " (after " + std::to_string(tries + 1) + " attempts)");
         }
         return attempt.error;
       }
@@ -222,14 +230,16 @@ class OpenAiBackend : public Backend {
     // A server that ignored "stream": the caller still sees every choice's text once.
     if (stream && !attempt.streamed) {
       for (size_t k = 0; k < result.choices.size(); ++k) {
-        if (!result.choices[k].message.content.empty()) request.on_text(static_cast<int64_t>(k), result.choices[k].message.content);
+        if (!result.choices[k].message.content.empty())
+          request.on_text(static_cast<int64_t>(k), result.choices[k].message.content);
       }
     }
     return result;
   }
 
   // One HTTP attempt, holding a concurrency slot while it runs.
-  Attempt Post(const std::string& url, const std::string& body, milliseconds timeout, openai_wire::StreamAssembler* assembler) {
+  Attempt Post(const std::string& url, const std::string& body, milliseconds timeout,
+               openai_wire::StreamAssembler* assembler) {
     cap_.Acquire();
     ++attempts_;
     CURL* handle = TakeHandle();
@@ -370,12 +380,14 @@ Result<std::unique_ptr<Backend>> OpenOpenAiBackend(const std::string& base_url, 
     return InvalidArgumentError("openai backend: '" + base_url + "' is not an http:// or https:// URL");
   }
   if (options.max_concurrency < 1) {
-    return InvalidArgumentError("openai backend: max_concurrency must be at least 1, got " + std::to_string(options.max_concurrency));
+    return InvalidArgumentError("openai backend: max_concurrency must be at least 1, got " +
+                                std::to_string(options.max_concurrency));
   }
   if (options.max_retries < 0) {
     return InvalidArgumentError("openai backend: max_retries must be >= 0, got " + std::to_string(options.max_retries));
   }
-  if (options.request_timeout.count() <= 0) return InvalidArgumentError("openai backend: request_timeout must be positive");
+  if (options.request_timeout.count() <= 0)
+    return InvalidArgumentError("openai backend: request_timeout must be positive");
   ENVFORGE_ASSIGN_OR_RETURN(std::string api_key, ApiKey(options));
   InitCurlOnce();
   std::string base = base_url;

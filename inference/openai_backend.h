@@ -29,10 +29,10 @@
 // the message or field) and for a 4xx answer other than 429 (with the server's error message and
 // the status); ResourceExhausted "context length exceeded: ..." for a 400 saying the prompt is
 // longer than the model's context (code context_length_exceeded, or "context length" in the
-// message, as vLLM, SGLang and DeepSeek word it); Unavailable for a server that stays unreachable or failing after the retries
-// (naming the URL and the curl error or HTTP status); DeadlineExceeded when an attempt runs past
-// its timeout; DataLoss "openai response from URL: <what is wrong>" for a body that is not the
-// documented shape. CountTokens estimates one token per 4 bytes. Thread-safe.
+// message, as vLLM, SGLang and DeepSeek word it); Unavailable for a server that stays unreachable or failing after the
+// retries (naming the URL and the curl error or HTTP status); DeadlineExceeded when an attempt runs past its timeout;
+// DataLoss "openai response from URL: <what is wrong>" for a body that is not the documented shape. CountTokens
+// estimates one token per 4 bytes. Thread-safe.
 #pragma once
 
 #include <memory>

@@ -24,9 +24,8 @@ namespace fs = std::filesystem;
 // the unsupported ones are still known so their entries can be validated.
 int DTypeNameSize(const std::string& name) {
   static const std::pair<const char*, int> kSizes[] = {
-      {"F64", 8},  {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I64", 8},
-      {"I32", 4},  {"I16", 2}, {"I8", 1},  {"U64", 8},  {"U32", 4},     {"U16", 2},     {"U8", 1},
-      {"BOOL", 1},
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I64", 8},  {"I32", 4},
+      {"I16", 2}, {"I8", 1},  {"U64", 8}, {"U32", 4},  {"U16", 2},     {"U8", 1},      {"BOOL", 1},
   };
   for (const auto& [dtype, size] : kSizes) {
     if (name == dtype) return size;

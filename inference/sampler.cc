@@ -54,7 +54,9 @@ SampledToken Sample(std::span<const float> logits, const SamplingParams& params,
     return static_cast<double>(best_value) * inv_temperature + std::log(sum);
   };
   double raw_log_z = best_value == -std::numeric_limits<float>::infinity() ? 0.0 : log_partition(1.0);
-  auto raw_logprob = [&](int32_t token) { return static_cast<double>(Finite(logits[static_cast<size_t>(token)])) - raw_log_z; };
+  auto raw_logprob = [&](int32_t token) {
+    return static_cast<double>(Finite(logits[static_cast<size_t>(token)])) - raw_log_z;
+  };
 
   if (params.temperature <= 0 || best_value == -std::numeric_limits<float>::infinity()) {
     result.token = best;
@@ -69,7 +71,8 @@ SampledToken Sample(std::span<const float> logits, const SamplingParams& params,
   std::vector<double> weight(static_cast<size_t>(vocab));
   for (int64_t i = 0; i < vocab; ++i) {
     float f = Finite(logits[static_cast<size_t>(i)]);
-    weight[static_cast<size_t>(i)] = f == -std::numeric_limits<float>::infinity() ? 0.0 : std::exp((f - best_value) * inv_t);
+    weight[static_cast<size_t>(i)] =
+        f == -std::numeric_limits<float>::infinity() ? 0.0 : std::exp((f - best_value) * inv_t);
   }
   // Order: probability descending, token id ascending on ties. Only the kept part is sorted.
   // Ordered by logit rather than by weight so tokens whose weight underflows still sort by

@@ -24,7 +24,8 @@ Status LineError(const std::string& path, int64_t line, const std::string& what)
 
 Status CheckLine(const std::string& path, int64_t number, const Json& body) {
   if (!body.is_object()) return LineError(path, number, "a line must be a JSON object");
-  for (const char* text_member : {"content", "reasoning_content", "text", "when", "finish_reason", "message", "error"}) {
+  for (const char* text_member :
+       {"content", "reasoning_content", "text", "when", "finish_reason", "message", "error"}) {
     if (body.contains(text_member) && !body[text_member].is_string()) {
       return LineError(path, number, std::string("'") + text_member + "' must be a string");
     }
@@ -69,7 +70,8 @@ class ScriptedBackend final : public Backend {
                   std::vector<ScriptLine> when_lines)
       : spec_(std::move(spec)), options_(std::move(options)), when_lines_(std::move(when_lines)) {
     for (auto& [number, lines] : scripts) scripts_.push_back({number, std::move(lines)});
-    for (size_t i = 0; i < when_lines_.size(); ++i) when_groups_[when_lines_[i].body["when"].get<std::string>()].push_back(i);
+    for (size_t i = 0; i < when_lines_.size(); ++i)
+      when_groups_[when_lines_[i].body["when"].get<std::string>()].push_back(i);
   }
 
   BackendInfo info() const override {
@@ -94,7 +96,8 @@ class ScriptedBackend final : public Backend {
     result.model = info().model;
     for (int64_t choice = 0; choice < request.n; ++choice) {
       ENVFORGE_ASSIGN_OR_RETURN(Json body, NextLine(request, choice));
-      if (body.contains("sleep_ms")) std::this_thread::sleep_for(std::chrono::milliseconds(body["sleep_ms"].get<int64_t>()));
+      if (body.contains("sleep_ms"))
+        std::this_thread::sleep_for(std::chrono::milliseconds(body["sleep_ms"].get<int64_t>()));
       if (body.contains("error")) return ErrorOfLine(body);
       ENVFORGE_ASSIGN_OR_RETURN(Completion completion, MakeCompletion(request, body));
       if (request.on_text && !completion.text.empty()) request.on_text(choice, completion.text);
@@ -117,14 +120,16 @@ class ScriptedBackend final : public Backend {
     int64_t tokens = 0;
     for (const ChatMessage& message : request.messages) {
       tokens += CountTokens(message.content) + CountTokens(message.reasoning_content) + 4;
-      for (const ChatToolCall& call : message.tool_calls) tokens += CountTokens(call.name) + CountTokens(call.arguments.dump());
+      for (const ChatToolCall& call : message.tool_calls)
+        tokens += CountTokens(call.name) + CountTokens(call.arguments.dump());
     }
     return tokens;
   }
 
   // Picks the line answering one choice and advances its conversation (under the mutex).
   Result<Json> NextLine(const CompletionRequest& request, int64_t choice) {
-    std::string last = request.raw ? request.prompt_text : (request.messages.empty() ? "" : request.messages.back().content);
+    std::string last =
+        request.raw ? request.prompt_text : (request.messages.empty() ? "" : request.messages.back().content);
     for (const ScriptLine& line : when_lines_) {
       const std::string& text = line.body["when"].get_ref<const std::string&>();
       if (last.find(text) == std::string::npos) continue;
@@ -145,11 +150,13 @@ class ScriptedBackend final : public Backend {
     Conversation& conversation = conversations_[conversation_id];
     const auto& [script_number, lines] = scripts_[conversation.script];
     if (conversation.next_line >= lines.size()) {
-      return UnavailableError("scripted backend " + spec_ + ": script " + std::to_string(script_number) + " has no response for turn " +
-                              std::to_string(conversation.next_line) + " (it has " + std::to_string(lines.size()) + ")");
+      return UnavailableError("scripted backend " + spec_ + ": script " + std::to_string(script_number) +
+                              " has no response for turn " + std::to_string(conversation.next_line) + " (it has " +
+                              std::to_string(lines.size()) + ")");
     }
     Json body = lines[conversation.next_line++].body;
-    std::string new_handle = "scripted-" + std::to_string(conversation_id) + "-" + std::to_string(conversation.next_line);
+    std::string new_handle =
+        "scripted-" + std::to_string(conversation_id) + "-" + std::to_string(conversation.next_line);
     handles_[new_handle] = conversation_id;
     body["__handle"] = new_handle;
     return body;
@@ -193,9 +200,10 @@ class ScriptedBackend final : public Backend {
       completion.text = completion.message.content;
       if (!completion.message.tool_calls.empty()) completion.text += RenderToolCalls(completion.message.tool_calls);
     }
-    completion.finish_reason = body.value("finish_reason", completion.message.tool_calls.empty() ? "stop" : "tool_calls");
-    completion.completion_tokens =
-        body.value("completion_tokens", CountTokens(completion.text) + CountTokens(completion.message.reasoning_content));
+    completion.finish_reason =
+        body.value("finish_reason", completion.message.tool_calls.empty() ? "stop" : "tool_calls");
+    completion.completion_tokens = body.value(
+        "completion_tokens", CountTokens(completion.text) + CountTokens(completion.message.reasoning_content));
     completion.cache_handle = body.value("__handle", "");
     return completion;
   }
@@ -235,8 +243,10 @@ Result<std::unique_ptr<Backend>> OpenScriptedBackend(const std::string& path, co
       scripts[script].push_back({number, std::move(*body)});
     }
   }
-  if (scripts.empty()) return InvalidArgumentError("scripted backend " + path + ": no response lines (only 'when' lines or none)");
-  return std::unique_ptr<Backend>(new ScriptedBackend("scripted:" + path, options, std::move(scripts), std::move(when_lines)));
+  if (scripts.empty())
+    return InvalidArgumentError("scripted backend " + path + ": no response lines (only 'when' lines or none)");
+  return std::unique_ptr<Backend>(
+      new ScriptedBackend("scripted:" + path, options, std::move(scripts), std::move(when_lines)));
 }
 
 }  // namespace envforge::inference

@@ -68,10 +68,10 @@ class Tokenizer::Impl {
   void EncodeOrdinary(std::string_view text, std::vector<int32_t>* ids) const;
 
   std::unordered_map<std::string, int32_t> vocab;  // byte-level token text -> id
-  std::vector<std::string> id_text;                 // id -> vocab text or added content
-  std::vector<std::string> id_bytes;                // id -> decoded bytes
+  std::vector<std::string> id_text;                // id -> vocab text or added content
+  std::vector<std::string> id_bytes;               // id -> decoded bytes
   std::vector<uint8_t> id_special;
-  std::vector<AddedToken> added;                    // longest content first
+  std::vector<AddedToken> added;  // longest content first
   std::unordered_map<std::string, int32_t> added_by_content;
   std::unordered_map<unsigned char, std::vector<size_t>> added_by_first_byte;  // indices into added
   std::optional<PreTokenizer> pre_tokenizer;
@@ -89,8 +89,8 @@ Result<std::unique_ptr<Tokenizer::Impl>> Tokenizer::Impl::Create(std::string_vie
   // normalizer: none, or an empty Sequence.
   if (auto it = root.find("normalizer"); it != root.end() && !it->is_null()) {
     const std::string type = it->is_object() ? it->value("type", std::string()) : std::string();
-    const bool empty_sequence = type == "Sequence" && it->contains("normalizers") &&
-                                (*it)["normalizers"].is_array() && (*it)["normalizers"].empty();
+    const bool empty_sequence = type == "Sequence" && it->contains("normalizers") && (*it)["normalizers"].is_array() &&
+                                (*it)["normalizers"].empty();
     if (!empty_sequence) return FieldError("normalizer.type", "unsupported normalizer '" + type + "'");
   }
   if (auto it = root.find("decoder"); it != root.end() && !it->is_null()) {
@@ -109,13 +109,13 @@ Result<std::unique_ptr<Tokenizer::Impl>> Tokenizer::Impl::Create(std::string_vie
   }
   if (model.value("byte_fallback", false)) return FieldError("model.byte_fallback", "unsupported true");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    if (auto it = model.find(key); it != model.end() && !it->is_null() &&
-                                   !(it->is_string() && it->get<std::string>().empty())) {
+    if (auto it = model.find(key);
+        it != model.end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty())) {
       return FieldError(std::string("model.") + key, "unsupported value " + it->dump());
     }
   }
-  if (auto it = model.find("dropout"); it != model.end() && !it->is_null() &&
-                                       !(it->is_number() && it->get<double>() == 0.0)) {
+  if (auto it = model.find("dropout");
+      it != model.end() && !it->is_null() && !(it->is_number() && it->get<double>() == 0.0)) {
     return FieldError("model.dropout", "unsupported value " + it->dump());
   }
   auto vocab_it = model.find("vocab");
@@ -206,8 +206,9 @@ Result<std::unique_ptr<Tokenizer::Impl>> Tokenizer::Impl::Create(std::string_vie
     auto right_it = impl->vocab.find(right);
     auto merged_it = impl->vocab.find(left + right);
     if (left_it == impl->vocab.end() || right_it == impl->vocab.end() || merged_it == impl->vocab.end()) {
-      const std::string& missing =
-          left_it == impl->vocab.end() ? left : right_it == impl->vocab.end() ? right : left + right;
+      const std::string& missing = left_it == impl->vocab.end()    ? left
+                                   : right_it == impl->vocab.end() ? right
+                                                                   : left + right;
       return FieldError(path, "token " + Json(missing).dump() + " is not in model.vocab");
     }
     merges.push_back(BpeModel::Merge{left_it->second, right_it->second, merged_it->second});
@@ -260,8 +261,9 @@ Result<std::unique_ptr<Tokenizer::Impl>> Tokenizer::Impl::Create(std::string_vie
                                      std::tuple{"eos_token", "<｜end▁of▁sentence｜>", &impl->eos}}) {
     if (auto name = ConfigTokenName(config, key)) {
       *slot = lookup(*name);
-      if (!*slot) return InvalidArgumentError(std::string("tokenizer_config.json: ") + key + ": token " +
-                                              Json(*name).dump() + " is not in the vocabulary");
+      if (!*slot)
+        return InvalidArgumentError(std::string("tokenizer_config.json: ") + key + ": token " + Json(*name).dump() +
+                                    " is not in the vocabulary");
     } else {
       *slot = lookup(fallback);
     }
@@ -313,8 +315,8 @@ std::vector<int32_t> Tokenizer::Impl::Encode(std::string_view text, bool parse_s
       }
     }
     if (found->rstrip) {
-      while (token_end < text.size() && (text[token_end] == ' ' || text[token_end] == '\t' ||
-                                         text[token_end] == '\n' || text[token_end] == '\r')) {
+      while (token_end < text.size() && (text[token_end] == ' ' || text[token_end] == '\t' || text[token_end] == '\n' ||
+                                         text[token_end] == '\r')) {
         ++token_end;
       }
     }

@@ -27,8 +27,8 @@ Result<DeviceSelection> SelectDevice(std::string_view requested) {
   Result<cuda::DeviceInfo> info = cuda::ProbeDevice();
   if (info.ok()) {
     selection.device = Device::kCuda;
-    selection.detail = info->name + " (sm_" + std::to_string(info->sm_major) + std::to_string(info->sm_minor) +
-                       ", " + std::to_string(info->sm_count) + " SMs)";
+    selection.detail = info->name + " (sm_" + std::to_string(info->sm_major) + std::to_string(info->sm_minor) + ", " +
+                       std::to_string(info->sm_count) + " SMs)";
     return selection;
   }
   selection.note = "--device " + selection.requested + ": no usable CUDA device (" + info.status().message() +

@@ -31,7 +31,9 @@ const char* TypeName(const Json& value) {
   return "None";
 }
 
-[[noreturn]] void Fail(const std::string& where, const std::string& what) { throw py::value_error(where + ": " + what); }
+[[noreturn]] void Fail(const std::string& where, const std::string& what) {
+  throw py::value_error(where + ": " + what);
+}
 
 // object[key] as a string; "" when absent or None.
 std::string OptionalString(const Json& object, const char* key, const std::string& where) {
@@ -52,7 +54,8 @@ ChatToolCall ReadToolCall(const Json& call, const std::string& where) {
     std::string type = OptionalString(call, "type", where);
     if (!type.empty() && type != "function") Fail(where + ".type", "expected \"function\", got '" + type + "'");
     body_where = where + ".function";
-    if (!function->is_object()) Fail(body_where, std::string("expected a dict {name, arguments}, got ") + TypeName(*function));
+    if (!function->is_object())
+      Fail(body_where, std::string("expected a dict {name, arguments}, got ") + TypeName(*function));
     body = &*function;
   }
   parsed.name = OptionalString(*body, "name", body_where);
@@ -73,7 +76,8 @@ ChatMessage ReadMessage(const Json& message, size_t index) {
   parsed.reasoning_content = OptionalString(message, "reasoning_content", where);
   parsed.tool_call_id = OptionalString(message, "tool_call_id", where);
   const bool assistant = parsed.role == "assistant";
-  if (!assistant && !parsed.reasoning_content.empty()) Fail(where + ".reasoning_content", "only assistant messages have reasoning");
+  if (!assistant && !parsed.reasoning_content.empty())
+    Fail(where + ".reasoning_content", "only assistant messages have reasoning");
   if (auto calls = message.find("tool_calls"); calls != message.end() && !calls->is_null()) {
     if (!calls->is_array()) Fail(where + ".tool_calls", std::string("expected a list, got ") + TypeName(*calls));
     if (!assistant && !calls->empty()) Fail(where + ".tool_calls", "only assistant messages have tool calls");
@@ -87,7 +91,8 @@ ChatMessage ReadMessage(const Json& message, size_t index) {
 std::string EncodeChat(const py::object& messages, const py::object& tools, bool thinking, bool drop_thinking,
                        bool add_bos) {
   if (!py::isinstance<py::list>(messages) && !py::isinstance<py::tuple>(messages)) {
-    throw py::value_error("messages: expected a list of dicts, got " + std::string(py::str(messages.get_type().attr("__name__"))));
+    throw py::value_error("messages: expected a list of dicts, got " +
+                          std::string(py::str(messages.get_type().attr("__name__"))));
   }
   Json messages_json = PythonToJson(messages);
   std::vector<ChatMessage> parsed;
@@ -99,7 +104,8 @@ std::string EncodeChat(const py::object& messages, const py::object& tools, bool
   options.add_bos = add_bos;
   if (!tools.is_none()) {
     options.tools = PythonToJson(tools);
-    if (!options.tools.is_array()) throw py::value_error(std::string("tools: expected a list of tool specs, got ") + TypeName(options.tools));
+    if (!options.tools.is_array())
+      throw py::value_error(std::string("tools: expected a list of tool specs, got ") + TypeName(options.tools));
   }
   Result<std::string> text = inference::EncodeChat(parsed, options);
   if (!text.ok()) RaiseStatus(text.status());
@@ -129,11 +135,12 @@ py::dict ParseCompletion(const std::string& text, bool thinking) {
 
 void DefineChat(py::module_& module) {
   module.attr("DEFAULT_SYSTEM_PROMPT") = py::str(std::string(agents::kDefaultSystemPrompt));
-  module.def("encode_chat", &EncodeChat, py::arg("messages"), py::arg("tools") = py::none(), py::arg("thinking") = false,
-             py::arg("drop_thinking") = true, py::arg("add_bos") = true,
+  module.def("encode_chat", &EncodeChat, py::arg("messages"), py::arg("tools") = py::none(),
+             py::arg("thinking") = false, py::arg("drop_thinking") = true, py::arg("add_bos") = true,
              "Renders a conversation in the DeepSeek-V3.2 chat format byte for byte as the engine does.");
-  module.def("parse_completion", &ParseCompletion, py::arg("text"), py::arg("thinking") = false,
-             "Parses generated text: {content, reasoning_content, tool_calls: [{name, arguments}], finished, truncated}.");
+  module.def(
+      "parse_completion", &ParseCompletion, py::arg("text"), py::arg("thinking") = false,
+      "Parses generated text: {content, reasoning_content, tool_calls: [{name, arguments}], finished, truncated}.");
 }
 
 }  // namespace envforge::python

@@ -100,12 +100,13 @@ class Session {
   ToolResultView Call(const std::string& name, const py::kwargs& arguments) {
     CheckOpen();
     Json args = arguments ? PythonToJson(arguments) : Json::object();
-    return ToolResultView{CallOrRaise(*endpoint_, "tools/call", {{"session", id_}, {"name", name}, {"arguments", args}})};
+    return ToolResultView{
+        CallOrRaise(*endpoint_, "tools/call", {{"session", id_}, {"name", name}, {"arguments", args}})};
   }
   ToolResultView CallWith(const std::string& name, const py::dict& arguments) {
     CheckOpen();
-    return ToolResultView{
-        CallOrRaise(*endpoint_, "tools/call", {{"session", id_}, {"name", name}, {"arguments", PythonToJson(arguments)}})};
+    return ToolResultView{CallOrRaise(*endpoint_, "tools/call",
+                                      {{"session", id_}, {"name", name}, {"arguments", PythonToJson(arguments)}})};
   }
   py::object Submit(const py::object& answer) {
     CheckOpen();
@@ -148,7 +149,9 @@ class Session {
 class Connection {
  public:
   explicit Connection(std::shared_ptr<Endpoint> endpoint) : endpoint_(std::move(endpoint)) {}
-  py::object Envs() { return JsonToPython(CallOrRaise(*endpoint_, "envs/list", Json::object()).value("envs", Json::array())); }
+  py::object Envs() {
+    return JsonToPython(CallOrRaise(*endpoint_, "envs/list", Json::object()).value("envs", Json::array()));
+  }
   py::object Env(const std::string& env) { return JsonToPython(CallOrRaise(*endpoint_, "envs/get", {{"env", env}})); }
   py::object Tasks(const std::string& env) {
     return JsonToPython(CallOrRaise(*endpoint_, "tasks/list", {{"env", env}}).value("tasks", Json::array()));
@@ -191,7 +194,8 @@ Connection MakeRuntime(const std::string& envs_dir, std::optional<std::string> t
 Connection MakeClient(const std::string& url, std::optional<std::string> token, double timeout_s) {
   Result<std::shared_ptr<Endpoint>> endpoint = [&] {
     py::gil_scoped_release release;
-    return MakeClientEndpoint(url, token.value_or(""), std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+    return MakeClientEndpoint(url, token.value_or(""),
+                              std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
   }();
   if (!endpoint.ok()) RaiseRpcError(FailureFromStatus(endpoint.status()));
   return Connection(std::move(endpoint).value());
@@ -199,7 +203,8 @@ Connection MakeClient(const std::string& url, std::optional<std::string> token, 
 
 template <typename T>
 void AddContextManager(py::class_<T>& cls) {
-  cls.def("__enter__", [](T& self) -> T& { return self; }, py::return_value_policy::reference_internal);
+  cls.def(
+      "__enter__", [](T& self) -> T& { return self; }, py::return_value_policy::reference_internal);
   cls.def("__exit__", [](T& self, const py::object&, const py::object&, const py::object&) {
     self.Close();
     return false;
@@ -226,7 +231,8 @@ class RpcError(Exception):
     @property
     def retryable(self):
         return bool(isinstance(self.data, dict) and self.data.get("retryable"))
-)", py::globals(), scope);
+)",
+           py::globals(), scope);
   RpcErrorType() = scope["RpcError"];
   RpcErrorType().attr("__module__") = "envforge";
   m.attr("RpcError") = RpcErrorType();
@@ -234,11 +240,15 @@ class RpcError(Exception):
   py::class_<ToolResultView>(m, "ToolResult", "The typed result of one tool call (ARCHITECTURE.md, outcomes).")
       .def_property_readonly("outcome", &ToolResultView::outcome)
       .def_property_readonly("ok", &ToolResultView::ok)
-      .def_property_readonly("content", [](const ToolResultView& r) { return JsonToPython(r.json.value("content", Json())); })
+      .def_property_readonly("content",
+                             [](const ToolResultView& r) { return JsonToPython(r.json.value("content", Json())); })
       .def_property_readonly("message", [](const ToolResultView& r) { return r.json.value("message", std::string()); })
-      .def_property_readonly("limit", [](const ToolResultView& r) { return JsonToPython(r.json.value("limit", Json())); })
-      .def_property_readonly("session_alive", [](const ToolResultView& r) { return r.json.value("session_alive", true); })
-      .def_property_readonly("duration_us", [](const ToolResultView& r) { return r.json.value("duration_us", int64_t{0}); })
+      .def_property_readonly("limit",
+                             [](const ToolResultView& r) { return JsonToPython(r.json.value("limit", Json())); })
+      .def_property_readonly("session_alive",
+                             [](const ToolResultView& r) { return r.json.value("session_alive", true); })
+      .def_property_readonly("duration_us",
+                             [](const ToolResultView& r) { return r.json.value("duration_us", int64_t{0}); })
       .def_property_readonly("message_text", &ToolResultView::MessageText,
                              "The text the rollout loop puts in the tool message for this result (what a model reads).")
       .def("to_dict", [](const ToolResultView& r) { return JsonToPython(r.json); })

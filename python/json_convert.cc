@@ -72,8 +72,7 @@ Json PythonToJsonAt(py::handle object, int depth) {
   if (py::isinstance<py::dict>(object) || py::isinstance<py::list>(object) || py::isinstance<py::tuple>(object)) {
     return PythonContainerToJson(object, depth + 1);
   }
-  throw py::type_error("cannot convert " + std::string(py::str(py::type::of(object).attr("__name__"))) +
-                       " to JSON");
+  throw py::type_error("cannot convert " + std::string(py::str(py::type::of(object).attr("__name__"))) + " to JSON");
 }
 
 }  // namespace

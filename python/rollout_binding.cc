@@ -23,7 +23,8 @@ namespace envforge::python {
 namespace {
 
 // Opens the bundle named `env` under envs_dir in the manager; returns its id.
-Result<std::string> OpenNamedEnvironment(sandbox::SessionManager& manager, const std::string& envs_dir, const std::string& env) {
+Result<std::string> OpenNamedEnvironment(sandbox::SessionManager& manager, const std::string& envs_dir,
+                                         const std::string& env) {
   if (fs::is_regular_file(env)) return manager.OpenEnvironment(env);
   std::error_code error;
   if (!fs::is_directory(envs_dir, error)) return InvalidArgumentError("envs_dir '" + envs_dir + "' is not a directory");
@@ -37,7 +38,8 @@ Result<std::string> OpenNamedEnvironment(sandbox::SessionManager& manager, const
   }
   std::string known;
   for (const std::string& name : names) known += (known.empty() ? "" : ", ") + name;
-  return NotFoundError("no environment '" + env + "' in " + envs_dir + " (it holds: " + (known.empty() ? "none" : known) + ")");
+  return NotFoundError("no environment '" + env + "' in " + envs_dir +
+                       " (it holds: " + (known.empty() ? "none" : known) + ")");
 }
 
 struct RolloutArgs {
@@ -92,12 +94,13 @@ Json RunRollout(RolloutArgs args) {
 void DefineRollout(py::module_& module) {
   module.def(
       "rollout",
-      [](const std::string& envs_dir, const std::string& env, std::optional<std::string> task, const std::string& backend,
-         int64_t n, const std::string& model, bool thinking, int64_t max_turns, int64_t max_tokens, int64_t max_tokens_per_turn,
-         double temperature, double top_p, int64_t top_k, uint64_t seed, const std::string& context_strategy,
-         int64_t context_window, int64_t max_invalid_calls, double episode_timeout, int64_t concurrency,
-         std::optional<std::string> trajectories) {
-        RolloutArgs args{envs_dir, env, backend, model, context_strategy, trajectories.value_or(""), std::move(task), {}};
+      [](const std::string& envs_dir, const std::string& env, std::optional<std::string> task,
+         const std::string& backend, int64_t n, const std::string& model, bool thinking, int64_t max_turns,
+         int64_t max_tokens, int64_t max_tokens_per_turn, double temperature, double top_p, int64_t top_k,
+         uint64_t seed, const std::string& context_strategy, int64_t context_window, int64_t max_invalid_calls,
+         double episode_timeout, int64_t concurrency, std::optional<std::string> trajectories) {
+        RolloutArgs args{envs_dir,        env, backend, model, context_strategy, trajectories.value_or(""),
+                         std::move(task), {}};
         agents::RolloutOptions& o = args.options;
         o.n = n;
         o.thinking = thinking;
@@ -119,11 +122,12 @@ void DefineRollout(py::module_& module) {
         }
         return JsonToPython(result);
       },
-      py::arg("envs_dir"), py::arg("env"), py::arg("task") = py::none(), py::kw_only(), py::arg("backend"), py::arg("n") = 1,
-      py::arg("model") = "", py::arg("thinking") = false, py::arg("max_turns") = 32, py::arg("max_tokens") = 16384,
-      py::arg("max_tokens_per_turn") = 2048, py::arg("temperature") = 1.0, py::arg("top_p") = 1.0, py::arg("top_k") = 0,
-      py::arg("seed") = 0, py::arg("context_strategy") = "none", py::arg("context_window") = 0, py::arg("max_invalid_calls") = 3,
-      py::arg("episode_timeout") = 600.0, py::arg("concurrency") = 0, py::arg("trajectories") = py::none(),
+      py::arg("envs_dir"), py::arg("env"), py::arg("task") = py::none(), py::kw_only(), py::arg("backend"),
+      py::arg("n") = 1, py::arg("model") = "", py::arg("thinking") = false, py::arg("max_turns") = 32,
+      py::arg("max_tokens") = 16384, py::arg("max_tokens_per_turn") = 2048, py::arg("temperature") = 1.0,
+      py::arg("top_p") = 1.0, py::arg("top_k") = 0, py::arg("seed") = 0, py::arg("context_strategy") = "none",
+      py::arg("context_window") = 0, py::arg("max_invalid_calls") = 3, py::arg("episode_timeout") = 600.0,
+      py::arg("concurrency") = 0, py::arg("trajectories") = py::none(),
       "Plays a task (or every task) n times with a backend (embedded:DIR, openai:URL, scripted:FILE); returns pass@k, "
       "mean turns and tokens, outcomes and the episode ids.");
 }

@@ -16,8 +16,8 @@ RpcOutcome OutcomeFromResponse(const Json& response) {
   RpcOutcome outcome;
   if (response.contains("error")) {
     const Json& error = response["error"];
-    outcome.failure = RpcFailure{error.value("code", static_cast<int>(kRpcInternalError)), error.value("message", std::string("error")),
-                                 error.value("data", Json())};
+    outcome.failure = RpcFailure{error.value("code", static_cast<int>(kRpcInternalError)),
+                                 error.value("message", std::string("error")), error.value("data", Json())};
   } else {
     outcome.result = response.value("result", Json());
   }
@@ -80,8 +80,8 @@ class ClientEndpoint final : public Endpoint {
     if (reply.error) return {Json(), RpcFailure{reply.error->code, reply.error->message, reply.error->data}};
     if (!reply.transport.ok()) {
       // No answer came: the call may or may not have run; the trainer decides whether to retry.
-      return {Json(), RpcFailure{kRpcInfraError, reply.transport.message(),
-                                 Json{{"kind", "transport"}, {"retryable", true}}}};
+      return {Json(),
+              RpcFailure{kRpcInfraError, reply.transport.message(), Json{{"kind", "transport"}, {"retryable", true}}}};
     }
     return {std::move(reply.result), std::nullopt};
   }

@@ -539,10 +539,8 @@ int SchemaAuthorizer(void* context, int action, const char* arg1, const char* ar
     return SQLITE_DENY;
   };
   switch (action) {
-    case SQLITE_ATTACH:
-      return refuse("ATTACH is not allowed in schema.sql");
-    case SQLITE_DETACH:
-      return refuse("DETACH is not allowed in schema.sql");
+    case SQLITE_ATTACH: return refuse("ATTACH is not allowed in schema.sql");
+    case SQLITE_DETACH: return refuse("DETACH is not allowed in schema.sql");
     case SQLITE_PRAGMA: {
       std::string name = a1;
       std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -556,8 +554,7 @@ int SchemaAuthorizer(void* context, int action, const char* arg1, const char* ar
     case SQLITE_FUNCTION:
       if (a2 == "load_extension" || a2 == "fts3_tokenizer") return refuse(a2 + "() is not allowed in schema.sql");
       return SQLITE_OK;
-    default:
-      return SQLITE_OK;
+    default: return SQLITE_OK;
   }
 }
 
@@ -608,8 +605,8 @@ bool RunSchemaSql(Database& db, const std::string& sql, const PackBudget& budget
       std::string spent = BudgetProblem(handle, rc, budget, "running this statement");
       budget_spent = !spent.empty();
       std::string message = !guard.refusal.empty() ? guard.refusal
-                            : budget_spent        ? spent
-                                                  : std::string(sqlite3_errmsg(handle));
+                            : budget_spent         ? spent
+                                                   : std::string(sqlite3_errmsg(handle));
       problems->Add("schema.sql", line, std::move(message));
     };
     if (rc != SQLITE_OK) {
@@ -747,7 +744,8 @@ void CheckTools(const Sources& sources, const std::vector<AnalyzedTool>& tools, 
     } else if (name == toolsets::kSubmitResultTool) {
       problems->Add("tools.py", tool.line, "tool name 'submit_result' is reserved for the runtime");
     } else if (sources.interpreter() && toolsets::IsInterpreterTool(name)) {
-      problems->Add("tools.py", tool.line, "tool name '" + name + "' is reserved for the kernel in interpreter environments");
+      problems->Add("tools.py", tool.line,
+                    "tool name '" + name + "' is reserved for the kernel in interpreter environments");
     } else if (!seen.insert(name).second) {
       problems->Add("tools.py", tool.line, "tool '" + name + "' is defined twice");
     }
@@ -855,7 +853,8 @@ Result<std::vector<AnalyzedTool>> RunAnalyzeInBudget(const std::string& source_d
     worker = *found;
   }
   std::chrono::milliseconds left = budget.Remaining();
-  if (left.count() == 0) return InvalidArgumentError("cannot pack " + source_dir + ": " + budget.TimeSpent("before " + where));
+  if (left.count() == 0)
+    return InvalidArgumentError("cannot pack " + source_dir + ": " + budget.TimeSpent("before " + where));
   bool budget_binds = left < options.analyze_timeout;
   auto tools = RunAnalyze(worker, sources, std::min(options.analyze_timeout, left), problems);
   if (!tools.ok() && budget_binds && Clock::now() >= budget.deadline) {
@@ -942,7 +941,8 @@ Result<std::vector<std::string>> AnalyzeBundleSources(const EnvBundle& bundle, c
   } else {
     for (size_t i = 0; i < tools.size(); ++i) {
       if (stored[i]->spec.name != tools[i].spec.name || stored[i]->spec.input_schema != tools[i].spec.input_schema) {
-        found.push_back("_tools entry " + stored[i]->spec.name + " does not match tools_module's " + tools[i].spec.name);
+        found.push_back("_tools entry " + stored[i]->spec.name + " does not match tools_module's " +
+                        tools[i].spec.name);
       }
     }
   }
@@ -955,7 +955,8 @@ Status PackEnvironment(const std::string& source_dir, const std::string& output_
   if (!fs::is_directory(root, ec)) return NotFoundError("environment source directory not found: " + source_dir);
   if (!options.provenance.is_object()) return InvalidArgumentError("PackOptions::provenance must be a JSON object");
   if (output_path.empty()) return InvalidArgumentError("empty output path");
-  if (options.max_time.count() <= 0) return InvalidArgumentError("PackOptions::max_time (--max-seconds) must be positive");
+  if (options.max_time.count() <= 0)
+    return InvalidArgumentError("PackOptions::max_time (--max-seconds) must be positive");
   if (options.max_bytes == 0) return InvalidArgumentError("PackOptions::max_bytes (--max-bytes) must be positive");
   PackBudget budget{Clock::now() + options.max_time, options.max_time, options.max_bytes};
   fs::path output(output_path);

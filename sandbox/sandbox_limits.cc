@@ -60,10 +60,14 @@ Status ValidateLimits(const SandboxLimits& limits) {
 }
 
 Json ToJson(const SandboxLimits& limits) {
-  return Json{{"wall_time_ms", limits.wall_time.count()},    {"kill_grace_ms", limits.kill_grace.count()},
-              {"cpu_seconds", limits.cpu_seconds},           {"memory_bytes", limits.memory_bytes},
-              {"max_output_bytes", limits.max_output_bytes}, {"max_processes", limits.max_processes},
-              {"max_file_bytes", limits.max_file_bytes},     {"max_open_files", limits.max_open_files},
+  return Json{{"wall_time_ms", limits.wall_time.count()},
+              {"kill_grace_ms", limits.kill_grace.count()},
+              {"cpu_seconds", limits.cpu_seconds},
+              {"memory_bytes", limits.memory_bytes},
+              {"max_output_bytes", limits.max_output_bytes},
+              {"max_processes", limits.max_processes},
+              {"max_file_bytes", limits.max_file_bytes},
+              {"max_open_files", limits.max_open_files},
               {"disk_bytes", limits.disk_bytes}};
 }
 
@@ -76,10 +80,9 @@ Json ToWireLimits(const SandboxLimits& limits, const std::string& scratch_dir) {
 
 Result<SandboxLimits> SandboxLimitsFromJson(const Json& json, const SandboxLimits& base) {
   if (!json.is_object()) return InvalidArgumentError("limits: expected a JSON object, got " + DumpJson(json));
-  static constexpr const char* kKnown[] = {"wall_time_ms",   "kill_grace_ms",    "cpu_seconds",
-                                           "memory_bytes",   "max_output_bytes", "max_processes",
-                                           "max_file_bytes", "max_open_files",   "disk_bytes",
-                                           "scratch_dir"};
+  static constexpr const char* kKnown[] = {"wall_time_ms",     "kill_grace_ms", "cpu_seconds",    "memory_bytes",
+                                           "max_output_bytes", "max_processes", "max_file_bytes", "max_open_files",
+                                           "disk_bytes",       "scratch_dir"};
   for (auto it = json.begin(); it != json.end(); ++it) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return it.key() == k; }) ==
         std::end(kKnown)) {

@@ -39,9 +39,9 @@ struct SearchTaskSource {
 };
 
 struct SearchSources {
-  Json env;      // env.json, checked
-  Json backend;  // search.json or the default, checked, corpus rewritten to kCorpusFilePath
-  std::string corpus_image;  // offline: the corpus database, serialized
+  Json env;                             // env.json, checked
+  Json backend;                         // search.json or the default, checked, corpus rewritten to kCorpusFilePath
+  std::string corpus_image;             // offline: the corpus database, serialized
   std::vector<SearchTaskSource> tasks;  // sorted by id
 };
 
@@ -56,7 +56,8 @@ bool IsIgnoredName(const std::string& name) { return name.starts_with(".") || na
 std::optional<Json> ReadJsonSource(const fs::path& root, const std::string& rel, std::vector<std::string>* problems) {
   Result<std::string> text = ReadFileToString((root / rel).string());
   if (!text.ok()) {
-    problems->push_back(rel + ": " + (text.status().code() == StatusCode::kNotFound ? "missing" : text.status().message()));
+    problems->push_back(rel + ": " +
+                        (text.status().code() == StatusCode::kNotFound ? "missing" : text.status().message()));
     return std::nullopt;
   }
   Result<Json> json = ParseJson(*text, rel);
@@ -78,7 +79,8 @@ void CheckEnvJson(const fs::path& root, SearchSources* sources, std::vector<std:
   auto problem = [&](const std::string& message) { problems->push_back("env.json: " + message); };
   for (const auto& [key, value] : env->items()) {
     static const std::set<std::string> kKnown = {"name", "kind", "category", "description", "provenance"};
-    if (!kKnown.contains(key)) problem("unknown key '" + key + "' (allowed: name, kind, category, description, provenance)");
+    if (!kKnown.contains(key))
+      problem("unknown key '" + key + "' (allowed: name, kind, category, description, provenance)");
   }
   for (const char* key : {"name", "category", "description"}) {
     auto it = env->find(key);
@@ -140,12 +142,14 @@ void ReadBackend(const fs::path& root, uint64_t max_bytes, SearchSources* source
   sources->backend = search::ToJson(*parsed);
 }
 
-void CheckTaskJson(const std::string& rel, const Json& json, SearchTaskSource* task, std::vector<std::string>* problems) {
+void CheckTaskJson(const std::string& rel, const Json& json, SearchTaskSource* task,
+                   std::vector<std::string>* problems) {
   auto problem = [&](const std::string& message) { problems->push_back(rel + ": " + message); };
   if (!json.is_object()) return problem("must be a JSON object");
   static const std::set<std::string> kKnown = {"prompt", "answer", "aliases", "difficulty", "knobs"};
   for (const auto& [key, value] : json.items()) {
-    if (!kKnown.contains(key)) problem("unknown key '" + key + "' (allowed: prompt, answer, aliases, difficulty, knobs)");
+    if (!kKnown.contains(key))
+      problem("unknown key '" + key + "' (allowed: prompt, answer, aliases, difficulty, knobs)");
   }
   auto prompt = json.find("prompt");
   if (prompt == json.end() || !prompt->is_string() ||
@@ -253,24 +257,26 @@ Status WriteBundle(Database& db, const SearchSources& sources, const Json& prove
   for (const char* key : {"name", "category", "description"}) {
     ENVFORGE_RETURN_IF_ERROR(Insert(db, kEnvSql, {std::string(key), sources.env.at(key).get<std::string>()}));
   }
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"kind", "search"}, {"format_version", std::to_string(kBundleFormatVersion)},
-           {"provenance", DumpJson(provenance)}, {"tools_module", ""}}) {
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"kind", "search"},
+                                                        {"format_version", std::to_string(kBundleFormatVersion)},
+                                                        {"provenance", DumpJson(provenance)},
+                                                        {"tools_module", ""}}) {
     ENVFORGE_RETURN_IF_ERROR(Insert(db, kEnvSql, {key, value}));
   }
   std::vector<toolsets::ToolSpec> tools = toolsets::SearchToolSpecs();
   tools.push_back(toolsets::SubmitResultSpec());
   for (size_t i = 0; i < tools.size(); ++i) {
-    ENVFORGE_RETURN_IF_ERROR(Insert(db, "INSERT INTO _tools VALUES (?, ?, ?, ?, '', 1)",
-                                    {static_cast<int64_t>(i), tools[i].name, tools[i].description,
-                                     DumpJson(tools[i].input_schema)}));
+    ENVFORGE_RETURN_IF_ERROR(
+        Insert(db, "INSERT INTO _tools VALUES (?, ?, ?, ?, '', 1)",
+               {static_cast<int64_t>(i), tools[i].name, tools[i].description, DumpJson(tools[i].input_schema)}));
   }
   for (const SearchTaskSource& task : sources.tasks) {
-    ENVFORGE_RETURN_IF_ERROR(Insert(db,
-                                    "INSERT INTO _tasks(id, prompt, answer_schema, solution_source, verifier_source,"
-                                    " oracle_source, difficulty, knobs, version) VALUES(?, ?, ?, '', '', NULL, ?, ?, '')",
-                                    {task.id, task.prompt, DumpJson(toolsets::SearchAnswerSchema()), task.difficulty,
-                                     DumpJson(task.knobs)}));
+    ENVFORGE_RETURN_IF_ERROR(Insert(
+        db,
+        "INSERT INTO _tasks(id, prompt, answer_schema, solution_source, verifier_source,"
+        " oracle_source, difficulty, knobs, version) VALUES(?, ?, ?, '', '', NULL, ?, ?, '')",
+        {task.id, task.prompt, DumpJson(toolsets::SearchAnswerSchema()), task.difficulty, DumpJson(task.knobs)}));
     ENVFORGE_RETURN_IF_ERROR(Insert(db, "INSERT INTO _files(path, data) VALUES(?, ?)",
                                     {kAnswersDir + task.id + ".json", Blob(DumpJson(search::ToJson(task.key)))}));
     if (task.solution) {
@@ -281,8 +287,8 @@ Status WriteBundle(Database& db, const SearchSources& sources, const Json& prove
   ENVFORGE_RETURN_IF_ERROR(Insert(db, "INSERT INTO _files(path, data) VALUES(?, ?)",
                                   {std::string(kSearchBackendFilePath), Blob(DumpJson(sources.backend))}));
   if (!sources.corpus_image.empty()) {
-    ENVFORGE_RETURN_IF_ERROR(
-        Insert(db, "INSERT INTO _files(path, data) VALUES(?, ?)", {std::string(kCorpusFilePath), Blob(sources.corpus_image)}));
+    ENVFORGE_RETURN_IF_ERROR(Insert(db, "INSERT INTO _files(path, data) VALUES(?, ?)",
+                                    {std::string(kCorpusFilePath), Blob(sources.corpus_image)}));
   }
   // The content hash, then every task's version from it (versions are outside the hash).
   ENVFORGE_ASSIGN_OR_RETURN(std::string hash, internal::ContentHashOf(db));
@@ -290,7 +296,8 @@ Status WriteBundle(Database& db, const SearchSources& sources, const Json& prove
   for (const SearchTaskSource& task : sources.tasks) {
     TaskRecord record;
     record.prompt = task.prompt;
-    ENVFORGE_RETURN_IF_ERROR(Insert(db, "UPDATE _tasks SET version = ? WHERE id = ?", {TaskVersion(hash, record), task.id}));
+    ENVFORGE_RETURN_IF_ERROR(
+        Insert(db, "UPDATE _tasks SET version = ? WHERE id = ?", {TaskVersion(hash, record), task.id}));
   }
   return Status::Ok();
 }
@@ -354,9 +361,11 @@ Result<SearchBundle> LoadSearchBundle(const std::string& envdb_path) {
   Result<std::string> backend_text = ReadBundleFile(db, envdb_path, kSearchBackendFilePath);
   if (!backend_text.ok()) return DataLossError(backend_text.status().message() + " (not a search bundle?)");
   Result<Json> backend_json = ParseJson(*backend_text, kSearchBackendFilePath);
-  Result<search::SearchBackendConfig> backend =
-      backend_json.ok() ? search::ParseSearchConfig(*backend_json) : Result<search::SearchBackendConfig>(backend_json.status());
-  if (!backend.ok()) return DataLossError(envdb_path + ": " + kSearchBackendFilePath + ": " + backend.status().message());
+  Result<search::SearchBackendConfig> backend = backend_json.ok()
+                                                    ? search::ParseSearchConfig(*backend_json)
+                                                    : Result<search::SearchBackendConfig>(backend_json.status());
+  if (!backend.ok())
+    return DataLossError(envdb_path + ": " + kSearchBackendFilePath + ": " + backend.status().message());
   bundle.backend = std::move(*backend);
   ENVFORGE_ASSIGN_OR_RETURN(Statement tasks, db.Prepare("SELECT id FROM _tasks ORDER BY id"));
   std::vector<std::string> ids;
@@ -369,16 +378,19 @@ Result<SearchBundle> LoadSearchBundle(const std::string& envdb_path) {
     const std::string path = kAnswersDir + id + ".json";
     Result<std::string> text = ReadBundleFile(db, envdb_path, path);
     Result<Json> json = text.ok() ? ParseJson(*text, path) : Result<Json>(text.status());
-    Result<search::AnswerKey> key = json.ok() ? search::AnswerKeyFromJson(*json) : Result<search::AnswerKey>(json.status());
+    Result<search::AnswerKey> key =
+        json.ok() ? search::AnswerKeyFromJson(*json) : Result<search::AnswerKey>(json.status());
     if (!key.ok()) return DataLossError(envdb_path + ": task '" + id + "': answer key: " + key.status().message());
     bundle.answers.emplace(id, std::move(*key));
     const std::string solution_path = kSolutionsDir + id + ".json";
     Result<std::string> solution_text = ReadBundleFile(db, envdb_path, solution_path);
     if (!solution_text.ok() && solution_text.status().code() == StatusCode::kNotFound) continue;
-    Result<Json> solution_json = solution_text.ok() ? ParseJson(*solution_text, solution_path) : Result<Json>(solution_text.status());
-    Result<search::SolutionPath> solution =
-        solution_json.ok() ? search::SolutionPathFromJson(*solution_json) : Result<search::SolutionPath>(solution_json.status());
-    if (!solution.ok()) return DataLossError(envdb_path + ": task '" + id + "': solution path: " + solution.status().message());
+    Result<Json> solution_json =
+        solution_text.ok() ? ParseJson(*solution_text, solution_path) : Result<Json>(solution_text.status());
+    Result<search::SolutionPath> solution = solution_json.ok() ? search::SolutionPathFromJson(*solution_json)
+                                                               : Result<search::SolutionPath>(solution_json.status());
+    if (!solution.ok())
+      return DataLossError(envdb_path + ": task '" + id + "': solution path: " + solution.status().message());
     bundle.solutions.emplace(id, std::move(*solution));
   }
   return bundle;

@@ -73,7 +73,7 @@ struct SearchBundle {
   // The backend. Offline: corpus is kCorpusFilePath, which names the bundle's copy (see
   // ExtractSearchCorpus), not a file.
   search::SearchBackendConfig backend;
-  std::map<std::string, search::AnswerKey> answers;  // by task id; every task has one
+  std::map<std::string, search::AnswerKey> answers;       // by task id; every task has one
   std::map<std::string, search::SolutionPath> solutions;  // by task id; only tasks that have one
 };
 

@@ -15,15 +15,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Status WriteJson(const fs::path& path, const Json& json) { return WriteFileAtomically(path.string(), json.dump(2) + "\n"); }
+Status WriteJson(const fs::path& path, const Json& json) {
+  return WriteFileAtomically(path.string(), json.dump(2) + "\n");
+}
 
 std::string DefaultDescription(const std::vector<search::SynthQuestion>& questions, const std::string& corpus_path) {
   std::set<int> hops;
   for (const auto& question : questions) hops.insert(question.hops);
   std::string list;
   for (int h : hops) list += (list.empty() ? "" : ", ") + std::to_string(h);
-  return std::to_string(questions.size()) + " multi-hop questions (hops " + list + ") synthesized offline from the corpus " +
-         fs::path(corpus_path).filename().string() + " by envforge search synth";
+  return std::to_string(questions.size()) + " multi-hop questions (hops " + list +
+         ") synthesized offline from the corpus " + fs::path(corpus_path).filename().string() +
+         " by envforge search synth";
 }
 
 }  // namespace
@@ -37,11 +40,12 @@ Status WriteSynthesizedSearchSource(const std::vector<search::SynthQuestion>& qu
   Json provenance = options.provenance;
   provenance["generator"] = "envforge search synth";
   provenance["corpus"] = fs::absolute(corpus_path).lexically_normal().string();
-  Json env = {{"name", options.name},
-              {"kind", "search"},
-              {"category", "search"},
-              {"description", options.description.empty() ? DefaultDescription(questions, corpus_path) : options.description},
-              {"provenance", provenance}};
+  Json env = {
+      {"name", options.name},
+      {"kind", "search"},
+      {"category", "search"},
+      {"description", options.description.empty() ? DefaultDescription(questions, corpus_path) : options.description},
+      {"provenance", provenance}};
   ENVFORGE_RETURN_IF_ERROR(WriteJson(fs::path(dir) / "env.json", env));
   const fs::path corpus_copy = fs::path(dir) / "corpus.sqlite";
   fs::create_hard_link(corpus_path, corpus_copy, ec);
@@ -69,7 +73,8 @@ Status PackSynthesizedSearchEnvironment(const std::vector<search::SynthQuestion>
   if (questions.empty()) return InvalidArgumentError("search synth: no question to pack");
   std::error_code ec;
   const fs::path parent = fs::absolute(output_path).parent_path();
-  if (!fs::is_directory(parent, ec)) return NotFoundError("search synth: the directory of " + output_path + " does not exist");
+  if (!fs::is_directory(parent, ec))
+    return NotFoundError("search synth: the directory of " + output_path + " does not exist");
   const std::string source = output_path + ".source." + std::to_string(::getpid());
   ScopedCleanupPath cleanup(source, CleanupKind::kTree);
   fs::remove_all(source, ec);

@@ -17,7 +17,7 @@ namespace envforge::sandbox {
 
 struct SynthBundleOptions {
   std::string name = "search_synth";
-  std::string description;  // "" : one naming the corpus and hop counts
+  std::string description;           // "" : one naming the corpus and hop counts
   Json provenance = Json::object();  // merged into env.json's provenance (generator, seed, ...)
 };
 

@@ -82,7 +82,8 @@ bool KernelServesEveryCall(const Environment& env) {
 
 // A code session's commands run under the session's limits where they are tighter than a test
 // suite needs: memory and processes at least what builds take (a JVM, go test, make -j4).
-code::CodeWorkspaceOptions CodeWorkspaceOptionsFor(const SandboxLimits& limits, const std::filesystem::path& scratch_root) {
+code::CodeWorkspaceOptions CodeWorkspaceOptionsFor(const SandboxLimits& limits,
+                                                   const std::filesystem::path& scratch_root) {
   code::CodeWorkspaceOptions options;
   options.scratch_root = scratch_root;
   for (code::CommandLimits* command : {&options.command_limits, &options.test_limits}) {
@@ -94,8 +95,11 @@ code::CodeWorkspaceOptions CodeWorkspaceOptionsFor(const SandboxLimits& limits, 
 
 // A verdict for submit_result from a code submission's grade.
 Json CodeVerdict(const code::SubmissionGrade& grade, const std::string& version, size_t diff_bytes) {
-  return Json{{"passed", grade.resolved}, {"score", grade.resolved ? 1.0 : 0.0}, {"reasons", grade.failing},
-              {"verifier_version", version}, {"diff_bytes", diff_bytes}};
+  return Json{{"passed", grade.resolved},
+              {"score", grade.resolved ? 1.0 : 0.0},
+              {"reasons", grade.failing},
+              {"verifier_version", version},
+              {"diff_bytes", diff_bytes}};
 }
 
 // The verdict JSON of submit_result, of a search task (as DoSubmit writes a verifier's).
@@ -143,15 +147,18 @@ Result<SolveOutput> RunKernelSolution(jupyter::KernelSession* kernel, const std:
   if (ran.outcome == Outcome::kTimeout) return DeadlineExceededError("gold solution: " + ran.message);
   if (ran.outcome == Outcome::kInfraError) return InternalError("gold solution: " + ran.message);
   if (ran.outcome != Outcome::kOk) return FailedPreconditionError("gold solution failed: " + ran.message);
-  toolsets::ToolResult read = kernel->Call(
-      {"answer", std::string(toolsets::kExecuteTool),
-       {{"code", "import json as _envforge_json\nprint(_envforge_json.dumps(answer), end='')"}}});
+  toolsets::ToolResult read =
+      kernel->Call({"answer",
+                    std::string(toolsets::kExecuteTool),
+                    {{"code", "import json as _envforge_json\nprint(_envforge_json.dumps(answer), end='')"}}});
   if (read.outcome != Outcome::kOk) {
-    return FailedPreconditionError("gold solution: no JSON-serialisable variable `answer` after it ran (" + read.message + ")");
+    return FailedPreconditionError("gold solution: no JSON-serialisable variable `answer` after it ran (" +
+                                   read.message + ")");
   }
   std::string text;
   for (const Json& output : read.content["outputs"]) {
-    if (output.value("output_type", "") == "stream" && output.value("name", "") == "stdout") text += output.value("text", "");
+    if (output.value("output_type", "") == "stream" && output.value("name", "") == "stdout")
+      text += output.value("text", "");
   }
   Result<Json> answer = ParseJson(text, "the solution's answer");
   if (!answer.ok()) return FailedPreconditionError("gold solution: " + answer.status().message());
@@ -335,10 +342,10 @@ class SessionManager::Impl {
   std::map<std::string, std::shared_ptr<ZygoteProcess>> zygotes_;  // by environment id
   SessionId next_id_ = 1;
   SessionId next_judge_id_ = kFirstJudgeId;
-  uint64_t next_zygote_root_ = 1;         // <scratch_root>/e<n>, one per zygote launched
-  std::vector<std::string> zygote_roots_;  // removed by the destructor
+  uint64_t next_zygote_root_ = 1;             // <scratch_root>/e<n>, one per zygote launched
+  std::vector<std::string> zygote_roots_;     // removed by the destructor
   std::atomic<uint64_t> next_search_env_{0};  // search environments' corpus directories, by opening
-  std::atomic<uint64_t> next_code_pool_{0};  // code environments' working copy pools, by opening
+  std::atomic<uint64_t> next_code_pool_{0};   // code environments' working copy pools, by opening
   size_t live_ = 0;
   size_t judges_ = 0;  // judge processes starting or judging
   ManagerStats stats_;
@@ -597,14 +604,16 @@ void SessionManager::Impl::MaybeFinishCreate(const std::shared_ptr<Session>& ses
 void SessionManager::Impl::StartCode(const std::shared_ptr<Session>& session) {
   session->code = std::make_unique<internal::CodeRunner>();
   std::weak_ptr<Session> weak = session;
-  const std::filesystem::path dir = std::filesystem::path(options_.scratch_root) / ("code-s" + std::to_string(session->id));
+  const std::filesystem::path dir =
+      std::filesystem::path(options_.scratch_root) / ("code-s" + std::to_string(session->id));
   session->code->Start(session->env->bundle.path, session->task_id, session->env->code_copies, dir,
                        CodeWorkspaceOptionsFor(session->limits, options_.kernel_scratch_root), CodeStarted(session));
 }
 
 void SessionManager::Impl::StartCodeFork(Session& parent, const std::shared_ptr<Session>& child) {
   child->code = std::make_unique<internal::CodeRunner>();
-  const std::filesystem::path dir = std::filesystem::path(options_.scratch_root) / ("code-s" + std::to_string(child->id));
+  const std::filesystem::path dir =
+      std::filesystem::path(options_.scratch_root) / ("code-s" + std::to_string(child->id));
   code::CodeWorkspaceOptions options = CodeWorkspaceOptionsFor(child->limits, options_.kernel_scratch_root);
   options.discard = [copies = child->env->code_copies](const std::filesystem::path& used) { copies->Discard(used); };
   child->code->StartFork(*parent.code, child->env->code_copies, dir, std::move(options), CodeStarted(child));
@@ -627,15 +636,17 @@ std::function<void(Status)> SessionManager::Impl::CodeStarted(const std::shared_
 void SessionManager::Impl::StartKernel(const std::shared_ptr<Session>& session) {
   session->kernel = std::make_unique<internal::KernelRunner>();
   std::weak_ptr<Session> weak = session;
-  session->kernel->Start(*session->env->kernels, KernelSessionOptionsFor(session->limits), [this, weak](Status started) {
-    Post([this, weak, started] {
-      auto s = weak.lock();
-      if (!s || s->closing) return;
-      if (!started.ok()) return FailCreate(s, started.WithContext("the session's kernel did not start"));
-      s->kernel_started = true;
-      MaybeFinishCreate(s);
-    });
-  });
+  session->kernel->Start(*session->env->kernels, KernelSessionOptionsFor(session->limits),
+                         [this, weak](Status started) {
+                           Post([this, weak, started] {
+                             auto s = weak.lock();
+                             if (!s || s->closing) return;
+                             if (!started.ok())
+                               return FailCreate(s, started.WithContext("the session's kernel did not start"));
+                             s->kernel_started = true;
+                             MaybeFinishCreate(s);
+                           });
+                         });
 }
 
 void SessionManager::Impl::RecordPid(const std::shared_ptr<Session>& session, pid_t pid) {
@@ -779,12 +790,16 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
   if (!violations.empty()) {
     return done(ToolResult::Error(Outcome::kInvalidCall, toolsets::DescribeViolations(violations), call.id));
   }
-  if (call.name == toolsets::kSubmitResultTool && session->code) return SubmitCode(*session, std::move(call), std::move(done));
-  if (call.name == toolsets::kSubmitResultTool && IsSearch(*session->env)) return SubmitSearch(*session, std::move(call), std::move(done));
+  if (call.name == toolsets::kSubmitResultTool && session->code)
+    return SubmitCode(*session, std::move(call), std::move(done));
+  if (call.name == toolsets::kSubmitResultTool && IsSearch(*session->env))
+    return SubmitSearch(*session, std::move(call), std::move(done));
   if (call.name == toolsets::kSubmitResultTool) return DoSubmit(*session, std::move(call), std::move(done));
-  if (session->kernel && toolsets::IsInterpreterTool(call.name)) return CallKernel(*session, std::move(call), std::move(done));
+  if (session->kernel && toolsets::IsInterpreterTool(call.name))
+    return CallKernel(*session, std::move(call), std::move(done));
   if (session->code && toolsets::IsCodeTool(call.name)) return CallCode(*session, std::move(call), std::move(done));
-  if (IsSearch(*session->env) && toolsets::IsSearchTool(call.name)) return CallSearch(*session, std::move(call), std::move(done));
+  if (IsSearch(*session->env) && toolsets::IsSearchTool(call.name))
+    return CallSearch(*session, std::move(call), std::move(done));
   Json request = {{"op", "call"}, {"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}};
   std::weak_ptr<Session> weak = sessions_.at(id);
   session->channel->Request(
@@ -798,22 +813,24 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
 
 void SessionManager::Impl::CallKernel(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
   const auto sent = std::chrono::steady_clock::now();
-  session.kernel->Post([this, call = std::move(call), done = std::move(done), sent](jupyter::KernelSession* kernel) mutable {
-    ToolResult result = kernel ? kernel->Call(call)
-                               : ToolResult::Error(Outcome::kInfraError, "the session has no kernel", call.id);
-    result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count();
-    return [this, result = std::move(result), done = std::move(done)]() mutable {
-      Post([this, result = std::move(result), done = std::move(done)]() mutable {
-        ++stats_.calls;
-        done(std::move(result));
+  session.kernel->Post(
+      [this, call = std::move(call), done = std::move(done), sent](jupyter::KernelSession* kernel) mutable {
+        ToolResult result =
+            kernel ? kernel->Call(call) : ToolResult::Error(Outcome::kInfraError, "the session has no kernel", call.id);
+        result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count();
+        return [this, result = std::move(result), done = std::move(done)]() mutable {
+          Post([this, result = std::move(result), done = std::move(done)]() mutable {
+            ++stats_.calls;
+            done(std::move(result));
+          });
+        };
       });
-    };
-  });
 }
 
 void SessionManager::Impl::CallCode(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
   const auto sent = std::chrono::steady_clock::now();
-  session.code->Post([this, call = std::move(call), done = std::move(done), sent](code::CodeWorkspace* workspace) mutable {
+  session.code->Post([this, call = std::move(call), done = std::move(done),
+                      sent](code::CodeWorkspace* workspace) mutable {
     ToolResult result = workspace ? workspace->Call(call)
                                   : ToolResult::Error(Outcome::kInfraError, "the session has no working copy", call.id);
     result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count();
@@ -833,7 +850,8 @@ void SessionManager::Impl::SolveInCode(Session& session, std::function<void(Resu
   runner->Post([this, runner, done = std::move(done)](code::CodeWorkspace* workspace) mutable {
     Result<SolveOutput> output = UnavailableError("the session has no working copy");
     if (workspace != nullptr) {
-      ToolResult applied = workspace->Call({"solution", std::string(toolsets::kApplyPatchTool), {{"patch", runner->instance().patch}}});
+      ToolResult applied =
+          workspace->Call({"solution", std::string(toolsets::kApplyPatchTool), {{"patch", runner->instance().patch}}});
       if (applied.ok()) {
         SolveOutput solved;
         solved.answer_text = runner->instance().patch;
@@ -902,12 +920,13 @@ internal::SearchRunner& SessionManager::Impl::SearchRunnerOf(Session& session) {
 
 void SessionManager::Impl::CallSearch(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
   const auto sent = std::chrono::steady_clock::now();
-  SearchRunnerOf(session).Post([this, call = std::move(call), done = std::move(done), sent](search::SearchToolbox* toolbox) mutable {
+  SearchRunnerOf(session).Post([this, call = std::move(call), done = std::move(done),
+                                sent](search::SearchToolbox* toolbox) mutable {
     ToolResult result =
         toolbox ? toolbox->Call(call)
-                : ToolResult::Error(Outcome::kInfraError,
-                                    "the session's search backend is not open (it failed to open, or the session closed)",
-                                    call.id);
+                : ToolResult::Error(
+                      Outcome::kInfraError,
+                      "the session's search backend is not open (it failed to open, or the session closed)", call.id);
     result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count();
     return [this, result = std::move(result), done = std::move(done)]() mutable {
       Post([this, result = std::move(result), done = std::move(done)]() mutable {
@@ -932,7 +951,8 @@ void SessionManager::Impl::SolveInSearch(Session& session, std::function<void(Re
   });
 }
 
-void SessionManager::Impl::SubmitSearch(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
+void SessionManager::Impl::SubmitSearch(Session& session, toolsets::ToolCall call,
+                                        std::function<void(ToolResult)> done) {
   if (session.task_id.empty()) {
     return done(ToolResult::Error(Outcome::kInvalidCall, "submit_result: this session has no task", call.id));
   }
@@ -990,12 +1010,13 @@ void SessionManager::Impl::JudgeInSearch(Session& session, std::vector<std::stri
 void SessionManager::Impl::SolveInKernel(Session& session, std::function<void(Result<SolveOutput>)> done) {
   const TaskRecord* task = session.env->bundle.FindTask(session.task_id);
   std::string solution = task != nullptr ? task->solution_source : std::string();
-  session.kernel->Post([this, solution = std::move(solution), done = std::move(done)](jupyter::KernelSession* kernel) mutable {
-    Result<SolveOutput> output = RunKernelSolution(kernel, solution);
-    return [this, output = std::move(output), done = std::move(done)]() mutable {
-      Post([output = std::move(output), done = std::move(done)]() mutable { done(std::move(output)); });
-    };
-  });
+  session.kernel->Post(
+      [this, solution = std::move(solution), done = std::move(done)](jupyter::KernelSession* kernel) mutable {
+        Result<SolveOutput> output = RunKernelSolution(kernel, solution);
+        return [this, output = std::move(output), done = std::move(done)]() mutable {
+          Post([output = std::move(output), done = std::move(done)]() mutable { done(std::move(output)); });
+        };
+      });
 }
 
 void SessionManager::Impl::DoSolve(SessionId id, std::function<void(Result<SolveOutput>)> done) {
@@ -1075,8 +1096,8 @@ Result<std::vector<JudgeVerdict>> VerdictsFromReply(SessionReply reply, size_t e
   Json& frame = reply.frame;
   if (frame["outcome"] != "ok") {
     const Json& message = frame.value("message", Json());
-    return InternalError("judge: " + Truncated(message.is_string() ? message.get<std::string>() : "failed",
-                                               kMaxDefectChars));
+    return InternalError("judge: " +
+                         Truncated(message.is_string() ? message.get<std::string>() : "failed", kMaxDefectChars));
   }
   auto verdicts_json = frame.find("verdicts");
   if (verdicts_json == frame.end() || !verdicts_json->is_array() || verdicts_json->size() != expected) {
@@ -1123,37 +1144,37 @@ void SessionManager::Impl::DoSubmit(Session& session, toolsets::ToolCall call, s
   std::string version = task != nullptr ? task->version : "";
   auto start = std::chrono::steady_clock::now();
   std::weak_ptr<Session> weak = sessions_.at(session.id);
-  JudgeInFreshProcess(
-      session.env, session.task_id, session.limits, Judge::kVerifier, {std::move(answer)},
-      [this, weak, start, version = std::move(version), call_id = std::move(call.id),
-       done = std::move(done)](Result<std::vector<JudgeVerdict>> judged) mutable {
-        ++stats_.calls;
-        auto s = weak.lock();
-        ToolResult result;
-        result.call_id = std::move(call_id);
-        result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-        result.session_alive = s && SessionAlive(*s);
-        if (s) ++s->calls;
-        if (!judged.ok()) {
-          result.outcome = Outcome::kInfraError;
-          result.message = "the verifier's judge process failed: " + judged.status().message();
-          if (judged.status().code() == StatusCode::kDeadlineExceeded) result.limit = "wall_time";
-          return done(std::move(result));
-        }
-        const JudgeVerdict& verdict = judged->front();
-        if (verdict.defect) {
-          result.outcome = Outcome::kInfraError;
-          result.message = verdict.defect_message;
-          result.limit = verdict.limit;
-          return done(std::move(result));
-        }
-        result.outcome = Outcome::kOk;
-        result.content = Json{{"passed", verdict.passed},
-                              {"score", verdict.score},
-                              {"reasons", verdict.reasons},
-                              {"verifier_version", version}};
-        done(std::move(result));
-      });
+  JudgeInFreshProcess(session.env, session.task_id, session.limits, Judge::kVerifier, {std::move(answer)},
+                      [this, weak, start, version = std::move(version), call_id = std::move(call.id),
+                       done = std::move(done)](Result<std::vector<JudgeVerdict>> judged) mutable {
+                        ++stats_.calls;
+                        auto s = weak.lock();
+                        ToolResult result;
+                        result.call_id = std::move(call_id);
+                        result.duration_us =
+                            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+                        result.session_alive = s && SessionAlive(*s);
+                        if (s) ++s->calls;
+                        if (!judged.ok()) {
+                          result.outcome = Outcome::kInfraError;
+                          result.message = "the verifier's judge process failed: " + judged.status().message();
+                          if (judged.status().code() == StatusCode::kDeadlineExceeded) result.limit = "wall_time";
+                          return done(std::move(result));
+                        }
+                        const JudgeVerdict& verdict = judged->front();
+                        if (verdict.defect) {
+                          result.outcome = Outcome::kInfraError;
+                          result.message = verdict.defect_message;
+                          result.limit = verdict.limit;
+                          return done(std::move(result));
+                        }
+                        result.outcome = Outcome::kOk;
+                        result.content = Json{{"passed", verdict.passed},
+                                              {"score", verdict.score},
+                                              {"reasons", verdict.reasons},
+                                              {"verifier_version", version}};
+                        done(std::move(result));
+                      });
 }
 
 void SessionManager::Impl::JudgeInFreshProcess(const std::shared_ptr<const Environment>& env,
@@ -1184,16 +1205,17 @@ void SessionManager::Impl::JudgeInFreshProcess(const std::shared_ptr<const Envir
     if (!judge_process) return finish(UnavailableError("the judge process is gone"));
     size_t expected = answers.size();
     auto deadline = limits.wall_time * static_cast<int64_t>(expected) + limits.kill_grace;
-    Json request{{"op", "judge"}, {"judge", judge == Judge::kOracle ? "oracle" : "verifier"}, {"answers", std::move(answers)}};
-    judge_process->channel->Request(
-        std::move(request), deadline, {},
-        [this, weak, expected, finish = std::move(finish)](SessionReply reply) mutable {
-          // One judgement per process: it goes as soon as it answered (outside the channel's callback).
-          Post([this, weak] {
-            if (auto p = weak.lock(); p && !p->closing) Forget(p, nullptr);
-          });
-          finish(VerdictsFromReply(std::move(reply), expected));
-        });
+    Json request{
+        {"op", "judge"}, {"judge", judge == Judge::kOracle ? "oracle" : "verifier"}, {"answers", std::move(answers)}};
+    judge_process->channel->Request(std::move(request), deadline, {},
+                                    [this, weak, expected, finish = std::move(finish)](SessionReply reply) mutable {
+                                      // One judgement per process: it goes as soon as it answered (outside the
+                                      // channel's callback).
+                                      Post([this, weak] {
+                                        if (auto p = weak.lock(); p && !p->closing) Forget(p, nullptr);
+                                      });
+                                      finish(VerdictsFromReply(std::move(reply), expected));
+                                    });
   };
   SpawnFresh(process, *zygote, std::move(worker_end));
 }
@@ -1415,14 +1437,16 @@ std::vector<std::string> SessionManager::EnvironmentIds() const { return impl_->
 Result<Json> SessionManager::KernelPoolStats(const std::string& env_id) const {
   auto env = impl_->FindEnv(env_id);
   if (!env) return NotFoundError("unknown environment '" + env_id + "'");
-  if (!env->kernels) return FailedPreconditionError(env->label + " is not an interpreter environment: it has no kernels");
+  if (!env->kernels)
+    return FailedPreconditionError(env->label + " is not an interpreter environment: it has no kernels");
   return env->kernels->Stats().ToJson();
 }
 
 Result<Json> SessionManager::CodeCopyStats(const std::string& env_id) const {
   auto env = impl_->FindEnv(env_id);
   if (!env) return NotFoundError("unknown environment '" + env_id + "'");
-  if (!env->code_copies) return FailedPreconditionError(env->label + " is not a code environment: it has no working copies");
+  if (!env->code_copies)
+    return FailedPreconditionError(env->label + " is not a code environment: it has no working copies");
   return env->code_copies->stats().ToJson();
 }
 
@@ -1451,9 +1475,10 @@ void SessionManager::SolveAsync(SessionId session, std::function<void(Result<Sol
 
 void SessionManager::JudgeAsync(SessionId session, Judge judge, std::vector<std::string> answer_texts,
                                 std::function<void(Result<std::vector<JudgeVerdict>>)> done) {
-  impl_->Post([impl = impl_.get(), session, judge, answers = std::move(answer_texts), done = std::move(done)]() mutable {
-    impl->DoJudge(session, judge, std::move(answers), std::move(done));
-  });
+  impl_->Post(
+      [impl = impl_.get(), session, judge, answers = std::move(answer_texts), done = std::move(done)]() mutable {
+        impl->DoJudge(session, judge, std::move(answers), std::move(done));
+      });
 }
 
 void SessionManager::ForkSessionAsync(SessionId session, std::function<void(Result<SessionId>)> done) {
@@ -1506,7 +1531,7 @@ Result<SolveOutput> SessionManager::Solve(SessionId session) {
 }
 
 Result<std::vector<JudgeVerdict>> SessionManager::JudgeAnswers(SessionId session, Judge judge,
-                                                                std::vector<std::string> answer_texts) {
+                                                               std::vector<std::string> answer_texts) {
   return Wait<Result<std::vector<JudgeVerdict>>>(
       impl_->OnIoThread(), FailedPreconditionError(kFromIoThread),
       [&](auto done) { JudgeAsync(session, judge, std::move(answer_texts), std::move(done)); });

@@ -186,15 +186,18 @@ Status ValidateHttpServerOptions(HttpServerOptions* options) {
     return InvalidArgumentError("io_threads must be within [1, 256], got " + std::to_string(options->io_threads));
   }
   if (options->max_payload_bytes == 0) return InvalidArgumentError("max_payload_bytes must be positive");
-  if (options->read_timeout.count() <= 0 || options->idle_timeout.count() <= 0 || options->header_timeout.count() <= 0) {
+  if (options->read_timeout.count() <= 0 || options->idle_timeout.count() <= 0 ||
+      options->header_timeout.count() <= 0) {
     return InvalidArgumentError("read_timeout, idle_timeout and header_timeout must be positive");
   }
-  if (options->max_in_flight_per_connection == 0) return InvalidArgumentError("max_in_flight_per_connection must be positive");
+  if (options->max_in_flight_per_connection == 0)
+    return InvalidArgumentError("max_in_flight_per_connection must be positive");
   if (options->max_unauthenticated_per_peer < 1 ||
       options->max_unauthenticated_per_peer > options->max_unauthenticated_connections ||
       options->max_unauthenticated_connections > options->max_connections) {
     return InvalidArgumentError("connection bounds must satisfy 1 <= max_unauthenticated_per_peer (" +
-                                std::to_string(options->max_unauthenticated_per_peer) + ") <= max_unauthenticated_connections (" +
+                                std::to_string(options->max_unauthenticated_per_peer) +
+                                ") <= max_unauthenticated_connections (" +
                                 std::to_string(options->max_unauthenticated_connections) + ") <= max_connections (" +
                                 std::to_string(options->max_connections) + ")");
   }

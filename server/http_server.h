@@ -105,9 +105,9 @@ class OpenAiApi;
 class UiApi;
 
 struct HttpServerOptions {
-  std::string host = "127.0.0.1";  // an IPv4 or IPv6 literal, or "localhost"
-  uint16_t port = 0;               // 0: an ephemeral port (see HttpServer::port())
-  std::string token;               // empty: no authentication
+  std::string host = "127.0.0.1";        // an IPv4 or IPv6 literal, or "localhost"
+  uint16_t port = 0;                     // 0: an ephemeral port (see HttpServer::port())
+  std::string token;                     // empty: no authentication
   size_t max_payload_bytes = 16u << 20;  // request body and WebSocket message limit
   int io_threads = 2;
   std::chrono::milliseconds read_timeout{30'000};   // first byte -> whole request read

@@ -109,7 +109,8 @@ struct Reply {
 
 class LoadClient : public std::enable_shared_from_this<LoadClient> {
  public:
-  LoadClient(LoadRun::State& run, uint32_t seed) : run_(run), strand_(net::make_strand(run.io)), timer_(strand_), rng_(seed) {}
+  LoadClient(LoadRun::State& run, uint32_t seed)
+      : run_(run), strand_(net::make_strand(run.io)), timer_(strand_), rng_(seed) {}
 
   void Start() {
     ++run_.active_clients;
@@ -135,15 +136,17 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
       if (!self->run_.options.websocket) return then();
       self->ws_.emplace(std::move(*self->http_));
       self->http_.reset();
-      self->ws_->set_option(websocket::stream_base::decorator([token = self->run_.options.token](websocket::request_type& request) {
-        if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
-      }));
+      self->ws_->set_option(
+          websocket::stream_base::decorator([token = self->run_.options.token](websocket::request_type& request) {
+            if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
+          }));
       self->ws_->read_message_max(64u << 20);
-      self->ws_->async_handshake(self->run_.options.host_header, self->run_.options.path, [self, then](ErrorCode handshake_ec) {
-        if (handshake_ec) return self->ConnectFailed(handshake_ec, then);
-        self->ws_->text(true);
-        then();
-      });
+      self->ws_->async_handshake(self->run_.options.host_header, self->run_.options.path,
+                                 [self, then](ErrorCode handshake_ec) {
+                                   if (handshake_ec) return self->ConnectFailed(handshake_ec, then);
+                                   self->ws_->text(true);
+                                   then();
+                                 });
     });
   }
 
@@ -181,10 +184,12 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
   // shares the machine with the server it measures, so it keeps its own per-call work small.
   void SendToolCall(OnReply on_reply) {
     if (tool_call_tail_.empty()) {
-      tool_call_tail_ = ",\"name\":" + DumpJson(run_.options.tool) + ",\"arguments\":" + DumpJson(run_.options.arguments) + "}}";
+      tool_call_tail_ =
+          ",\"name\":" + DumpJson(run_.options.tool) + ",\"arguments\":" + DumpJson(run_.options.arguments) + "}}";
     }
     std::string payload = "{\"jsonrpc\":\"2.0\",\"id\":" + std::to_string(++next_id_) +
-                          ",\"method\":\"tools/call\",\"params\":{\"session\":" + DumpJson(episode_->handle) + tool_call_tail_;
+                          ",\"method\":\"tools/call\",\"params\":{\"session\":" + DumpJson(episode_->handle) +
+                          tool_call_tail_;
     SendPayload(kToolsCall, std::move(payload), true, std::move(on_reply));
   }
 
@@ -192,7 +197,8 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
     method_ = method;
     on_reply_ = std::move(on_reply);
     payload_ = std::move(payload);
-    drop_after_write_ = may_drop && run_.options.drop_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < run_.options.drop_rate;
+    drop_after_write_ = may_drop && run_.options.drop_rate > 0 &&
+                        std::uniform_real_distribution<double>(0, 1)(rng_) < run_.options.drop_rate;
     sent_at_ = Clock::now();
     auto self = shared_from_this();
     if (ws_) {
@@ -226,7 +232,8 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
     }
     parser_.emplace();
     parser_->body_limit(64u << 20);
-    http::async_read(*http_, buffer_, *parser_, [self](ErrorCode read_ec, size_t) { self->OnAnswerText(read_ec, false); });
+    http::async_read(*http_, buffer_, *parser_,
+                     [self](ErrorCode read_ec, size_t) { self->OnAnswerText(read_ec, false); });
   }
 
   void OnAnswerText(const ErrorCode& ec, bool websocket_answer) {
@@ -252,7 +259,8 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
         },
         /*allow_exceptions=*/false);
     if (!keep_alive) CloseStream();  // e.g. 413, or the server draining
-    if (parsed.is_discarded() || !parsed.is_object()) return Finish(Reply{false, false, "not JSON-RPC: " + Utf8Excerpt(text, 120), {}});
+    if (parsed.is_discarded() || !parsed.is_object())
+      return Finish(Reply{false, false, "not JSON-RPC: " + Utf8Excerpt(text, 120), {}});
     Finish(Reply{true, false, {}, std::move(parsed)});
   }
 
@@ -322,21 +330,23 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
   }
 
   void Submit() {
-    Send("session/submit", Json{{"session", episode_->handle}, {"answer", run_.options.answer}}, false, [this](Reply reply) {
-      if (!reply.transport_ok) {
-        ++episode_->uncertain_steps;
-      } else if (reply.ok()) {
-        ++episode_->answered_steps;
-      } else {
-        // A submit that reached the session (it died, or the verdict failed) carries the outcome
-        // in error.data and is recorded as a step.
-        Json error = reply.error();
-        if (error.is_object() && error.contains("data") && error["data"].is_object() && error["data"].contains("outcome")) {
-          ++episode_->answered_steps;
-        }
-      }
-      Close();
-    });
+    Send("session/submit", Json{{"session", episode_->handle}, {"answer", run_.options.answer}}, false,
+         [this](Reply reply) {
+           if (!reply.transport_ok) {
+             ++episode_->uncertain_steps;
+           } else if (reply.ok()) {
+             ++episode_->answered_steps;
+           } else {
+             // A submit that reached the session (it died, or the verdict failed) carries the outcome
+             // in error.data and is recorded as a step.
+             Json error = reply.error();
+             if (error.is_object() && error.contains("data") && error["data"].is_object() &&
+                 error["data"].contains("outcome")) {
+               ++episode_->answered_steps;
+             }
+           }
+           Close();
+         });
   }
 
   void Close() {
@@ -379,7 +389,6 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
   LoadStats stats_;
 };
 
-
 }  // namespace
 
 Status ParseLoadUrl(const std::string& url, const std::string& transport, LoadOptions* options) {
@@ -393,7 +402,8 @@ Status ParseLoadUrl(const std::string& url, const std::string& transport, LoadOp
   } else {
     return InvalidArgumentError("the URL must be http://HOST:PORT or ws://HOST:PORT/ws, got '" + url + "'");
   }
-  if (transport != "ws" && transport != "http") return InvalidArgumentError("the transport is ws or http, got '" + transport + "'");
+  if (transport != "ws" && transport != "http")
+    return InvalidArgumentError("the transport is ws or http, got '" + transport + "'");
   options->websocket = transport == "ws";
   if (ws_url && !options->websocket) return InvalidArgumentError("the http transport needs an http:// URL");
   size_t slash = rest.find('/');
@@ -405,7 +415,8 @@ Status ParseLoadUrl(const std::string& url, const std::string& transport, LoadOp
   if (colon == std::string::npos) return InvalidArgumentError("the URL needs a port: '" + url + "'");
   options->host = options->host_header.substr(0, colon);
   options->port = options->host_header.substr(colon + 1);
-  if (options->host.size() > 2 && options->host.front() == '[') options->host = options->host.substr(1, options->host.size() - 2);
+  if (options->host.size() > 2 && options->host.front() == '[')
+    options->host = options->host.substr(1, options->host.size() - 2);
   return Status::Ok();
 }
 
@@ -422,7 +433,8 @@ void LoadStats::MergeInto(LoadStats& total) const {
 
 Result<std::unique_ptr<LoadRun>> LoadRun::Create(const LoadOptions& options) {
   if (options.tool.empty()) return InvalidArgumentError("the load needs a tool to call");
-  if (options.sessions == 0 || options.concurrency == 0) return InvalidArgumentError("sessions and concurrency must be positive");
+  if (options.sessions == 0 || options.concurrency == 0)
+    return InvalidArgumentError("sessions and concurrency must be positive");
   if (options.io_threads < 1 || options.io_threads > 64) return InvalidArgumentError("io_threads must be 1..64");
   if (options.host.empty() || options.port.empty()) return InvalidArgumentError("no host and port (ParseLoadUrl)");
   auto state = std::make_unique<State>(options);
@@ -431,7 +443,8 @@ Result<std::unique_ptr<LoadRun>> LoadRun::Create(const LoadOptions& options) {
   state->endpoints = resolver.resolve(options.host, options.port, tcp::resolver::numeric_service, ec);
   if (ec) return UnavailableError("cannot resolve " + options.host + ": " + ec.message());
   size_t count = std::min(options.concurrency, options.sessions);
-  for (size_t i = 0; i < count; ++i) state->clients.push_back(std::make_shared<LoadClient>(*state, static_cast<uint32_t>(i + 1)));
+  for (size_t i = 0; i < count; ++i)
+    state->clients.push_back(std::make_shared<LoadClient>(*state, static_cast<uint32_t>(i + 1)));
   return std::unique_ptr<LoadRun>(new LoadRun(std::move(state)));
 }
 
@@ -443,7 +456,8 @@ LoadRun::~LoadRun() {
   if (state_) state_->clients.clear();
 }
 
-void LoadRun::Run(const std::function<void(const LoadProgress&)>& on_progress, std::chrono::milliseconds progress_every) {
+void LoadRun::Run(const std::function<void(const LoadProgress&)>& on_progress,
+                  std::chrono::milliseconds progress_every) {
   State& run = *state_;
   const auto started = Clock::now();
   for (auto& client : run.clients) client->Start();

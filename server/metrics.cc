@@ -13,9 +13,8 @@ namespace {
 
 // Upper bounds (seconds) of the latency histograms; +Inf is implicit. RPC latencies range from
 // tens of microseconds (a cached tools/list) to seconds (a tool at its wall-time limit).
-constexpr std::array<double, 17> kBucketBounds = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-                                                  0.005,   0.01,   0.025,   0.05,   0.1,   0.25,
-                                                  0.5,     1,      2.5,     5,      10};
+constexpr std::array<double, 17> kBucketBounds = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                  0.05,    0.1,    0.25,    0.5,    1,     2.5,    5,     10};
 // A histogram series is stored as its per-bucket counts (not cumulative; the last one is +Inf),
 // then the sum, then the count.
 constexpr size_t kHistogramSlots = kBucketBounds.size() + 1 + 2;
@@ -161,7 +160,8 @@ void Metrics::Observe(std::string_view histogram, const MetricLabels& labels, do
 }
 
 void Metrics::SetGauge(std::string_view name, const MetricLabels& labels, double value, std::string_view help) {
-  if (Series* series = FindOrCreate(name, labels, "gauge", help)) series->slots[0].store(value, std::memory_order_relaxed);
+  if (Series* series = FindOrCreate(name, labels, "gauge", help))
+    series->slots[0].store(value, std::memory_order_relaxed);
 }
 
 void Metrics::RegisterGaugeCallback(std::string_view name, std::string_view help, std::function<double()> read) {

@@ -65,10 +65,8 @@ class Metrics {
   Histogram HistogramSeries(std::string_view name, const MetricLabels& labels, std::string_view help = {});
 
   // help: the # HELP line, set on first use of the name.
-  void Increment(std::string_view name, const MetricLabels& labels = {}, double value = 1,
-                 std::string_view help = {});
-  void Observe(std::string_view histogram, const MetricLabels& labels, double seconds,
-               std::string_view help = {});
+  void Increment(std::string_view name, const MetricLabels& labels = {}, double value = 1, std::string_view help = {});
+  void Observe(std::string_view histogram, const MetricLabels& labels, double seconds, std::string_view help = {});
   void SetGauge(std::string_view name, const MetricLabels& labels, double value, std::string_view help = {});
   void RegisterGaugeCallback(std::string_view name, std::string_view help, std::function<double()> read);
   std::string RenderPrometheus() const;

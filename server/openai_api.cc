@@ -49,7 +49,8 @@ void TrimRawText(inference::CompletionResult& result, const std::vector<std::str
     return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
   };
   for (auto& choice : result.choices) {
-    if (ends_with(choice.text, inference::kEosToken)) choice.text.resize(choice.text.size() - inference::kEosToken.size());
+    if (ends_with(choice.text, inference::kEosToken))
+      choice.text.resize(choice.text.size() - inference::kEosToken.size());
     for (const auto& stop : stops) {
       if (choice.finish_reason == "stop" && ends_with(choice.text, stop)) {
         choice.text.resize(choice.text.size() - stop.size());
@@ -65,8 +66,11 @@ void TrimRawText(inference::CompletionResult& result, const std::vector<std::str
 class EventStream {
  public:
   EventStream(std::shared_ptr<V1Responder> responder, ResponseMeta meta, const V1Request& request)
-      : responder_(std::move(responder)), meta_(std::move(meta)), chat_(request.chat),
-        thinking_(request.completion.thinking), include_usage_(request.include_usage) {
+      : responder_(std::move(responder)),
+        meta_(std::move(meta)),
+        chat_(request.chat),
+        thinking_(request.completion.thinking),
+        include_usage_(request.include_usage) {
     for (int64_t i = 0; i < request.completion.n; ++i) {
       splitters_.emplace_back(thinking_, !chat_, request.completion.stop);
     }
@@ -92,13 +96,18 @@ class EventStream {
       if (chat_) {
         // Reasoning is part of the answer only in thinking mode (as in MessageJson).
         SendDelta(i, splitters_[i].Finish(thinking_ ? choice.message.reasoning_content : "", choice.message.content));
-        if (!choice.message.tool_calls.empty()) Send(ChunkJson(i, Json{{"tool_calls", internal::ToolCallsJson(choice, true)}}));
-        Json logprobs = request.completion.logprobs ? internal::ChatLogprobsJson(choice, request.completion.top_logprobs) : Json(nullptr);
+        if (!choice.message.tool_calls.empty())
+          Send(ChunkJson(i, Json{{"tool_calls", internal::ToolCallsJson(choice, true)}}));
+        Json logprobs = request.completion.logprobs
+                            ? internal::ChatLogprobsJson(choice, request.completion.top_logprobs)
+                            : Json(nullptr);
         Send(ChunkJson(i, Json::object(), internal::FinishReason(choice), std::move(logprobs)));
       } else {
         SendDelta(i, splitters_[i].Finish("", choice.text));
-        Json logprobs = request.legacy_logprobs >= 0 ? internal::LegacyLogprobsJson(choice, request.legacy_logprobs) : Json(nullptr);
-        Send(ChunkJson(i, Json{{"text", ""}}, choice.finish_reason.empty() ? "stop" : choice.finish_reason, std::move(logprobs)));
+        Json logprobs = request.legacy_logprobs >= 0 ? internal::LegacyLogprobsJson(choice, request.legacy_logprobs)
+                                                     : Json(nullptr);
+        Send(ChunkJson(i, Json{{"text", ""}}, choice.finish_reason.empty() ? "stop" : choice.finish_reason,
+                       std::move(logprobs)));
       }
     }
     if (include_usage_) Send(internal::UsageChunkJson(meta_, chat_, result));
@@ -137,9 +146,11 @@ class EventStream {
     if (delta.empty()) return;
     Start();
     SendRole(index);
-    if (!delta.reasoning.empty()) Send(ChunkJson(static_cast<int64_t>(index), Json{{"reasoning_content", delta.reasoning}}));
+    if (!delta.reasoning.empty())
+      Send(ChunkJson(static_cast<int64_t>(index), Json{{"reasoning_content", delta.reasoning}}));
     if (!delta.content.empty()) {
-      Send(ChunkJson(static_cast<int64_t>(index), chat_ ? Json{{"content", delta.content}} : Json{{"text", delta.content}}));
+      Send(ChunkJson(static_cast<int64_t>(index),
+                     chat_ ? Json{{"content", delta.content}} : Json{{"text", delta.content}}));
     }
   }
 
@@ -171,10 +182,14 @@ OpenAiApi::OpenAiApi(inference::Backend* backend, OpenAiApiOptions options)
     : backend_(backend), options_(std::move(options)), created_(internal::UnixSeconds()) {
   model_name_ = options_.model_name;
   if (model_name_.empty() && backend_ != nullptr) model_name_ = backend_->info().model;
-  if (model_name_.empty() && backend_ != nullptr) model_name_ = backend_->info().kind;  // an openai backend without --model-name
+  if (model_name_.empty() && backend_ != nullptr)
+    model_name_ = backend_->info().kind;  // an openai backend without --model-name
   std::string kind = backend_ != nullptr ? backend_->info().kind : "";
-  text_layout_ = kind == "embedded" ? TextLayout::kDsv32 : kind == "openai" ? TextLayout::kContentOnly : TextLayout::kUnknown;
-  if (backend_ != nullptr) pool_ = std::make_unique<internal::WorkerPool>(std::max<size_t>(options_.workers, 1), options_.max_queued);
+  text_layout_ = kind == "embedded" ? TextLayout::kDsv32
+                 : kind == "openai" ? TextLayout::kContentOnly
+                                    : TextLayout::kUnknown;
+  if (backend_ != nullptr)
+    pool_ = std::make_unique<internal::WorkerPool>(std::max<size_t>(options_.workers, 1), options_.max_queued);
 }
 
 // The pool goes first: its threads may still be using the backend and the metrics.
@@ -189,8 +204,8 @@ Json OpenAiApi::Stats() const {
 
 void OpenAiApi::Count(const char* endpoint, int status) {
   if (options_.metrics == nullptr) return;
-  options_.metrics->Increment("envforge_v1_requests_total", {{"endpoint", endpoint}, {"code", std::to_string(status)}}, 1,
-                              "Requests to the OpenAI-compatible /v1 endpoint, by endpoint and HTTP status");
+  options_.metrics->Increment("envforge_v1_requests_total", {{"endpoint", endpoint}, {"code", std::to_string(status)}},
+                              1, "Requests to the OpenAI-compatible /v1 endpoint, by endpoint and HTTP status");
 }
 
 void OpenAiApi::Handle(std::string_view method, std::string_view path, std::string body,
@@ -203,13 +218,16 @@ void OpenAiApi::Handle(std::string_view method, std::string_view path, std::stri
     bool chat = path == "/v1/chat/completions";
     bool models = path == "/v1/models" || path.rfind("/v1/models/", 0) == 0;
     if (!chat && !models && path != "/v1/completions") {
-      return refuse(Error(404, "Invalid URL (" + std::string(method) + " " + std::string(path) +
-                                   "): this server offers GET /v1/models, POST /v1/chat/completions and POST /v1/completions",
-                          "invalid_request_error", "unknown_url"));
+      return refuse(
+          Error(404,
+                "Invalid URL (" + std::string(method) + " " + std::string(path) +
+                    "): this server offers GET /v1/models, POST /v1/chat/completions and POST /v1/completions",
+                "invalid_request_error", "unknown_url"));
     }
     const char* wanted = models ? "GET" : "POST";
     if (method != wanted) {
-      return refuse(Error(405, "use " + std::string(wanted) + " " + std::string(path), "invalid_request_error", "method_not_allowed"),
+      return refuse(Error(405, "use " + std::string(wanted) + " " + std::string(path), "invalid_request_error",
+                          "method_not_allowed"),
                     {{"Allow", wanted}});
     }
     if (backend_ == nullptr) {
@@ -254,16 +272,18 @@ void OpenAiApi::Submit(bool chat, std::string body, std::shared_ptr<V1Responder>
   call->responder = responder;
   call->received = std::chrono::steady_clock::now();
   if (!call->request.model.empty() && call->request.model != model_name_) {
-    ApiError error = Error(404, "The model '" + call->request.model + "' does not exist; this server serves '" + model_name_ + "'",
-                           "invalid_request_error", "model_not_found");
+    ApiError error =
+        Error(404, "The model '" + call->request.model + "' does not exist; this server serves '" + model_name_ + "'",
+              "invalid_request_error", "model_not_found");
     error.param = "model";
     return refuse(error);
   }
-  bool submitted = pool_->TrySubmit([this, call] { Complete(call); },
-                                    [this, call, endpoint] {
-                                      Count(endpoint, 503);
-                                      ReplyError(*call->responder, Error(503, "the server is shutting down", "server_error", "shutting_down"));
-                                    });
+  bool submitted = pool_->TrySubmit(
+      [this, call] { Complete(call); },
+      [this, call, endpoint] {
+        Count(endpoint, 503);
+        ReplyError(*call->responder, Error(503, "the server is shutting down", "server_error", "shutting_down"));
+      });
   if (!submitted) {
     ApiError error = Error(429,
                            "the server is at capacity (" + std::to_string(pool_->threads()) + " completions running, " +
@@ -277,7 +297,8 @@ void OpenAiApi::Submit(bool chat, std::string body, std::shared_ptr<V1Responder>
 void OpenAiApi::Complete(const std::shared_ptr<Call>& call) {
   V1Request& request = call->request;
   const char* endpoint = request.chat ? "chat" : "completions";
-  ResponseMeta meta{internal::NewResponseId(request.chat ? "chatcmpl-" : "cmpl-"), internal::UnixSeconds(), model_name_};
+  ResponseMeta meta{internal::NewResponseId(request.chat ? "chatcmpl-" : "cmpl-"), internal::UnixSeconds(),
+                    model_name_};
   std::shared_ptr<EventStream> stream;
   if (request.stream) {
     stream = std::make_shared<EventStream>(call->responder, meta, request);
@@ -286,7 +307,8 @@ void OpenAiApi::Complete(const std::shared_ptr<Call>& call) {
     // non-thinking mode; other chat text need not hold the reasoning (the scripted backend's does
     // not), so those messages are streamed from the parsed answer, once complete.
     bool thinking = request.completion.thinking;
-    if (!request.chat || text_layout_ == TextLayout::kDsv32 || (text_layout_ == TextLayout::kContentOnly && !thinking)) {
+    if (!request.chat || text_layout_ == TextLayout::kDsv32 ||
+        (text_layout_ == TextLayout::kContentOnly && !thinking)) {
       request.completion.on_text = [stream](int64_t choice, std::string_view piece) { stream->OnText(choice, piece); };
     }
   }
@@ -308,9 +330,11 @@ void OpenAiApi::Complete(const std::shared_ptr<Call>& call) {
   internal::AssignToolCallIds(*result);
   if (!request.chat) TrimRawText(*result, request.completion.stop);
   if (options_.metrics != nullptr) {
-    options_.metrics->Increment("envforge_v1_tokens_total", {{"kind", "prompt"}}, static_cast<double>(result->prompt_tokens),
+    options_.metrics->Increment("envforge_v1_tokens_total", {{"kind", "prompt"}},
+                                static_cast<double>(result->prompt_tokens),
                                 "Tokens of /v1 completions (prompt: once per request; completion: every choice)");
-    options_.metrics->Increment("envforge_v1_tokens_total", {{"kind", "completion"}}, static_cast<double>(result->completion_tokens));
+    options_.metrics->Increment("envforge_v1_tokens_total", {{"kind", "completion"}},
+                                static_cast<double>(result->completion_tokens));
     options_.metrics->Observe("envforge_v1_request_seconds", {{"endpoint", endpoint}},
                               std::chrono::duration<double>(std::chrono::steady_clock::now() - call->received).count(),
                               "Time from a /v1 completion's arrival to its last byte handed to the connection");
@@ -318,7 +342,8 @@ void OpenAiApi::Complete(const std::shared_ptr<Call>& call) {
   Count(endpoint, 200);
   if (stream) return stream->Finish(request, *result);
   ReplyJson(*call->responder, 200,
-            request.chat ? internal::ChatCompletionJson(meta, request, *result) : internal::TextCompletionJson(meta, request, *result));
+            request.chat ? internal::ChatCompletionJson(meta, request, *result)
+                         : internal::TextCompletionJson(meta, request, *result));
 }
 
 std::string V1ErrorBody(std::string_view message, std::string_view type, std::string_view code) {

@@ -67,9 +67,9 @@ class V1Responder {
 };
 
 struct OpenAiApiOptions {
-  size_t workers = 64;      // completions running at once (>= 1)
-  size_t max_queued = 256;  // completions waiting beyond those
-  std::string model_name;   // the served name; empty: the backend's info().model
+  size_t workers = 64;         // completions running at once (>= 1)
+  size_t max_queued = 256;     // completions waiting beyond those
+  std::string model_name;      // the served name; empty: the backend's info().model
   Metrics* metrics = nullptr;  // envforge_v1_* series go there when set
 };
 

@@ -52,7 +52,8 @@ Result<ParsedUrl> ParseUrl(const std::string& url) {
   }
   size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
-  parsed.path = slash == std::string_view::npos ? std::string(parsed.websocket ? "/ws" : "/rpc") : std::string(rest.substr(slash));
+  parsed.path = slash == std::string_view::npos ? std::string(parsed.websocket ? "/ws" : "/rpc")
+                                                : std::string(rest.substr(slash));
   parsed.host_header = std::string(authority);
   std::string_view port;
   if (authority.starts_with("[")) {
@@ -77,7 +78,7 @@ Result<ParsedUrl> ParseUrl(const std::string& url) {
 
 // One answer as it came off the wire.
 struct RawAnswer {
-  Status status;          // transport failure for this slot
+  Status status;  // transport failure for this slot
   unsigned http_status = 200;
   std::optional<std::string> body;  // nullopt: no body (HTTP 202/204)
 };
@@ -96,7 +97,8 @@ bool ReplyFromResponse(const Json& json, RpcReply* reply) {
     const Json& error = json["error"];
     RpcError rpc_error;
     rpc_error.code = error.value("code", 0);
-    rpc_error.message = error.contains("message") && error["message"].is_string() ? error["message"].get<std::string>() : "";
+    rpc_error.message =
+        error.contains("message") && error["message"].is_string() ? error["message"].get<std::string>() : "";
     rpc_error.data = error.contains("data") ? error["data"] : Json();
     reply->error = std::move(rpc_error);
     return true;
@@ -118,7 +120,9 @@ RpcReply TransportFailure(Status status) {
 
 Status RpcReply::status() const {
   if (!transport.ok()) return transport;
-  if (error) return Status(StatusCodeForRpcError(error->code), "rpc error " + std::to_string(error->code) + ": " + error->message);
+  if (error)
+    return Status(StatusCodeForRpcError(error->code),
+                  "rpc error " + std::to_string(error->code) + ": " + error->message);
   return Status::Ok();
 }
 
@@ -160,7 +164,8 @@ class RpcClient::Impl {
     if (ec) {
       ws_.reset();
       if (response.result() == http::status::unauthorized) {
-        return UnauthenticatedError("WebSocket handshake with " + url_text_ + " refused: 401 unauthorized (wrong or missing token)");
+        return UnauthenticatedError("WebSocket handshake with " + url_text_ +
+                                    " refused: 401 unauthorized (wrong or missing token)");
       }
       if (response.result_int() != 0 && response.result() != http::status::switching_protocols) {
         return UnavailableError("WebSocket handshake with " + url_text_ + " refused: HTTP " +
@@ -261,7 +266,9 @@ class RpcClient::Impl {
       Status lost = failure ? ConnectionError("connection to " + url_text_ + " lost", failure) : Status::Ok();
       Close();
       server_closes_ = false;
-      while (answers.size() < answers_wanted) answers.push_back(RawAnswer{lost.ok() ? UnavailableError("the server closed the connection to " + url_text_) : lost, 0, std::nullopt});
+      while (answers.size() < answers_wanted)
+        answers.push_back(RawAnswer{
+            lost.ok() ? UnavailableError("the server closed the connection to " + url_text_) : lost, 0, std::nullopt});
     }
     return answers;
   }
@@ -293,7 +300,8 @@ class RpcClient::Impl {
       auto parsed = ParseJson(answer.body.value_or(""), "answer");
       RpcReply reply;
       if (!parsed.ok() || !ReplyFromResponse(*parsed, &reply)) {
-        unmatched.push_back(TransportFailure(DataLossError("not a JSON-RPC response from " + url_text_ + ": " + answer.body.value_or("").substr(0, 200))));
+        unmatched.push_back(TransportFailure(DataLossError("not a JSON-RPC response from " + url_text_ + ": " +
+                                                           answer.body.value_or("").substr(0, 200))));
         continue;
       }
       const Json& id = (*parsed)["id"];
@@ -308,8 +316,9 @@ class RpcClient::Impl {
     size_t next_unmatched = 0;
     for (size_t i = 0; i < replies.size(); ++i) {
       if (filled[i]) continue;
-      replies[i] = next_unmatched < unmatched.size() ? std::move(unmatched[next_unmatched++])
-                                                     : TransportFailure(DataLossError("no answer for request " + std::to_string(ids[i])));
+      replies[i] = next_unmatched < unmatched.size()
+                       ? std::move(unmatched[next_unmatched++])
+                       : TransportFailure(DataLossError("no answer for request " + std::to_string(ids[i])));
     }
     return replies;
   }
@@ -386,7 +395,8 @@ class RpcClient::Impl {
       auto parsed = ParseJson(*answer.body, "answer");
       if (parsed.ok() && ReplyFromResponse(*parsed, &reply)) return reply;
     }
-    std::string what = answer.http_status == 200 ? "not a JSON-RPC response" : "HTTP " + std::to_string(answer.http_status);
+    std::string what =
+        answer.http_status == 200 ? "not a JSON-RPC response" : "HTTP " + std::to_string(answer.http_status);
     return TransportFailure((answer.http_status == 200 ? DataLossError : UnavailableError)(
         what + " from " + url_text_ + (answer.body ? ": " + answer.body->substr(0, 200) : std::string())));
   }

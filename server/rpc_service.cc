@@ -88,7 +88,9 @@ class RpcService::Impl {
 
   Status Start();
   void HandleMessage(Json message, const RequestContext& context, Done done);
-  void CountParseError(const std::string& transport) { rpc_metrics_.CountRequest("invalid", kRpcParseError, transport, 0); }
+  void CountParseError(const std::string& transport) {
+    rpc_metrics_.CountRequest("invalid", kRpcParseError, transport, 0);
+  }
   void BeginDrain() { sessions_->BeginDrain(); }
   Status Shutdown(std::chrono::milliseconds grace);
 
@@ -140,8 +142,8 @@ Status RpcService::Impl::Shutdown(std::chrono::milliseconds grace) {
   {
     std::unique_lock lock(in_flight_mutex_);
     if (!in_flight_cv_.wait_for(lock, grace, [this] { return in_flight_.load() == 0; })) {
-      ENVFORGE_LOG(kWarn) << "shutdown: " << in_flight_.load() << " requests still in flight after "
-                          << grace.count() << " ms; closing their sessions";
+      ENVFORGE_LOG(kWarn) << "shutdown: " << in_flight_.load() << " requests still in flight after " << grace.count()
+                          << " ms; closing their sessions";
     }
   }
   return sessions_->Shutdown(grace);
@@ -198,7 +200,8 @@ Reply RpcService::Impl::ReplyFor(const internal::RpcRequest& request, std::strin
     rpc_metrics_.CountRequest(metric_label, error ? error->code : 0, transport, SecondsSince(start));
     std::optional<Json> response;
     if (!notification) {
-      response = error ? internal::ErrorResponse(id, *error) : internal::ResultResponse(id, std::get<Json>(std::move(answer)));
+      response =
+          error ? internal::ErrorResponse(id, *error) : internal::ResultResponse(id, std::get<Json>(std::move(answer)));
     }
     CallDone(done, std::move(response));
     EndRequest();
@@ -229,7 +232,8 @@ void RpcService::HandleAsync(std::string payload, const RequestContext& context,
   auto parsed = ParseJson(payload, "request");
   if (!parsed.ok()) {
     impl_->CountParseError(context.transport);
-    done(DumpJson(internal::ErrorResponse(nullptr, MakeError(kRpcParseError, "parse error: " + parsed.status().message()))));
+    done(DumpJson(
+        internal::ErrorResponse(nullptr, MakeError(kRpcParseError, "parse error: " + parsed.status().message()))));
     return;
   }
   impl_->HandleMessage(std::move(parsed).value(), context, [done = std::move(done)](std::optional<Json> response) {
@@ -238,7 +242,8 @@ void RpcService::HandleAsync(std::string payload, const RequestContext& context,
   });
 }
 
-void RpcService::HandleJsonAsync(Json message, const RequestContext& context, std::function<void(std::optional<Json>)> done) {
+void RpcService::HandleJsonAsync(Json message, const RequestContext& context,
+                                 std::function<void(std::optional<Json>)> done) {
   impl_->HandleMessage(std::move(message), context, std::move(done));
 }
 

@@ -81,9 +81,7 @@ LineRead ReadLine(std::streambuf& buffer, size_t max_bytes, std::string* line) {
   return LineRead::kLine;
 }
 
-bool IsBlank(const std::string& line) {
-  return line.find_first_not_of(" \t\r") == std::string::npos;
-}
+bool IsBlank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
 
 }  // namespace
 
@@ -115,7 +113,8 @@ Status StdioServer::Run(std::istream& in) {
     if (read == LineRead::kTooLong) {
       ENVFORGE_LOG(kWarn) << "stdio: skipped a line over " << options.max_line_bytes << " bytes";
       writer->Write(RpcService::ErrorResponse(
-          nullptr, kRpcPayloadTooLarge, "payload too large: a line exceeds " + std::to_string(options.max_line_bytes) + " bytes"));
+          nullptr, kRpcPayloadTooLarge,
+          "payload too large: a line exceeds " + std::to_string(options.max_line_bytes) + " bytes"));
       continue;
     }
     if (IsBlank(line)) continue;

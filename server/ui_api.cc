@@ -36,18 +36,26 @@ Result<agents::ListFilter> FilterFromQuery(std::string_view query) {
   const std::map<std::string, std::string> parameters = ParseQuery(query);
   agents::ListFilter filter;
   for (const auto& [name, value] : parameters) {
-    if (name == "env") filter.env_id = value;
-    else if (name == "task") filter.task_id = value;
-    else if (name == "kind") filter.kind = value;
-    else if (name == "rollout") filter.rollout_id = value;
-    else if (name == "parent") filter.parent_id = value;
-    else if (name == "sort") filter.sort_by = value.empty() ? "started" : value;
+    if (name == "env")
+      filter.env_id = value;
+    else if (name == "task")
+      filter.task_id = value;
+    else if (name == "kind")
+      filter.kind = value;
+    else if (name == "rollout")
+      filter.rollout_id = value;
+    else if (name == "parent")
+      filter.parent_id = value;
+    else if (name == "sort")
+      filter.sort_by = value.empty() ? "started" : value;
     else if (name == "order" && value != "asc" && value != "desc" && !value.empty()) {
       return InvalidArgumentError("order must be asc or desc, got '" + value.substr(0, 40) + "'");
-    } else if (name == "order") filter.ascending = value == "asc";
+    } else if (name == "order")
+      filter.ascending = value == "asc";
     else if (name == "outcome" && !value.empty()) {
       filter.outcome = agents::EpisodeOutcomeFromName(value);
-      if (!filter.outcome) return InvalidArgumentError("outcome '" + value.substr(0, 40) + "' is not an episode outcome");
+      if (!filter.outcome)
+        return InvalidArgumentError("outcome '" + value.substr(0, 40) + "' is not an episode outcome");
     } else if (name != "limit" && name != "offset" && name != "outcome") {
       return InvalidArgumentError("unknown parameter '" + name.substr(0, 40) +
                                   "' (env, task, outcome, kind, rollout, parent, sort, order, limit, offset)");
@@ -82,7 +90,8 @@ const char* AssetBody(std::string_view path, const char** content_type) {
 }  // namespace
 
 Result<std::unique_ptr<UiApi>> UiApi::Open(const std::string& trajectories_path, const UiApiOptions& options) {
-  ENVFORGE_ASSIGN_OR_RETURN(std::unique_ptr<agents::TrajectoryReader> reader, agents::TrajectoryReader::Open(trajectories_path));
+  ENVFORGE_ASSIGN_OR_RETURN(std::unique_ptr<agents::TrajectoryReader> reader,
+                            agents::TrajectoryReader::Open(trajectories_path));
   ENVFORGE_ASSIGN_OR_RETURN(std::unique_ptr<UiRuns> runs, UiRuns::Open(options.runs_dir));
   return std::unique_ptr<UiApi>(new UiApi(std::move(reader), std::move(runs)));
 }
@@ -106,7 +115,8 @@ UiResponse UiApi::Handle(std::string_view target) const {
   if (!IsApiPath(path)) {
     const char* content_type = nullptr;
     const char* body = AssetBody(path, &content_type);
-    if (body == nullptr) return UiResponse{404, "text/plain; charset=utf-8", "no page " + std::string(path.substr(0, 200)) + "\n"};
+    if (body == nullptr)
+      return UiResponse{404, "text/plain; charset=utf-8", "no page " + std::string(path.substr(0, 200)) + "\n"};
     return UiResponse{200, content_type, body};
   }
   const std::string_view route = path.substr(kApiPrefix.size());
@@ -133,8 +143,10 @@ UiResponse UiApi::Episodes(std::string_view query) const {
   if (has_more) episodes->pop_back();
   Json list = Json::array();
   for (const agents::EpisodeSummary& summary : *episodes) list.push_back(agents::EpisodeSummaryToJson(summary));
-  return JsonAnswer(200, Json{{"episodes", std::move(list)}, {"limit", filter->limit}, {"offset", filter->offset},
-                              {"has_more", has_more}});
+  return JsonAnswer(
+      200,
+      Json{
+          {"episodes", std::move(list)}, {"limit", filter->limit}, {"offset", filter->offset}, {"has_more", has_more}});
 }
 
 UiResponse UiApi::OneEpisode(const std::string& id) const {
@@ -152,8 +164,10 @@ UiResponse UiApi::Counts() const {
     return reader_->Count();
   }();
   if (!counts.ok()) return FromStatus(counts.status());
-  return JsonAnswer(200, Json{{"episodes", counts->episodes}, {"steps", counts->steps},
-                              {"open_episodes", counts->open_episodes}, {"model_turns", counts->model_turns}});
+  return JsonAnswer(200, Json{{"episodes", counts->episodes},
+                              {"steps", counts->steps},
+                              {"open_episodes", counts->open_episodes},
+                              {"model_turns", counts->model_turns}});
 }
 
 namespace {
@@ -194,7 +208,8 @@ UiResponse UiApi::Task(std::string_view query) const {
     outcomes[outcome] = outcomes.value(outcome, 0) + 1;
     if (!episode.outcome || *episode.outcome == agents::EpisodeOutcome::kInfraError) continue;
     const bool passed = episode.verdict && episode.verdict->value("passed", false);
-    for (PassCounts* counts : {&all, episode.start.rollout_id.empty() ? nullptr : &rollouts[episode.start.rollout_id]}) {
+    for (PassCounts* counts :
+         {&all, episode.start.rollout_id.empty() ? nullptr : &rollouts[episode.start.rollout_id]}) {
       if (counts == nullptr) continue;
       counts->model = episode.start.model;
       counts->n += 1;
@@ -207,8 +222,12 @@ UiResponse UiApi::Task(std::string_view query) const {
     row["rollout_id"] = id;
     per_rollout.push_back(std::move(row));
   }
-  return JsonAnswer(200, Json{{"env", filter.env_id}, {"task", filter.task_id}, {"episodes", episodes->size()},
-                              {"truncated", truncated}, {"outcomes", std::move(outcomes)}, {"all", all.ToJson()},
+  return JsonAnswer(200, Json{{"env", filter.env_id},
+                              {"task", filter.task_id},
+                              {"episodes", episodes->size()},
+                              {"truncated", truncated},
+                              {"outcomes", std::move(outcomes)},
+                              {"all", all.ToJson()},
                               {"rollouts", std::move(per_rollout)}});
 }
 
@@ -231,7 +250,8 @@ void UiApi::ReplayAsync(std::string_view target, std::function<void(UiResponse)>
   auto drift = parameters.find("allow_version_drift");
   const bool allow_drift = drift != parameters.end() && (drift->second == "1" || drift->second == "true");
   if (replay_manager_ == nullptr) {
-    return done(ErrorAnswer(503, "replay needs the environments: envforge serve --envs DIR, or envforge view F --envs DIR"));
+    return done(
+        ErrorAnswer(503, "replay needs the environments: envforge serve --envs DIR, or envforge view F --envs DIR"));
   }
   replays_.Post([this, id, allow_drift, done = std::move(done)] {
     auto load = [this](const std::string& episode_id) {

@@ -65,8 +65,8 @@ class UiApi {
   static Result<std::unique_ptr<UiApi>> Open(const std::string& trajectories_path, const UiApiOptions& options = {});
   ~UiApi();
 
-  static bool IsUiPath(std::string_view path);     // /ui or under /ui/
-  static bool IsApiPath(std::string_view path);    // under /ui/api/
+  static bool IsUiPath(std::string_view path);   // /ui or under /ui/
+  static bool IsApiPath(std::string_view path);  // under /ui/api/
   // Answers a GET of `target` (path and query) under /ui/.
   UiResponse Handle(std::string_view target) const;
   // The Content-Security-Policy header value every /ui answer carries.

@@ -36,7 +36,8 @@ constexpr const char* kNoRunsNote =
 Result<std::pair<int64_t, int64_t>> PageFromQuery(std::string_view query) {
   const std::map<std::string, std::string> parameters = ParseQuery(query);
   for (const auto& [name, value] : parameters) {
-    if (name != "limit" && name != "offset") return InvalidArgumentError("unknown parameter '" + name.substr(0, 40) + "' (limit, offset)");
+    if (name != "limit" && name != "offset")
+      return InvalidArgumentError("unknown parameter '" + name.substr(0, 40) + "' (limit, offset)");
   }
   ENVFORGE_ASSIGN_OR_RETURN(int64_t limit, IntParameter(parameters, "limit", kDefaultDroppedPage, 1, kMaxDroppedPage));
   ENVFORGE_ASSIGN_OR_RETURN(int64_t offset, IntParameter(parameters, "offset", 0, 0, int64_t{1} << 40));
@@ -45,9 +46,11 @@ Result<std::pair<int64_t, int64_t>> PageFromQuery(std::string_view query) {
 
 // A name the API may open: a plain file name in the runs directory, never a path.
 Status CheckRunName(const std::string& name) {
-  const bool plain = !name.empty() && name.front() != '.' && name.find_first_of(std::string("/\\\0", 3)) == std::string::npos;
+  const bool plain =
+      !name.empty() && name.front() != '.' && name.find_first_of(std::string("/\\\0", 3)) == std::string::npos;
   if (!plain || name.size() <= kRunSuffix.size() || !name.ends_with(kRunSuffix)) {
-    return InvalidArgumentError("a run is named by its file name in the runs directory (NAME.sqlite), got '" + name.substr(0, 80) + "'");
+    return InvalidArgumentError("a run is named by its file name in the runs directory (NAME.sqlite), got '" +
+                                name.substr(0, 80) + "'");
   }
   return Status::Ok();
 }
@@ -55,7 +58,8 @@ Status CheckRunName(const std::string& name) {
 // The file's creation time where the file system records one (statx), else nullopt.
 std::optional<double> BirthTime(const fs::path& path) {
   struct statx info {};
-  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_BTIME, &info) != 0 || (info.stx_mask & STATX_BTIME) == 0) return std::nullopt;
+  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_BTIME, &info) != 0 || (info.stx_mask & STATX_BTIME) == 0)
+    return std::nullopt;
   return static_cast<double>(info.stx_btime.tv_sec) + info.stx_btime.tv_nsec / 1e9;
 }
 
@@ -100,7 +104,8 @@ Json RunSummary(const std::string& name, const OpenedRun& run) {
   const envsynth::FunnelRow& totals = run.funnel.totals();
   return {{"name", name},
           {"categories", run.funnel.config.value("categories", Json::array())},
-          {"environments", {{"planned", run.funnel.envs_planned}, {"done", run.funnel.envs_done}, {"failed", run.funnel.envs_failed}}},
+          {"environments",
+           {{"planned", run.funnel.envs_planned}, {"done", run.funnel.envs_done}, {"failed", run.funnel.envs_failed}}},
           {"candidates", totals.candidates},
           {"kept", totals.kept},
           {"dropped", static_cast<int64_t>(run.funnel.dropped.size())},
@@ -159,7 +164,8 @@ UiResponse UiRuns::OneRun(const std::string& name, std::string_view query) const
   if (!run.ok()) {
     const StatusCode code = run.status().code();
     // A file that is not a run database (or of another format version) is no run to show.
-    const bool not_a_run = code == StatusCode::kInvalidArgument || code == StatusCode::kFailedPrecondition || code == StatusCode::kNotFound;
+    const bool not_a_run = code == StatusCode::kInvalidArgument || code == StatusCode::kFailedPrecondition ||
+                           code == StatusCode::kNotFound;
     return ErrorAnswer(not_a_run ? 404 : 500, run.status().message());
   }
   const auto [limit, offset] = *page;
@@ -167,7 +173,8 @@ UiResponse UiRuns::OneRun(const std::string& name, std::string_view query) const
   const int64_t total = static_cast<int64_t>(dropped.size());
   const int64_t first = std::min(offset, total), last = std::min(offset + limit, total);
   Json page_of_dropped = Json::array();
-  for (int64_t index = first; index < last; ++index) page_of_dropped.push_back(dropped[static_cast<size_t>(index)].ToJson());
+  for (int64_t index = first; index < last; ++index)
+    page_of_dropped.push_back(dropped[static_cast<size_t>(index)].ToJson());
   Json body = run->funnel.ToJson();
   body["run"] = name;  // the server's own path stays on the server
   body["name"] = name;

@@ -15,7 +15,9 @@ Json IntegerProperty(const char* description, int minimum) {
 }
 
 Json ObjectSchema(Json properties, std::vector<std::string> required) {
-  return {{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)},
+  return {{"type", "object"},
+          {"properties", std::move(properties)},
+          {"required", std::move(required)},
           {"additionalProperties", false}};
 }
 
@@ -64,7 +66,10 @@ std::vector<ToolSpec> CodeToolSpecs() {
        "Runs the repository's test suite (the environment's test command) and returns each test's status "
        "(pass, fail, error, skip, xfail) read from the runner's JUnit XML; `tests` runs only those test ids "
        "where the environment can select them (the answer's `selection` says), and restricts the answer to them.",
-       ObjectSchema({{"tests", {{"type", "array"}, {"items", {{"type", "string"}}}, {"description", "test ids to run and report"}}}}, {})},
+       ObjectSchema(
+           {{"tests",
+             {{"type", "array"}, {"items", {{"type", "string"}}}, {"description", "test ids to run and report"}}}},
+           {})},
   };
 }
 

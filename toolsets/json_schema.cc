@@ -229,7 +229,8 @@ class Validator {
     if (node.reject_all) return Report(at, [] { return std::string("no value is allowed here"); });
     if (node.types != 0 && (node.types & InstanceTypes(value)) == 0) {
       // The other keywords would only repeat the mismatch.
-      return Report(at, [&] { return "expected " + node.type_text + ", got " + std::string(internal::InstanceTypeName(value)); });
+      return Report(
+          at, [&] { return "expected " + node.type_text + ", got " + std::string(internal::InstanceTypeName(value)); });
     }
     if (node.has_enum && !EnumContains(node, value)) Report(at, [&] { return "must be one of " + node.enum_text; });
     if (node.has_const && !internal::InstanceEqual(value, node.const_value)) {
@@ -275,7 +276,9 @@ class Validator {
     if (node.pattern) {
       Result<bool> found = node.pattern->regex.Search(text);
       if (!found.ok()) {
-        Report(at, [&] { return "pattern '" + node.pattern->source + "' could not be checked: " + found.status().message(); });
+        Report(at, [&] {
+          return "pattern '" + node.pattern->source + "' could not be checked: " + found.status().message();
+        });
       } else if (!*found) {
         Report(at, [&] { return "must match the pattern '" + node.pattern->source + "'"; });
       }
@@ -288,20 +291,28 @@ class Validator {
   void CheckLength(const SchemaNode& node, const std::string& text, const PathFrame* at) {
     uint64_t length = CodePointCount(text);
     if (node.min_length && length < *node.min_length) {
-      Report(at, [&] { return "must have at least " + CountText(*node.min_length, "character") + ", got " + std::to_string(length); });
+      Report(at, [&] {
+        return "must have at least " + CountText(*node.min_length, "character") + ", got " + std::to_string(length);
+      });
     }
     if (node.max_length && length > *node.max_length) {
-      Report(at, [&] { return "must have at most " + CountText(*node.max_length, "character") + ", got " + std::to_string(length); });
+      Report(at, [&] {
+        return "must have at most " + CountText(*node.max_length, "character") + ", got " + std::to_string(length);
+      });
     }
   }
 
   void CheckArray(const SchemaNode& node, const Json::array_t& array, const PathFrame* at) {
     uint64_t size = array.size();
     if (node.min_items && size < *node.min_items) {
-      Report(at, [&] { return "must have at least " + CountText(*node.min_items, "item") + ", got " + std::to_string(size); });
+      Report(at, [&] {
+        return "must have at least " + CountText(*node.min_items, "item") + ", got " + std::to_string(size);
+      });
     }
     if (node.max_items && size > *node.max_items) {
-      Report(at, [&] { return "must have at most " + CountText(*node.max_items, "item") + ", got " + std::to_string(size); });
+      Report(at, [&] {
+        return "must have at most " + CountText(*node.max_items, "item") + ", got " + std::to_string(size);
+      });
     }
     if (node.unique_items) CheckUnique(array, at);
     for (size_t item_idx = 0; item_idx < array.size() && !Full(); ++item_idx) {
@@ -322,7 +333,8 @@ class Validator {
     uint64_t least = node.min_contains.value_or(1);
     if (matches < least) {
       Report(at, [&] {
-        return "must contain at least " + CountText(least, "item") + " matching 'contains', got " + std::to_string(matches);
+        return "must contain at least " + CountText(least, "item") + " matching 'contains', got " +
+               std::to_string(matches);
       });
     }
     if (node.max_contains && matches > *node.max_contains) {
@@ -394,7 +406,9 @@ class Validator {
     for (const PatternRule& rule : node.pattern_properties) {
       Result<bool> found = rule.pattern.regex.Search(member.first);
       if (!found.ok()) {
-        Report(frame, [&] { return "pattern '" + rule.pattern.source + "' could not be checked: " + found.status().message(); });
+        Report(frame, [&] {
+          return "pattern '" + rule.pattern.source + "' could not be checked: " + found.status().message();
+        });
         any = true;
       } else if (*found) {
         Check(rule.node, member.second, frame);
@@ -415,10 +429,14 @@ class Validator {
 
   void CheckPropertyCount(const SchemaNode& node, uint64_t count, const PathFrame* at) {
     if (node.min_properties && count < *node.min_properties) {
-      Report(at, [&] { return "must have at least " + CountText(*node.min_properties, "property") + ", got " + std::to_string(count); });
+      Report(at, [&] {
+        return "must have at least " + CountText(*node.min_properties, "property") + ", got " + std::to_string(count);
+      });
     }
     if (node.max_properties && count > *node.max_properties) {
-      Report(at, [&] { return "must have at most " + CountText(*node.max_properties, "property") + ", got " + std::to_string(count); });
+      Report(at, [&] {
+        return "must have at most " + CountText(*node.max_properties, "property") + ", got " + std::to_string(count);
+      });
     }
   }
 
@@ -427,11 +445,13 @@ class Validator {
       if (Full()) return;
       Json name(member.first);
       if (Matches(node.property_names, name, at)) continue;
-      Report(at, [&] { return "property name '" + member.first + "': " + FirstViolation(node.property_names, name, at); });
+      Report(at,
+             [&] { return "property name '" + member.first + "': " + FirstViolation(node.property_names, name, at); });
     }
   }
 
-  void CheckDependencies(const SchemaNode& node, const Json& value, const Json::object_t& members, const PathFrame* at) {
+  void CheckDependencies(const SchemaNode& node, const Json& value, const Json::object_t& members,
+                         const PathFrame* at) {
     for (const internal::RequiredDependency& dependency : node.dependent_required) {
       if (members.find(dependency.name) == members.end()) continue;
       for (const std::string& name : dependency.required) {
@@ -486,7 +506,9 @@ class Validator {
     }
     if (count == 1) return;
     if (count == 0) {
-      return Report(at, [&] { return "must match exactly one schema in oneOf, matched none: " + BranchFailures(node.one_of, value, at); });
+      return Report(at, [&] {
+        return "must match exactly one schema in oneOf, matched none: " + BranchFailures(node.one_of, value, at);
+      });
     }
     Report(at, [&] {
       return "must match exactly one schema in oneOf, but matches schemas " + std::to_string(matched[0]) + " and " +

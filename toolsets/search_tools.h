@@ -20,7 +20,7 @@ inline constexpr std::string_view kOpenTool = "open";
 inline constexpr std::string_view kFindTool = "find";
 
 // Bounds of the arguments, enforced by the schemas (invalid_call) before a tool runs.
-inline constexpr int kSearchMaxTopK = 20;        // search: top_k 1..20, default kSearchDefaultTopK
+inline constexpr int kSearchMaxTopK = 20;  // search: top_k 1..20, default kSearchDefaultTopK
 inline constexpr int kSearchDefaultTopK = 5;
 inline constexpr int kSearchMaxQueryChars = 512;  // search: query length
 inline constexpr int kOpenMaxChars = 20'000;      // open: max_chars 1..20000, default kOpenDefaultChars

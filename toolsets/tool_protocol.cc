@@ -60,9 +60,7 @@ Json ToJson(const ToolSpec& spec) {
   return Json{{"name", spec.name}, {"description", spec.description}, {"inputSchema", spec.input_schema}};
 }
 
-Json ToJson(const ToolCall& call) {
-  return Json{{"id", call.id}, {"name", call.name}, {"arguments", call.arguments}};
-}
+Json ToJson(const ToolCall& call) { return Json{{"id", call.id}, {"name", call.name}, {"arguments", call.arguments}}; }
 
 Json ToJson(const ToolResult& result) {
   Json json{{"id", result.call_id}, {"outcome", OutcomeName(result.outcome)}};
@@ -143,8 +141,8 @@ Result<ToolResult> ToolResultFromJson(const Json& json) {
 bool IsValidToolName(std::string_view name) {
   if (name.empty() || name.size() > 128) return false;
   for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '-' || c == '.';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
     if (!ok) return false;
   }
   return true;

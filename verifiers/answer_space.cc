@@ -126,8 +126,8 @@ Result<std::vector<std::array<std::string, 3>>> ForeignKeys(Database& db, const 
   return keys;
 }
 
-Status ReadLink(Database& db, const std::string& table, const std::string& column, const std::array<std::string, 3>& key,
-                Domain& domain) {
+Status ReadLink(Database& db, const std::string& table, const std::string& column,
+                const std::array<std::string, 3>& key, Domain& domain) {
   DomainLink link;
   link.column = key[0];
   link.parent = key[1] + "." + key[2];

@@ -46,11 +46,11 @@ inline constexpr int64_t kMaxIntegerRange = 1000;
 
 // A single-column foreign key of a domain's table, as seen from the domain's values.
 struct DomainLink {
-  std::string column;                          // the referencing column of the domain's table ("city")
-  std::string parent;                          // "P.p", e.g. "cities.name"
-  std::vector<Json> parent_values;             // distinct non-null values of the column, ordered
-  std::vector<std::vector<uint32_t>> parents;  // per domain value: indexes into parent_values
-  std::vector<std::vector<uint32_t>> children; // per parent value: indexes into the domain's values
+  std::string column;                           // the referencing column of the domain's table ("city")
+  std::string parent;                           // "P.p", e.g. "cities.name"
+  std::vector<Json> parent_values;              // distinct non-null values of the column, ordered
+  std::vector<std::vector<uint32_t>> parents;   // per domain value: indexes into parent_values
+  std::vector<std::vector<uint32_t>> children;  // per parent value: indexes into the domain's values
   std::optional<uint32_t> ParentIndex(const Json& value) const;
   std::unordered_map<std::string, uint32_t> parent_index;  // DumpJson(value) -> index
 };
@@ -58,7 +58,7 @@ struct DomainLink {
 struct Domain {
   std::string source;  // "hotels.name", "enum", "const", "boolean", "integer 1..5"
   std::vector<Json> values;
-  std::vector<DomainLink> links;  // x-domain only
+  std::vector<DomainLink> links;                    // x-domain only
   std::unordered_map<std::string, uint32_t> index;  // DumpJson(value) -> index
   std::optional<uint32_t> IndexOf(const Json& value) const;
 };
@@ -66,10 +66,10 @@ struct Domain {
 inline constexpr uint32_t kNoValue = UINT32_MAX;
 
 struct Slot {
-  std::string pointer;      // RFC 6901 pointer into the answer: "/1/hotel", "" for the root
-  std::string field;        // the last reference token: "hotel", "1"
-  std::string record;       // pointer of the nearest enclosing array element ("/1"), "" when none
-  size_t domain = 0;        // index into AnswerSpace::domains()
+  std::string pointer;                 // RFC 6901 pointer into the answer: "/1/hotel", "" for the root
+  std::string field;                   // the last reference token: "hotel", "1"
+  std::string record;                  // pointer of the nearest enclosing array element ("/1"), "" when none
+  size_t domain = 0;                   // index into AnswerSpace::domains()
   uint32_t template_value = kNoValue;  // the template's value in the domain, kNoValue when not in it
 };
 

@@ -298,8 +298,9 @@ class TaskAuditor {
     size_t gold_jobs = jobs.size();
     std::vector<size_t> all(probes_.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    AppendJobs(probes_, all, options_.batch_size, lanes_.size(), lane_oracle_,
-               [](size_t, size_t batch) { return batch; }, jobs);
+    AppendJobs(
+        probes_, all, options_.batch_size, lanes_.size(), lane_oracle_, [](size_t, size_t batch) { return batch; },
+        jobs);
     ENVFORGE_RETURN_IF_ERROR(runner_.Run(task_.id, jobs, "probes"));
     if (gold_jobs > 0) {
       gold_runs_[0] = jobs[0];
@@ -333,7 +334,8 @@ class TaskAuditor {
       space = std::move(built).value();
     } else if (built.status().code() == StatusCode::kInvalidArgument) {
       audit_.space_error = built.status().message();
-      audit_.AddFinding({"schema_defect", "", "answer_schema", built.status().message()}, options_.max_findings_per_kind);
+      audit_.AddFinding({"schema_defect", "", "answer_schema", built.status().message()},
+                        options_.max_findings_per_kind);
     } else {
       return built.status().WithContext("task " + task_.id + ": reading the answer domains");
     }
@@ -504,10 +506,10 @@ class TaskAuditor {
         }
         std::vector<uint32_t> choice = center;
         choice[relation.child] = value.value;
-        probes_.Add(Probe{DumpJson(space_->Make(choice)), ProbeFamily::kWalk, "walk.sweep",
-                          slots[relation.child].pointer + " <- " + DumpJson(domain.values[value.value]) + " (" +
-                              value.why + ")",
-                          std::move(choice)});
+        probes_.Add(Probe{
+            DumpJson(space_->Make(choice)), ProbeFamily::kWalk, "walk.sweep",
+            slots[relation.child].pointer + " <- " + DumpJson(domain.values[value.value]) + " (" + value.why + ")",
+            std::move(choice)});
       }
     }
   }
@@ -529,7 +531,8 @@ class TaskAuditor {
     auto collect = [&](size_t from) {
       for (size_t i = from; i < probes_.size(); ++i) {
         if (!judged_[i].done || probes_.IsMember(i, ProbeFamily::kTrivial) || probes_[i].choice.empty()) continue;
-        if (std::find(probes_[i].choice.begin(), probes_[i].choice.end(), kNoValue) != probes_[i].choice.end()) continue;
+        if (std::find(probes_[i].choice.begin(), probes_[i].choice.end(), kNoValue) != probes_[i].choice.end())
+          continue;
         if (!pooled.insert(i).second) continue;
         if (AcceptedByEither(i)) {
           accepted.Add(Signature(probes_[i].choice), probes_[i].choice);
@@ -610,8 +613,9 @@ class TaskAuditor {
       std::vector<size_t> fresh;
       for (size_t i = before; i < probes_.size(); ++i) fresh.push_back(i);
       std::vector<Job> jobs;
-      AppendJobs(probes_, fresh, options_.batch_size, lanes_.size(), lane_oracle_,
-                 [](size_t, size_t batch) { return batch; }, jobs);
+      AppendJobs(
+          probes_, fresh, options_.batch_size, lanes_.size(), lane_oracle_, [](size_t, size_t batch) { return batch; },
+          jobs);
       ENVFORGE_RETURN_IF_ERROR(runner_.Run(task_.id, jobs, "walk"));
       Absorb(jobs, 0);
       if (runner_.stopped()) break;
@@ -648,8 +652,9 @@ class TaskAuditor {
 
     std::vector<Job> jobs;
     size_t lanes = lanes_.size();
-    AppendJobs(probes_, subset, options_.batch_size, lanes, lane_oracle_,
-               [&](size_t index, size_t) { return judged_[index].lane + 1; }, jobs);
+    AppendJobs(
+        probes_, subset, options_.batch_size, lanes, lane_oracle_,
+        [&](size_t index, size_t) { return judged_[index].lane + 1; }, jobs);
     ENVFORGE_RETURN_IF_ERROR(runner_.Run(task_.id, jobs, "determinism"));
     audit_.rejudged = 0;
     for (const Job& job : jobs) {
@@ -661,8 +666,8 @@ class TaskAuditor {
         if (!SameVerdict(first.verifier, job.verifier[k])) {
           ++audit_.verifier_differences;
           audit_.AddFinding({"nondeterminism", probe.text, ProbeName(probe),
-                             "lane " + std::to_string(first.lane) + ": " + DescribeVerdict(first.verifier) + " | lane " +
-                                 std::to_string(job.lane) + ": " + DescribeVerdict(job.verifier[k])},
+                             "lane " + std::to_string(first.lane) + ": " + DescribeVerdict(first.verifier) +
+                                 " | lane " + std::to_string(job.lane) + ": " + DescribeVerdict(job.verifier[k])},
                             options_.max_findings_per_kind);
         }
         if (job.with_oracle && k < job.oracle.size() && first.has_oracle && !SameVerdict(first.oracle, job.oracle[k])) {
@@ -694,12 +699,10 @@ class TaskAuditor {
     if (out == nullptr) return;
     for (size_t i = 0; i < probes_.size(); ++i) {
       const Judged& entry = judged_[i];
-      Json line{{"task", task_.id},
-                {"family", ProbeFamilyName(probes_[i].family)},
-                {"kind", probes_[i].kind},
-                {"label", probes_[i].label},
-                {"text", probes_[i].text},
-                {"verifier", entry.done ? DescribeVerdict(entry.verifier, 1) : "not judged"}};
+      Json line{
+          {"task", task_.id},        {"family", ProbeFamilyName(probes_[i].family)},
+          {"kind", probes_[i].kind}, {"label", probes_[i].label},
+          {"text", probes_[i].text}, {"verifier", entry.done ? DescribeVerdict(entry.verifier, 1) : "not judged"}};
       if (entry.has_oracle) line["oracle"] = DescribeVerdict(entry.oracle, 1);
       std::fprintf(out, "%s\n", DumpJson(line).c_str());
     }
@@ -724,7 +727,8 @@ class TaskAuditor {
                             " on lane " + std::to_string(job.lane);
         if (v.defect) {
           ++audit_.verifier_defects;
-          audit_.AddFinding({"defect", gold, "gold", where + ": " + DescribeVerdict(v)}, options_.max_findings_per_kind);
+          audit_.AddFinding({"defect", gold, "gold", where + ": " + DescribeVerdict(v)},
+                            options_.max_findings_per_kind);
         } else if (!v.passed && !reported_rejection) {
           reported_rejection = true;
           audit_.AddFinding({"gold_rejected", gold, "gold", where + ": " + DescribeVerdict(v)},
@@ -745,7 +749,8 @@ class TaskAuditor {
             audit_.AddFinding({"oracle_defect", gold, "gold", where + ": " + DescribeVerdict(o)},
                               options_.max_findings_per_kind);
           }
-          if (!gold_runs_[0].oracle.empty() && !SameVerdict(gold_runs_[0].oracle[0], o) && !reported_oracle_difference) {
+          if (!gold_runs_[0].oracle.empty() && !SameVerdict(gold_runs_[0].oracle[0], o) &&
+              !reported_oracle_difference) {
             reported_oracle_difference = true;
             ++audit_.oracle_differences;
             audit_.AddFinding({"oracle_nondeterminism", gold, "gold",
@@ -805,8 +810,8 @@ class TaskAuditor {
         audit_.AddFinding({"trivial_accept", probe.text, ProbeName(probe), "verifier " + DescribeVerdict(v)}, cap);
       }
       if (trivial && entry.has_oracle && Accepted(entry.oracle)) {
-        audit_.AddFinding({"oracle_trivial_accept", probe.text, ProbeName(probe), "oracle " + DescribeVerdict(entry.oracle)},
-                          cap);
+        audit_.AddFinding(
+            {"oracle_trivial_accept", probe.text, ProbeName(probe), "oracle " + DescribeVerdict(entry.oracle)}, cap);
       }
       if (entry.has_oracle && !v.defect && !entry.oracle.defect) {
         ++audit_.compared;
@@ -814,9 +819,9 @@ class TaskAuditor {
           ++audit_.oracle_accepts;
           if (!v.passed) {
             ++audit_.false_rejects;
-            audit_.AddFinding({"false_reject", probe.text, ProbeName(probe),
-                               "oracle passed; verifier " + DescribeVerdict(v, 3)},
-                              cap);
+            audit_.AddFinding(
+                {"false_reject", probe.text, ProbeName(probe), "oracle passed; verifier " + DescribeVerdict(v, 3)},
+                cap);
           }
         } else {
           ++audit_.oracle_rejects;
@@ -830,13 +835,14 @@ class TaskAuditor {
       }
       if (Accepted(v) && !trivial && !compiled_.Validate(EffectiveAnswer(probe.text), 1).empty()) {
         audit_.AddFinding({"schema_violation_accepted", probe.text, ProbeName(probe),
-                           "violates the answer schema: " + toolsets::DescribeViolations(
-                                                                compiled_.Validate(EffectiveAnswer(probe.text), 2))},
+                           "violates the answer schema: " +
+                               toolsets::DescribeViolations(compiled_.Validate(EffectiveAnswer(probe.text), 2))},
                           cap);
       }
       if (!audit_.has_oracle && Accepted(v) &&
           (probes_.IsMember(i, ProbeFamily::kMutant) || probes_.IsMember(i, ProbeFamily::kStructural))) {
-        audit_.AddFinding({"accepted_mutant", probe.text, ProbeName(probe), "verifier passed; no oracle to decide"}, cap);
+        audit_.AddFinding({"accepted_mutant", probe.text, ProbeName(probe), "verifier passed; no oracle to decide"},
+                          cap);
       }
     }
     auto family_stats = [&](ProbeFamily family, FamilyStats& stats) {
@@ -918,7 +924,8 @@ class TaskAuditor {
 Status CheckOptions(const AuditOptions& options) {
   if (options.k < 1) return InvalidArgumentError("audit: k must be at least 1");
   if (options.batch_size < 1) return InvalidArgumentError("audit: batch size must be at least 1");
-  if (options.loose_rate < 0 || options.loose_rate > 1) return InvalidArgumentError("audit: loose rate must be in [0, 1]");
+  if (options.loose_rate < 0 || options.loose_rate > 1)
+    return InvalidArgumentError("audit: loose rate must be in [0, 1]");
   if (options.task_budget.count() <= 0) return InvalidArgumentError("audit: the task budget must be positive");
   return Status::Ok();
 }
@@ -960,10 +967,12 @@ void ComputeVerdict(TaskAudit& audit, const AuditOptions& options) {
                      " on lane 1)");
   }
   if (audit.Count("defect")) broken.push_back(count_text(audit.Count("defect"), "verifier defect(s)"));
-  if (audit.Count("nondeterminism")) broken.push_back(count_text(audit.Count("nondeterminism"), "nondeterministic verdict(s)"));
+  if (audit.Count("nondeterminism"))
+    broken.push_back(count_text(audit.Count("nondeterminism"), "nondeterministic verdict(s)"));
   if (audit.false_accepts) broken.push_back(count_text(audit.false_accepts, "false accept(s) against the oracle"));
   if (audit.false_rejects) broken.push_back(count_text(audit.false_rejects, "false reject(s) against the oracle"));
-  if (audit.Count("trivial_accept")) broken.push_back(count_text(audit.Count("trivial_accept"), "trivial probe(s) accepted"));
+  if (audit.Count("trivial_accept"))
+    broken.push_back(count_text(audit.Count("trivial_accept"), "trivial probe(s) accepted"));
   if (audit.Count("schema_defect")) broken.push_back("invalid answer-schema domain annotation: " + audit.space_error);
   if (audit.Count("solution_path_failed")) {
     broken.push_back("the recorded solution path does not find the answer: " + [&] {
@@ -991,7 +1000,8 @@ void ComputeVerdict(TaskAudit& audit, const AuditOptions& options) {
       audit.finding_counts["loose"] += 1;
     }
     if (audit.Count("schema_violation_accepted")) {
-      suspect.push_back(count_text(audit.Count("schema_violation_accepted"), "accepted answer(s) violating the answer schema"));
+      suspect.push_back(
+          count_text(audit.Count("schema_violation_accepted"), "accepted answer(s) violating the answer schema"));
     }
     if (audit.Count("ignored_field")) suspect.push_back(count_text(audit.Count("ignored_field"), "ignored field(s)"));
   }
@@ -1013,7 +1023,8 @@ bool AuditReport::AnyBroken() const {
 }
 
 Result<AuditReport> RunAudit(const sandbox::EnvBundle& bundle, const std::vector<JudgeLane*>& lanes,
-                             const AuditOptions& options, const std::function<void(const AuditProgress&)>& on_progress) {
+                             const AuditOptions& options,
+                             const std::function<void(const AuditProgress&)>& on_progress) {
   ENVFORGE_RETURN_IF_ERROR(CheckOptions(options));
   if (lanes.empty()) return InvalidArgumentError("audit: at least one lane is needed");
   std::vector<const sandbox::TaskRecord*> tasks;

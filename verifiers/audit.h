@@ -85,19 +85,19 @@
 namespace envforge::verifiers {
 
 struct AuditOptions {
-  int k = 5;                          // gold runs in a row, per lane
-  uint64_t max_enumerate = 200'000;   // enumerate the answer space up to this size
-  size_t samples = 20'000;            // else sample this many distinct answers
-  size_t neighbourhood = 4'000;       // perturbations of the gold answer
-  size_t boundary = 4'000;            // threshold probes around the gold answer
-  size_t walk = 8'000;                // moves from accepted answers and near misses, in rounds
-  size_t max_values_per_slot = 5'000; // replace mutants per slot (seeded subset beyond)
-  size_t rejudge_samples = 1'000;     // space/neighbourhood/walk answers re-judged on the other lane
-  bool rejudge_mutants = true;        // re-judge every trivial, mutant and structural probe too
-                                      // (false: the trivial probes only; for quick runs)
+  int k = 5;                           // gold runs in a row, per lane
+  uint64_t max_enumerate = 200'000;    // enumerate the answer space up to this size
+  size_t samples = 20'000;             // else sample this many distinct answers
+  size_t neighbourhood = 4'000;        // perturbations of the gold answer
+  size_t boundary = 4'000;             // threshold probes around the gold answer
+  size_t walk = 8'000;                 // moves from accepted answers and near misses, in rounds
+  size_t max_values_per_slot = 5'000;  // replace mutants per slot (seeded subset beyond)
+  size_t rejudge_samples = 1'000;      // space/neighbourhood/walk answers re-judged on the other lane
+  bool rejudge_mutants = true;         // re-judge every trivial, mutant and structural probe too
+                                       // (false: the trivial probes only; for quick runs)
   uint64_t seed = 1;
-  std::vector<std::string> tasks;     // empty: every task of the bundle
-  size_t batch_size = 256;            // answers per judge call
+  std::vector<std::string> tasks;  // empty: every task of the bundle
+  size_t batch_size = 256;         // answers per judge call
   size_t max_findings_per_kind = 5;
   double loose_rate = 0.5;
   // Wall time per task, gold run included (BUDGET AND HANGS above). Ten minutes: an ordinary
@@ -108,9 +108,9 @@ struct AuditOptions {
 struct AuditProgress {
   size_t tasks_done = 0;
   size_t tasks_total = 0;
-  std::string task;            // the task being audited
-  std::string phase;           // "gold", "probes", "walk", "determinism"
-  uint64_t judgements = 0;     // verdicts computed so far, all tasks
+  std::string task;         // the task being audited
+  std::string phase;        // "gold", "probes", "walk", "determinism"
+  uint64_t judgements = 0;  // verdicts computed so far, all tasks
   double seconds = 0;
   double judgements_per_second = 0;
 };
@@ -140,7 +140,7 @@ struct TaskAudit {
   // What the oracle is: "task" (the task's oracle, judged on the lanes), "answer_key" (a search
   // task: its answer key and distractors, search_probes.h), "" (none).
   std::string oracle_kind;
-  std::string verdict;           // sound | suspect | broken
+  std::string verdict;  // sound | suspect | broken
   std::vector<std::string> verdict_reasons;
 
   // Why the audit of this task stopped early, "" when it ran to the end (BUDGET AND HANGS):
@@ -149,18 +149,18 @@ struct TaskAudit {
   //   "budget"  task_budget was spent.
   std::string stopped;
   std::string stopped_detail;
-  std::string stopped_answer;     // the answer the judge hung on ("" for "budget")
-  size_t probes_not_judged = 0;   // probes built but never judged (the walk's are never built)
+  std::string stopped_answer;    // the answer the judge hung on ("" for "budget")
+  size_t probes_not_judged = 0;  // probes built but never judged (the walk's are never built)
 
-  std::string gold_answer;       // empty when the solution failed
+  std::string gold_answer;  // empty when the solution failed
   std::string gold_error;
-  int gold_runs = 0;             // K (lane 0)
+  int gold_runs = 0;  // K (lane 0)
   int gold_passes = 0;
   int gold_runs_other_lane = 0;
   int gold_passes_other_lane = 0;
 
   size_t trivial_probes = 0;
-  size_t trivial_failed = 0;     // rejected without a defect
+  size_t trivial_failed = 0;  // rejected without a defect
 
   std::string space_mode = "none";  // enumerated | sampled | none
   std::string space_error;
@@ -173,13 +173,13 @@ struct TaskAudit {
   size_t boundary_values = 0;    // entities at or next to a number of the task's text
   size_t distinct_accepted = 0;  // distinct answers the verifier accepted (gold included)
 
-  size_t compared = 0;           // probes both judges judged without a defect
+  size_t compared = 0;  // probes both judges judged without a defect
   size_t oracle_accepts = 0;
   size_t oracle_rejects = 0;
   size_t false_accepts = 0;
   size_t false_rejects = 0;
 
-  size_t rejudged = 0;           // answers judged again on the other lane
+  size_t rejudged = 0;  // answers judged again on the other lane
   size_t verifier_differences = 0;
   size_t oracle_differences = 0;
   size_t verifier_defects = 0;
@@ -188,7 +188,7 @@ struct TaskAudit {
   std::map<std::string, size_t> finding_counts;
   std::vector<Finding> findings;  // at most max_findings_per_kind per kind
 
-  size_t probes = 0;              // distinct answers judged
+  size_t probes = 0;  // distinct answers judged
   uint64_t judgements = 0;
   double seconds = 0;
   int lanes = 0;
@@ -217,10 +217,10 @@ struct AuditReport {
   size_t probes = 0;
   double seconds = 0;
   bool AnyBroken() const;
-  Json ToJson() const;            // {"path", "env", "hash", "options", "tasks": [...], "broken", "stopped", ...}
-                                  // each task's "stopped": null or {"reason", "detail", "answer",
-                                  // "probes_not_judged", "budget_seconds"}; "stopped": ids of tasks
-                                  // whose audit stopped early
+  Json ToJson() const;  // {"path", "env", "hash", "options", "tasks": [...], "broken", "stopped", ...}
+                        // each task's "stopped": null or {"reason", "detail", "answer",
+                        // "probes_not_judged", "budget_seconds"}; "stopped": ids of tasks
+                        // whose audit stopped early
   void PrintTable(std::FILE* out) const;
 };
 

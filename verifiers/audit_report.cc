@@ -107,7 +107,8 @@ Json TaskAudit::ToJson() const {
       {"trivial", {{"probes", trivial_probes}, {"failed", trivial_failed}, {"accepted", trivial.accepted}}},
       {"answer_space", std::move(space_json)},
       {"neighbourhood", neighbourhood.ToJson()},
-      {"boundary", [&] {
+      {"boundary",
+       [&] {
          Json b = boundary.ToJson();
          b["boundary_values"] = boundary_values;
          return b;
@@ -170,15 +171,19 @@ Json AuditReport::ToJson() const {
 }
 
 void AuditReport::PrintTable(std::FILE* out) const {
-  std::fprintf(out, "audit %s (%s), %zu task(s), seed %" PRIu64 "\n", env_name.c_str(), content_hash.substr(0, 16).c_str(),
-               tasks.size(), options.seed);
+  std::fprintf(out, "audit %s (%s), %zu task(s), seed %" PRIu64 "\n", env_name.c_str(),
+               content_hash.substr(0, 16).c_str(), tasks.size(), options.seed);
   for (const TaskAudit& task : tasks) {
     std::string upper = task.verdict;
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     std::fprintf(out, "\n%s  %s%s\n", task.id.c_str(), upper.c_str(),
-                 !task.has_oracle ? "  (no oracle)" : task.oracle_kind == "answer_key" ? "  (oracle: the answer key)" : "");
+                 !task.has_oracle                   ? "  (no oracle)"
+                 : task.oracle_kind == "answer_key" ? "  (oracle: the answer key)"
+                                                    : "");
     for (const auto& reason : task.verdict_reasons) std::fprintf(out, "  ! %s\n", reason.c_str());
-    auto row = [out](const char* name, const std::string& value) { std::fprintf(out, "  %-24s %s\n", name, value.c_str()); };
+    auto row = [out](const char* name, const std::string& value) {
+      std::fprintf(out, "  %-24s %s\n", name, value.c_str());
+    };
     if (!task.stopped.empty()) {
       row("STOPPED", task.stopped + " after " + std::to_string(task.probes - task.probes_not_judged) + " of " +
                          std::to_string(task.probes) + " probes; the rest were skipped");
@@ -190,23 +195,23 @@ void AuditReport::PrintTable(std::FILE* out) const {
     if (!task.gold_error.empty()) {
       row("gold pass", "solution failed: " + Abbreviate(task.gold_error, 100));
     } else {
-      row("gold pass", std::to_string(task.gold_passes) + "/" + std::to_string(task.gold_runs) + " (lane 2: " +
-                           std::to_string(task.gold_passes_other_lane) + "/" +
+      row("gold pass", std::to_string(task.gold_passes) + "/" + std::to_string(task.gold_runs) +
+                           " (lane 2: " + std::to_string(task.gold_passes_other_lane) + "/" +
                            std::to_string(task.gold_runs_other_lane) + ")");
     }
     row("trivial probes failed", std::to_string(task.trivial_failed) + "/" + std::to_string(task.trivial_probes));
     if (task.space_mode == "none") {
       row("answer space", task.space_error.empty() ? "none (no annotated fields)" : "error: " + task.space_error);
     } else {
-      row("answer space", task.space_mode + " " + std::to_string(task.space.judged) + " of " + SpaceSize(task) +
-                              " (" + std::to_string(task.space_slots) + " slots)");
+      row("answer space", task.space_mode + " " + std::to_string(task.space.judged) + " of " + SpaceSize(task) + " (" +
+                              std::to_string(task.space_slots) + " slots)");
       std::string accepted = std::to_string(task.space.accepted) + " (" + Percent(task.AcceptanceRate()) + ")";
       if (task.has_oracle) accepted += ", oracle " + std::to_string(task.space.oracle_accepted);
       row("accepted in space", accepted);
     }
     row("gold neighbourhood", Stats(task.neighbourhood, task.has_oracle));
-    row("boundary (thresholds)", Stats(task.boundary, task.has_oracle) + ", " + std::to_string(task.boundary_values) +
-                                      " boundary values");
+    row("boundary (thresholds)",
+        Stats(task.boundary, task.has_oracle) + ", " + std::to_string(task.boundary_values) + " boundary values");
     row("walk", Stats(task.walk, task.has_oracle));
     row("mutants accepted", Stats(task.mutants, task.has_oracle));
     row("structural accepted", Stats(task.structural, task.has_oracle));
@@ -221,7 +226,8 @@ void AuditReport::PrintTable(std::FILE* out) const {
     }
     row("determinism", std::string(task.deterministic() ? "yes" : "NO") + " (" + std::to_string(task.rejudged) +
                            " re-judged on another lane, " + std::to_string(task.verifier_differences) + " differ)");
-    row("defects", "verifier " + std::to_string(task.verifier_defects) + ", oracle " + std::to_string(task.oracle_defects));
+    row("defects",
+        "verifier " + std::to_string(task.verifier_defects) + ", oracle " + std::to_string(task.oracle_defects));
     char speed[96];
     std::snprintf(speed, sizeof speed, "%zu probes, %" PRIu64 " judgements in %.1f s (%.0f judgements/s)", task.probes,
                   task.judgements, task.seconds, task.seconds > 0 ? double(task.judgements) / task.seconds : 0.0);

@@ -18,7 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using sandbox::code::CodeTask;
 
-
 using sandbox::code::StatusIn;
 using sandbox::code::TestRunResult;
 
@@ -44,13 +43,16 @@ void Classify(const TestRunResult& before, const TestRunResult& after, const std
 void Judge(const CodeTask& task, const TestRunResult& after, CodeValidation* v) {
   v->valid = !v->fail_to_pass.empty() && v->pass_to_fail.empty();
   if (v->fail_to_pass.empty()) v->reason = "no test goes from failing to passing (F2P = 0)";
-  if (!v->pass_to_fail.empty()) v->reason = "the patch breaks " + std::to_string(v->pass_to_fail.size()) + " passing test(s): " + v->pass_to_fail[0];
+  if (!v->pass_to_fail.empty())
+    v->reason =
+        "the patch breaks " + std::to_string(v->pass_to_fail.size()) + " passing test(s): " + v->pass_to_fail[0];
   for (const std::string& id : task.instance.fail_to_pass) {
     if (std::find(v->fail_to_pass.begin(), v->fail_to_pass.end(), id) != v->fail_to_pass.end()) continue;
     const TestStatus status = StatusIn(after.statuses, id);
     if (!CountsAsPassing(status) && v->valid) {
       v->valid = false;
-      v->reason = "declared FAIL_TO_PASS test " + id + " is " + std::string(TestStatusName(status)) + " after the patch";
+      v->reason =
+          "declared FAIL_TO_PASS test " + id + " is " + std::string(TestStatusName(status)) + " after the patch";
     }
     v->notes.push_back("declared FAIL_TO_PASS test " + id + " is not a measured fail-to-pass test");
   }
@@ -65,10 +67,18 @@ void Judge(const CodeTask& task, const TestRunResult& after, CodeValidation* v) 
 }  // namespace
 
 Json CodeValidation::ToJson() const {
-  return {{"valid", valid}, {"reason", reason}, {"FAIL_TO_PASS", fail_to_pass}, {"PASS_TO_FAIL", pass_to_fail},
-          {"PASS_TO_PASS", pass_to_pass}, {"flaky", flaky}, {"notes", notes}, {"runs", runs},
-          {"before_seconds", before_seconds}, {"after_seconds", after_seconds},
-          {"before", before_command}, {"after", after_command}};
+  return {{"valid", valid},
+          {"reason", reason},
+          {"FAIL_TO_PASS", fail_to_pass},
+          {"PASS_TO_FAIL", pass_to_fail},
+          {"PASS_TO_PASS", pass_to_pass},
+          {"flaky", flaky},
+          {"notes", notes},
+          {"runs", runs},
+          {"before_seconds", before_seconds},
+          {"after_seconds", after_seconds},
+          {"before", before_command},
+          {"after", after_command}};
 }
 
 Result<CodeValidation> ValidateCodeTask(const std::string& envdb_path, const std::string& task_id, int runs,
@@ -78,10 +88,16 @@ Result<CodeValidation> ValidateCodeTask(const std::string& envdb_path, const std
   const std::string& gold = gold_override.empty() ? task.instance.patch : gold_override;
   ENVFORGE_ASSIGN_OR_RETURN(std::string archive, sandbox::code::LoadRepoArchive(envdb_path, task_id));
   const sandbox::code::RepoSource repo = sandbox::code::RepoSource::FromArchive(std::move(archive));
-  ENVFORGE_ASSIGN_OR_RETURN(TestRunResult before, sandbox::code::RunTestsOnFreshCopy(repo, task.instance, {{"the test patch", task.instance.test_patch}}, false, options));
+  ENVFORGE_ASSIGN_OR_RETURN(TestRunResult before,
+                            sandbox::code::RunTestsOnFreshCopy(
+                                repo, task.instance, {{"the test patch", task.instance.test_patch}}, false, options));
   std::vector<TestRunResult> after;
   for (int i = 0; i < runs; ++i) {
-    ENVFORGE_ASSIGN_OR_RETURN(TestRunResult run, sandbox::code::RunTestsOnFreshCopy(repo, task.instance, {{"the test patch", task.instance.test_patch}, {"the gold patch", gold}}, false, options));
+    ENVFORGE_ASSIGN_OR_RETURN(
+        TestRunResult run,
+        sandbox::code::RunTestsOnFreshCopy(repo, task.instance,
+                                           {{"the test patch", task.instance.test_patch}, {"the gold patch", gold}},
+                                           false, options));
     after.push_back(std::move(run));
   }
   CodeValidation v;

@@ -32,8 +32,8 @@ using sandbox::code::CodeRunOptions;
 struct CodeValidation {
   std::vector<std::string> fail_to_pass, pass_to_fail, pass_to_pass, flaky;
   bool valid = false;
-  std::string reason;  // why invalid, or "F2P > 0 and P2F = 0"
-  std::vector<std::string> notes;  // declared lists that differ from the measured ones
+  std::string reason;                            // why invalid, or "F2P > 0 and P2F = 0"
+  std::vector<std::string> notes;                // declared lists that differ from the measured ones
   double before_seconds = 0, after_seconds = 0;  // the test command's wall time (first AFTER run)
   int runs = 0;
   Json before_command, after_command;  // isolation and end reasons

@@ -40,8 +40,8 @@ std::optional<pid_t> ScratchOwner(std::string_view name) {
   auto pid = LeadingPid(rest);
   if (!pid) return std::nullopt;
   std::string_view after = rest.substr(std::to_string(*pid).size());
-  bool counter = after.size() >= 2 && after[0] == '-' &&
-                 after.find_first_not_of("0123456789", 1) == std::string_view::npos;
+  bool counter =
+      after.size() >= 2 && after[0] == '-' && after.find_first_not_of("0123456789", 1) == std::string_view::npos;
   if (!counter) return std::nullopt;
   return pid;
 }
@@ -65,14 +65,15 @@ SessionJudgeLane::~SessionJudgeLane() {
 }
 
 Result<std::unique_ptr<SessionJudgeLane>> SessionJudgeLane::Create(const std::string& envdb_path,
-                                                                    sandbox::ManagerOptions options) {
+                                                                   sandbox::ManagerOptions options) {
   std::string owned_scratch;
   ScopedCleanupPath registration;
   if (options.scratch_root.empty()) {
     static std::atomic<int> counter{0};
     static std::once_flag swept;
     std::call_once(swept, [] { SweepDeadProcessEntries("/tmp", ScratchOwner); });
-    owned_scratch = "/tmp/" + std::string(kScratchPrefix) + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    owned_scratch =
+        "/tmp/" + std::string(kScratchPrefix) + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     registration = ScopedCleanupPath(owned_scratch, CleanupKind::kTree);
     std::error_code ec;
     std::filesystem::remove_all(owned_scratch, ec);
@@ -161,8 +162,8 @@ Result<std::vector<Verdict>> SessionJudgeLane::Judge(const std::string& task_id,
         (hung ? "never returned within its wall-time limit of " + std::to_string(limits_.wall_time.count()) +
                     " ms, judging this answer alone in a fresh session (killed at the hard deadline): " +
                     single.status().message()
-              : single.ok() ? std::string("returned no verdict")
-                            : single.status().message());
+         : single.ok() ? std::string("returned no verdict")
+                       : single.status().message());
     if (hung) defect.limit = "wall_time";
     alone.push_back(std::move(defect));
     if (hung) break;

@@ -94,7 +94,7 @@ class SessionJudgeLane : public JudgeLane {
   std::unique_ptr<sandbox::SessionManager> manager_;
   std::string env_id_;
   std::map<std::string, sandbox::SessionManager::SessionId> sessions_;
-  std::string owned_scratch_;  // removed by the destructor, after the manager
+  std::string owned_scratch_;               // removed by the destructor, after the manager
   ScopedCleanupPath scratch_registration_;  // removes owned_scratch_ on a signal
   sandbox::SandboxLimits limits_;           // of every session of this lane
 };

@@ -43,9 +43,8 @@ constexpr ProducerEntry kProducers[] = {
 };
 
 constexpr ProducerEntry kProducerAliases[] = {
-    {JunitProducer::kGo, "gotestsum"},       {JunitProducer::kGo, "go-junit-report"},
-    {JunitProducer::kSurefire, "maven"},     {JunitProducer::kGtest, "googletest"},
-    {JunitProducer::kUnittest, "xmlrunner"},
+    {JunitProducer::kGo, "gotestsum"},     {JunitProducer::kGo, "go-junit-report"}, {JunitProducer::kSurefire, "maven"},
+    {JunitProducer::kGtest, "googletest"}, {JunitProducer::kUnittest, "xmlrunner"},
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -107,7 +106,8 @@ CaseFields ReadFields(const RawCase& raw, const Outcome& outcome) {
 
 class Builder {
  public:
-  Builder(JunitReport& report, const JunitOptions& options, size_t expected_cases) : report_(report), options_(options) {
+  Builder(JunitReport& report, const JunitOptions& options, size_t expected_cases)
+      : report_(report), options_(options) {
     report_.tests.reserve(expected_cases);
     index_.reserve(expected_cases);
   }
@@ -242,8 +242,8 @@ Result<JunitReport> Parse(std::string_view xml, const JunitOptions& options) {
   Walked walked = Walk(root);
   JunitReport report;
   report.producer_detected = options.producer == JunitProducer::kAuto;
-  report.producer = report.producer_detected ? internal::DetectProducer(root, walked.suites, walked.cases)
-                                             : options.producer;
+  report.producer =
+      report.producer_detected ? internal::DetectProducer(root, walked.suites, walked.cases) : options.producer;
   Builder builder(report, options, walked.cases.size());
   for (const RawCase& raw : walked.cases) builder.Add(raw);
   builder.Finish(root);
@@ -338,10 +338,8 @@ std::map<std::string, TestStatus> JunitReport::StatusMap() const {
 Json JunitReport::ToJson() const {
   Json list = Json::array();
   for (const JunitTest& test : tests) {
-    Json entry = {{"id", test.id},
-                  {"status", TestStatusName(test.status)},
-                  {"classname", test.classname},
-                  {"name", test.name}};
+    Json entry = {
+        {"id", test.id}, {"status", TestStatusName(test.status)}, {"classname", test.classname}, {"name", test.name}};
     if (!test.message.empty()) entry["message"] = test.message;
     if (test.flaky) entry["flaky"] = true;
     if (test.occurrences > 1) entry["occurrences"] = test.occurrences;
@@ -351,13 +349,21 @@ Json JunitReport::ToJson() const {
   for (const JunitProblem& problem : problems) {
     problem_list.push_back({{"kind", problem.kind}, {"detail", problem.detail}});
   }
-  Json count = {{"tests", counts.tests}, {"pass", counts.pass},   {"fail", counts.fail},
-                {"error", counts.error}, {"skip", counts.skip},   {"xfail", counts.xfail},
+  Json count = {{"tests", counts.tests},
+                {"pass", counts.pass},
+                {"fail", counts.fail},
+                {"error", counts.error},
+                {"skip", counts.skip},
+                {"xfail", counts.xfail},
                 {"testcase_elements", counts.testcase_elements}};
   if (counts.declared_tests) count["declared_tests"] = *counts.declared_tests;
-  return {{"producer", JunitProducerName(producer)}, {"producer_detected", producer_detected},
-          {"broken", broken()}, {"problems", std::move(problem_list)}, {"notes", notes},
-          {"counts", std::move(count)}, {"tests", std::move(list)}};
+  return {{"producer", JunitProducerName(producer)},
+          {"producer_detected", producer_detected},
+          {"broken", broken()},
+          {"problems", std::move(problem_list)},
+          {"notes", notes},
+          {"counts", std::move(count)},
+          {"tests", std::move(list)}};
 }
 
 Result<JunitReport> ParseJunitXml(std::string_view xml, const JunitOptions& options) {

@@ -136,7 +136,7 @@ enum class JunitProducer : unsigned char {
   kSurefire,  // Maven Surefire / Failsafe
   kGradle,
   kGtest,
-  kCtest,     // ctest --output-junit
+  kCtest,  // ctest --output-junit
   kCatch2,
   kDoctest,
   kPhpunit,
@@ -172,15 +172,15 @@ struct JunitOptions {
 inline constexpr size_t kJunitMaxMessageBytes = 4096;
 
 struct JunitTest {
-  std::string id;         // the stable TestId (see the top of this file)
+  std::string id;  // the stable TestId (see the top of this file)
   TestStatus status = TestStatus::kPass;
   std::string message;    // why: the deciding element's message attribute and its text (a failure
                           // with neither: the testcase's <system-out>, as ctest writes it); ANSI
                           // escapes stripped, trimmed, at most kJunitMaxMessageBytes; may be empty
   std::string classname;  // as the first occurrence wrote them, ANSI escapes stripped
   std::string name;
-  bool flaky = false;     // a runner rerun it and it passed (<flakyFailure>/<flakyError>)
-  int occurrences = 1;    // <testcase> elements merged into this entry
+  bool flaky = false;   // a runner rerun it and it passed (<flakyFailure>/<flakyError>)
+  int occurrences = 1;  // <testcase> elements merged into this entry
 };
 
 // One reason the run did not execute everything (see BROKEN RUNS above).
@@ -196,14 +196,14 @@ struct JunitCounts {
   size_t error = 0;
   size_t skip = 0;
   size_t xfail = 0;
-  size_t testcase_elements = 0;       // <testcase> elements read, duplicates included
+  size_t testcase_elements = 0;          // <testcase> elements read, duplicates included
   std::optional<size_t> declared_tests;  // the root's `tests` attribute, when it has a number
 };
 
 struct JunitReport {
   JunitProducer producer = JunitProducer::kGeneric;  // never kAuto
-  bool producer_detected = false;  // true when producer came from detection, not from options
-  std::vector<JunitTest> tests;    // in document order of first appearance, ids unique
+  bool producer_detected = false;                    // true when producer came from detection, not from options
+  std::vector<JunitTest> tests;                      // in document order of first appearance, ids unique
   JunitCounts counts;
   std::vector<JunitProblem> problems;  // non-empty: broken
   std::vector<std::string> notes;      // caveats for humans (guessed ids, header count mismatches)

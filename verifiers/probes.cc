@@ -7,7 +7,6 @@
 namespace envforge::verifiers {
 namespace {
 
-
 constexpr size_t kMaxOversizedBytes = 256 * 1024;
 constexpr size_t kMaxOversizedRecords = 2000;
 
@@ -29,7 +28,9 @@ std::string Utf8Prefix(const std::string& text, size_t bytes) {
   return text.substr(0, bytes);
 }
 
-std::string Fence(const std::string& text, const std::string& tag = "json") { return "```" + tag + "\n" + text + "\n```"; }
+std::string Fence(const std::string& text, const std::string& tag = "json") {
+  return "```" + tag + "\n" + text + "\n```";
+}
 
 std::string Quote(const Json& value, size_t max_chars = 60) { return Abbreviate(DumpJson(value), max_chars); }
 
@@ -167,8 +168,9 @@ void LeafMutants(MutantBuilder& builder, const Json& gold, const Json::json_poin
     }
   }
   for (double d : numbers) {
-    Json number = (d == static_cast<double>(static_cast<int64_t>(d)) && std::abs(d) < 9e18) ? Json(static_cast<int64_t>(d))
-                                                                                          : Json(d);
+    Json number = (d == static_cast<double>(static_cast<int64_t>(d)) && std::abs(d) < 9e18)
+                      ? Json(static_cast<int64_t>(d))
+                      : Json(d);
     if (number != value) put(number, "mutant.boundary", Quote(number));
   }
   if (value.is_string()) {
@@ -252,12 +254,11 @@ void CollectNumbers(const Json& value, std::set<double>& out) {
 // Comparison cues: a number next to one of these is a threshold of the task.
 bool HasCue(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  static const char* kCues[] = {"<",         ">",         "at least",  "at most", "less than", "more than",
-                                "greater",   "fewer",     "under",     "over",    "below",     "above",
-                                "exceed",    "up to",     "maximum",   "minimum", "no more",   "no less",
-                                "within",    "budget",    "cheaper",   "limit",   "threshold", "between",
-                                "strictly",  "or higher", "or lower",  "or more", "or less",   "min",
-                                "max"};
+  static const char* kCues[] = {"<",       ">",         "at least", "at most",  "less than", "more than", "greater",
+                                "fewer",   "under",     "over",     "below",    "above",     "exceed",    "up to",
+                                "maximum", "minimum",   "no more",  "no less",  "within",    "budget",    "cheaper",
+                                "limit",   "threshold", "between",  "strictly", "or higher", "or lower",  "or more",
+                                "or less", "min",       "max"};
   for (const char* cue : kCues) {
     if (text.find(cue) != std::string::npos) return true;
   }
@@ -481,8 +482,8 @@ void AddTrivialProbes(const ProbeContext& context, ProbeSet& out) {
       if (bytes > kMaxOversizedBytes) break;
     }
     std::string records_text = DumpJson(records);
-    add("everything.records", records_text, "the answer's records plus one per domain value (" +
-                                                std::to_string(records.size()) + " records)");
+    add("everything.records", records_text,
+        "the answer's records plus one per domain value (" + std::to_string(records.size()) + " records)");
     if (records_text.size() <= 64 * 1024) fence_these.push_back(records_text);
     Json all = Json::array();
     size_t all_bytes = 0;
@@ -513,7 +514,8 @@ bool AddSpaceProbes(const AnswerSpace& space, uint64_t max_enumerate, size_t sam
     return true;
   }
   size_t target = out.Members(ProbeFamily::kSpace).size() + samples;
-  if (!space.SizeSaturated()) target = std::min<uint64_t>(target, out.Members(ProbeFamily::kSpace).size() + space.Size());
+  if (!space.SizeSaturated())
+    target = std::min<uint64_t>(target, out.Members(ProbeFamily::kSpace).size() + space.Size());
   for (size_t attempt = 0; out.Members(ProbeFamily::kSpace).size() < target && attempt < 4 * samples + 16; ++attempt) {
     std::vector<uint32_t> choice;
     choice.reserve(space.slots().size());
@@ -690,7 +692,8 @@ void AddStructuralProbes(const ProbeContext& context, ProbeSet& out) {
   }
   builder.AddStructural(Json::array({gold}), "structural.wrap", "the answer wrapped in a list");
   builder.AddStructural(Json{{"answer", gold}}, "structural.wrap", "the answer wrapped in {\"answer\": ...}");
-  if (gold.is_array() && gold.size() == 1) builder.AddStructural(gold[0], "structural.wrap", "the only element unwrapped");
+  if (gold.is_array() && gold.size() == 1)
+    builder.AddStructural(gold[0], "structural.wrap", "the only element unwrapped");
 }
 
 size_t DrawRadius(size_t slots, Rng& rng) {
@@ -705,7 +708,8 @@ std::string Perturb(const AnswerSpace& space, std::vector<uint32_t>& choice, siz
   if (slots.empty()) return label;
   std::vector<size_t> order(slots.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  for (size_t i = 0; i < std::min(radius, order.size()); ++i) std::swap(order[i], order[i + rng.Below(order.size() - i)]);
+  for (size_t i = 0; i < std::min(radius, order.size()); ++i)
+    std::swap(order[i], order[i + rng.Below(order.size() - i)]);
   for (size_t k = 0; k < std::min(radius, order.size()); ++k) {
     size_t s = order[k];
     const Domain& domain = space.domain_of(slots[s]);
@@ -741,8 +745,8 @@ std::string Perturb(const AnswerSpace& space, std::vector<uint32_t>& choice, siz
         const auto& siblings = link.children[parents[rng.Below(parents.size())]];
         if (siblings.size() > 1) {
           uint32_t v = siblings[rng.Below(siblings.size())];
-          if (v == choice[s]) v = siblings[(std::find(siblings.begin(), siblings.end(), v) - siblings.begin() + 1) %
-                                           siblings.size()];
+          if (v == choice[s])
+            v = siblings[(std::find(siblings.begin(), siblings.end(), v) - siblings.begin() + 1) % siblings.size()];
           choice[s] = v;
           continue;
         }
@@ -760,7 +764,8 @@ void AddNeighbourhoodProbes(const AnswerSpace& space, const std::vector<uint32_t
   for (size_t attempt = 0; out.Members(family).size() < target && attempt < 4 * count + 16; ++attempt) {
     std::vector<uint32_t> choice = center;
     for (size_t s = 0; s < choice.size(); ++s) {
-      if (choice[s] == kNoValue) choice[s] = static_cast<uint32_t>(rng.Below(space.domain_of(space.slots()[s]).values.size()));
+      if (choice[s] == kNoValue)
+        choice[s] = static_cast<uint32_t>(rng.Below(space.domain_of(space.slots()[s]).values.size()));
     }
     std::string label = Perturb(space, choice, DrawRadius(space.slots().size(), rng), rng);
     out.Add(Probe{DumpJson(space.Make(choice)), family, std::string(ProbeFamilyName(family)), "changed " + label,
@@ -838,8 +843,8 @@ Result<BoundaryValues> FindBoundaryValues(Database& db, const AnswerSpace& space
           if (!row || side->ColumnIsNull(0)) continue;
           SqlValue next = side->Column(0);
           double at = side->ColumnDouble(0);
-          ENVFORGE_RETURN_IF_ERROR(collect(next, name + " " + FormatNumber(at) + (side == &*below ? " < " : " > ") +
-                                                     FormatNumber(number)));
+          ENVFORGE_RETURN_IF_ERROR(
+              collect(next, name + " " + FormatNumber(at) + (side == &*below ? " < " : " > ") + FormatNumber(number)));
         }
       }
     }
@@ -932,11 +937,13 @@ void AddBoundaryProbes(const AnswerSpace& space, const BoundaryValues& boundary,
   for (size_t attempt = 0; out.Members(family).size() < target && attempt < 4 * count + 16; ++attempt) {
     std::vector<uint32_t> choice = center;
     for (size_t s = 0; s < choice.size(); ++s) {
-      if (choice[s] == kNoValue) choice[s] = static_cast<uint32_t>(rng.Below(space.domain_of(space.slots()[s]).values.size()));
+      if (choice[s] == kNoValue)
+        choice[s] = static_cast<uint32_t>(rng.Below(space.domain_of(space.slots()[s]).values.size()));
     }
     std::string label = BoundaryMove(space, boundary, choice, rng, context);
     if (label.empty()) return;
-    out.Add(Probe{DumpJson(space.Make(choice)), family, std::string(ProbeFamilyName(family)), label, std::move(choice)});
+    out.Add(
+        Probe{DumpJson(space.Make(choice)), family, std::string(ProbeFamilyName(family)), label, std::move(choice)});
   }
 }
 

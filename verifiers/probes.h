@@ -60,11 +60,11 @@ inline constexpr size_t kProbeFamilies = 8;
 std::string_view ProbeFamilyName(ProbeFamily family);
 
 struct Probe {
-  std::string text;         // the answer text, exactly as submitted
+  std::string text;                            // the answer text, exactly as submitted
   ProbeFamily family = ProbeFamily::kTrivial;  // the family that added it first
-  std::string kind;         // finer kind: "null", "injection.field", "mutant.replace", ...
-  std::string label;        // what it is, for a person: "/1/hotel <- \"Hotel X\""
-  std::vector<uint32_t> choice;  // its choice in the answer space, empty when it has none
+  std::string kind;                            // finer kind: "null", "injection.field", "mutant.replace", ...
+  std::string label;                           // what it is, for a person: "/1/hotel <- \"Hotel X\""
+  std::vector<uint32_t> choice;                // its choice in the answer space, empty when it has none
 };
 
 // Probes in insertion order, deduplicated by text.
@@ -95,11 +95,11 @@ Json EffectiveAnswer(const std::string& text);
 bool CertainlyWrong(const std::string& text, const toolsets::CompiledSchema& schema, const AnswerSpace* space);
 
 struct ProbeContext {
-  const Json* schema = nullptr;                       // the answer schema
-  const toolsets::CompiledSchema* compiled = nullptr; // the same, compiled
-  const AnswerSpace* space = nullptr;                 // may be null (space could not be built)
-  std::optional<std::string> gold_text;               // the gold answer text, when the solution ran
-  Json gold = nullptr;                                // its JSON (null when none or not JSON)
+  const Json* schema = nullptr;                        // the answer schema
+  const toolsets::CompiledSchema* compiled = nullptr;  // the same, compiled
+  const AnswerSpace* space = nullptr;                  // may be null (space could not be built)
+  std::optional<std::string> gold_text;                // the gold answer text, when the solution ran
+  Json gold = nullptr;                                 // its JSON (null when none or not JSON)
 };
 
 // Adds the trivial probes (only certainly wrong ones).
@@ -158,8 +158,7 @@ std::string BoundaryMove(const AnswerSpace& space, const BoundaryValues& boundar
 
 // Adds `count` boundary probes around `center`.
 void AddBoundaryProbes(const AnswerSpace& space, const BoundaryValues& boundary, const std::vector<uint32_t>& center,
-                       size_t count, ProbeFamily family, Rng& rng, ProbeSet& out,
-                       const ContextFn* context = nullptr);
+                       size_t count, ProbeFamily family, Rng& rng, ProbeSet& out, const ContextFn* context = nullptr);
 
 // Caps a string for reports: the first `max_chars` characters plus "... (N chars)".
 std::string Abbreviate(const std::string& text, size_t max_chars);

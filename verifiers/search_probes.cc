@@ -21,9 +21,8 @@ bool Named(const search::AnswerKey& key, const std::string& text) { return searc
 
 bool IsDistractor(const SearchTaskFacts& facts, const std::string& text) {
   const std::string normal = search::NormalizeAnswer(text);
-  return !normal.empty() && std::any_of(facts.distractors.begin(), facts.distractors.end(), [&](const std::string& d) {
-           return search::NormalizeAnswer(d) == normal;
-         });
+  return !normal.empty() && std::any_of(facts.distractors.begin(), facts.distractors.end(),
+                                        [&](const std::string& d) { return search::NormalizeAnswer(d) == normal; });
 }
 
 std::vector<std::string> SplitWords(const std::string& text) {
@@ -54,7 +53,14 @@ std::vector<std::string> EquivalentForms(const std::string& form) {
   std::string upper = form, lower = form;
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return {form, " " + form + " ", upper, lower, "The " + form, form + ".", "\"" + form + "\"", "  " + Join(SplitWords(form)) + "\t"};
+  return {form,
+          " " + form + " ",
+          upper,
+          lower,
+          "The " + form,
+          form + ".",
+          "\"" + form + "\"",
+          "  " + Join(SplitWords(form)) + "\t"};
 }
 
 // One edit away: a letter dropped, doubled or appended, a plural, a word dropped or added.
@@ -78,7 +84,8 @@ std::vector<std::string> NearMisses(const std::string& form) {
 
 // Replays the task's solution path through a toolbox over `backend`: "" when it reaches an answer
 // the key names.
-std::string ReplayProblem(search::SearchBackend& backend, const search::SolutionPath& path, const search::AnswerKey& key) {
+std::string ReplayProblem(search::SearchBackend& backend, const search::SolutionPath& path,
+                          const search::AnswerKey& key) {
   class Borrowed : public search::SearchBackend {
    public:
     explicit Borrowed(search::SearchBackend& backend) : backend_(backend) {}
@@ -121,7 +128,8 @@ Result<std::map<std::string, SearchTaskFacts>> LoadSearchTaskFacts(const sandbox
   }
   if (search.solutions.empty()) return facts;
   // The corpus, once, for every task's replay.
-  const std::string corpus = (fs::temp_directory_path() / ("envforge-audit-corpus-" + std::to_string(::getpid()) + ".sqlite")).string();
+  const std::string corpus =
+      (fs::temp_directory_path() / ("envforge-audit-corpus-" + std::to_string(::getpid()) + ".sqlite")).string();
   ENVFORGE_RETURN_IF_ERROR(sandbox::ExtractSearchCorpus(bundle.path, corpus));
   auto backend = search::OfflineSearchBackend::OpenCorpus(corpus);
   std::error_code ec;

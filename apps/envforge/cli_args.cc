@@ -32,14 +32,16 @@ Status BadValue(const std::string& name, bool declared, const std::string& messa
   return InvalidArgumentError(name + " " + message);
 }
 
-Result<long long> ParseInt(const std::string& name, const std::string& text, bool declared, long long min, long long max) {
+Result<long long> ParseInt(const std::string& name, const std::string& text, bool declared, long long min,
+                           long long max) {
   long long value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size()) {
     return BadValue(name, declared, "expects an integer, got '" + text + "'");
   }
   if (value < min || value > max) {
-    return BadValue(name, declared, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + text);
+    return BadValue(name, declared,
+                    "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + text);
   }
   return value;
 }
@@ -156,8 +158,10 @@ Status TakeOption(const CommandDecl& command, const std::vector<std::string>& ar
 Status CheckComplete(const CommandDecl& command, const ParsedArgs& parsed) {
   for (const OptionDecl& option : command.options) {
     if (!option.required) continue;
-    bool given = parsed.options.count(option.name) || parsed.flags.count(option.name) || parsed.repeated.count(option.name);
-    if (!given) return UsageError(command, option.name + (option.metavar.empty() ? "" : " " + option.metavar) + " is required");
+    bool given =
+        parsed.options.count(option.name) || parsed.flags.count(option.name) || parsed.repeated.count(option.name);
+    if (!given)
+      return UsageError(command, option.name + (option.metavar.empty() ? "" : " " + option.metavar) + " is required");
   }
   if (parsed.positional.size() < command.min_positional) {
     return UsageError(command, "missing argument (" + SynopsisOf(command) + ")");
@@ -270,10 +274,11 @@ OptionDecl JsonOption(std::string help) { return {.name = "--json", .help = std:
 OptionDecl LimitsOption() {
   return {.name = "--limits",
           .metavar = "JSON",
-          .help = "per-session sandbox limits, e.g. '{\"wall_time_ms\": 2000, \"cpu_seconds\": 30, \"memory_bytes\": "
-                  "268435456, \"max_output_bytes\": 65536, \"max_processes\": 8, \"disk_bytes\": 67108864}'; unset ones "
-                  "keep their defaults: 10 s per call, 60 s CPU, 512 MiB, 1 MiB output, 16 processes, 256 MiB of disk "
-                  "per session family"};
+          .help =
+              "per-session sandbox limits, e.g. '{\"wall_time_ms\": 2000, \"cpu_seconds\": 30, \"memory_bytes\": "
+              "268435456, \"max_output_bytes\": 65536, \"max_processes\": 8, \"disk_bytes\": 67108864}'; unset ones "
+              "keep their defaults: 10 s per call, 60 s CPU, 512 MiB, 1 MiB output, 16 processes, 256 MiB of disk "
+              "per session family"};
 }
 
 }  // namespace envforge::cli

@@ -20,16 +20,16 @@ namespace envforge::cli {
 
 // One option of a command.
 struct OptionDecl {
-  std::string name;          // "--task", "-o", "-n"
-  std::string metavar;       // "ID", "FILE.sqlite"; empty: a flag that takes no value
-  std::string help;          // what it does; wrapped by the help generator
+  std::string name;     // "--task", "-o", "-n"
+  std::string metavar;  // "ID", "FILE.sqlite"; empty: a flag that takes no value
+  std::string help;     // what it does; wrapped by the help generator
   // Shown as "(default: X)", and the value the option reads as when it is not given: Option,
   // OptionOr, IntOption and DoubleOption parse this text, so the help and the behaviour cannot
   // differ. Empty when there is no default (the option reads as absent).
   std::string default_text;
-  bool repeated = false;     // takes a value and may be given again (ParsedArgs::Values)
-  bool required = false;     // the parser refuses the command line without it; shown in the synopsis
-  std::string section;       // a heading printed before this option when it differs from the previous one's
+  bool repeated = false;  // takes a value and may be given again (ParsedArgs::Values)
+  bool required = false;  // the parser refuses the command line without it; shown in the synopsis
+  std::string section;    // a heading printed before this option when it differs from the previous one's
   // The default is computed at run time (default_text says how, in words: "the number of cores"):
   // the text is shown in the help but never parsed; the option reads as absent when not given and
   // the code computes the value (ComputedIntOption, or Option(...).value_or(computed)).

@@ -70,7 +70,8 @@ int Audit(const ParsedArgs& parsed) {
   auto bundle = sandbox::EnvBundle::Load(path);
   if (!bundle.ok()) return Fail(bundle.status(), ExitCodeFor(bundle.status()), "envforge audit");
   for (const auto& id : options.tasks) {
-    if (bundle->FindTask(id) == nullptr) return Fail(NotFoundError("no task '" + id + "' in " + path), kExitUsage, "envforge audit");
+    if (bundle->FindTask(id) == nullptr)
+      return Fail(NotFoundError("no task '" + id + "' in " + path), kExitUsage, "envforge audit");
   }
 
   RaiseFileLimit();
@@ -99,7 +100,8 @@ int Audit(const ParsedArgs& parsed) {
   if (!parsed.Has("--no-store")) {
     for (const auto& task : report->tasks) {
       Status stored = sandbox::StoreTaskAudit(path, task.id, verifiers::StoredAudit(task, options));
-      if (!stored.ok()) return Fail(stored.WithContext("storing the audit of task " + task.id), kExitInfra, "envforge audit");
+      if (!stored.ok())
+        return Fail(stored.WithContext("storing the audit of task " + task.id), kExitInfra, "envforge audit");
     }
   }
 
@@ -122,26 +124,35 @@ std::vector<Command> AuditCommands() {
         .positionals = "X.envdb",
         .summary = "per task: how often the verifier accepts wrong answers and rejects right ones; verdict "
                    "sound|suspect|broken stored in _tasks.audit; exit 1 when any is broken",
-        .details = "Per task: gold runs, trivial probes, the answer space (x-domain annotations) and mutants judged by the "
-                   "verifier and the oracle; false accepts/rejects, determinism, defects.\n"
-                   "A judge that never returns (hang) or a task whose audit outlasts --task-budget-seconds stops that "
-                   "task's audit at once: broken, with \"stopped\" in the report. SIGINT/SIGTERM/SIGHUP remove the "
-                   "lanes' scratch roots.",
-        .options = {{.name = "--task", .metavar = "ID[,ID...]", .help = "audit only these tasks", .default_text = "all", .computed = true},
-                    {.name = "--seed", .metavar = "S", .help = "the audit's seed", .default_text = "1"},
-                    {.name = "--k", .metavar = "K", .help = "gold runs in a row, per lane (1..1000)", .default_text = "5"},
-                    count("--samples", "distinct answers sampled when the space is too large to enumerate", "20000"),
-                    count("--max-enumerate", "enumerate the answer space up to this size", "200000"),
-                    count("--neighbourhood", "perturbations of the gold answer", "4000"),
-                    count("--boundary", "threshold probes around the gold answer", "4000"),
-                    count("--walk", "moves from accepted answers and near misses", "8000"),
-                    count("--rejudge", "answers re-judged on the other lane", "1000"),
-                    count("--lanes", "judge lanes (sandbox sessions) at once, 1..16", "2"),
-                    count("--batch", "answers per judge call", "256"),
-                    {.name = "--task-budget-seconds", .metavar = "S", .help = "a task's audit stops (broken) past this", .default_text = "600"},
-                    {.name = "--limits", .metavar = "JSON", .help = LimitsOption().help + " (here: 3 s per answer)"},
-                    {.name = "--no-store", .help = "do not store the results in the bundle's _tasks.audit"},
-                    JsonOption("the report as JSON")},
+        .details =
+            "Per task: gold runs, trivial probes, the answer space (x-domain annotations) and mutants judged by the "
+            "verifier and the oracle; false accepts/rejects, determinism, defects.\n"
+            "A judge that never returns (hang) or a task whose audit outlasts --task-budget-seconds stops that "
+            "task's audit at once: broken, with \"stopped\" in the report. SIGINT/SIGTERM/SIGHUP remove the "
+            "lanes' scratch roots.",
+        .options =
+            {{.name = "--task",
+              .metavar = "ID[,ID...]",
+              .help = "audit only these tasks",
+              .default_text = "all",
+              .computed = true},
+             {.name = "--seed", .metavar = "S", .help = "the audit's seed", .default_text = "1"},
+             {.name = "--k", .metavar = "K", .help = "gold runs in a row, per lane (1..1000)", .default_text = "5"},
+             count("--samples", "distinct answers sampled when the space is too large to enumerate", "20000"),
+             count("--max-enumerate", "enumerate the answer space up to this size", "200000"),
+             count("--neighbourhood", "perturbations of the gold answer", "4000"),
+             count("--boundary", "threshold probes around the gold answer", "4000"),
+             count("--walk", "moves from accepted answers and near misses", "8000"),
+             count("--rejudge", "answers re-judged on the other lane", "1000"),
+             count("--lanes", "judge lanes (sandbox sessions) at once, 1..16", "2"),
+             count("--batch", "answers per judge call", "256"),
+             {.name = "--task-budget-seconds",
+              .metavar = "S",
+              .help = "a task's audit stops (broken) past this",
+              .default_text = "600"},
+             {.name = "--limits", .metavar = "JSON", .help = LimitsOption().help + " (here: 3 s per answer)"},
+             {.name = "--no-store", .help = "do not store the results in the bundle's _tasks.audit"},
+             JsonOption("the report as JSON")},
         .min_positional = 1,
         .max_positional = 1},
        Audit},

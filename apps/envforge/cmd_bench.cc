@@ -54,7 +54,8 @@ MemoryFigures ReadMemory(pid_t pid) {
 std::string DefaultTool(const sandbox::EnvBundle& bundle) {
   for (const auto& tool : bundle.tools) {
     if (tool.builtin) continue;
-    const Json& required = tool.spec.input_schema.contains("required") ? tool.spec.input_schema["required"] : Json::array();
+    const Json& required =
+        tool.spec.input_schema.contains("required") ? tool.spec.input_schema["required"] : Json::array();
     if (required.empty()) return tool.spec.name;
   }
   return {};
@@ -99,7 +100,8 @@ int BenchSandbox(const ParsedArgs& parsed) {
   const auto* bundle = (*manager)->FindEnvironment(*env_id);
   std::string tool = parsed.Option("--tool").value_or(DefaultTool(*bundle));
   if (tool.empty() || bundle->FindTool(tool) == nullptr) {
-    return Fail(InvalidArgumentError("envforge bench sandbox: pass --tool NAME of a tool of this environment"), kExitUsage);
+    return Fail(InvalidArgumentError("envforge bench sandbox: pass --tool NAME of a tool of this environment"),
+                kExitUsage);
   }
   auto arguments = ParseJson(parsed.OptionOr("--arguments"), "--arguments");
   if (!arguments.ok()) return Fail(arguments.status(), kExitUsage);
@@ -170,8 +172,8 @@ int BenchSandbox(const ParsedArgs& parsed) {
     auto result = (*manager)->CallTool(sessions[0], make_call(i));
     call_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
     if (!result.ok()) {
-      return Fail(InternalError("tool call " + tool + " answered " + std::string(toolsets::OutcomeName(result.outcome)) +
-                                ": " + result.message),
+      return Fail(InternalError("tool call " + tool + " answered " +
+                                std::string(toolsets::OutcomeName(result.outcome)) + ": " + result.message),
                   kExitInfra);
     }
     manager_us.push_back(result.duration_us);
@@ -266,20 +268,24 @@ int BenchSandbox(const ParsedArgs& parsed) {
     auto p = [&figures](const char* key, const char* q) { return figures[key][q].get<double>(); };
     std::printf("environment %s, tool %s, %lld live sessions\n", bundle->manifest.name.c_str(), tool.c_str(),
                 sessions_wanted.value());
-    std::printf("  session create   p50 %8.3f ms   p99 %8.3f ms\n", p("session_create_ms", "p50"), p("session_create_ms", "p99"));
-    std::printf("  session reset    p50 %8.3f ms   p99 %8.3f ms\n", p("session_reset_ms", "p50"), p("session_reset_ms", "p99"));
-    std::printf("  session fork     p50 %8.3f ms   p99 %8.3f ms\n", p("session_fork_ms", "p50"), p("session_fork_ms", "p99"));
+    std::printf("  session create   p50 %8.3f ms   p99 %8.3f ms\n", p("session_create_ms", "p50"),
+                p("session_create_ms", "p99"));
+    std::printf("  session reset    p50 %8.3f ms   p99 %8.3f ms\n", p("session_reset_ms", "p50"),
+                p("session_reset_ms", "p99"));
+    std::printf("  session fork     p50 %8.3f ms   p99 %8.3f ms\n", p("session_fork_ms", "p50"),
+                p("session_fork_ms", "p99"));
     std::printf("  tool call        p50 %8.1f us   p99 %8.1f us\n", p("tool_call_us", "p50"), p("tool_call_us", "p99"));
     std::printf("  throughput       %lld calls/s at concurrency %zu\n", figures["calls_per_s"].get<long long>(), lanes);
     std::printf("  memory           %lld KiB PSS per session, %lld MiB in total (zygote included)\n",
                 figures["pss_per_session_kib"].get<long long>(), figures["total_pss_mib"].get<long long>());
     if (figures.contains("code_copies")) {
       const Json& copies = figures["code_copies"];
-      std::printf("  working copies   %s: %lld overlays (%lld forks), %lld ready when asked for, %lld copied while "
-                  "the session waited\n",
-                  copies["method"].get<std::string>().c_str(), copies["overlay_checkouts"].get<long long>(),
-                  copies["overlay_forks"].get<long long>(), copies["ready_checkouts"].get<long long>(),
-                  copies["copied_checkouts"].get<long long>());
+      std::printf(
+          "  working copies   %s: %lld overlays (%lld forks), %lld ready when asked for, %lld copied while "
+          "the session waited\n",
+          copies["method"].get<std::string>().c_str(), copies["overlay_checkouts"].get<long long>(),
+          copies["overlay_forks"].get<long long>(), copies["ready_checkouts"].get<long long>(),
+          copies["copied_checkouts"].get<long long>());
     }
   }
   return failed.load() == 0 ? kExitOk : kExitInfra;
@@ -294,14 +300,26 @@ std::vector<Command> BenchSandboxCommands() {
         .summary = "session create and tool call latency, memory per session",
         .details = "Creates N sessions (kept alive for the memory figure: PSS per session), then makes calls across "
                    "them, C at a time. Exit 3 when a call failed.",
-        .options = {{.name = "--sessions", .metavar = "N", .help = "sessions created (1..20000)", .default_text = "200"},
-                    {.name = "--calls", .metavar = "N", .help = "tool calls made (at least 10)", .default_text = "5000"},
-                    {.name = "--concurrency", .metavar = "C", .help = "calls in flight at once", .default_text = "32"},
-                    {.name = "--tool", .metavar = "NAME", .help = "the tool called", .default_text = "the first of the environment's own tools with no required argument", .computed = true},
-                    {.name = "--arguments", .metavar = "JSON", .help = "the tool's arguments", .default_text = "{}"},
-                    {.name = "--task", .metavar = "ID", .help = "every session is one of this task (so --tool submit_result measures a verdict); a code environment needs it"},
-                    {.name = "--code-ready-copies", .metavar = "N", .help = "code environments: working copies made ahead per task", .default_text = "2"},
-                    LimitsOption(), JsonOption("the figures as JSON")},
+        .options =
+            {{.name = "--sessions", .metavar = "N", .help = "sessions created (1..20000)", .default_text = "200"},
+             {.name = "--calls", .metavar = "N", .help = "tool calls made (at least 10)", .default_text = "5000"},
+             {.name = "--concurrency", .metavar = "C", .help = "calls in flight at once", .default_text = "32"},
+             {.name = "--tool",
+              .metavar = "NAME",
+              .help = "the tool called",
+              .default_text = "the first of the environment's own tools with no required argument",
+              .computed = true},
+             {.name = "--arguments", .metavar = "JSON", .help = "the tool's arguments", .default_text = "{}"},
+             {.name = "--task",
+              .metavar = "ID",
+              .help = "every session is one of this task (so --tool submit_result measures a verdict); a code "
+                      "environment needs it"},
+             {.name = "--code-ready-copies",
+              .metavar = "N",
+              .help = "code environments: working copies made ahead per task",
+              .default_text = "2"},
+             LimitsOption(),
+             JsonOption("the figures as JSON")},
         .min_positional = 1,
         .max_positional = 1},
        BenchSandbox},

@@ -91,7 +91,8 @@ void FillSynthetic(KvCache& cache, int64_t rows, uint64_t seed) {
       cache.WriteLatent(layer, row, values.data(), values.data() + shape.kv_rank);
       if (shape.index_head_dim > 0) {
         float scale = 0;
-        kernels::ActQuantFp8(values.data(), 1, shape.index_head_dim, shape.index_head_dim, shape.pow2_scales, key.data(), &scale);
+        kernels::ActQuantFp8(values.data(), 1, shape.index_head_dim, shape.index_head_dim, shape.pow2_scales,
+                             key.data(), &scale);
         cache.WriteIndexKey(layer, row, key.data(), scale);
       }
     }
@@ -156,7 +157,8 @@ int Engine(const ParsedArgs& parsed) {
 
   Note("loading " + *model_dir);
   auto sparse_model = Model::Load(*model_dir);
-  if (!sparse_model.ok()) return Fail(sparse_model.status(), ExitCodeFor(sparse_model.status()), "envforge bench engine");
+  if (!sparse_model.ok())
+    return Fail(sparse_model.status(), ExitCodeFor(sparse_model.status()), "envforge bench engine");
   inference::ModelOptions dense_options;
   dense_options.dense_attention = true;
   auto dense_model = Model::Load(*model_dir, dense_options);
@@ -177,7 +179,8 @@ int Engine(const ParsedArgs& parsed) {
 
   // 2. Prefill, batch-1 decode and n-sample decode with a shared prompt.
   std::vector<int32_t> prompt(static_cast<size_t>(*prefill_tokens));
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(2 + (i * 7919) % static_cast<size_t>(config.vocab_size - 2));
+  for (size_t i = 0; i < prompt.size(); ++i)
+    prompt[i] = static_cast<int32_t>(2 + (i * 7919) % static_cast<size_t>(config.vocab_size - 2));
   Note("prefill of " + std::to_string(prompt.size()) + " tokens");
   auto prompt_cache = dsa.NewCache();
   std::vector<float> logits;
@@ -250,11 +253,14 @@ int Engine(const ParsedArgs& parsed) {
     }
     size_t last = contexts->size() - 1;
     if (first_sparse >= 0 && static_cast<size_t>(first_sparse) < last) {
-      double flat = dsa_steps[last].attention_ms / std::max(dsa_steps[static_cast<size_t>(first_sparse)].attention_ms, 1e-9);
-      double dense_growth = dense_steps[last].attention_ms / std::max(dense_steps[static_cast<size_t>(first_sparse)].attention_ms, 1e-9);
+      double flat =
+          dsa_steps[last].attention_ms / std::max(dsa_steps[static_cast<size_t>(first_sparse)].attention_ms, 1e-9);
+      double dense_growth =
+          dense_steps[last].attention_ms / std::max(dense_steps[static_cast<size_t>(first_sparse)].attention_ms, 1e-9);
       goals["dsa_attention_growth"] = Round(flat);
       goals["dense_attention_growth"] = Round(dense_growth);
-      goals["context_growth"] = Round(static_cast<double>((*contexts)[last]) / static_cast<double>((*contexts)[static_cast<size_t>(first_sparse)]));
+      goals["context_growth"] = Round(static_cast<double>((*contexts)[last]) /
+                                      static_cast<double>((*contexts)[static_cast<size_t>(first_sparse)]));
       goals["dsa_attention_flat"] = flat < 1.5;
     }
     double ratio = dsa_steps[last].step_ms / dense_steps[last].step_ms;
@@ -317,8 +323,9 @@ int Engine(const ParsedArgs& parsed) {
   std::printf("machine: %.1f GFLOP/s FMA peak (%s), %.1f GB/s memory, %d threads\n", peak_gflops, kernels::FmaPeakIsa(),
               bandwidth_gbs, thread_count);
   std::printf("gemm %s %lldx%lldx%lld: %.1f GFLOP/s (%.0f%% of peak); m=1: %.2f GB/s weights (%.0f%% of bandwidth)\n",
-              kernels::DTypeName(probe.dtype), static_cast<long long>(gemm_large.m), static_cast<long long>(gemm_large.n),
-              static_cast<long long>(gemm_large.k), gemm_large.gflops, 100 * gemm_large.gflops / peak_gflops, gemm_decode.weight_gbs,
+              kernels::DTypeName(probe.dtype), static_cast<long long>(gemm_large.m),
+              static_cast<long long>(gemm_large.n), static_cast<long long>(gemm_large.k), gemm_large.gflops,
+              100 * gemm_large.gflops / peak_gflops, gemm_decode.weight_gbs,
               100 * gemm_decode.weight_gbs / bandwidth_gbs);
   std::printf(
       "prefill: %.1f tokens/s; decode batch 1: %.1f tokens/s (%.0f%% of bandwidth); %lld shared-prompt samples: %.1f "
@@ -327,7 +334,8 @@ int Engine(const ParsedArgs& parsed) {
       batched_tokens_per_s);
   std::printf("KV bytes per token: DSA %lld, dense %lld\n", static_cast<long long>(dsa.cache_shape().bytes_per_token()),
               static_cast<long long>(dense.cache_shape().bytes_per_token()));
-  std::printf("%10s  %-38s  %-38s\n", "context", "DSA step ms (indexer/attention/rest)", "dense step ms (attention/rest)");
+  std::printf("%10s  %-38s  %-38s\n", "context", "DSA step ms (indexer/attention/rest)",
+              "dense step ms (attention/rest)");
   for (size_t i = 0; i < contexts->size(); ++i) {
     std::string dsa_text = "-";
     if (has_dsa) {
@@ -336,8 +344,8 @@ int Engine(const ParsedArgs& parsed) {
                     dsa_steps[i].attention_ms, dsa_steps[i].rest_ms);
       dsa_text = buffer;
     }
-    std::printf("%10lld  %-38s  %.2f (%.2f/%.2f)\n", static_cast<long long>((*contexts)[i]), dsa_text.c_str(), dense_steps[i].step_ms,
-                dense_steps[i].attention_ms, dense_steps[i].rest_ms);
+    std::printf("%10lld  %-38s  %.2f (%.2f/%.2f)\n", static_cast<long long>((*contexts)[i]), dsa_text.c_str(),
+                dense_steps[i].step_ms, dense_steps[i].attention_ms, dense_steps[i].rest_ms);
   }
   if (!goals.empty()) std::printf("goals: %s\n", goals.dump().c_str());
   return kExitOk;
@@ -350,13 +358,20 @@ std::vector<Command> BenchEngineCommands() {
       {{.name = "bench engine",
         .summary = "prefill/decode tokens/s, n-sample decode, KV bytes per token, decode step split indexer/attention/"
                    "rest for DSA vs dense per context, GEMM and bandwidth vs this CPU's measured peaks",
-        .options = {{.name = "--model", .metavar = "DIR", .help = "the model directory", .required = true},
-                    {.name = "--contexts", .metavar = "N,N,...", .help = "context lengths the decode step is measured at", .default_text = "1024,4096,16384,65536"},
-                    {.name = "--samples", .metavar = "N", .help = "sequences of the n-sample decode", .default_text = "100"},
-                    {.name = "--prefill-tokens", .metavar = "N", .help = "prompt tokens of the prefill", .default_text = "256"},
-                    {.name = "--steps", .metavar = "N", .help = "decode steps timed per figure", .default_text = "3"},
-                    {.name = "--threads", .metavar = "N", .help = "CPU threads (0: the machine's)", .default_text = "0"},
-                    JsonOption("the figures as JSON")}},
+        .options =
+            {{.name = "--model", .metavar = "DIR", .help = "the model directory", .required = true},
+             {.name = "--contexts",
+              .metavar = "N,N,...",
+              .help = "context lengths the decode step is measured at",
+              .default_text = "1024,4096,16384,65536"},
+             {.name = "--samples", .metavar = "N", .help = "sequences of the n-sample decode", .default_text = "100"},
+             {.name = "--prefill-tokens",
+              .metavar = "N",
+              .help = "prompt tokens of the prefill",
+              .default_text = "256"},
+             {.name = "--steps", .metavar = "N", .help = "decode steps timed per figure", .default_text = "3"},
+             {.name = "--threads", .metavar = "N", .help = "CPU threads (0: the machine's)", .default_text = "0"},
+             JsonOption("the figures as JSON")}},
        Engine},
   };
 }

@@ -62,9 +62,9 @@ Status WriteFloodEnvironment(const fs::path& dir) {
   ENVFORGE_RETURN_IF_ERROR(
       WriteFileAtomically((dir / "schema.sql").string(), "CREATE TABLE notes(id INTEGER PRIMARY KEY);\n"));
   ENVFORGE_RETURN_IF_ERROR(WriteFileAtomically((dir / "tools.py").string(), kFloodTools));
-  ENVFORGE_RETURN_IF_ERROR(WriteFileAtomically(
-      (dir / "tasks" / "noop" / "task.json").string(),
-      R"({"prompt":"Answer 1.","answer_schema":{"type":"integer"},"difficulty":1,"knobs":{}})"));
+  ENVFORGE_RETURN_IF_ERROR(
+      WriteFileAtomically((dir / "tasks" / "noop" / "task.json").string(),
+                          R"({"prompt":"Answer 1.","answer_schema":{"type":"integer"},"difficulty":1,"knobs":{}})"));
   ENVFORGE_RETURN_IF_ERROR(
       WriteFileAtomically((dir / "tasks" / "noop" / "solution.py").string(), "def solve(tools):\n    return 1\n"));
   return WriteFileAtomically((dir / "tasks" / "noop" / "verifier.py").string(),
@@ -203,8 +203,7 @@ int Frames(const ParsedArgs& parsed) {
     }
   } cleanup{dir};
   if (Status written = WriteFloodEnvironment(dir / "src"); !written.ok()) return Fail(written, kExitInfra);
-  if (Status packed = sandbox::PackEnvironment((dir / "src").string(), (dir / "frames.envdb").string());
-      !packed.ok()) {
+  if (Status packed = sandbox::PackEnvironment((dir / "src").string(), (dir / "frames.envdb").string()); !packed.ok()) {
     return Fail(packed, kExitInfra);
   }
 
@@ -236,12 +235,13 @@ int Frames(const ParsedArgs& parsed) {
   } else {
     for (const char* phase : {"announce_largest_frame", "announce_over_limit"}) {
       const Json& f = figures[phase];
-      std::printf("%s: %zu sessions announced %lld bytes each: manager RSS %lld -> %lld KiB (%.1f KiB per session); "
-                  "%zu answered while pending, %zu as protocol violations\n",
-                  phase, f["sessions"].get<size_t>(), f["announced_bytes"].get<long long>(),
-                  f["manager_rss_kib_before"].get<long long>(), f["manager_rss_kib_headers_pending"].get<long long>(),
-                  f["manager_rss_growth_kib_per_session"].get<double>(), f["answered_while_pending"].get<size_t>(),
-                  f["protocol_violations"].get<size_t>());
+      std::printf(
+          "%s: %zu sessions announced %lld bytes each: manager RSS %lld -> %lld KiB (%.1f KiB per session); "
+          "%zu answered while pending, %zu as protocol violations\n",
+          phase, f["sessions"].get<size_t>(), f["announced_bytes"].get<long long>(),
+          f["manager_rss_kib_before"].get<long long>(), f["manager_rss_kib_headers_pending"].get<long long>(),
+          f["manager_rss_growth_kib_per_session"].get<double>(), f["answered_while_pending"].get<size_t>(),
+          f["protocol_violations"].get<size_t>());
     }
   }
   return kExitOk;
@@ -254,9 +254,13 @@ std::vector<Command> BenchFramesCommands() {
       {{.name = "bench frames",
         .summary = "the manager's RSS while N hostile sessions each announce the largest frame (and one byte more) and "
                    "send nothing; how the over-limit ones end",
-        .options = {{.name = "--sessions", .metavar = "N", .help = "hostile sessions (1..20000)", .default_text = "1000"},
-                    {.name = "--max-frame-bytes", .metavar = "N", .help = "the frame limit under test (4096..64 MiB)", .default_text = "67108864"},
-                    JsonOption("the figures as JSON")}},
+        .options =
+            {{.name = "--sessions", .metavar = "N", .help = "hostile sessions (1..20000)", .default_text = "1000"},
+             {.name = "--max-frame-bytes",
+              .metavar = "N",
+              .help = "the frame limit under test (4096..64 MiB)",
+              .default_text = "67108864"},
+             JsonOption("the figures as JSON")}},
        Frames},
   };
 }

@@ -26,7 +26,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using SessionId = sandbox::SessionManager::SessionId;
 
-double MsSince(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
 
 toolsets::ToolCall ExecuteCall(size_t n, const std::string& code) {
   return {std::to_string(n), "execute", {{"code", code}}};
@@ -77,7 +79,8 @@ Result<std::vector<double>> ColdCreates(const BenchSetup& setup) {
 }
 
 // `total` executes of "1+1" over the sessions, each keeping one in flight; executes per second.
-Result<double> ConcurrentExecutes(sandbox::SessionManager& manager, const std::vector<SessionId>& sessions, size_t total) {
+Result<double> ConcurrentExecutes(sandbox::SessionManager& manager, const std::vector<SessionId>& sessions,
+                                  size_t total) {
   std::atomic<size_t> issued{0}, answered{0}, failed{0};
   std::mutex mutex;
   std::condition_variable done;
@@ -106,7 +109,8 @@ Result<double> ConcurrentExecutes(sandbox::SessionManager& manager, const std::v
     progress.Update(answered.load());
   }
   progress.Finish();
-  if (failed.load() > 0) return InternalError(std::to_string(failed.load()) + " executes failed; first: " + first_failure);
+  if (failed.load() > 0)
+    return InternalError(std::to_string(failed.load()) + " executes failed; first: " + first_failure);
   return static_cast<double>(total) / (MsSince(start) / 1000);
 }
 
@@ -115,7 +119,8 @@ Result<Json> RunBench(const BenchSetup& setup) {
   ENVFORGE_ASSIGN_OR_RETURN(std::string env_id, manager->OpenEnvironment(setup.bundle));
   const sandbox::EnvBundle* bundle = manager->FindEnvironment(env_id);
   if (bundle->manifest.kind != "interpreter") {
-    return InvalidArgumentError(setup.bundle + " is a '" + bundle->manifest.kind + "' environment, not an interpreter one");
+    return InvalidArgumentError(setup.bundle + " is a '" + bundle->manifest.kind +
+                                "' environment, not an interpreter one");
   }
   // The first session also starts the environment's zygote: not a per-session cost.
   if (WaitForPool(*manager, env_id, setup.pool, 300) < 0) return DeadlineExceededError("the kernel pool did not fill");
@@ -157,21 +162,25 @@ Result<Json> RunBench(const BenchSetup& setup) {
 
   // 3. Sequential execute round trips on one session, with the pool full again (no kernel start
   // competing for the CPU).
-  if (WaitForPool(*manager, env_id, setup.pool, 300) < 0) return DeadlineExceededError("the kernel pool did not refill");
+  if (WaitForPool(*manager, env_id, setup.pool, 300) < 0)
+    return DeadlineExceededError("the kernel pool did not refill");
   std::vector<double> execute_ms, manager_us;
   Progress sequential("execute round trips", setup.executes / 4);
   for (size_t i = 0; i < setup.executes / 4; ++i) {
     const auto start = Clock::now();
     toolsets::ToolResult result = manager->CallTool(sessions[0], ExecuteCall(i, "1+1"));
     execute_ms.push_back(MsSince(start));
-    if (!result.ok()) return InternalError("execute answered " + std::string(toolsets::OutcomeName(result.outcome)) + ": " + result.message);
+    if (!result.ok())
+      return InternalError("execute answered " + std::string(toolsets::OutcomeName(result.outcome)) + ": " +
+                           result.message);
     manager_us.push_back(result.duration_us);
     sequential.Update(i + 1);
   }
   sequential.Finish();
 
   // 4. Throughput across `concurrency` sessions.
-  std::vector<SessionId> lanes(sessions.begin(), sessions.begin() + static_cast<long>(std::min(setup.concurrency, sessions.size())));
+  std::vector<SessionId> lanes(sessions.begin(),
+                               sessions.begin() + static_cast<long>(std::min(setup.concurrency, sessions.size())));
   ENVFORGE_ASSIGN_OR_RETURN(double executes_per_s, ConcurrentExecutes(*manager, lanes, setup.executes));
 
   Json pool = manager->KernelPoolStats(env_id).value();
@@ -180,7 +189,8 @@ Result<Json> RunBench(const BenchSetup& setup) {
 
   double refill_per_s = 0;
   for (double seconds : refill_s) refill_per_s += seconds;
-  refill_per_s = refill_s.empty() || refill_per_s <= 0 ? 0 : static_cast<double>(setup.pool * refill_s.size()) / refill_per_s;
+  refill_per_s =
+      refill_s.empty() || refill_per_s <= 0 ? 0 : static_cast<double>(setup.pool * refill_s.size()) / refill_per_s;
   return Json{{"env", bundle->manifest.name},
               {"sessions", sessions.size()},
               {"pool_size", setup.pool},
@@ -194,11 +204,19 @@ Result<Json> RunBench(const BenchSetup& setup) {
               {"kernel_cgroup_mib", Percentiles(kernel_mib)},
               {"kernel_rss_mib", Percentiles(rss_mib)},
               {"kernel_pss_mib", Percentiles(pss_mib)},
-              {"total_kernel_pss_mib", [&] { double t = 0; for (double m : pss_mib) t += m; return t; }()},
+              {"total_kernel_pss_mib",
+               [&] {
+                 double t = 0;
+                 for (double m : pss_mib) t += m;
+                 return t;
+               }()},
               {"pool_refill_kernels_per_s", refill_per_s},
               {"kernel_start_ms", Percentiles(pool["start_ms"].get<std::vector<double>>())},
-              {"pool", {{"launched", pool["launched"]}, {"failed", pool["failed"]}, {"acquired_warm", pool["acquired_warm"]},
-                        {"acquired_cold", pool["acquired_cold"]}}},
+              {"pool",
+               {{"launched", pool["launched"]},
+                {"failed", pool["failed"]},
+                {"acquired_warm", pool["acquired_warm"]},
+                {"acquired_cold", pool["acquired_cold"]}}},
               {"cpus", std::thread::hardware_concurrency()}};
 }
 
@@ -212,12 +230,13 @@ int Interpreter(const ParsedArgs& parsed) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
   RaiseFileLimit();
-  BenchSetup setup{parsed.positional[0], static_cast<size_t>(*sessions), static_cast<size_t>(*pool),
+  BenchSetup setup{parsed.positional[0],           static_cast<size_t>(*sessions),    static_cast<size_t>(*pool),
                    static_cast<size_t>(*executes), static_cast<size_t>(*concurrency), static_cast<size_t>(*cold)};
   Result<Json> figures = RunBench(setup);
   if (!figures.ok()) {
     const StatusCode code = figures.status().code();
-    return Fail(figures.status(), code == StatusCode::kInvalidArgument || code == StatusCode::kNotFound ? kExitUsage : kExitInfra);
+    return Fail(figures.status(),
+                code == StatusCode::kInvalidArgument || code == StatusCode::kNotFound ? kExitUsage : kExitInfra);
   }
   const Json& f = *figures;
   if (parsed.Has("--json")) {
@@ -225,18 +244,23 @@ int Interpreter(const ParsedArgs& parsed) {
     return kExitOk;
   }
   auto p = [&f](const char* key, const char* q) { return f[key][q].is_null() ? 0.0 : f[key][q].get<double>(); };
-  std::printf("environment %s: %zu interpreter sessions alive, pool of %zu kernels\n", f["env"].get<std::string>().c_str(),
-              f["sessions"].get<size_t>(), f["pool_size"].get<size_t>());
-  std::printf("  create (warm pool)  p50 %9.3f ms   p99 %9.3f ms\n", p("session_create_warm_ms", "p50"), p("session_create_warm_ms", "p99"));
-  std::printf("  create (quiet pool) p50 %9.3f ms   p99 %9.3f ms\n", p("session_create_settled_ms", "p50"), p("session_create_settled_ms", "p99"));
-  std::printf("  create (cold)       p50 %9.3f ms   p99 %9.3f ms\n", p("session_create_cold_ms", "p50"), p("session_create_cold_ms", "p99"));
-  std::printf("  execute 1+1         p50 %9.3f ms   p99 %9.3f ms\n", p("execute_round_trip_ms", "p50"), p("execute_round_trip_ms", "p99"));
-  std::printf("  throughput          %.0f executes/s over %zu sessions\n", f["executes_per_s"].get<double>(), f["concurrency"].get<size_t>());
+  std::printf("environment %s: %zu interpreter sessions alive, pool of %zu kernels\n",
+              f["env"].get<std::string>().c_str(), f["sessions"].get<size_t>(), f["pool_size"].get<size_t>());
+  std::printf("  create (warm pool)  p50 %9.3f ms   p99 %9.3f ms\n", p("session_create_warm_ms", "p50"),
+              p("session_create_warm_ms", "p99"));
+  std::printf("  create (quiet pool) p50 %9.3f ms   p99 %9.3f ms\n", p("session_create_settled_ms", "p50"),
+              p("session_create_settled_ms", "p99"));
+  std::printf("  create (cold)       p50 %9.3f ms   p99 %9.3f ms\n", p("session_create_cold_ms", "p50"),
+              p("session_create_cold_ms", "p99"));
+  std::printf("  execute 1+1         p50 %9.3f ms   p99 %9.3f ms\n", p("execute_round_trip_ms", "p50"),
+              p("execute_round_trip_ms", "p99"));
+  std::printf("  throughput          %.0f executes/s over %zu sessions\n", f["executes_per_s"].get<double>(),
+              f["concurrency"].get<size_t>());
   std::printf("  kernel memory       p50 RSS %.1f MiB, PSS %.1f MiB, cgroup %.1f MiB; PSS %.0f MiB for all\n",
               p("kernel_rss_mib", "p50"), p("kernel_pss_mib", "p50"), p("kernel_cgroup_mib", "p50"),
               f["total_kernel_pss_mib"].get<double>());
-  std::printf("  pool refill         %.2f kernels/s (kernel start p50 %.0f ms)\n", f["pool_refill_kernels_per_s"].get<double>(),
-              p("kernel_start_ms", "p50"));
+  std::printf("  pool refill         %.2f kernels/s (kernel start p50 %.0f ms)\n",
+              f["pool_refill_kernels_per_s"].get<double>(), p("kernel_start_ms", "p50"));
   return kExitOk;
 }
 
@@ -246,14 +270,22 @@ std::vector<Command> BenchInterpreterCommands() {
   return {
       {{.name = "bench interpreter",
         .positionals = "X.envdb",
-        .summary = "interpreter sessions (a sandboxed Jupyter kernel each): create p50/p99 from the warm pool and cold, "
-                   "execute(\"1+1\") round trip, executes/s across sessions, memory per kernel, pool refill rate",
-        .options = {{.name = "--sessions", .metavar = "N", .help = "sessions created from the warm pool", .default_text = "100"},
-                    {.name = "--pool", .metavar = "N", .help = "ready kernels kept", .default_text = "8"},
-                    {.name = "--executes", .metavar = "N", .help = "execute calls made across the sessions", .default_text = "2000"},
-                    {.name = "--concurrency", .metavar = "C", .help = "execute calls in flight at once", .default_text = "32"},
-                    {.name = "--cold", .metavar = "N", .help = "sessions created with no ready kernel", .default_text = "8"},
-                    JsonOption("the figures as JSON")},
+        .summary =
+            "interpreter sessions (a sandboxed Jupyter kernel each): create p50/p99 from the warm pool and cold, "
+            "execute(\"1+1\") round trip, executes/s across sessions, memory per kernel, pool refill rate",
+        .options =
+            {{.name = "--sessions",
+              .metavar = "N",
+              .help = "sessions created from the warm pool",
+              .default_text = "100"},
+             {.name = "--pool", .metavar = "N", .help = "ready kernels kept", .default_text = "8"},
+             {.name = "--executes",
+              .metavar = "N",
+              .help = "execute calls made across the sessions",
+              .default_text = "2000"},
+             {.name = "--concurrency", .metavar = "C", .help = "execute calls in flight at once", .default_text = "32"},
+             {.name = "--cold", .metavar = "N", .help = "sessions created with no ready kernel", .default_text = "8"},
+             JsonOption("the figures as JSON")},
         .min_positional = 1,
         .max_positional = 1},
        Interpreter},

@@ -58,13 +58,13 @@ void PrintTable(const kernels::cuda::DeviceInfo& device, const kernels::cuda::Ro
   std::printf("device: %s (sm_%d%d, %d SMs); roofline row: %s, BF16 %.0f TFLOPS, FP8 %.0f TFLOPS, HBM %.0f GB/s\n",
               device.name.c_str(), device.sm_major, device.sm_minor, device.sm_count, roofline.device.c_str(),
               roofline.bf16_tflops, roofline.fp8_tflops, roofline.hbm_gbs);
-  std::printf("%-24s %-5s %-44s %10s %9s %9s %-8s %7s  %s\n", "kernel", "model", "shape", "time us", "TFLOPS", "GB/s", "bound",
-              "of peak", "goal");
+  std::printf("%-24s %-5s %-44s %10s %9s %9s %-8s %7s  %s\n", "kernel", "model", "shape", "time us", "TFLOPS", "GB/s",
+              "bound", "of peak", "goal");
   for (const auto& f : figures) {
     char fraction[16] = "-";
     if (f.roofline_fraction >= 0) std::snprintf(fraction, sizeof fraction, "%.0f%%", 100 * f.roofline_fraction);
-    std::printf("%-24s %-5s %-44s %10.1f %9.1f %9.0f %-8s %7s  %s\n", f.kernel.c_str(), f.model.c_str(), f.shape.c_str(),
-                f.time_us, f.tflops, f.gbs, f.bound.c_str(), fraction, f.goal.c_str());
+    std::printf("%-24s %-5s %-44s %10.1f %9.1f %9.0f %-8s %7s  %s\n", f.kernel.c_str(), f.model.c_str(),
+                f.shape.c_str(), f.time_us, f.tflops, f.gbs, f.bound.c_str(), fraction, f.goal.c_str());
   }
 }
 
@@ -129,9 +129,10 @@ std::vector<Command> BenchKernelsCommands() {
       {{.name = "bench kernels",
         .summary = "every CUDA kernel at the real and tiny model shapes: time, TFLOPS or GB/s, fraction of the GPU's "
                    "roofline (exit 3 when there is no GPU)",
-        .options = {{.name = "--shapes", .metavar = "real|tiny|all", .help = "which model shapes", .default_text = "all"},
-                    {.name = "--iterations", .metavar = "N", .help = "timed runs per kernel", .default_text = "20"},
-                    JsonOption("the figures as JSON")}},
+        .options =
+            {{.name = "--shapes", .metavar = "real|tiny|all", .help = "which model shapes", .default_text = "all"},
+             {.name = "--iterations", .metavar = "N", .help = "timed runs per kernel", .default_text = "20"},
+             JsonOption("the figures as JSON")}},
        Kernels},
   };
 }

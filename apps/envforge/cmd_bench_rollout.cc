@@ -52,7 +52,8 @@ Result<RunFigures> PlayOnce(sandbox::SessionManager& manager, const std::string&
   progress.Finish();
   int64_t first_prompt = 0;
   for (const agents::EpisodeResult& episode : rollouts[0].episodes) {
-    if (episode.outcome == agents::RolloutOutcome::kInfraError) return UnavailableError("an episode failed: " + episode.detail);
+    if (episode.outcome == agents::RolloutOutcome::kInfraError)
+      return UnavailableError("an episode failed: " + episode.detail);
     figures.episodes += 1;
     figures.turns += episode.turns;
     figures.generated_tokens += episode.generated_tokens;
@@ -95,10 +96,15 @@ int BenchRollout(const ParsedArgs& parsed) {
   options.concurrency = *n;
   auto concurrent = PlayOnce(**manager, *env_id, *task, *model_dir, options, "concurrent");
   if (!concurrent.ok()) return Fail(concurrent.status(), ExitCodeFor(concurrent.status()), kCommand);
-  Json report = {{"model", *model_dir}, {"env", *env_path}, {"task", *task}, {"n", *n},
-                 {"max_turns", *max_turns}, {"max_tokens_per_turn", *per_turn}, {"concurrent", concurrent->ToJson()}};
-  report["recompute_ratio"] =
-      static_cast<double>(concurrent->prefilled_tokens) / static_cast<double>(std::max<int64_t>(concurrent->unique_context_tokens, 1));
+  Json report = {{"model", *model_dir},
+                 {"env", *env_path},
+                 {"task", *task},
+                 {"n", *n},
+                 {"max_turns", *max_turns},
+                 {"max_tokens_per_turn", *per_turn},
+                 {"concurrent", concurrent->ToJson()}};
+  report["recompute_ratio"] = static_cast<double>(concurrent->prefilled_tokens) /
+                              static_cast<double>(std::max<int64_t>(concurrent->unique_context_tokens, 1));
   if (!parsed.Has("--skip-sequential")) {
     options.concurrency = 1;
     auto sequential = PlayOnce(**manager, *env_id, *task, *model_dir, options, "sequential");
@@ -111,14 +117,17 @@ int BenchRollout(const ParsedArgs& parsed) {
     std::printf("%s\n", report.dump(2).c_str());
   } else {
     std::printf("concurrent: %lld episodes in %.2f s, %.1f episodes/s, %.0f generated tokens/s\n",
-                static_cast<long long>(concurrent->episodes), concurrent->seconds, concurrent->episodes / concurrent->seconds,
+                static_cast<long long>(concurrent->episodes), concurrent->seconds,
+                concurrent->episodes / concurrent->seconds,
                 static_cast<double>(concurrent->generated_tokens) / concurrent->seconds);
     if (report.contains("sequential")) {
       std::printf("sequential: %.2f s, %.0f generated tokens/s; concurrent/sequential tokens/s = %.2fx\n",
-                  report["sequential"]["seconds"].get<double>(), report["sequential"]["generated_tokens_per_s"].get<double>(),
+                  report["sequential"]["seconds"].get<double>(),
+                  report["sequential"]["generated_tokens_per_s"].get<double>(),
                   report["speedup_tokens_per_s"].get<double>());
     }
-    std::printf("recompute ratio (prefill tokens / unique context tokens): %.3f\n", report["recompute_ratio"].get<double>());
+    std::printf("recompute ratio (prefill tokens / unique context tokens): %.3f\n",
+                report["recompute_ratio"].get<double>());
   }
   return kExitOk;
 }
@@ -128,18 +137,23 @@ int BenchRollout(const ParsedArgs& parsed) {
 std::vector<Command> BenchRolloutCommands() {
   return {
       {{.name = "bench rollout",
-        .summary = "N episodes at once vs one after another on the embedded engine: episodes/s, generated tokens/s, their "
-                   "ratio, and prefill tokens / unique context tokens",
-        .details = "Plays N episodes of the task with the embedded engine twice: all N at once, then one after another (a "
-                   "fresh engine each time). prefill_tokens / unique_context_tokens of the concurrent run is 1.0 when no "
-                   "prompt token was computed twice (the N episodes share their first prompt, counted once). Malformed "
-                   "calls do not end an episode here (max invalid calls = max turns), so every episode plays its turns.",
+        .summary =
+            "N episodes at once vs one after another on the embedded engine: episodes/s, generated tokens/s, their "
+            "ratio, and prefill tokens / unique context tokens",
+        .details =
+            "Plays N episodes of the task with the embedded engine twice: all N at once, then one after another (a "
+            "fresh engine each time). prefill_tokens / unique_context_tokens of the concurrent run is 1.0 when no "
+            "prompt token was computed twice (the N episodes share their first prompt, counted once). Malformed "
+            "calls do not end an episode here (max invalid calls = max turns), so every episode plays its turns.",
         .options = {{.name = "--model", .metavar = "DIR", .help = "the model directory", .required = true},
                     {.name = "--env", .metavar = "X.envdb", .help = "the environment", .required = true},
                     {.name = "--task", .metavar = "ID", .help = "the task played", .required = true},
                     {.name = "-n", .metavar = "N", .help = "episodes", .default_text = "100"},
                     {.name = "--max-turns", .metavar = "T", .help = "model turns per episode", .default_text = "8"},
-                    {.name = "--max-tokens-per-turn", .metavar = "M", .help = "generated tokens per model turn", .default_text = "64"},
+                    {.name = "--max-tokens-per-turn",
+                     .metavar = "M",
+                     .help = "generated tokens per model turn",
+                     .default_text = "64"},
                     {.name = "--seed", .metavar = "S", .help = "the sampling seed", .default_text = "0"},
                     {.name = "--skip-sequential", .help = "only the concurrent run"},
                     JsonOption("the figures as JSON")}},

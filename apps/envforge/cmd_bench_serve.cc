@@ -180,7 +180,8 @@ Result<std::string> DefaultTool(server::RpcClient& client, const std::string& en
     Json schema = tool.contains("inputSchema") ? tool["inputSchema"] : tool.value("input_schema", Json::object());
     if (!schema.is_object() || !schema.contains("required") || schema["required"].empty()) return name;
   }
-  return InvalidArgumentError("envforge bench serve: environment '" + env + "' has no tool without required arguments; pass --tool and --arguments");
+  return InvalidArgumentError("envforge bench serve: environment '" + env +
+                              "' has no tool without required arguments; pass --tool and --arguments");
 }
 
 // Waits until the server's trajectory queue is drained (server/stats), up to 60 s.
@@ -260,7 +261,8 @@ Result<BenchConfig> ConfigFrom(const ParsedArgs& parsed) {
   server::LoadOptions& load = config.load;
   load.env = *parsed.Option("--env");
   load.task = *parsed.Option("--task");
-  ENVFORGE_RETURN_IF_ERROR(server::ParseLoadUrl(config.url, parsed.OptionOr("--transport"), &load).WithContext("--url"));
+  ENVFORGE_RETURN_IF_ERROR(
+      server::ParseLoadUrl(config.url, parsed.OptionOr("--transport"), &load).WithContext("--url"));
   load.token = parsed.OptionOr("--token");
   if (load.token.empty()) {
     if (const char* from_env = std::getenv("ENVFORGE_SERVE_TOKEN"); from_env != nullptr) load.token = from_env;
@@ -396,7 +398,8 @@ void PrintSummary(const Json& report) {
               report["sessions"]["created"].dump().c_str(), report["tool_calls"].dump().c_str(),
               report["wall_seconds"].get<double>(), report["calls_per_s"].get<double>(),
               tool_latency.value("p50", Json()).dump().c_str(), tool_latency.value("p99", Json()).dump().c_str());
-  if (report.contains("reconciliation")) std::printf("reconciliation: %s\n", DumpJson(report["reconciliation"]).c_str());
+  if (report.contains("reconciliation"))
+    std::printf("reconciliation: %s\n", DumpJson(report["reconciliation"]).c_str());
   if (!report["errors"].empty()) std::printf("errors: %s\n", DumpJson(report["errors"]).c_str());
 }
 
@@ -404,7 +407,8 @@ void PrintSummary(const Json& report) {
 // the interpreter; not a cost of the load) and later reads server/stats.
 Result<std::unique_ptr<server::RpcClient>> Prepare(BenchConfig& config) {
   server::LoadOptions& load = config.load;
-  ENVFORGE_ASSIGN_OR_RETURN(auto control, server::RpcClient::Connect("http://" + load.host_header + "/rpc", {.token = load.token}));
+  ENVFORGE_ASSIGN_OR_RETURN(auto control,
+                            server::RpcClient::Connect("http://" + load.host_header + "/rpc", {.token = load.token}));
   if (load.tool.empty()) {
     ENVFORGE_ASSIGN_OR_RETURN(load.tool, DefaultTool(*control, load.env));
   }
@@ -420,16 +424,18 @@ int BenchServe(const ParsedArgs& parsed) {
   auto control = Prepare(*config);
   if (!control.ok()) return Fail(control.status(), ExitCodeFor(control.status()), "envforge bench serve");
   IdleHold idle;
-  if (Status held = StartIdleHold(parsed, config->load, &idle); !held.ok()) return Fail(held, kExitUsage, "envforge bench serve");
+  if (Status held = StartIdleHold(parsed, config->load, &idle); !held.ok())
+    return Fail(held, kExitUsage, "envforge bench serve");
   auto run = server::LoadRun::Create(config->load);
   if (!run.ok()) return Fail(run.status(), ExitCodeFor(run.status()), "envforge bench serve");
 
   SessionKiller killer(*config);
   const auto started = Clock::now();
   (*run)->Run([&](const server::LoadProgress& p) {
-    std::fprintf(stderr, "bench serve: %zu/%zu episodes, %llu tool calls (%.0f/s), %llu sessions killed\n", p.episodes_done,
-                 config->load.sessions, static_cast<unsigned long long>(p.tool_calls_answered),
-                 static_cast<double>(p.tool_calls_answered) / p.seconds, static_cast<unsigned long long>(killer.killed()));
+    std::fprintf(stderr, "bench serve: %zu/%zu episodes, %llu tool calls (%.0f/s), %llu sessions killed\n",
+                 p.episodes_done, config->load.sessions, static_cast<unsigned long long>(p.tool_calls_answered),
+                 static_cast<double>(p.tool_calls_answered) / p.seconds,
+                 static_cast<unsigned long long>(killer.killed()));
   });
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
   if (idle.flood) {
@@ -461,39 +467,76 @@ std::vector<Command> BenchServeCommands() {
   const std::string chaos = "chaos", idle = "idle connections";
   return {
       {{.name = "bench serve",
-        .summary = "load a running server through real sockets: latency per method, calls/s, errors by kind, trajectory "
-                   "reconciliation (lost must be 0)",
-        .details = "C asynchronous clients each run whole episodes in turn: session/create, --steps tools/call, "
-                   "session/submit, session/close, one request at a time per connection. Latency is measured per method "
-                   "from writing the request to reading its answer.\n"
-                   "--chaos: a killer SIGKILLs a random session process of the server (found through /proc) every "
-                   "--chaos-interval-ms, and clients drop their connection right after writing a tools/call (about "
-                   "--chaos-drop-rate of them), reconnect and go on with the same session.\n"
-                   "--idle-connections N holds N connections that never send a byte for the whole run and reports the "
-                   "server's descriptors and memory.\n"
-                   "--trajectories FILE (the server's store): every episode the clients created must be recorded and "
-                   "ended with at least the steps the clients saw answered; exit 1 when lost > 0 or an episode is missing "
-                   "or open.",
-        .options = {{.name = "--url", .metavar = "URL", .help = "ws://HOST:PORT[/ws] or http://HOST:PORT[/rpc] of a running envforge serve", .required = true},
-                    {.name = "--env", .metavar = "E", .help = "the environment's name", .required = true},
-                    {.name = "--task", .metavar = "T", .help = "the task of every session", .required = true},
-                    {.name = "--sessions", .metavar = "N", .help = "episodes in all", .default_text = "1000"},
-                    {.name = "--steps", .metavar = "N", .help = "tools/call per episode", .default_text = "20"},
-                    {.name = "--concurrency", .metavar = "C", .help = "clients (connections) at once", .default_text = "256"},
-                    {.name = "--transport", .metavar = "ws|http", .help = "WebSocket or HTTP keep-alive", .default_text = "ws"},
-                    {.name = "--io-threads", .metavar = "N", .help = "threads running the clients (1..16)", .default_text = "1"},
-                    {.name = "--tool", .metavar = "NAME", .help = "the tool called", .default_text = "the environment's first tool with no required argument", .computed = true},
-                    {.name = "--arguments", .metavar = "JSON", .help = "the tool's arguments, a JSON object", .default_text = "{}"},
-                    {.name = "--answer", .metavar = "TEXT", .help = "the answer each episode submits", .default_text = "0"},
-                    {.name = "--token", .metavar = "T", .help = "the server's bearer token (or ENVFORGE_SERVE_TOKEN)"},
-                    {.name = "--trajectories", .metavar = "FILE.sqlite", .help = "the server's trajectory store: reconcile what the clients saw with it"},
-                    {.name = "--chaos", .help = "kill sessions and drop connections while the load runs", .section = chaos},
-                    {.name = "--chaos-drop-rate", .metavar = "PERMILLE", .help = "tools/call connections dropped after the write, per thousand", .default_text = "10", .section = chaos},
-                    {.name = "--chaos-interval-ms", .metavar = "MS", .help = "time between two session kills", .default_text = "100", .section = chaos},
-                    {.name = "--idle-connections", .metavar = "N", .help = "silent connections held during the load", .default_text = "0", .section = idle},
-                    {.name = "--idle-peers", .metavar = "K", .help = "loopback source addresses they come from", .default_text = "1", .section = idle},
-                    {.name = "--idle-reopen", .help = "open each again when the server closes it", .section = idle},
-                    JsonOption("the report as JSON")}},
+        .summary =
+            "load a running server through real sockets: latency per method, calls/s, errors by kind, trajectory "
+            "reconciliation (lost must be 0)",
+        .details =
+            "C asynchronous clients each run whole episodes in turn: session/create, --steps tools/call, "
+            "session/submit, session/close, one request at a time per connection. Latency is measured per method "
+            "from writing the request to reading its answer.\n"
+            "--chaos: a killer SIGKILLs a random session process of the server (found through /proc) every "
+            "--chaos-interval-ms, and clients drop their connection right after writing a tools/call (about "
+            "--chaos-drop-rate of them), reconnect and go on with the same session.\n"
+            "--idle-connections N holds N connections that never send a byte for the whole run and reports the "
+            "server's descriptors and memory.\n"
+            "--trajectories FILE (the server's store): every episode the clients created must be recorded and "
+            "ended with at least the steps the clients saw answered; exit 1 when lost > 0 or an episode is missing "
+            "or open.",
+        .options =
+            {{.name = "--url",
+              .metavar = "URL",
+              .help = "ws://HOST:PORT[/ws] or http://HOST:PORT[/rpc] of a running envforge serve",
+              .required = true},
+             {.name = "--env", .metavar = "E", .help = "the environment's name", .required = true},
+             {.name = "--task", .metavar = "T", .help = "the task of every session", .required = true},
+             {.name = "--sessions", .metavar = "N", .help = "episodes in all", .default_text = "1000"},
+             {.name = "--steps", .metavar = "N", .help = "tools/call per episode", .default_text = "20"},
+             {.name = "--concurrency", .metavar = "C", .help = "clients (connections) at once", .default_text = "256"},
+             {.name = "--transport",
+              .metavar = "ws|http",
+              .help = "WebSocket or HTTP keep-alive",
+              .default_text = "ws"},
+             {.name = "--io-threads",
+              .metavar = "N",
+              .help = "threads running the clients (1..16)",
+              .default_text = "1"},
+             {.name = "--tool",
+              .metavar = "NAME",
+              .help = "the tool called",
+              .default_text = "the environment's first tool with no required argument",
+              .computed = true},
+             {.name = "--arguments",
+              .metavar = "JSON",
+              .help = "the tool's arguments, a JSON object",
+              .default_text = "{}"},
+             {.name = "--answer", .metavar = "TEXT", .help = "the answer each episode submits", .default_text = "0"},
+             {.name = "--token", .metavar = "T", .help = "the server's bearer token (or ENVFORGE_SERVE_TOKEN)"},
+             {.name = "--trajectories",
+              .metavar = "FILE.sqlite",
+              .help = "the server's trajectory store: reconcile what the clients saw with it"},
+             {.name = "--chaos", .help = "kill sessions and drop connections while the load runs", .section = chaos},
+             {.name = "--chaos-drop-rate",
+              .metavar = "PERMILLE",
+              .help = "tools/call connections dropped after the write, per thousand",
+              .default_text = "10",
+              .section = chaos},
+             {.name = "--chaos-interval-ms",
+              .metavar = "MS",
+              .help = "time between two session kills",
+              .default_text = "100",
+              .section = chaos},
+             {.name = "--idle-connections",
+              .metavar = "N",
+              .help = "silent connections held during the load",
+              .default_text = "0",
+              .section = idle},
+             {.name = "--idle-peers",
+              .metavar = "K",
+              .help = "loopback source addresses they come from",
+              .default_text = "1",
+              .section = idle},
+             {.name = "--idle-reopen", .help = "open each again when the server closes it", .section = idle},
+             JsonOption("the report as JSON")}},
        BenchServe},
   };
 }

@@ -59,7 +59,8 @@ struct ClientTally {
 // "http://HOST:PORT" with an optional trailing "/" or "/v1".
 Status ParseV1Url(const std::string& url, BenchV1Config* config) {
   constexpr std::string_view kScheme = "http://";
-  if (url.rfind(kScheme, 0) != 0) return InvalidArgumentError("envforge bench v1: --url must be http://HOST:PORT, got '" + url + "'");
+  if (url.rfind(kScheme, 0) != 0)
+    return InvalidArgumentError("envforge bench v1: --url must be http://HOST:PORT, got '" + url + "'");
   std::string rest = url.substr(kScheme.size());
   for (std::string_view suffix : {"/v1/", "/v1", "/"}) {
     if (rest.size() > suffix.size() && rest.compare(rest.size() - suffix.size(), suffix.size(), suffix) == 0) {
@@ -72,13 +73,16 @@ Status ParseV1Url(const std::string& url, BenchV1Config* config) {
     return InvalidArgumentError("envforge bench v1: --url must be http://HOST:PORT, got '" + url + "'");
   }
   config->host = rest.substr(0, colon);
-  if (config->host.size() > 2 && config->host.front() == '[') config->host = config->host.substr(1, config->host.size() - 2);
+  if (config->host.size() > 2 && config->host.front() == '[')
+    config->host = config->host.substr(1, config->host.size() - 2);
   config->port = rest.substr(colon + 1);
   return Status::Ok();
 }
 
 std::string RequestBody(const BenchV1Config& config, int64_t index) {
-  Json body{{"messages", Json::array({Json{{"role", "user"}, {"content", "Find the cheapest hotel in Paris for guest " + std::to_string(index % 8) + "."}}})},
+  Json body{{"messages", Json::array({Json{{"role", "user"},
+                                           {"content", "Find the cheapest hotel in Paris for guest " +
+                                                           std::to_string(index % 8) + "."}}})},
             {"max_tokens", config.max_tokens},
             {"seed", index},
             {"temperature", 1.0}};
@@ -146,11 +150,14 @@ void RunClient(const BenchV1Config& config, std::atomic<int64_t>& next, ClientTa
 Result<BenchV1Config> ConfigFrom(const ParsedArgs& parsed) {
   BenchV1Config config;
   auto url = parsed.Option("--url");
-  if (!url) return InvalidArgumentError("envforge bench v1: --url http://HOST:PORT is required (a running envforge serve with --model)");
+  if (!url)
+    return InvalidArgumentError(
+        "envforge bench v1: --url http://HOST:PORT is required (a running envforge serve with --model)");
   config.url = *url;
   ENVFORGE_RETURN_IF_ERROR(ParseV1Url(*url, &config));
   ENVFORGE_ASSIGN_OR_RETURN(long long concurrency, parsed.IntOption("--concurrency", 1, 4096));
-  ENVFORGE_ASSIGN_OR_RETURN(long long requests, parsed.ComputedIntOption("--requests", 4 * concurrency, 1, 100'000'000));
+  ENVFORGE_ASSIGN_OR_RETURN(long long requests,
+                            parsed.ComputedIntOption("--requests", 4 * concurrency, 1, 100'000'000));
   ENVFORGE_ASSIGN_OR_RETURN(long long max_tokens, parsed.IntOption("--max-tokens", 1, 1 << 20));
   config.concurrency = static_cast<int>(concurrency);
   config.requests = requests;
@@ -203,11 +210,13 @@ int V1(const ParsedArgs& parsed) {
     std::printf("%s: %lld requests answered (%lld failed) by %d concurrent clients in %.2f s\n", config->url.c_str(),
                 static_cast<long long>(answered), static_cast<long long>(failed), config->concurrency, seconds);
     std::printf("  requests/s           %10.2f\n", figures["requests_per_s"].get<double>());
-    std::printf("  completion tokens/s  %10.1f   (%lld tokens, max_tokens %lld)\n", figures["completion_tokens_per_s"].get<double>(),
-                static_cast<long long>(all.completion_tokens), static_cast<long long>(config->max_tokens));
+    std::printf("  completion tokens/s  %10.1f   (%lld tokens, max_tokens %lld)\n",
+                figures["completion_tokens_per_s"].get<double>(), static_cast<long long>(all.completion_tokens),
+                static_cast<long long>(config->max_tokens));
     std::printf("  latency              p50 %8.1f ms   p99 %8.1f ms\n", figures["latency_ms"]["p50"].get<double>(),
                 figures["latency_ms"]["p99"].get<double>());
-    for (const auto& [what, count] : all.errors) std::printf("  error: %s x %lld\n", what.c_str(), static_cast<long long>(count));
+    for (const auto& [what, count] : all.errors)
+      std::printf("  error: %s x %lld\n", what.c_str(), static_cast<long long>(count));
   }
   return failed == 0 ? kExitOk : kExitInfra;
 }
@@ -219,13 +228,28 @@ std::vector<Command> BenchV1Commands() {
       {{.name = "bench v1",
         .summary = "load a running server's /v1/chat/completions: requests/s, completion tokens/s, latency p50/p99",
         .details = "Exit 3 when a request failed.",
-        .options = {{.name = "--url", .metavar = "URL", .help = "http://HOST:PORT of a running envforge serve with --model or --backend", .required = true},
-                    {.name = "--concurrency", .metavar = "C", .help = "clients, one request in flight each", .default_text = "32"},
-                    {.name = "--requests", .metavar = "N", .help = "requests in all", .default_text = "4 x concurrency", .computed = true},
-                    {.name = "--max-tokens", .metavar = "M", .help = "max_tokens of each request", .default_text = "16"},
-                    {.name = "--model", .metavar = "NAME", .help = "the model name sent", .default_text = "the server's", .computed = true},
-                    {.name = "--token", .metavar = "T", .help = "the server's bearer token (or ENVFORGE_SERVE_TOKEN)"},
-                    JsonOption("the figures as JSON")}},
+        .options =
+            {{.name = "--url",
+              .metavar = "URL",
+              .help = "http://HOST:PORT of a running envforge serve with --model or --backend",
+              .required = true},
+             {.name = "--concurrency",
+              .metavar = "C",
+              .help = "clients, one request in flight each",
+              .default_text = "32"},
+             {.name = "--requests",
+              .metavar = "N",
+              .help = "requests in all",
+              .default_text = "4 x concurrency",
+              .computed = true},
+             {.name = "--max-tokens", .metavar = "M", .help = "max_tokens of each request", .default_text = "16"},
+             {.name = "--model",
+              .metavar = "NAME",
+              .help = "the model name sent",
+              .default_text = "the server's",
+              .computed = true},
+             {.name = "--token", .metavar = "T", .help = "the server's bearer token (or ENVFORGE_SERVE_TOKEN)"},
+             JsonOption("the figures as JSON")}},
        V1},
   };
 }

@@ -63,7 +63,7 @@ Synthetic Describe(long long i) {
   const int env = static_cast<int>(i % kEnvironments);
   const int task = static_cast<int>((i / kEnvironments) % kTasksPerEnvironment);
   const long long slot = i % 20;  // 70% submitted, 15% max_turns, 10% closed, 5% crashed
-  const EpisodeOutcome outcome = slot < 14 ? EpisodeOutcome::kSubmitted
+  const EpisodeOutcome outcome = slot < 14   ? EpisodeOutcome::kSubmitted
                                  : slot < 17 ? EpisodeOutcome::kMaxTurns
                                  : slot < 19 ? EpisodeOutcome::kClosed
                                              : EpisodeOutcome::kCrashed;
@@ -133,8 +133,11 @@ void WriteShortEpisode(agents::TrajectoryStore& store, long long i) {
     store.RecordStep(id, std::move(record));
   }
   if (described.outcome == EpisodeOutcome::kSubmitted) {
-    store.RecordSubmit(id, std::to_string(i % 97), Json{{"passed", i % 3 != 0}, {"score", i % 3 != 0 ? 1.0 : 0.0},
-                                                       {"reasons", Json::array()}, {"verifier_version", "1"}});
+    store.RecordSubmit(id, std::to_string(i % 97),
+                       Json{{"passed", i % 3 != 0},
+                            {"score", i % 3 != 0 ? 1.0 : 0.0},
+                            {"reasons", Json::array()},
+                            {"verifier_version", "1"}});
   }
   store.EndEpisode(id, described.outcome);
 }
@@ -209,7 +212,8 @@ std::string WriteLongEpisode(agents::TrajectoryStore& store, long long steps) {
     store.RecordMessage(id, std::move(tool));
   }
   store.RecordMessage(id, message("assistant", "The sum is 650."));
-  store.RecordSubmit(id, "650", Json{{"passed", true}, {"score", 1.0}, {"reasons", Json::array()}, {"verifier_version", "1"}});
+  store.RecordSubmit(id, "650",
+                     Json{{"passed", true}, {"score", 1.0}, {"reasons", Json::array()}, {"verifier_version", "1"}});
   store.EndEpisode(id, EpisodeOutcome::kSubmitted);
   return id;
 }
@@ -220,7 +224,8 @@ Result<std::string> WriteStore(const std::string& path, long long episodes, long
   agents::TrajectoryStoreOptions options;
   options.batch_max_records = 8192;
   options.flush_deadline = std::chrono::minutes(10);
-  ENVFORGE_ASSIGN_OR_RETURN(std::unique_ptr<agents::TrajectoryStore> store, agents::TrajectoryStore::Open(path, options));
+  ENVFORGE_ASSIGN_OR_RETURN(std::unique_ptr<agents::TrajectoryStore> store,
+                            agents::TrajectoryStore::Open(path, options));
   Progress progress("writing episodes", static_cast<size_t>(episodes));
   for (long long i = 0; i < episodes; ++i) {
     WriteShortEpisode(*store, i);
@@ -232,7 +237,8 @@ Result<std::string> WriteStore(const std::string& path, long long episodes, long
   std::string long_id = WriteLongEpisode(*store, steps);
   ENVFORGE_RETURN_IF_ERROR(store->Flush());
   progress.Finish();
-  if (store->Stats().write_errors != 0) return InternalError("the store rejected records: " + store->Stats().last_error);
+  if (store->Stats().write_errors != 0)
+    return InternalError("the store rejected records: " + store->Stats().last_error);
   return long_id;
 }
 
@@ -318,7 +324,8 @@ Result<Json> Measure(HttpClient& client, const Probe& probe, long long repeat, b
     ENVFORGE_ASSIGN_OR_RETURN(HttpClient::Response response, client.Get(probe.target));
     const double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (response.status != 200) {
-      return InternalError(probe.target + " answered " + std::to_string(response.status) + ": " + response.body.substr(0, 200));
+      return InternalError(probe.target + " answered " + std::to_string(response.status) + ": " +
+                           response.body.substr(0, 200));
     }
     if (r > 0) ms.push_back(elapsed);
     bytes = response.body.size();
@@ -329,7 +336,8 @@ Result<Json> Measure(HttpClient& client, const Probe& probe, long long repeat, b
   Json figures{{"name", probe.name}, {"target", probe.target}, {"ms", Percentiles(ms)}, {"bytes", bytes}};
   if (probe.expected_rows >= 0) {
     const Json& episodes = answer["episodes"];
-    const bool rows_match = std::all_of(episodes.begin(), episodes.end(), [&](const Json& e) { return probe.filter.Matches(e); });
+    const bool rows_match =
+        std::all_of(episodes.begin(), episodes.end(), [&](const Json& e) { return probe.filter.Matches(e); });
     const bool right = static_cast<long long>(episodes.size()) == probe.expected_rows && rows_match;
     figures["rows"] = episodes.size();
     figures["expected_rows"] = probe.expected_rows;
@@ -355,10 +363,11 @@ Result<double> ChromiumMs(const std::string& url, std::string* dom) {
   CommandOptions options;
   options.timeout = std::chrono::seconds(120);
   const auto start = Clock::now();
-  ENVFORGE_ASSIGN_OR_RETURN(CommandOutput output,
-                            RunCommand({"/usr/bin/chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                        "--virtual-time-budget=5000", "--window-size=1280,900", "--dump-dom", url},
-                                       options));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      CommandOutput output,
+      RunCommand({"/usr/bin/chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--virtual-time-budget=5000", "--window-size=1280,900", "--dump-dom", url},
+                 options));
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (output.exit_code != 0) {
     return InternalError("chromium exited " + std::to_string(output.exit_code) + " on " + url + ": " +
@@ -371,7 +380,8 @@ Result<double> ChromiumMs(const std::string& url, std::string* dom) {
 // Chromium's start varies by tens of milliseconds, more on a loaded machine: each run loads a
 // blank page, the list and the episode one after another, and a page's render time is the
 // median over runs of (page - blank page of the same run).
-Result<Json> MeasureBrowser(uint16_t port, const std::string& long_id, long long steps, long long runs, bool* all_right) {
+Result<Json> MeasureBrowser(uint16_t port, const std::string& long_id, long long steps, long long runs,
+                            bool* all_right) {
   const std::string base = "http://127.0.0.1:" + std::to_string(port) + "/ui/";
   std::vector<double> blank_ms, list_ms, episode_ms, list_render, episode_render;
   std::string dom;
@@ -415,15 +425,16 @@ void PrintTable(const Json& figures) {
   for (const Json& probe : figures["requests"]) {
     std::string rows;
     if (probe.contains("rows")) {
-      rows = std::to_string(probe["rows"].get<long long>()) + "/" + std::to_string(probe["expected_rows"].get<long long>()) +
-             (probe["right"] == true ? "" : "  WRONG");
+      rows = std::to_string(probe["rows"].get<long long>()) + "/" +
+             std::to_string(probe["expected_rows"].get<long long>()) + (probe["right"] == true ? "" : "  WRONG");
     } else if (probe.contains("steps")) {
       rows = std::to_string(probe["steps"].get<long long>()) + " steps, " +
              std::to_string(probe["messages"].get<long long>()) + " messages";
     }
     const Json& ms = probe["ms"];
-    std::printf("  %-26s %9.3f %9.3f %9.3f %9lld  %s\n", probe["name"].get<std::string>().c_str(), ms["p50"].get<double>(),
-                ms["p99"].get<double>(), ms["max"].get<double>(), probe["bytes"].get<long long>(), rows.c_str());
+    std::printf("  %-26s %9.3f %9.3f %9.3f %9lld  %s\n", probe["name"].get<std::string>().c_str(),
+                ms["p50"].get<double>(), ms["p99"].get<double>(), ms["max"].get<double>(),
+                probe["bytes"].get<long long>(), rows.c_str());
   }
   const Json& browser = figures["browser"];
   if (browser.is_null()) {
@@ -432,10 +443,11 @@ void PrintTable(const Json& figures) {
   }
   std::printf("  headless Chromium, %lld runs (a blank page: p50 %.0f ms, taken off run by run):\n",
               browser["runs"].get<long long>(), browser["blank_page_ms"]["p50"].get<double>());
-  std::printf("    list page render          %6.0f ms   %lld rows in the DOM\n", browser["list_render_ms"].get<double>(),
-              browser["list_rows_in_dom"].get<long long>());
-  std::printf("    %5lld-step episode render %6.0f ms   %lld steps in the DOM\n", figures["long_episode_steps"].get<long long>(),
-              browser["episode_render_ms"].get<double>(), browser["episode_steps_in_dom"].get<long long>());
+  std::printf("    list page render          %6.0f ms   %lld rows in the DOM\n",
+              browser["list_render_ms"].get<double>(), browser["list_rows_in_dom"].get<long long>());
+  std::printf("    %5lld-step episode render %6.0f ms   %lld steps in the DOM\n",
+              figures["long_episode_steps"].get<long long>(), browser["episode_render_ms"].get<double>(),
+              browser["episode_steps_in_dom"].get<long long>());
 }
 
 int Viewer(const ParsedArgs& parsed) {
@@ -553,8 +565,11 @@ int Viewer(const ParsedArgs& parsed) {
   }
   (*server)->Stop();
 
-  Json figures{{"store", {{"path", kept ? path : std::string("(temporary)")}, {"episodes", total}, {"reused", reused},
-                          {"write_s", reused ? Json() : Json(write_s)}}},
+  Json figures{{"store",
+                {{"path", kept ? path : std::string("(temporary)")},
+                 {"episodes", total},
+                 {"reused", reused},
+                 {"write_s", reused ? Json() : Json(write_s)}}},
                {"long_episode_id", long_id},
                {"long_episode_steps", *steps},
                {"page_size", kPageSize},
@@ -578,19 +593,24 @@ std::vector<Command> BenchViewerCommands() {
       {{.name = "bench viewer",
         .summary = "the trajectory viewer on a synthetic store of N episodes: /ui/api pages and one long episode "
                    "(p50/p99 over real HTTP); list and episode render in headless Chromium",
-        .details = "Writes a synthetic trajectory store (N short episodes and one of --steps steps with its conversation; "
-                   "--store F keeps it, and reuses F when it exists), serves it with the viewer and measures /ui/api "
-                   "through real HTTP requests: the first page, pages deep in the table, filtered pages, the long episode "
-                   "(p50/p99 over --repeat requests); with /usr/bin/chromium, the list page's and the long episode's "
-                   "render in headless Chromium (median over --browser-runs runs of the page's time less a blank page's). "
-                   "Each page's row count and the rendered DOM's rows and steps are checked; exit 1 when one is wrong.",
-        .options = {{.name = "--episodes", .metavar = "N", .help = "short episodes in the store (at least 100)", .default_text = "100000"},
-                    {.name = "--steps", .metavar = "N", .help = "steps of the long episode", .default_text = "200"},
-                    {.name = "--store", .metavar = "F.sqlite", .help = "keep the store there (reused when it exists)"},
-                    {.name = "--repeat", .metavar = "N", .help = "requests per measured page", .default_text = "20"},
-                    {.name = "--browser-runs", .metavar = "N", .help = "headless Chromium runs per page", .default_text = "5"},
-                    {.name = "--no-browser", .help = "skip the render in Chromium"},
-                    JsonOption("the figures as JSON")}},
+        .details =
+            "Writes a synthetic trajectory store (N short episodes and one of --steps steps with its conversation; "
+            "--store F keeps it, and reuses F when it exists), serves it with the viewer and measures /ui/api "
+            "through real HTTP requests: the first page, pages deep in the table, filtered pages, the long episode "
+            "(p50/p99 over --repeat requests); with /usr/bin/chromium, the list page's and the long episode's "
+            "render in headless Chromium (median over --browser-runs runs of the page's time less a blank page's). "
+            "Each page's row count and the rendered DOM's rows and steps are checked; exit 1 when one is wrong.",
+        .options =
+            {{.name = "--episodes",
+              .metavar = "N",
+              .help = "short episodes in the store (at least 100)",
+              .default_text = "100000"},
+             {.name = "--steps", .metavar = "N", .help = "steps of the long episode", .default_text = "200"},
+             {.name = "--store", .metavar = "F.sqlite", .help = "keep the store there (reused when it exists)"},
+             {.name = "--repeat", .metavar = "N", .help = "requests per measured page", .default_text = "20"},
+             {.name = "--browser-runs", .metavar = "N", .help = "headless Chromium runs per page", .default_text = "5"},
+             {.name = "--no-browser", .help = "skip the render in Chromium"},
+             JsonOption("the figures as JSON")}},
        Viewer},
   };
 }

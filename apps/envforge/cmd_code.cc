@@ -87,16 +87,21 @@ std::vector<Command> CodeJunitCommands() {
         .positionals = "FILE.xml",
         .summary = "a test runner's JUnit XML as envforge reads it: each test's stable id and status, counts, the "
                    "producer, and what made the run broken",
-        .details = "Statuses: pass, fail, error, skip, xfail. Broken: a package that did not build, a test file that did "
-                   "not load (the tests they hold are absent from the report).\n"
-                   "Exit 0 parsed (whatever the tests' statuses), 2 bad input (no file, empty or malformed XML, not a "
-                   "JUnit report, no tests, unknown producer), 3 infrastructure.",
-        .options = {{.name = "--producer", .metavar = "NAME",
-                     .help = "who wrote the report: auto (detected from its shape), pytest, unittest, jest, vitest, mocha, go "
-                             "(gotestsum, go-junit-report), surefire, gradle, gtest, ctest, catch2, doctest, phpunit, generic",
-                     .default_text = "auto"},
-                    {.name = "--root", .metavar = "DIR", .help = "the directory the tests ran in: absolute paths under it become relative in ids"},
-                    JsonOption("the whole report as one JSON object")},
+        .details =
+            "Statuses: pass, fail, error, skip, xfail. Broken: a package that did not build, a test file that did "
+            "not load (the tests they hold are absent from the report).\n"
+            "Exit 0 parsed (whatever the tests' statuses), 2 bad input (no file, empty or malformed XML, not a "
+            "JUnit report, no tests, unknown producer), 3 infrastructure.",
+        .options =
+            {{.name = "--producer",
+              .metavar = "NAME",
+              .help = "who wrote the report: auto (detected from its shape), pytest, unittest, jest, vitest, mocha, go "
+                      "(gotestsum, go-junit-report), surefire, gradle, gtest, ctest, catch2, doctest, phpunit, generic",
+              .default_text = "auto"},
+             {.name = "--root",
+              .metavar = "DIR",
+              .help = "the directory the tests ran in: absolute paths under it become relative in ids"},
+             JsonOption("the whole report as one JSON object")},
         .min_positional = 1,
         .max_positional = 1},
        Junit},

@@ -37,8 +37,11 @@ int Import(const ParsedArgs& parsed) {
   auto report = sandbox::code::ImportCodeInstances(*instances, *repo, *output, options);
   if (!report.ok()) return Fail(report.status(), ExitCodeFor(report.status()), kImportCommand);
   if (parsed.Has("--json")) {
-    Json json = {{"bundle", *output}, {"tasks", report->task_ids}, {"base_commits", report->base_commits},
-                 {"archive_bytes", report->archive_bytes}, {"content_hash", report->content_hash}};
+    Json json = {{"bundle", *output},
+                 {"tasks", report->task_ids},
+                 {"base_commits", report->base_commits},
+                 {"archive_bytes", report->archive_bytes},
+                 {"content_hash", report->content_hash}};
     std::printf("%s\n", json.dump(2).c_str());
     return kExitOk;
   }
@@ -92,15 +95,16 @@ int Validate(const ParsedArgs& parsed) {
     std::printf("%s\n", results.dump(2).c_str());
   } else {
     for (const Json& entry : results) {
-      std::printf("%s: %s (%s)\n", entry["task"].get<std::string>().c_str(), entry["valid"].get<bool>() ? "valid" : "invalid",
-                  entry["reason"].get<std::string>().c_str());
+      std::printf("%s: %s (%s)\n", entry["task"].get<std::string>().c_str(),
+                  entry["valid"].get<bool>() ? "valid" : "invalid", entry["reason"].get<std::string>().c_str());
       PrintList("F2P", entry["FAIL_TO_PASS"]);
       PrintList("P2F", entry["PASS_TO_FAIL"]);
       PrintList("P2P", entry["PASS_TO_PASS"]);
       PrintList("flaky", entry["flaky"]);
       for (const Json& note : entry["notes"]) std::printf("  note: %s\n", note.get<std::string>().c_str());
-      std::printf("  tests: %.2f s before, %.2f s after the patch (%d run(s) after)\n", entry["before_seconds"].get<double>(),
-                  entry["after_seconds"].get<double>(), entry["runs"].get<int>());
+      std::printf("  tests: %.2f s before, %.2f s after the patch (%d run(s) after)\n",
+                  entry["before_seconds"].get<double>(), entry["after_seconds"].get<double>(),
+                  entry["runs"].get<int>());
     }
   }
   return all_valid ? kExitOk : kExitCheckFailed;
@@ -116,19 +120,33 @@ std::vector<Command> CodeEnvCommands() {
                    "later history, the gold and test patches kept apart from sessions",
         .options = {{.name = "--repo", .metavar = "PATH", .help = "the instances' git repository", .required = true},
                     {.name = "-o", .metavar = "X.envdb", .help = "the bundle to write", .required = true},
-                    {.name = "--name", .metavar = "NAME", .help = "the environment's name", .default_text = "from the repository", .computed = true},
+                    {.name = "--name",
+                     .metavar = "NAME",
+                     .help = "the environment's name",
+                     .default_text = "from the repository",
+                     .computed = true},
                     JsonOption("{bundle, tasks, base_commits, archive_bytes, content_hash} as JSON")},
         .min_positional = 1,
         .max_positional = 1},
        Import},
       {{.name = "code validate",
         .positionals = "X.envdb",
-        .summary = "run the tests in the sandbox before and after the gold patch (or FILE): F2P, P2F, P2P, flaky tests, "
-                   "valid/invalid with the reason; exit 0 valid, 1 invalid",
+        .summary =
+            "run the tests in the sandbox before and after the gold patch (or FILE): F2P, P2F, P2P, flaky tests, "
+            "valid/invalid with the reason; exit 0 valid, 1 invalid",
         .details = "The lists are stored in the bundle (not with --patch).",
-        .options = {{.name = "--task", .metavar = "ID", .help = "only this task", .default_text = "every code task", .computed = true},
-                    {.name = "--runs", .metavar = "N", .help = "test runs after the patch, for flakiness (1..20)", .default_text = "3"},
-                    {.name = "--patch", .metavar = "FILE", .help = "validate this patch instead of the gold one (nothing is stored)"},
+        .options = {{.name = "--task",
+                     .metavar = "ID",
+                     .help = "only this task",
+                     .default_text = "every code task",
+                     .computed = true},
+                    {.name = "--runs",
+                     .metavar = "N",
+                     .help = "test runs after the patch, for flakiness (1..20)",
+                     .default_text = "3"},
+                    {.name = "--patch",
+                     .metavar = "FILE",
+                     .help = "validate this patch instead of the gold one (nothing is stored)"},
                     JsonOption("one JSON array, an object per task")},
         .min_positional = 1,
         .max_positional = 1},

@@ -63,10 +63,12 @@ int Generate(const ParsedArgs& parsed) {
   auto prompt_text = parsed.Option("--prompt");
   auto prompt_ids_text = parsed.Option("--prompt-tokens");
   if (prompt_text.has_value() == prompt_ids_text.has_value()) {
-    return Fail(InvalidArgumentError("envforge generate: pass exactly one of --prompt TEXT and --prompt-tokens IDS"), kExitUsage);
+    return Fail(InvalidArgumentError("envforge generate: pass exactly one of --prompt TEXT and --prompt-tokens IDS"),
+                kExitUsage);
   }
   bool chat = parsed.Has("--chat");
-  if (chat && !prompt_text) return Fail(InvalidArgumentError("envforge generate: --chat needs --prompt TEXT"), kExitUsage);
+  if (chat && !prompt_text)
+    return Fail(InvalidArgumentError("envforge generate: --chat needs --prompt TEXT"), kExitUsage);
 
   inference::GenerateOptions options;
   auto n = parsed.IntOption("-n", 1, 100000);
@@ -100,7 +102,8 @@ int Generate(const ParsedArgs& parsed) {
   model_options.device = parsed.OptionOr("--device");
   auto model = inference::Model::Load(*model_dir, model_options);
   if (!model.ok()) return Fail(model.status(), ExitCodeFor(model.status()), "envforge generate");
-  if (!(*model)->device_note().empty()) std::fprintf(stderr, "envforge generate: %s\n", (*model)->device_note().c_str());
+  if (!(*model)->device_note().empty())
+    std::fprintf(stderr, "envforge generate: %s\n", (*model)->device_note().c_str());
   if ((*model)->device() == kernels::Device::kCuda) {
     std::fprintf(stderr, "running on %s\n", (*model)->device_detail().c_str());
   }
@@ -135,12 +138,9 @@ int Generate(const ParsedArgs& parsed) {
   auto per_second = [](double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; };
   Json samples = Json::array();
   for (const auto& sample : result->samples) {
-    Json entry{{"text", sample.text},
-               {"tokens", sample.tokens},
-               {"logprobs", sample.logprobs},
-               {"raw_logprobs", sample.raw_logprobs},
-               {"kept", sample.kept_counts},
-               {"finish_reason", inference::FinishReasonName(sample.finish_reason)}};
+    Json entry{{"text", sample.text},         {"tokens", sample.tokens},
+               {"logprobs", sample.logprobs}, {"raw_logprobs", sample.raw_logprobs},
+               {"kept", sample.kept_counts},  {"finish_reason", inference::FinishReasonName(sample.finish_reason)}};
     if (chat) {
       if (sample.has_message) {
         entry["reasoning"] = sample.parsed.message.reasoning_content;
@@ -171,12 +171,14 @@ int Generate(const ParsedArgs& parsed) {
   }
   for (size_t i = 0; i < result->samples.size(); ++i) {
     const auto& sample = result->samples[i];
-    std::printf("--- sample %zu (%zu tokens, %s)\n%s\n", i, sample.tokens.size(), inference::FinishReasonName(sample.finish_reason),
+    std::printf("--- sample %zu (%zu tokens, %s)\n%s\n", i, sample.tokens.size(),
+                inference::FinishReasonName(sample.finish_reason),
                 sample.text.empty() && !sample.tokens.empty() ? ("tokens: " + DumpJson(Json(sample.tokens))).c_str()
                                                               : sample.text.c_str());
   }
   std::fprintf(stderr, "prompt %zu tokens, prefill %.1f tok/s, decode %.1f tok/s\n", result->prompt.size(),
-               output["timing"]["prefill_tokens_per_s"].get<double>(), output["timing"]["decode_tokens_per_s"].get<double>());
+               output["timing"]["prefill_tokens_per_s"].get<double>(),
+               output["timing"]["decode_tokens_per_s"].get<double>());
   return kExitOk;
 }
 
@@ -186,29 +188,43 @@ std::vector<Command> GenerateCommands() {
   return {
       {{.name = "generate",
         .summary = "N sampled continuations of one prompt from the embedded DSA engine",
-        .details = "HF config.json + safetensors + tokenizer.json; fp32, bf16, fp16, FP8 e4m3 with block scales. Pass "
-                   "exactly one of --prompt and --prompt-tokens. Progress on stderr.\n"
-                   "--json prints {\"model\", \"device\", \"prompt_tokens\", \"samples\": [{\"text\", \"tokens\", "
-                   "\"logprobs\", \"raw_logprobs\", \"kept\", \"finish_reason\", \"tool_calls\"?, \"reasoning\"?, "
-                   "\"content\"?}], \"timing\"}: logprobs under the distribution sampled from (after temperature, top-k, "
-                   "top-p), raw_logprobs under the model's own.\n"
-                   "Exit 2 for bad arguments or a bad model directory (the message names the missing file or the broken "
-                   "tensor), 3 anything else.",
-        .options = {{.name = "--model", .metavar = "DIR", .help = "the model directory", .required = true},
-                    {.name = "--prompt", .metavar = "TEXT", .help = "the prompt, tokenized as is after BOS (or with --chat, as one user message)"},
-                    {.name = "--prompt-tokens", .metavar = "IDS", .help = "the prompt as comma-separated token ids (models without a tokenizer)"},
-                    {.name = "--chat", .help = "render --prompt in the DeepSeek-V3.2 chat format and parse each completion (reasoning, content, DSML tool calls)"},
-                    {.name = "--thinking", .help = "with --chat: thinking mode"},
-                    {.name = "-n", .metavar = "N", .help = "continuations", .default_text = "1"},
-                    {.name = "--max-tokens", .metavar = "M", .help = "generated tokens per continuation", .default_text = "64"},
-                    {.name = "--temperature", .metavar = "T", .help = "sampling temperature", .default_text = "1"},
-                    {.name = "--top-p", .metavar = "P", .help = "nucleus sampling", .default_text = "1"},
-                    {.name = "--top-k", .metavar = "K", .help = "keep the K likeliest tokens (0: all)", .default_text = "0"},
-                    {.name = "--seed", .metavar = "S", .help = "the sampling seed", .default_text = "0"},
-                    {.name = "--stop", .metavar = "IDS", .help = "comma-separated token ids that end a continuation"},
-                    {.name = "--dense", .help = "dense attention instead of DSA's top-k (same weights)"},
-                    {.name = "--device", .metavar = "cpu|cuda|auto", .help = "where the forward pass runs; cuda without a usable device says why and runs on the CPU", .default_text = "cpu"},
-                    JsonOption("tokens, per-token logprobs and kept-set sizes as one JSON object")}},
+        .details =
+            "HF config.json + safetensors + tokenizer.json; fp32, bf16, fp16, FP8 e4m3 with block scales. Pass "
+            "exactly one of --prompt and --prompt-tokens. Progress on stderr.\n"
+            "--json prints {\"model\", \"device\", \"prompt_tokens\", \"samples\": [{\"text\", \"tokens\", "
+            "\"logprobs\", \"raw_logprobs\", \"kept\", \"finish_reason\", \"tool_calls\"?, \"reasoning\"?, "
+            "\"content\"?}], \"timing\"}: logprobs under the distribution sampled from (after temperature, top-k, "
+            "top-p), raw_logprobs under the model's own.\n"
+            "Exit 2 for bad arguments or a bad model directory (the message names the missing file or the broken "
+            "tensor), 3 anything else.",
+        .options =
+            {{.name = "--model", .metavar = "DIR", .help = "the model directory", .required = true},
+             {.name = "--prompt",
+              .metavar = "TEXT",
+              .help = "the prompt, tokenized as is after BOS (or with --chat, as one user message)"},
+             {.name = "--prompt-tokens",
+              .metavar = "IDS",
+              .help = "the prompt as comma-separated token ids (models without a tokenizer)"},
+             {.name = "--chat",
+              .help = "render --prompt in the DeepSeek-V3.2 chat format and parse each completion (reasoning, content, "
+                      "DSML tool calls)"},
+             {.name = "--thinking", .help = "with --chat: thinking mode"},
+             {.name = "-n", .metavar = "N", .help = "continuations", .default_text = "1"},
+             {.name = "--max-tokens",
+              .metavar = "M",
+              .help = "generated tokens per continuation",
+              .default_text = "64"},
+             {.name = "--temperature", .metavar = "T", .help = "sampling temperature", .default_text = "1"},
+             {.name = "--top-p", .metavar = "P", .help = "nucleus sampling", .default_text = "1"},
+             {.name = "--top-k", .metavar = "K", .help = "keep the K likeliest tokens (0: all)", .default_text = "0"},
+             {.name = "--seed", .metavar = "S", .help = "the sampling seed", .default_text = "0"},
+             {.name = "--stop", .metavar = "IDS", .help = "comma-separated token ids that end a continuation"},
+             {.name = "--dense", .help = "dense attention instead of DSA's top-k (same weights)"},
+             {.name = "--device",
+              .metavar = "cpu|cuda|auto",
+              .help = "where the forward pass runs; cuda without a usable device says why and runs on the CPU",
+              .default_text = "cpu"},
+             JsonOption("tokens, per-token logprobs and kept-set sizes as one JSON object")}},
        Generate},
   };
 }

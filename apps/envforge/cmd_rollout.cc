@@ -21,8 +21,6 @@
 namespace envforge::cli {
 namespace {
 
-
-
 Status ReadOptions(const ParsedArgs& args, agents::RolloutOptions& options) {
   struct IntOption {
     const char* name;
@@ -30,7 +28,8 @@ Status ReadOptions(const ParsedArgs& args, agents::RolloutOptions& options) {
     int64_t* out;
   };
   int64_t seed64 = 0, top_k64 = 0, timeout64 = 0;
-  const IntOption ints[] = {  // defaults: the declarations' (RolloutCommands)
+  const IntOption ints[] = {
+      // defaults: the declarations' (RolloutCommands)
       {"-n", 1, 1'000'000, &options.n},
       {"--max-turns", 1, 100'000, &options.max_turns},
       {"--max-tokens", 1, 100'000'000, &options.max_tokens},
@@ -52,11 +51,13 @@ Status ReadOptions(const ParsedArgs& args, agents::RolloutOptions& options) {
   options.episode_timeout = std::chrono::seconds(timeout64);
   ENVFORGE_ASSIGN_OR_RETURN(options.sampling.temperature, args.DoubleOption("--temperature"));
   ENVFORGE_ASSIGN_OR_RETURN(options.sampling.top_p, args.DoubleOption("--top-p"));
-  ENVFORGE_ASSIGN_OR_RETURN(options.context_strategy, agents::ParseContextStrategy(args.OptionOr("--context-strategy")));
+  ENVFORGE_ASSIGN_OR_RETURN(options.context_strategy,
+                            agents::ParseContextStrategy(args.OptionOr("--context-strategy")));
   options.thinking = args.Has("--thinking");
   if (auto limits = args.Option("--limits")) {
     ENVFORGE_ASSIGN_OR_RETURN(Json json, ParseJson(*limits, "--limits"));
-    ENVFORGE_ASSIGN_OR_RETURN(sandbox::SandboxLimits parsed, sandbox::SandboxLimitsFromJson(json, sandbox::SandboxLimits{}));
+    ENVFORGE_ASSIGN_OR_RETURN(sandbox::SandboxLimits parsed,
+                              sandbox::SandboxLimitsFromJson(json, sandbox::SandboxLimits{}));
     ENVFORGE_RETURN_IF_ERROR(sandbox::ValidateLimits(parsed));
     options.limits = parsed;
   }
@@ -64,8 +65,8 @@ Status ReadOptions(const ParsedArgs& args, agents::RolloutOptions& options) {
 }
 
 void PrintTask(const agents::TaskRollout& task) {
-  std::printf("task %s (%s): %zu episodes, %" PRId64 " scored, %" PRId64 " passed\n", task.task_id.c_str(), task.env_name.c_str(),
-              task.episodes.size(), task.scored, task.passed);
+  std::printf("task %s (%s): %zu episodes, %" PRId64 " scored, %" PRId64 " passed\n", task.task_id.c_str(),
+              task.env_name.c_str(), task.episodes.size(), task.scored, task.passed);
   if (task.pass_at_k.empty()) {
     std::printf("  pass@k       no scored episode\n");
   } else {
@@ -161,11 +162,12 @@ int Rollout(const ParsedArgs& parsed) {
     }
   }
   if (!parsed.Has("--json")) {
-    std::printf("rollout %s: %" PRId64 " episodes in %.1f s with %s%s%s\n", runner.rollout_id().c_str(), episodes, seconds,
-                info.spec.c_str(), store ? ", recorded in " : "", store ? store->path().c_str() : "");
+    std::printf("rollout %s: %" PRId64 " episodes in %.1f s with %s%s%s\n", runner.rollout_id().c_str(), episodes,
+                seconds, info.spec.c_str(), store ? ", recorded in " : "", store ? store->path().c_str() : "");
   }
   if (episodes > 0 && infra == episodes) {
-    return Fail(UnavailableError("every episode failed on the infrastructure; the first: " + first_infra), kExitInfra, kCommand);
+    return Fail(UnavailableError("every episode failed on the infrastructure; the first: " + first_infra), kExitInfra,
+                kCommand);
   }
   return kExitOk;
 }
@@ -184,34 +186,68 @@ std::vector<Command> RolloutCommands() {
                    "episode outcomes by kind. Episodes that end infra_error are not scored.\n"
                    "Exit 0 done, 2 bad input (unknown backend, a model that does not load, unknown task, N < 1), 3 "
                    "infrastructure (every episode failed on the backend or the runtime).",
-        .options = {{.name = "--backend", .metavar = "SPEC",
-                     .help = "embedded:MODEL_DIR (the embedded DSA engine; episodes batched, KV caches kept across turns) | "
-                             "openai:URL (an OpenAI-compatible server, URL like http://host:8000/v1) | scripted:FILE.jsonl "
-                             "(recorded responses, inference/scripted_backend.h)",
-                     .required = true},
-                    {.name = "--task", .metavar = "ID[,ID...]", .help = "the tasks played (or --all)"},
-                    {.name = "--all", .help = "every task of the environment"},
-                    {.name = "-n", .metavar = "N", .help = "episodes per task", .default_text = "1"},
-                    {.name = "--model", .metavar = "NAME", .help = "model name sent to / reported by the backend"},
-                    {.name = "--api-key-env", .metavar = "VAR", .help = "openai: the environment variable holding the API key"},
-                    {.name = "--device", .metavar = "cpu|cuda|auto", .help = "embedded: where the engine runs", .default_text = "cpu"},
-                    {.name = "--dense", .help = "embedded: dense attention instead of DSA's top-k (same weights)"},
-                    {.name = "--thinking", .help = "thinking mode (reasoning kept across tool results)"},
-                    {.name = "--max-turns", .metavar = "T", .help = "model turns per episode", .default_text = "32"},
-                    {.name = "--max-tokens", .metavar = "M", .help = "generated tokens per episode", .default_text = "16384"},
-                    {.name = "--max-tokens-per-turn", .metavar = "M", .help = "generated tokens per model turn", .default_text = "2048"},
-                    {.name = "--temperature", .metavar = "X", .help = "sampling temperature", .default_text = "1", .section = sampling},
-                    {.name = "--top-p", .metavar = "P", .help = "nucleus sampling", .default_text = "1", .section = sampling},
-                    {.name = "--top-k", .metavar = "K", .help = "the K likeliest tokens (0: all)", .default_text = "0", .section = sampling},
-                    {.name = "--seed", .metavar = "S", .help = "the sampling seed", .default_text = "0", .section = sampling},
-                    {.name = "--context-strategy", .metavar = "none|summary|discard75|discard-all", .help = "what happens at 80% of the context window", .default_text = "none"},
-                    {.name = "--context-window", .metavar = "W", .help = "tokens", .default_text = "the backend's", .computed = true},
-                    {.name = "--max-invalid-calls", .metavar = "K", .help = "malformed calls in a row that end an episode", .default_text = "3"},
-                    {.name = "--episode-timeout", .metavar = "S", .help = "seconds per episode", .default_text = "600"},
-                    {.name = "--concurrency", .metavar = "C", .help = "episodes at once", .default_text = "min(all, 256)", .computed = true},
-                    LimitsOption(),
-                    {.name = "--trajectories", .metavar = "F.sqlite", .help = "record every episode (messages, tokens, logprobs, tool steps, verdict)"},
-                    JsonOption("one JSON object per task on stdout")},
+        .options =
+            {{.name = "--backend",
+              .metavar = "SPEC",
+              .help = "embedded:MODEL_DIR (the embedded DSA engine; episodes batched, KV caches kept across turns) | "
+                      "openai:URL (an OpenAI-compatible server, URL like http://host:8000/v1) | scripted:FILE.jsonl "
+                      "(recorded responses, inference/scripted_backend.h)",
+              .required = true},
+             {.name = "--task", .metavar = "ID[,ID...]", .help = "the tasks played (or --all)"},
+             {.name = "--all", .help = "every task of the environment"},
+             {.name = "-n", .metavar = "N", .help = "episodes per task", .default_text = "1"},
+             {.name = "--model", .metavar = "NAME", .help = "model name sent to / reported by the backend"},
+             {.name = "--api-key-env",
+              .metavar = "VAR",
+              .help = "openai: the environment variable holding the API key"},
+             {.name = "--device",
+              .metavar = "cpu|cuda|auto",
+              .help = "embedded: where the engine runs",
+              .default_text = "cpu"},
+             {.name = "--dense", .help = "embedded: dense attention instead of DSA's top-k (same weights)"},
+             {.name = "--thinking", .help = "thinking mode (reasoning kept across tool results)"},
+             {.name = "--max-turns", .metavar = "T", .help = "model turns per episode", .default_text = "32"},
+             {.name = "--max-tokens", .metavar = "M", .help = "generated tokens per episode", .default_text = "16384"},
+             {.name = "--max-tokens-per-turn",
+              .metavar = "M",
+              .help = "generated tokens per model turn",
+              .default_text = "2048"},
+             {.name = "--temperature",
+              .metavar = "X",
+              .help = "sampling temperature",
+              .default_text = "1",
+              .section = sampling},
+             {.name = "--top-p", .metavar = "P", .help = "nucleus sampling", .default_text = "1", .section = sampling},
+             {.name = "--top-k",
+              .metavar = "K",
+              .help = "the K likeliest tokens (0: all)",
+              .default_text = "0",
+              .section = sampling},
+             {.name = "--seed", .metavar = "S", .help = "the sampling seed", .default_text = "0", .section = sampling},
+             {.name = "--context-strategy",
+              .metavar = "none|summary|discard75|discard-all",
+              .help = "what happens at 80% of the context window",
+              .default_text = "none"},
+             {.name = "--context-window",
+              .metavar = "W",
+              .help = "tokens",
+              .default_text = "the backend's",
+              .computed = true},
+             {.name = "--max-invalid-calls",
+              .metavar = "K",
+              .help = "malformed calls in a row that end an episode",
+              .default_text = "3"},
+             {.name = "--episode-timeout", .metavar = "S", .help = "seconds per episode", .default_text = "600"},
+             {.name = "--concurrency",
+              .metavar = "C",
+              .help = "episodes at once",
+              .default_text = "min(all, 256)",
+              .computed = true},
+             LimitsOption(),
+             {.name = "--trajectories",
+              .metavar = "F.sqlite",
+              .help = "record every episode (messages, tokens, logprobs, tool steps, verdict)"},
+             JsonOption("one JSON object per task on stdout")},
         .min_positional = 1,
         .max_positional = 1},
        Rollout},

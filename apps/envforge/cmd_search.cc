@@ -33,7 +33,7 @@ int FailWith(const Status& status) { return Fail(status, ExitCodeFor(status)); }
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 int64_t FileBytes(const std::string& path) {
-  struct stat info{};
+  struct stat info {};
   return ::stat(path.c_str(), &info) == 0 ? static_cast<int64_t>(info.st_size) : 0;
 }
 
@@ -78,8 +78,8 @@ int BuildCorpus(const ParsedArgs& parsed) {
     if (stats.documents == 0 && !done) {
       std::fprintf(stderr, "corpus: %s: reading\n", stats.name.c_str());
     } else {
-      std::fprintf(stderr, "corpus: %s: %s%lld documents, %.1f MiB of text, %.1f s\n", stats.name.c_str(), done ? "done, " : "",
-                   static_cast<long long>(stats.documents), MiB(stats.bytes), stats.seconds);
+      std::fprintf(stderr, "corpus: %s: %s%lld documents, %.1f MiB of text, %.1f s\n", stats.name.c_str(),
+                   done ? "done, " : "", static_cast<long long>(stats.documents), MiB(stats.bytes), stats.seconds);
     }
     std::fflush(stderr);
   };
@@ -165,9 +165,9 @@ int Open(const ParsedArgs& parsed) {
 
 }  // namespace
 
-
 std::vector<Command> SearchCommands() {
-  const OptionDecl dir = {.metavar = "D", .help = "read that source from D instead of /usr/share (tests/fixtures/search, say)"};
+  const OptionDecl dir = {.metavar = "D",
+                          .help = "read that source from D instead of /usr/share (tests/fixtures/search, say)"};
   auto source_dir = [&dir](const char* name) {
     OptionDecl option = dir;
     option.name = name;
@@ -176,11 +176,19 @@ std::vector<Command> SearchCommands() {
   return {
       {{.name = "search corpus build",
         .summary = "build an offline search corpus (SQLite FTS5) from Debian packages installed by scripts/setup.sh",
-        .details = "Progress per source on stderr; a summary of documents, links, size and seconds per source on stdout.",
+        .details =
+            "Progress per source on stderr; a summary of documents, links, size and seconds per source on stdout.",
         .options = {{.name = "--from", .metavar = "debian", .help = "where the documents come from", .required = true},
                     {.name = "-o", .metavar = "CORPUS.sqlite", .help = "the corpus written", .required = true},
-                    {.name = "--sources", .metavar = "a,b,...", .help = "gcide, foldoc, jargon, elements, wordnet, iso-codes, python-doc", .default_text = "all", .computed = true},
-                    source_dir("--dictd-dir"), source_dir("--wordnet-dir"), source_dir("--iso-codes-dir"), source_dir("--python-doc-dir"),
+                    {.name = "--sources",
+                     .metavar = "a,b,...",
+                     .help = "gcide, foldoc, jargon, elements, wordnet, iso-codes, python-doc",
+                     .default_text = "all",
+                     .computed = true},
+                    source_dir("--dictd-dir"),
+                    source_dir("--wordnet-dir"),
+                    source_dir("--iso-codes-dir"),
+                    source_dir("--python-doc-dir"),
                     JsonOption("the summary as JSON")}},
        BuildCorpus},
       {{.name = "search corpus info",

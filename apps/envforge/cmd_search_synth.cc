@@ -65,7 +65,10 @@ Json SummaryJson(const std::string& output, const search::QaSynthResult& result,
           {"seed", options.seed},
           {"breadth", options.breadth},
           {"obfuscation", search::ObfuscationName(options.obfuscation)},
-          {"corpus", {{"documents", result.stats.documents}, {"links", result.stats.links}, {"load_seconds", result.stats.load_seconds}}},
+          {"corpus",
+           {{"documents", result.stats.documents},
+            {"links", result.stats.links},
+            {"load_seconds", result.stats.load_seconds}}},
           {"synth_seconds", result.stats.seconds},
           {"pack_seconds", pack_seconds},
           {"seconds", seconds},
@@ -117,14 +120,17 @@ int SearchSynth(const ParsedArgs& parsed) {
     return kExitOk;
   }
   std::printf("synthesized %zu questions from %lld documents, %lld links -> %s\n", result->questions.size(),
-              static_cast<long long>(result->stats.documents), static_cast<long long>(result->stats.links), output.c_str());
+              static_cast<long long>(result->stats.documents), static_cast<long long>(result->stats.links),
+              output.c_str());
   std::printf("  %-5s %9s %7s %9s %13s\n", "hops", "questions", "walks", "seconds", "questions/min");
   for (const auto& [hops, count] : result->stats.questions_by_hops) {
     double hop_seconds = result->stats.seconds_by_hops.at(hops);
     std::printf("  %-5d %9d %7lld %9.2f %13.1f\n", hops, count,
-                static_cast<long long>(result->stats.attempts_by_hops.at(hops)), hop_seconds, PerMinute(count, hop_seconds));
+                static_cast<long long>(result->stats.attempts_by_hops.at(hops)), hop_seconds,
+                PerMinute(count, hop_seconds));
   }
-  std::printf("  corpus load %.2f s, packing %.2f s, total %.2f s\n", result->stats.load_seconds, pack_seconds, seconds);
+  std::printf("  corpus load %.2f s, packing %.2f s, total %.2f s\n", result->stats.load_seconds, pack_seconds,
+              seconds);
   return kExitOk;
 }
 
@@ -135,22 +141,33 @@ std::vector<Command> SearchSynthCommands() {
       {{.name = "search synth",
         .summary = "multi-hop questions about long-tail entities of a corpus, unique by search, with solution paths; "
                    "packed as a search environment with the corpus inside",
-        .details = "N questions for each hop count from A to B, each a chain of documents walked along the corpus's links "
-                   "from a long-tail entity: the question gives clues (words of the first document's text, the relations "
-                   "of the links), never a title; its answer is the last document's title, checked unique by search, with "
-                   "aliases from the corpus and distractors in the task's knobs; each keeps its solution path (search, "
-                   "then opens), replayed through the session tools before it is kept. Same seed, same bundle.\n"
-                   "Progress on stderr. Exit 2 for bad usage or input (a missing corpus, hops out of range, a corpus too "
-                   "small for what was asked), 3 for infrastructure; nothing is written unless every question was made.",
-        .options = {{.name = "--corpus", .metavar = "CORPUS.sqlite", .help = "the corpus (envforge search corpus build)", .required = true},
-                    {.name = "-o", .metavar = "X.envdb", .help = "the bundle written", .required = true},
-                    {.name = "--questions", .metavar = "N", .help = "questions per hop count", .default_text = "10"},
-                    {.name = "--hops", .metavar = "A..B", .help = "hop counts, 1..4 (\"3\" is 3..3)", .default_text = "1"},
-                    {.name = "--seed", .metavar = "S", .help = "the synthesis seed", .default_text = "1"},
-                    {.name = "--breadth", .metavar = "B", .help = "link targets considered per step (at most 50)", .default_text = "3"},
-                    {.name = "--obfuscation", .metavar = "quote|keywords|sparse", .help = "how clues cite the text", .default_text = "keywords"},
-                    {.name = "--name", .metavar = "NAME", .help = "the environment's name"},
-                    JsonOption("the summary as JSON (questions per hop count, seconds, questions per minute)")}},
+        .details =
+            "N questions for each hop count from A to B, each a chain of documents walked along the corpus's links "
+            "from a long-tail entity: the question gives clues (words of the first document's text, the relations "
+            "of the links), never a title; its answer is the last document's title, checked unique by search, with "
+            "aliases from the corpus and distractors in the task's knobs; each keeps its solution path (search, "
+            "then opens), replayed through the session tools before it is kept. Same seed, same bundle.\n"
+            "Progress on stderr. Exit 2 for bad usage or input (a missing corpus, hops out of range, a corpus too "
+            "small for what was asked), 3 for infrastructure; nothing is written unless every question was made.",
+        .options =
+            {{.name = "--corpus",
+              .metavar = "CORPUS.sqlite",
+              .help = "the corpus (envforge search corpus build)",
+              .required = true},
+             {.name = "-o", .metavar = "X.envdb", .help = "the bundle written", .required = true},
+             {.name = "--questions", .metavar = "N", .help = "questions per hop count", .default_text = "10"},
+             {.name = "--hops", .metavar = "A..B", .help = "hop counts, 1..4 (\"3\" is 3..3)", .default_text = "1"},
+             {.name = "--seed", .metavar = "S", .help = "the synthesis seed", .default_text = "1"},
+             {.name = "--breadth",
+              .metavar = "B",
+              .help = "link targets considered per step (at most 50)",
+              .default_text = "3"},
+             {.name = "--obfuscation",
+              .metavar = "quote|keywords|sparse",
+              .help = "how clues cite the text",
+              .default_text = "keywords"},
+             {.name = "--name", .metavar = "NAME", .help = "the environment's name"},
+             JsonOption("the summary as JSON (questions per hop count, seconds, questions per minute)")}},
        SearchSynth},
   };
 }

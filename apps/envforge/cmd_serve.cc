@@ -155,10 +155,12 @@ long long DefaultMaxConnections() {
 Status AdmissionOptionsFrom(const ParsedArgs& parsed, HttpServerOptions* options) {
   ENVFORGE_ASSIGN_OR_RETURN(long long connections,
                             parsed.ComputedIntOption("--max-connections", DefaultMaxConnections(), 1, 1'000'000));
-  ENVFORGE_ASSIGN_OR_RETURN(long long unauthenticated,
-                            parsed.ComputedIntOption("--max-unauthenticated", std::max(1LL, connections / 4), 1, connections));
-  ENVFORGE_ASSIGN_OR_RETURN(long long per_peer, parsed.ComputedIntOption("--max-unauthenticated-per-peer",
-                                                                 std::max(1LL, unauthenticated / 4), 1, unauthenticated));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      long long unauthenticated,
+      parsed.ComputedIntOption("--max-unauthenticated", std::max(1LL, connections / 4), 1, connections));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      long long per_peer, parsed.ComputedIntOption("--max-unauthenticated-per-peer", std::max(1LL, unauthenticated / 4),
+                                                   1, unauthenticated));
   ENVFORGE_ASSIGN_OR_RETURN(long long header_ms, parsed.IntOption("--header-timeout-ms", 1, 600'000));
   options->max_connections = static_cast<size_t>(connections);
   options->max_unauthenticated_connections = static_cast<size_t>(unauthenticated);
@@ -174,8 +176,9 @@ void WarnIfFewDescriptors(size_t max_connections) {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
   if (limit.rlim_cur < max_connections + 256) {
-    std::fprintf(stderr, "envforge serve: warning: the descriptor limit (%llu) is below --max-connections (%zu) plus room for "
-                         "sessions; accepts will fail before the bound (raise ulimit -n)\n",
+    std::fprintf(stderr,
+                 "envforge serve: warning: the descriptor limit (%llu) is below --max-connections (%zu) plus room for "
+                 "sessions; accepts will fail before the bound (raise ulimit -n)\n",
                  static_cast<unsigned long long>(limit.rlim_cur), max_connections);
   }
 }
@@ -245,7 +248,8 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, HttpServerOptions o
   std::unique_ptr<server::UiApi> ui;
   if (auto trajectories = parsed.Option("--trajectories")) {
     auto opened = server::UiApi::Open(*trajectories, {.runs_dir = parsed.OptionOr("--runs")});
-    if (!opened.ok()) return Fail(opened.status().WithContext("envforge serve: the viewer"), ExitCodeFor(opened.status()));
+    if (!opened.ok())
+      return Fail(opened.status().WithContext("envforge serve: the viewer"), ExitCodeFor(opened.status()));
     ui = std::move(opened).value();
     ui->EnableReplay(&service.manager(), parsed.OptionOr("--envs"));
     options.ui = ui.get();
@@ -254,11 +258,14 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, HttpServerOptions o
   if (!server.ok()) return Fail(server.status().WithContext("envforge serve"), ExitCodeFor(server.status()));
   (*server)->Start();
   std::string address = options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host;
-  std::fprintf(stderr, "envforge serve: listening on http://%s:%u (POST /rpc, POST /mcp, WebSocket /ws, GET /health, GET /metrics%s)%s\n",
+  std::fprintf(stderr,
+               "envforge serve: listening on http://%s:%u (POST /rpc, POST /mcp, WebSocket /ws, GET /health, GET "
+               "/metrics%s)%s\n",
                address.c_str(), static_cast<unsigned>((*server)->port()), ui ? ", the viewer at GET /ui/" : "",
                options.token.empty() ? "" : ", token required");
   if (api.has_backend()) {
-    std::fprintf(stderr, "envforge serve: /v1 serves model '%s' (%s)\n", api.model_name().c_str(), (*backend)->info().spec.c_str());
+    std::fprintf(stderr, "envforge serve: /v1 serves model '%s' (%s)\n", api.model_name().c_str(),
+                 (*backend)->info().spec.c_str());
   }
   // The port file comes last: a script that waits for it finds the listening line already written.
   if (auto port_file = parsed.Option("--port-file")) {
@@ -276,7 +283,8 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, HttpServerOptions o
   Status shutdown = service.Shutdown(kDrainGrace);
   // Calls that outlived the grace answer as Shutdown closes their sessions: write those too.
   if (!(*server)->WaitIdle(kDrainGrace)) {
-    std::fprintf(stderr, "envforge serve: %zu answers not written after the shutdown; dropping them\n", (*server)->in_flight());
+    std::fprintf(stderr, "envforge serve: %zu answers not written after the shutdown; dropping them\n",
+                 (*server)->in_flight());
   }
   (*server)->Stop();
   if (!shutdown.ok()) return Fail(shutdown.WithContext("envforge serve: shutdown"), kExitInfra);
@@ -287,13 +295,17 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, HttpServerOptions o
 int Serve(const ParsedArgs& parsed) {
   bool stdio = parsed.Has("--stdio");
   if (parsed.Has("--mcp") && !stdio) {
-    return Fail(InvalidArgumentError("envforge serve: --mcp selects the stdio dialect; over HTTP use POST /mcp"), kExitUsage);
+    return Fail(InvalidArgumentError("envforge serve: --mcp selects the stdio dialect; over HTTP use POST /mcp"),
+                kExitUsage);
   }
   if (parsed.Option("--runs") && (stdio || !parsed.Option("--trajectories"))) {
-    return Fail(InvalidArgumentError("envforge serve: --runs DIR is shown by the viewer: it needs --trajectories, over HTTP"), kExitUsage);
+    return Fail(
+        InvalidArgumentError("envforge serve: --runs DIR is shown by the viewer: it needs --trajectories, over HTTP"),
+        kExitUsage);
   }
   if (stdio && (parsed.Option("--model") || parsed.Option("--backend"))) {
-    return Fail(InvalidArgumentError("envforge serve: /v1 (--model, --backend) is served over HTTP, not with --stdio"), kExitUsage);
+    return Fail(InvalidArgumentError("envforge serve: /v1 (--model, --backend) is served over HTTP, not with --stdio"),
+                kExitUsage);
   }
   RaiseFileLimit();  // before the HTTP options: the connection bound's default depends on it
   auto options = ServiceOptionsFrom(parsed);
@@ -337,7 +349,8 @@ int View(const ParsedArgs& parsed) {
   auto server = HttpServer::Create(**service, *http_options);
   if (!server.ok()) return Fail(server.status().WithContext("envforge view"), ExitCodeFor(server.status()));
   (*server)->Start();
-  std::string address = http_options->host.find(':') != std::string::npos ? "[" + http_options->host + "]" : http_options->host;
+  std::string address =
+      http_options->host.find(':') != std::string::npos ? "[" + http_options->host + "]" : http_options->host;
   std::fprintf(stderr, "envforge view: http://%s:%u/ui/%s\n", address.c_str(), static_cast<unsigned>((*server)->port()),
                http_options->token.empty() ? "" : "#token=... (the token is required)");
   if (auto port_file = parsed.Option("--port-file")) {
@@ -355,41 +368,135 @@ namespace {
 
 // The listener's options, shared by serve and view (HttpOptionsFrom reads them).
 std::vector<OptionDecl> ListenerOptions(const std::string& section) {
-  return {{.name = "--host", .metavar = "ADDR", .help = "address to listen on", .default_text = "127.0.0.1", .section = section},
+  return {{.name = "--host",
+           .metavar = "ADDR",
+           .help = "address to listen on",
+           .default_text = "127.0.0.1",
+           .section = section},
           {.name = "--port", .metavar = "P", .help = "port (0 picks one)", .default_text = "8080", .section = section},
           {.name = "--port-file", .metavar = "F", .help = "write the port there once listening", .section = section},
-          {.name = "--token", .metavar = "T", .help = "require Authorization: Bearer T (or ENVFORGE_SERVE_TOKEN); the viewer then opens at /ui/#token=T", .section = section},
-          {.name = "--allow-origin", .metavar = "ORIGIN", .help = "a browser Origin allowed besides loopback ones, e.g. https://app.example.com; others get 403", .repeated = true, .section = section}};
+          {.name = "--token",
+           .metavar = "T",
+           .help = "require Authorization: Bearer T (or ENVFORGE_SERVE_TOKEN); the viewer then opens at /ui/#token=T",
+           .section = section},
+          {.name = "--allow-origin",
+           .metavar = "ORIGIN",
+           .help = "a browser Origin allowed besides loopback ones, e.g. https://app.example.com; others get 403",
+           .repeated = true,
+           .section = section}};
 }
 
 std::vector<OptionDecl> ServeOptions() {
-  const std::string service = "service", stdio = "stdio", http = "http", v1 = "OpenAI-compatible /v1 (GET /v1/models, POST /v1/chat/completions, POST /v1/completions)";
+  const std::string service = "service", stdio = "stdio", http = "http",
+                    v1 = "OpenAI-compatible /v1 (GET /v1/models, POST /v1/chat/completions, POST /v1/completions)";
   std::vector<OptionDecl> options = {
-      {.name = "--envs", .metavar = "DIR", .help = "every *.envdb in DIR is served", .required = true, .section = service},
-      {.name = "--max-sessions", .metavar = "N", .help = "open sessions at most; past it -32003", .default_text = "1024", .section = service},
-      {.name = "--session-ttl", .metavar = "SECONDS", .help = "a session idle this long is closed as \"expired\"", .default_text = "600", .section = service},
-      {.name = "--trajectories", .metavar = "FILE.sqlite", .help = "record every episode; over HTTP the viewer reads them at /ui/", .section = service},
-      {.name = "--runs", .metavar = "DIR", .help = "with --trajectories, over HTTP: the viewer also shows the synthesis runs in DIR (envforge synth's run databases) at /ui/#/runs", .section = service},
+      {.name = "--envs",
+       .metavar = "DIR",
+       .help = "every *.envdb in DIR is served",
+       .required = true,
+       .section = service},
+      {.name = "--max-sessions",
+       .metavar = "N",
+       .help = "open sessions at most; past it -32003",
+       .default_text = "1024",
+       .section = service},
+      {.name = "--session-ttl",
+       .metavar = "SECONDS",
+       .help = "a session idle this long is closed as \"expired\"",
+       .default_text = "600",
+       .section = service},
+      {.name = "--trajectories",
+       .metavar = "FILE.sqlite",
+       .help = "record every episode; over HTTP the viewer reads them at /ui/",
+       .section = service},
+      {.name = "--runs",
+       .metavar = "DIR",
+       .help = "with --trajectories, over HTTP: the viewer also shows the synthesis runs in DIR (envforge synth's run "
+               "databases) at /ui/#/runs",
+       .section = service},
       {.name = "--limits", .metavar = "JSON", .help = LimitsOption().help, .section = service},
-      {.name = "--kernel-pool", .metavar = "N", .help = "interpreter environments: ready Jupyter kernels kept per environment, refilled in the background; 0: each session waits for one to start", .default_text = "2", .section = service},
-      {.name = "--code-ready-copies", .metavar = "N", .help = "code environments: working copies of a task's repository made ahead once it has had a session; 0: each session copies its own", .default_text = "2", .section = service},
+      {.name = "--kernel-pool",
+       .metavar = "N",
+       .help = "interpreter environments: ready Jupyter kernels kept per environment, refilled in the background; 0: "
+               "each session waits for one to start",
+       .default_text = "2",
+       .section = service},
+      {.name = "--code-ready-copies",
+       .metavar = "N",
+       .help = "code environments: working copies of a task's repository made ahead once it has had a session; 0: each "
+               "session copies its own",
+       .default_text = "2",
+       .section = service},
       {.name = "--stdio", .help = "one JSON-RPC message per line on stdin/stdout instead of HTTP", .section = stdio},
       {.name = "--mcp", .help = "the MCP dialect (with --stdio; over HTTP use POST /mcp)", .section = stdio}};
   for (OptionDecl& option : ListenerOptions(http)) options.push_back(std::move(option));
   const std::vector<OptionDecl> rest = {
-      {.name = "--max-payload", .metavar = "BYTES", .help = "request body / WebSocket message limit; past it 413", .default_text = "16777216", .section = http},
+      {.name = "--max-payload",
+       .metavar = "BYTES",
+       .help = "request body / WebSocket message limit; past it 413",
+       .default_text = "16777216",
+       .section = http},
       {.name = "--io-threads", .metavar = "N", .help = "network threads", .default_text = "2", .section = http},
-      {.name = "--max-connections", .metavar = "N", .help = "open connections at most; past it 503", .default_text = "4096, or half the descriptor limit when that is lower", .section = http, .computed = true},
-      {.name = "--max-unauthenticated", .metavar = "N", .help = "of those, connections not yet authenticated; a new one past it evicts the oldest, so the rest stays for clients with the token", .default_text = "max-connections/4", .section = http, .computed = true},
-      {.name = "--max-unauthenticated-per-peer", .metavar = "N", .help = "of those, from one address", .default_text = "max-unauthenticated/4", .section = http, .computed = true},
-      {.name = "--header-timeout-ms", .metavar = "MS", .help = "an unauthenticated connection's request header must arrive whole within this", .default_text = "5000", .section = http},
-      {.name = "--model", .metavar = "MODEL_DIR", .help = "serve this model with the embedded engine (= --backend embedded:DIR); without --model or --backend, /v1 answers 503; --token also guards /v1", .section = v1},
-      {.name = "--backend", .metavar = "SPEC", .help = "embedded:DIR | openai:URL | scripted:FILE.jsonl", .section = v1},
-      {.name = "--model-name", .metavar = "NAME", .help = "the name clients use", .default_text = "the model directory's name", .section = v1, .computed = true},
-      {.name = "--device", .metavar = "cpu|cuda|auto", .help = "where the embedded engine runs", .default_text = "cpu", .section = v1},
-      {.name = "--context-window", .metavar = "N", .help = "tokens", .default_text = "the model's max_position_embeddings", .section = v1, .computed = true},
-      {.name = "--v1-workers", .metavar = "N", .help = "completions running at once, batched together by the engine", .default_text = "64", .section = v1},
-      {.name = "--v1-max-queue", .metavar = "N", .help = "completions waiting beyond those; past it 429 + Retry-After", .default_text = "256", .section = v1}};
+      {.name = "--max-connections",
+       .metavar = "N",
+       .help = "open connections at most; past it 503",
+       .default_text = "4096, or half the descriptor limit when that is lower",
+       .section = http,
+       .computed = true},
+      {.name = "--max-unauthenticated",
+       .metavar = "N",
+       .help = "of those, connections not yet authenticated; a new one past it evicts the oldest, so the rest stays "
+               "for clients with the token",
+       .default_text = "max-connections/4",
+       .section = http,
+       .computed = true},
+      {.name = "--max-unauthenticated-per-peer",
+       .metavar = "N",
+       .help = "of those, from one address",
+       .default_text = "max-unauthenticated/4",
+       .section = http,
+       .computed = true},
+      {.name = "--header-timeout-ms",
+       .metavar = "MS",
+       .help = "an unauthenticated connection's request header must arrive whole within this",
+       .default_text = "5000",
+       .section = http},
+      {.name = "--model",
+       .metavar = "MODEL_DIR",
+       .help = "serve this model with the embedded engine (= --backend embedded:DIR); without --model or --backend, "
+               "/v1 answers 503; --token also guards /v1",
+       .section = v1},
+      {.name = "--backend",
+       .metavar = "SPEC",
+       .help = "embedded:DIR | openai:URL | scripted:FILE.jsonl",
+       .section = v1},
+      {.name = "--model-name",
+       .metavar = "NAME",
+       .help = "the name clients use",
+       .default_text = "the model directory's name",
+       .section = v1,
+       .computed = true},
+      {.name = "--device",
+       .metavar = "cpu|cuda|auto",
+       .help = "where the embedded engine runs",
+       .default_text = "cpu",
+       .section = v1},
+      {.name = "--context-window",
+       .metavar = "N",
+       .help = "tokens",
+       .default_text = "the model's max_position_embeddings",
+       .section = v1,
+       .computed = true},
+      {.name = "--v1-workers",
+       .metavar = "N",
+       .help = "completions running at once, batched together by the engine",
+       .default_text = "64",
+       .section = v1},
+      {.name = "--v1-max-queue",
+       .metavar = "N",
+       .help = "completions waiting beyond those; past it 429 + Retry-After",
+       .default_text = "256",
+       .section = v1}};
   options.insert(options.end(), rest.begin(), rest.end());
   return options;
 }
@@ -398,14 +505,21 @@ std::vector<OptionDecl> ServeOptions() {
 
 std::vector<Command> ServeCommands() {
   std::vector<OptionDecl> view_options = ListenerOptions("");
-  view_options.push_back({.name = "--runs", .metavar = "DIR", .help = "also the synthesis runs in DIR (envforge synth's run databases) at /ui/#/runs"});
-  view_options.push_back({.name = "--envs", .metavar = "DIR|X.envdb", .help = "the environments an episode is replayed against from its page (envforge replay's --envs)"});
+  view_options.push_back({.name = "--runs",
+                          .metavar = "DIR",
+                          .help = "also the synthesis runs in DIR (envforge synth's run databases) at /ui/#/runs"});
+  view_options.push_back(
+      {.name = "--envs",
+       .metavar = "DIR|X.envdb",
+       .help = "the environments an episode is replayed against from its page (envforge replay's --envs)"});
   return {
       {{.name = "serve",
-        .summary = "JSON-RPC 2.0 over HTTP (POST /rpc), WebSocket (/ws) and MCP (POST /mcp), or over stdio; GET /health, "
-                   "GET /metrics (Prometheus); an OpenAI-compatible /v1 with --model or --backend",
-        .details = "Every session is recorded with --trajectories. SIGTERM or SIGINT drains: calls in flight are answered "
-                   "and recorded, sessions closed, exit 0.",
+        .summary =
+            "JSON-RPC 2.0 over HTTP (POST /rpc), WebSocket (/ws) and MCP (POST /mcp), or over stdio; GET /health, "
+            "GET /metrics (Prometheus); an OpenAI-compatible /v1 with --model or --backend",
+        .details =
+            "Every session is recorded with --trajectories. SIGTERM or SIGINT drains: calls in flight are answered "
+            "and recorded, sessions closed, exit 0.",
         .options = ServeOptions()},
        Serve},
       {{.name = "view",

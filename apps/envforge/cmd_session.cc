@@ -43,8 +43,8 @@ int Solve(const ParsedArgs& parsed) {
   const auto& submit = solved->submit;
   if (!submit.ok()) {
     if (parsed.Has("--json")) std::printf("%s\n", DumpJson(toolsets::ToJson(submit)).c_str());
-    std::fprintf(stderr, "envforge: submit_result answered %s: %s\n", std::string(toolsets::OutcomeName(submit.outcome)).c_str(),
-                 submit.message.c_str());
+    std::fprintf(stderr, "envforge: submit_result answered %s: %s\n",
+                 std::string(toolsets::OutcomeName(submit.outcome)).c_str(), submit.message.c_str());
     return submit.outcome == toolsets::Outcome::kInfraError ? kExitInfra : kExitCheckFailed;
   }
   if (parsed.Has("--json")) {
@@ -99,8 +99,8 @@ int Run(const ParsedArgs& parsed) {
       std::string body = result.ok() ? DumpJson(result.content) : result.message;
       if (body.size() > 400) body = body.substr(0, 397) + "...";
       std::printf("[%s] %s -> %s%s%s  (%.0f us)\n    %s\n", result.call_id.c_str(), name.c_str(),
-                  std::string(toolsets::OutcomeName(result.outcome)).c_str(), result.limit.empty() ? "" : " limit=",
-                  result.limit.c_str(), result.duration_us, body.c_str());
+                  std::string(toolsets::OutcomeName(result.outcome)).c_str(),
+                  result.limit.empty() ? "" : " limit=", result.limit.c_str(), result.duration_us, body.c_str());
       if (!result.where.empty()) std::printf("    at %s\n", result.where.c_str());
       if (!result.stdout_text.empty()) std::printf("    printed: %s\n", result.stdout_text.c_str());
     }
@@ -118,7 +118,8 @@ std::vector<Command> SessionCommands() {
         .positionals = "X.envdb",
         .summary = "run the task's gold solution in a session, submit it, print the verifier's verdict",
         .details = "exit 0 passed, 1 failed, 3 the sandbox failed.",
-        .options = {{.name = "--task", .metavar = "ID", .help = "the task", .required = true}, LimitsOption(),
+        .options = {{.name = "--task", .metavar = "ID", .help = "the task", .required = true},
+                    LimitsOption(),
                     JsonOption("the verdict as JSON")},
         .min_positional = 1,
         .max_positional = 1},
@@ -127,8 +128,12 @@ std::vector<Command> SessionCommands() {
         .positionals = "X.envdb",
         .summary = "play tool calls ({\"name\", \"arguments\"} per line) in one session, print each typed result",
         .options = {{.name = "--task", .metavar = "ID", .help = "the task the session is for", .required = true},
-                    {.name = "--calls", .metavar = "FILE.jsonl", .help = "one {\"name\", \"arguments\"?, \"id\"?} per line, all checked before any runs", .required = true},
-                    LimitsOption(), JsonOption("one JSON result per line")},
+                    {.name = "--calls",
+                     .metavar = "FILE.jsonl",
+                     .help = "one {\"name\", \"arguments\"?, \"id\"?} per line, all checked before any runs",
+                     .required = true},
+                    LimitsOption(),
+                    JsonOption("one JSON result per line")},
         .min_positional = 1,
         .max_positional = 1},
        Run},

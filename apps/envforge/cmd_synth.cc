@@ -27,7 +27,6 @@
 namespace envforge::cli {
 namespace {
 
-
 constexpr const char* kDefaultPolicyDir = "data/models/policy-small";
 
 Result<std::pair<double, double>> ParseBand(const std::string& text) {
@@ -64,12 +63,18 @@ Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
     int64_t* out;
   };
   int64_t seed = 1;
-  const IntOption ints[] = {  // defaults: the declarations' (SynthCommands; --envs and --tasks-per-env are required)
-      {"--envs", 1, 1'000'000, &o.envs},          {"--tasks-per-env", 1, 1000, &o.tasks_per_env},
-      {"--max-levels", 1, 5, &o.max_levels},      {"--repairs", 0, 100, &o.repairs},
-      {"--k", 1, 100'000, &o.band.k},             {"--early-stop", 0, 100'000, &o.band.early_after},
-      {"--audit-lanes", 1, 16, &o.audit_lanes},   {"--max-turns", 1, 10'000, &o.max_turns},
-      {"--max-tokens", 1, 10'000'000, &o.max_tokens}, {"--seed", 0, INT64_MAX, &seed},
+  const IntOption ints[] = {
+      // defaults: the declarations' (SynthCommands; --envs and --tasks-per-env are required)
+      {"--envs", 1, 1'000'000, &o.envs},
+      {"--tasks-per-env", 1, 1000, &o.tasks_per_env},
+      {"--max-levels", 1, 5, &o.max_levels},
+      {"--repairs", 0, 100, &o.repairs},
+      {"--k", 1, 100'000, &o.band.k},
+      {"--early-stop", 0, 100'000, &o.band.early_after},
+      {"--audit-lanes", 1, 16, &o.audit_lanes},
+      {"--max-turns", 1, 10'000, &o.max_turns},
+      {"--max-tokens", 1, 10'000'000, &o.max_tokens},
+      {"--seed", 0, INT64_MAX, &seed},
   };
   for (const IntOption& option : ints) {
     ENVFORGE_ASSIGN_OR_RETURN(long long value, args.IntOption(option.name, option.min, option.max));
@@ -90,7 +95,8 @@ Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
   if (!o.out_dir.empty()) o.out_dir = std::filesystem::absolute(o.out_dir).lexically_normal().string();
   o.proposer = args.OptionOr("--proposer");
   o.proposer_backend = args.OptionOr("--backend");
-  if (o.proposer != "llm" && !o.proposer_backend.empty()) return InvalidArgumentError("--backend is for --proposer llm");
+  if (o.proposer != "llm" && !o.proposer_backend.empty())
+    return InvalidArgumentError("--backend is for --proposer llm");
   o.full_audit = args.Has("--full-audit");
   o.filter = !args.Has("--no-filter");
   if (o.filter) {
@@ -152,7 +158,9 @@ Status CheckCategories(envsynth::Proposer& proposer, const std::vector<std::stri
   if (known.empty()) {
     for (const std::string& category : categories) {
       bool ok = !category.empty() && std::islower(static_cast<unsigned char>(category[0]));
-      for (char c : category) ok = ok && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_');
+      for (char c : category)
+        ok = ok &&
+             (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_');
       if (!ok) return InvalidArgumentError("category id '" + category + "' is not [a-z][a-z0-9_]*");
     }
     return Status::Ok();
@@ -179,15 +187,16 @@ int PrintFunnel(envsynth::RunStore& store, bool json, const char* command) {
 }
 
 // Runs (or continues) the run in `store` to its end, then prints the funnel.
-int Drive(envsynth::RunStore& store, envsynth::Proposer& proposer, inference::Backend* policy, const envsynth::SynthOptions& o,
-          bool json, const char* command) {
+int Drive(envsynth::RunStore& store, envsynth::Proposer& proposer, inference::Backend* policy,
+          const envsynth::SynthOptions& o, bool json, const char* command) {
   RaiseFileLimit();
   InstallCleanupSignalHandlers();
   Progress progress("synth", static_cast<size_t>((o.envs + o.shard_count - 1 - o.shard_index) / o.shard_count));
   envsynth::SynthRun run(store, proposer, policy, o, [&](const envsynth::SynthProgress& p) {
     char line[512];
-    std::snprintf(line, sizeof line, "%s %s%s %s | %" PRId64 " candidates, %" PRId64 " kept", p.env.c_str(), p.stage.c_str(),
-                  p.level ? (" L" + std::to_string(p.level)).c_str() : "", p.detail.c_str(), p.candidates, p.kept);
+    std::snprintf(line, sizeof line, "%s %s%s %s | %" PRId64 " candidates, %" PRId64 " kept", p.env.c_str(),
+                  p.stage.c_str(), p.level ? (" L" + std::to_string(p.level)).c_str() : "", p.detail.c_str(),
+                  p.candidates, p.kept);
     progress.Update(static_cast<size_t>(p.envs_done), line);
   });
   Status status = run.Run();
@@ -211,10 +220,12 @@ int RunSynthNew(const ParsedArgs& parsed) {
   std::error_code error;
   std::filesystem::create_directories(options.out_dir, error);
   if (error) return Fail(ErrnoError("--out " + options.out_dir, error.value()), kExitUsage, kCommand);
-  if (::access(options.out_dir.c_str(), W_OK) != 0) return Fail(ErrnoError("--out " + options.out_dir, errno), kExitUsage, kCommand);
+  if (::access(options.out_dir.c_str(), W_OK) != 0)
+    return Fail(ErrnoError("--out " + options.out_dir, errno), kExitUsage, kCommand);
   auto policy = OpenPolicy(options, parsed);
   if (!policy.ok()) return Fail(policy.status(), ExitCodeFor(policy.status()), kCommand);
-  const std::string run_path = parsed.Option("--run").value_or((std::filesystem::path(options.out_dir) / "run.sqlite").string());
+  const std::string run_path =
+      parsed.Option("--run").value_or((std::filesystem::path(options.out_dir) / "run.sqlite").string());
   auto store = envsynth::RunStore::Create(run_path, options.ToJson());
   if (!store.ok()) return Fail(store.status(), ExitCodeFor(store.status()), kCommand);
   return Drive(*store, *proposer->proposer, policy->get(), options, parsed.Has("--json"), kCommand);
@@ -265,52 +276,106 @@ int RunSynthCategories(const ParsedArgs& parsed) {
 std::vector<Command> SynthCommands() {
   const std::string filter = "the filter's episodes";
   const std::string json_help = "the funnel as JSON on stdout (progress stays on stderr)";
-  const OptionDecl policy = {.name = "--policy", .metavar = "SPEC",
+  const OptionDecl policy = {.name = "--policy",
+                             .metavar = "SPEC",
                              .help = "the filter's policy: embedded:MODEL_DIR | openai:URL | scripted:FILE.jsonl",
                              .default_text = "embedded:data/models/policy-small when that directory exists",
                              .computed = true};
   OptionDecl resume_policy = policy;  // a resumed run keeps the policy it was started with unless given
   resume_policy.default_text = "the run's own";
-  const OptionDecl backend = {.name = "--backend", .metavar = "SPEC",
-                              .help = "with --proposer llm: the model that writes the artefacts (embedded:DIR, openai:URL, scripted:FILE.jsonl)"};
-  const OptionDecl model = {.name = "--model", .metavar = "NAME", .help = "the model name, for an openai policy or backend"};
-  const OptionDecl api_key = {.name = "--api-key-env", .metavar = "VAR", .help = "the environment variable holding an openai API key"};
+  const OptionDecl backend = {
+      .name = "--backend",
+      .metavar = "SPEC",
+      .help =
+          "with --proposer llm: the model that writes the artefacts (embedded:DIR, openai:URL, scripted:FILE.jsonl)"};
+  const OptionDecl model = {
+      .name = "--model", .metavar = "NAME", .help = "the model name, for an openai policy or backend"};
+  const OptionDecl api_key = {
+      .name = "--api-key-env", .metavar = "VAR", .help = "the environment variable holding an openai API key"};
   return {
       {{.name = "synth",
         .summary = "synthesize environments: database, toolset, tasks escalated level by level, validated with repair, "
                    "audited, filtered by the policy's pass rate; kept bundles in --out DIR",
-        .details = "Synthesizes <environment, tools, task, verifier> bundles (DeepSeek-V3.2 section 3.2.3): per environment "
-                   "a seeded database and toolset, then M task lineages escalated level by level (a catalogue tool is added "
-                   "when a level needs it), each candidate validated in sandbox sessions (repaired up to R times), audited "
-                   "(only \"sound\" verifiers go on) and filtered by the policy's pass rate over k episodes (kept when "
-                   "strictly inside the band). Kept tasks are written as one DIR/<name>.envdb per environment, servable at "
-                   "once by `envforge serve --envs DIR`. Every stage is recorded in the run database, so a stopped run (kill "
-                   "-9 included) resumes where it was.\n"
-                   "Exit 0 the run finished, 2 bad input (unknown category, unwritable --out, a policy that does not load, "
-                   "a band that is not 0 <= LO < HI <= 1, a run file of another version), 3 infrastructure.",
-        .options = {{.name = "--categories", .metavar = "ID[,ID...]", .help = "comma-separated (envforge synth categories lists them)", .required = true},
-                    {.name = "--envs", .metavar = "N", .help = "environments, round robin over the categories", .required = true},
-                    {.name = "--tasks-per-env", .metavar = "M", .help = "task lineages per environment (each gives up to one task per level)", .required = true},
-                    {.name = "--out", .metavar = "DIR", .help = "where kept bundles go (created)", .required = true},
-                    {.name = "--run", .metavar = "RUN.sqlite", .help = "the run database, which must not exist", .default_text = "DIR/run.sqlite", .computed = true},
-                    {.name = "--proposer", .metavar = "procedural|llm", .help = "procedural: the seeded generators (offline, deterministic); llm: a model (--backend) writes the artefacts through data/prompts/, any category id, errors fed back for repair", .default_text = "procedural"},
-                    backend, policy,
-                    {.name = "--no-filter", .help = "synthesis only: keep every sound candidate, no policy"},
-                    {.name = "--k", .metavar = "K", .help = "episodes per candidate", .default_text = "100"},
-                    {.name = "--band", .metavar = "LO,HI", .help = "keep when LO < pass rate < HI (0,1: solvable but not always)", .default_text = "0,1"},
-                    {.name = "--early-stop", .metavar = "N", .help = "declare a candidate too easy after N episodes that all passed (0 plays all k; envsynth/band_filter.h says what bias this adds)", .default_text = "20"},
-                    {.name = "--max-levels", .metavar = "L", .help = "levels per lineage, 1..5", .default_text = "4"},
-                    {.name = "--repairs", .metavar = "R", .help = "re-proposals of a candidate that fails validation", .default_text = "2"},
-                    {.name = "--seed", .metavar = "S", .help = "the run's seed; environment seeds derive from it", .default_text = "1"},
-                    {.name = "--shard", .metavar = "I/N", .help = "make only environments i with i % N == I (disjoint across shards; envforge synth merge joins them)"},
-                    {.name = "--full-audit", .help = "the audit at envforge audit's sizes (default: a tenth of them)"},
-                    {.name = "--audit-lanes", .metavar = "N", .help = "judge lanes of the audit", .default_text = "2"},
-                    {.name = "--max-turns", .metavar = "T", .help = "model turns per episode", .default_text = "16", .section = filter},
-                    {.name = "--max-tokens", .metavar = "M", .help = "generated tokens per episode", .default_text = "4096", .section = filter},
-                    {.name = "--temperature", .metavar = "X", .help = "sampling temperature (also the llm proposer's)", .default_text = "1.0", .section = filter},
-                    {.name = "--model", .metavar = "NAME", .help = model.help, .section = filter},
-                    {.name = "--api-key-env", .metavar = "VAR", .help = api_key.help, .section = filter},
-                    JsonOption(json_help)}},
+        .details =
+            "Synthesizes <environment, tools, task, verifier> bundles (DeepSeek-V3.2 section 3.2.3): per environment "
+            "a seeded database and toolset, then M task lineages escalated level by level (a catalogue tool is added "
+            "when a level needs it), each candidate validated in sandbox sessions (repaired up to R times), audited "
+            "(only \"sound\" verifiers go on) and filtered by the policy's pass rate over k episodes (kept when "
+            "strictly inside the band). Kept tasks are written as one DIR/<name>.envdb per environment, servable at "
+            "once by `envforge serve --envs DIR`. Every stage is recorded in the run database, so a stopped run (kill "
+            "-9 included) resumes where it was.\n"
+            "Exit 0 the run finished, 2 bad input (unknown category, unwritable --out, a policy that does not load, "
+            "a band that is not 0 <= LO < HI <= 1, a run file of another version), 3 infrastructure.",
+        .options =
+            {{.name = "--categories",
+              .metavar = "ID[,ID...]",
+              .help = "comma-separated (envforge synth categories lists them)",
+              .required = true},
+             {.name = "--envs",
+              .metavar = "N",
+              .help = "environments, round robin over the categories",
+              .required = true},
+             {.name = "--tasks-per-env",
+              .metavar = "M",
+              .help = "task lineages per environment (each gives up to one task per level)",
+              .required = true},
+             {.name = "--out", .metavar = "DIR", .help = "where kept bundles go (created)", .required = true},
+             {.name = "--run",
+              .metavar = "RUN.sqlite",
+              .help = "the run database, which must not exist",
+              .default_text = "DIR/run.sqlite",
+              .computed = true},
+             {.name = "--proposer",
+              .metavar = "procedural|llm",
+              .help = "procedural: the seeded generators (offline, deterministic); llm: a model (--backend) writes the "
+                      "artefacts through data/prompts/, any category id, errors fed back for repair",
+              .default_text = "procedural"},
+             backend,
+             policy,
+             {.name = "--no-filter", .help = "synthesis only: keep every sound candidate, no policy"},
+             {.name = "--k", .metavar = "K", .help = "episodes per candidate", .default_text = "100"},
+             {.name = "--band",
+              .metavar = "LO,HI",
+              .help = "keep when LO < pass rate < HI (0,1: solvable but not always)",
+              .default_text = "0,1"},
+             {.name = "--early-stop",
+              .metavar = "N",
+              .help = "declare a candidate too easy after N episodes that all passed (0 plays all k; "
+                      "envsynth/band_filter.h says what bias this adds)",
+              .default_text = "20"},
+             {.name = "--max-levels", .metavar = "L", .help = "levels per lineage, 1..5", .default_text = "4"},
+             {.name = "--repairs",
+              .metavar = "R",
+              .help = "re-proposals of a candidate that fails validation",
+              .default_text = "2"},
+             {.name = "--seed",
+              .metavar = "S",
+              .help = "the run's seed; environment seeds derive from it",
+              .default_text = "1"},
+             {.name = "--shard",
+              .metavar = "I/N",
+              .help =
+                  "make only environments i with i % N == I (disjoint across shards; envforge synth merge joins them)"},
+             {.name = "--full-audit", .help = "the audit at envforge audit's sizes (default: a tenth of them)"},
+             {.name = "--audit-lanes", .metavar = "N", .help = "judge lanes of the audit", .default_text = "2"},
+             {.name = "--max-turns",
+              .metavar = "T",
+              .help = "model turns per episode",
+              .default_text = "16",
+              .section = filter},
+             {.name = "--max-tokens",
+              .metavar = "M",
+              .help = "generated tokens per episode",
+              .default_text = "4096",
+              .section = filter},
+             {.name = "--temperature",
+              .metavar = "X",
+              .help = "sampling temperature (also the llm proposer's)",
+              .default_text = "1.0",
+              .section = filter},
+             {.name = "--model", .metavar = "NAME", .help = model.help, .section = filter},
+             {.name = "--api-key-env", .metavar = "VAR", .help = api_key.help, .section = filter},
+             JsonOption(json_help)}},
        RunSynthNew},
       {{.name = "synth resume",
         .positionals = "RUN.sqlite",

@@ -16,7 +16,8 @@ namespace {
 
 int Merge(const ParsedArgs& parsed) {
   const char* kCommand = "envforge synth merge";
-  if (parsed.positional.empty()) return Fail(InvalidArgumentError("give at least one run database to merge"), kExitUsage, kCommand);
+  if (parsed.positional.empty())
+    return Fail(InvalidArgumentError("give at least one run database to merge"), kExitUsage, kCommand);
   auto output = parsed.Option("--out");
   if (!output) return Fail(InvalidArgumentError("--out RUN.sqlite is required"), kExitUsage, kCommand);
   Status merged = envsynth::MergeRuns(parsed.positional, *output);
@@ -40,12 +41,16 @@ std::vector<Command> SynthMergeCommands() {
       {{.name = "synth merge",
         .positionals = "RUN1.sqlite [RUN2.sqlite ...]",
         .summary = "merge the run databases of one run made in shards (--shard I/N) into one, then print its funnel",
-        .details = "The inputs must have been made with the same options except --shard, --run and --out; an environment "
-                   "or candidate in two inputs is refused unless its rows are identical. The output is written whole or not "
-                   "at all.\n"
-                   "Exit 0 merged, 2 bad input (no input, a missing or foreign file, configs that differ, environments in "
-                   "two inputs, an existing --out), 3 infrastructure.",
-        .options = {{.name = "--out", .metavar = "RUN.sqlite", .help = "the merged run database (must not exist)", .required = true},
+        .details =
+            "The inputs must have been made with the same options except --shard, --run and --out; an environment "
+            "or candidate in two inputs is refused unless its rows are identical. The output is written whole or not "
+            "at all.\n"
+            "Exit 0 merged, 2 bad input (no input, a missing or foreign file, configs that differ, environments in "
+            "two inputs, an existing --out), 3 infrastructure.",
+        .options = {{.name = "--out",
+                     .metavar = "RUN.sqlite",
+                     .help = "the merged run database (must not exist)",
+                     .required = true},
                     JsonOption("the funnel as JSON")},
         .min_positional = 1,
         .max_positional = SIZE_MAX},

@@ -120,13 +120,14 @@ int List(const ParsedArgs& parsed) {
     std::printf("%-26s  %-7s  %-20s  %-24s  %5lld  %-17s  %-9s  %-19s  %s\n", summary.id.c_str(),
                 Excerpt(summary.start.kind, 7).c_str(), Excerpt(summary.start.env_name, 20).c_str(),
                 Excerpt(summary.start.task_id.empty() ? "-" : summary.start.task_id, 24).c_str(),
-                static_cast<long long>(summary.steps), OutcomeText(summary).c_str(), VerdictText(summary.verdict).c_str(),
-                FormatTime(summary.started_at_us).c_str(),
+                static_cast<long long>(summary.steps), OutcomeText(summary).c_str(),
+                VerdictText(summary.verdict).c_str(), FormatTime(summary.started_at_us).c_str(),
                 summary.start.backend.empty() ? "-" : Excerpt(summary.start.backend, 60).c_str());
   }
   auto counts = (*reader)->Count();
   if (counts.ok() && counts->episodes > static_cast<int64_t>(episodes->size())) {
-    std::printf("(%zu shown of %lld episodes in the store)\n", episodes->size(), static_cast<long long>(counts->episodes));
+    std::printf("(%zu shown of %lld episodes in the store)\n", episodes->size(),
+                static_cast<long long>(counts->episodes));
   }
   return kExitOk;
 }
@@ -138,7 +139,8 @@ void PrintVerdict(const EpisodeSummary& s) {
     std::printf("  verdict  %s (verifier %s)\n", VerdictText(s.verdict).c_str(),
                 s.verdict->value("verifier_version", s.start.verifier_version).c_str());
     for (const auto& reason : s.verdict->value("reasons", Json::array())) {
-      std::printf("           - %s\n", Excerpt(reason.is_string() ? reason.get<std::string>() : DumpJson(reason), 200).c_str());
+      std::printf("           - %s\n",
+                  Excerpt(reason.is_string() ? reason.get<std::string>() : DumpJson(reason), 200).c_str());
     }
   }
 }
@@ -150,13 +152,15 @@ void PrintHeader(const EpisodeSummary& s, bool verdict) {
     std::printf("  task     %s (version %s)\n", s.start.task_id.c_str(), s.start.task_version.c_str());
   }
   if (!s.start.parent_id.empty()) {
-    std::printf("  forked   from %s at step %lld\n", s.start.parent_id.c_str(), static_cast<long long>(s.start.fork_step));
+    std::printf("  forked   from %s at step %lld\n", s.start.parent_id.c_str(),
+                static_cast<long long>(s.start.fork_step));
   }
   if (s.start.kind != "served") {
     std::printf("  kind     %s", s.start.kind.c_str());
     if (!s.start.rollout_id.empty()) std::printf(" (rollout %s", s.start.rollout_id.c_str());
     if (s.start.sample_index >= 0) {
-      std::printf("%s sample %lld", s.start.rollout_id.empty() ? " (" : ",", static_cast<long long>(s.start.sample_index));
+      std::printf("%s sample %lld", s.start.rollout_id.empty() ? " (" : ",",
+                  static_cast<long long>(s.start.sample_index));
     }
     if (!s.start.rollout_id.empty() || s.start.sample_index >= 0) std::printf(")");
     std::printf("\n");
@@ -176,7 +180,8 @@ void PrintSteps(const Episode& episode) {
   std::printf("\nsteps (%zu):\n", episode.steps.size());
   for (const auto& step : episode.steps) {
     std::printf("  #%-3lld %s %s -> %s%s%s  (%.1f ms)\n", static_cast<long long>(step.step), step.tool.c_str(),
-                Excerpt(DumpJson(step.arguments), 160).c_str(), std::string(toolsets::OutcomeName(step.result.outcome)).c_str(),
+                Excerpt(DumpJson(step.arguments), 160).c_str(),
+                std::string(toolsets::OutcomeName(step.result.outcome)).c_str(),
                 step.result.limit.empty() ? "" : " limit=", step.result.limit.c_str(), step.duration_us / 1000.0);
     std::printf("        %s\n", Observation(step.result, 200).c_str());
   }
@@ -410,14 +415,16 @@ int ExportNotebooks(const agents::TrajectoryReader& reader, const std::vector<Ep
     ++written;
   }
   if (written == 0) {
-    return Fail(InvalidArgumentError(episodes.empty() ? "no episode matches; no notebook written"
-                                                      : "none of the " + std::to_string(episodes.size()) +
-                                                            " selected episodes is an interpreter episode (execute calls); "
-                                                            "no notebook written"),
-                kExitUsage, kExportPrefix);
+    return Fail(
+        InvalidArgumentError(episodes.empty() ? "no episode matches; no notebook written"
+                                              : "none of the " + std::to_string(episodes.size()) +
+                                                    " selected episodes is an interpreter episode (execute calls); "
+                                                    "no notebook written"),
+        kExitUsage, kExportPrefix);
   }
   std::fprintf(stderr, "exported %zu notebook%s to %s", written, written == 1 ? "" : "s", directory.c_str());
-  if (skipped > 0) std::fprintf(stderr, " (%zu episode%s without execute calls skipped)", skipped, skipped == 1 ? "" : "s");
+  if (skipped > 0)
+    std::fprintf(stderr, " (%zu episode%s without execute calls skipped)", skipped, skipped == 1 ? "" : "s");
   std::fprintf(stderr, "\n");
   return kExitOk;
 }
@@ -531,7 +538,6 @@ void PrintReport(const agents::ReplayReport& report) {
 
 }  // namespace
 
-
 namespace {
 
 int Replay(const ParsedArgs& parsed) {
@@ -558,13 +564,15 @@ int Replay(const ParsedArgs& parsed) {
     return Fail(report.status(), ExitCodeFor(report.status()));
   }
   if (parsed.Has("--json")) {
-    std::printf("%s\n", agents::ReplayReportToJson(*report).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
+    std::printf("%s\n",
+                agents::ReplayReportToJson(*report).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
     PrintReport(*report);
   }
   if (report->infra_error()) return kExitInfra;
-  bool diverged = std::any_of(report->steps.begin(), report->steps.end(),
-                              [](const agents::StepComparison& s) { return s.status == agents::StepStatus::kDiverged; });
+  bool diverged = std::any_of(report->steps.begin(), report->steps.end(), [](const agents::StepComparison& s) {
+    return s.status == agents::StepStatus::kDiverged;
+  });
   if (diverged || report->verdict.status == agents::VerdictStatus::kChanged) return kExitCheckFailed;
   if (report->verdict.status == agents::VerdictStatus::kDefect) return kExitInfra;
   return kExitOk;
@@ -590,10 +598,12 @@ std::vector<Command> TrajCommands() {
        List},
       {{.name = "traj show",
         .positionals = "FILE.sqlite ID",
-        .summary = "one episode (ID or a unique prefix of 6+ hex digits): versions, answer, verdict, each step's call and "
-                   "result",
-        .details = "A rollout: its whole conversation (reasoning, tool calls, typed results, model turns' tokens, context "
-                   "events), then the verdict.",
+        .summary =
+            "one episode (ID or a unique prefix of 6+ hex digits): versions, answer, verdict, each step's call and "
+            "result",
+        .details =
+            "A rollout: its whole conversation (reasoning, tool calls, typed results, model turns' tokens, context "
+            "events), then the verdict.",
         .options = {JsonOption("the episode as JSON")},
         .min_positional = 2,
         .max_positional = 2},
@@ -602,13 +612,19 @@ std::vector<Command> TrajCommands() {
         .positionals = "FILE.sqlite",
         .summary = "every episode as one JSON line, oldest first, with messages, model turns and the token-exact "
                    "\"tokens\" segments; or (--ipynb -o DIR) each interpreter episode as a Jupyter notebook",
-        .details = "--ipynb -o DIR: each interpreter episode (execute calls) as DIR/<episode-id>.ipynb (nbformat 4.5; DIR "
-                   "is created): code cells with their outputs, the prompt, model text, restarts and the verdict as "
-                   "markdown; other episodes are skipped with a warning; exit 2 when no notebook was written.",
-        .options = with_filters({{.name = "-o", .metavar = "OUT", .help = "the file written; with --ipynb, the directory", .default_text = "stdout", .computed = true},
-                                 {.name = "--output", .metavar = "OUT", .help = "the same as -o"},
-                                 {.name = "--jsonl", .help = "JSON lines (the default)"},
-                                 {.name = "--ipynb", .help = "Jupyter notebooks, one per interpreter episode (needs -o DIR)"}}),
+        .details =
+            "--ipynb -o DIR: each interpreter episode (execute calls) as DIR/<episode-id>.ipynb (nbformat 4.5; DIR "
+            "is created): code cells with their outputs, the prompt, model text, restarts and the verdict as "
+            "markdown; other episodes are skipped with a warning; exit 2 when no notebook was written.",
+        .options = with_filters(
+            {{.name = "-o",
+              .metavar = "OUT",
+              .help = "the file written; with --ipynb, the directory",
+              .default_text = "stdout",
+              .computed = true},
+             {.name = "--output", .metavar = "OUT", .help = "the same as -o"},
+             {.name = "--jsonl", .help = "JSON lines (the default)"},
+             {.name = "--ipynb", .help = "Jupyter notebooks, one per interpreter episode (needs -o DIR)"}}),
         .min_positional = 1,
         .max_positional = 1},
        Export},
@@ -619,11 +635,17 @@ std::vector<Command> TrajCommands() {
         .details = "Search episodes get their recorded search/open/find responses back (--live-search: ask the backend "
                    "and diff what it answers today).\n"
                    "Exit 0 identical, 1 diverged or verdict changed, 2 bad input, 3 infra.",
-        .options = {{.name = "--envs", .metavar = "DIR|X.envdb", .help = "where the recorded environment is", .required = true},
+        .options = {{.name = "--envs",
+                     .metavar = "DIR|X.envdb",
+                     .help = "where the recorded environment is",
+                     .required = true},
                     {.name = "--verifier-of", .metavar = "OTHER.envdb", .help = "re-judge with OTHER's verifier"},
-                    {.name = "--allow-version-drift", .help = "replay on an environment version other than the recorded one"},
-                    {.name = "--live-search", .help = "search episodes: ask the backend instead of replaying the recorded responses"},
-                    LimitsOption(), JsonOption("the report as JSON")},
+                    {.name = "--allow-version-drift",
+                     .help = "replay on an environment version other than the recorded one"},
+                    {.name = "--live-search",
+                     .help = "search episodes: ask the backend instead of replaying the recorded responses"},
+                    LimitsOption(),
+                    JsonOption("the report as JSON")},
         .min_positional = 2,
         .max_positional = 2},
        Replay},

@@ -10,7 +10,8 @@ namespace envforge::cli {
 namespace {
 
 // The part of `envforge --help` after the command list.
-constexpr const char* kFooter = R"(options: --limits JSON on check, solve, run, bench sandbox, audit, rollout and replay sets per-session
+constexpr const char* kFooter =
+    R"(options: --limits JSON on check, solve, run, bench sandbox, audit, rollout and replay sets per-session
   limits, e.g. '{"wall_time_ms": 2000, "cpu_seconds": 30, "memory_bytes": 268435456, "max_output_bytes": 65536,
     "max_processes": 8, "disk_bytes": 67108864}' (defaults: 10 s per call (audit: 3 s per answer),
   60 s CPU, 512 MiB, 1 MiB output, 16 processes, 256 MiB of disk per session family)
@@ -64,7 +65,8 @@ std::string CommandList(const std::string& group) {
   for (const Command& command : AllCommands()) {
     const CommandDecl& decl = command.decl;
     // "synth " lists synth's sub-commands only; "synth" lists synth and them.
-    bool under = group.ends_with(" ") ? decl.name.starts_with(group) : decl.name == group || decl.name.starts_with(group + " ");
+    bool under =
+        group.ends_with(" ") ? decl.name.starts_with(group) : decl.name == group || decl.name.starts_with(group + " ");
     if (!group.empty() && !under) continue;
     std::string synopsis = SynopsisOf(decl).substr(std::string("usage: ").size());
     out += Wrap(synopsis, 2, 100) + Wrap(decl.summary, 8, 100);
@@ -91,7 +93,8 @@ int RunGroup(const std::string& group, const std::vector<std::string>& args) {
   }
   size_t used = Words(group).size();
   if (used < args.size() && !args[used].starts_with("-")) {
-    std::fprintf(stderr, "envforge %s: unknown sub-command '%s'; expected one of:\n", group.c_str(), args[used].c_str());
+    std::fprintf(stderr, "envforge %s: unknown sub-command '%s'; expected one of:\n", group.c_str(),
+                 args[used].c_str());
   } else {
     std::fprintf(stderr, "envforge %s: expected a sub-command:\n", group.c_str());
   }
@@ -119,11 +122,14 @@ int RunHelp(const std::vector<std::string>& rest) {
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command> table = [] {
     std::vector<Command> all;
-    for (auto* part : {EnvCommands, SessionCommands, AuditCommands, GenerateCommands, RolloutCommands, SynthCommands,
-                       SynthMergeCommands, BenchSandboxCommands, BenchEngineCommands, BenchFramesCommands,
-                       BenchRolloutCommands, BenchKernelsCommands, BenchServeCommands, BenchV1Commands,
-                       BenchInterpreterCommands, BenchViewerCommands, ServeCommands, TrajCommands, SearchCommands,
-                       SearchSynthCommands, CodeEnvCommands, CodeJunitCommands}) {
+    for (auto* part : {EnvCommands,         SessionCommands,      AuditCommands,
+                       GenerateCommands,    RolloutCommands,      SynthCommands,
+                       SynthMergeCommands,  BenchSandboxCommands, BenchEngineCommands,
+                       BenchFramesCommands, BenchRolloutCommands, BenchKernelsCommands,
+                       BenchServeCommands,  BenchV1Commands,      BenchInterpreterCommands,
+                       BenchViewerCommands, ServeCommands,        TrajCommands,
+                       SearchCommands,      SearchSynthCommands,  CodeEnvCommands,
+                       CodeJunitCommands}) {
       for (Command& command : part()) all.push_back(std::move(command));
     }
     return all;
@@ -156,7 +162,8 @@ int RunCli(const std::vector<std::string>& args) {
   std::vector<std::string> rest(args.begin() + static_cast<std::ptrdiff_t>(used), args.end());
   if (AsksHelp(rest)) {
     std::string subcommands = CommandList(command->decl.name + " ");
-    std::printf("%s%s", HelpOf(command->decl).c_str(), subcommands.empty() ? "" : ("\nsub-commands:\n" + subcommands).c_str());
+    std::printf("%s%s", HelpOf(command->decl).c_str(),
+                subcommands.empty() ? "" : ("\nsub-commands:\n" + subcommands).c_str());
     return kExitOk;
   }
   auto parsed = ParseArgs(command->decl, rest);

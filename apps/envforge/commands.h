@@ -27,27 +27,27 @@ int ExitCodeFor(const Status& status);
 // Each command file declares its commands (name, positionals, options with their metavars and
 // help; cli_args.h) next to the functions that run them, and hands them to the table
 // (command_table.h) through one of these.
-std::vector<Command> EnvCommands();                // env pack|show|check (cmd_env.cc)
-std::vector<Command> SessionCommands();            // session solve|run
-std::vector<Command> AuditCommands();              // audit X.envdb
-std::vector<Command> GenerateCommands();           // generate --model DIR ...
-std::vector<Command> RolloutCommands();            // rollout X.envdb --backend SPEC ...
-std::vector<Command> SynthCommands();              // synth, synth resume|report|categories
-std::vector<Command> SynthMergeCommands();         // synth merge RUN... --out RUN.sqlite
-std::vector<Command> BenchSandboxCommands();       // bench sandbox (cmd_bench.cc)
-std::vector<Command> BenchEngineCommands();        // bench engine --model DIR
-std::vector<Command> BenchFramesCommands();        // bench frames
-std::vector<Command> BenchRolloutCommands();       // bench rollout --model DIR --env X --task T
-std::vector<Command> BenchKernelsCommands();       // bench kernels (CUDA)
-std::vector<Command> BenchServeCommands();         // bench serve --url URL
-std::vector<Command> BenchV1Commands();            // bench v1 --url URL
-std::vector<Command> BenchInterpreterCommands();   // bench interpreter X.envdb
-std::vector<Command> BenchViewerCommands();        // bench viewer
-std::vector<Command> ServeCommands();              // serve, view (cmd_serve.cc)
-std::vector<Command> TrajCommands();               // traj ls|show|export, replay (cmd_traj.cc)
-std::vector<Command> SearchCommands();             // search corpus build|info, search query|open
-std::vector<Command> SearchSynthCommands();        // search synth
-std::vector<Command> CodeEnvCommands();            // code import|validate (cmd_code_env.cc)
-std::vector<Command> CodeJunitCommands();          // code junit (cmd_code.cc)
+std::vector<Command> EnvCommands();               // env pack|show|check (cmd_env.cc)
+std::vector<Command> SessionCommands();           // session solve|run
+std::vector<Command> AuditCommands();             // audit X.envdb
+std::vector<Command> GenerateCommands();          // generate --model DIR ...
+std::vector<Command> RolloutCommands();           // rollout X.envdb --backend SPEC ...
+std::vector<Command> SynthCommands();             // synth, synth resume|report|categories
+std::vector<Command> SynthMergeCommands();        // synth merge RUN... --out RUN.sqlite
+std::vector<Command> BenchSandboxCommands();      // bench sandbox (cmd_bench.cc)
+std::vector<Command> BenchEngineCommands();       // bench engine --model DIR
+std::vector<Command> BenchFramesCommands();       // bench frames
+std::vector<Command> BenchRolloutCommands();      // bench rollout --model DIR --env X --task T
+std::vector<Command> BenchKernelsCommands();      // bench kernels (CUDA)
+std::vector<Command> BenchServeCommands();        // bench serve --url URL
+std::vector<Command> BenchV1Commands();           // bench v1 --url URL
+std::vector<Command> BenchInterpreterCommands();  // bench interpreter X.envdb
+std::vector<Command> BenchViewerCommands();       // bench viewer
+std::vector<Command> ServeCommands();             // serve, view (cmd_serve.cc)
+std::vector<Command> TrajCommands();              // traj ls|show|export, replay (cmd_traj.cc)
+std::vector<Command> SearchCommands();            // search corpus build|info, search query|open
+std::vector<Command> SearchSynthCommands();       // search synth
+std::vector<Command> CodeEnvCommands();           // code import|validate (cmd_code_env.cc)
+std::vector<Command> CodeJunitCommands();         // code junit (cmd_code.cc)
 
 }  // namespace envforge::cli

@@ -16,7 +16,11 @@ Json EnvCheckReport::ToJson() const {
     if (!item.detail.is_null()) entry["detail"] = item.detail;
     items_json.push_back(std::move(entry));
   }
-  return Json{{"path", path}, {"env", env_name}, {"hash", content_hash}, {"ok", ok}, {"infra_failure", infra_failure},
+  return Json{{"path", path},
+              {"env", env_name},
+              {"hash", content_hash},
+              {"ok", ok},
+              {"infra_failure", infra_failure},
               {"checks", std::move(items_json)}};
 }
 
@@ -28,7 +32,8 @@ void EnvCheckReport::PrintHuman(std::FILE* out) const {
   }
 }
 
-EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progress, const sandbox::ManagerOptions& options) {
+EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progress,
+                                const sandbox::ManagerOptions& options) {
   EnvCheckReport report;
   report.path = envdb_path;
   auto add = [&report](std::string name, bool ok, std::string message, Json detail = nullptr) {
@@ -37,7 +42,8 @@ EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progres
   };
 
   auto bundle = sandbox::EnvBundle::Load(envdb_path);
-  if (!add("bundle", bundle.ok(), bundle.ok() ? "format, reserved tables and content hash verified" : bundle.status().message())) {
+  if (!add("bundle", bundle.ok(),
+           bundle.ok() ? "format, reserved tables and content hash verified" : bundle.status().message())) {
     return report;
   }
   report.env_name = bundle->manifest.name;
@@ -75,7 +81,8 @@ EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progres
   } else {
     std::string problems;
     for (const auto& problem : *analysis) problems += problem + "; ";
-    analysis_ok = add("static analysis", problems.empty(), problems.empty() ? "sources follow the sandbox rules" : problems);
+    analysis_ok =
+        add("static analysis", problems.empty(), problems.empty() ? "sources follow the sandbox rules" : problems);
   }
 
   RaiseFileLimit();
@@ -93,7 +100,8 @@ EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progres
   // A session with no task starts the zygote: a compile failure shows here, once, not per task.
   // (A code session needs a task: its working copy is that task's repository.)
   auto probe = (*manager)->CreateSession(*env_id, code && !bundle->tasks.empty() ? bundle->tasks[0].id : std::string());
-  if (!add("zygote", probe.ok(), probe.ok() ? "tools, solutions and verifiers compiled; sessions start" : probe.status().message())) {
+  if (!add("zygote", probe.ok(),
+           probe.ok() ? "tools, solutions and verifiers compiled; sessions start" : probe.status().message())) {
     return report;
   }
   (void)(*manager)->CloseSession(*probe);
@@ -115,7 +123,8 @@ EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progres
       tasks_ok = add("task " + task.id, false,
                      "submit_result answered " + std::string(toolsets::OutcomeName(solved->submit.outcome)) + ": " +
                          solved->submit.message,
-                     detail) && tasks_ok;
+                     detail) &&
+                 tasks_ok;
       continue;
     }
     detail["verdict"] = solved->submit.content;
@@ -126,7 +135,8 @@ EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progres
       if (oracle.defect || !oracle.passed) {
         std::string why = oracle.defect ? oracle.defect_message : "";
         for (const auto& reason : oracle.reasons) why += (why.empty() ? "" : "; ") + reason;
-        tasks_ok = add("task " + task.id, false, "the task's oracle rejects the gold answer: " + why, detail) && tasks_ok;
+        tasks_ok =
+            add("task " + task.id, false, "the task's oracle rejects the gold answer: " + why, detail) && tasks_ok;
         continue;
       }
     }
@@ -140,7 +150,8 @@ EnvCheckReport CheckEnvironment(const std::string& envdb_path, bool show_progres
                    solved->passed() ? std::string("gold solution passes its verifier") +
                                           (solved->oracle ? " and its oracle (" : " (") + seconds + ")"
                                     : "gold solution rejected by its verifier: " + reasons,
-                   detail) && tasks_ok;
+                   detail) &&
+               tasks_ok;
   }
   if (show_progress) progress.Finish();
   report.ok = schemas_ok && analysis_ok && tasks_ok;

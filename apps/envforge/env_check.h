@@ -17,7 +17,7 @@
 namespace envforge::cli {
 
 struct CheckItem {
-  std::string name;     // "bundle", "schemas", "static analysis", "zygote", "task <id>"
+  std::string name;  // "bundle", "schemas", "static analysis", "zygote", "task <id>"
   bool ok = false;
   std::string message;  // what failed, precisely; for tasks the verdict's reasons
   Json detail;          // tasks: {"verdict", "answer_text", "seconds"}

@@ -107,7 +107,7 @@ void IdleFlood::Stop() {
 }
 
 Json IdleFlood::Report() const {
-  return Json{{"wanted", options_.connections},      {"peers", options_.peers},
+  return Json{{"wanted", options_.connections},       {"peers", options_.peers},
               {"connected", connected_.load()},       {"connect_failed", connect_failed_.load()},
               {"open_now", open_now_.load()},         {"closed_by_server", closed_by_server_.load()},
               {"answered_503", answered_503_.load()}, {"reopened", reopened_.load()}};

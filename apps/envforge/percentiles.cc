@@ -28,9 +28,12 @@ Json Percentiles(std::vector<double> samples) {
   }
   std::sort(samples.begin(), samples.end());
   const double mean = std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(samples.size());
-  return Json{{"p50", Round3(AtSorted(samples, 0.50))}, {"p90", Round3(AtSorted(samples, 0.90))},
-              {"p99", Round3(AtSorted(samples, 0.99))}, {"max", Round3(samples.back())},
-              {"mean", Round3(mean)},                   {"n", samples.size()}};
+  return Json{{"p50", Round3(AtSorted(samples, 0.50))},
+              {"p90", Round3(AtSorted(samples, 0.90))},
+              {"p99", Round3(AtSorted(samples, 0.99))},
+              {"max", Round3(samples.back())},
+              {"mean", Round3(mean)},
+              {"n", samples.size()}};
 }
 
 }  // namespace envforge::cli

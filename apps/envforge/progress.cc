@@ -7,8 +7,11 @@
 namespace envforge::cli {
 
 Progress::Progress(std::string label, size_t total)
-    : label_(std::move(label)), total_(total), tty_(::isatty(STDERR_FILENO) != 0),
-      start_(std::chrono::steady_clock::now()), last_print_(start_) {}
+    : label_(std::move(label)),
+      total_(total),
+      tty_(::isatty(STDERR_FILENO) != 0),
+      start_(std::chrono::steady_clock::now()),
+      last_print_(start_) {}
 
 Progress::~Progress() {
   if (!finished_ && tty_) std::fputc('\n', stderr);

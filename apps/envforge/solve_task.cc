@@ -6,7 +6,8 @@
 
 namespace envforge::cli {
 
-Result<SolvedTask> SolveAndSubmit(sandbox::SessionManager& manager, const std::string& env_id, const std::string& task_id) {
+Result<SolvedTask> SolveAndSubmit(sandbox::SessionManager& manager, const std::string& env_id,
+                                  const std::string& task_id) {
   auto start = std::chrono::steady_clock::now();
   ENVFORGE_ASSIGN_OR_RETURN(auto session, manager.CreateSession(env_id, task_id));
   auto solved = manager.Solve(session);

@@ -17,13 +17,14 @@ struct SolvedTask {
   toolsets::ToolResult submit;  // submit_result's typed result; content = verdict when ok
   // The task's independent oracle on the same answer, when the task has one.
   std::optional<sandbox::JudgeVerdict> oracle;
-  double seconds = 0;           // session create -> verdict
+  double seconds = 0;  // session create -> verdict
   bool passed() const { return submit.ok() && submit.content.value("passed", false); }
 };
 
 // Fails (Status) when the session cannot be created or the solution itself fails (raises,
 // breaks a sandbox rule, times out); a verdict that does not pass is a successful SolvedTask.
-Result<SolvedTask> SolveAndSubmit(sandbox::SessionManager& manager, const std::string& env_id, const std::string& task_id);
+Result<SolvedTask> SolveAndSubmit(sandbox::SessionManager& manager, const std::string& env_id,
+                                  const std::string& task_id);
 
 // ManagerOptions with the per-session limits of a `--limits JSON` option laid over the defaults,
 // e.g. --limits '{"wall_time_ms": 2000, "memory_bytes": 268435456, "max_processes": 8}'. The

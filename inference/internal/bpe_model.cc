@@ -21,9 +21,7 @@ struct Candidate {
   int left;  // index of the left symbol
   int32_t left_id;
   int32_t right_id;
-  bool operator>(const Candidate& other) const {
-    return rank != other.rank ? rank > other.rank : left > other.left;
-  }
+  bool operator>(const Candidate& other) const { return rank != other.rank ? rank > other.rank : left > other.left; }
 };
 
 }  // namespace

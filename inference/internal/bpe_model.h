@@ -28,9 +28,8 @@ class BpeModel {
     int32_t right;
     int32_t merged;
   };
-  BpeModel(const std::vector<Merge>& merges, const std::vector<int32_t>& byte_token_ids,
-           std::optional<int32_t> unk_id, bool ignore_merges,
-           std::unordered_map<std::string, int32_t> whole_piece_ids);
+  BpeModel(const std::vector<Merge>& merges, const std::vector<int32_t>& byte_token_ids, std::optional<int32_t> unk_id,
+           bool ignore_merges, std::unordered_map<std::string, int32_t> whole_piece_ids);
 
   void Encode(std::string_view piece, std::vector<int32_t>* ids) const;
 

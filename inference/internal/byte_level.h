@@ -30,8 +30,6 @@ inline constexpr ByteAlphabet MakeByteAlphabet() {
 inline constexpr ByteAlphabet kByteAlphabet = MakeByteAlphabet();
 
 // The byte a code point of the alphabet stands for, or -1.
-inline int ByteOfChar(char32_t c) {
-  return c < kByteAlphabet.char_to_byte.size() ? kByteAlphabet.char_to_byte[c] : -1;
-}
+inline int ByteOfChar(char32_t c) { return c < kByteAlphabet.char_to_byte.size() ? kByteAlphabet.char_to_byte[c] : -1; }
 
 }  // namespace envforge::inference::internal

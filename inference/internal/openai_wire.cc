@@ -19,7 +19,8 @@ Status ValidateSampling(const CompletionRequest& request) {
   }
   const SamplingParams& sampling = request.sampling;
   if (!std::isfinite(sampling.temperature) || sampling.temperature < 0) {
-    return InvalidArgumentError("temperature must be a finite number >= 0, got " + std::to_string(sampling.temperature));
+    return InvalidArgumentError("temperature must be a finite number >= 0, got " +
+                                std::to_string(sampling.temperature));
   }
   if (!(sampling.top_p > 0 && sampling.top_p <= 1)) {
     return InvalidArgumentError("top_p must be in (0, 1], got " + std::to_string(sampling.top_p));
@@ -69,7 +70,8 @@ class ToolCallIds {
   std::deque<std::string> unanswered_;
 };
 
-Result<Json> AssistantToWire(const ChatMessage& message, bool send_reasoning, ToolCallIds& ids, const std::string& where) {
+Result<Json> AssistantToWire(const ChatMessage& message, bool send_reasoning, ToolCallIds& ids,
+                             const std::string& where) {
   Json wire{{"role", "assistant"}};
   wire["content"] = message.content.empty() && !message.tool_calls.empty() ? Json() : Json(message.content);
   if (send_reasoning && !message.reasoning_content.empty()) wire["reasoning_content"] = message.reasoning_content;
@@ -107,7 +109,8 @@ Result<Json> MessagesToWire(const std::vector<ChatMessage>& messages, bool think
     } else if (message.role == "tool") {
       std::string id = ids.Answer(message.tool_call_id);
       if (id.empty()) {
-        return InvalidArgumentError(where + " has no tool_call_id and answers no unanswered tool call of the "
+        return InvalidArgumentError(where +
+                                    " has no tool_call_id and answers no unanswered tool call of the "
                                     "assistant message before it");
       }
       wire.push_back(Json{{"role", "tool"}, {"tool_call_id", id}, {"content", message.content}});
@@ -126,7 +129,8 @@ Status AddTools(const CompletionRequest& request, OrderedJson& body) {
   if (request.tools.empty()) {
     return InvalidArgumentError("tool_choice " + Quoted(choice) + " needs tools, and the request offers none");
   }
-  if (choice.empty()) return InvalidArgumentError("tool_choice is empty (expected auto, none, required or a tool name)");
+  if (choice.empty())
+    return InvalidArgumentError("tool_choice is empty (expected auto, none, required or a tool name)");
   // chat_format accepts a spec as JSON text; the server needs the object.
   OrderedJson tools = OrderedJson::array();
   for (size_t i = 0; i < request.tools.size(); ++i) {
@@ -202,7 +206,8 @@ class ResponseReader {
     if (!parsed.ok()) return Bad("not JSON (" + parsed.status().message() + "); it begins " + Quoted(Snippet(body)));
     const Json& root = *parsed;
     if (!root.is_object()) return Bad("not a JSON object");
-    if (!root.contains("choices") && root.contains("error")) return Bad("an error object instead of choices: " + DumpJson(root["error"]));
+    if (!root.contains("choices") && root.contains("error"))
+      return Bad("an error object instead of choices: " + DumpJson(root["error"]));
     if (!root.contains("choices") || !root["choices"].is_array()) return Bad("no choices array");
     if (root["choices"].empty()) return Bad("the choices array is empty");
     CompletionResult result;
@@ -222,7 +227,8 @@ class ResponseReader {
     }
     std::stable_sort(choices.begin(), choices.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (size_t k = 0; k + 1 < choices.size(); ++k) {
-      if (choices[k].first == choices[k + 1].first) return Bad("two choices have index " + std::to_string(choices[k].first));
+      if (choices[k].first == choices[k + 1].first)
+        return Bad("two choices have index " + std::to_string(choices[k].first));
     }
     for (auto& [index, completion] : choices) result.choices.push_back(std::move(completion));
     ENVFORGE_RETURN_IF_ERROR(ReadUsage(root, result));
@@ -230,7 +236,9 @@ class ResponseReader {
   }
 
  private:
-  Status Bad(const std::string& what) const { return DataLossError("openai response from " + std::string(url_) + ": " + what); }
+  Status Bad(const std::string& what) const {
+    return DataLossError("openai response from " + std::string(url_) + ": " + what);
+  }
 
   static std::string Snippet(std::string_view body) {
     if (body.size() <= 120) return std::string(body);
@@ -262,7 +270,8 @@ class ResponseReader {
     completion.text = completion.message.content;
     // DeepSeek and vLLM name it reasoning_content; some newer servers say reasoning.
     const char* reasoning_key = message.contains("reasoning_content") ? "reasoning_content" : "reasoning";
-    ENVFORGE_ASSIGN_OR_RETURN(completion.message.reasoning_content, OptionalString(message, reasoning_key, message_where));
+    ENVFORGE_ASSIGN_OR_RETURN(completion.message.reasoning_content,
+                              OptionalString(message, reasoning_key, message_where));
     ENVFORGE_RETURN_IF_ERROR(ReadToolCalls(message, message_where, completion));
     ENVFORGE_RETURN_IF_ERROR(ReadChatLogprobs(choice, where, completion));
     CheckToolChoice(completion);
@@ -277,7 +286,8 @@ class ResponseReader {
       std::string call_where = where + ".tool_calls[" + std::to_string(j) + "]";
       const Json& call = calls[j];
       if (!call.is_object()) return Bad(call_where + " is not an object");
-      if (!call.contains("function") || !call["function"].is_object()) return Bad(call_where + " has no function object");
+      if (!call.contains("function") || !call["function"].is_object())
+        return Bad(call_where + " has no function object");
       const Json& function = call["function"];
       ChatToolCall parsed;
       ENVFORGE_ASSIGN_OR_RETURN(parsed.id, OptionalString(call, "id", call_where));
@@ -291,7 +301,8 @@ class ResponseReader {
 
   // The arguments are JSON text; text that is not a JSON object stays as it is (a Json string)
   // and the choice's parse_error says why: the model's mistake, not the server's.
-  Status ReadArguments(const Json& function, const std::string& where, ChatToolCall& call, Completion& completion) const {
+  Status ReadArguments(const Json& function, const std::string& where, ChatToolCall& call,
+                       Completion& completion) const {
     if (!function.contains("arguments") || function["arguments"].is_null()) return Status::Ok();
     const Json& arguments = function["arguments"];
     if (arguments.is_object()) {
@@ -325,7 +336,8 @@ class ResponseReader {
       if (calls.empty()) AddParseError(completion, "tool_choice is 'required' and the choice made no tool call");
       return;
     }
-    bool called = std::any_of(calls.begin(), calls.end(), [&](const ChatToolCall& call) { return call.name == choice; });
+    bool called =
+        std::any_of(calls.begin(), calls.end(), [&](const ChatToolCall& call) { return call.name == choice; });
     if (!called) AddParseError(completion, "tool_choice names " + Quoted(choice) + " and the choice did not call it");
   }
 
@@ -363,7 +375,8 @@ class ResponseReader {
           }
           TokenAlternative parsed;
           parsed.text = alternative["token"].get<std::string>();
-          ENVFORGE_ASSIGN_OR_RETURN(parsed.logprob, Logprob(alternative.value("logprob", Json()), token_where + ".top_logprobs[].logprob"));
+          ENVFORGE_ASSIGN_OR_RETURN(
+              parsed.logprob, Logprob(alternative.value("logprob", Json()), token_where + ".top_logprobs[].logprob"));
           alternatives.push_back(std::move(parsed));
         }
       }
@@ -396,7 +409,8 @@ class ResponseReader {
       std::vector<TokenAlternative> alternatives;
       if (!tops.is_null() && tops[t].is_object()) {
         for (const auto& [text, value] : tops[t].items()) {
-          ENVFORGE_ASSIGN_OR_RETURN(double logprob, Logprob(value, lp_where + ".top_logprobs[" + std::to_string(t) + "]"));
+          ENVFORGE_ASSIGN_OR_RETURN(double logprob,
+                                    Logprob(value, lp_where + ".top_logprobs[" + std::to_string(t) + "]"));
           alternatives.push_back(TokenAlternative{-1, text, logprob});
         }
       }
@@ -414,7 +428,8 @@ class ResponseReader {
     const Json& usage = root["usage"];
     if (!usage.is_object()) return Bad("usage is not an object");
     for (const char* key : {"prompt_tokens", "completion_tokens"}) {
-      if (usage.contains(key) && !usage[key].is_number_integer()) return Bad(std::string("usage.") + key + " is not an integer");
+      if (usage.contains(key) && !usage[key].is_number_integer())
+        return Bad(std::string("usage.") + key + " is not an integer");
     }
     result.prompt_tokens = usage.value("prompt_tokens", int64_t{0});
     result.completion_tokens = usage.value("completion_tokens", counted);
@@ -526,11 +541,13 @@ Status StreamAssembler::MergeChoice(const Json& delta_choice) {
   ChoicePieces& pieces = choices_[index];
   size_t content_before = pieces.content.size();
   if (raw_) {
-    if (!AppendPiece(delta_choice, "text", pieces.content, &pieces.has_content)) return Malformed("chunk's text is not a string");
+    if (!AppendPiece(delta_choice, "text", pieces.content, &pieces.has_content))
+      return Malformed("chunk's text is not a string");
   } else if (delta_choice.contains("delta") && !delta_choice["delta"].is_null()) {
     const Json& delta = delta_choice["delta"];
     if (!delta.is_object()) return Malformed("chunk's delta is not an object");
-    if (!AppendPiece(delta, "content", pieces.content, &pieces.has_content)) return Malformed("delta.content is not a string");
+    if (!AppendPiece(delta, "content", pieces.content, &pieces.has_content))
+      return Malformed("delta.content is not a string");
     const char* reasoning_key = delta.contains("reasoning_content") ? "reasoning_content" : "reasoning";
     if (!AppendPiece(delta, reasoning_key, pieces.reasoning, &pieces.has_reasoning)) {
       return Malformed(std::string("delta.") + reasoning_key + " is not a string");

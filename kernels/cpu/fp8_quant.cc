@@ -45,8 +45,8 @@ float Fp8GroupScale(float amax, bool pow2_scales) {
   return std::ldexp(1.0f, exponent);
 }
 
-void ActQuantFp8(const float* x, int64_t rows, int64_t cols, int64_t group, bool pow2_scales,
-                 uint8_t* q, float* scales) {
+void ActQuantFp8(const float* x, int64_t rows, int64_t cols, int64_t group, bool pow2_scales, uint8_t* q,
+                 float* scales) {
   const int64_t groups = (cols + group - 1) / group;
   ForEachRow(rows, cols, [&](int64_t row) {
     for (int64_t g = 0; g < groups; ++g) {
@@ -80,8 +80,8 @@ void FakeQuantFp8(float* x, int64_t rows, int64_t cols, int64_t group, bool pow2
 
 namespace ref {
 
-void ActQuantFp8(const float* x, int64_t rows, int64_t cols, int64_t group, bool pow2_scales,
-                 uint8_t* q, float* scales) {
+void ActQuantFp8(const float* x, int64_t rows, int64_t cols, int64_t group, bool pow2_scales, uint8_t* q,
+                 float* scales) {
   const int64_t groups = (cols + group - 1) / group;
   for (int64_t row = 0; row < rows; ++row) {
     for (int64_t g = 0; g < groups; ++g) {

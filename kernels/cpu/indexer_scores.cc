@@ -40,8 +40,7 @@ void DecodeCodes(const uint8_t* codes, int64_t count, float* out) {
 
 // Scores keys [begin, end) of query t (end <= its key end) with plain loops; q holds the
 // decoded query heads.
-void ScoreKeysPortable(const IndexerScoresArgs& a, int64_t t, const float* q, int64_t begin, int64_t end,
-                       float* out) {
+void ScoreKeysPortable(const IndexerScoresArgs& a, int64_t t, const float* q, int64_t begin, int64_t end, float* out) {
   std::vector<float> key(static_cast<size_t>(a.dim));
   const float* weights = a.head_weight + t * a.heads;
   for (int64_t s = begin; s < end; ++s) {
@@ -151,8 +150,8 @@ constexpr int64_t kQueriesPerTile = 64;
 // Queries [t0, t1) (all of which see key s0) against the transposed block at s0: z rows are the
 // queries' heads back to back, 6 per micro-kernel call; then per query the same ReLU-weighted
 // head sum, in head order, as ScoreKeysAvx2.
-ENVFORGE_TARGET_AVX2 void ScoreTileAvx2(const IndexerScoresArgs& a, const float* q, const float* transposed,
-                                        int64_t s0, int64_t t0, int64_t t1, float* scores) {
+ENVFORGE_TARGET_AVX2 void ScoreTileAvx2(const IndexerScoresArgs& a, const float* q, const float* transposed, int64_t s0,
+                                        int64_t t0, int64_t t1, float* scores) {
   const int64_t dim = a.dim, rows = (t1 - t0) * a.heads;
   const int64_t count = std::min(kKeysPerBlock, a.keys_count - s0);
   thread_local internal::AlignedFloats z_buffer;

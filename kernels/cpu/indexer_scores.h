@@ -18,11 +18,11 @@
 namespace envforge::kernels {
 
 struct IndexerScoresArgs {
-  const uint8_t* q = nullptr;            // [queries, heads, dim]
-  const float* head_weight = nullptr;    // [queries, heads]
-  const uint8_t* keys = nullptr;         // [keys, dim]
-  const float* key_scale = nullptr;      // [keys]
-  const int64_t* key_end = nullptr;      // [queries]; nullptr: every query sees all keys
+  const uint8_t* q = nullptr;          // [queries, heads, dim]
+  const float* head_weight = nullptr;  // [queries, heads]
+  const uint8_t* keys = nullptr;       // [keys, dim]
+  const float* key_scale = nullptr;    // [keys]
+  const int64_t* key_end = nullptr;    // [queries]; nullptr: every query sees all keys
   int64_t queries = 0, heads = 0, dim = 0, keys_count = 0;
 };
 

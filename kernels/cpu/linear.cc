@@ -117,34 +117,34 @@ ENVFORGE_TARGET_AVX2 void GemvTile(const float* x, const WeightMatrix& w, int64_
   using Stored = typename Codec<D>::Stored;
   const int64_t cols = w.cols;
   const Stored* rows[NR];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int j = 0; j < NR; ++j) rows[j] = static_cast<const Stored*>(w.data) + (n0 + j) * cols;
   float total[MR][NR] = {};
   const int64_t span = ScaleSpan<D>(w);
   for (int64_t span_begin = 0; span_begin < cols; span_begin += span) {
     const int64_t span_end = std::min(cols, span_begin + span);
     __m256 acc[MR][NR];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
     }
     int64_t k = span_begin;
     for (; k + 8 <= span_end; k += 8) {
       __m256 xv[MR];
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) xv[i] = _mm256_loadu_ps(x + i * cols + k);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) {
         __m256 wv = Codec<D>::Vec(rows[j] + k);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
       }
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       const float scale = SpanScale<D>(w, n0 + j, span_begin);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
         float sum = internal::HorizontalSum(acc[i][j]);
         for (int64_t kk = k; kk < span_end; ++kk) sum += x[i * cols + kk] * Codec<D>::Scalar(rows[j] + kk);
@@ -152,9 +152,9 @@ ENVFORGE_TARGET_AVX2 void GemvTile(const float* x, const WeightMatrix& w, int64_
       }
     }
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) y[i * w.rows + n0 + j] = total[i][j];
   }
 }
@@ -201,14 +201,13 @@ void GemvAvx2(const float* x, int64_t m, const WeightMatrix& w, float* y) {
 
 constexpr int kMr = internal::kMicroRows;
 constexpr int kNr = internal::kMicroCols;
-constexpr int64_t kKc = 256;         // k block: a 16 x 256 panel is 16 KiB (L1)
-constexpr int64_t kNc = 128;         // weight rows per block: 128 x 256 floats = 128 KiB (L2)
+constexpr int64_t kKc = 256;  // k block: a 16 x 256 panel is 16 KiB (L1)
+constexpr int64_t kNc = 128;  // weight rows per block: 128 x 256 floats = 128 KiB (L2)
 static_assert(kKc % kFp8Block == 0, "k blocks must not straddle fp8 scale blocks");
 
 // Decodes w[row, k0 : k0 + count] to fp32 (scales applied).
 template <DType D>
-ENVFORGE_TARGET_AVX2 void DecodeRowSegment(const WeightMatrix& w, int64_t row, int64_t k0, int64_t count,
-                                           float* out) {
+ENVFORGE_TARGET_AVX2 void DecodeRowSegment(const WeightMatrix& w, int64_t row, int64_t k0, int64_t count, float* out) {
   using Stored = typename Codec<D>::Stored;
   const Stored* src = static_cast<const Stored*>(w.data) + row * w.cols;
   const int64_t span = ScaleSpan<D>(w);
@@ -260,8 +259,8 @@ void GemmAvx2(const float* x, int64_t m, const WeightMatrix& w, float* y) {
           const int64_t mr = std::min<int64_t>(kMr, m - i0);
           for (int64_t p = 0; p < panels; ++p) {
             internal::RunMicroKernel(mr, x + i0 * w.cols + k0, w.cols, packed + p * kNr * kc, kNr, kc,
-                           y + i0 * w.rows + n_begin + p * kNr, w.rows, std::min<int64_t>(kNr, n_count - p * kNr),
-                           k0 > 0);
+                                     y + i0 * w.rows + n_begin + p * kNr, w.rows,
+                                     std::min<int64_t>(kNr, n_count - p * kNr), k0 > 0);
           }
         }
       }
@@ -290,8 +289,7 @@ float WeightAt(const WeightMatrix& w, int64_t row, int64_t col) {
     case DType::kF32: return static_cast<const float*>(w.data)[index];
     case DType::kBF16: return Bf16ToFloat(static_cast<const uint16_t*>(w.data)[index]);
     case DType::kF16: return HalfToFloat(static_cast<const uint16_t*>(w.data)[index]);
-    case DType::kF8E4M3:
-      return Fp8E4M3ToFloat(static_cast<const uint8_t*>(w.data)[index]) * BlockScale(w, row, col);
+    case DType::kF8E4M3: return Fp8E4M3ToFloat(static_cast<const uint8_t*>(w.data)[index]) * BlockScale(w, row, col);
   }
   return 0.0f;
 }

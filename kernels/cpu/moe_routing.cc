@@ -44,13 +44,15 @@ void RouteExperts(const float* logits, const float* bias, const MoeRouting& rout
     for (int64_t g = 0; g < routing.n_groups; ++g) {
       std::vector<float> members(biased.begin() + g * group_size, biased.begin() + (g + 1) * group_size);
       float sum = 0.0f;
-      for (int64_t index : TopIndices(members, std::min<int64_t>(2, group_size))) sum += members[static_cast<size_t>(index)];
+      for (int64_t index : TopIndices(members, std::min<int64_t>(2, group_size)))
+        sum += members[static_cast<size_t>(index)];
       group_scores[static_cast<size_t>(g)] = sum;
     }
     std::vector<bool> kept(static_cast<size_t>(routing.n_groups), false);
     for (int64_t g : TopIndices(group_scores, routing.topk_groups)) kept[static_cast<size_t>(g)] = true;
     for (int64_t e = 0; e < n; ++e) {
-      if (!kept[static_cast<size_t>(e / group_size)]) biased[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
+      if (!kept[static_cast<size_t>(e / group_size)])
+        biased[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
     }
   }
 

@@ -20,14 +20,14 @@ struct MoeRouting {
   bool normalize = true;
 };
 
-void RouteExperts(const float* logits, const float* bias, const MoeRouting& routing,
-                  int32_t* expert_ids, float* weights);
+void RouteExperts(const float* logits, const float* bias, const MoeRouting& routing, int32_t* expert_ids,
+                  float* weights);
 
 namespace ref {
 // The rule above by repeated arg-max scans (no sorting), for tests: the same expert ids and
 // weights bit for bit.
-void RouteExperts(const float* logits, const float* bias, const MoeRouting& routing,
-                  int32_t* expert_ids, float* weights);
+void RouteExperts(const float* logits, const float* bias, const MoeRouting& routing, int32_t* expert_ids,
+                  float* weights);
 }  // namespace ref
 
 }  // namespace envforge::kernels

@@ -8,14 +8,14 @@
 namespace envforge::kernels {
 
 void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps, float* out);
-void LayerNorm(const float* x, int64_t rows, int64_t dim, const float* weight, const float* bias,
-               float eps, float* out);
+void LayerNorm(const float* x, int64_t rows, int64_t dim, const float* weight, const float* bias, float eps,
+               float* out);
 
 namespace ref {
 // The formulas above in double, one thread, rounded once per output, for tests (out may alias x).
 void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps, float* out);
-void LayerNorm(const float* x, int64_t rows, int64_t dim, const float* weight, const float* bias,
-               float eps, float* out);
+void LayerNorm(const float* x, int64_t rows, int64_t dim, const float* weight, const float* bias, float eps,
+               float* out);
 }  // namespace ref
 
 }  // namespace envforge::kernels

@@ -19,9 +19,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Runs body(thread_index) on `threads` threads started together; returns the wall time.
 template <typename Body>
@@ -50,30 +48,30 @@ constexpr int kChains = 12;
 #if ENVFORGE_KERNELS_X86
 ENVFORGE_TARGET_AVX2 float FmaLoopAvx2(int64_t iterations) {
   __m256 acc[kChains];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(static_cast<float>(c) * 1e-3f);
   const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
   for (int64_t i = 0; i < iterations; ++i) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
   }
   __m256 sum = acc[0];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int c = 1; c < kChains; ++c) sum = _mm256_add_ps(sum, acc[c]);
   return internal::HorizontalSum(sum);
 }
 
 ENVFORGE_TARGET_AVX512 float FmaLoopAvx512(int64_t iterations) {
   __m512 acc[kChains];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c) * 1e-3f);
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
   for (int64_t i = 0; i < iterations; ++i) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
   }
   __m512 sum = acc[0];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int c = 1; c < kChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, sum);
@@ -86,7 +84,7 @@ ENVFORGE_TARGET_AVX2 double SumFloatsAvx2(const float* data, int64_t count) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   int64_t i = 0;
   for (; i + 32 <= count; i += 32) {
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_load_ps(data + i + 8 * j));
   }
   double sum = internal::HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));

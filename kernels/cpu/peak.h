@@ -24,9 +24,9 @@ double MeasureMemoryBandwidthGBs(int threads);
 struct GemmFigure {
   int64_t m = 0, n = 0, k = 0;
   DType dtype = DType::kBF16;
-  double seconds = 0;      // one Linear call, best of several
-  double gflops = 0;       // 2 m n k / seconds / 1e9
-  double weight_gbs = 0;   // weight bytes / seconds / 1e9 (the decode-side figure)
+  double seconds = 0;     // one Linear call, best of several
+  double gflops = 0;      // 2 m n k / seconds / 1e9
+  double weight_gbs = 0;  // weight bytes / seconds / 1e9 (the decode-side figure)
 };
 // Linear(x[m, k], W[n, k] of dtype) on random data with the current kernel thread count.
 GemmFigure MeasureLinearGflops(int64_t m, int64_t n, int64_t k, DType dtype);

@@ -34,9 +34,7 @@ std::vector<float> YarnFrequencies(const YarnParams& params) {
   return freqs;
 }
 
-double YarnMscale(double factor, double mscale) {
-  return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
-}
+double YarnMscale(double factor, double mscale) { return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0; }
 
 void ApplyRope(float* v, int64_t count, int64_t stride, int rotary_dim, int64_t pos, const float* freqs,
                RopeLayout layout) {

@@ -33,14 +33,14 @@ double YarnMscale(double factor, double mscale);
 
 enum class RopeLayout { kInterleaved, kHalf };
 // Rotates `count` vectors of rotary_dim values, vector j at v + j * stride, all at position pos.
-void ApplyRope(float* v, int64_t count, int64_t stride, int rotary_dim, int64_t pos,
-               const float* freqs, RopeLayout layout);
+void ApplyRope(float* v, int64_t count, int64_t stride, int rotary_dim, int64_t pos, const float* freqs,
+               RopeLayout layout);
 
 namespace ref {
 // The rotation of the comment above, for tests: the pairs listed explicitly per layout, the fp32
 // angle as specified, each pair rotated in double. Agrees with ApplyRope to fp32 rounding.
-void ApplyRope(float* v, int64_t count, int64_t stride, int rotary_dim, int64_t pos,
-               const float* freqs, RopeLayout layout);
+void ApplyRope(float* v, int64_t count, int64_t stride, int rotary_dim, int64_t pos, const float* freqs,
+               RopeLayout layout);
 }  // namespace ref
 
 }  // namespace envforge::kernels

@@ -348,16 +348,16 @@ ENVFORGE_TARGET_AVX2 void AbsorbStreamedItems(const KvbProjection& p, const floa
     for (int64_t t = 0; t < tokens; ++t) {
       const float* qn = q + (t * p.heads + h) * q_stride;
       __m256 acc[8];
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
       for (int64_t d = 0; d < p.nope; ++d) {
         const int64_t row = KvbRow(p, h, d);
         const __m256 coef = _mm256_set1_ps(qn[d] * WeightScale(p.w, row, c0));
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(coef, LoadWeights8<D>(p.w, row, c0 + 8 * j), acc[j]);
       }
       float* out = q_out + (t * p.heads + h) * out_stride + c0;
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + 8 * j, acc[j]);
     }
   }
@@ -386,15 +386,15 @@ ENVFORGE_TARGET_AVX2 void ProjectStreamedItems(const KvbProjection& p, const flo
       for (int64_t span = 0; span < rank; span += kFp8Block) {
         const int64_t span_end = std::min(rank, span + kFp8Block);
         __m256 acc[kProjectRows];
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int j = 0; j < kProjectRows; ++j) acc[j] = _mm256_setzero_ps();
         for (int64_t c = span; c < span_end; c += 8) {
           const __m256 xv = _mm256_loadu_ps(x + c);
-          #pragma GCC unroll 8
+#pragma GCC unroll 8
           for (int j = 0; j < kProjectRows; ++j)
             acc[j] = _mm256_fmadd_ps(xv, LoadWeights8<D>(p.w, row0 + j, c), acc[j]);
         }
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int j = 0; j < kProjectRows; ++j)
           total[j] += internal::HorizontalSum(acc[j]) * WeightScale(p.w, row0 + j, span);
       }
@@ -493,18 +493,10 @@ bool KvbProductAvx2(bool absorb, const KvbProjection& p, const float* x, int64_t
   }
   if (!absorb && p.v_dim % kProjectRows != 0) return false;
   switch (p.w.dtype) {
-    case DType::kF32:
-      ProductsStreamed<DType::kF32>(absorb, p, x, tokens, x_stride, y, y_stride);
-      break;
-    case DType::kBF16:
-      ProductsStreamed<DType::kBF16>(absorb, p, x, tokens, x_stride, y, y_stride);
-      break;
-    case DType::kF16:
-      ProductsStreamed<DType::kF16>(absorb, p, x, tokens, x_stride, y, y_stride);
-      break;
-    case DType::kF8E4M3:
-      ProductsStreamed<DType::kF8E4M3>(absorb, p, x, tokens, x_stride, y, y_stride);
-      break;
+    case DType::kF32: ProductsStreamed<DType::kF32>(absorb, p, x, tokens, x_stride, y, y_stride); break;
+    case DType::kBF16: ProductsStreamed<DType::kBF16>(absorb, p, x, tokens, x_stride, y, y_stride); break;
+    case DType::kF16: ProductsStreamed<DType::kF16>(absorb, p, x, tokens, x_stride, y, y_stride); break;
+    case DType::kF8E4M3: ProductsStreamed<DType::kF8E4M3>(absorb, p, x, tokens, x_stride, y, y_stride); break;
   }
   return true;
 }
@@ -583,7 +575,9 @@ void SparseMqaAttention(const SparseAttentionArgs& a, float* out) {
     double max_z = -std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < rows.size(); ++i) {
       double dot = 0.0;
-      for (int64_t d = 0; d < width; ++d) dot += static_cast<double>(a.q[h * width + d]) * latent[i * static_cast<size_t>(width) + static_cast<size_t>(d)];
+      for (int64_t d = 0; d < width; ++d)
+        dot +=
+            static_cast<double>(a.q[h * width + d]) * latent[i * static_cast<size_t>(width) + static_cast<size_t>(d)];
       z[i] = dot * a.scale;
       max_z = std::max(max_z, z[i]);
     }
@@ -594,7 +588,8 @@ void SparseMqaAttention(const SparseAttentionArgs& a, float* out) {
     }
     for (int64_t d = 0; d < v_dim; ++d) {
       double acc = 0.0;
-      for (size_t i = 0; i < rows.size(); ++i) acc += z[i] * latent[i * static_cast<size_t>(width) + static_cast<size_t>(d)];
+      for (size_t i = 0; i < rows.size(); ++i)
+        acc += z[i] * latent[i * static_cast<size_t>(width) + static_cast<size_t>(d)];
       o[d] = static_cast<float>(acc / sum);
     }
   }

@@ -14,8 +14,8 @@ namespace envforge::kernels {
 
 void TopK(const float* scores, int64_t n, int64_t k, int32_t* out);
 // rows independent rows of length n, row stride `stride`; out is [rows, k]. Threads over rows.
-void TopKRows(const float* scores, int64_t rows, int64_t n, int64_t stride, const int64_t* row_len,
-              int64_t k, int32_t* out);  // row_len[r] (may be nullptr = n) limits row r
+void TopKRows(const float* scores, int64_t rows, int64_t n, int64_t stride, const int64_t* row_len, int64_t k,
+              int32_t* out);  // row_len[r] (may be nullptr = n) limits row r
 
 namespace ref {
 void TopK(const float* scores, int64_t n, int64_t k, int32_t* out);

@@ -19,8 +19,8 @@ struct ActQuantArgs {
   int64_t rows = 0, cols = 0, x_stride = 0;  // 0: cols
   int64_t group = 128;
   bool pow2_scales = true;
-  uint8_t* q = nullptr;      // [rows, cols]
-  float* scales = nullptr;   // [rows, ceil(cols / group)]
+  uint8_t* q = nullptr;     // [rows, cols]
+  float* scales = nullptr;  // [rows, ceil(cols / group)]
 };
 Status ActQuantFp8(const ActQuantArgs& args, cudaStream_t stream);
 

@@ -32,7 +32,8 @@ Result<DeviceInfo> ProbeOnce() {
   info.ordinal = 0;
   cudaDeviceProp prop{};
   error = cudaGetDeviceProperties(&prop, 0);
-  if (error != cudaSuccess) return UnavailableError(std::string("cudaGetDeviceProperties: ") + cudaGetErrorString(error));
+  if (error != cudaSuccess)
+    return UnavailableError(std::string("cudaGetDeviceProperties: ") + cudaGetErrorString(error));
   info.name = prop.name;
   info.sm_major = prop.major;
   info.sm_minor = prop.minor;
@@ -40,9 +41,11 @@ Result<DeviceInfo> ProbeOnce() {
   info.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
   info.shared_memory_per_block_optin = static_cast<int64_t>(prop.sharedMemPerBlockOptin);
   int clock_khz = 0;
-  if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0) == cudaSuccess) info.memory_clock_khz = clock_khz;
+  if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0) == cudaSuccess)
+    info.memory_clock_khz = clock_khz;
   int bus_bits = 0;
-  if (cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0) == cudaSuccess) info.memory_bus_bits = bus_bits;
+  if (cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0) == cudaSuccess)
+    info.memory_bus_bits = bus_bits;
   if (info.sm_major < 9) {
     return UnavailableError(info.name + " is sm_" + std::to_string(info.sm_major) + std::to_string(info.sm_minor) +
                             "; the kernels are built for sm_90 (Hopper) and newer");
@@ -139,7 +142,8 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 
 Result<Stream> Stream::Create() {
   Stream stream;
-  ENVFORGE_RETURN_IF_ERROR(CheckCuda(cudaStreamCreateWithFlags(&stream.stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+  ENVFORGE_RETURN_IF_ERROR(
+      CheckCuda(cudaStreamCreateWithFlags(&stream.stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
   return stream;
 }
 
@@ -175,8 +179,9 @@ Result<double> EventTimer::StopMs(cudaStream_t stream) {
   ENVFORGE_RETURN_IF_ERROR(CheckCuda(cudaEventRecord(static_cast<cudaEvent_t>(stop_), stream), "cudaEventRecord"));
   ENVFORGE_RETURN_IF_ERROR(CheckCuda(cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)), "cudaEventSynchronize"));
   float ms = 0;
-  ENVFORGE_RETURN_IF_ERROR(CheckCuda(
-      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)), "cudaEventElapsedTime"));
+  ENVFORGE_RETURN_IF_ERROR(
+      CheckCuda(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)),
+                "cudaEventElapsedTime"));
   return static_cast<double>(ms);
 }
 

@@ -23,7 +23,7 @@ namespace envforge::kernels::cuda {
 
 struct DeviceInfo {
   int ordinal = 0;
-  std::string name;            // e.g. "NVIDIA H100 80GB HBM3"
+  std::string name;  // e.g. "NVIDIA H100 80GB HBM3"
   int sm_major = 0, sm_minor = 0;
   int sm_count = 0;
   int64_t memory_bytes = 0;
@@ -59,7 +59,9 @@ class DeviceBuffer {
 
   void* data() const { return data_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(data_); }
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
   size_t bytes() const { return bytes_; }
 
   // Copies into / out of [offset, offset + bytes) that have completed on the device when they

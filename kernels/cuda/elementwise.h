@@ -6,7 +6,8 @@
 //   ToBf16 / Bf16ToF32: conversions (round to nearest even, as kernels::FloatToBf16)
 //   (SiluMul takes exactly one of out_f32 / out_bf16. ScaleRowsAdd adds with atomics, so row_of
 //   may repeat (a row named once gets exactly y + x * s); negative row_of entries are skipped.)
-//   GatherRows:   out[r] = table[ids[r]] widened to fp32 (an id outside [0, table_rows) gives zeros), table in any kernels::DType (bf16, fp16,
+//   GatherRows:   out[r] = table[ids[r]] widened to fp32 (an id outside [0, table_rows) gives zeros), table in any
+//   kernels::DType (bf16, fp16,
 //                 fp32; fp8 with 128x128 block scales) — the embedding lookup
 #pragma once
 
@@ -29,8 +30,8 @@ struct SiluMulArgs {
 Status SiluMul(const SiluMulArgs& args, cudaStream_t stream);
 
 Status AddInPlace(float* y, const float* x, int64_t n, float alpha, cudaStream_t stream);
-Status ScaleRowsAdd(float* y, const float* x, const float* row_scale, const int32_t* row_of,
-                    int64_t rows, int64_t cols, cudaStream_t stream);  // y[row_of[r]] += x[r] * s[r]
+Status ScaleRowsAdd(float* y, const float* x, const float* row_scale, const int32_t* row_of, int64_t rows, int64_t cols,
+                    cudaStream_t stream);  // y[row_of[r]] += x[r] * s[r]
 Status ToBf16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream);
 Status Bf16ToF32(const uint16_t* x, int64_t n, float* out, cudaStream_t stream);
 
@@ -41,7 +42,7 @@ struct GatherRowsArgs {
   int64_t table_rows = 0, cols = 0;
   const int32_t* ids = nullptr;  // [count]
   int64_t count = 0;
-  float* out = nullptr;          // [count, cols]
+  float* out = nullptr;  // [count, cols]
 };
 Status GatherRows(const GatherRowsArgs& args, cudaStream_t stream);
 

@@ -60,30 +60,33 @@ __global__ void CombineExpertsKernel(CombineExpertsArgs a) {
 
 }  // namespace
 
-Status CopyColumnsToBf16(const float* x, int64_t x_stride, int64_t rows, int64_t cols, uint16_t* out, int64_t out_stride,
-                         cudaStream_t stream) {
+Status CopyColumnsToBf16(const float* x, int64_t x_stride, int64_t rows, int64_t cols, uint16_t* out,
+                         int64_t out_stride, cudaStream_t stream) {
   if (rows < 0 || cols < 0) return InvalidArgumentError("CopyColumnsToBf16: rows and cols must be >= 0");
   if (rows == 0 || cols == 0) return Status::Ok();
   if (x == nullptr || out == nullptr) return InvalidArgumentError("CopyColumnsToBf16: x and out must be non-null");
   if (x_stride < cols || out_stride < cols) {
-    return InvalidArgumentError("CopyColumnsToBf16: strides (" + std::to_string(x_stride) + ", " + std::to_string(out_stride) +
-                                ") must be >= cols " + std::to_string(cols));
+    return InvalidArgumentError("CopyColumnsToBf16: strides (" + std::to_string(x_stride) + ", " +
+                                std::to_string(out_stride) + ") must be >= cols " + std::to_string(cols));
   }
-  ENVFORGE_LAUNCH(GridFor(rows * cols), kThreads, 0, stream, CopyColumnsToBf16Kernel)(x, x_stride, rows, cols, out, out_stride);
+  ENVFORGE_LAUNCH(GridFor(rows * cols), kThreads, 0, stream, CopyColumnsToBf16Kernel)
+  (x, x_stride, rows, cols, out, out_stride);
   return CheckCuda(cudaGetLastError(), "CopyColumnsToBf16 launch");
 }
 
 Status CopyRows(const void* src, const int32_t* ids, int64_t count, int64_t row_bytes, void* out, cudaStream_t stream) {
   if (count < 0) return InvalidArgumentError("CopyRows: count must be >= 0, got " + std::to_string(count));
   if (row_bytes <= 0 || row_bytes % 4 != 0) {
-    return InvalidArgumentError("CopyRows: row_bytes must be a positive multiple of 4, got " + std::to_string(row_bytes));
+    return InvalidArgumentError("CopyRows: row_bytes must be a positive multiple of 4, got " +
+                                std::to_string(row_bytes));
   }
   if (count == 0) return Status::Ok();
-  if (src == nullptr || ids == nullptr || out == nullptr) return InvalidArgumentError("CopyRows: src, ids and out must be non-null");
+  if (src == nullptr || ids == nullptr || out == nullptr)
+    return InvalidArgumentError("CopyRows: src, ids and out must be non-null");
   if (!Aligned4(src) || !Aligned4(out)) return InvalidArgumentError("CopyRows: src and out must be 4-byte aligned");
   const int64_t words = row_bytes / 4;
-  ENVFORGE_LAUNCH(GridFor(count * words), kThreads, 0, stream, CopyRowsKernel)(static_cast<const uint32_t*>(src), ids, count, words,
-                                                                  static_cast<uint32_t*>(out));
+  ENVFORGE_LAUNCH(GridFor(count * words), kThreads, 0, stream, CopyRowsKernel)
+  (static_cast<const uint32_t*>(src), ids, count, words, static_cast<uint32_t*>(out));
   return CheckCuda(cudaGetLastError(), "CopyRows launch");
 }
 

@@ -20,19 +20,19 @@
 
 namespace envforge::kernels::cuda {
 
-Status CopyColumnsToBf16(const float* x, int64_t x_stride, int64_t rows, int64_t cols, uint16_t* out, int64_t out_stride,
-                         cudaStream_t stream);
+Status CopyColumnsToBf16(const float* x, int64_t x_stride, int64_t rows, int64_t cols, uint16_t* out,
+                         int64_t out_stride, cudaStream_t stream);
 
 Status CopyRows(const void* src, const int32_t* ids, int64_t count, int64_t row_bytes, void* out, cudaStream_t stream);
 
 Status ScaleByProduct(float* y, const float* s, float c, int64_t n, cudaStream_t stream);
 
 struct CombineExpertsArgs {
-  float* x = nullptr;              // [tokens, dim] residual stream, added to
-  const float* shared = nullptr;   // [tokens, dim] shared expert output; nullable
-  const float* ys = nullptr;       // [*, dim] routed expert outputs, one row per (token, slot)
-  const int32_t* row = nullptr;    // [tokens, top_k] row of ys of each slot, -1: none
-  const float* weight = nullptr;   // [tokens, top_k] routing weights
+  float* x = nullptr;             // [tokens, dim] residual stream, added to
+  const float* shared = nullptr;  // [tokens, dim] shared expert output; nullable
+  const float* ys = nullptr;      // [*, dim] routed expert outputs, one row per (token, slot)
+  const int32_t* row = nullptr;   // [tokens, top_k] row of ys of each slot, -1: none
+  const float* weight = nullptr;  // [tokens, top_k] routing weights
   int64_t tokens = 0, dim = 0, top_k = 0;
 };
 Status CombineExperts(const CombineExpertsArgs& args, cudaStream_t stream);

@@ -54,7 +54,8 @@ const internal::CublasLibrary& Blas() { return *internal::Cublas().value(); }
 
 Status CheckBlas(cublasStatus_t status, std::string_view what) {
   if (status == CUBLAS_STATUS_SUCCESS) return Status();
-  return InternalError(std::string(what) + ": " + Blas().cublasGetStatusName(status) + ": " + Blas().cublasGetStatusString(status));
+  return InternalError(std::string(what) + ": " + Blas().cublasGetStatusName(status) + ": " +
+                       Blas().cublasGetStatusString(status));
 }
 
 bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
@@ -90,7 +91,8 @@ struct LtObject {
 };
 using MatmulDesc = LtObject<cublasLtMatmulDesc_t, &internal::CublasLibrary::cublasLtMatmulDescDestroy>;
 using MatrixLayout = LtObject<cublasLtMatrixLayout_t, &internal::CublasLibrary::cublasLtMatrixLayoutDestroy>;
-using MatmulPreference = LtObject<cublasLtMatmulPreference_t, &internal::CublasLibrary::cublasLtMatmulPreferenceDestroy>;
+using MatmulPreference =
+    LtObject<cublasLtMatmulPreference_t, &internal::CublasLibrary::cublasLtMatmulPreferenceDestroy>;
 
 // One FP8 block-scaled product in cuBLAS's terms: D (rows x cols, ld ldd) = A^T . B with A
 // k x rows (ld lda), B k x cols (ld ldb).
@@ -107,8 +109,8 @@ struct Fp8Problem {
 struct Fp8ProblemHash {
   size_t operator()(const Fp8Problem& p) const {
     size_t h = 1469598103934665603ULL;
-    for (int64_t v : {p.rows, p.cols, p.k, p.lda, p.ldb, p.ldd, int64_t{p.d_bf16}, int64_t{p.beta_nonzero}, int64_t{p.align_a},
-                      int64_t{p.align_b}, int64_t{p.align_d}}) {
+    for (int64_t v : {p.rows, p.cols, p.k, p.lda, p.ldb, p.ldd, int64_t{p.d_bf16}, int64_t{p.beta_nonzero},
+                      int64_t{p.align_a}, int64_t{p.align_b}, int64_t{p.align_d}}) {
       h = (h ^ static_cast<size_t>(v)) * 1099511628211ULL;
     }
     return h;
@@ -128,8 +130,8 @@ struct Fp8Descriptors {
 };
 
 Status BuildFp8Descriptors(const Fp8Problem& p, const float* a_scales, const float* b_scales, Fp8Descriptors& out) {
-  ENVFORGE_RETURN_IF_ERROR(
-      CheckBlas(Blas().cublasLtMatmulDescCreate(&out.desc.value, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
+  ENVFORGE_RETURN_IF_ERROR(CheckBlas(Blas().cublasLtMatmulDescCreate(&out.desc.value, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                                     "cublasLtMatmulDescCreate"));
   const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
   const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
   const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
@@ -147,20 +149,23 @@ Status BuildFp8Descriptors(const Fp8Problem& p, const float* a_scales, const flo
       {CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scales, sizeof b_scales},
   };
   for (const Attribute& attribute : attributes) {
-    ENVFORGE_RETURN_IF_ERROR(
-        CheckBlas(Blas().cublasLtMatmulDescSetAttribute(out.desc.value, attribute.name, attribute.value, attribute.size),
-                  "cublasLtMatmulDescSetAttribute"));
+    ENVFORGE_RETURN_IF_ERROR(CheckBlas(
+        Blas().cublasLtMatmulDescSetAttribute(out.desc.value, attribute.name, attribute.value, attribute.size),
+        "cublasLtMatmulDescSetAttribute"));
   }
   const cudaDataType d_type = p.d_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  ENVFORGE_RETURN_IF_ERROR(CheckBlas(
-      Blas().cublasLtMatrixLayoutCreate(&out.a.value, CUDA_R_8F_E4M3, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.rows), p.lda),
-      "Blas().cublasLtMatrixLayoutCreate(A)"));
-  ENVFORGE_RETURN_IF_ERROR(CheckBlas(
-      Blas().cublasLtMatrixLayoutCreate(&out.b.value, CUDA_R_8F_E4M3, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.cols), p.ldb),
-      "Blas().cublasLtMatrixLayoutCreate(B)"));
-  ENVFORGE_RETURN_IF_ERROR(CheckBlas(
-      Blas().cublasLtMatrixLayoutCreate(&out.d.value, d_type, static_cast<uint64_t>(p.rows), static_cast<uint64_t>(p.cols), p.ldd),
-      "Blas().cublasLtMatrixLayoutCreate(D)"));
+  ENVFORGE_RETURN_IF_ERROR(
+      CheckBlas(Blas().cublasLtMatrixLayoutCreate(&out.a.value, CUDA_R_8F_E4M3, static_cast<uint64_t>(p.k),
+                                                  static_cast<uint64_t>(p.rows), p.lda),
+                "Blas().cublasLtMatrixLayoutCreate(A)"));
+  ENVFORGE_RETURN_IF_ERROR(
+      CheckBlas(Blas().cublasLtMatrixLayoutCreate(&out.b.value, CUDA_R_8F_E4M3, static_cast<uint64_t>(p.k),
+                                                  static_cast<uint64_t>(p.cols), p.ldb),
+                "Blas().cublasLtMatrixLayoutCreate(B)"));
+  ENVFORGE_RETURN_IF_ERROR(
+      CheckBlas(Blas().cublasLtMatrixLayoutCreate(&out.d.value, d_type, static_cast<uint64_t>(p.rows),
+                                                  static_cast<uint64_t>(p.cols), p.ldd),
+                "Blas().cublasLtMatrixLayoutCreate(D)"));
   return Status();
 }
 
@@ -178,11 +183,12 @@ Result<cublasLtMatmulAlgo_t> FindFp8Algo(cublasLtHandle_t lt, const Fp8Problem& 
     if (it != algo_cache.end()) return it->second;
   }
   MatmulPreference preference;
-  ENVFORGE_RETURN_IF_ERROR(CheckBlas(Blas().cublasLtMatmulPreferenceCreate(&preference.value), "cublasLtMatmulPreferenceCreate"));
+  ENVFORGE_RETURN_IF_ERROR(
+      CheckBlas(Blas().cublasLtMatmulPreferenceCreate(&preference.value), "cublasLtMatmulPreferenceCreate"));
   const uint64_t workspace = kBlasWorkspaceBytes;
   ENVFORGE_RETURN_IF_ERROR(
-      CheckBlas(Blas().cublasLtMatmulPreferenceSetAttribute(preference.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                     sizeof workspace),
+      CheckBlas(Blas().cublasLtMatmulPreferenceSetAttribute(preference.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                            &workspace, sizeof workspace),
                 "cublasLtMatmulPreferenceSetAttribute"));
   // The heuristic assumes 256-byte aligned buffers unless told otherwise; row offsets into a
   // larger buffer are often only 16-byte aligned.
@@ -193,18 +199,19 @@ Result<cublasLtMatmulAlgo_t> FindFp8Algo(cublasLtHandle_t lt, const Fp8Problem& 
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.align_d},
   };
   for (const auto& [name, value] : alignments) {
-    ENVFORGE_RETURN_IF_ERROR(CheckBlas(Blas().cublasLtMatmulPreferenceSetAttribute(preference.value, name, &value, sizeof value),
-                                       "cublasLtMatmulPreferenceSetAttribute"));
+    ENVFORGE_RETURN_IF_ERROR(
+        CheckBlas(Blas().cublasLtMatmulPreferenceSetAttribute(preference.value, name, &value, sizeof value),
+                  "cublasLtMatmulPreferenceSetAttribute"));
   }
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  cublasStatus_t status =
-      Blas().cublasLtMatmulAlgoGetHeuristic(lt, descriptors.desc.value, descriptors.a.value, descriptors.b.value, descriptors.d.value,
-                                     descriptors.d.value, preference.value, 1, &result, &returned);
+  cublasStatus_t status = Blas().cublasLtMatmulAlgoGetHeuristic(
+      lt, descriptors.desc.value, descriptors.a.value, descriptors.b.value, descriptors.d.value, descriptors.d.value,
+      preference.value, 1, &result, &returned);
   // Devices without these scale modes (pre-Hopper, or Blackwell, which has MX scaling instead)
   // answer with an error status or no result, depending on the library version.
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_ARCH_MISMATCH || status == CUBLAS_STATUS_INVALID_VALUE ||
-      (status == CUBLAS_STATUS_SUCCESS && returned == 0)) {
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_ARCH_MISMATCH ||
+      status == CUBLAS_STATUS_INVALID_VALUE || (status == CUBLAS_STATUS_SUCCESS && returned == 0)) {
     return FailedPreconditionError("unimplemented: cuBLASLt has no FP8 block-scaled (1x128 x 128x128) GEMM for " +
                                    DescribeFp8(p) + " on this device (" + Blas().cublasGetStatusName(status) +
                                    "); use bf16 weights instead");
@@ -217,15 +224,15 @@ Result<cublasLtMatmulAlgo_t> FindFp8Algo(cublasLtHandle_t lt, const Fp8Problem& 
 }
 
 // Runs one FP8 product (see Fp8Problem) on the handle's stream.
-Status RunFp8(BlasHandle& handle, const Fp8Problem& p, const void* a, const float* a_scales, const void* b, const float* b_scales,
-              void* d, float alpha, float beta) {
+Status RunFp8(BlasHandle& handle, const Fp8Problem& p, const void* a, const float* a_scales, const void* b,
+              const float* b_scales, void* d, float alpha, float beta) {
   Fp8Descriptors descriptors;
   ENVFORGE_RETURN_IF_ERROR(BuildFp8Descriptors(p, a_scales, b_scales, descriptors));
   auto lt = static_cast<cublasLtHandle_t>(handle.blas_lt());
   ENVFORGE_ASSIGN_OR_RETURN(cublasLtMatmulAlgo_t algo, FindFp8Algo(lt, p, descriptors));
-  return CheckBlas(Blas().cublasLtMatmul(lt, descriptors.desc.value, &alpha, a, descriptors.a.value, b, descriptors.b.value, &beta, d,
-                                  descriptors.d.value, d, descriptors.d.value, &algo, handle.workspace(),
-                                  handle.workspace_bytes(), handle.stream()),
+  return CheckBlas(Blas().cublasLtMatmul(lt, descriptors.desc.value, &alpha, a, descriptors.a.value, b,
+                                         descriptors.b.value, &beta, d, descriptors.d.value, d, descriptors.d.value,
+                                         &algo, handle.workspace(), handle.workspace_bytes(), handle.stream()),
                    "cublasLtMatmul (FP8 block-scaled " + DescribeFp8(p) + ")");
 }
 
@@ -233,16 +240,18 @@ Status RunFp8(BlasHandle& handle, const Fp8Problem& p, const void* a, const floa
 // a_scales rows [0, rows) ([rows, kb] row-major, i.e. kb x rows column-major with ld kb, taken
 // transposed). geam's second operand gets 0 times the same (finite) scales, so nothing
 // uninitialised is ever read.
-Status TransposeScales(BlasHandle& handle, const float* a_scales, int64_t rows, int64_t kb, float* scale_t, int64_t ld_t) {
+Status TransposeScales(BlasHandle& handle, const float* a_scales, int64_t rows, int64_t kb, float* scale_t,
+                       int64_t ld_t) {
   const float one = 1.0f, zero = 0.0f;
-  return CheckBlas(Blas().cublasSgeam_64(static_cast<cublasHandle_t>(handle.blas()), CUBLAS_OP_T, CUBLAS_OP_T, rows, kb, &one, a_scales,
-                                  kb, &zero, a_scales, kb, scale_t, ld_t),
+  return CheckBlas(Blas().cublasSgeam_64(static_cast<cublasHandle_t>(handle.blas()), CUBLAS_OP_T, CUBLAS_OP_T, rows, kb,
+                                         &one, a_scales, kb, &zero, a_scales, kb, scale_t, ld_t),
                    "cublasSgeam (activation scale transpose)");
 }
 
 Status ValidateGemmResolved(const GemmArgs& args, int64_t lda, int64_t ldw, int64_t ldc) {
   if (args.kind != GemmKind::kBF16 && args.kind != GemmKind::kFP8Block && args.kind != GemmKind::kF32) {
-    return InvalidArgumentError("GemmArgs.kind is not a GemmKind (" + std::to_string(static_cast<int>(args.kind)) + ")");
+    return InvalidArgumentError("GemmArgs.kind is not a GemmKind (" + std::to_string(static_cast<int>(args.kind)) +
+                                ")");
   }
   if (args.m < 0) return InvalidArgumentError("GemmArgs.m must be >= 0, got " + Str(args.m));
   if (args.n < 1) return InvalidArgumentError("GemmArgs.n must be >= 1, got " + Str(args.n));
@@ -254,12 +263,17 @@ Status ValidateGemmResolved(const GemmArgs& args, int64_t lda, int64_t ldw, int6
   ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.a, "GemmArgs.a", alignment));
   ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.w, "GemmArgs.w", alignment));
   ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.c, "GemmArgs.c", alignment));
-  if (args.kind == GemmKind::kF32 && args.c_bf16) return InvalidArgumentError("GemmArgs.c_bf16 is not supported for kF32");
+  if (args.kind == GemmKind::kF32 && args.c_bf16)
+    return InvalidArgumentError("GemmArgs.c_bf16 is not supported for kF32");
   if (args.kind == GemmKind::kFP8Block) {
-    if (args.k % 16 != 0) return InvalidArgumentError("GemmArgs.k must be a multiple of 16 for kFP8Block, got " + Str(args.k));
-    if (args.n % 4 != 0) return InvalidArgumentError("GemmArgs.n must be a multiple of 4 for kFP8Block, got " + Str(args.n));
-    if (lda % 16 != 0) return InvalidArgumentError("GemmArgs.lda must be a multiple of 16 for kFP8Block, got " + Str(lda));
-    if (ldw % 16 != 0) return InvalidArgumentError("GemmArgs.ldw must be a multiple of 16 for kFP8Block, got " + Str(ldw));
+    if (args.k % 16 != 0)
+      return InvalidArgumentError("GemmArgs.k must be a multiple of 16 for kFP8Block, got " + Str(args.k));
+    if (args.n % 4 != 0)
+      return InvalidArgumentError("GemmArgs.n must be a multiple of 4 for kFP8Block, got " + Str(args.n));
+    if (lda % 16 != 0)
+      return InvalidArgumentError("GemmArgs.lda must be a multiple of 16 for kFP8Block, got " + Str(lda));
+    if (ldw % 16 != 0)
+      return InvalidArgumentError("GemmArgs.ldw must be a multiple of 16 for kFP8Block, got " + Str(ldw));
     ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.a_scales, "GemmArgs.a_scales", alignof(float)));
     ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.w_scales, "GemmArgs.w_scales", alignof(float)));
   }
@@ -267,17 +281,19 @@ Status ValidateGemmResolved(const GemmArgs& args, int64_t lda, int64_t ldw, int6
 }
 
 Status GemmBf16(BlasHandle& handle, const GemmArgs& args, int64_t lda, int64_t ldw, int64_t ldc) {
-  return CheckBlas(Blas().cublasGemmEx_64(static_cast<cublasHandle_t>(handle.blas()), CUBLAS_OP_T, CUBLAS_OP_N, args.n, args.m, args.k,
-                                   &args.alpha, args.w, CUDA_R_16BF, ldw, args.a, CUDA_R_16BF, lda, &args.beta, args.c,
-                                   args.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+  return CheckBlas(Blas().cublasGemmEx_64(static_cast<cublasHandle_t>(handle.blas()), CUBLAS_OP_T, CUBLAS_OP_N, args.n,
+                                          args.m, args.k, &args.alpha, args.w, CUDA_R_16BF, ldw, args.a, CUDA_R_16BF,
+                                          lda, &args.beta, args.c, args.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, ldc,
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                    "cublasGemmEx (bf16 n=" + Str(args.n) + " m=" + Str(args.m) + " k=" + Str(args.k) + ")");
 }
 
 Status GemmF32(BlasHandle& handle, const GemmArgs& args, int64_t lda, int64_t ldw, int64_t ldc) {
-  return CheckBlas(Blas().cublasGemmEx_64(static_cast<cublasHandle_t>(handle.blas()), CUBLAS_OP_T, CUBLAS_OP_N, args.n, args.m,
-                                          args.k, &args.alpha, args.w, CUDA_R_32F, ldw, args.a, CUDA_R_32F, lda, &args.beta,
-                                          args.c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmEx (fp32 n=" + Str(args.n) + " m=" + Str(args.m) + " k=" + Str(args.k) + ")");
+  return CheckBlas(
+      Blas().cublasGemmEx_64(static_cast<cublasHandle_t>(handle.blas()), CUBLAS_OP_T, CUBLAS_OP_N, args.n, args.m,
+                             args.k, &args.alpha, args.w, CUDA_R_32F, ldw, args.a, CUDA_R_32F, lda, &args.beta, args.c,
+                             CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx (fp32 n=" + Str(args.n) + " m=" + Str(args.m) + " k=" + Str(args.k) + ")");
 }
 
 Status GemmFp8Block(BlasHandle& handle, const GemmArgs& args, int64_t lda, int64_t ldw, int64_t ldc) {
@@ -295,13 +311,13 @@ Status GemmFp8Block(BlasHandle& handle, const GemmArgs& args, int64_t lda, int64
     auto* repitched = reinterpret_cast<float*>(scratch + used);
     used += AlignUp(static_cast<size_t>(nb * kb_padded) * sizeof(float));
     if (used > kScratchBytes) {
-      return ResourceExhaustedError("GEMM scratch of " + std::to_string(kScratchBytes) + " bytes cannot hold the " + Str(nb) +
-                                    " x " + Str(kb_padded) + " re-pitched weight scales");
+      return ResourceExhaustedError("GEMM scratch of " + std::to_string(kScratchBytes) + " bytes cannot hold the " +
+                                    Str(nb) + " x " + Str(kb_padded) + " re-pitched weight scales");
     }
     // Padding entries are never read for data (they sit past the last k block) but must be
     // finite: zero them first.
-    ENVFORGE_RETURN_IF_ERROR(
-        CheckCuda(cudaMemsetAsync(repitched, 0, static_cast<size_t>(nb * kb_padded) * sizeof(float), stream), "cudaMemsetAsync"));
+    ENVFORGE_RETURN_IF_ERROR(CheckCuda(
+        cudaMemsetAsync(repitched, 0, static_cast<size_t>(nb * kb_padded) * sizeof(float), stream), "cudaMemsetAsync"));
     ENVFORGE_RETURN_IF_ERROR(
         CheckCuda(cudaMemcpy2DAsync(repitched, static_cast<size_t>(kb_padded) * sizeof(float), args.w_scales,
                                     static_cast<size_t>(kb) * sizeof(float), static_cast<size_t>(kb) * sizeof(float),
@@ -359,18 +375,18 @@ Status GemmFp8Block(BlasHandle& handle, const GemmArgs& args, int64_t lda, int64
     const auto* tail_end = reinterpret_cast<const char*>(scale_t + kb * kRowQuantum);
     ENVFORGE_RETURN_IF_ERROR(
         CheckCuda(cudaMemsetAsync(tail_a, 0, static_cast<size_t>(tail_end - tail_a), stream), "cudaMemsetAsync"));
-    ENVFORGE_RETURN_IF_ERROR(
-        CheckCuda(cudaMemcpy2DAsync(tail_a, static_cast<size_t>(args.k), a_bytes + body * lda, static_cast<size_t>(lda),
-                                    static_cast<size_t>(args.k), static_cast<size_t>(tail), cudaMemcpyDeviceToDevice, stream),
-                  "cudaMemcpy2DAsync (tail rows of A)"));
+    ENVFORGE_RETURN_IF_ERROR(CheckCuda(
+        cudaMemcpy2DAsync(tail_a, static_cast<size_t>(args.k), a_bytes + body * lda, static_cast<size_t>(lda),
+                          static_cast<size_t>(args.k), static_cast<size_t>(tail), cudaMemcpyDeviceToDevice, stream),
+        "cudaMemcpy2DAsync (tail rows of A)"));
     ENVFORGE_RETURN_IF_ERROR(TransposeScales(handle, args.a_scales + body * kb, tail, kb, scale_t, kRowQuantum));
     const size_t c_row_bytes = static_cast<size_t>(args.n) * c_elem;
     char* c_tail_rows = c_bytes + static_cast<size_t>(body * ldc) * c_elem;
     if (problem.beta_nonzero) {
-      ENVFORGE_RETURN_IF_ERROR(CheckCuda(
-          cudaMemcpy2DAsync(tail_c, static_cast<size_t>(tail_ldc) * c_elem, c_tail_rows, static_cast<size_t>(ldc) * c_elem,
-                            c_row_bytes, static_cast<size_t>(tail), cudaMemcpyDeviceToDevice, stream),
-          "cudaMemcpy2DAsync (tail rows of C)"));
+      ENVFORGE_RETURN_IF_ERROR(CheckCuda(cudaMemcpy2DAsync(tail_c, static_cast<size_t>(tail_ldc) * c_elem, c_tail_rows,
+                                                           static_cast<size_t>(ldc) * c_elem, c_row_bytes,
+                                                           static_cast<size_t>(tail), cudaMemcpyDeviceToDevice, stream),
+                                         "cudaMemcpy2DAsync (tail rows of C)"));
     }
     problem.cols = kRowQuantum;
     problem.ldb = args.k;
@@ -378,10 +394,10 @@ Status GemmFp8Block(BlasHandle& handle, const GemmArgs& args, int64_t lda, int64
     problem.align_b = AlignmentOf(tail_a);
     problem.align_d = AlignmentOf(tail_c);
     ENVFORGE_RETURN_IF_ERROR(RunFp8(handle, problem, args.w, w_scales, tail_a, scale_t, tail_c, args.alpha, args.beta));
-    ENVFORGE_RETURN_IF_ERROR(CheckCuda(
-        cudaMemcpy2DAsync(c_tail_rows, static_cast<size_t>(ldc) * c_elem, tail_c, static_cast<size_t>(tail_ldc) * c_elem,
-                          c_row_bytes, static_cast<size_t>(tail), cudaMemcpyDeviceToDevice, stream),
-        "cudaMemcpy2DAsync (tail rows back to C)"));
+    ENVFORGE_RETURN_IF_ERROR(CheckCuda(cudaMemcpy2DAsync(c_tail_rows, static_cast<size_t>(ldc) * c_elem, tail_c,
+                                                         static_cast<size_t>(tail_ldc) * c_elem, c_row_bytes,
+                                                         static_cast<size_t>(tail), cudaMemcpyDeviceToDevice, stream),
+                                       "cudaMemcpy2DAsync (tail rows back to C)"));
   }
   return Status();
 }
@@ -402,7 +418,8 @@ Result<std::unique_ptr<BlasHandle>> BlasHandle::Create(cudaStream_t stream) {
   ENVFORGE_RETURN_IF_ERROR(CheckBlas(Blas().cublasSetStream(blas, stream), "cublasSetStream"));
   // Split-K partial sums of a bf16 output stay in fp32 (no reduced-precision reduction).
   ENVFORGE_RETURN_IF_ERROR(CheckBlas(
-      Blas().cublasSetMathMode(blas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+      Blas().cublasSetMathMode(
+          blas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
       "cublasSetMathMode"));
   cublasLtHandle_t lt = nullptr;
   ENVFORGE_RETURN_IF_ERROR(CheckBlas(Blas().cublasLtCreate(&lt), "cublasLtCreate"));
@@ -416,7 +433,8 @@ Result<std::unique_ptr<BlasHandle>> BlasHandle::Create(cudaStream_t stream) {
   }
   handle->workspace_ = memory;
   handle->workspace_bytes_ = kBlasWorkspaceBytes;  // the scratch area follows it
-  ENVFORGE_RETURN_IF_ERROR(CheckBlas(Blas().cublasSetWorkspace(blas, memory, kBlasWorkspaceBytes), "cublasSetWorkspace"));
+  ENVFORGE_RETURN_IF_ERROR(
+      CheckBlas(Blas().cublasSetWorkspace(blas, memory, kBlasWorkspaceBytes), "cublasSetWorkspace"));
   return handle;
 }
 
@@ -452,18 +470,20 @@ Status ValidateBatchedGemmArgs(const BatchedGemmArgs& args) {
   const int64_t lda = args.lda != 0 ? args.lda : args.k;
   const int64_t ldw = args.ldw != 0 ? args.ldw : (args.w_transposed ? args.n : args.k);
   const int64_t ldc = args.ldc != 0 ? args.ldc : args.n;
-  if (lda < args.k) return InvalidArgumentError("BatchedGemmArgs.lda " + Str(lda) + " is smaller than k " + Str(args.k));
+  if (lda < args.k)
+    return InvalidArgumentError("BatchedGemmArgs.lda " + Str(lda) + " is smaller than k " + Str(args.k));
   const int64_t w_row = args.w_transposed ? args.n : args.k;
   if (ldw < w_row) {
-    return InvalidArgumentError("BatchedGemmArgs.ldw " + Str(ldw) + " is smaller than " + (args.w_transposed ? "n " : "k ") +
-                                Str(w_row));
+    return InvalidArgumentError("BatchedGemmArgs.ldw " + Str(ldw) + " is smaller than " +
+                                (args.w_transposed ? "n " : "k ") + Str(w_row));
   }
-  if (ldc < args.n) return InvalidArgumentError("BatchedGemmArgs.ldc " + Str(ldc) + " is smaller than n " + Str(args.n));
+  if (ldc < args.n)
+    return InvalidArgumentError("BatchedGemmArgs.ldc " + Str(ldc) + " is smaller than n " + Str(args.n));
   // Strides may be small (per-head slices of an interleaved [tokens, heads, dim] tensor) or 0
   // (one matrix shared by every batch entry); only negative ones are wrong.
   if (args.stride_a < 0 || args.stride_w < 0 || args.stride_c < 0) {
-    return InvalidArgumentError("BatchedGemmArgs strides must be >= 0 (got stride_a " + Str(args.stride_a) + ", stride_w " +
-                                Str(args.stride_w) + ", stride_c " + Str(args.stride_c) + ")");
+    return InvalidArgumentError("BatchedGemmArgs strides must be >= 0 (got stride_a " + Str(args.stride_a) +
+                                ", stride_w " + Str(args.stride_w) + ", stride_c " + Str(args.stride_c) + ")");
   }
   ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.a, "BatchedGemmArgs.a", 16));
   ENVFORGE_RETURN_IF_ERROR(CheckPointer(args.w, "BatchedGemmArgs.w", 16));
@@ -479,13 +499,13 @@ Status GemmStridedBatched(BlasHandle& handle, const BatchedGemmArgs& args) {
   // Column-major: C_b^T (n x m) = op(W_b) . A_b^T; W_b [n, k] row-major is k x n column-major
   // (taken transposed), W_b [k, n] row-major is n x k column-major (taken as is).
   const cublasOperation_t op_w = args.w_transposed ? CUBLAS_OP_N : CUBLAS_OP_T;
-  return CheckBlas(
-      Blas().cublasGemmStridedBatchedEx_64(static_cast<cublasHandle_t>(handle.blas()), op_w, CUBLAS_OP_N, args.n, args.m, args.k,
-                                    &args.alpha, args.w, CUDA_R_16BF, ldw, args.stride_w, args.a, CUDA_R_16BF, lda, args.stride_a,
-                                    &args.beta, args.c, args.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, ldc, args.stride_c, args.batch,
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-      "cublasGemmStridedBatchedEx (batch=" + Str(args.batch) + " n=" + Str(args.n) + " m=" + Str(args.m) + " k=" + Str(args.k) +
-          ")");
+  return CheckBlas(Blas().cublasGemmStridedBatchedEx_64(
+                       static_cast<cublasHandle_t>(handle.blas()), op_w, CUBLAS_OP_N, args.n, args.m, args.k,
+                       &args.alpha, args.w, CUDA_R_16BF, ldw, args.stride_w, args.a, CUDA_R_16BF, lda, args.stride_a,
+                       &args.beta, args.c, args.c_bf16 ? CUDA_R_16BF : CUDA_R_32F, ldc, args.stride_c, args.batch,
+                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmStridedBatchedEx (batch=" + Str(args.batch) + " n=" + Str(args.n) + " m=" + Str(args.m) +
+                       " k=" + Str(args.k) + ")");
 }
 
 bool Fp8BlockGemmSupported(BlasHandle& handle) {

@@ -36,7 +36,7 @@ class BlasHandle {
   BlasHandle& operator=(const BlasHandle&) = delete;
 
   cudaStream_t stream() const { return stream_; }
-  void* blas() const { return blas_; }      // cublasHandle_t
+  void* blas() const { return blas_; }        // cublasHandle_t
   void* blas_lt() const { return blas_lt_; }  // cublasLtHandle_t
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
@@ -55,12 +55,12 @@ enum class GemmKind : unsigned char { kBF16, kFP8Block, kF32 };
 struct GemmArgs {
   GemmKind kind = GemmKind::kBF16;
   int64_t m = 0, n = 0, k = 0;
-  const void* a = nullptr;           // [m, lda] bf16, e4m3 or fp32 (kind)
-  const void* w = nullptr;           // [n, ldw] bf16, e4m3 or fp32 (kind)
+  const void* a = nullptr;            // [m, lda] bf16, e4m3 or fp32 (kind)
+  const void* w = nullptr;            // [n, ldw] bf16, e4m3 or fp32 (kind)
   int64_t lda = 0, ldw = 0, ldc = 0;  // 0: k, k, n
-  const float* a_scales = nullptr;   // kFP8Block: [m, ceil(k / 128)]
-  const float* w_scales = nullptr;   // kFP8Block: [ceil(n / 128), ceil(k / 128)]
-  void* c = nullptr;                 // [m, ldc] fp32 or bf16
+  const float* a_scales = nullptr;    // kFP8Block: [m, ceil(k / 128)]
+  const float* w_scales = nullptr;    // kFP8Block: [ceil(n / 128), ceil(k / 128)]
+  void* c = nullptr;                  // [m, ldc] fp32 or bf16
   bool c_bf16 = false;
   float alpha = 1.0f, beta = 0.0f;
 };

@@ -28,7 +28,7 @@ constexpr int kWarpSize = 32;
 constexpr int kWarpsPerBlock = 8;
 
 template <int kDim>
-__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     hadamard_quant_fp8_kernel(const float* __restrict__ x, int64_t rows, float scale, bool pow2_scales,
                               uint8_t* __restrict__ q, float* __restrict__ scales) {
   constexpr int kPerLane = kDim / kWarpSize;
@@ -118,16 +118,16 @@ Status HadamardQuantFp8(const HadamardQuantArgs& args, cudaStream_t stream) {
   const dim3 block(kWarpsPerBlock * kWarpSize);
   switch (args.dim) {
     case 32:
-      ENVFORGE_LAUNCH(grid, block, 0, stream, hadamard_quant_fp8_kernel<32>)(args.x, args.rows, args.scale,
-                                                                             args.pow2_scales, args.q, args.scales);
+      ENVFORGE_LAUNCH(grid, block, 0, stream, hadamard_quant_fp8_kernel<32>)
+      (args.x, args.rows, args.scale, args.pow2_scales, args.q, args.scales);
       break;
     case 64:
-      ENVFORGE_LAUNCH(grid, block, 0, stream, hadamard_quant_fp8_kernel<64>)(args.x, args.rows, args.scale,
-                                                                             args.pow2_scales, args.q, args.scales);
+      ENVFORGE_LAUNCH(grid, block, 0, stream, hadamard_quant_fp8_kernel<64>)
+      (args.x, args.rows, args.scale, args.pow2_scales, args.q, args.scales);
       break;
     default:
-      ENVFORGE_LAUNCH(grid, block, 0, stream, hadamard_quant_fp8_kernel<128>)(args.x, args.rows, args.scale,
-                                                                              args.pow2_scales, args.q, args.scales);
+      ENVFORGE_LAUNCH(grid, block, 0, stream, hadamard_quant_fp8_kernel<128>)
+      (args.x, args.rows, args.scale, args.pow2_scales, args.q, args.scales);
       break;
   }
   return CheckCuda(cudaGetLastError(), "hadamard_quant_fp8_kernel launch");

@@ -17,10 +17,10 @@ namespace envforge::kernels::cuda {
 struct HadamardQuantArgs {
   const float* x = nullptr;  // [rows, dim]
   int64_t rows = 0, dim = 128;
-  float scale = 0;           // usually dim^-0.5
+  float scale = 0;  // usually dim^-0.5
   bool pow2_scales = true;
-  uint8_t* q = nullptr;      // [rows, dim]
-  float* scales = nullptr;   // [rows]
+  uint8_t* q = nullptr;     // [rows, dim]
+  float* scales = nullptr;  // [rows]
 };
 Status HadamardQuantFp8(const HadamardQuantArgs& args, cudaStream_t stream);
 

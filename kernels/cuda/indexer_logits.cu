@@ -114,8 +114,8 @@ __device__ __forceinline__ void LoadWarpQuery(const uint8_t* q, const float* wei
 // memory, padded rows) against the warp's query: partial[key] = sum over the warp's heads of
 // w * relu(q . k), for the keys of those row tiles (other entries are left as they are).
 template <int kDim, int kHeadTiles>
-__device__ __forceinline__ void ScoreTile(const WarpQuery<kDim, kHeadTiles>& query, const uint8_t* tile,
-                                          int tile_begin, int tile_end, float* partial, int lane) {
+__device__ __forceinline__ void ScoreTile(const WarpQuery<kDim, kHeadTiles>& query, const uint8_t* tile, int tile_begin,
+                                          int tile_end, float* partial, int lane) {
   const int g = lane >> 2, t = lane & 3;
   // ldmatrix.x4: lanes 8i..8i+7 address the rows of matrix i; matrices 0..3 = (rows 0-7, bytes
   // 0-15), (rows 8-15, bytes 0-15), (rows 0-7, bytes 16-31), (rows 8-15, bytes 16-31) of the
@@ -153,8 +153,8 @@ __device__ __forceinline__ void ScoreTile(const WarpQuery<kDim, kHeadTiles>& que
 // codes + r * dim) and the 64 scales from `scales`; rows >= valid_rows and scales >= valid_rows
 // are zero-filled. Threads [thread, thread + stride) split the 16-byte chunks among them.
 template <int kDim>
-__device__ __forceinline__ void LoadTileAsync(const uint8_t* codes, const float* scales, int valid_rows,
-                                              uint8_t* slot, int thread, int stride) {
+__device__ __forceinline__ void LoadTileAsync(const uint8_t* codes, const float* scales, int valid_rows, uint8_t* slot,
+                                              int thread, int stride) {
   constexpr int kRowChunks = kDim / 16;
   constexpr int kCodeChunks = kTileKeys * kRowChunks;
   constexpr int kChunks = kCodeChunks + kTileKeys / 4;
@@ -195,20 +195,19 @@ struct PrefillParams {
   const int32_t* key_begin;
   const int32_t* key_end;
   int queries, heads, keys_count;
-  int head_groups;        // warps per query (SplitHeads): 1, 2 or 4
-  int query_blocks;       // gridDim.x
-  int64_t chunk_keys;     // columns per blockIdx.y, a multiple of 64
+  int head_groups;     // warps per query (SplitHeads): 1, 2 or 4
+  int query_blocks;    // gridDim.x
+  int64_t chunk_keys;  // columns per blockIdx.y, a multiple of 64
   float* logits;
   int64_t logits_stride;
 };
 
 template <int kDim, int kHeadTiles>
-__global__ void __launch_bounds__(kPrefillWarps * kWarpSize, 2)
-    indexer_logits_prefill_kernel(const PrefillParams p) {
+__global__ void __launch_bounds__(kPrefillWarps* kWarpSize, 2) indexer_logits_prefill_kernel(const PrefillParams p) {
   ENVFORGE_DYNAMIC_SHARED(uint8_t, shared);
   constexpr int kThreads = kPrefillWarps * kWarpSize;
-  uint8_t* stages = shared;                                                    // 2 slots
-  float* partial = reinterpret_cast<float*>(shared + 2 * SlotBytes(kDim));     // [warp][64]
+  uint8_t* stages = shared;                                                   // 2 slots
+  float* partial = reinterpret_cast<float*>(shared + 2 * SlotBytes(kDim));    // [warp][64]
   int* window = reinterpret_cast<int*>(partial + kPrefillWarps * kTileKeys);  // [slot][2]
 
   const int thread = threadIdx.x, warp = thread / kWarpSize, lane = thread % kWarpSize;
@@ -250,7 +249,8 @@ __global__ void __launch_bounds__(kPrefillWarps * kWarpSize, 2)
   const int tile_count = static_cast<int>((tiles_end - tiles_begin) / kTileKeys);
   if (tile_count > 0) {
     LoadTileAsync<kDim>(p.keys + tiles_begin * kDim, p.key_scale + tiles_begin,
-                        static_cast<int>(std::min<int64_t>(kTileKeys, p.keys_count - tiles_begin)), stages, thread, kThreads);
+                        static_cast<int>(std::min<int64_t>(kTileKeys, p.keys_count - tiles_begin)), stages, thread,
+                        kThreads);
     CpAsyncCommit();
   }
 
@@ -286,7 +286,8 @@ __global__ void __launch_bounds__(kPrefillWarps * kWarpSize, 2)
       CpAsyncCommit();
     }
     // Row tiles of 16 keys that meet [lo, hi); warp-uniform.
-    const int64_t first_row = std::max<int64_t>(lo - tile_key, 0), last_row = std::min<int64_t>(hi - tile_key, kTileKeys);
+    const int64_t first_row = std::max<int64_t>(lo - tile_key, 0),
+                  last_row = std::min<int64_t>(hi - tile_key, kTileKeys);
     if (first_row < last_row) {
       ScoreTile<kDim, kHeadTiles>(wq, tile, static_cast<int>(first_row / kMmaRows),
                                   static_cast<int>((last_row + kMmaRows - 1) / kMmaRows), partial + warp * kTileKeys,
@@ -305,7 +306,8 @@ __global__ void __launch_bounds__(kPrefillWarps * kWarpSize, 2)
         const int64_t key = tile_key + first + j;
         if (key >= s_lo && key < s_hi) {
           float sum = 0.0f;
-          for (int group = 0; group < p.head_groups; ++group) sum += partial[(s * p.head_groups + group) * kTileKeys + first + j];
+          for (int group = 0; group < p.head_groups; ++group)
+            sum += partial[(s * p.head_groups + group) * kTileKeys + first + j];
           v[j] = scales[first + j] * sum;
         } else {
           v[j] = kNegInf;
@@ -338,8 +340,7 @@ struct DecodeParams {
 };
 
 template <int kDim, int kHeadTiles>
-__global__ void __launch_bounds__(kDecodeWarps * kWarpSize, 4)
-    indexer_logits_decode_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(kDecodeWarps* kWarpSize, 4) indexer_logits_decode_kernel(const DecodeParams p) {
   ENVFORGE_DYNAMIC_SHARED(uint8_t, shared);
   constexpr int kThreads = kDecodeWarps * kWarpSize;
   constexpr int64_t kPageBytes = IndexerPageBytes(kDim);
@@ -351,7 +352,7 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarpSize, 4)
   const int sequence = static_cast<int>(blockIdx.x / p.slices), slice = static_cast<int>(blockIdx.x % p.slices);
   const int64_t stride = p.logits_stride;
   const int64_t ctx = std::min<int64_t>(std::max(p.context_len[sequence], 0),
-                                   std::min(static_cast<int64_t>(p.max_pages) * kTileKeys, stride));
+                                        std::min(static_cast<int64_t>(p.max_pages) * kTileKeys, stride));
   const int page_begin = std::min(slice * p.pages_per_slice, p.max_pages);
   const int page_end = std::min(page_begin + p.pages_per_slice, p.max_pages);
   const int active_end = static_cast<int>(std::min<int64_t>(page_end, (ctx + kTileKeys - 1) / kTileKeys));
@@ -383,8 +384,8 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarpSize, 4)
   if (rounds > 0) load_round(0);
 
   // -inf past the active pages: to the end of this slice, and for the last slice to the row end.
-  const int64_t fill_begin = std::max<int64_t>(static_cast<int64_t>(page_begin) * kTileKeys,
-                                          static_cast<int64_t>(active_end) * kTileKeys);
+  const int64_t fill_begin =
+      std::max<int64_t>(static_cast<int64_t>(page_begin) * kTileKeys, static_cast<int64_t>(active_end) * kTileKeys);
   const int64_t fill_end =
       slice == p.slices - 1 ? stride : std::min<int64_t>(static_cast<int64_t>(page_end) * kTileKeys, stride);
   if (fill_begin < fill_end) FillNegInf(row, fill_begin, fill_end, thread, kThreads);
@@ -423,7 +424,8 @@ __global__ void __launch_bounds__(kDecodeWarps * kWarpSize, 4)
       for (int j = 0; j < 4; ++j) {
         if (valid && column + j < ctx) {
           float sum = 0.0f;
-          for (int group = 0; group < p.head_groups; ++group) sum += partial[(s * p.head_groups + group) * kTileKeys + first + j];
+          for (int group = 0; group < p.head_groups; ++group)
+            sum += partial[(s * p.head_groups + group) * kTileKeys + first + j];
           v[j] = scales[first + j] * sum;
         } else {
           v[j] = kNegInf;
@@ -560,7 +562,8 @@ Status IndexerLogitsPrefill(const IndexerLogitsArgs& args, cudaStream_t stream) 
     const int shared_bytes = 2 * SlotBytes(kDim) + kPrefillWarps * kTileKeys * 4 + kPrefillWarps * 2 * 4;
     ENVFORGE_RETURN_IF_ERROR((AllowSharedMemory<indexer_logits_prefill_kernel<kDim, kHeadTiles>>(shared_bytes)));
     ENVFORGE_LAUNCH(grid, kPrefillWarps * kWarpSize, shared_bytes, stream,
-                    indexer_logits_prefill_kernel<kDim, kHeadTiles>)(p);
+                    indexer_logits_prefill_kernel<kDim, kHeadTiles>)
+    (p);
     return CheckCuda(cudaGetLastError(), "indexer_logits_prefill_kernel launch");
   });
 }
@@ -608,7 +611,8 @@ Status IndexerLogitsDecode(const PagedIndexerLogitsArgs& args, cudaStream_t stre
   const int64_t rounds_per_slice = (max_rounds + wanted_slices - 1) / wanted_slices;
   const int64_t slices = (max_rounds + rounds_per_slice - 1) / rounds_per_slice;
   if (slices * args.batch > std::numeric_limits<int32_t>::max()) {
-    return InvalidArgumentError("batch x page slices exceeds the grid limit (batch " + std::to_string(args.batch) + ")");
+    return InvalidArgumentError("batch x page slices exceeds the grid limit (batch " + std::to_string(args.batch) +
+                                ")");
   }
   p.slices = static_cast<int>(slices);
   p.pages_per_slice = static_cast<int>(rounds_per_slice * round_pages);
@@ -621,7 +625,8 @@ Status IndexerLogitsDecode(const PagedIndexerLogitsArgs& args, cudaStream_t stre
     const int max_shared_bytes = 2 * kDecodeWarps * SlotBytes(kDim) + kDecodeWarps * kTileKeys * 4;
     ENVFORGE_RETURN_IF_ERROR((AllowSharedMemory<indexer_logits_decode_kernel<kDim, kHeadTiles>>(max_shared_bytes)));
     ENVFORGE_LAUNCH(grid, kDecodeWarps * kWarpSize, shared_bytes, stream,
-                    indexer_logits_decode_kernel<kDim, kHeadTiles>)(p);
+                    indexer_logits_decode_kernel<kDim, kHeadTiles>)
+    (p);
     return CheckCuda(cudaGetLastError(), "indexer_logits_decode_kernel launch");
   });
 }

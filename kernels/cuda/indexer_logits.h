@@ -36,15 +36,15 @@ inline constexpr int64_t kIndexerPageTokens = 64;
 inline constexpr int64_t IndexerPageBytes(int64_t dim) { return kIndexerPageTokens * (dim + 4); }
 
 struct IndexerLogitsArgs {
-  const uint8_t* q = nullptr;           // [queries, heads, dim]
-  const float* head_weight = nullptr;   // [queries, heads]
-  const uint8_t* keys = nullptr;        // [keys_count, dim]
-  const float* key_scale = nullptr;     // [keys_count]
-  const int32_t* key_begin = nullptr;   // [queries]; nullptr: 0
-  const int32_t* key_end = nullptr;     // [queries]; nullptr: keys_count
+  const uint8_t* q = nullptr;          // [queries, heads, dim]
+  const float* head_weight = nullptr;  // [queries, heads]
+  const uint8_t* keys = nullptr;       // [keys_count, dim]
+  const float* key_scale = nullptr;    // [keys_count]
+  const int32_t* key_begin = nullptr;  // [queries]; nullptr: 0
+  const int32_t* key_end = nullptr;    // [queries]; nullptr: keys_count
   int64_t queries = 0, heads = 0, dim = 0, keys_count = 0;
-  float* logits = nullptr;              // [queries, logits_stride]
-  int64_t logits_stride = 0;            // >= keys_count
+  float* logits = nullptr;    // [queries, logits_stride]
+  int64_t logits_stride = 0;  // >= keys_count
 };
 Status IndexerLogitsPrefill(const IndexerLogitsArgs& args, cudaStream_t stream);
 
@@ -55,8 +55,8 @@ struct PagedIndexerLogitsArgs {
   const int32_t* block_table = nullptr;  // [batch, max_pages_per_seq]
   const int32_t* context_len = nullptr;  // [batch], each <= max_pages_per_seq * 64
   int64_t batch = 0, heads = 0, dim = 0, num_pages = 0, max_pages_per_seq = 0;
-  float* logits = nullptr;               // [batch, logits_stride]
-  int64_t logits_stride = 0;             // >= max_pages_per_seq * 64 is not required; >= every context_len
+  float* logits = nullptr;    // [batch, logits_stride]
+  int64_t logits_stride = 0;  // >= max_pages_per_seq * 64 is not required; >= every context_len
 };
 Status IndexerLogitsDecode(const PagedIndexerLogitsArgs& args, cudaStream_t stream);
 

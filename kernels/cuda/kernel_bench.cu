@@ -95,7 +95,8 @@ __global__ void fill_fp8_kernel(uint8_t* out, int64_t count, uint32_t seed) {
 __global__ void fill_bf16_kernel(uint16_t* out, int64_t count, uint32_t seed, float magnitude) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(UniformAt(static_cast<uint64_t>(i), seed, -magnitude, magnitude)));
+    out[i] =
+        __bfloat16_as_ushort(__float2bfloat16_rn(UniformAt(static_cast<uint64_t>(i), seed, -magnitude, magnitude)));
   }
 }
 
@@ -136,7 +137,8 @@ __global__ void fill_page_scales_kernel(uint8_t* pages, int64_t num_pages, int64
 
 // The scales and RoPE parts of latent rows ([kv_rank codes][kv_rank/128 fp32][rope_dim bf16]),
 // after the whole cache was filled with codes.
-__global__ void fill_latent_tails_kernel(uint8_t* cache, int64_t slots, int64_t kv_rank, int64_t rope_dim, uint32_t seed) {
+__global__ void fill_latent_tails_kernel(uint8_t* cache, int64_t slots, int64_t kv_rank, int64_t rope_dim,
+                                         uint32_t seed) {
   const int64_t groups = kv_rank / 128, per_row = groups + rope_dim, row_bytes = LatentRowBytes(kv_rank, rope_dim);
   const int64_t count = slots * per_row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
@@ -175,19 +177,23 @@ Status FillFp8(Bench& bench, DeviceBuffer& buffer, int64_t count) {
   return LaunchCheck("fill_fp8_kernel");
 }
 Status FillBf16(Bench& bench, DeviceBuffer& buffer, int64_t count, float magnitude) {
-  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_bf16_kernel)(buffer.as<uint16_t>(), count, bench.seed++, magnitude);
+  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_bf16_kernel)
+  (buffer.as<uint16_t>(), count, bench.seed++, magnitude);
   return LaunchCheck("fill_bf16_kernel");
 }
 Status FillF32(Bench& bench, DeviceBuffer& buffer, int64_t count, float lo, float hi) {
-  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_f32_kernel)(buffer.as<float>(), count, bench.seed++, lo, hi);
+  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_f32_kernel)
+  (buffer.as<float>(), count, bench.seed++, lo, hi);
   return LaunchCheck("fill_f32_kernel");
 }
 Status FillIndices(Bench& bench, DeviceBuffer& buffer, int64_t count, int64_t bound) {
-  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_index_kernel)(buffer.as<int32_t>(), count, bench.seed++, bound);
+  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_index_kernel)
+  (buffer.as<int32_t>(), count, bench.seed++, bound);
   return LaunchCheck("fill_index_kernel");
 }
 Status FillAffine(Bench& bench, DeviceBuffer& buffer, int64_t count, int32_t first, int32_t step) {
-  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_affine_kernel)(buffer.as<int32_t>(), count, first, step);
+  ENVFORGE_LAUNCH(FillBlocks(count), 256, 0, bench.stream, fill_affine_kernel)
+  (buffer.as<int32_t>(), count, first, step);
   return LaunchCheck("fill_affine_kernel");
 }
 
@@ -208,8 +214,8 @@ enum class Bound { kComputeBf16, kComputeFp8, kMemory };
 // configuration) and ResourceExhausted (too little device memory) skip the shape with a progress
 // line, anything else stops the bench.
 template <typename Fn>
-Status Measure(Bench& bench, const char* kernel, const std::string& shape, const char* model, double flops, double bytes,
-               Bound bound, const std::string& goal, Fn&& fn) {
+Status Measure(Bench& bench, const char* kernel, const std::string& shape, const char* model, double flops,
+               double bytes, Bound bound, const std::string& goal, Fn&& fn) {
   auto note = [&bench](const std::string& line) {
     if (bench.options->progress) bench.options->progress(line);
   };
@@ -359,10 +365,11 @@ Status BenchIndexerPrefill(Bench& bench, const ModelShapes& s) {
         2.0 * static_cast<double>(heads * dim) * static_cast<double>(length) * static_cast<double>(length + 1) / 2;
     const double bytes = static_cast<double>(length * heads * dim + length * heads * 4 + length * dim + length * 8) +
                          4.0 * static_cast<double>(length) * static_cast<double>(length);
-    ENVFORGE_RETURN_IF_ERROR(Measure(
-        bench, "indexer_logits_prefill", Shape({{"L", length}, {"H", heads}, {"D", dim}}), s.model, flops, bytes,
-        Bound::kComputeFp8, s.real ? ">= 40% of FP8 dense peak (>= 800 TFLOPS on H100 SXM) for L >= 8K; stretch >= 50%" : "",
-        [&] { return IndexerLogitsPrefill(args, bench.stream); }));
+    ENVFORGE_RETURN_IF_ERROR(
+        Measure(bench, "indexer_logits_prefill", Shape({{"L", length}, {"H", heads}, {"D", dim}}), s.model, flops,
+                bytes, Bound::kComputeFp8,
+                s.real ? ">= 40% of FP8 dense peak (>= 800 TFLOPS on H100 SXM) for L >= 8K; stretch >= 50%" : "",
+                [&] { return IndexerLogitsPrefill(args, bench.stream); }));
   }
   return Status();
 }
@@ -381,10 +388,11 @@ Status BenchIndexerDecode(Bench& bench, const ModelShapes& s) {
     ENVFORGE_RETURN_IF_ERROR(FillFp8(bench, q, batch * heads * dim));
     ENVFORGE_RETURN_IF_ERROR(FillF32(bench, weights, batch * heads, -0.05f, 0.05f));
     ENVFORGE_RETURN_IF_ERROR(FillFp8(bench, pages, num_pages * IndexerPageBytes(dim)));
-    ENVFORGE_LAUNCH(FillBlocks(num_pages * kIndexerPageTokens), 256, 0, bench.stream, fill_page_scales_kernel)(pages.as<uint8_t>(), num_pages,
-                                                                                                  dim, bench.seed++);
+    ENVFORGE_LAUNCH(FillBlocks(num_pages * kIndexerPageTokens), 256, 0, bench.stream, fill_page_scales_kernel)
+    (pages.as<uint8_t>(), num_pages, dim, bench.seed++);
     ENVFORGE_RETURN_IF_ERROR(LaunchCheck("fill_page_scales_kernel"));
-    ENVFORGE_RETURN_IF_ERROR(FillAffine(bench, block_table, num_pages, 0, 1));  // sequence b owns pages [b*pps, (b+1)*pps)
+    ENVFORGE_RETURN_IF_ERROR(
+        FillAffine(bench, block_table, num_pages, 0, 1));  // sequence b owns pages [b*pps, (b+1)*pps)
     ENVFORGE_RETURN_IF_ERROR(FillAffine(bench, context_len, batch, static_cast<int32_t>(context), 0));
     PagedIndexerLogitsArgs args;
     args.q = q.as<uint8_t>();
@@ -400,16 +408,16 @@ Status BenchIndexerDecode(Bench& bench, const ModelShapes& s) {
     args.logits = logits.as<float>();
     args.logits_stride = context;
     const double flops = 2.0 * static_cast<double>(heads * dim) * static_cast<double>(batch * context);
-    const double bytes =
-        static_cast<double>(batch * context) * static_cast<double>(dim + 4) + static_cast<double>(batch * heads * (dim + 4));
+    const double bytes = static_cast<double>(batch * context) * static_cast<double>(dim + 4) +
+                         static_cast<double>(batch * heads * (dim + 4));
     std::string goal;
     if (s.real) {
       goal = batch >= 16 && context >= 32768 ? ">= 60% of HBM bandwidth at batch >= 16 and ctx >= 32K"
                                              : "batch 1 is latency-bound: ~10 us at 64K";
     }
-    ENVFORGE_RETURN_IF_ERROR(Measure(bench, "indexer_logits_decode",
-                                     Shape({{"batch", batch}, {"ctx", context}, {"H", heads}, {"D", dim}}), s.model, flops, bytes,
-                                     Bound::kMemory, goal, [&] { return IndexerLogitsDecode(args, bench.stream); }));
+    ENVFORGE_RETURN_IF_ERROR(
+        Measure(bench, "indexer_logits_decode", Shape({{"batch", batch}, {"ctx", context}, {"H", heads}, {"D", dim}}),
+                s.model, flops, bytes, Bound::kMemory, goal, [&] { return IndexerLogitsDecode(args, bench.stream); }));
   }
   return Status();
 }
@@ -432,9 +440,9 @@ Status BenchTopK(Bench& bench, const ModelShapes& s) {
     std::string goal;
     if (s.real) goal = rows > 1 ? "<= 40 us for 64 rows x 128K" : "<= 20 us for a single row of 64K (multi-CTA)";
     const int sm_count = bench.device.sm_count;
-    ENVFORGE_RETURN_IF_ERROR(Measure(bench, "topk", Shape({{"rows", rows}, {"n", n}, {"k", k}}), s.model, 0,
-                                     4.0 * static_cast<double>(rows * n), Bound::kMemory, goal,
-                                     [&] { return TopK(args, workspace.data(), workspace_bytes, sm_count, bench.stream); }));
+    ENVFORGE_RETURN_IF_ERROR(Measure(
+        bench, "topk", Shape({{"rows", rows}, {"n", n}, {"k", k}}), s.model, 0, 4.0 * static_cast<double>(rows * n),
+        Bound::kMemory, goal, [&] { return TopK(args, workspace.data(), workspace_bytes, sm_count, bench.stream); }));
   }
   return Status();
 }
@@ -452,8 +460,8 @@ Result<MlaInputs> MakeMlaInputs(Bench& bench, const ModelShapes& s, int64_t toke
   ENVFORGE_ASSIGN_OR_RETURN(in.out, Allocate(static_cast<size_t>(tokens * s.mla_heads * s.kv_rank) * 2));
   ENVFORGE_RETURN_IF_ERROR(FillBf16(bench, in.q, tokens * s.mla_heads * qk_dim, 1.0f));
   ENVFORGE_RETURN_IF_ERROR(FillFp8(bench, in.cache, slots * row_bytes));
-  ENVFORGE_LAUNCH(FillBlocks(slots * (s.kv_rank / 128 + s.rope_dim)), 256, 0, bench.stream, fill_latent_tails_kernel)(
-      in.cache.as<uint8_t>(), slots, s.kv_rank, s.rope_dim, bench.seed++);
+  ENVFORGE_LAUNCH(FillBlocks(slots * (s.kv_rank / 128 + s.rope_dim)), 256, 0, bench.stream, fill_latent_tails_kernel)
+  (in.cache.as<uint8_t>(), slots, s.kv_rank, s.rope_dim, bench.seed++);
   ENVFORGE_RETURN_IF_ERROR(LaunchCheck("fill_latent_tails_kernel"));
   ENVFORGE_RETURN_IF_ERROR(FillIndices(bench, in.indices, tokens * s.topk, slots));
   return std::move(in);
@@ -489,11 +497,12 @@ Status BenchSparseMla(Bench& bench, const ModelShapes& s) {
     const double rows_read = static_cast<double>(std::min(slots, tokens * s.topk));
     const double bytes = static_cast<double>(tokens * s.mla_heads) * static_cast<double>(qk_dim + s.kv_rank) * 2 +
                          static_cast<double>(tokens * s.topk) * 4 + rows_read * static_cast<double>(row_bytes);
-    ENVFORGE_RETURN_IF_ERROR(Measure(bench, "sparse_mla_prefill",
-                                     Shape({{"tokens", tokens}, {"heads", s.mla_heads}, {"topk", s.topk}, {"slots", slots}}),
-                                     s.model, MlaFlops(s, tokens), bytes, Bound::kComputeBf16,
-                                     s.real ? ">= 45% of BF16 dense peak (>= 450 TFLOPS on H100 SXM); stretch 60%" : "",
-                                     [&] { return SparseMlaPrefill(args, bench.stream); }));
+    ENVFORGE_RETURN_IF_ERROR(
+        Measure(bench, "sparse_mla_prefill",
+                Shape({{"tokens", tokens}, {"heads", s.mla_heads}, {"topk", s.topk}, {"slots", slots}}), s.model,
+                MlaFlops(s, tokens), bytes, Bound::kComputeBf16,
+                s.real ? ">= 45% of BF16 dense peak (>= 450 TFLOPS on H100 SXM); stretch 60%" : "",
+                [&] { return SparseMlaPrefill(args, bench.stream); }));
   }
   for (int64_t batch : s.decode_batches) {
     const int64_t slots = s.decode_slots;
@@ -511,8 +520,9 @@ Status BenchSparseMla(Bench& bench, const ModelShapes& s) {
                             : "memory-bound small batch: >= 50% of HBM bandwidth";
     }
     ENVFORGE_RETURN_IF_ERROR(
-        Measure(bench, "sparse_mla_decode", Shape({{"batch", batch}, {"heads", s.mla_heads}, {"topk", s.topk}, {"slots", slots}}),
-                s.model, MlaFlops(s, batch), bytes, compute_config ? Bound::kComputeBf16 : Bound::kMemory, goal,
+        Measure(bench, "sparse_mla_decode",
+                Shape({{"batch", batch}, {"heads", s.mla_heads}, {"topk", s.topk}, {"slots", slots}}), s.model,
+                MlaFlops(s, batch), bytes, compute_config ? Bound::kComputeBf16 : Bound::kMemory, goal,
                 [&] { return SparseMlaDecode(args, workspace.data(), workspace_bytes, sm_count, bench.stream); }));
   }
   return Status();
@@ -536,8 +546,8 @@ Status BenchHadamardQuant(Bench& bench, const ModelShapes& s) {
     while ((int64_t{1} << log2_dim) < dim) ++log2_dim;
     const double flops = static_cast<double>(rows * dim) * log2_dim;  // butterfly adds
     const double bytes = static_cast<double>(rows * dim) * 5 + static_cast<double>(rows) * 4;
-    ENVFORGE_RETURN_IF_ERROR(Measure(bench, "hadamard_quant", Shape({{"rows", rows}, {"dim", dim}}), s.model, flops, bytes,
-                                     Bound::kMemory, "", [&] { return HadamardQuantFp8(args, bench.stream); }));
+    ENVFORGE_RETURN_IF_ERROR(Measure(bench, "hadamard_quant", Shape({{"rows", rows}, {"dim", dim}}), s.model, flops,
+                                     bytes, Bound::kMemory, "", [&] { return HadamardQuantFp8(args, bench.stream); }));
   }
   return Status();
 }
@@ -589,11 +599,12 @@ Status BenchGemm(Bench& bench, const ModelShapes& s, GemmKind kind) {
       const bool decode = m <= 16;
       std::string goal;
       if (s.real && fp8)
-        goal = decode ? ">= 60% of HBM bandwidth on weights at small M (decode)" : ">= 50% of FP8 dense peak at large M";
+        goal =
+            decode ? ">= 60% of HBM bandwidth on weights at small M (decode)" : ">= 50% of FP8 dense peak at large M";
       const Bound bound = decode ? Bound::kMemory : (fp8 ? Bound::kComputeFp8 : Bound::kComputeBf16);
       BlasHandle& blas = *bench.blas;
-      ENVFORGE_RETURN_IF_ERROR(Measure(bench, name, Shape({{"m", m}, {"n", n}, {"k", k}}), s.model, flops, bytes, bound, goal,
-                                       [&] { return Gemm(blas, args); }));
+      ENVFORGE_RETURN_IF_ERROR(Measure(bench, name, Shape({{"m", m}, {"n", n}, {"k", k}}), s.model, flops, bytes, bound,
+                                       goal, [&] { return Gemm(blas, args); }));
     }
   }
   return Status();
@@ -614,7 +625,8 @@ Status BenchModel(Bench& bench, const ModelShapes& s) {
 Result<std::vector<KernelFigure>> RunKernelBench(const KernelBenchOptions& options, Roofline* roofline) {
   ENVFORGE_ASSIGN_OR_RETURN(DeviceInfo device, ProbeDevice());
   if (options.iterations < 1)
-    return InvalidArgumentError("KernelBenchOptions.iterations must be >= 1, got " + std::to_string(options.iterations));
+    return InvalidArgumentError("KernelBenchOptions.iterations must be >= 1, got " +
+                                std::to_string(options.iterations));
   Bench bench;
   bench.device = device;
   bench.roofline = RooflineFor(device);

@@ -18,8 +18,8 @@
 namespace envforge::kernels::cuda {
 
 struct Roofline {
-  std::string device;       // the table row used, or "unknown"
-  double bf16_tflops = 0;   // 0: unknown
+  std::string device;      // the table row used, or "unknown"
+  double bf16_tflops = 0;  // 0: unknown
   double fp8_tflops = 0;
   double hbm_gbs = 0;
 };
@@ -27,17 +27,17 @@ struct Roofline {
 Roofline RooflineFor(const DeviceInfo& info);
 
 struct KernelFigure {
-  std::string kernel;        // "indexer_logits_prefill", "indexer_logits_decode", "topk", ...
-  std::string shape;         // human-readable: "L=8192 H=64 D=128"
-  std::string model;         // "v3.2" or "tiny"
+  std::string kernel;  // "indexer_logits_prefill", "indexer_logits_decode", "topk", ...
+  std::string shape;   // human-readable: "L=8192 H=64 D=128"
+  std::string model;   // "v3.2" or "tiny"
   double time_us = 0;
-  double flops = 0;          // useful FLOPs per call (causal work only)
-  double bytes = 0;          // compulsory bytes per call
+  double flops = 0;  // useful FLOPs per call (causal work only)
+  double bytes = 0;  // compulsory bytes per call
   double tflops = 0;
   double gbs = 0;
-  std::string bound;         // "compute" or "memory": which roofline the fraction uses
+  std::string bound;              // "compute" or "memory": which roofline the fraction uses
   double roofline_fraction = -1;  // achieved / peak of `bound`; -1 when the peak is unknown
-  std::string goal;          // the dsa-engine.md 10 goal this shape is judged on, "" if none
+  std::string goal;               // the dsa-engine.md 10 goal this shape is judged on, "" if none
 };
 
 struct KernelBenchOptions {

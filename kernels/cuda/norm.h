@@ -15,8 +15,8 @@ namespace envforge::kernels::cuda {
 struct NormArgs {
   const float* x = nullptr;
   int64_t rows = 0, dim = 0, x_stride = 0;  // x_stride 0: dim
-  const float* weight = nullptr;  // [dim]
-  const float* bias = nullptr;    // [dim], LayerNorm only
+  const float* weight = nullptr;            // [dim]
+  const float* bias = nullptr;              // [dim], LayerNorm only
   float eps = 1e-6f;
   float* out_f32 = nullptr;
   uint16_t* out_bf16 = nullptr;

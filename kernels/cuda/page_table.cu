@@ -20,7 +20,8 @@ bool Aligned4(const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; }
 
 Status CheckKeyShape(int64_t count, int64_t dim, const char* count_name) {
   if (count < 0) return InvalidArgumentError(std::string(count_name) + " must be >= 0, got " + std::to_string(count));
-  if (dim <= 0 || dim % 4 != 0) return InvalidArgumentError("dim must be a positive multiple of 4, got " + std::to_string(dim));
+  if (dim <= 0 || dim % 4 != 0)
+    return InvalidArgumentError("dim must be a positive multiple of 4, got " + std::to_string(dim));
   return Status::Ok();
 }
 
@@ -95,9 +96,10 @@ Status WriteIndexerKeys(const WriteIndexerKeysArgs& args, cudaStream_t stream) {
   if (args.keys == nullptr || args.scales == nullptr || args.slots == nullptr || args.pages == nullptr) {
     return InvalidArgumentError("WriteIndexerKeys: keys, scales, slots and pages must be non-null");
   }
-  if (!Aligned4(args.keys) || !Aligned4(args.pages)) return InvalidArgumentError("WriteIndexerKeys: keys and pages must be 4-byte aligned");
-  ENVFORGE_LAUNCH(GridFor(args.tokens * args.dim / 4), kThreads, 0, stream, WriteIndexerKeysKernel)(
-      reinterpret_cast<const uint32_t*>(args.keys), args.scales, args.slots, args.tokens, args.dim, args.pages);
+  if (!Aligned4(args.keys) || !Aligned4(args.pages))
+    return InvalidArgumentError("WriteIndexerKeys: keys and pages must be 4-byte aligned");
+  ENVFORGE_LAUNCH(GridFor(args.tokens * args.dim / 4), kThreads, 0, stream, WriteIndexerKeysKernel)
+  (reinterpret_cast<const uint32_t*>(args.keys), args.scales, args.slots, args.tokens, args.dim, args.pages);
   return CheckCuda(cudaGetLastError(), "WriteIndexerKeys launch");
 }
 
@@ -107,25 +109,27 @@ Status GatherIndexerKeys(const GatherIndexerKeysArgs& args, cudaStream_t stream)
   if (args.pages == nullptr || args.block_row == nullptr || args.keys == nullptr || args.scales == nullptr) {
     return InvalidArgumentError("GatherIndexerKeys: pages, block_row, keys and scales must be non-null");
   }
-  if (!Aligned4(args.keys) || !Aligned4(args.pages)) return InvalidArgumentError("GatherIndexerKeys: keys and pages must be 4-byte aligned");
-  ENVFORGE_LAUNCH(GridFor(args.count * args.dim / 4), kThreads, 0, stream, GatherIndexerKeysKernel)(
-      args.pages, args.block_row, args.count, args.dim, reinterpret_cast<uint32_t*>(args.keys), args.scales);
+  if (!Aligned4(args.keys) || !Aligned4(args.pages))
+    return InvalidArgumentError("GatherIndexerKeys: keys and pages must be 4-byte aligned");
+  ENVFORGE_LAUNCH(GridFor(args.count * args.dim / 4), kThreads, 0, stream, GatherIndexerKeysKernel)
+  (args.pages, args.block_row, args.count, args.dim, reinterpret_cast<uint32_t*>(args.keys), args.scales);
   return CheckCuda(cudaGetLastError(), "GatherIndexerKeys launch");
 }
 
 Status PositionsToSlots(const SlotTableArgs& args, const int32_t* positions, cudaStream_t stream) {
   ENVFORGE_RETURN_IF_ERROR(CheckSlotTable(args, positions, "positions"));
   if (args.rows == 0) return Status::Ok();
-  ENVFORGE_LAUNCH(GridFor(args.rows * args.width), kThreads, 0, stream, SlotTableKernel)(
-      positions, nullptr, args.rows, args.width, args.dest_row, args.table_row, args.block_table, args.max_pages, args.out);
+  ENVFORGE_LAUNCH(GridFor(args.rows * args.width), kThreads, 0, stream, SlotTableKernel)
+  (positions, nullptr, args.rows, args.width, args.dest_row, args.table_row, args.block_table, args.max_pages,
+   args.out);
   return CheckCuda(cudaGetLastError(), "PositionsToSlots launch");
 }
 
 Status CausalSlots(const SlotTableArgs& args, const int32_t* position, cudaStream_t stream) {
   ENVFORGE_RETURN_IF_ERROR(CheckSlotTable(args, position, "position"));
   if (args.rows == 0) return Status::Ok();
-  ENVFORGE_LAUNCH(GridFor(args.rows * args.width), kThreads, 0, stream, SlotTableKernel)(
-      nullptr, position, args.rows, args.width, args.dest_row, args.table_row, args.block_table, args.max_pages, args.out);
+  ENVFORGE_LAUNCH(GridFor(args.rows * args.width), kThreads, 0, stream, SlotTableKernel)
+  (nullptr, position, args.rows, args.width, args.dest_row, args.table_row, args.block_table, args.max_pages, args.out);
   return CheckCuda(cudaGetLastError(), "CausalSlots launch");
 }
 

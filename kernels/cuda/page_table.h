@@ -54,7 +54,7 @@ struct SlotTableArgs {
   const int32_t* table_row = nullptr;    // [rows] block-table row (sequence) of row r
   const int32_t* block_table = nullptr;  // [sequences, max_pages]
   int64_t max_pages = 0;
-  int32_t* out = nullptr;                // [*, width]
+  int32_t* out = nullptr;  // [*, width]
 };
 
 // positions [rows, width] token positions (or -1).

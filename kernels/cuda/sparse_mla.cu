@@ -60,9 +60,9 @@
 namespace envforge::kernels::cuda {
 namespace {
 
-constexpr int kHeadTile = 64;   // head rows per block
-constexpr int kChunk = 64;      // selected slots per pipeline step
-constexpr int kThreads = 256;   // 8 warps
+constexpr int kHeadTile = 64;  // head rows per block
+constexpr int kChunk = 64;     // selected slots per pipeline step
+constexpr int kThreads = 256;  // 8 warps
 constexpr int kMaxRope = 64;
 constexpr int kPStride = kChunk + 8;  // bf16 per P row; the 16-byte pad spreads ldmatrix rows over banks
 constexpr float kLog2e = 1.4426950408889634f;
@@ -74,15 +74,15 @@ template <int kRank>
 struct SmemLayout {
   static constexpr int kStride = kRank + kMaxRope;  // bf16 per Q / K tile row
   static constexpr int kRowBytes = kStride * 2;
-  static constexpr int kQ = 0;                                          // [64 heads][kStride] bf16
-  static constexpr int kK = kQ + kHeadTile * kRowBytes;                 // [64 keys][kStride] bf16
-  static constexpr int kP = kK + kChunk * kRowBytes;                    // [64 heads][kPStride] bf16
-  static constexpr int kRawNope = kP + kHeadTile * kPStride * 2;        // [64][kRank] fp8
-  static constexpr int kRawScale = kRawNope + kChunk * kRank;           // [64][4] fp32
-  static constexpr int kRawRope = kRawScale + kChunk * 4 * 4;           // [64][64] bf16
-  static constexpr int kFlags = kRawRope + kChunk * kMaxRope * 2;       // [2][64] int: slot valid
-  static constexpr int kRedMax = kFlags + 2 * kChunk * 4;               // [4 quarters][64] fp32
-  static constexpr int kRedSum = kRedMax + 4 * kHeadTile * 4;           // [4 quarters][64] fp32
+  static constexpr int kQ = 0;                                     // [64 heads][kStride] bf16
+  static constexpr int kK = kQ + kHeadTile * kRowBytes;            // [64 keys][kStride] bf16
+  static constexpr int kP = kK + kChunk * kRowBytes;               // [64 heads][kPStride] bf16
+  static constexpr int kRawNope = kP + kHeadTile * kPStride * 2;   // [64][kRank] fp8
+  static constexpr int kRawScale = kRawNope + kChunk * kRank;      // [64][4] fp32
+  static constexpr int kRawRope = kRawScale + kChunk * 4 * 4;      // [64][64] bf16
+  static constexpr int kFlags = kRawRope + kChunk * kMaxRope * 2;  // [2][64] int: slot valid
+  static constexpr int kRedMax = kFlags + 2 * kChunk * 4;          // [4 quarters][64] fp32
+  static constexpr int kRedSum = kRedMax + 4 * kHeadTile * 4;      // [4 quarters][64] fp32
   static constexpr int kBytes = kRedSum + 4 * kHeadTile * 4;
 };
 static_assert(SmemLayout<512>::kBytes <= 227 * 1024, "kv_rank 512 must fit an H100 block's shared memory");
@@ -94,16 +94,16 @@ struct KernelParams {
   const uint8_t* cache;  // [slots, row_bytes]
   int64_t slots;
   int row_bytes, rope_dim;
-  bool aligned16;  // rows can be gathered in 16-byte pieces (kv_rank 512 and a 16-byte aligned cache)
+  bool aligned16;          // rows can be gathered in 16-byte pieces (kv_rank 512 and a 16-byte aligned cache)
   const int32_t* indices;  // [tokens, topk]
   int topk;
-  float scale_log2;  // scale * log2(e)
-  uint16_t* out;     // [tokens, heads, kRank] (prefill)
-  float* lse;        // [tokens, heads] or null (prefill)
+  float scale_log2;      // scale * log2(e)
+  uint16_t* out;         // [tokens, heads, kRank] (prefill)
+  float* lse;            // [tokens, heads] or null (prefill)
   int chunks_per_split;  // split mode: chunks of a token per block
-  float* ws_o;  // split mode: [splits, tokens, heads, kRank] unnormalised O
-  float* ws_m;  // split mode: [splits, tokens, heads] running max, log2 domain (-inf: no valid slot)
-  float* ws_l;  // split mode: [splits, tokens, heads] row sum
+  float* ws_o;           // split mode: [splits, tokens, heads, kRank] unnormalised O
+  float* ws_m;           // split mode: [splits, tokens, heads] running max, log2 domain (-inf: no valid slot)
+  float* ws_l;           // split mode: [splits, tokens, heads] row sum
 };
 
 // PTX: kernels/cuda/internal/ptx.cuh
@@ -113,7 +113,6 @@ using internal::CpAsyncWaitAll;
 using internal::LdMatrixX4;
 using internal::LdMatrixX4Trans;
 using internal::MmaBf16M16N8K16;
-
 
 // Barrier of the 128 threads (4 warps) of one row group; id 0 is __syncthreads'.
 __device__ __forceinline__ void RowGroupBarrier(int row_group) { internal::NamedBarrier(1 + row_group, 128); }
@@ -160,8 +159,8 @@ __device__ __forceinline__ void CopyRow(const uint8_t* row, int rope_dim, uint8_
 // or past key_end are skipped) and records which rows are valid in flags. Warp w gathers rows
 // w, w + 8, ..., w + 56.
 template <int kRank>
-__device__ void GatherChunk(const KernelParams& p, int64_t token, int key_begin, int key_end, uint8_t* smem,
-                            int* flags, int warp, int lane) {
+__device__ void GatherChunk(const KernelParams& p, int64_t token, int key_begin, int key_end, uint8_t* smem, int* flags,
+                            int warp, int lane) {
   using L = SmemLayout<kRank>;
   int my_slot = -1;
   if (lane < 8) {
@@ -325,7 +324,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_mla_kernel(const KernelPar
 #pragma unroll 1
     for (int step = kRank / 16; step < kRank / 16 + rope_steps; ++step) score_step(step);
 
-    // ---- Online softmax. Skipped slots -> -inf; chunk row maxima exchanged within the row group.
+      // ---- Online softmax. Skipped slots -> -inf; chunk row maxima exchanged within the row group.
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -497,10 +496,7 @@ __global__ void sparse_mla_combine_kernel(const CombineParams p) {
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-
-bool IsAligned(const void* pointer, size_t alignment) {
-  return reinterpret_cast<uintptr_t>(pointer) % alignment == 0;
-}
+bool IsAligned(const void* pointer, size_t alignment) { return reinterpret_cast<uintptr_t>(pointer) % alignment == 0; }
 
 // Decode plan: the token's chunks (ceil(topk / 64)) are split so that tokens * head_tiles *
 // splits blocks fill at most one wave of sm_count blocks (one block per SM: the shared memory of
@@ -600,7 +596,8 @@ Status DispatchAttention(int64_t kv_rank, const KernelParams& p, int64_t splits,
     case 256: return LaunchAttention<256, kSplit>(p, splits, stream);
     case 384: return LaunchAttention<384, kSplit>(p, splits, stream);
     case 512: return LaunchAttention<512, kSplit>(p, splits, stream);
-    default: return InvalidArgumentError("sparse MLA: kv_rank must be 128, 256, 384 or 512, got " + std::to_string(kv_rank));
+    default:
+      return InvalidArgumentError("sparse MLA: kv_rank must be 128, 256, 384 or 512, got " + std::to_string(kv_rank));
   }
 }
 
@@ -627,7 +624,8 @@ size_t SparseMlaDecodeWorkspaceBytes(int64_t tokens, int64_t heads, int64_t kv_r
 Status SparseMlaDecode(const SparseMlaArgs& args, void* workspace, size_t workspace_bytes, int sm_count,
                        cudaStream_t stream) {
   ENVFORGE_RETURN_IF_ERROR(ValidateArgs(args, "SparseMlaDecode"));
-  if (sm_count < 1) return InvalidArgumentError("SparseMlaDecode: sm_count must be >= 1, got " + std::to_string(sm_count));
+  if (sm_count < 1)
+    return InvalidArgumentError("SparseMlaDecode: sm_count must be >= 1, got " + std::to_string(sm_count));
   if (args.tokens == 0) return Status();
   const size_t needed = SparseMlaDecodeWorkspaceBytes(args.tokens, args.heads, args.kv_rank, args.topk, sm_count);
   if (workspace_bytes < needed) {
@@ -658,7 +656,8 @@ Status SparseMlaDecode(const SparseMlaArgs& args, void* workspace, size_t worksp
   c.out = args.out;
   c.lse = args.lse;
   ENVFORGE_LAUNCH(static_cast<unsigned>(rows), static_cast<unsigned>(args.kv_rank / 4), 0, stream,
-                  sparse_mla_combine_kernel)(c);
+                  sparse_mla_combine_kernel)
+  (c);
   return CheckCuda(cudaGetLastError(), "sparse_mla_combine_kernel launch");
 }
 

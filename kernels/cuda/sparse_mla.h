@@ -35,23 +35,22 @@ inline constexpr int64_t LatentRowBytes(int64_t kv_rank, int64_t rope_dim) {
 }
 
 struct SparseMlaArgs {
-  const uint16_t* q = nullptr;       // [tokens, heads, kv_rank + rope_dim] bf16
+  const uint16_t* q = nullptr;  // [tokens, heads, kv_rank + rope_dim] bf16
   int64_t tokens = 0, heads = 0;
-  const uint8_t* cache = nullptr;    // [slots, LatentRowBytes]
+  const uint8_t* cache = nullptr;  // [slots, LatentRowBytes]
   int64_t slots = 0, kv_rank = 512, rope_dim = 64;
   const int32_t* indices = nullptr;  // [tokens, topk]
   int64_t topk = 0;
   float scale = 1.0f;
-  uint16_t* out = nullptr;           // [tokens, heads, kv_rank] bf16
-  float* lse = nullptr;              // [tokens, heads] natural-log sum-exp of z; nullable
+  uint16_t* out = nullptr;  // [tokens, heads, kv_rank] bf16
+  float* lse = nullptr;     // [tokens, heads] natural-log sum-exp of z; nullable
 };
 
 Status SparseMlaPrefill(const SparseMlaArgs& args, cudaStream_t stream);
 
-size_t SparseMlaDecodeWorkspaceBytes(int64_t tokens, int64_t heads, int64_t kv_rank, int64_t topk,
-                                     int sm_count);
-Status SparseMlaDecode(const SparseMlaArgs& args, void* workspace, size_t workspace_bytes,
-                       int sm_count, cudaStream_t stream);
+size_t SparseMlaDecodeWorkspaceBytes(int64_t tokens, int64_t heads, int64_t kv_rank, int64_t topk, int sm_count);
+Status SparseMlaDecode(const SparseMlaArgs& args, void* workspace, size_t workspace_bytes, int sm_count,
+                       cudaStream_t stream);
 
 // Host helper: rows [0, view.rows) of a CPU latent cache view into contiguous slots of `out`
 // ([view.rows, LatentRowBytes]).

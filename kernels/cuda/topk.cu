@@ -68,9 +68,9 @@ static_assert(kFirstBins % kThreads == 0 && (1 << kRefineBits) % kThreads == 0,
               "FindPivot gives every thread the same number of bins");
 
 constexpr int64_t kMaxK = 4096;
-constexpr int kSharedCandidates = 4096;          // per shared candidate buffer
-constexpr int64_t kMinSliceScores = 4096;        // multi-block: the smallest slice worth a block
-constexpr int64_t kGlobalCandidates = 65536;     // multi-block: per-row candidate list capacity
+constexpr int kSharedCandidates = 4096;       // per shared candidate buffer
+constexpr int64_t kMinSliceScores = 4096;     // multi-block: the smallest slice worth a block
+constexpr int64_t kGlobalCandidates = 65536;  // multi-block: per-row candidate list capacity
 
 // Dynamic shared memory: histogram | refine buffer (pass 2 -> 3) | first buffer (pass 1 -> 2).
 // The select kernel needs only the first two.
@@ -97,31 +97,31 @@ struct RowCounters {
 
 struct SliceParams {
   int blocks_per_row;
-  int slice_len;               // scores per block; a multiple of 4
-  uint32_t* histograms;        // [rows][kFirstBins]
-  RowCounters* counters;       // [rows]
-  uint32_t* candidate_keys;    // [rows][capacity]
-  int32_t* candidate_index;    // [rows][capacity]
+  int slice_len;             // scores per block; a multiple of 4
+  uint32_t* histograms;      // [rows][kFirstBins]
+  RowCounters* counters;     // [rows]
+  uint32_t* candidate_keys;  // [rows][capacity]
+  int32_t* candidate_index;  // [rows][capacity]
   int capacity;
 };
 
 // Block-wide selection state, in shared memory. Written by thread 0 between barriers (or by the
 // one thread that finds the pivot), read by all.
 struct PassState {
-  uint32_t prefix;       // the key bits resolved by earlier passes
-  uint32_t prefix_mask;  // which bits those are
-  int need;              // output slots still to fill
-  int written;           // next slot for a winner above the pivot
-  int ties;              // digit == pivot keys claimed in a taking pass
-  int collected;         // candidates appended to the buffer being filled
+  uint32_t prefix;                // the key bits resolved by earlier passes
+  uint32_t prefix_mask;           // which bits those are
+  int need;                       // output slots still to fill
+  int written;                    // next slot for a winner above the pivot
+  int ties;                       // digit == pivot keys claimed in a taking pass
+  int collected;                  // candidates appended to the buffer being filled
   int pivot, above, pivot_count;  // FindPivot's result for the current pass
-  int ticket;            // multi-block: this block's arrival order in its row
+  int ticket;                     // multi-block: this block's arrival order in its row
 };
 
 struct BlockShared {
   uint32_t* histogram;  // kFirstBins
   PassState* state;
-  int* warp_sums;       // kWarps
+  int* warp_sums;  // kWarps
 };
 
 struct CandidateBuffer {
@@ -513,9 +513,10 @@ Status ConfigureKernelsOnce() {
   static Status* configured = nullptr;
   std::call_once(once, [] {
     const auto configure = []() -> Status {
-      ENVFORGE_RETURN_IF_ERROR(CheckCuda(cudaFuncSetAttribute(topk_row_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                              static_cast<int>(kRowKernelSharedBytes)),
-                                         "TopK: shared memory attribute of topk_row_kernel"));
+      ENVFORGE_RETURN_IF_ERROR(
+          CheckCuda(cudaFuncSetAttribute(topk_row_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kRowKernelSharedBytes)),
+                    "TopK: shared memory attribute of topk_row_kernel"));
       return CheckCuda(cudaFuncSetAttribute(topk_slice_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(kSelectKernelSharedBytes)),
                        "TopK: shared memory attribute of topk_slice_select_kernel");
@@ -558,8 +559,8 @@ TopKPlan PlanTopK(int64_t rows, int64_t n, int64_t k, int sm_count) {
   TopKPlan plan;
   plan.threads = kThreads;
   if (rows <= 0 || n <= k || sm_count < 2) return plan;
-  const int64_t by_sms = sm_count / rows;              // rows * blocks_per_row <= sm_count
-  const int64_t by_length = n / kMinSliceScores;       // slices of >= kMinSliceScores scores
+  const int64_t by_sms = sm_count / rows;         // rows * blocks_per_row <= sm_count
+  const int64_t by_length = n / kMinSliceScores;  // slices of >= kMinSliceScores scores
   const int64_t blocks_per_row = std::min(by_sms, by_length);
   if (blocks_per_row >= 2) plan.blocks_per_row = static_cast<int>(blocks_per_row);
   return plan;
@@ -593,7 +594,7 @@ Status TopK(const TopKArgs& args, void* workspace, size_t workspace_bytes, int s
   }
   ENVFORGE_RETURN_IF_ERROR(ConfigureKernelsOnce());
 
-  const TopKParams params{args.scores, args.stride, static_cast<int>(args.n), static_cast<int>(args.k),
+  const TopKParams params{args.scores,  args.stride, static_cast<int>(args.n), static_cast<int>(args.k),
                           args.row_len, args.out};
   if (plan.blocks_per_row == 1) {
     ENVFORGE_LAUNCH(static_cast<unsigned>(args.rows), kThreads, kRowKernelSharedBytes, stream, topk_row_kernel)(params);

@@ -22,11 +22,11 @@
 namespace envforge::kernels::cuda {
 
 struct TopKArgs {
-  const float* scores = nullptr;    // [rows, stride]
+  const float* scores = nullptr;  // [rows, stride]
   int64_t rows = 0, n = 0, stride = 0;
   const int32_t* row_len = nullptr;  // [rows] device; nullptr: n for every row (each <= n)
   int64_t k = 0;
-  int32_t* out = nullptr;            // [rows, k]
+  int32_t* out = nullptr;  // [rows, k]
 };
 
 struct TopKPlan {
@@ -38,7 +38,6 @@ struct TopKPlan {
 TopKPlan PlanTopK(int64_t rows, int64_t n, int64_t k, int sm_count);
 size_t TopKWorkspaceBytes(int64_t rows, int64_t n, int64_t k, int sm_count);
 
-Status TopK(const TopKArgs& args, void* workspace, size_t workspace_bytes, int sm_count,
-            cudaStream_t stream);
+Status TopK(const TopKArgs& args, void* workspace, size_t workspace_bytes, int sm_count, cudaStream_t stream);
 
 }  // namespace envforge::kernels::cuda

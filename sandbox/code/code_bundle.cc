@@ -37,19 +37,27 @@ Status Run(Database& db, std::string_view sql, const std::vector<SqlValue>& valu
 Status WriteEnvAndTools(Database& db, const std::string& name, const CodeImportOptions& options,
                         const std::string& repo_path) {
   std::error_code error;
-  const Json provenance = {{"generator", "envforge code import"}, {"source_dir", fs::absolute(repo_path, error).string()}};
+  const Json provenance = {{"generator", "envforge code import"},
+                           {"source_dir", fs::absolute(repo_path, error).string()}};
   const std::vector<std::pair<std::string, std::string>> env = {
-      {"name", name}, {"kind", "code"}, {"category", options.category},
+      {"name", name},
+      {"kind", "code"},
+      {"category", options.category},
       {"description", "repositories at a base commit, graded by their own tests (JUnit XML)"},
-      {"format_version", std::to_string(kBundleFormatVersion)}, {"provenance", DumpJson(provenance)},
-      {"tools_module", ""}, {"content_hash", ""}};
-  for (const auto& [key, value] : env) ENVFORGE_RETURN_IF_ERROR(Run(db, "INSERT INTO _env VALUES (?, ?)", {key, value}));
+      {"format_version", std::to_string(kBundleFormatVersion)},
+      {"provenance", DumpJson(provenance)},
+      {"tools_module", ""},
+      {"content_hash", ""}};
+  for (const auto& [key, value] : env)
+    ENVFORGE_RETURN_IF_ERROR(Run(db, "INSERT INTO _env VALUES (?, ?)", {key, value}));
   std::vector<toolsets::ToolSpec> tools = toolsets::CodeToolSpecs();
-  tools.push_back({"submit_result", "Submits the working copy's changes (its diff against the base commit) for grading.",
+  tools.push_back({"submit_result",
+                   "Submits the working copy's changes (its diff against the base commit) for grading.",
                    toolsets::CodeAnswerSchema()});
   for (size_t i = 0; i < tools.size(); ++i) {
-    ENVFORGE_RETURN_IF_ERROR(Run(db, "INSERT INTO _tools VALUES (?, ?, ?, ?, '', 1)",
-                                 {static_cast<int64_t>(i), tools[i].name, tools[i].description, DumpJson(tools[i].input_schema)}));
+    ENVFORGE_RETURN_IF_ERROR(
+        Run(db, "INSERT INTO _tools VALUES (?, ?, ?, ?, '', 1)",
+            {static_cast<int64_t>(i), tools[i].name, tools[i].description, DumpJson(tools[i].input_schema)}));
   }
   return Status::Ok();
 }
@@ -63,16 +71,21 @@ Status WriteTask(Database& db, const CodeInstance& instance, const std::string& 
   std::error_code error;
   fs::remove_all(repo_dir, error);
   report->archive_bytes += static_cast<int64_t>(archive.size());
-  ENVFORGE_RETURN_IF_ERROR(Run(db, "INSERT INTO _files VALUES (?, ?)",
-                               {ArchivePath(instance.instance_id), std::vector<uint8_t>(archive.begin(), archive.end())}));
+  ENVFORGE_RETURN_IF_ERROR(
+      Run(db, "INSERT INTO _files VALUES (?, ?)",
+          {ArchivePath(instance.instance_id), std::vector<uint8_t>(archive.begin(), archive.end())}));
   CodeInstance stored = instance;
   stored.base_commit = commit;
-  const Json knobs = {{"language", instance.language}, {"repo", instance.repo}, {"base_commit", commit},
-                      {"fail_to_pass", instance.fail_to_pass.size()}, {"pass_to_pass", instance.pass_to_pass.size()}};
-  ENVFORGE_RETURN_IF_ERROR(Run(db, "INSERT INTO _tasks VALUES (?, ?, ?, '', '', NULL, 1, ?, '', NULL, NULL)",
-                               {instance.instance_id, instance.problem_statement, DumpJson(toolsets::CodeAnswerSchema()),
-                                DumpJson(knobs)}));
-  ENVFORGE_RETURN_IF_ERROR(Run(db, "INSERT INTO _code VALUES (?, ?, NULL)", {instance.instance_id, DumpJson(stored.ToJson())}));
+  const Json knobs = {{"language", instance.language},
+                      {"repo", instance.repo},
+                      {"base_commit", commit},
+                      {"fail_to_pass", instance.fail_to_pass.size()},
+                      {"pass_to_pass", instance.pass_to_pass.size()}};
+  ENVFORGE_RETURN_IF_ERROR(
+      Run(db, "INSERT INTO _tasks VALUES (?, ?, ?, '', '', NULL, 1, ?, '', NULL, NULL)",
+          {instance.instance_id, instance.problem_statement, DumpJson(toolsets::CodeAnswerSchema()), DumpJson(knobs)}));
+  ENVFORGE_RETURN_IF_ERROR(
+      Run(db, "INSERT INTO _code VALUES (?, ?, NULL)", {instance.instance_id, DumpJson(stored.ToJson())}));
   report->task_ids.push_back(instance.instance_id);
   report->base_commits.push_back(commit);
   return Status::Ok();
@@ -92,16 +105,19 @@ Status SealBundle(Database& db, CodeImportReport* report) {
     task.prompt = tasks.ColumnText(1);
     versions.emplace_back(task.id, TaskVersion(report->content_hash, task));
   }
-  for (const auto& [id, version] : versions) ENVFORGE_RETURN_IF_ERROR(Run(db, "UPDATE _tasks SET version = ? WHERE id = ?", {version, id}));
+  for (const auto& [id, version] : versions)
+    ENVFORGE_RETURN_IF_ERROR(Run(db, "UPDATE _tasks SET version = ? WHERE id = ?", {version, id}));
   return Status::Ok();
 }
 
 Result<Database> OpenCodeBundle(const std::string& envdb_path, Database::Mode mode) {
   if (!fs::exists(envdb_path)) return NotFoundError(envdb_path + ": no such bundle");
   ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::Open(envdb_path, mode));
-  ENVFORGE_ASSIGN_OR_RETURN(Statement check, db.Prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = '_code'"));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement check,
+                            db.Prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = '_code'"));
   ENVFORGE_ASSIGN_OR_RETURN(bool has_code, check.Step());
-  if (!has_code) return InvalidArgumentError(envdb_path + " is not a code environment (no _code table; see envforge code import)");
+  if (!has_code)
+    return InvalidArgumentError(envdb_path + " is not a code environment (no _code table; see envforge code import)");
   return db;
 }
 
@@ -132,7 +148,8 @@ Result<CodeImportReport> ImportCodeInstances(const std::vector<CodeInstance>& in
     ENVFORGE_RETURN_IF_ERROR(db.Exec(std::string(internal::kReservedTablesSql) + std::string(kCodeTableSql)));
     const std::string name = options.env_name.empty() ? DefaultEnvName(instances) : options.env_name;
     ENVFORGE_RETURN_IF_ERROR(WriteEnvAndTools(db, name, options, repo_path));
-    for (const CodeInstance& instance : instances) ENVFORGE_RETURN_IF_ERROR(WriteTask(db, instance, repo_path, scratch, &report));
+    for (const CodeInstance& instance : instances)
+      ENVFORGE_RETURN_IF_ERROR(WriteTask(db, instance, repo_path, scratch, &report));
     ENVFORGE_RETURN_IF_ERROR(SealBundle(db, &report));
     ENVFORGE_RETURN_IF_ERROR(db.Exec("COMMIT"));
   }
@@ -155,7 +172,8 @@ Result<CodeTask> LoadCodeTask(const std::string& envdb_path, const std::string& 
   CodeTask task{std::move(instance).value(), nullptr};
   if (!stmt.ColumnIsNull(1)) {
     Result<Json> validation = ParseJson(stmt.ColumnText(1), "_code.validation");
-    if (!validation.ok()) return DataLossError(envdb_path + ": _code[" + task_id + "].validation: " + validation.status().message());
+    if (!validation.ok())
+      return DataLossError(envdb_path + ": _code[" + task_id + "].validation: " + validation.status().message());
     task.validation = std::move(validation).value();
   }
   return task;

@@ -14,17 +14,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using verifiers::JunitOptions;
+using verifiers::JunitProblem;
 using verifiers::JunitProducer;
 using verifiers::JunitReport;
 using verifiers::JunitTest;
-using verifiers::JunitProblem;
 using verifiers::TestStatus;
-
 
 Status ApplyPatch(const fs::path& work, const std::string& patch, const std::string& what) {
   if (patch.empty()) return Status::Ok();
-  Result<std::string> applied =
-      RunGit(work, {"apply", "--whitespace=nowarn", "--recount", "-"}, patch);
+  Result<std::string> applied = RunGit(work, {"apply", "--whitespace=nowarn", "--recount", "-"}, patch);
   if (!applied.ok()) return FailedPreconditionError(what + " does not apply: " + applied.status().message());
   return Status::Ok();
 }
@@ -72,8 +70,8 @@ Status ReadReports(const fs::path& junit_dir, const std::string& producer_name, 
   return Status::Ok();
 }
 
-Result<SandboxedCommandResult> RunInSandbox(const std::string& command, const fs::path& work,
-                                                           const fs::path& junit, const CodeRunOptions& options) {
+Result<SandboxedCommandResult> RunInSandbox(const std::string& command, const fs::path& work, const fs::path& junit,
+                                            const CodeRunOptions& options) {
   SandboxedCommandOptions run;
   run.command = command;
   run.workdir = work;
@@ -115,7 +113,8 @@ Result<TestRunResult> RunTestsOnFreshCopy(const RepoSource& repo, const CodeInst
   if (!instance.install.empty()) {
     ENVFORGE_ASSIGN_OR_RETURN(auto install, RunInSandbox(instance.install, work, junit, options));
     if (!install.succeeded()) {
-      return FailedPreconditionError("the install script failed (" + install.EndReason() + "): " + Tail(install.output));
+      return FailedPreconditionError("the install script failed (" + install.EndReason() +
+                                     "): " + Tail(install.output));
     }
   }
   TestRunResult run;
@@ -127,7 +126,6 @@ Result<TestRunResult> RunTestsOnFreshCopy(const RepoSource& repo, const CodeInst
   }
   return run;
 }
-
 
 TestStatus StatusIn(const std::map<std::string, TestStatus>& statuses, const std::string& id) {
   auto found = statuses.find(id);
@@ -144,7 +142,8 @@ Result<SubmissionGrade> GradeSubmission(const RepoSource& repo, const CodeInstan
   // On a submission, a run that cannot build or report is the submission's doing: the instance's
   // own runs (validated) build and report. A diff that does not apply, an install script that fails,
   // a test command that writes no report or a broken one: nothing is resolved.
-  if (!run.ok() && (run.status().code() == StatusCode::kFailedPrecondition || run.status().code() == StatusCode::kDataLoss)) {
+  if (!run.ok() &&
+      (run.status().code() == StatusCode::kFailedPrecondition || run.status().code() == StatusCode::kDataLoss)) {
     grade.failing.push_back(run.status().message());
     return grade;
   }
@@ -152,7 +151,8 @@ Result<SubmissionGrade> GradeSubmission(const RepoSource& repo, const CodeInstan
   for (const auto* list : {&instance.fail_to_pass, &instance.pass_to_pass}) {
     for (const std::string& id : *list) {
       const TestStatus status = StatusIn(run->statuses, id);
-      const bool ok = verifiers::CountsAsPassing(status) || (list == &instance.pass_to_pass && status == TestStatus::kSkip);
+      const bool ok =
+          verifiers::CountsAsPassing(status) || (list == &instance.pass_to_pass && status == TestStatus::kSkip);
       if (!ok) grade.failing.push_back(id + ": " + std::string(verifiers::TestStatusName(status)));
     }
   }

@@ -11,18 +11,21 @@
 namespace envforge::sandbox::code {
 namespace {
 
-const char* const kKnownKeys[] = {"instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
-                                  "FAIL_TO_PASS", "PASS_TO_PASS", "language", "install", "test_command",
-                                  "junit_producer", "test_subset_command"};
+const char* const kKnownKeys[] = {
+    "instance_id",  "repo",           "base_commit",        "problem_statement", "patch",
+    "test_patch",   "FAIL_TO_PASS",   "PASS_TO_PASS",       "language",          "install",
+    "test_command", "junit_producer", "test_subset_command"};
 
 bool PlainName(const std::string& name) {
   return !name.empty() && name.size() <= 200 && name != "." && name != ".." &&
-         std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '_' || c == '-'; });
+         std::all_of(name.begin(), name.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '_' || c == '-'; });
 }
 
 bool HexCommit(const std::string& commit) {
-  return commit.size() >= 7 && commit.size() <= 40 &&
-         std::all_of(commit.begin(), commit.end(), [](unsigned char c) { return std::isdigit(c) || (c >= 'a' && c <= 'f'); });
+  return commit.size() >= 7 && commit.size() <= 40 && std::all_of(commit.begin(), commit.end(), [](unsigned char c) {
+           return std::isdigit(c) || (c >= 'a' && c <= 'f');
+         });
 }
 
 Result<std::string> StringField(const Json& json, const char* key, bool required, const std::string& where) {
@@ -79,17 +82,20 @@ Result<CodeInstance> ParseCodeInstance(const Json& json, const std::string& wher
   CodeInstance instance;
   ENVFORGE_ASSIGN_OR_RETURN(instance.instance_id, StringField(json, "instance_id", true, where));
   if (!PlainName(instance.instance_id)) {
-    return InvalidArgumentError(where + ": instance_id '" + instance.instance_id + "' must be letters, digits, '.', '_' or '-'");
+    return InvalidArgumentError(where + ": instance_id '" + instance.instance_id +
+                                "' must be letters, digits, '.', '_' or '-'");
   }
   const std::string at = where + " (" + instance.instance_id + ")";
   ENVFORGE_ASSIGN_OR_RETURN(instance.repo, StringField(json, "repo", false, at));
   ENVFORGE_ASSIGN_OR_RETURN(instance.base_commit, StringField(json, "base_commit", true, at));
-  if (!HexCommit(instance.base_commit)) return InvalidArgumentError(at + ": base_commit '" + instance.base_commit + "' is not a lower-case hex commit id");
+  if (!HexCommit(instance.base_commit))
+    return InvalidArgumentError(at + ": base_commit '" + instance.base_commit + "' is not a lower-case hex commit id");
   ENVFORGE_ASSIGN_OR_RETURN(instance.problem_statement, StringField(json, "problem_statement", true, at));
   ENVFORGE_ASSIGN_OR_RETURN(instance.patch, StringField(json, "patch", true, at));
   ENVFORGE_ASSIGN_OR_RETURN(instance.test_patch, StringField(json, "test_patch", true, at));
   if (instance.problem_statement.empty()) return InvalidArgumentError(at + ": problem_statement is empty");
-  if (DiffPaths(instance.patch).empty()) return InvalidArgumentError(at + ": patch is not a unified diff (no file in it)");
+  if (DiffPaths(instance.patch).empty())
+    return InvalidArgumentError(at + ": patch is not a unified diff (no file in it)");
   ENVFORGE_ASSIGN_OR_RETURN(instance.fail_to_pass, TestIdList(json, "FAIL_TO_PASS", at));
   ENVFORGE_ASSIGN_OR_RETURN(instance.pass_to_pass, TestIdList(json, "PASS_TO_PASS", at));
   ENVFORGE_ASSIGN_OR_RETURN(instance.language, StringField(json, "language", true, at));
@@ -104,7 +110,8 @@ Result<CodeInstance> ParseCodeInstance(const Json& json, const std::string& wher
   if (!producer.empty()) instance.junit_producer = producer;
   ENVFORGE_ASSIGN_OR_RETURN(instance.test_subset_command, StringField(json, "test_subset_command", false, at));
   for (const auto& [key, value] : json.items()) {
-    if (std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) == std::end(kKnownKeys)) instance.extra[key] = value;
+    if (std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) == std::end(kKnownKeys))
+      instance.extra[key] = value;
   }
   return instance;
 }
@@ -114,7 +121,8 @@ Result<std::vector<CodeInstance>> ReadCodeInstances(const std::string& path) {
   std::vector<std::pair<Json, std::string>> objects;
   if (Result<Json> whole = ParseJson(text); whole.ok()) {
     if (whole->is_array()) {
-      for (size_t i = 0; i < whole->size(); ++i) objects.emplace_back((*whole)[i], path + " item " + std::to_string(i + 1));
+      for (size_t i = 0; i < whole->size(); ++i)
+        objects.emplace_back((*whole)[i], path + " item " + std::to_string(i + 1));
     } else {
       objects.emplace_back(*whole, path);
     }
@@ -124,7 +132,9 @@ Result<std::vector<CodeInstance>> ReadCodeInstances(const std::string& path) {
     for (int number = 1; std::getline(lines, line); ++number) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       Result<Json> parsed = ParseJson(line);
-      if (!parsed.ok()) return InvalidArgumentError(path + " line " + std::to_string(number) + ": not JSON: " + parsed.status().message());
+      if (!parsed.ok())
+        return InvalidArgumentError(path + " line " + std::to_string(number) +
+                                    ": not JSON: " + parsed.status().message());
       objects.emplace_back(*parsed, path + " line " + std::to_string(number));
     }
   }
@@ -133,7 +143,8 @@ Result<std::vector<CodeInstance>> ReadCodeInstances(const std::string& path) {
   std::set<std::string> seen;
   for (const auto& [json, where] : objects) {
     ENVFORGE_ASSIGN_OR_RETURN(CodeInstance instance, ParseCodeInstance(json, where));
-    if (!seen.insert(instance.instance_id).second) return InvalidArgumentError(where + ": instance_id " + instance.instance_id + " appears twice");
+    if (!seen.insert(instance.instance_id).second)
+      return InvalidArgumentError(where + ": instance_id " + instance.instance_id + " appears twice");
     instances.push_back(std::move(instance));
   }
   return instances;
@@ -150,7 +161,8 @@ std::vector<std::string> DiffPaths(const std::string& diff) {
     std::string chosen = plus == "/dev/null" ? minus : plus;
     if (const size_t tab = chosen.find('\t'); tab != std::string::npos) chosen.resize(tab);
     if (chosen.starts_with("a/") || chosen.starts_with("b/")) chosen = chosen.substr(2);
-    if (!chosen.empty() && chosen != "/dev/null" && std::find(paths.begin(), paths.end(), chosen) == paths.end()) paths.push_back(chosen);
+    if (!chosen.empty() && chosen != "/dev/null" && std::find(paths.begin(), paths.end(), chosen) == paths.end())
+      paths.push_back(chosen);
   }
   return paths;
 }

@@ -41,7 +41,8 @@ Result<std::string> RelativePath(const Json& arguments, const char* key, bool re
     if (required) return InvalidArgumentError(std::string(key) + " is empty");
     return std::string(".");
   }
-  if (path[0] == '/') return InvalidArgumentError("path " + path + " is absolute; paths are relative to the repository root");
+  if (path[0] == '/')
+    return InvalidArgumentError("path " + path + " is absolute; paths are relative to the repository root");
   return path;
 }
 
@@ -125,7 +126,8 @@ ToolResult CodeWorkspace::Call(const toolsets::ToolCall& call) {
   if (call.name == toolsets::kRunCommandTool) content = RunCommand(call.arguments);
   if (call.name == toolsets::kRunTestsTool) content = RunTests(call.arguments);
   if (!content.ok()) {
-    const bool infra = content.status().code() == StatusCode::kUnavailable || content.status().code() == StatusCode::kInternal;
+    const bool infra =
+        content.status().code() == StatusCode::kUnavailable || content.status().code() == StatusCode::kInternal;
     return ToolResult::Error(infra ? Outcome::kInfraError : Outcome::kToolError, content.status().message(), call.id);
   }
   ToolResult result;
@@ -193,11 +195,10 @@ Result<Json> CodeWorkspace::SearchCode(const Json& arguments) {
   CommandLimits limits = options_.command_limits;
   limits.wall_ms = 30'000;
   limits.output_bytes = kCommandOutputBytes;
-  ENVFORGE_ASSIGN_OR_RETURN(
-      SandboxedCommandResult run,
-      Sandboxed("grep -rnIE --exclude-dir=.git -e \"$(cat /input/pattern)\" -- " + ShellQuote(path) + " | head -n " +
-                    std::to_string(max_results),
-                limits, {{"pattern", pattern}}));
+  ENVFORGE_ASSIGN_OR_RETURN(SandboxedCommandResult run,
+                            Sandboxed("grep -rnIE --exclude-dir=.git -e \"$(cat /input/pattern)\" -- " +
+                                          ShellQuote(path) + " | head -n " + std::to_string(max_results),
+                                      limits, {{"pattern", pattern}}));
   if (run.timed_out) return InvalidArgumentError("search_code: the search ran past 30 s; narrow the path");
   std::vector<std::string> matches;
   std::istringstream lines(run.output);
@@ -205,7 +206,8 @@ Result<Json> CodeWorkspace::SearchCode(const Json& arguments) {
     if (line.starts_with("grep: ")) return InvalidArgumentError("search_code: " + line.substr(6));
     matches.push_back(line);
   }
-  return Json{{"pattern", pattern}, {"matches", matches}, {"truncated", static_cast<int64_t>(matches.size()) >= max_results}};
+  return Json{
+      {"pattern", pattern}, {"matches", matches}, {"truncated", static_cast<int64_t>(matches.size()) >= max_results}};
 }
 
 Result<Json> CodeWorkspace::EditFile(const Json& arguments) {
@@ -220,9 +222,12 @@ Result<Json> CodeWorkspace::EditFile(const Json& arguments) {
     ENVFORGE_ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneath(root_fd_, path, O_RDONLY));
     ENVFORGE_ASSIGN_OR_RETURN(text, ReadAll(fd.get(), path));
     size_t count = 0;
-    for (size_t at = text.find(old_text); at != std::string::npos; at = text.find(old_text, at + old_text.size())) ++count;
+    for (size_t at = text.find(old_text); at != std::string::npos; at = text.find(old_text, at + old_text.size()))
+      ++count;
     if (count == 0) return InvalidArgumentError("old_text does not occur in " + path);
-    if (count > 1) return InvalidArgumentError("old_text occurs " + std::to_string(count) + " times in " + path + "; give more context");
+    if (count > 1)
+      return InvalidArgumentError("old_text occurs " + std::to_string(count) + " times in " + path +
+                                  "; give more context");
     text.replace(text.find(old_text), old_text.size(), new_text);
   }
   // Rewritten in place (O_TRUNC), beneath the root: the file keeps its mode.
@@ -243,9 +248,10 @@ Result<Json> CodeWorkspace::ApplyPatch(const Json& arguments) {
   CommandLimits limits = options_.command_limits;
   limits.wall_ms = 60'000;
   limits.output_bytes = kCommandOutputBytes;
-  ENVFORGE_ASSIGN_OR_RETURN(SandboxedCommandResult run,
-                            Sandboxed("git apply --whitespace=nowarn --recount /input/patch 2>&1 && git apply --numstat /input/patch",
-                                      limits, {{"patch", patch}}));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      SandboxedCommandResult run,
+      Sandboxed("git apply --whitespace=nowarn --recount /input/patch 2>&1 && git apply --numstat /input/patch", limits,
+                {{"patch", patch}}));
   if (!run.succeeded()) return InvalidArgumentError("the patch does not apply (nothing changed): " + run.output);
   std::vector<std::string> files;
   std::istringstream lines(run.output);
@@ -262,8 +268,11 @@ Result<Json> CodeWorkspace::RunCommand(const Json& arguments) {
   limits.wall_ms = std::clamp<int64_t>(IntArgument(arguments, "timeout_seconds", 120), 1, kMaxCommandSeconds) * 1000;
   limits.output_bytes = kCommandOutputBytes;
   ENVFORGE_ASSIGN_OR_RETURN(SandboxedCommandResult run, Sandboxed(command, limits));
-  return Json{{"exit_code", run.exit_code}, {"output", run.output}, {"timed_out", run.timed_out},
-              {"output_truncated", run.output_bytes > static_cast<int64_t>(run.output.size())}, {"seconds", run.seconds}};
+  return Json{{"exit_code", run.exit_code},
+              {"output", run.output},
+              {"timed_out", run.timed_out},
+              {"output_truncated", run.output_bytes > static_cast<int64_t>(run.output.size())},
+              {"seconds", run.seconds}};
 }
 
 Result<Json> CodeWorkspace::RunTests(const Json& arguments) {
@@ -287,7 +296,8 @@ Result<Json> CodeWorkspace::RunTests(const Json& arguments) {
                                                {{"ENVFORGE_TESTS_FILE", "/input/tests"}})
                                    : Sandboxed(options_.test_command, limits, {}, junit));
   const char* selection = wanted.empty() ? "all" : subset ? "subset run" : "whole suite run, subset reported";
-  ENVFORGE_ASSIGN_OR_RETURN(verifiers::JunitProducer producer, verifiers::JunitProducerFromName(options_.junit_producer));
+  ENVFORGE_ASSIGN_OR_RETURN(verifiers::JunitProducer producer,
+                            verifiers::JunitProducerFromName(options_.junit_producer));
   verifiers::JunitOptions junit_options;
   junit_options.producer = producer;
   junit_options.source_root = "/work";
@@ -312,8 +322,9 @@ Result<Json> CodeWorkspace::RunTests(const Json& arguments) {
   for (const std::string& id : wanted) {
     if (!tests.contains(id)) tests[id] = "missing";
   }
-  return Json{{"tests", tests}, {"selection", selection}, {"ran", ran}, {"problems", problems}, {"exit_code", run.exit_code},
-              {"timed_out", run.timed_out}, {"output", run.output}, {"seconds", run.seconds}};
+  return Json{{"tests", tests},       {"selection", selection},     {"ran", ran},
+              {"problems", problems}, {"exit_code", run.exit_code}, {"timed_out", run.timed_out},
+              {"output", run.output}, {"seconds", run.seconds}};
 }
 
 Result<std::string> CodeWorkspace::Diff() {
@@ -321,13 +332,15 @@ Result<std::string> CodeWorkspace::Diff() {
   limits.wall_ms = 120'000;
   limits.output_bytes = 64 << 20;
   // The index is a copy: the agent's own staging is left alone.
-  ENVFORGE_ASSIGN_OR_RETURN(
-      SandboxedCommandResult run,
-      Sandboxed("cp .git/index /tmp/index && GIT_INDEX_FILE=/tmp/index git add -A && "
-                "GIT_INDEX_FILE=/tmp/index git -c core.quotepath=off diff --cached --binary HEAD",
-                limits));
-  if (!run.succeeded()) return FailedPreconditionError("the working copy's diff could not be taken (" + run.EndReason() + "): " + run.output.substr(0, 2000));
-  if (run.output_bytes > static_cast<int64_t>(run.output.size())) return ResourceExhaustedError("the working copy's diff is larger than 64 MiB");
+  ENVFORGE_ASSIGN_OR_RETURN(SandboxedCommandResult run,
+                            Sandboxed("cp .git/index /tmp/index && GIT_INDEX_FILE=/tmp/index git add -A && "
+                                      "GIT_INDEX_FILE=/tmp/index git -c core.quotepath=off diff --cached --binary HEAD",
+                                      limits));
+  if (!run.succeeded())
+    return FailedPreconditionError("the working copy's diff could not be taken (" + run.EndReason() +
+                                   "): " + run.output.substr(0, 2000));
+  if (run.output_bytes > static_cast<int64_t>(run.output.size()))
+    return ResourceExhaustedError("the working copy's diff is larger than 64 MiB");
   return run.output;
 }
 
@@ -345,7 +358,8 @@ Result<SandboxedCommandResult> CodeWorkspace::Sandboxed(const std::string& comma
   if (!files.empty()) {
     std::error_code error;
     fs::create_directories(input, error);
-    for (const auto& [name, contents] : files) ENVFORGE_RETURN_IF_ERROR(WriteFileAtomically((input / name).string(), contents));
+    for (const auto& [name, contents] : files)
+      ENVFORGE_RETURN_IF_ERROR(WriteFileAtomically((input / name).string(), contents));
     run.binds.emplace_back(input, "/input");
   }
   if (!junit_dir.empty()) {

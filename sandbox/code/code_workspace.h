@@ -30,8 +30,8 @@ struct CodeWorkspaceOptions {
   std::string test_command;
   std::string junit_producer = "auto";
   std::string test_subset_command;  // code_instance.h; empty: a subset runs the whole suite
-  CommandLimits command_limits;  // run_command (its timeout_seconds caps wall_ms lower)
-  CommandLimits test_limits;     // run_tests
+  CommandLimits command_limits;     // run_command (its timeout_seconds caps wall_ms lower)
+  CommandLimits test_limits;        // run_tests
   std::filesystem::path scratch_root = "/tmp/envforge-code";
   // Disposes of the working copy when the workspace goes (working_copy_pool.h's Discard removes
   // it in the background); empty: removed at once.

@@ -30,27 +30,33 @@ namespace {
 namespace fs = std::filesystem;
 constexpr int kCommandNice = 10;  // test runs yield the CPU to envforge's own threads
 // Paths the sandbox's own layout takes; a bind may not land on or under them.
-constexpr const char* kReservedInside[] = {"/usr", "/etc", "/work", "/tmp", "/proc", "/dev", "/bin", "/lib", "/lib64", "/sbin"};
+constexpr const char* kReservedInside[] = {"/usr", "/etc", "/work", "/tmp",   "/proc",
+                                           "/dev", "/bin", "/lib",  "/lib64", "/sbin"};
 
 bool UnderOrAt(const std::string& path, const std::string& root) {
-  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
+  return path == root ||
+         (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
 }
 
 Status CheckOptions(const SandboxedCommandOptions& options) {
   if (access(options.bwrap.c_str(), X_OK) != 0) {
-    return UnavailableError("sandboxed command: bubblewrap (" + options.bwrap + ") is not installed; scripts/setup.sh installs it");
+    return UnavailableError("sandboxed command: bubblewrap (" + options.bwrap +
+                            ") is not installed; scripts/setup.sh installs it");
   }
   std::error_code error;
   if (!fs::is_directory(options.workdir, error)) {
-    return InvalidArgumentError("sandboxed command: working directory " + options.workdir.string() + " is not a directory");
+    return InvalidArgumentError("sandboxed command: working directory " + options.workdir.string() +
+                                " is not a directory");
   }
   for (const auto& [host, inside] : options.binds) {
-    if (!fs::is_directory(host, error)) return InvalidArgumentError("sandboxed command: bind source " + host.string() + " is not a directory");
+    if (!fs::is_directory(host, error))
+      return InvalidArgumentError("sandboxed command: bind source " + host.string() + " is not a directory");
     if (inside.size() < 2 || inside[0] != '/' || inside.find("..") != std::string::npos) {
       return InvalidArgumentError("sandboxed command: bind target '" + inside + "' is not a plain absolute path");
     }
     for (const char* reserved : kReservedInside) {
-      if (UnderOrAt(inside, reserved)) return InvalidArgumentError("sandboxed command: bind target " + inside + " is inside " + reserved);
+      if (UnderOrAt(inside, reserved))
+        return InvalidArgumentError("sandboxed command: bind target " + inside + " is inside " + reserved);
     }
   }
   return Status::Ok();
@@ -58,18 +64,34 @@ Status CheckOptions(const SandboxedCommandOptions& options) {
 
 std::vector<std::string> BwrapArgv(const SandboxedCommandOptions& options, bool have_seccomp) {
   const std::string tmp_size = std::to_string(options.limits.tmp_bytes);
-  std::vector<std::string> argv = {options.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
-                                   "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534", "--hostname", "sandbox",
-                                   "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
-                                   "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
-                                   "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
-                                   "--proc", "/proc", "--dev", "/dev", "--size", tmp_size, "--tmpfs", "/tmp",
-                                   "--dir", "/tmp/home", "--bind", options.workdir.string(), "/work"};
+  std::vector<std::string> argv = {options.bwrap,   "--unshare-all", "--die-with-parent",
+                                   "--new-session", "--cap-drop",    "ALL",
+                                   "--uid",         "65534",         "--gid",
+                                   "65534",         "--hostname",    "sandbox",
+                                   "--ro-bind",     "/usr",          "/usr",
+                                   "--symlink",     "usr/lib",       "/lib",
+                                   "--symlink",     "usr/lib64",     "/lib64",
+                                   "--symlink",     "usr/bin",       "/bin",
+                                   "--symlink",     "usr/sbin",      "/sbin",
+                                   "--ro-bind",     "/etc",          "/etc",
+                                   "--proc",        "/proc",         "--dev",
+                                   "/dev",          "--size",        tmp_size,
+                                   "--tmpfs",       "/tmp",          "--dir",
+                                   "/tmp/home",     "--bind",        options.workdir.string(),
+                                   "/work"};
   for (const auto& [host, inside] : options.binds) argv.insert(argv.end(), {"--bind", host.string(), inside});
-  const std::vector<std::pair<std::string, std::string>> defaults = {
-      {"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"LANG", "C.UTF-8"}, {"HOME", "/tmp/home"}, {"TMPDIR", "/tmp"},
-      {"USER", "sandbox"}, {"CI", "true"}, {"GOCACHE", "/tmp/go-cache"}, {"GOPATH", "/tmp/go"},
-      {"GOTOOLCHAIN", "local"}, {"GOPROXY", "off"}, {"GOFLAGS", "-mod=mod"}, {"npm_config_cache", "/tmp/npm-cache"}};
+  const std::vector<std::pair<std::string, std::string>> defaults = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
+                                                                     {"LANG", "C.UTF-8"},
+                                                                     {"HOME", "/tmp/home"},
+                                                                     {"TMPDIR", "/tmp"},
+                                                                     {"USER", "sandbox"},
+                                                                     {"CI", "true"},
+                                                                     {"GOCACHE", "/tmp/go-cache"},
+                                                                     {"GOPATH", "/tmp/go"},
+                                                                     {"GOTOOLCHAIN", "local"},
+                                                                     {"GOPROXY", "off"},
+                                                                     {"GOFLAGS", "-mod=mod"},
+                                                                     {"npm_config_cache", "/tmp/npm-cache"}};
   argv.insert(argv.end(), {"--chdir", "/work", "--clearenv"});
   for (const auto* list : {&defaults, &options.env}) {
     for (const auto& [name, value] : *list) argv.insert(argv.end(), {"--setenv", name, value});
@@ -84,7 +106,8 @@ bool WaitUntil(pid_t pid, int pidfd, std::chrono::steady_clock::time_point deadl
   for (;;) {
     const pid_t done = waitpid(pid, wait_status, WNOHANG);
     if (done == pid) return true;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     if (pidfd >= 0) {
       pollfd entry{pidfd, POLLIN, 0};
@@ -122,8 +145,12 @@ Json IsolationReport(const Result<std::unique_ptr<jupyter::KernelCgroup>>& cgrou
 }  // namespace
 
 Json CommandLimits::ToJson() const {
-  return {{"wall_ms", wall_ms}, {"memory_bytes", memory_bytes}, {"max_processes", max_processes},
-          {"max_file_bytes", max_file_bytes}, {"open_files", open_files}, {"tmp_bytes", tmp_bytes},
+  return {{"wall_ms", wall_ms},
+          {"memory_bytes", memory_bytes},
+          {"max_processes", max_processes},
+          {"max_file_bytes", max_file_bytes},
+          {"open_files", open_files},
+          {"tmp_bytes", tmp_bytes},
           {"output_bytes", output_bytes}};
 }
 
@@ -150,7 +177,8 @@ Result<SandboxedCommandResult> RunSandboxedCommand(const SandboxedCommandOptions
   Result<UniqueFd> seccomp = SeccompProgramMemfd("envforge-command-seccomp");
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   UniqueFd output(open((dir / "output").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  if (!devnull.valid() || !output.valid()) return ErrnoError("sandboxed command: open /dev/null or the output file", errno);
+  if (!devnull.valid() || !output.valid())
+    return ErrnoError("sandboxed command: open /dev/null or the output file", errno);
 
   internal::SandboxChildSetup setup;
   if (cgroup.ok()) {
@@ -161,7 +189,8 @@ Result<SandboxedCommandResult> RunSandboxedCommand(const SandboxedCommandOptions
   setup.stderr_fd = output.get();
   setup.seccomp_fd = seccomp.ok() ? seccomp->get() : -1;
   setup.nice = kCommandNice;
-  setup.file_size = {static_cast<rlim_t>(options.limits.max_file_bytes), static_cast<rlim_t>(options.limits.max_file_bytes)};
+  setup.file_size = {static_cast<rlim_t>(options.limits.max_file_bytes),
+                     static_cast<rlim_t>(options.limits.max_file_bytes)};
   setup.open_files = {static_cast<rlim_t>(options.limits.open_files), static_cast<rlim_t>(options.limits.open_files)};
   ENVFORGE_ASSIGN_OR_RETURN(const pid_t pid, internal::ForkSandboxChild(setup, BwrapArgv(options, seccomp.ok())));
   UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));

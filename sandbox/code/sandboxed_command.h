@@ -36,19 +36,19 @@ namespace envforge::sandbox::code {
 
 struct CommandLimits {
   int64_t wall_ms = 10 * 60 * 1000;
-  int64_t memory_bytes = int64_t{4} << 30;     // cgroup memory.max (builds and test suites)
-  int64_t max_processes = 512;                 // cgroup pids.max
-  int64_t max_file_bytes = int64_t{1} << 30;   // RLIMIT_FSIZE
-  int64_t open_files = 4096;                   // RLIMIT_NOFILE
-  int64_t tmp_bytes = int64_t{1} << 30;        // size of the /tmp tmpfs
-  size_t output_bytes = 256 * 1024;            // the tail of the output kept in the result
+  int64_t memory_bytes = int64_t{4} << 30;    // cgroup memory.max (builds and test suites)
+  int64_t max_processes = 512;                // cgroup pids.max
+  int64_t max_file_bytes = int64_t{1} << 30;  // RLIMIT_FSIZE
+  int64_t open_files = 4096;                  // RLIMIT_NOFILE
+  int64_t tmp_bytes = int64_t{1} << 30;       // size of the /tmp tmpfs
+  size_t output_bytes = 256 * 1024;           // the tail of the output kept in the result
 
   Json ToJson() const;
 };
 
 struct SandboxedCommandOptions {
-  std::string command;             // run as /bin/sh -c COMMAND
-  std::filesystem::path workdir;   // an existing directory: /work inside, read-write
+  std::string command;            // run as /bin/sh -c COMMAND
+  std::filesystem::path workdir;  // an existing directory: /work inside, read-write
   // Further host directories bound read-write: (host path, absolute path inside).
   std::vector<std::pair<std::filesystem::path, std::string>> binds;
   std::vector<std::pair<std::string, std::string>> env;  // added after the defaults
@@ -58,15 +58,15 @@ struct SandboxedCommandOptions {
 };
 
 struct SandboxedCommandResult {
-  int exit_code = -1;       // valid when signal == 0 and !timed_out
-  int signal = 0;           // the signal that ended the shell, or 0
-  bool timed_out = false;   // killed at the wall clock
+  int exit_code = -1;      // valid when signal == 0 and !timed_out
+  int signal = 0;          // the signal that ended the shell, or 0
+  bool timed_out = false;  // killed at the wall clock
   bool out_of_memory = false;
   bool pids_limited = false;
-  std::string output;       // stdout and stderr interleaved: the last limits.output_bytes bytes
+  std::string output;        // stdout and stderr interleaved: the last limits.output_bytes bytes
   int64_t output_bytes = 0;  // everything the command wrote, kept or not
   double seconds = 0;
-  Json isolation;           // {"namespaces", "seccomp", "cgroup", "rlimits", "filesystem", "network"}
+  Json isolation;  // {"namespaces", "seccomp", "cgroup", "rlimits", "filesystem", "network"}
 
   bool succeeded() const { return signal == 0 && !timed_out && exit_code == 0; }
   // "exit code 1", "signal 9", "wall clock (600 s)", "memory limit"...

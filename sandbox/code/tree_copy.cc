@@ -77,7 +77,8 @@ Status CopyFileData(int from_fd, int to_fd, off_t size, const std::string& where
 
 Status SetTimes(int dir_fd, const std::string& name, const struct stat& info, const std::string& where) {
   const timespec times[2] = {info.st_atim, info.st_mtim};
-  if (utimensat(dir_fd, name.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) return ErrnoError("copy: times of " + where, errno);
+  if (utimensat(dir_fd, name.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0)
+    return ErrnoError("copy: times of " + where, errno);
   return Status::Ok();
 }
 
@@ -104,7 +105,8 @@ Status CopyRegular(int from_dir, int to_dir, const std::string& name, const stru
                    const TreeCopyOptions& options) {
   UniqueFd from(openat(from_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!from.valid()) return ErrnoError("copy: open " + where, errno);
-  UniqueFd to(openat(to_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, info.st_mode & kPermissionBits));
+  UniqueFd to(openat(to_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     info.st_mode & kPermissionBits));
   if (!to.valid()) return ErrnoError("copy: create " + where, errno);
   ENVFORGE_RETURN_IF_ERROR(CopyFileData(from.get(), to.get(), info.st_size, where));
   if (options.overlay_layer) ENVFORGE_RETURN_IF_ERROR(CopyOverlayAttributes(from.get(), to.get(), where));
@@ -113,7 +115,8 @@ Status CopyRegular(int from_dir, int to_dir, const std::string& name, const stru
   return Status::Ok();
 }
 
-Status CopySymlink(int from_dir, int to_dir, const std::string& name, const struct stat& info, const std::string& where) {
+Status CopySymlink(int from_dir, int to_dir, const std::string& name, const struct stat& info,
+                   const std::string& where) {
   std::string target(static_cast<size_t>(info.st_size) + 1, '\0');
   const ssize_t length = readlinkat(from_dir, name.c_str(), target.data(), target.size());
   if (length < 0) return ErrnoError("copy: readlink " + where, errno);
@@ -124,7 +127,8 @@ Status CopySymlink(int from_dir, int to_dir, const std::string& name, const stru
 
 Status CopyDirectoryContents(int from_dir, int to_dir, const std::string& where, const TreeCopyOptions& options);
 
-Status CopyEntry(int from_dir, int to_dir, const std::string& name, const std::string& where, const TreeCopyOptions& options) {
+Status CopyEntry(int from_dir, int to_dir, const std::string& name, const std::string& where,
+                 const TreeCopyOptions& options) {
   struct stat info {};
   if (fstatat(from_dir, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) return ErrnoError("copy: stat " + where, errno);
   if (S_ISREG(info.st_mode)) return CopyRegular(from_dir, to_dir, name, info, where, options);
@@ -136,7 +140,8 @@ Status CopyEntry(int from_dir, int to_dir, const std::string& name, const std::s
   }
   if (S_ISLNK(info.st_mode)) return CopySymlink(from_dir, to_dir, name, info, where);
   if (S_ISFIFO(info.st_mode)) {
-    if (mkfifoat(to_dir, name.c_str(), info.st_mode & kPermissionBits) != 0) return ErrnoError("copy: mkfifo " + where, errno);
+    if (mkfifoat(to_dir, name.c_str(), info.st_mode & kPermissionBits) != 0)
+      return ErrnoError("copy: mkfifo " + where, errno);
     return Status::Ok();
   }
   if (!S_ISDIR(info.st_mode)) return Status::Ok();  // sockets and devices: see the header

@@ -30,9 +30,7 @@ namespace {
 constexpr const char* kOwnerFile = "owner.pid";
 
 // overlayfs splits its options at ',' and lowerdir at ':'; such paths cannot be named there.
-bool NameableInOverlayOptions(const fs::path& path) {
-  return path.string().find_first_of(",:\\") == std::string::npos;
-}
+bool NameableInOverlayOptions(const fs::path& path) { return path.string().find_first_of(",:\\") == std::string::npos; }
 
 Status Mount(const fs::path& lower, const fs::path& upper, const fs::path& work, const fs::path& at) {
   const std::string data = "lowerdir=" + lower.string() + ",upperdir=" + upper.string() + ",workdir=" + work.string();
@@ -59,8 +57,8 @@ bool ProbeOverlay(const fs::path& root) {
 std::string UnescapeMountField(const std::string& field) {
   std::string plain;
   for (size_t i = 0; i < field.size(); ++i) {
-    const bool escaped = field[i] == '\\' && i + 3 < field.size() &&
-                         field.find_first_not_of("01234567", i + 1) >= i + 4;
+    const bool escaped =
+        field[i] == '\\' && i + 3 < field.size() && field.find_first_not_of("01234567", i + 1) >= i + 4;
     if (!escaped) {
       plain += field[i];
       continue;
@@ -102,7 +100,7 @@ void DetachStaleOverlays() {
 }  // namespace
 
 struct WorkingCopyPool::TaskCopies {
-  std::string name;       // the key's hash: a directory name whatever the key holds
+  std::string name;  // the key's hash: a directory name whatever the key holds
   fs::path template_dir;
   std::mutex extract_mu;  // held through the one extraction
   std::atomic<bool> extracted{false};
@@ -111,9 +109,14 @@ struct WorkingCopyPool::TaskCopies {
 };
 
 Json WorkingCopyPoolStats::ToJson() const {
-  return Json{{"method", method}, {"templates", templates}, {"overlay_checkouts", overlay_checkouts},
-              {"overlay_forks", overlay_forks}, {"ready_checkouts", ready_checkouts}, {"copied_checkouts", copied_checkouts},
-              {"copies_made_ahead", copies_made_ahead}, {"discarded", discarded}};
+  return Json{{"method", method},
+              {"templates", templates},
+              {"overlay_checkouts", overlay_checkouts},
+              {"overlay_forks", overlay_forks},
+              {"ready_checkouts", ready_checkouts},
+              {"copied_checkouts", copied_checkouts},
+              {"copies_made_ahead", copies_made_ahead},
+              {"discarded", discarded}};
 }
 
 Result<std::shared_ptr<WorkingCopyPool>> WorkingCopyPool::Create(WorkingCopyPoolOptions options) {
@@ -122,7 +125,8 @@ Result<std::shared_ptr<WorkingCopyPool>> WorkingCopyPool::Create(WorkingCopyPool
   std::error_code error;
   for (const char* part : {"templates", "ready", "trash", "layers"}) {
     fs::create_directories(options.root / part, error);
-    if (error) return InternalError("working copy pool: mkdir " + (options.root / part).string() + ": " + error.message());
+    if (error)
+      return InternalError("working copy pool: mkdir " + (options.root / part).string() + ": " + error.message());
   }
   ENVFORGE_RETURN_IF_ERROR(WriteFileAtomically((options.root / kOwnerFile).string(), std::to_string(getpid())));
   DetachStaleOverlays();
@@ -197,7 +201,8 @@ Status WorkingCopyPool::Checkout(const std::string& key, const fs::path& dir) {
   }
   Status placed = FailedPreconditionError("no ready copy");
   if (!ready.empty()) {
-    placed = std::rename(ready.c_str(), dir.c_str()) == 0 ? Status::Ok() : ErrnoError("rename into " + dir.string(), errno);
+    placed =
+        std::rename(ready.c_str(), dir.c_str()) == 0 ? Status::Ok() : ErrnoError("rename into " + dir.string(), errno);
     if (!placed.ok()) Discard(ready);  // another filesystem, most likely: copy instead
   }
   const bool was_ready = placed.ok();
@@ -218,7 +223,8 @@ Status WorkingCopyPool::MountOverlay(const fs::path& lower, const fs::path& dir,
   std::error_code error;
   fs::create_directories(layer / "work", error);
   if (error) return InternalError("working copy pool: mkdir " + layer.string() + ": " + error.message());
-  Status upper = upper_from.empty() ? Status::Ok() : CopyTree(upper_from / "upper", layer / "upper", {.overlay_layer = true});
+  Status upper =
+      upper_from.empty() ? Status::Ok() : CopyTree(upper_from / "upper", layer / "upper", {.overlay_layer = true});
   if (upper.ok() && upper_from.empty()) fs::create_directories(layer / "upper", error);
   if (upper.ok() && mkdir(dir.c_str(), 0755) != 0) upper = ErrnoError("mkdir " + dir.string(), errno);
   if (upper.ok()) upper = Mount(lower, layer / "upper", layer / "work", dir);

@@ -48,12 +48,12 @@ struct WorkingCopyPoolOptions {
 };
 
 struct WorkingCopyPoolStats {
-  std::string method;             // "overlay" or "copy"
-  int64_t templates = 0;          // extracted from an archive
+  std::string method;     // "overlay" or "copy"
+  int64_t templates = 0;  // extracted from an archive
   int64_t overlay_checkouts = 0;
   int64_t overlay_forks = 0;
-  int64_t ready_checkouts = 0;    // a ready copy renamed into place
-  int64_t copied_checkouts = 0;   // none was ready: the template copied while the session waited
+  int64_t ready_checkouts = 0;   // a ready copy renamed into place
+  int64_t copied_checkouts = 0;  // none was ready: the template copied while the session waited
   int64_t copies_made_ahead = 0;
   int64_t discarded = 0;
   Json ToJson() const;
@@ -105,7 +105,7 @@ class WorkingCopyPool {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::map<std::string, std::shared_ptr<TaskCopies>> tasks_;
-  std::deque<std::shared_ptr<TaskCopies>> refills_;    // one entry per copy to make
+  std::deque<std::shared_ptr<TaskCopies>> refills_;  // one entry per copy to make
   std::deque<std::filesystem::path> removals_;
   bool overlay_ = false;  // probed at Create
   struct Overlay {

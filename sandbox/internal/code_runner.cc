@@ -15,9 +15,10 @@ CodeRunner::~CodeRunner() {
 }
 
 void CodeRunner::Start(std::string envdb_path, std::string task_id, std::shared_ptr<code::WorkingCopyPool> copies,
-                       std::filesystem::path dir, code::CodeWorkspaceOptions options, std::function<void(Status)> done) {
+                       std::filesystem::path dir, code::CodeWorkspaceOptions options,
+                       std::function<void(Status)> done) {
   worker_.Post([this, envdb_path = std::move(envdb_path), task_id = std::move(task_id), copies = std::move(copies),
-                   dir = std::move(dir), options = std::move(options), done = std::move(done)]() mutable {
+                dir = std::move(dir), options = std::move(options), done = std::move(done)]() mutable {
     Status status = [&]() -> Status {
       ENVFORGE_ASSIGN_OR_RETURN(code::CodeTask task, code::LoadCodeTask(envdb_path, task_id));
       ENVFORGE_RETURN_IF_ERROR(

@@ -18,7 +18,8 @@ KernelRunner::~KernelRunner() {
 
 void KernelRunner::Start(jupyter::KernelPool& pool, jupyter::KernelSessionOptions options,
                          std::function<void(Status)> done) {
-  Post([this, &pool, options = std::move(options), done = std::move(done)](jupyter::KernelSession*) mutable -> Completion {
+  Post([this, &pool, options = std::move(options),
+        done = std::move(done)](jupyter::KernelSession*) mutable -> Completion {
     const auto deadline = std::chrono::steady_clock::now() + options.acquire_timeout;
     jupyter::KernelSessionOptions attempt = options;
     attempt.acquire_timeout = std::chrono::milliseconds(100);

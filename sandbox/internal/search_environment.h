@@ -19,7 +19,8 @@ class SearchEnvironment {
   // Reads the bundle's backend and answer keys; an offline corpus is extracted to
   // <work_dir>/corpus.sqlite (work_dir is created, and must not exist yet or be empty). Errors:
   // those of LoadSearchBundle and ExtractSearchCorpus; Internal when work_dir cannot be created.
-  static Result<std::shared_ptr<const SearchEnvironment>> Open(const std::string& envdb_path, const std::string& work_dir);
+  static Result<std::shared_ptr<const SearchEnvironment>> Open(const std::string& envdb_path,
+                                                               const std::string& work_dir);
   ~SearchEnvironment();  // removes work_dir
   SearchEnvironment(const SearchEnvironment&) = delete;
   SearchEnvironment& operator=(const SearchEnvironment&) = delete;

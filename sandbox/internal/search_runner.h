@@ -37,9 +37,9 @@ class SearchRunner {
   void Post(Job job);
 
  private:
-  bool closed_ = false;  // set by the destructor once the thread is gone
+  bool closed_ = false;                             // set by the destructor once the thread is gone
   std::unique_ptr<search::SearchToolbox> toolbox_;  // the runner thread's
-  SerialWorker worker_;  // last: its thread uses the members above
+  SerialWorker worker_;                             // last: its thread uses the members above
 };
 
 }  // namespace envforge::sandbox::internal

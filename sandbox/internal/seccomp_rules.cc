@@ -18,7 +18,8 @@ namespace envforge::sandbox {
 Status AddSeccompRule(scmp_filter_ctx ctx, int nr, uint32_t action, unsigned count, const scmp_arg_cmp* args) {
   if (nr < 0) return Status::Ok();  // __NR_SCMP_ERROR: unknown on this architecture
   const int rc = seccomp_rule_add_array(ctx, action, nr, count, args);
-  if (rc != 0) return InternalError("seccomp_rule_add failed for syscall " + std::to_string(nr) + ": " + std::strerror(-rc));
+  if (rc != 0)
+    return InternalError("seccomp_rule_add failed for syscall " + std::to_string(nr) + ": " + std::strerror(-rc));
   return Status::Ok();
 }
 
@@ -30,22 +31,62 @@ Result<scmp_filter_ctx> NewSandboxSeccompFilter() {
   seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);  // whoever loads it sets no_new_privs itself
   Status status;
   const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
-  for (const char* name :
-       {"ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root", "chroot",
-        "io_uring_setup", "io_uring_enter", "io_uring_register", "bpf", "perf_event_open", "keyctl", "add_key",
-        "request_key", "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "unshare",
-        "setns", "userfaultfd", "personality", "open_by_handle_at", "name_to_handle_at", "fsopen", "fsconfig",
-        "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr", "acct", "swapon", "swapoff", "reboot",
-        "syslog", "quotactl", "iopl", "ioperm", "lookup_dcookie", "vhangup", "settimeofday", "clock_settime",
-        "clock_adjtime", "adjtimex", "pidfd_getfd"}) {
+  for (const char* name : {"ptrace",
+                           "process_vm_readv",
+                           "process_vm_writev",
+                           "mount",
+                           "umount2",
+                           "pivot_root",
+                           "chroot",
+                           "io_uring_setup",
+                           "io_uring_enter",
+                           "io_uring_register",
+                           "bpf",
+                           "perf_event_open",
+                           "keyctl",
+                           "add_key",
+                           "request_key",
+                           "init_module",
+                           "finit_module",
+                           "delete_module",
+                           "kexec_load",
+                           "kexec_file_load",
+                           "unshare",
+                           "setns",
+                           "userfaultfd",
+                           "personality",
+                           "open_by_handle_at",
+                           "name_to_handle_at",
+                           "fsopen",
+                           "fsconfig",
+                           "fsmount",
+                           "fspick",
+                           "move_mount",
+                           "open_tree",
+                           "mount_setattr",
+                           "acct",
+                           "swapon",
+                           "swapoff",
+                           "reboot",
+                           "syslog",
+                           "quotactl",
+                           "iopl",
+                           "ioperm",
+                           "lookup_dcookie",
+                           "vhangup",
+                           "settimeofday",
+                           "clock_settime",
+                           "clock_adjtime",
+                           "adjtimex",
+                           "pidfd_getfd"}) {
     if (status.ok()) status = AddSeccompRule(ctx, seccomp_syscall_resolve_name(name), eperm);
   }
   // glibc falls back from clone3 to clone on ENOSYS; clone's flags can then be inspected.
   if (status.ok()) status = AddSeccompRule(ctx, seccomp_syscall_resolve_name("clone3"), SCMP_ACT_ERRNO(ENOSYS));
   // CLONE_NEWTIME (0x80) is not checked: in clone() that bit is part of the exit signal.
-  for (uint64_t flag : {uint64_t{CLONE_NEWNS}, uint64_t{CLONE_NEWCGROUP}, uint64_t{CLONE_NEWUTS},
-                        uint64_t{CLONE_NEWIPC}, uint64_t{CLONE_NEWUSER}, uint64_t{CLONE_NEWPID},
-                        uint64_t{CLONE_NEWNET}}) {
+  for (uint64_t flag :
+       {uint64_t{CLONE_NEWNS}, uint64_t{CLONE_NEWCGROUP}, uint64_t{CLONE_NEWUTS}, uint64_t{CLONE_NEWIPC},
+        uint64_t{CLONE_NEWUSER}, uint64_t{CLONE_NEWPID}, uint64_t{CLONE_NEWNET}}) {
     scmp_arg_cmp masked = SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag);
     if (status.ok()) status = AddSeccompRule(ctx, seccomp_syscall_resolve_name("clone"), eperm, 1, &masked);
   }

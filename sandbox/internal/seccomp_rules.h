@@ -18,7 +18,8 @@ namespace envforge::sandbox {
 // A filter with the deny-list; the caller may add rules and must seccomp_release it.
 Result<scmp_filter_ctx> NewSandboxSeccompFilter();
 // Adds `action` for syscall `nr` when `args` match; nr < 0 (unknown here) is skipped.
-Status AddSeccompRule(scmp_filter_ctx ctx, int nr, uint32_t action, unsigned count = 0, const scmp_arg_cmp* args = nullptr);
+Status AddSeccompRule(scmp_filter_ctx ctx, int nr, uint32_t action, unsigned count = 0,
+                      const scmp_arg_cmp* args = nullptr);
 // The filter's BPF program (an array of struct sock_filter) as bytes.
 Result<std::string> ExportSeccompProgram(scmp_filter_ctx ctx);
 // A memfd (named `name`, at offset 0) holding the deny-list's program, for bubblewrap's

@@ -78,7 +78,7 @@ struct SessionChannelOptions {
   std::chrono::milliseconds kill_grace{1'000};
   // How long a dead session waits for the zygote's exit report before answering.
   std::chrono::milliseconds report_wait{200};
-  std::string label;  // "session 12", for messages
+  std::string label;                // "session 12", for messages
   size_t stderr_head_bytes = 4096;  // of the session's stderr, kept for SessionInfo
   size_t stderr_tail_bytes = 4096;
 };

@@ -72,13 +72,11 @@ Result<std::shared_ptr<ZygoteProcess>> ZygoteProcess::Launch(asio::io_context& i
   // The zygote gets the control socket as fd 3, stdin /dev/null, and stdout and stderr the write
   // end of the manager's pipe (a stdio JSON-RPC server must never see worker output on its
   // stdout, and the server's log never sees it raw); nothing else of the manager leaks into it.
-  std::vector<std::string> argv = {options.worker_path, "zygote",         "--bundle",
-                                   options.bundle_path, "--control-fd",   std::to_string(kControlFd),
-                                   "--scratch-root",    options.scratch_root};
-  auto spawned = SpawnProcess(argv, {{0, null_fd.get()},
-                                     {1, output_write.get()},
-                                     {2, output_write.get()},
-                                     {kControlFd, sockets.second.get()}});
+  std::vector<std::string> argv = {
+      options.worker_path,        "zygote",         "--bundle",          options.bundle_path, "--control-fd",
+      std::to_string(kControlFd), "--scratch-root", options.scratch_root};
+  auto spawned = SpawnProcess(
+      argv, {{0, null_fd.get()}, {1, output_write.get()}, {2, output_write.get()}, {kControlFd, sockets.second.get()}});
   if (!spawned.ok()) {
     return UnavailableError("cannot start the zygote for " + options.label + ": " + spawned.status().message());
   }

@@ -49,7 +49,8 @@ std::string StripAnsi(std::string_view text) {
       i = j;
     } else if (kind == ']') {  // OSC: up to BEL or ESC backslash
       size_t j = i + 2;
-      while (j < text.size() && text[j] != '\a' && !(text[j] == '\x1b' && j + 1 < text.size() && text[j + 1] == '\\')) ++j;
+      while (j < text.size() && text[j] != '\a' && !(text[j] == '\x1b' && j + 1 < text.size() && text[j + 1] == '\\'))
+        ++j;
       i = (j < text.size() && text[j] == '\x1b') ? j + 1 : j;
     } else {
       i += 1;  // a two-byte escape
@@ -114,7 +115,8 @@ void OutputCollector::Add(const JupyterMessage& message) {
     }
   } else if (type == "execute_result" || type == "display_data") {
     ClearIfPending();
-    Json output = {{"output_type", type}, {"data", KeptData(content.value("data", Json()))}, {"metadata", Json::object()}};
+    Json output = {
+        {"output_type", type}, {"data", KeptData(content.value("data", Json()))}, {"metadata", Json::object()}};
     if (type == "execute_result") output["execution_count"] = content.value("execution_count", Json());
     Append(std::move(output), DisplayIdOf(message));
   } else if (type == "update_display_data") {
@@ -128,7 +130,8 @@ void OutputCollector::Add(const JupyterMessage& message) {
     for (const Json& line : content.value("traceback", Json::array())) {
       if (line.is_string()) traceback.push_back(Budgeted(StripAnsi(line.get<std::string>())));
     }
-    error_ = {{"ename", content.value("ename", "")}, {"evalue", Budgeted(content.value("evalue", ""))},
+    error_ = {{"ename", content.value("ename", "")},
+              {"evalue", Budgeted(content.value("evalue", ""))},
               {"traceback", std::move(traceback)}};
     Json output = error_;
     output["output_type"] = "error";
@@ -139,10 +142,11 @@ void OutputCollector::Add(const JupyterMessage& message) {
 Json OutputCollector::outputs() const {
   Json all = outputs_;
   if (dropped_bytes_ > 0) {
-    all.push_back({{"output_type", "stream"},
-                   {"name", "stderr"},
-                   {"text", "\n[output truncated: " + std::to_string(dropped_bytes_) + " more bytes not shown; the cap is " +
-                                std::to_string(caps_.text_bytes) + " bytes]\n"}});
+    all.push_back(
+        {{"output_type", "stream"},
+         {"name", "stderr"},
+         {"text", "\n[output truncated: " + std::to_string(dropped_bytes_) + " more bytes not shown; the cap is " +
+                      std::to_string(caps_.text_bytes) + " bytes]\n"}});
   }
   return all;
 }

@@ -48,8 +48,8 @@ std::string RandomHexId() {
 }
 
 Json NewHeader(std::string_view msg_type, std::string_view session_id) {
-  return {{"msg_id", RandomHexId()},   {"session", session_id}, {"username", "envforge"},
-          {"date", IsoUtcNow()},       {"msg_type", msg_type},  {"version", kProtocolVersion}};
+  return {{"msg_id", RandomHexId()}, {"session", session_id}, {"username", "envforge"},
+          {"date", IsoUtcNow()},     {"msg_type", msg_type},  {"version", kProtocolVersion}};
 }
 
 std::vector<std::string> EncodeMessage(const JupyterMessage& message, const MessageSigner& signer) {

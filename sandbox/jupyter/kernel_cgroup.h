@@ -38,9 +38,9 @@ class KernelCgroup {
   // cgroup.procs of every directory, opened for writing.
   const std::vector<UniqueFd>& procs_fds() const { return procs_; }
   double CpuSeconds() const;
-  bool OomKilled() const;    // the memory limit was hit and a process was killed
-  bool PidsLimited() const;  // a fork failed at pids.max
-  int64_t MemoryBytes() const;  // current usage
+  bool OomKilled() const;           // the memory limit was hit and a process was killed
+  bool PidsLimited() const;         // a fork failed at pids.max
+  int64_t MemoryBytes() const;      // current usage
   std::vector<pid_t> Pids() const;  // the processes in it now (host pids)
   // SIGKILLs every process in the cgroup (forks blocked first: read OomKilled and PidsLimited
   // before), in rounds on v1; the cgroup is then meant to go.

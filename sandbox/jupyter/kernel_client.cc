@@ -35,7 +35,8 @@ zmq::socket_t OpenSocket(zmq::socket_type type, const std::string& address, cons
 }
 
 int Milliseconds(Clock::duration duration) {
-  return static_cast<int>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(duration).count()));
+  return static_cast<int>(
+      std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(duration).count()));
 }
 
 }  // namespace
@@ -113,9 +114,7 @@ struct KernelClient::Impl {
     zmq::poll(items.data(), items.size(), slice);
   }
 
-  void ResetHeartbeat() {
-    heartbeat = OpenSocket(zmq::socket_type::req, info.Address(Channel::kHeartbeat), "");
-  }
+  void ResetHeartbeat() { heartbeat = OpenSocket(zmq::socket_type::req, info.Address(Channel::kHeartbeat), ""); }
 };
 
 KernelClient::KernelClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -144,7 +143,8 @@ Status KernelClient::WaitReady(std::chrono::milliseconds timeout, const KernelPr
     auto next_request = Clock::now();
     while (!(replied && iopub_joined)) {
       const auto now = Clock::now();
-      if (now >= deadline) return DeadlineExceededError("jupyter: the kernel did not answer kernel_info_request in time");
+      if (now >= deadline)
+        return DeadlineExceededError("jupyter: the kernel did not answer kernel_info_request in time");
       if (probe.alive && !probe.alive()) return UnavailableError("jupyter: the kernel process died while starting");
       if (now >= next_request && !iopub_joined) {
         requests.insert(s.Send(s.shell, "kernel_info_request", Json::object()));
@@ -169,7 +169,8 @@ Status KernelClient::WaitReady(std::chrono::milliseconds timeout, const KernelPr
   return Status::Ok();
 }
 
-Result<ExecuteResult> KernelClient::Execute(std::string_view code, const ExecuteLimits& limits, const KernelProbe& probe) {
+Result<ExecuteResult> KernelClient::Execute(std::string_view code, const ExecuteLimits& limits,
+                                            const KernelProbe& probe) {
   Impl& s = *impl_;
   ExecuteResult result;
   OutputCollector collector(limits.caps);
@@ -283,7 +284,8 @@ bool KernelClient::Heartbeat(std::chrono::milliseconds timeout) {
     std::array<zmq::pollitem_t, 1> items = {zmq::pollitem_t{s.heartbeat.handle(), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items.data(), items.size(), timeout);
     zmq::message_t echo;
-    if ((items[0].revents & ZMQ_POLLIN) && s.heartbeat.recv(echo, zmq::recv_flags::dontwait) && echo.to_string() == ping) {
+    if ((items[0].revents & ZMQ_POLLIN) && s.heartbeat.recv(echo, zmq::recv_flags::dontwait) &&
+        echo.to_string() == ping) {
       return true;
     }
     s.ResetHeartbeat();  // a REQ socket without its reply cannot send again

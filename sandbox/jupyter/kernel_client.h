@@ -31,7 +31,7 @@ namespace envforge::sandbox::jupyter {
 
 // What the owner of the kernel process tells the client while it waits. Either may be empty.
 struct KernelProbe {
-  std::function<bool()> alive;           // false once the kernel process died
+  std::function<bool()> alive;          // false once the kernel process died
   std::function<double()> cpu_seconds;  // CPU time the kernel (all its processes) used so far
 };
 
@@ -48,7 +48,7 @@ std::string_view ExecuteOutcomeName(ExecuteOutcome outcome);  // "ok", "error", 
 
 struct ExecuteResult {
   ExecuteOutcome outcome = ExecuteOutcome::kOk;
-  std::string limit;        // kTimeout: "wall_time" or "cpu_time"
+  std::string limit;           // kTimeout: "wall_time" or "cpu_time"
   bool needs_restart = false;  // kTimeout: the interrupt did not bring the kernel back
   int execution_count = 0;
   Json outputs = Json::array();  // nbformat 4 outputs

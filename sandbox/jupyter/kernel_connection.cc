@@ -18,11 +18,16 @@ int PortOf(const ConnectionInfo& info, Channel channel) {
 }  // namespace
 
 Json ConnectionInfo::ToJson() const {
-  return {{"transport", transport},       {"ip", ip},
-          {"shell_port", shell_port},     {"iopub_port", iopub_port},
-          {"stdin_port", stdin_port},     {"control_port", control_port},
-          {"hb_port", hb_port},           {"key", key},
-          {"signature_scheme", "hmac-sha256"}, {"kernel_name", "python3"}};
+  return {{"transport", transport},
+          {"ip", ip},
+          {"shell_port", shell_port},
+          {"iopub_port", iopub_port},
+          {"stdin_port", stdin_port},
+          {"control_port", control_port},
+          {"hb_port", hb_port},
+          {"key", key},
+          {"signature_scheme", "hmac-sha256"},
+          {"kernel_name", "python3"}};
 }
 
 Result<ConnectionInfo> ConnectionInfo::FromJson(const Json& value) {

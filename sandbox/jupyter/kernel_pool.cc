@@ -21,9 +21,15 @@ double MillisecondsSince(Clock::time_point start) {
 }  // namespace
 
 Json KernelPoolStats::ToJson() const {
-  return {{"ready", ready},     {"starting", starting},           {"waiting", waiting},
-          {"launched", launched}, {"failed", failed},             {"acquired_warm", acquired_warm},
-          {"acquired_cold", acquired_cold}, {"last_error", last_error}, {"start_ms", start_ms}};
+  return {{"ready", ready},
+          {"starting", starting},
+          {"waiting", waiting},
+          {"launched", launched},
+          {"failed", failed},
+          {"acquired_warm", acquired_warm},
+          {"acquired_cold", acquired_cold},
+          {"last_error", last_error},
+          {"start_ms", start_ms}};
 }
 
 struct KernelPool::State {
@@ -149,12 +155,13 @@ Result<ReadyKernel> KernelPool::Acquire(std::chrono::milliseconds timeout) {
     waited = true;
     s.waiting += 1;
     s.refill_wanted.notify_one();
-    const bool in_time = s.kernel_ready.wait_until(lock, deadline, [&] { return s.stopping || !s.ready.empty() ||
-                                                                         s.stats.failed >= failures_before + 3; });
+    const bool in_time = s.kernel_ready.wait_until(
+        lock, deadline, [&] { return s.stopping || !s.ready.empty() || s.stats.failed >= failures_before + 3; });
     s.waiting -= 1;
     if (!in_time) {
-      return DeadlineExceededError("kernel pool: no kernel ready within " + std::to_string(timeout.count()) + " ms" +
-                                   (s.stats.last_error.empty() ? "" : " (last start failure: " + s.stats.last_error + ")"));
+      return DeadlineExceededError(
+          "kernel pool: no kernel ready within " + std::to_string(timeout.count()) + " ms" +
+          (s.stats.last_error.empty() ? "" : " (last start failure: " + s.stats.last_error + ")"));
     }
   }
 }

@@ -45,7 +45,7 @@ struct KernelPoolStats {
   size_t starting = 0;
   size_t waiting = 0;  // acquires waiting for a kernel
   uint64_t launched = 0;
-  uint64_t failed = 0;        // launches that never became ready
+  uint64_t failed = 0;  // launches that never became ready
   uint64_t acquired_warm = 0;
   uint64_t acquired_cold = 0;
   std::vector<double> start_ms;  // launch -> ready of the last 256 kernels

@@ -30,7 +30,7 @@ constexpr size_t kMaxSocketPath = 100;
 constexpr int kKernelNice = 10;  // sun_path is 108 bytes with the NUL
 // /etc entries the interpreter and its libraries read; the rest of /etc stays out.
 constexpr const char* kEtcEntries[] = {"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
-                                       "fonts", "mime.types", "python3", "python3.11", "matplotlibrc"};
+                                       "fonts",        "mime.types",  "python3",    "python3.11",   "matplotlibrc"};
 
 // A relative path of plain components: no empty, "." or ".." component, no NUL.
 bool ValidRelativePath(const std::string& path) {
@@ -60,12 +60,33 @@ Status WriteWholeFile(const fs::path& path, const std::string& contents, mode_t 
 
 // The bubblewrap command line; data files are bound read-only over the tmpfs working directory.
 std::vector<std::string> BwrapArgv(const KernelLaunchOptions& options, const fs::path& dir, bool have_seccomp) {
-  std::vector<std::string> argv = {options.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
-                                   "--cap-drop", "ALL", "--uid", std::to_string(kSandboxUid), "--gid",
-                                   std::to_string(kSandboxUid), "--hostname", "sandbox",
-                                   "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
-                                   "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
-                                   "--symlink", "usr/sbin", "/sbin"};
+  std::vector<std::string> argv = {options.bwrap,
+                                   "--unshare-all",
+                                   "--die-with-parent",
+                                   "--new-session",
+                                   "--cap-drop",
+                                   "ALL",
+                                   "--uid",
+                                   std::to_string(kSandboxUid),
+                                   "--gid",
+                                   std::to_string(kSandboxUid),
+                                   "--hostname",
+                                   "sandbox",
+                                   "--ro-bind",
+                                   "/usr",
+                                   "/usr",
+                                   "--symlink",
+                                   "usr/lib",
+                                   "/lib",
+                                   "--symlink",
+                                   "usr/lib64",
+                                   "/lib64",
+                                   "--symlink",
+                                   "usr/bin",
+                                   "/bin",
+                                   "--symlink",
+                                   "usr/sbin",
+                                   "/sbin"};
   for (const char* entry : kEtcEntries) {
     const std::string path = std::string("/etc/") + entry;
     if (fs::exists(path)) argv.insert(argv.end(), {"--ro-bind", path, path});
@@ -76,11 +97,36 @@ std::vector<std::string> BwrapArgv(const KernelLaunchOptions& options, const fs:
   for (const KernelFile& file : options.files) {
     argv.insert(argv.end(), {"--ro-bind", (dir / "files" / file.name).string(), "/work/" + file.name});
   }
-  argv.insert(argv.end(), {"--chdir", "/work", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME",
-                           "/work", "--setenv", "USER", "sandbox", "--setenv", "LANG", "C.UTF-8", "--setenv",
-                           "MPLBACKEND", "module://matplotlib_inline.backend_inline", "--setenv", "MPLCONFIGDIR",
-                           "/tmp/matplotlib", "--setenv", "IPYTHONDIR", "/tmp/ipython", "--setenv",
-                           "JUPYTER_RUNTIME_DIR", "/tmp/jupyter", "--setenv", "PYDEVD_DISABLE_FILE_VALIDATION", "1"});
+  argv.insert(argv.end(), {"--chdir",
+                           "/work",
+                           "--clearenv",
+                           "--setenv",
+                           "PATH",
+                           "/usr/bin:/bin",
+                           "--setenv",
+                           "HOME",
+                           "/work",
+                           "--setenv",
+                           "USER",
+                           "sandbox",
+                           "--setenv",
+                           "LANG",
+                           "C.UTF-8",
+                           "--setenv",
+                           "MPLBACKEND",
+                           "module://matplotlib_inline.backend_inline",
+                           "--setenv",
+                           "MPLCONFIGDIR",
+                           "/tmp/matplotlib",
+                           "--setenv",
+                           "IPYTHONDIR",
+                           "/tmp/ipython",
+                           "--setenv",
+                           "JUPYTER_RUNTIME_DIR",
+                           "/tmp/jupyter",
+                           "--setenv",
+                           "PYDEVD_DISABLE_FILE_VALIDATION",
+                           "1"});
   argv.insert(argv.end(), {"--ro-bind", (dir / "kernel_launcher.py").string(), std::string(kKernelLauncherPath)});
   if (have_seccomp) argv.insert(argv.end(), {"--seccomp", "3"});
   argv.insert(argv.end(), {"--", options.python, "-Xfrozen_modules=off", std::string(kKernelLauncherPath), "-f",
@@ -91,13 +137,17 @@ std::vector<std::string> BwrapArgv(const KernelLaunchOptions& options, const fs:
 }  // namespace
 
 Json KernelLimits::ToJson() const {
-  return {{"memory_bytes", memory_bytes}, {"max_processes", max_processes}, {"disk_bytes", disk_bytes},
-          {"max_file_bytes", max_file_bytes}, {"open_files", open_files}};
+  return {{"memory_bytes", memory_bytes},
+          {"max_processes", max_processes},
+          {"disk_bytes", disk_bytes},
+          {"max_file_bytes", max_file_bytes},
+          {"open_files", open_files}};
 }
 
 Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchOptions& options) {
   if (access(options.bwrap.c_str(), X_OK) != 0) {
-    return UnavailableError("kernel: bubblewrap (" + options.bwrap + ") is not installed; scripts/setup.sh installs it");
+    return UnavailableError("kernel: bubblewrap (" + options.bwrap +
+                            ") is not installed; scripts/setup.sh installs it");
   }
   if (access(options.python.c_str(), X_OK) != 0) return UnavailableError("kernel: no " + options.python);
   for (const KernelFile& file : options.files) {
@@ -110,12 +160,14 @@ Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchO
   kernel->directory_ = options.scratch_root / name;
   const fs::path& dir = kernel->directory_;
   if ((dir / "sock/kernel-1").string().size() > kMaxSocketPath) {
-    return InvalidArgumentError("kernel: scratch root " + options.scratch_root.string() + " is too long for a unix socket path");
+    return InvalidArgumentError("kernel: scratch root " + options.scratch_root.string() +
+                                " is too long for a unix socket path");
   }
   std::error_code error;
   fs::create_directories(options.scratch_root, error);
   ENVFORGE_RETURN_IF_ERROR(EnsureKernelJanitor(options.scratch_root));
-  if (mkdir(dir.c_str(), 0755) != 0 || mkdir((dir / "sock").c_str(), 0700) != 0 || mkdir((dir / "files").c_str(), 0755) != 0) {
+  if (mkdir(dir.c_str(), 0755) != 0 || mkdir((dir / "sock").c_str(), 0700) != 0 ||
+      mkdir((dir / "files").c_str(), 0755) != 0) {
     return ErrnoError("kernel: mkdir " + dir.string(), errno);
   }
   const bool switch_uid = geteuid() == 0;
@@ -150,7 +202,8 @@ Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchO
   setup.seccomp_fd = seccomp.ok() ? seccomp->get() : -1;
   setup.switch_uid = switch_uid;
   setup.nice = kKernelNice;
-  setup.file_size = {static_cast<rlim_t>(options.limits.max_file_bytes), static_cast<rlim_t>(options.limits.max_file_bytes)};
+  setup.file_size = {static_cast<rlim_t>(options.limits.max_file_bytes),
+                     static_cast<rlim_t>(options.limits.max_file_bytes)};
   setup.open_files = {static_cast<rlim_t>(options.limits.open_files), static_cast<rlim_t>(options.limits.open_files)};
   Result<pid_t> forked = internal::ForkSandboxChild(setup, BwrapArgv(options, dir, seccomp.ok()));
   if (!forked.ok()) return forked.status().WithContext("kernel");
@@ -158,14 +211,14 @@ Result<std::unique_ptr<KernelProcess>> KernelProcess::Launch(const KernelLaunchO
   kernel->pid_ = pid;
   kernel->pidfd_ = UniqueFd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
   if (cgroup.ok()) kernel->cgroup_ = std::move(cgroup).value();
-  kernel->isolation_ = {
-      {"namespaces", "on: bubblewrap (user, pid, net, ipc, uts, cgroup, mount)"},
-      {"uid", switch_uid ? "on: 65534 on the host" : "off: envforge does not run as root"},
-      {"seccomp", seccomp.ok() ? "on" : "off: " + seccomp.status().message()},
-      {"cgroup", kernel->cgroup_ ? std::string("on: ") + kernel->cgroup_->version() : "off: " + cgroup.status().message()},
-      {"rlimits", "on: core 0, file size, open files"},
-      {"filesystem", "on: /usr and selected /etc read-only; tmpfs /work and /tmp"},
-      {"limits", options.limits.ToJson()}};
+  kernel->isolation_ = {{"namespaces", "on: bubblewrap (user, pid, net, ipc, uts, cgroup, mount)"},
+                        {"uid", switch_uid ? "on: 65534 on the host" : "off: envforge does not run as root"},
+                        {"seccomp", seccomp.ok() ? "on" : "off: " + seccomp.status().message()},
+                        {"cgroup", kernel->cgroup_ ? std::string("on: ") + kernel->cgroup_->version()
+                                                   : "off: " + cgroup.status().message()},
+                        {"rlimits", "on: core 0, file size, open files"},
+                        {"filesystem", "on: /usr and selected /etc read-only; tmpfs /work and /tmp"},
+                        {"limits", options.limits.ToJson()}};
   return kernel;
 }
 
@@ -205,7 +258,9 @@ Json KernelProcess::MemoryReport() const {
       rollup.ignore(1 << 16, '\n');
     }
   }
-  return {{"cgroup_bytes", MemoryBytes()}, {"rss_bytes", rss_kib * 1024}, {"pss_bytes", pss_kib * 1024},
+  return {{"cgroup_bytes", MemoryBytes()},
+          {"rss_bytes", rss_kib * 1024},
+          {"pss_bytes", pss_kib * 1024},
           {"processes", pids.size()}};
 }
 bool KernelProcess::OomKilled() const { return cgroup_ && cgroup_->OomKilled(); }

@@ -3,8 +3,8 @@
 // tmpfs working directory and /tmp of a fixed size), the shared seccomp deny-list
 // (sandbox/internal/seccomp_rules.h), a cgroup for memory, processes and CPU accounting, rlimits
 // (core, file size, open files), nice 10 (kernels yield the CPU to envforge itself), and, when
-// envforge runs as root, uid and gid 65534 on the host as well. The kernel talks ZeroMQ over ipc sockets in a directory bind-mounted at /sock.
-// The kernel starts from kernel_launcher.h's script (ipykernel with per-execute costs removed),
+// envforge runs as root, uid and gid 65534 on the host as well. The kernel talks ZeroMQ over ipc sockets in a directory
+// bind-mounted at /sock. The kernel starts from kernel_launcher.h's script (ipykernel with per-execute costs removed),
 // bind-mounted read-only at kKernelLauncherPath.
 //
 // Contract:
@@ -42,11 +42,11 @@ namespace envforge::sandbox::jupyter {
 class KernelCgroup;
 
 struct KernelLimits {
-  int64_t memory_bytes = int64_t{1} << 30;     // cgroup; the kernel itself takes about 60 MiB
-  int64_t max_processes = 64;                  // cgroup pids.max
-  int64_t disk_bytes = int64_t{256} << 20;     // size of each tmpfs (/work and /tmp)
+  int64_t memory_bytes = int64_t{1} << 30;      // cgroup; the kernel itself takes about 60 MiB
+  int64_t max_processes = 64;                   // cgroup pids.max
+  int64_t disk_bytes = int64_t{256} << 20;      // size of each tmpfs (/work and /tmp)
   int64_t max_file_bytes = int64_t{256} << 20;  // RLIMIT_FSIZE
-  int64_t open_files = 1024;                   // RLIMIT_NOFILE
+  int64_t open_files = 1024;                    // RLIMIT_NOFILE
 
   Json ToJson() const;
 };

@@ -1,7 +1,6 @@
 // Kernel tools on the tool protocol.
 #include "sandbox/jupyter/kernel_session.h"
 
-
 namespace envforge::sandbox::jupyter {
 namespace {
 
@@ -91,8 +90,7 @@ ToolResult KernelSession::Execute(const ToolCall& call) {
                                 {"truncated", executed.truncated},
                                 {"restarted", false}});
   switch (executed.outcome) {
-    case ExecuteOutcome::kOk:
-      break;
+    case ExecuteOutcome::kOk: break;
     case ExecuteOutcome::kError:
       result.outcome = Outcome::kToolError;
       result.message = executed.error.value("ename", "") + ": " + executed.error.value("evalue", "");
@@ -104,8 +102,8 @@ ToolResult KernelSession::Execute(const ToolCall& call) {
                        " budget and was interrupted";
       if (executed.needs_restart) {
         if (Status replaced = Replace(); !replaced.ok()) {
-          return ToolResult::Error(Outcome::kInfraError, "execute timed out and the restart failed: " + replaced.message(),
-                                   call.id);
+          return ToolResult::Error(Outcome::kInfraError,
+                                   "execute timed out and the restart failed: " + replaced.message(), call.id);
         }
         result.content["restarted"] = true;
         result.message += "; the kernel did not respond and was restarted (its state is lost)";

@@ -40,10 +40,10 @@ std::string MessageSigner::Sign(std::span<const std::string_view> parts) const {
   if (key_.empty()) return "";
   std::unique_ptr<EVP_MAC_CTX, MacDeleter> context(EVP_MAC_CTX_new(HmacAlgorithm()));
   char digest_name[] = "SHA256";
-  const std::array<OSSL_PARAM, 2> params = {
-      OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0), OSSL_PARAM_construct_end()};
-  bool ok = context && EVP_MAC_init(context.get(), reinterpret_cast<const unsigned char*>(key_.data()),
-                                    key_.size(), params.data()) == 1;
+  const std::array<OSSL_PARAM, 2> params = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
+                                            OSSL_PARAM_construct_end()};
+  bool ok = context && EVP_MAC_init(context.get(), reinterpret_cast<const unsigned char*>(key_.data()), key_.size(),
+                                    params.data()) == 1;
   for (std::string_view part : parts) {
     ok = ok && EVP_MAC_update(context.get(), reinterpret_cast<const unsigned char*>(part.data()), part.size()) == 1;
   }

@@ -33,7 +33,8 @@ Status RequireColumns(Database& db, const std::string& path, const std::string& 
     if (!row) break;
     present.push_back(info.ColumnText(0));
   }
-  if (present.empty()) return InvalidArgumentError(path + ": not an environment bundle: table " + table + " is missing");
+  if (present.empty())
+    return InvalidArgumentError(path + ": not an environment bundle: table " + table + " is missing");
   for (const char* column : columns) {
     if (std::find(present.begin(), present.end(), column) == present.end()) {
       return InvalidArgumentError(path + ": table " + table + " has no column '" + column + "'");
@@ -82,14 +83,13 @@ Status ReadReservedTables(Database& db, const std::string& path, RuntimeEnvironm
     }
   }
   {
-    ENVFORGE_ASSIGN_OR_RETURN(
-        Statement tasks,
-        db.Prepare("SELECT id, solution_source, verifier_source, version, coalesce(oracle_source, '') FROM _tasks ORDER BY id"));
+    ENVFORGE_ASSIGN_OR_RETURN(Statement tasks, db.Prepare("SELECT id, solution_source, verifier_source, version, "
+                                                          "coalesce(oracle_source, '') FROM _tasks ORDER BY id"));
     for (;;) {
       ENVFORGE_ASSIGN_OR_RETURN(bool row, tasks.Step());
       if (!row) break;
-      env->tasks.push_back({tasks.ColumnText(0), tasks.ColumnText(1), tasks.ColumnText(2), tasks.ColumnText(3),
-                            tasks.ColumnText(4)});
+      env->tasks.push_back(
+          {tasks.ColumnText(0), tasks.ColumnText(1), tasks.ColumnText(2), tasks.ColumnText(3), tasks.ColumnText(4)});
     }
   }
   return Status::Ok();

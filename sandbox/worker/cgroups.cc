@@ -54,7 +54,8 @@ std::unique_ptr<Cgroups> Cgroups::Create(pid_t zygote_pid) {
     std::string memory = base + "/memory";
     std::string pids = base + "/pids";
     if (!cgroup::IsV1Mount(memory) || !cgroup::IsV1Mount(pids)) {
-      return fail(FailedPreconditionError("neither cgroup v2 at /sys/fs/cgroup nor v1 memory and pids hierarchies are mounted"));
+      return fail(FailedPreconditionError(
+          "neither cgroup v2 at /sys/fs/cgroup nor v1 memory and pids hierarchies are mounted"));
     }
     for (const std::string& root : {memory, pids}) {
       if (Status s = MakeDir(root + "/envforge"); !s.ok()) return fail(s);
@@ -117,24 +118,27 @@ Status Cgroups::Move(const CgroupSlot& slot, pid_t pid, int as_uid) {
     size_t failed = 0;
   } writes{{}, &text, 0};
   for (const std::string& dir : slot.dirs) writes.paths.push_back(dir + "/cgroup.procs");
-  int error = RunAsUid(static_cast<uid_t>(as_uid), [](void* arg) -> int {
-    auto* w = static_cast<Writes*>(arg);
-    for (size_t i = 0; i < w->paths.size(); ++i) {
-      long fd = syscall(SYS_openat, AT_FDCWD, w->paths[i].c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0) {
-        w->failed = i;
-        return errno;
-      }
-      long n = syscall(SYS_write, fd, w->text->data(), w->text->size());
-      int write_error = errno;
-      syscall(SYS_close, fd);
-      if (n != static_cast<long>(w->text->size())) {
-        w->failed = i;
-        return n < 0 ? write_error : EIO;
-      }
-    }
-    return 0;
-  }, &writes);
+  int error = RunAsUid(
+      static_cast<uid_t>(as_uid),
+      [](void* arg) -> int {
+        auto* w = static_cast<Writes*>(arg);
+        for (size_t i = 0; i < w->paths.size(); ++i) {
+          long fd = syscall(SYS_openat, AT_FDCWD, w->paths[i].c_str(), O_WRONLY | O_CLOEXEC);
+          if (fd < 0) {
+            w->failed = i;
+            return errno;
+          }
+          long n = syscall(SYS_write, fd, w->text->data(), w->text->size());
+          int write_error = errno;
+          syscall(SYS_close, fd);
+          if (n != static_cast<long>(w->text->size())) {
+            w->failed = i;
+            return n < 0 ? write_error : EIO;
+          }
+        }
+        return 0;
+      },
+      &writes);
   if (error != 0) {
     return ErrnoError("write " + (writes.paths.empty() ? std::string("cgroup.procs") : writes.paths[writes.failed]),
                       error);
@@ -192,7 +196,8 @@ void Cgroups::RemoveStale() {
     while (dirent* entry = readdir(dir)) {
       if (entry->d_type != DT_DIR || entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
       long pid = std::strtol(entry->d_name, nullptr, 10);
-      if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(parent + "/" + entry->d_name);
+      if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+        stale.push_back(parent + "/" + entry->d_name);
     }
     closedir(dir);
     for (const std::string& zygote_dir : stale) {

@@ -22,7 +22,7 @@
 namespace envforge::sandbox::worker {
 
 struct CgroupSlot {
-  std::string name;          // "s12"
+  std::string name;               // "s12"
   std::vector<std::string> dirs;  // v1: {memory dir, pids dir}; v2: {dir}
   std::vector<UniqueFd> procs;    // cgroup.procs of each dir, opened for writing
   UniqueFd pids_events;           // pids.events (read-only), handed to the session

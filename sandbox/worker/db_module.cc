@@ -42,8 +42,8 @@ int Authorizer(void*, int action, const char*, const char*, const char*, const c
 // Introspection pragmas that read the schema and change nothing.
 bool IsSchemaPragma(const char* name) {
   if (name == nullptr) return false;
-  for (const char* allowed : {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
-                              "foreign_key_list"}) {
+  for (const char* allowed :
+       {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo", "foreign_key_list"}) {
     if (sqlite3_stricmp(name, allowed) == 0) return true;
   }
   return false;
@@ -58,12 +58,9 @@ int ReadOnlyAuthorizer(void*, int action, const char* arg1, const char*, const c
     case SQLITE_SELECT:
     case SQLITE_READ:
     case SQLITE_FUNCTION:
-    case SQLITE_RECURSIVE:
-      return SQLITE_OK;
-    case SQLITE_PRAGMA:
-      return IsSchemaPragma(arg1) ? SQLITE_OK : SQLITE_DENY;
-    default:
-      return SQLITE_DENY;
+    case SQLITE_RECURSIVE: return SQLITE_OK;
+    case SQLITE_PRAGMA: return IsSchemaPragma(arg1) ? SQLITE_OK : SQLITE_DENY;
+    default: return SQLITE_DENY;
   }
 }
 
@@ -172,13 +169,13 @@ class Db {
     }
     if (!PyTuple_Check(params.ptr()) && !PyList_Check(params.ptr())) {
       sqlite3_clear_bindings(stmt);
-      Raise(PyExc_TypeError, std::string("params must be a tuple, a list or a dict, not ") +
-                                 Py_TYPE(params.ptr())->tp_name);
+      Raise(PyExc_TypeError,
+            std::string("params must be a tuple, a list or a dict, not ") + Py_TYPE(params.ptr())->tp_name);
     }
     Py_ssize_t given = PySequence_Fast_GET_SIZE(params.ptr());
     if (given != wanted) {
-      BindError(stmt, "the statement has " + std::to_string(wanted) + " parameters, " +
-                          std::to_string(given) + " given");
+      BindError(stmt,
+                "the statement has " + std::to_string(wanted) + " parameters, " + std::to_string(given) + " given");
     }
     for (Py_ssize_t i = 0; i < given; ++i) {
       BindValue(stmt, static_cast<int>(i + 1), PySequence_Fast_GET_ITEM(params.ptr(), i));
@@ -205,8 +202,7 @@ class Db {
         Finish(stmt);
         throw py::error_already_set();
       }
-      rc = sqlite3_bind_text64(stmt, index, text, static_cast<sqlite3_uint64>(size), SQLITE_TRANSIENT,
-                               SQLITE_UTF8);
+      rc = sqlite3_bind_text64(stmt, index, text, static_cast<sqlite3_uint64>(size), SQLITE_TRANSIENT, SQLITE_UTF8);
     } else if (PyBytes_Check(value)) {
       rc = sqlite3_bind_blob64(stmt, index, PyBytes_AS_STRING(value),
                                static_cast<sqlite3_uint64>(PyBytes_GET_SIZE(value)), SQLITE_TRANSIENT);

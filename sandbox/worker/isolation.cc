@@ -75,13 +75,12 @@ uint64_t HandledFs(int abi) {
 Status WriteProcFile(const std::string& path, const std::string& text) {
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd.valid()) return ErrnoError("open " + path, errno);
-  if (write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) return ErrnoError("write " + path, errno);
+  if (write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    return ErrnoError("write " + path, errno);
   return Status::Ok();
 }
 
-std::string Off(std::string_view why, int error) {
-  return "off: " + std::string(why) + ": " + std::strerror(error);
-}
+std::string Off(std::string_view why, int error) { return "off: " + std::string(why) + ": " + std::strerror(error); }
 
 // The permitted and effective capability sets, 64 bits each. Reading them takes the raw system
 // call, like setting them (SetCapabilitySets): a 64-bit mask is all the callers need.
@@ -179,8 +178,8 @@ Result<std::vector<uint64_t>> BuildSeccompProgram(const ZygoteSyscallRules* zygo
       deny(seccomp_syscall_resolve_name("socket"), SCMP_ACT_ERRNO(EACCES), 1, &masked);
     }
     // Checked against DAC permissions only (CAP_DAC_OVERRIDE passes), not against Landlock.
-    for (const char* name : {"inotify_add_watch", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
-                             "lremovexattr", "fremovexattr"}) {
+    for (const char* name :
+         {"inotify_add_watch", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"}) {
       deny(seccomp_syscall_resolve_name(name), eperm);
     }
   }
@@ -491,17 +490,20 @@ Status Isolation::ApplyLandlock(const std::string& writable_dir) const {
   if (!ruleset.valid()) return ErrnoError("landlock_create_ruleset", errno);
   for (int fd : read_only_fds_) {
     LandlockPathBeneathAttr rule{kFsExecute | kFsReadFile | kFsReadDir, fd};
-    if (LandlockAddRule(ruleset.get(), kLandlockRulePathBeneath, &rule) != 0) return ErrnoError("landlock_add_rule", errno);
+    if (LandlockAddRule(ruleset.get(), kLandlockRulePathBeneath, &rule) != 0)
+      return ErrnoError("landlock_add_rule", errno);
   }
   if (dev_null_fd_ >= 0) {
     uint64_t file_rights = kFsReadFile | kFsWriteFile | (landlock_abi_ >= 3 ? kFsTruncate : 0);
     LandlockPathBeneathAttr rule{file_rights, dev_null_fd_};
-    if (LandlockAddRule(ruleset.get(), kLandlockRulePathBeneath, &rule) != 0) return ErrnoError("landlock_add_rule /dev/null", errno);
+    if (LandlockAddRule(ruleset.get(), kLandlockRulePathBeneath, &rule) != 0)
+      return ErrnoError("landlock_add_rule /dev/null", errno);
   }
   UniqueFd writable(open(writable_dir.c_str(), O_PATH | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW));
   if (!writable.valid()) return ErrnoError("open " + writable_dir, errno);
   LandlockPathBeneathAttr rule{attr.handled_access_fs, writable.get()};
-  if (LandlockAddRule(ruleset.get(), kLandlockRulePathBeneath, &rule) != 0) return ErrnoError("landlock_add_rule scratch", errno);
+  if (LandlockAddRule(ruleset.get(), kLandlockRulePathBeneath, &rule) != 0)
+    return ErrnoError("landlock_add_rule scratch", errno);
   if (LandlockRestrictSelf(ruleset.get()) != 0) return ErrnoError("landlock_restrict_self", errno);
   return Status::Ok();
 }
@@ -510,7 +512,8 @@ Status Isolation::ApplySeccomp() const {
   if (seccomp_program_.empty()) return Status::Ok();
   sock_fprog program{static_cast<unsigned short>(seccomp_program_.size()),
                      reinterpret_cast<sock_filter*>(const_cast<uint64_t*>(seccomp_program_.data()))};
-  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0) != 0) return ErrnoError("prctl(PR_SET_SECCOMP)", errno);
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0) != 0)
+    return ErrnoError("prctl(PR_SET_SECCOMP)", errno);
   return Status::Ok();
 }
 

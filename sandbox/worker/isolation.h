@@ -116,7 +116,7 @@ class Isolation {
   std::vector<int> read_only_fds_;  // O_PATH directories: /usr, /lib, ...
   int dev_null_fd_ = -1;            // O_PATH /dev/null
   std::vector<int> kept_fds_;
-  std::vector<int> bounding_caps_;  // what a session still has to drop from its bounding set
+  std::vector<int> bounding_caps_;         // what a session still has to drop from its bounding set
   std::vector<uint64_t> seccomp_program_;  // struct sock_filter[], 8 bytes each
 };
 
@@ -130,7 +130,7 @@ class Isolation {
 //   CAP_SYS_PTRACE          adopt reads /proc/<copy>/cwd (a session is not dumpable);
 //                           Landlock keeps ptrace-mode access to the zygote's own sessions;
 //   CAP_SETPCAP             a session empties its bounding set before it runs any code.
-inline constexpr int kZygoteCapabilities[] = {CAP_DAC_OVERRIDE, CAP_KILL,   CAP_SETGID,
+inline constexpr int kZygoteCapabilities[] = {CAP_DAC_OVERRIDE, CAP_KILL,    CAP_SETGID,
                                               CAP_SETUID,       CAP_SETPCAP, CAP_SYS_PTRACE};
 
 // Runs fn(arg) in a vfork()ed helper that first takes uid and gid `uid` (no supplementary

@@ -48,7 +48,7 @@ py::module_ AnalysisModule() {
 Status StartPython() {
   PyConfig config;
   PyConfig_InitIsolatedConfig(&config);
-  config.site_import = 0;             // no site-packages: sessions see the standard library only
+  config.site_import = 0;              // no site-packages: sessions see the standard library only
   config.install_signal_handlers = 0;  // the worker owns SIGINT, SIGPIPE, SIGCHLD
   config.write_bytecode = 0;           // never write __pycache__ (the zygote runs as root)
   config.use_hash_seed = 1;            // a fixed string hash: set order is the same in every
@@ -88,8 +88,7 @@ Result<std::string> RunAnalyze(std::string_view request) {
     py::object result = analysis.attr("analyze")(py::str(request.data(), request.size()));
     return result.cast<std::string>();
   } catch (py::error_already_set& error) {
-    if (error.matches(PyExc_ValueError) || error.matches(PyExc_TypeError) ||
-        error.matches(PyExc_RecursionError)) {
+    if (error.matches(PyExc_ValueError) || error.matches(PyExc_TypeError) || error.matches(PyExc_RecursionError)) {
       return InvalidArgumentError("malformed analyze request: " + DescribePythonError(error));
     }
     return InternalError("analysis failed: " + DescribePythonError(error));
@@ -104,7 +103,8 @@ Status LoadEnvironment(const RuntimeEnvironment& environment, sqlite3* session_d
     for (const RuntimeTool& tool : environment.tools) tools.append(py::make_tuple(tool.name, tool.input_schema));
     py::list tasks;
     for (const RuntimeTask& task : environment.tasks) {
-      tasks.append(py::make_tuple(task.id, task.solution_source, task.verifier_source, task.version, task.oracle_source));
+      tasks.append(
+          py::make_tuple(task.id, task.solution_source, task.verifier_source, task.version, task.oracle_source));
     }
     runtime.attr("load")(environment.bundle_path, environment.tools_module, tools, tasks,
                          NewDbObject(session_db, false), NewDbObject(verifier_db, true));
@@ -115,8 +115,8 @@ Status LoadEnvironment(const RuntimeEnvironment& environment, sqlite3* session_d
     // runtime.LoadError messages already name the bundle; anything else gets the context here.
     std::string type = py::str(error.type().attr("__name__")).cast<std::string>();
     if (type == "LoadError") return InvalidArgumentError(py::str(error.value()).cast<std::string>());
-    return InvalidArgumentError(environment.bundle_path + ": cannot load the environment: " +
-                                DescribePythonError(error));
+    return InvalidArgumentError(environment.bundle_path +
+                                ": cannot load the environment: " + DescribePythonError(error));
   }
 }
 
@@ -127,8 +127,8 @@ void AfterForkChild() { PyOS_AfterFork_Child(); }
 Status StartSession(const SessionSettings& settings) {
   try {
     py::module_::import("_envforge_runtime")
-        .attr("start_session")(settings.task, settings.wall_time_ms, settings.max_output_bytes,
-                                settings.memory_bytes, settings.disk_bytes);
+        .attr("start_session")(settings.task, settings.wall_time_ms, settings.max_output_bytes, settings.memory_bytes,
+                               settings.disk_bytes);
     return Status::Ok();
   } catch (py::error_already_set& error) {
     return InvalidArgumentError(DescribePythonError(error));
@@ -151,7 +151,9 @@ FrameAction HandleFrame(std::string_view frame) {
       PyBytes_Check(PyTuple_GET_ITEM(result, 1))) {
     long kind = PyLong_AsLong(PyTuple_GET_ITEM(result, 0));
     PyObject* payload = PyTuple_GET_ITEM(result, 1);
-    action.kind = kind == 1 ? FrameAction::Kind::kFork : kind == 2 ? FrameAction::Kind::kClose : FrameAction::Kind::kReply;
+    action.kind = kind == 1   ? FrameAction::Kind::kFork
+                  : kind == 2 ? FrameAction::Kind::kClose
+                              : FrameAction::Kind::kReply;
     action.payload.assign(PyBytes_AS_STRING(payload), static_cast<size_t>(PyBytes_GET_SIZE(payload)));
     Py_DECREF(result);
     return action;

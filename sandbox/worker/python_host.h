@@ -55,8 +55,7 @@ struct RuntimeEnvironment {
 // global `db` bound to session_db, compiles every solution and verifier (and checks them with
 // the analysis rules), preimports the modules sessions use, then collects and freezes the heap.
 // The databases must outlive the interpreter. InvalidArgument names the file and the problem.
-Status LoadEnvironment(const RuntimeEnvironment& environment, sqlite3* session_db,
-                       sqlite3* verifier_db);
+Status LoadEnvironment(const RuntimeEnvironment& environment, sqlite3* session_db, sqlite3* verifier_db);
 
 // Around fork()/clone() of the interpreter process.
 void BeforeFork();

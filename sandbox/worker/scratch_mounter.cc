@@ -86,8 +86,7 @@ class Helper {
     if (!fs.valid()) error = errno;
     int64_t inodes = std::clamp<int64_t>(bytes / 4096, 1024, int64_t{1} << 30);
     auto set = [&](const char* key, const std::string& value) {
-      if (error == 0 &&
-          syscall(SYS_fsconfig, fs.get(), FSCONFIG_SET_STRING, key, value.c_str(), 0) != 0) {
+      if (error == 0 && syscall(SYS_fsconfig, fs.get(), FSCONFIG_SET_STRING, key, value.c_str(), 0) != 0) {
         error = errno;
       }
     };
@@ -99,8 +98,8 @@ class Helper {
     if (error == 0 && syscall(SYS_fsconfig, fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) error = errno;
     UniqueFd mount_fd;
     if (error == 0) {
-      mount_fd.Reset(static_cast<int>(
-          syscall(SYS_fsmount, fs.get(), FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)));
+      mount_fd.Reset(
+          static_cast<int>(syscall(SYS_fsmount, fs.get(), FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)));
       if (!mount_fd.valid()) error = errno;
     }
     if (error == 0 && syscall(SYS_move_mount, mount_fd.get(), "", target.get(), "",
@@ -146,8 +145,8 @@ void KeepOnlySysAdmin() {
 
 }  // namespace
 
-Result<std::unique_ptr<ScratchMounter>> ScratchMounter::Start(const std::string& scratch_root,
-                                                              uid_t family_uid_first, uid_t family_uid_last) {
+Result<std::unique_ptr<ScratchMounter>> ScratchMounter::Start(const std::string& scratch_root, uid_t family_uid_first,
+                                                              uid_t family_uid_last) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return ErrnoError("socketpair", errno);
   UniqueFd ours(pair[0]);
@@ -203,9 +202,7 @@ Status ScratchMounter::Request(char op, const std::string& dir, uid_t uid, int64
   return Status::Ok();
 }
 
-Status ScratchMounter::Mount(const std::string& dir, uid_t uid, int64_t bytes) {
-  return Request('m', dir, uid, bytes);
-}
+Status ScratchMounter::Mount(const std::string& dir, uid_t uid, int64_t bytes) { return Request('m', dir, uid, bytes); }
 
 Status ScratchMounter::Unmount(const std::string& dir) { return Request('u', dir, 0, 0); }
 

@@ -168,8 +168,9 @@ int ForkSession(int fd, UniqueFd new_fd, const std::string& request) {
   if (!parsed.ok() || !parsed->is_object()) return fail("malformed fork frame");
   if (!new_fd.valid()) return fail("no socket attached to the fork frame");
   if (!g_can_fork) {
-    return fail("this session's scratch directory has no private family directory to hold a copy's "
-                "(spawn it without scratch_dir, or with one whose parent does not exist yet)");
+    return fail(
+        "this session's scratch directory has no private family directory to hold a copy's "
+        "(spawn it without scratch_dir, or with one whose parent does not exist yet)");
   }
   std::string target;
   if (parsed->contains("scratch_dir") && (*parsed)["scratch_dir"].is_string()) {
@@ -223,8 +224,7 @@ int ForkSession(int fd, UniqueFd new_fd, const std::string& request) {
       case FrameAction::Kind::kReply:
         if (!wire::WriteFrame(fd, action.payload).ok()) _exit(0);
         break;
-      case FrameAction::Kind::kClose:
-        _exit(0);
+      case FrameAction::Kind::kClose: _exit(0);
       case FrameAction::Kind::kFork: {
         int next = ForkSession(fd, reader->TakeFd(), action.payload);
         if (next != fd) {  // the copy: serve its own socket from a clean reader
@@ -318,7 +318,8 @@ void RunWarmChild(WarmChildContext context) {
   }
   setsid();  // no controlling terminal: no TIOCSTI injection into the manager's tty
   const Isolation& isolation = *context.isolation;
-  if (Status s = isolation.ApplyRlimits(*limits, context.data_base, context.slot.has_value()); !s.ok()) Fatal(fd, s.message());
+  if (Status s = isolation.ApplyRlimits(*limits, context.data_base, context.slot.has_value()); !s.ok())
+    Fatal(fd, s.message());
   if (context.slot) SetPidsEventsFd(context.slot->pids_events.Release());
   if (uid >= 0) {
     // The family's uid first, capabilities kept: the directories are then the family's own

@@ -26,12 +26,12 @@ namespace envforge::sandbox::worker {
 
 // What a warm child inherits from the zygote.
 struct WarmChildContext {
-  int channel_fd = -1;              // the zygote's assignments arrive here
-  std::optional<CgroupSlot> slot;   // empty when cgroups are off
+  int channel_fd = -1;             // the zygote's assignments arrive here
+  std::optional<CgroupSlot> slot;  // empty when cgroups are off
   const Isolation* isolation = nullptr;
   pid_t zygote_pid = 0;
-  int64_t data_base = 0;            // the zygote's VmData, base of RLIMIT_DATA
-  std::vector<int> keep_fds;        // besides 0-2, channel_fd and the slot's descriptors
+  int64_t data_base = 0;      // the zygote's VmData, base of RLIMIT_DATA
+  std::vector<int> keep_fds;  // besides 0-2, channel_fd and the slot's descriptors
 };
 
 // The assignment frame (zygote -> warm child, with the session socket attached):

@@ -195,9 +195,9 @@ class Zygote {
   ZygoteOptions options_;
   UniqueFd control_;
   UniqueFd signals_;
-  std::string network_;  // the network namespace's status
-  std::string ipc_;      // the IPC namespace's status
-  std::string scratch_;  // the private mount namespace and scratch tmpfs's status
+  std::string network_;                    // the network namespace's status
+  std::string ipc_;                        // the IPC namespace's status
+  std::string scratch_;                    // the private mount namespace and scratch tmpfs's status
   std::string disk_ = "off: not started";  // the families' disk budgets (the mounter)
   std::unique_ptr<ScratchMounter> mounter_;
   pid_t pid_ = getpid();
@@ -215,9 +215,9 @@ class Zygote {
   std::map<int, Family> families_;
   int next_family_ = 1;
   uint64_t spawn_count_ = 0;
-  std::deque<std::pair<pid_t, int>> recent_exits_;  // reaped unknown children: pid, wait status
+  std::deque<std::pair<pid_t, int>> recent_exits_;     // reaped unknown children: pid, wait status
   std::map<pid_t, std::optional<CgroupSlot>> doomed_;  // killed before becoming sessions
-  std::vector<UniqueFd> deferred_closes_;               // assignment channels, closed when idle
+  std::vector<UniqueFd> deferred_closes_;              // assignment channels, closed when idle
 };
 
 void Zygote::Send(const Json& frame) {
@@ -271,8 +271,8 @@ void Zygote::StartMounter() {
     disk_ = "off: the worker does not run as root";
   } else if (isolation_.landlock_abi() < 1) {
     disk_ = "off: no Landlock to keep the zygote away from the mount helper";
-  } else if (auto started = ScratchMounter::Start(scratch_root_, SessionUidBlock(pid_) + 1,
-                                                  SessionUidBlock(pid_) + kMaxFamilies);
+  } else if (auto started =
+                 ScratchMounter::Start(scratch_root_, SessionUidBlock(pid_) + 1, SessionUidBlock(pid_) + kMaxFamilies);
              !started.ok()) {
     disk_ = "off: " + started.status().message();
   } else {
@@ -315,7 +315,7 @@ int Zygote::Run() {
     Fatal("--scratch-root must be a normalised absolute path: '" + scratch_root_ + "'");
   }
   isolation_ = Isolation::Prepare();
-  cgroups_ = Cgroups::Create(pid_);  // also sweeps dead zygotes' cgroups
+  cgroups_ = Cgroups::Create(pid_);   // also sweeps dead zygotes' cgroups
   RemoveStaleScratch(scratch_root_);  // the host's directory, before the tmpfs hides it
   scratch_ = EnterPrivateScratch(scratch_root_);
   scratch_base_ = scratch_root_ + "/z" + std::to_string(pid_);
@@ -629,12 +629,15 @@ void Zygote::HandleAdopt(const Json& message) {
               {static_cast<rlim_t>(limits->limits.cpu_seconds), static_cast<rlim_t>(limits->limits.cpu_seconds + 1)}};
   if (int helper_uid = AdoptHelperUid(family->uid); helper_uid >= 0) {
     // prlimit() on another process needs the same uid (or CAP_SYS_RESOURCE).
-    (void)RunAsUid(static_cast<uid_t>(helper_uid), [](void* arg) -> int {
-      auto* limit = static_cast<CpuLimit*>(arg);
-      long rc = syscall(SYS_prlimit64, static_cast<long>(limit->pid), static_cast<long>(RLIMIT_CPU), &limit->cpu,
-                        nullptr);
-      return rc == 0 ? 0 : errno;
-    }, &cpu_limit);
+    (void)RunAsUid(
+        static_cast<uid_t>(helper_uid),
+        [](void* arg) -> int {
+          auto* limit = static_cast<CpuLimit*>(arg);
+          long rc = syscall(SYS_prlimit64, static_cast<long>(limit->pid), static_cast<long>(RLIMIT_CPU), &limit->cpu,
+                            nullptr);
+          return rc == 0 ? 0 : errno;
+        },
+        &cpu_limit);
   } else {
     prlimit(pid, RLIMIT_CPU, &cpu_limit.cpu, nullptr);
   }
@@ -700,7 +703,8 @@ void Zygote::SessionExited(pid_t pid, int status, const rusage& usage) {
   Json limit;
   if (cg.oom_killed && (sig == SIGKILL || sig == 0)) {
     limit = "memory";
-  } else if (sig == SIGXCPU || (sig == SIGKILL && session.cpu_seconds > 0 && cpu >= static_cast<double>(session.cpu_seconds))) {
+  } else if (sig == SIGXCPU ||
+             (sig == SIGKILL && session.cpu_seconds > 0 && cpu >= static_cast<double>(session.cpu_seconds))) {
     limit = "cpu_time";
   } else if (cg.pids_limited && sig != SIGKILL && sig != 0) {
     limit = "processes";
@@ -732,11 +736,14 @@ void Zygote::SessionExited(pid_t pid, int status, const rusage& usage) {
 // The helper drops the capabilities it kept from the zygote (CAP_KILL) first: kill(-1) must only
 // reach processes of that uid.
 void KillEveryProcessOf(int uid) {
-  (void)RunAsUid(static_cast<uid_t>(uid), [](void*) -> int {
-    if (SetCapabilitySets(0, 0) != 0) return EPERM;
-    syscall(SYS_kill, -1L, static_cast<long>(SIGKILL));
-    return 0;
-  }, nullptr);
+  (void)RunAsUid(
+      static_cast<uid_t>(uid),
+      [](void*) -> int {
+        if (SetCapabilitySets(0, 0) != 0) return EPERM;
+        syscall(SYS_kill, -1L, static_cast<long>(SIGKILL));
+        return 0;
+      },
+      nullptr);
 }
 
 void Zygote::ReleaseFamily(int family_slot) {

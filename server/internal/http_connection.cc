@@ -86,7 +86,7 @@ struct Decision {
   std::string body;
   std::string allow;
   bool unauthorized = false;
-  bool authenticated = false;    // the request passed the token check
+  bool authenticated = false;     // the request passed the token check
   bool answer_at_header = false;  // refused before its body is read; the connection then closes
 };
 
@@ -128,8 +128,9 @@ Decision AcceptJsonPost(const Header& request, Route route, std::string_view pat
   if (IsJsonContentType(content_type)) return Accept(route);
   std::string message = "POST " + std::string(path) + " needs Content-Type: application/json, got " +
                         (content_type.empty() ? std::string("none") : Quoted(content_type));
-  return RefuseAtHeader(http::status::unsupported_media_type,
-                        IsV1Path(path) ? V1ErrorBody(message, "invalid_request_error", "unsupported_media_type") : PlainError(message));
+  return RefuseAtHeader(
+      http::status::unsupported_media_type,
+      IsV1Path(path) ? V1ErrorBody(message, "invalid_request_error", "unsupported_media_type") : PlainError(message));
 }
 
 // Streamable HTTP (2025-06-18 on): after initialize a client names the negotiated revision in
@@ -149,26 +150,34 @@ Decision CheckMcpProtocolVersion(const Header& request, Decision accepted) {
 template <typename Header>
 Decision DecideAuthenticated(const Header& request, std::string_view path, http::verb method, bool get) {
   if (path == "/rpc") {
-    return method == http::verb::post ? AcceptJsonPost(request, Route::kRpc, path) : Reject(http::status::method_not_allowed, PlainError("use POST /rpc"), "POST");
+    return method == http::verb::post ? AcceptJsonPost(request, Route::kRpc, path)
+                                      : Reject(http::status::method_not_allowed, PlainError("use POST /rpc"), "POST");
   }
   if (path == "/mcp") {
     // Streamable HTTP: GET would open a server-to-client SSE stream, which this server does not
     // offer; the specification answers that with 405.
-    if (method != http::verb::post) return Reject(http::status::method_not_allowed, PlainError("use POST /mcp"), "POST");
+    if (method != http::verb::post)
+      return Reject(http::status::method_not_allowed, PlainError("use POST /mcp"), "POST");
     Decision decision = AcceptJsonPost(request, Route::kMcp, path);
     return decision.route ? CheckMcpProtocolVersion(request, std::move(decision)) : decision;
   }
-  if (path == "/metrics") return get ? Accept(Route::kMetrics) : Reject(http::status::method_not_allowed, PlainError("use GET /metrics"), "GET");
+  if (path == "/metrics")
+    return get ? Accept(Route::kMetrics)
+               : Reject(http::status::method_not_allowed, PlainError("use GET /metrics"), "GET");
   if (UiApi::IsReplayPath(path)) {
-    return method == http::verb::post ? Accept(Route::kUi)
-                                      : Reject(http::status::method_not_allowed, PlainError("use POST " + std::string(path)), "POST");
+    return method == http::verb::post
+               ? Accept(Route::kUi)
+               : Reject(http::status::method_not_allowed, PlainError("use POST " + std::string(path)), "POST");
   }
   if (UiApi::IsApiPath(path)) {
-    return get ? Accept(Route::kUi) : Reject(http::status::method_not_allowed, PlainError("use GET " + std::string(path)), "GET");
+    return get ? Accept(Route::kUi)
+               : Reject(http::status::method_not_allowed, PlainError("use GET " + std::string(path)), "GET");
   }
   if (path == "/ws") {
-    if (method != http::verb::get) return Reject(http::status::method_not_allowed, PlainError("use a WebSocket upgrade on GET /ws"), "GET");
-    if (!websocket::is_upgrade(request)) return Reject(http::status::upgrade_required, PlainError("/ws needs a WebSocket upgrade"));
+    if (method != http::verb::get)
+      return Reject(http::status::method_not_allowed, PlainError("use a WebSocket upgrade on GET /ws"), "GET");
+    if (!websocket::is_upgrade(request))
+      return Reject(http::status::upgrade_required, PlainError("/ws needs a WebSocket upgrade"));
     return Accept(Route::kWebSocket);
   }
   if (IsV1Path(path)) {
@@ -186,23 +195,29 @@ Decision Decide(const Header& request, const TransportShared& shared) {
   bool get = method == http::verb::get || method == http::verb::head;
   std::string_view origin = View(request[http::field::origin]);
   if (!shared.OriginAllowed(origin)) {
-    std::string message = "origin " + Quoted(origin) + " is not allowed: only loopback origins and those given with --allow-origin";
-    return RefuseAtHeader(http::status::forbidden,
-                          IsV1Path(path) ? V1ErrorBody(message, "invalid_request_error", "origin_not_allowed") : PlainError(message));
+    std::string message =
+        "origin " + Quoted(origin) + " is not allowed: only loopback origins and those given with --allow-origin";
+    return RefuseAtHeader(
+        http::status::forbidden,
+        IsV1Path(path) ? V1ErrorBody(message, "invalid_request_error", "origin_not_allowed") : PlainError(message));
   }
-  if (path == "/health") return get ? Accept(Route::kHealth) : Reject(http::status::method_not_allowed, PlainError("use GET /health"), "GET");
+  if (path == "/health")
+    return get ? Accept(Route::kHealth)
+               : Reject(http::status::method_not_allowed, PlainError("use GET /health"), "GET");
   // The viewer's page holds no data (it asks for the token and sends it on its API calls).
   if (UiApi::IsUiPath(path) && !UiApi::IsApiPath(path)) {
-    return get ? Accept(Route::kUi) : Reject(http::status::method_not_allowed, PlainError("use GET " + std::string(path)), "GET");
+    return get ? Accept(Route::kUi)
+               : Reject(http::status::method_not_allowed, PlainError("use GET " + std::string(path)), "GET");
   }
   if (!shared.Authorized(View(request[http::field::authorization]))) {
     // OpenAI clients send their API key as this same Bearer token.
     Decision decision = RefuseAtHeader(
         http::status::unauthorized,
-        IsV1Path(path) ? V1ErrorBody("Incorrect or missing API key: send Authorization: Bearer <token>", "invalid_request_error",
-                                     "invalid_api_key")
-                       : RpcService::ErrorResponse(nullptr, kRpcUnauthorized, "unauthorized: send Authorization: Bearer <token>",
-                                                   Json{{"kind", "unauthorized"}, {"retryable", false}}));
+        IsV1Path(path)
+            ? V1ErrorBody("Incorrect or missing API key: send Authorization: Bearer <token>", "invalid_request_error",
+                          "invalid_api_key")
+            : RpcService::ErrorResponse(nullptr, kRpcUnauthorized, "unauthorized: send Authorization: Bearer <token>",
+                                        Json{{"kind", "unauthorized"}, {"retryable", false}}));
     decision.unauthorized = true;
     return decision;
   }
@@ -347,7 +362,8 @@ class WsConnection : public HttpConnectionBase, public std::enable_shared_from_t
     if (writing_ || queue_.empty() || closed_) return;
     writing_ = true;
     ws_.text(true);
-    ws_.async_write(net::buffer(queue_.front().text), beast::bind_front_handler(&WsConnection::OnWrite, shared_from_this()));
+    ws_.async_write(net::buffer(queue_.front().text),
+                    beast::bind_front_handler(&WsConnection::OnWrite, shared_from_this()));
   }
 
   void OnWrite(ErrorCode ec, size_t bytes) {
@@ -397,16 +413,20 @@ class WsConnection : public HttpConnectionBase, public std::enable_shared_from_t
 class HttpConnection : public HttpConnectionBase, public std::enable_shared_from_this<HttpConnection> {
  public:
   HttpConnection(std::shared_ptr<TransportShared> shared, tcp::socket socket, Peer peer)
-      : shared_(std::move(shared)), peer_address_(std::move(peer.address)), peer_(std::move(peer.name)), stream_(std::move(socket)) {}
+      : shared_(std::move(shared)),
+        peer_address_(std::move(peer.address)),
+        peer_(std::move(peer.name)),
+        stream_(std::move(socket)) {}
 
   void Start() {
     Admission admission = shared_->Admit(shared_from_this(), peer_address_);
     for (const auto& evicted : admission.evicted) evicted->Close();
     if (admission.id == 0) {
       ENVFORGE_LOG(kDebug) << "refusing " << peer_ << ": " << admission.refusal;
-      return net::dispatch(stream_.get_executor(), [self = shared_from_this(), reason = std::move(admission.refusal)]() mutable {
-        self->Refuse(std::move(reason));
-      });
+      return net::dispatch(stream_.get_executor(),
+                           [self = shared_from_this(), reason = std::move(admission.refusal)]() mutable {
+                             self->Refuse(std::move(reason));
+                           });
     }
     id_ = admission.id;
     counted_ = true;
@@ -436,7 +456,8 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     }
     if (buffer_.size() > 0) return DoReadHeader();  // a pipelined request is already here
     if (!header_deadline_) stream_.expires_after(shared_->options().idle_timeout);
-    stream_.async_read_some(buffer_.prepare(4096), beast::bind_front_handler(&HttpConnection::OnIdleBytes, shared_from_this()));
+    stream_.async_read_some(buffer_.prepare(4096),
+                            beast::bind_front_handler(&HttpConnection::OnIdleBytes, shared_from_this()));
   }
 
   void OnIdleBytes(ErrorCode ec, size_t bytes) {
@@ -448,7 +469,8 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   void DoReadHeader() {
     request_deadline_at_ = std::chrono::steady_clock::now() + shared_->options().read_timeout;
     stream_.expires_at(header_deadline_ ? std::min(request_deadline_at_, header_deadline_at_) : request_deadline_at_);
-    http::async_read_header(stream_, buffer_, *parser_, beast::bind_front_handler(&HttpConnection::OnHeader, shared_from_this()));
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&HttpConnection::OnHeader, shared_from_this()));
   }
 
   void OnHeader(ErrorCode ec, size_t bytes) {
@@ -466,7 +488,8 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
       if (header_deadline_) stream_.expires_at(request_deadline_at_);
       auto length = parser_->content_length();
       if (length && *length > shared_->options().max_payload_bytes) {
-        return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes, RequestIsV1()), true);
+        return SendFinal(http::status::payload_too_large,
+                         TooLargeBody(shared_->options().max_payload_bytes, RequestIsV1()), true);
       }
       auto expect = request[http::field::expect];
       bool expects_continue = beast::iequals(expect, "100-continue");
@@ -491,7 +514,8 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   }
 
   void DoReadBody() {
-    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&HttpConnection::OnBody, shared_from_this()));
+    http::async_read(stream_, buffer_, *parser_,
+                     beast::bind_front_handler(&HttpConnection::OnBody, shared_from_this()));
   }
 
   void OnBody(ErrorCode ec, size_t bytes) {
@@ -502,22 +526,16 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     try {
       if (!decision_.route) return SendDecision(false);
       switch (*decision_.route) {
-        case Route::kRpc:
-          return Dispatch(Dialect::kNative);
-        case Route::kMcp:
-          return Dispatch(Dialect::kMcp);
-        case Route::kHealth:
-          return SendHealth();
+        case Route::kRpc: return Dispatch(Dialect::kNative);
+        case Route::kMcp: return Dispatch(Dialect::kMcp);
+        case Route::kHealth: return SendHealth();
         case Route::kMetrics:
           return Send(MakeResponse(http::status::ok, shared_->service().metrics().RenderPrometheus(),
                                    "text/plain; version=0.0.4; charset=utf-8"),
                       false);
-        case Route::kWebSocket:
-          return Upgrade();
-        case Route::kV1:
-          return DispatchV1();
-        case Route::kUi:
-          return SendUi();
+        case Route::kWebSocket: return Upgrade();
+        case Route::kV1: return DispatchV1();
+        case Route::kUi: return SendUi();
       }
     } catch (const std::exception& e) {
       SendInternalError(e);
@@ -533,7 +551,8 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
 
   void OnReadError(const ErrorCode& ec) {
     if (ec == http::error::body_limit) {
-      return SendFinal(http::status::payload_too_large, TooLargeBody(shared_->options().max_payload_bytes, RequestIsV1()), true);
+      return SendFinal(http::status::payload_too_large,
+                       TooLargeBody(shared_->options().max_payload_bytes, RequestIsV1()), true);
     }
     if (ec == http::error::header_limit) {
       return SendFinal(http::status::request_header_fields_too_large, PlainError("header block over 64 KiB"), true);
@@ -594,12 +613,13 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   }
 
   void OnAnswer(std::optional<std::string> answer, Dialect dialect, std::shared_ptr<InFlightToken> token) {
-    if (closed_) return;  // the client is gone: its answer is dropped
+    if (closed_) return;        // the client is gone: its answer is dropped
     token_ = std::move(token);  // released once the response is written
     if (!answer) {
       // Nothing to send back: MCP's Streamable HTTP says 202 for accepted notifications; plain
       // JSON-RPC over HTTP conventionally uses 204.
-      return Send(MakeResponse(dialect == Dialect::kMcp ? http::status::accepted : http::status::no_content, {}, {}), false);
+      return Send(MakeResponse(dialect == Dialect::kMcp ? http::status::accepted : http::status::no_content, {}, {}),
+                  false);
     }
     Send(MakeResponse(http::status::ok, std::move(*answer), "application/json"), false);
   }
@@ -611,13 +631,15 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   // completions still running on the endpoint's pool.
   class V1Sink : public V1Responder {
    public:
-    V1Sink(std::shared_ptr<TransportShared> shared, std::weak_ptr<HttpConnection> connection, std::shared_ptr<InFlightToken> token)
+    V1Sink(std::shared_ptr<TransportShared> shared, std::weak_ptr<HttpConnection> connection,
+           std::shared_ptr<InFlightToken> token)
         : shared_(std::move(shared)), connection_(std::move(connection)), token_(std::move(token)) {}
 
     void Reply(int status, std::string body, Headers headers) override {
-      Post([status, body = std::move(body), headers = std::move(headers), token = token_](HttpConnection& self) mutable {
-        self.OnV1Reply(status, std::move(body), std::move(headers), std::move(token));
-      });
+      Post(
+          [status, body = std::move(body), headers = std::move(headers), token = token_](HttpConnection& self) mutable {
+            self.OnV1Reply(status, std::move(body), std::move(headers), std::move(token));
+          });
     }
     void BeginStream() override {
       Post([token = token_](HttpConnection& self) mutable { self.OnV1StreamBegin(std::move(token)); });
@@ -710,9 +732,10 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
       return;
     }
     stream_writing_ = true;
-    stream_in_flight_.swap(stream_out_);  // stream_in_flight_ was empty: stream_out_ now is
+    stream_in_flight_.swap(stream_out_);                     // stream_in_flight_ was empty: stream_out_ now is
     stream_.expires_after(shared_->options().read_timeout);  // a client that does not read is slow too
-    net::async_write(stream_, net::buffer(stream_in_flight_), beast::bind_front_handler(&HttpConnection::OnStreamWrite, shared_from_this()));
+    net::async_write(stream_, net::buffer(stream_in_flight_),
+                     beast::bind_front_handler(&HttpConnection::OnStreamWrite, shared_from_this()));
   }
 
   void OnStreamWrite(ErrorCode ec, size_t bytes) {
@@ -757,7 +780,8 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   }
 
   void SendUiAnswer(UiResponse answer) {
-    Response response = MakeResponse(static_cast<http::status>(answer.status), std::move(answer.body), answer.content_type);
+    Response response =
+        MakeResponse(static_cast<http::status>(answer.status), std::move(answer.body), answer.content_type);
     response.set("Content-Security-Policy", UiApi::ContentSecurityPolicy());
     response.set("X-Content-Type-Options", "nosniff");
     response.set(http::field::cache_control, "no-store");
@@ -786,9 +810,9 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     response.set(http::field::server, kServerName);
     response.set(http::field::content_type, "application/json");
     response.set(http::field::retry_after, "1");
-    response.body() = RpcService::ErrorResponse(
-        nullptr, kRpcServerFull, "server full: " + reason,
-        Json{{"kind", "server_full"}, {"retryable", true}, {"retry_after_ms", 1000}});
+    response.body() =
+        RpcService::ErrorResponse(nullptr, kRpcServerFull, "server full: " + reason,
+                                  Json{{"kind", "server_full"}, {"retryable", true}, {"retry_after_ms", 1000}});
     response.prepare_payload();
     Send(std::move(response), true);
   }
@@ -807,7 +831,8 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
     const auto& request = parser_->get();
     Response response{status, request.version() == 10 ? 10u : 11u};
     response.set(http::field::server, kServerName);
-    if (!content_type.empty()) response.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
+    if (!content_type.empty())
+      response.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
     bool is_head = request.method() == http::verb::head;
     response.body() = std::move(body);
     response.prepare_payload();
@@ -846,7 +871,8 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
 
   void DoDiscard() {
     buffer_.consume(buffer_.size());
-    stream_.async_read_some(buffer_.prepare(64 * 1024), beast::bind_front_handler(&HttpConnection::OnDiscard, shared_from_this()));
+    stream_.async_read_some(buffer_.prepare(64 * 1024),
+                            beast::bind_front_handler(&HttpConnection::OnDiscard, shared_from_this()));
   }
 
   void OnDiscard(ErrorCode ec, size_t) {
@@ -882,7 +908,7 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
   beast::tcp_stream stream_;
   uint64_t id_ = 0;  // 0: refused (never registered)
   bool counted_ = false;
-  bool authenticated_ = false;   // a request passed the token check
+  bool authenticated_ = false;    // a request passed the token check
   bool header_deadline_ = false;  // the request being read is under header_timeout
   std::chrono::steady_clock::time_point header_deadline_at_;
   std::chrono::steady_clock::time_point request_deadline_at_;  // first byte + read_timeout

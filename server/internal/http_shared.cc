@@ -96,7 +96,8 @@ Admission TransportShared::Admit(std::shared_ptr<HttpConnectionBase> connection,
     if (peer_pool != pool_by_peer_.end() && peer_pool->second.size() >= options_.max_unauthenticated_per_peer) {
       Evict(peer_pool->second.front(), "peer_limit", admission);
     }
-    if (pool_.size() >= options_.max_unauthenticated_connections) Evict(pool_.front(), "unauthenticated_limit", admission);
+    if (pool_.size() >= options_.max_unauthenticated_connections)
+      Evict(pool_.front(), "unauthenticated_limit", admission);
     if (connections_.size() >= options_.max_connections) {
       if (pool_.empty()) {
         admission.refusal = "the server is at its connection limit (" + std::to_string(options_.max_connections) +
@@ -212,7 +213,8 @@ void TransportShared::CountBytes(const char* transport, const char* direction, s
   if (bytes == 0) return;
   std::string_view transport_name(transport);
   std::string_view direction_name(direction);
-  bool known = (transport_name == "http" || transport_name == "ws") && (direction_name == "in" || direction_name == "out");
+  bool known =
+      (transport_name == "http" || transport_name == "ws") && (direction_name == "in" || direction_name == "out");
   if (!known) {
     service_.metrics().Increment("envforge_transport_bytes_total", {{"transport", transport}, {"direction", direction}},
                                  static_cast<double>(bytes), kBytesHelp);
@@ -239,8 +241,8 @@ void TransportShared::CountWsMessage(const char* direction) {
   }
   LazyCounter& series = ws_message_series_[direction_name == "out" ? 1 : 0];
   std::call_once(series.resolved, [&] {
-    series.counter = service_.metrics().CounterSeries("envforge_ws_messages_total", {{"direction", direction}},
-                                                      kWsMessagesHelp);
+    series.counter =
+        service_.metrics().CounterSeries("envforge_ws_messages_total", {{"direction", direction}}, kWsMessagesHelp);
   });
   series.counter.Add();
 }

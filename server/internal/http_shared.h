@@ -39,8 +39,8 @@ class TransportShared;
 
 // What the registry decided about a new connection.
 struct Admission {
-  uint64_t id = 0;        // 0: refused
-  std::string refusal;    // why, when refused (for the 503 body)
+  uint64_t id = 0;      // 0: refused
+  std::string refusal;  // why, when refused (for the 503 body)
   // Unauthenticated connections that made room; the caller closes them (outside the lock).
   std::vector<std::shared_ptr<HttpConnectionBase>> evicted;
 };

@@ -138,7 +138,8 @@ void McpDialect::ToolsList(Json& params, const RequestContext&, Reply reply) {
   if (handle.empty()) {
     for (const auto& id : sessions_.env_ids()) {
       const EnvBundle* bundle = sessions_.Environment(id);
-      for (const auto& tool : bundle->tools) tools.push_back(McpSessionlessToolDescriptor(tool.spec, bundle->manifest.name));
+      for (const auto& tool : bundle->tools)
+        tools.push_back(McpSessionlessToolDescriptor(tool.spec, bundle->manifest.name));
     }
   } else {
     auto lease = sessions_.Acquire(handle);

@@ -79,8 +79,8 @@ Json CloseSessionToolDescriptor() {
 std::string McpToolPrefix(std::string_view env_name) {
   std::string prefix(env_name);
   for (char& c : prefix) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-              c == '.';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
     if (!ok) c = '_';
   }
   return prefix + "__";

@@ -47,9 +47,7 @@ ApiError V1ErrorFromStatus(const Status& status) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
     case StatusCode::kFailedPrecondition:
-    case StatusCode::kAlreadyExists:
-      error.status = 400;
-      return error;
+    case StatusCode::kAlreadyExists: error.status = 400; return error;
     case StatusCode::kUnauthenticated:
       error.status = 401;
       error.type = "authentication_error";

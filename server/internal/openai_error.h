@@ -14,8 +14,8 @@ struct ApiError {
   int status = 400;
   std::string message;
   std::string type = "invalid_request_error";
-  std::string param;  // the offending field ("messages[2].role"); empty: null
-  std::string code;   // e.g. "context_length_exceeded", "model_not_found"; empty: null
+  std::string param;            // the offending field ("messages[2].role"); empty: null
+  std::string code;             // e.g. "context_length_exceeded", "model_not_found"; empty: null
   int retry_after_seconds = 0;  // > 0: sent as Retry-After (429, 503)
 };
 

@@ -33,7 +33,9 @@ const char* TypeName(const Json& value) {
   Fail(param, std::string("expected ") + expected + ", got " + TypeName(value));
 }
 
-std::string Join(const std::string& parent, const std::string& key) { return parent.empty() ? key : parent + "." + key; }
+std::string Join(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
 
 // The field `key` of `object`, or nullptr when absent or null (OpenAI clients send null for
 // "not given").
@@ -79,7 +81,8 @@ std::optional<int64_t> OptInteger(const Json& object, const char* key, int64_t l
   }
   int64_t number = value->is_number_float() ? static_cast<int64_t>(value->get<double>()) : value->get<int64_t>();
   if (number < low || number > high) {
-    Fail(key, "must be between " + std::to_string(low) + " and " + std::to_string(high) + ", got " + std::to_string(number));
+    Fail(key,
+         "must be between " + std::to_string(low) + " and " + std::to_string(high) + ", got " + std::to_string(number));
   }
   return number;
 }
@@ -186,7 +189,8 @@ std::vector<inference::ChatToolCall> ReadToolCalls(const Json& message, const st
     std::string call_param = param + ".tool_calls[" + std::to_string(j) + "]";
     if (!call.is_object()) WrongType(call_param, call, "an object");
     std::string type = OptString(call, "type", call_param).value_or("function");
-    if (type != "function") Fail(call_param + ".type", "only \"function\" tool calls are supported, got '" + type + "'");
+    if (type != "function")
+      Fail(call_param + ".type", "only \"function\" tool calls are supported, got '" + type + "'");
     const Json* function = Find(call, "function");
     if (function == nullptr || !function->is_object()) Fail(call_param + ".function", "required: {name, arguments}");
     inference::ChatToolCall parsed;
@@ -257,7 +261,8 @@ std::string ReadToolChoice(const Json& body, const std::vector<std::string>& too
   if (choice->is_string()) {
     chosen = choice->get<std::string>();
     if (chosen != "auto" && chosen != "none" && chosen != "required") {
-      Fail("tool_choice", "expected \"auto\", \"none\", \"required\" or {type: \"function\", function: {name}}, got '" + chosen + "'");
+      Fail("tool_choice",
+           "expected \"auto\", \"none\", \"required\" or {type: \"function\", function: {name}}, got '" + chosen + "'");
     }
     if (chosen == "required" && tool_names.empty()) Fail("tool_choice", "\"required\" needs tools");
     return chosen;
@@ -278,7 +283,8 @@ bool ReadThinking(const Json& body) {
   if (const Json* switch_ = Find(body, "thinking")) {
     if (!switch_->is_object()) WrongType("thinking", *switch_, "an object {type: \"enabled\" | \"disabled\"}");
     std::string type = OptString(*switch_, "type", "thinking").value_or("");
-    if (type != "enabled" && type != "disabled") Fail("thinking.type", "expected \"enabled\" or \"disabled\", got '" + type + "'");
+    if (type != "enabled" && type != "disabled")
+      Fail("thinking.type", "expected \"enabled\" or \"disabled\", got '" + type + "'");
     thinking = type == "enabled";
   }
   if (const Json* kwargs = Find(body, "chat_template_kwargs")) {
@@ -316,7 +322,8 @@ void ReadCompletion(const Json& body, V1Request& request) {
   const Json* prompt = Find(body, "prompt");
   if (prompt == nullptr) Fail("prompt", "required");
   if (prompt->is_array()) {
-    if (prompt->size() != 1) Fail("prompt", "one prompt per request (got an array of " + std::to_string(prompt->size()) + ")");
+    if (prompt->size() != 1)
+      Fail("prompt", "one prompt per request (got an array of " + std::to_string(prompt->size()) + ")");
     prompt = &(*prompt)[0];
   }
   if (!prompt->is_string()) WrongType("prompt", *prompt, "a string");

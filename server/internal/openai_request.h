@@ -29,7 +29,7 @@
 namespace envforge::server::internal {
 
 struct V1Request {
-  bool chat = true;  // false: /v1/completions
+  bool chat = true;   // false: /v1/completions
   std::string model;  // as requested ("" when absent)
   inference::CompletionRequest completion;
   bool stream = false;

@@ -38,8 +38,9 @@ Json Bytes(const std::string& text) {
 double Finite(double logprob) { return std::isfinite(logprob) ? logprob : -std::numeric_limits<double>::max(); }
 
 Json AlternativeJson(const inference::TokenAlternative& alternative) {
-  std::string text = alternative.text.empty() && alternative.token >= 0 ? "token_id:" + std::to_string(alternative.token)
-                                                                        : alternative.text;
+  std::string text = alternative.text.empty() && alternative.token >= 0
+                         ? "token_id:" + std::to_string(alternative.token)
+                         : alternative.text;
   return Json{{"token", text}, {"logprob", Finite(alternative.logprob)}, {"bytes", Bytes(text)}};
 }
 
@@ -90,7 +91,8 @@ Json ToolCallsJson(const inference::Completion& choice, bool with_index) {
 Json MessageJson(const inference::Completion& choice, bool thinking) {
   const auto& message = choice.message;
   bool has_calls = !message.tool_calls.empty();
-  Json json{{"role", "assistant"}, {"content", message.content.empty() && has_calls ? Json(nullptr) : Json(message.content)}};
+  Json json{{"role", "assistant"},
+            {"content", message.content.empty() && has_calls ? Json(nullptr) : Json(message.content)}};
   if (thinking) json["reasoning_content"] = message.reasoning_content;
   if (has_calls) json["tool_calls"] = ToolCallsJson(choice, false);
   return json;
@@ -106,7 +108,10 @@ Json ChatLogprobsJson(const inference::Completion& choice, int64_t top_logprobs)
         top.push_back(AlternativeJson(choice.top_logprobs[i][k]));
       }
     }
-    content.push_back(Json{{"token", token}, {"logprob", Finite(choice.logprobs[i])}, {"bytes", Bytes(token)}, {"top_logprobs", std::move(top)}});
+    content.push_back(Json{{"token", token},
+                           {"logprob", Finite(choice.logprobs[i])},
+                           {"bytes", Bytes(token)},
+                           {"top_logprobs", std::move(top)}});
   }
   return Json{{"content", std::move(content)}};
 }
@@ -136,12 +141,14 @@ Json ChatCompletionJson(const ResponseMeta& meta, const V1Request& request, cons
   Json choices = Json::array();
   for (size_t i = 0; i < result.choices.size(); ++i) {
     const auto& choice = result.choices[i];
-    choices.push_back(Json{{"index", i},
-                           {"message", MessageJson(choice, request.completion.thinking)},
-                           {"logprobs", request.completion.logprobs ? ChatLogprobsJson(choice, request.completion.top_logprobs) : Json(nullptr)},
-                           {"finish_reason", FinishReason(choice)}});
+    choices.push_back(
+        Json{{"index", i},
+             {"message", MessageJson(choice, request.completion.thinking)},
+             {"logprobs",
+              request.completion.logprobs ? ChatLogprobsJson(choice, request.completion.top_logprobs) : Json(nullptr)},
+             {"finish_reason", FinishReason(choice)}});
   }
-  return Json{{"id", meta.id},       {"object", "chat.completion"}, {"created", meta.created},
+  return Json{{"id", meta.id},       {"object", "chat.completion"},   {"created", meta.created},
               {"model", meta.model}, {"choices", std::move(choices)}, {"usage", UsageJson(result)}};
 }
 
@@ -149,12 +156,14 @@ Json TextCompletionJson(const ResponseMeta& meta, const V1Request& request, cons
   Json choices = Json::array();
   for (size_t i = 0; i < result.choices.size(); ++i) {
     const auto& choice = result.choices[i];
-    choices.push_back(Json{{"index", i},
-                           {"text", choice.text},
-                           {"logprobs", request.legacy_logprobs >= 0 ? LegacyLogprobsJson(choice, request.legacy_logprobs) : Json(nullptr)},
-                           {"finish_reason", choice.finish_reason.empty() ? "stop" : choice.finish_reason}});
+    choices.push_back(
+        Json{{"index", i},
+             {"text", choice.text},
+             {"logprobs",
+              request.legacy_logprobs >= 0 ? LegacyLogprobsJson(choice, request.legacy_logprobs) : Json(nullptr)},
+             {"finish_reason", choice.finish_reason.empty() ? "stop" : choice.finish_reason}});
   }
-  return Json{{"id", meta.id},       {"object", "text_completion"}, {"created", meta.created},
+  return Json{{"id", meta.id},       {"object", "text_completion"},   {"created", meta.created},
               {"model", meta.model}, {"choices", std::move(choices)}, {"usage", UsageJson(result)}};
 }
 

@@ -10,7 +10,9 @@ namespace {
 constexpr const char* kRequestsHelp = "JSON-RPC requests by method, answer code and transport.";
 constexpr const char* kRequestSecondsHelp = "Time from receiving a request to answering it, by method.";
 
-std::string TransportLabel(const std::string& transport) { return transport.empty() ? std::string("unknown") : transport; }
+std::string TransportLabel(const std::string& transport) {
+  return transport.empty() ? std::string("unknown") : transport;
+}
 
 }  // namespace
 
@@ -49,7 +51,8 @@ void RpcMetrics::CountToolCall(toolsets::Outcome outcome, double seconds) {
   OutcomeSeries& series = outcome_series_[static_cast<size_t>(outcome)];
   std::call_once(series.resolved, [&] {
     std::string name(toolsets::OutcomeName(outcome));
-    series.calls = metrics_.CounterSeries("envforge_tool_calls_total", {{"outcome", name}}, "Tool calls by typed outcome.");
+    series.calls =
+        metrics_.CounterSeries("envforge_tool_calls_total", {{"outcome", name}}, "Tool calls by typed outcome.");
     series.seconds = metrics_.HistogramSeries("envforge_tool_call_seconds", {{"outcome", name}},
                                               "Server-side tool call latency (request to result), by outcome.");
   });

@@ -298,9 +298,10 @@ void SessionTable::FinishCreate(Result<SessionId> id, const EnvBundle& bundle, c
   reply(CreatedJson(*entry, bundle, task));
 }
 
-std::shared_ptr<SessionEntry> SessionTable::Register(uint64_t manager_id, const EnvBundle& bundle, const TaskRecord* task,
-                                                     std::optional<int64_t> seed, const std::string& client,
-                                                     const std::string& parent_episode, int64_t fork_step) {
+std::shared_ptr<SessionEntry> SessionTable::Register(uint64_t manager_id, const EnvBundle& bundle,
+                                                     const TaskRecord* task, std::optional<int64_t> seed,
+                                                     const std::string& client, const std::string& parent_episode,
+                                                     int64_t fork_step) {
   auto entry = std::make_shared<SessionEntry>();
   entry->manager_id = manager_id;
   entry->env_id = bundle.manifest.content_hash;
@@ -359,7 +360,8 @@ void SessionTable::Fork(const std::string& handle, const std::string& client, Re
   manager_->ForkSessionAsync(parent_id, Guard(reply, std::move(on_forked)));
 }
 
-void SessionTable::FinishFork(Result<SessionId> id, const Lease& parent, const std::string& client, const Reply& reply) {
+void SessionTable::FinishFork(Result<SessionId> id, const Lease& parent, const std::string& client,
+                              const Reply& reply) {
   const auto& parent_entry = parent.entry();
   if (!id.ok()) {
     registry_.CancelReservation();
@@ -453,7 +455,8 @@ int64_t SessionTable::RecordToolResult(SessionEntry& entry, const std::string& t
   entry.episode_ended = true;
   if (!record) return step;
   if (*ends == agents::EpisodeOutcome::kSubmitted) {
-    const Json* answer = arguments.is_object() && arguments.contains("answer_text") ? &arguments["answer_text"] : nullptr;
+    const Json* answer =
+        arguments.is_object() && arguments.contains("answer_text") ? &arguments["answer_text"] : nullptr;
     store_->RecordSubmit(entry.episode_id, answer && answer->is_string() ? answer->get<std::string>() : "",
                          result.content);
   }

@@ -53,7 +53,8 @@ RpcError UnknownSessionError(const std::string& handle);
 // Holds a registry entry in use (so the TTL sweeper leaves it alone) until the last copy goes.
 class Lease {
  public:
-  Lease(SessionRegistry& registry, std::shared_ptr<SessionEntry> entry) : registry_(registry), entry_(std::move(entry)) {}
+  Lease(SessionRegistry& registry, std::shared_ptr<SessionEntry> entry)
+      : registry_(registry), entry_(std::move(entry)) {}
   ~Lease() { registry_.Release(entry_); }
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;

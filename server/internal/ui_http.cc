@@ -19,7 +19,9 @@ UiResponse JsonAnswer(int status, const Json& body) {
   return UiResponse{status, "application/json", body.dump(-1, ' ', false, Json::error_handler_t::replace)};
 }
 
-UiResponse ErrorAnswer(int status, std::string message) { return JsonAnswer(status, Json{{"error", std::move(message)}}); }
+UiResponse ErrorAnswer(int status, std::string message) {
+  return JsonAnswer(status, Json{{"error", std::move(message)}});
+}
 
 std::string PercentDecode(std::string_view text, bool plus_is_space) {
   std::string decoded;
@@ -51,15 +53,15 @@ std::map<std::string, std::string> ParseQuery(std::string_view query) {
   return parameters;
 }
 
-Result<int64_t> IntParameter(const std::map<std::string, std::string>& parameters, const std::string& name, int64_t fallback,
-                             int64_t low, int64_t high) {
+Result<int64_t> IntParameter(const std::map<std::string, std::string>& parameters, const std::string& name,
+                             int64_t fallback, int64_t low, int64_t high) {
   auto it = parameters.find(name);
   if (it == parameters.end() || it->second.empty()) return fallback;
   int64_t value = 0;
   const auto [end, error] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), value);
   if (error != std::errc() || end != it->second.data() + it->second.size() || value < low || value > high) {
-    return InvalidArgumentError(name + " must be an integer from " + std::to_string(low) + " to " + std::to_string(high) +
-                                ", got '" + it->second.substr(0, 40) + "'");
+    return InvalidArgumentError(name + " must be an integer from " + std::to_string(low) + " to " +
+                                std::to_string(high) + ", got '" + it->second.substr(0, 40) + "'");
   }
   return value;
 }

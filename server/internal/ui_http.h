@@ -23,7 +23,7 @@ std::string PercentDecode(std::string_view text, bool plus_is_space);
 std::map<std::string, std::string> ParseQuery(std::string_view query);
 // parameters[name] as an integer in [low, high], `fallback` when absent or empty; InvalidArgument
 // naming the parameter and the bounds otherwise.
-Result<int64_t> IntParameter(const std::map<std::string, std::string>& parameters, const std::string& name, int64_t fallback,
-                             int64_t low, int64_t high);
+Result<int64_t> IntParameter(const std::map<std::string, std::string>& parameters, const std::string& name,
+                             int64_t fallback, int64_t low, int64_t high);
 
 }  // namespace envforge::server::internal

@@ -19,7 +19,8 @@ std::pair<double, double> Enumerate(int64_t n, int64_t c, int64_t k) {
     any += passes > 0 ? 1 : 0;
     all += passes == k ? 1 : 0;
   }
-  return {static_cast<double>(any) / static_cast<double>(subsets), static_cast<double>(all) / static_cast<double>(subsets)};
+  return {static_cast<double>(any) / static_cast<double>(subsets),
+          static_cast<double>(all) / static_cast<double>(subsets)};
 }
 
 TEST_CASE("pass@k and pass^k equal exact enumeration for every n <= 12") {

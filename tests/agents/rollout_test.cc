@@ -38,8 +38,8 @@ const std::string& TinyModelDir() {
     std::string out = dir / "tiny";
     CommandOptions options;
     options.timeout = std::chrono::seconds(180);
-    auto made = RunCommand({"/usr/bin/python3", testing::SourceDir() + "/scripts/make_tiny_model.py", "--out", out, "--preset",
-                            "tiny", "--dtype", "fp32"},
+    auto made = RunCommand({"/usr/bin/python3", testing::SourceDir() + "/scripts/make_tiny_model.py", "--out", out,
+                            "--preset", "tiny", "--dtype", "fp32"},
                            options);
     REQUIRE(made.ok());
     INFO(made->stderr_text);
@@ -83,9 +83,12 @@ struct Lab {
 };
 
 constexpr const char* kLookup = R"({"tool_calls": [{"name": "lookup", "arguments": {"name": "alpha"}}]})";
-constexpr const char* kSubmitRight = R"({"tool_calls": [{"name": "submit_result", "arguments": {"answer_text": "{\"code\": 4211}"}}]})";
-constexpr const char* kSubmitWrong = R"({"tool_calls": [{"name": "submit_result", "arguments": {"answer_text": "{\"code\": 1}"}}]})";
-constexpr const char* kGarbage = R"({"text": "<｜DSML｜function_calls>\n<｜DSML｜invoke>\n</｜DSML｜function_calls><｜end▁of▁sentence｜>"})";
+constexpr const char* kSubmitRight =
+    R"({"tool_calls": [{"name": "submit_result", "arguments": {"answer_text": "{\"code\": 4211}"}}]})";
+constexpr const char* kSubmitWrong =
+    R"({"tool_calls": [{"name": "submit_result", "arguments": {"answer_text": "{\"code\": 1}"}}]})";
+constexpr const char* kGarbage =
+    R"({"text": "<｜DSML｜function_calls>\n<｜DSML｜invoke>\n</｜DSML｜function_calls><｜end▁of▁sentence｜>"})";
 
 std::string Lines(std::initializer_list<std::string> lines, int script = 0) {
   std::string text;
@@ -98,253 +101,257 @@ std::string Lines(std::initializer_list<std::string> lines, int script = 0) {
 }
 
 TEST_SUITE("agents.rollout") {
-
-TEST_CASE("submitted episodes carry the verdict; pass@k counts passes and leaves infra errors unscored") {
-  Lab lab;
-  auto backend = lab.Scripted(Lines({kLookup, kSubmitRight}, 0) + Lines({kLookup, kSubmitWrong}, 1) +
-                              Lines({R"({"error": "unavailable", "message": "model server down"})"}, 2));
-  RolloutOptions options;
-  options.n = 6;
-  TaskRollout task = lab.Run(*backend, options);
-  REQUIRE(task.episodes.size() == 6);
-  CHECK(task.outcomes["submitted"] == 4);
-  CHECK(task.outcomes["infra_error"] == 2);
-  CHECK(task.scored == 4);
-  CHECK(task.passed == 2);
-  REQUIRE(task.pass_at_k.size() == 3);  // k = 1, 2, 4
-  CHECK(task.pass_at_k[0] == std::pair<int64_t, double>{1, 0.5});
-  CHECK(task.pass_at_k[1].second == doctest::Approx(1.0 - 1.0 / 6.0));
-  CHECK(task.pass_at_k[2].second == 1.0);
-  for (const EpisodeResult& episode : task.episodes) {
-    if (episode.outcome != RolloutOutcome::kSubmitted) {
-      CHECK(episode.detail.find("model server down") != std::string::npos);
-      continue;
-    }
-    CHECK(episode.turns == 2);
-    CHECK(episode.tool_calls == 2);
-    CHECK(episode.verdict["passed"] == episode.passed);
-    CHECK(episode.answer_text.find("\"code\"") != std::string::npos);
-  }
-}
-
-TEST_CASE("max_turns, max_tokens, timeout and crashed end episodes with their outcome") {
-  Lab lab;
-  SUBCASE("max_turns") {
-    auto backend = lab.Scripted(Lines({kLookup, kLookup, kLookup}));
+  TEST_CASE("submitted episodes carry the verdict; pass@k counts passes and leaves infra errors unscored") {
+    Lab lab;
+    auto backend = lab.Scripted(Lines({kLookup, kSubmitRight}, 0) + Lines({kLookup, kSubmitWrong}, 1) +
+                                Lines({R"({"error": "unavailable", "message": "model server down"})"}, 2));
     RolloutOptions options;
-    options.max_turns = 2;
+    options.n = 6;
     TaskRollout task = lab.Run(*backend, options);
-    CHECK(task.episodes[0].outcome == RolloutOutcome::kMaxTurns);
-    CHECK(task.episodes[0].turns == 2);
-    CHECK(task.scored == 1);
-    CHECK(task.passed == 0);
-  }
-  SUBCASE("max_tokens") {
-    Json big = Json::parse(kLookup);
-    big["completion_tokens"] = 600;
-    auto backend = lab.Scripted(Lines({big.dump(), big.dump(), big.dump()}));
-    RolloutOptions options;
-    options.max_tokens = 1000;
-    TaskRollout task = lab.Run(*backend, options);
-    CHECK(task.episodes[0].outcome == RolloutOutcome::kMaxTokens);
-    CHECK(task.episodes[0].generated_tokens == 1200);
-  }
-  SUBCASE("timeout") {
-    Json slow = Json::parse(kLookup);
-    slow["sleep_ms"] = 1200;
-    auto backend = lab.Scripted(Lines({slow.dump(), kSubmitRight}));
-    RolloutOptions options;
-    options.episode_timeout = std::chrono::milliseconds(1000);
-    TaskRollout task = lab.Run(*backend, options);
-    CHECK(task.episodes[0].outcome == RolloutOutcome::kTimeout);
-  }
-  SUBCASE("crashed: the session dies under a tool call; the other episodes go on") {
-    auto backend = lab.Scripted(Lines({R"({"tool_calls": [{"name": "self_destruct"}]})"}, 0) + Lines({kLookup, kSubmitRight}, 1));
-    RolloutOptions options;
-    options.n = 4;
-    TaskRollout task = lab.Run(*backend, options);
-    CHECK(task.outcomes["crashed"] == 2);
-    CHECK(task.outcomes["submitted"] == 2);
+    REQUIRE(task.episodes.size() == 6);
+    CHECK(task.outcomes["submitted"] == 4);
+    CHECK(task.outcomes["infra_error"] == 2);
+    CHECK(task.scored == 4);
     CHECK(task.passed == 2);
+    REQUIRE(task.pass_at_k.size() == 3);  // k = 1, 2, 4
+    CHECK(task.pass_at_k[0] == std::pair<int64_t, double>{1, 0.5});
+    CHECK(task.pass_at_k[1].second == doctest::Approx(1.0 - 1.0 / 6.0));
+    CHECK(task.pass_at_k[2].second == 1.0);
     for (const EpisodeResult& episode : task.episodes) {
-      if (episode.outcome == RolloutOutcome::kCrashed) CHECK(episode.detail.find("session") != std::string::npos);
+      if (episode.outcome != RolloutOutcome::kSubmitted) {
+        CHECK(episode.detail.find("model server down") != std::string::npos);
+        continue;
+      }
+      CHECK(episode.turns == 2);
+      CHECK(episode.tool_calls == 2);
+      CHECK(episode.verdict["passed"] == episode.passed);
+      CHECK(episode.answer_text.find("\"code\"") != std::string::npos);
     }
   }
-}
 
-TEST_CASE("malformed calls: bad DSML, unknown tools and bad arguments are counted; K in a row end the episode") {
-  Lab lab;
-  const std::string unknown = R"({"tool_calls": [{"name": "open_vault", "arguments": {}}]})";
-  const std::string bad_arguments = R"({"tool_calls": [{"name": "lookup", "arguments": {"name": 5}}]})";
-  const std::string no_call = R"({"content": "I think the code is 4211."})";
-  SUBCASE("three in a row") {
-    auto backend = lab.Scripted(Lines({kGarbage, unknown, bad_arguments, kSubmitRight}));
-    TaskRollout task = lab.Run(*backend, {});
-    CHECK(task.episodes[0].outcome == RolloutOutcome::kInvalidCalls);
-    CHECK(task.episodes[0].invalid_calls == 3);
-    CHECK(task.episodes[0].turns == 3);
+  TEST_CASE("max_turns, max_tokens, timeout and crashed end episodes with their outcome") {
+    Lab lab;
+    SUBCASE("max_turns") {
+      auto backend = lab.Scripted(Lines({kLookup, kLookup, kLookup}));
+      RolloutOptions options;
+      options.max_turns = 2;
+      TaskRollout task = lab.Run(*backend, options);
+      CHECK(task.episodes[0].outcome == RolloutOutcome::kMaxTurns);
+      CHECK(task.episodes[0].turns == 2);
+      CHECK(task.scored == 1);
+      CHECK(task.passed == 0);
+    }
+    SUBCASE("max_tokens") {
+      Json big = Json::parse(kLookup);
+      big["completion_tokens"] = 600;
+      auto backend = lab.Scripted(Lines({big.dump(), big.dump(), big.dump()}));
+      RolloutOptions options;
+      options.max_tokens = 1000;
+      TaskRollout task = lab.Run(*backend, options);
+      CHECK(task.episodes[0].outcome == RolloutOutcome::kMaxTokens);
+      CHECK(task.episodes[0].generated_tokens == 1200);
+    }
+    SUBCASE("timeout") {
+      Json slow = Json::parse(kLookup);
+      slow["sleep_ms"] = 1200;
+      auto backend = lab.Scripted(Lines({slow.dump(), kSubmitRight}));
+      RolloutOptions options;
+      options.episode_timeout = std::chrono::milliseconds(1000);
+      TaskRollout task = lab.Run(*backend, options);
+      CHECK(task.episodes[0].outcome == RolloutOutcome::kTimeout);
+    }
+    SUBCASE("crashed: the session dies under a tool call; the other episodes go on") {
+      auto backend = lab.Scripted(Lines({R"({"tool_calls": [{"name": "self_destruct"}]})"}, 0) +
+                                  Lines({kLookup, kSubmitRight}, 1));
+      RolloutOptions options;
+      options.n = 4;
+      TaskRollout task = lab.Run(*backend, options);
+      CHECK(task.outcomes["crashed"] == 2);
+      CHECK(task.outcomes["submitted"] == 2);
+      CHECK(task.passed == 2);
+      for (const EpisodeResult& episode : task.episodes) {
+        if (episode.outcome == RolloutOutcome::kCrashed) CHECK(episode.detail.find("session") != std::string::npos);
+      }
+    }
   }
-  SUBCASE("a valid call resets the count") {
-    auto backend = lab.Scripted(Lines({kGarbage, no_call, kLookup, unknown, bad_arguments, kSubmitRight}));
-    TaskRollout task = lab.Run(*backend, {});
-    CHECK(task.episodes[0].outcome == RolloutOutcome::kSubmitted);
-    CHECK(task.episodes[0].passed);
-    CHECK(task.episodes[0].invalid_calls == 4);
+
+  TEST_CASE("malformed calls: bad DSML, unknown tools and bad arguments are counted; K in a row end the episode") {
+    Lab lab;
+    const std::string unknown = R"({"tool_calls": [{"name": "open_vault", "arguments": {}}]})";
+    const std::string bad_arguments = R"({"tool_calls": [{"name": "lookup", "arguments": {"name": 5}}]})";
+    const std::string no_call = R"({"content": "I think the code is 4211."})";
+    SUBCASE("three in a row") {
+      auto backend = lab.Scripted(Lines({kGarbage, unknown, bad_arguments, kSubmitRight}));
+      TaskRollout task = lab.Run(*backend, {});
+      CHECK(task.episodes[0].outcome == RolloutOutcome::kInvalidCalls);
+      CHECK(task.episodes[0].invalid_calls == 3);
+      CHECK(task.episodes[0].turns == 3);
+    }
+    SUBCASE("a valid call resets the count") {
+      auto backend = lab.Scripted(Lines({kGarbage, no_call, kLookup, unknown, bad_arguments, kSubmitRight}));
+      TaskRollout task = lab.Run(*backend, {});
+      CHECK(task.episodes[0].outcome == RolloutOutcome::kSubmitted);
+      CHECK(task.episodes[0].passed);
+      CHECK(task.episodes[0].invalid_calls == 4);
+    }
+    SUBCASE("a custom limit") {
+      auto backend = lab.Scripted(Lines({no_call, kSubmitRight}));
+      RolloutOptions options;
+      options.max_invalid_calls = 1;
+      TaskRollout task = lab.Run(*backend, options);
+      CHECK(task.episodes[0].outcome == RolloutOutcome::kInvalidCalls);
+    }
   }
-  SUBCASE("a custom limit") {
-    auto backend = lab.Scripted(Lines({no_call, kSubmitRight}));
+
+  TEST_CASE("context management: each strategy frees the window and the episode goes on") {
+    Lab lab;
+    const std::string manual = R"({"tool_calls": [{"name": "read_manual", "arguments": {"pages": 4}}]})";
+    const std::string page = R"({"tool_calls": [{"name": "read_manual", "arguments": {"pages": 1}}]})";
     RolloutOptions options;
-    options.max_invalid_calls = 1;
-    TaskRollout task = lab.Run(*backend, options);
-    CHECK(task.episodes[0].outcome == RolloutOutcome::kInvalidCalls);
+    SUBCASE("discard-all") {
+      options.context_strategy = ContextStrategy::kDiscardAll;
+      auto backend = lab.Scripted(Lines({manual, kLookup, kSubmitRight}), 1000);
+      TaskRollout task = lab.Run(*backend, options);
+      CHECK(task.episodes[0].outcome == RolloutOutcome::kSubmitted);
+      CHECK(task.episodes[0].passed);
+      CHECK(task.episodes[0].context_events == 1);
+    }
+    SUBCASE("discard75 keeps the latest quarter of the turns") {
+      options.context_strategy = ContextStrategy::kDiscard75;
+      // Three small turns, then a page that passes 80% of 500 tokens: three of the four turns go.
+      auto backend = lab.Scripted(Lines({kLookup, kLookup, kLookup, page, kSubmitRight}), 500);
+      TaskRollout task = lab.Run(*backend, options);
+      CHECK(task.episodes[0].outcome == RolloutOutcome::kSubmitted);
+      CHECK(task.episodes[0].context_events >= 1);
+    }
+    SUBCASE("summary restarts from the task and the backend's summary") {
+      options.context_strategy = ContextStrategy::kSummary;
+      auto backend = lab.Scripted(Lines({manual, kSubmitRight}) +
+                                      R"({"when": "Summarize your progress", "content": "alpha is 4211"})"
+                                      "\n",
+                                  1000);
+      TaskRollout task = lab.Run(*backend, options);
+      CHECK(task.episodes[0].outcome == RolloutOutcome::kSubmitted);
+      CHECK(task.episodes[0].context_events == 1);
+    }
+    SUBCASE("none: the next turn no longer fits") {
+      auto backend = lab.Scripted(Lines({manual, kSubmitRight}), 1000);
+      TaskRollout task = lab.Run(*backend, options);
+      CHECK(task.episodes[0].outcome == RolloutOutcome::kContextExhausted);
+    }
+    SUBCASE("a window too small for the task itself") {
+      options.context_strategy = ContextStrategy::kDiscardAll;
+      auto backend = lab.Scripted(Lines({kLookup, kSubmitRight}), 40);
+      TaskRollout task = lab.Run(*backend, options);
+      CHECK(task.episodes[0].outcome == RolloutOutcome::kContextExhausted);
+    }
   }
-}
 
-TEST_CASE("context management: each strategy frees the window and the episode goes on") {
-  Lab lab;
-  const std::string manual = R"({"tool_calls": [{"name": "read_manual", "arguments": {"pages": 4}}]})";
-  const std::string page = R"({"tool_calls": [{"name": "read_manual", "arguments": {"pages": 1}}]})";
-  RolloutOptions options;
-  SUBCASE("discard-all") {
-    options.context_strategy = ContextStrategy::kDiscardAll;
-    auto backend = lab.Scripted(Lines({manual, kLookup, kSubmitRight}), 1000);
-    TaskRollout task = lab.Run(*backend, options);
-    CHECK(task.episodes[0].outcome == RolloutOutcome::kSubmitted);
-    CHECK(task.episodes[0].passed);
-    CHECK(task.episodes[0].context_events == 1);
+  TEST_CASE("bad requests fail before any episode") {
+    Lab lab;
+    auto backend = lab.Scripted(Lines({kSubmitRight}));
+    RolloutOptions options;
+    options.n = 0;
+    RolloutRunner zero(*lab.manager, *backend, options);
+    CHECK(zero.Run(lab.env_id, {}).status().code() == StatusCode::kInvalidArgument);
+    RolloutRunner runner(*lab.manager, *backend, {});
+    auto unknown = runner.Run(lab.env_id, {"no_such_task"});
+    CHECK(unknown.status().code() == StatusCode::kNotFound);
+    CHECK(unknown.status().message().find("no_such_task") != std::string::npos);
   }
-  SUBCASE("discard75 keeps the latest quarter of the turns") {
-    options.context_strategy = ContextStrategy::kDiscard75;
-    // Three small turns, then a page that passes 80% of 500 tokens: three of the four turns go.
-    auto backend = lab.Scripted(Lines({kLookup, kLookup, kLookup, page, kSubmitRight}), 500);
-    TaskRollout task = lab.Run(*backend, options);
-    CHECK(task.episodes[0].outcome == RolloutOutcome::kSubmitted);
-    CHECK(task.episodes[0].context_events >= 1);
-  }
-  SUBCASE("summary restarts from the task and the backend's summary") {
-    options.context_strategy = ContextStrategy::kSummary;
-    auto backend = lab.Scripted(Lines({manual, kSubmitRight}) + R"({"when": "Summarize your progress", "content": "alpha is 4211"})" "\n", 1000);
-    TaskRollout task = lab.Run(*backend, options);
-    CHECK(task.episodes[0].outcome == RolloutOutcome::kSubmitted);
-    CHECK(task.episodes[0].context_events == 1);
-  }
-  SUBCASE("none: the next turn no longer fits") {
-    auto backend = lab.Scripted(Lines({manual, kSubmitRight}), 1000);
-    TaskRollout task = lab.Run(*backend, options);
-    CHECK(task.episodes[0].outcome == RolloutOutcome::kContextExhausted);
-  }
-  SUBCASE("a window too small for the task itself") {
-    options.context_strategy = ContextStrategy::kDiscardAll;
-    auto backend = lab.Scripted(Lines({kLookup, kSubmitRight}), 40);
-    TaskRollout task = lab.Run(*backend, options);
-    CHECK(task.episodes[0].outcome == RolloutOutcome::kContextExhausted);
-  }
-}
 
-TEST_CASE("bad requests fail before any episode") {
-  Lab lab;
-  auto backend = lab.Scripted(Lines({kSubmitRight}));
-  RolloutOptions options;
-  options.n = 0;
-  RolloutRunner zero(*lab.manager, *backend, options);
-  CHECK(zero.Run(lab.env_id, {}).status().code() == StatusCode::kInvalidArgument);
-  RolloutRunner runner(*lab.manager, *backend, {});
-  auto unknown = runner.Run(lab.env_id, {"no_such_task"});
-  CHECK(unknown.status().code() == StatusCode::kNotFound);
-  CHECK(unknown.status().message().find("no_such_task") != std::string::npos);
-}
+  TEST_CASE(
+      "the embedded tiny model plays real episodes; their shared prompt is prefilled once and no turn is recomputed") {
+    Lab lab;
+    auto backend = inference::OpenBackend("embedded:" + TinyModelDir(), {});
+    INFO(backend.status().ToString());
+    REQUIRE(backend.ok());
+    RolloutOptions options;
+    options.n = 6;
+    options.max_turns = 3;
+    options.max_tokens_per_turn = 12;
+    options.sampling.seed = 5;
+    TaskRollout task = lab.Run(**backend, options);
+    int64_t prefilled = 0, fed = 0, first_prompt = 0;
+    for (const EpisodeResult& episode : task.episodes) {
+      CHECK(episode.outcome != RolloutOutcome::kInfraError);
+      CHECK(episode.turns >= 1);
+      CHECK(episode.generated_tokens > 0);
+      prefilled += episode.prefilled_tokens;
+      fed += episode.new_prompt_tokens;
+    }
+    Json stats = (*backend)->Stats();
+    // Every prompt token new to an episode was fed once; the first prompt, common to all six, ran
+    // through the model once.
+    first_prompt = (fed - prefilled) / (options.n - 1);
+    CHECK(first_prompt > 20);
+    CHECK(stats["prefill_tokens"].get<int64_t>() == prefilled);
+    CHECK(stats["continuations_missed"] == 0);
 
-TEST_CASE("the embedded tiny model plays real episodes; their shared prompt is prefilled once and no turn is recomputed") {
-  Lab lab;
-  auto backend = inference::OpenBackend("embedded:" + TinyModelDir(), {});
-  INFO(backend.status().ToString());
-  REQUIRE(backend.ok());
-  RolloutOptions options;
-  options.n = 6;
-  options.max_turns = 3;
-  options.max_tokens_per_turn = 12;
-  options.sampling.seed = 5;
-  TaskRollout task = lab.Run(**backend, options);
-  int64_t prefilled = 0, fed = 0, first_prompt = 0;
-  for (const EpisodeResult& episode : task.episodes) {
-    CHECK(episode.outcome != RolloutOutcome::kInfraError);
-    CHECK(episode.turns >= 1);
-    CHECK(episode.generated_tokens > 0);
-    prefilled += episode.prefilled_tokens;
-    fed += episode.new_prompt_tokens;
+    // The same seed replays the same episodes.
+    TaskRollout again = lab.Run(**backend, options);
+    for (size_t i = 0; i < task.episodes.size(); ++i) {
+      CHECK(again.episodes[i].outcome == task.episodes[i].outcome);
+      CHECK(again.episodes[i].generated_tokens == task.episodes[i].generated_tokens);
+    }
   }
-  Json stats = (*backend)->Stats();
-  // Every prompt token new to an episode was fed once; the first prompt, common to all six, ran
-  // through the model once.
-  first_prompt = (fed - prefilled) / (options.n - 1);
-  CHECK(first_prompt > 20);
-  CHECK(stats["prefill_tokens"].get<int64_t>() == prefilled);
-  CHECK(stats["continuations_missed"] == 0);
 
-  // The same seed replays the same episodes.
-  TaskRollout again = lab.Run(**backend, options);
-  for (size_t i = 0; i < task.episodes.size(); ++i) {
-    CHECK(again.episodes[i].outcome == task.episodes[i].outcome);
-    CHECK(again.episodes[i].generated_tokens == task.episodes[i].generated_tokens);
-  }
-}
+  TEST_CASE("episodes are recorded token-exactly: messages, model turns, tool steps, verdict; a rollout replays") {
+    Lab lab;
+    TempDir dir;
+    auto store = TrajectoryStore::Open(dir / "rollouts.sqlite");
+    REQUIRE(store.ok());
 
-TEST_CASE("episodes are recorded token-exactly: messages, model turns, tool steps, verdict; a rollout replays") {
-  Lab lab;
-  TempDir dir;
-  auto store = TrajectoryStore::Open(dir / "rollouts.sqlite");
-  REQUIRE(store.ok());
+    auto embedded = inference::OpenBackend("embedded:" + TinyModelDir(), {});
+    REQUIRE(embedded.ok());
+    RolloutOptions options;
+    options.n = 3;
+    options.max_turns = 3;
+    options.max_tokens_per_turn = 10;
+    options.store = store->get();
+    TaskRollout played = lab.Run(**embedded, options);
+    auto scripted = lab.Scripted(Lines({kLookup, kSubmitRight}));
+    options.n = 1;
+    TaskRollout submitted = lab.Run(*scripted, options);
+    REQUIRE((*store)->Flush().ok());
 
-  auto embedded = inference::OpenBackend("embedded:" + TinyModelDir(), {});
-  REQUIRE(embedded.ok());
-  RolloutOptions options;
-  options.n = 3;
-  options.max_turns = 3;
-  options.max_tokens_per_turn = 10;
-  options.store = store->get();
-  TaskRollout played = lab.Run(**embedded, options);
-  auto scripted = lab.Scripted(Lines({kLookup, kSubmitRight}));
-  options.n = 1;
-  TaskRollout submitted = lab.Run(*scripted, options);
-  REQUIRE((*store)->Flush().ok());
+    for (const EpisodeResult& result : played.episodes) {
+      auto episode = (*store)->Get(result.episode_id);
+      REQUIRE(episode.ok());
+      CHECK(episode->summary.start.kind == "rollout");
+      CHECK(episode->summary.start.backend == "embedded:" + TinyModelDir());
+      CHECK(episode->summary.start.sample_index == result.sample_index);
+      CHECK(episode->summary.outcome == EpisodeOutcome::kInvalidCalls);
+      REQUIRE(static_cast<int64_t>(episode->model_turns.size()) == result.turns);
+      CHECK(episode->messages.size() == 2 + 2 * episode->model_turns.size() - 1);
+      CHECK(episode->messages[1].content.find("alpha") != std::string::npos);
+      Json segments = TokenSegmentsToJson(episode->model_turns);
+      REQUIRE(segments.size() == 1);  // one context: every turn continued the previous one
+      CHECK(segments[0]["consistent"] == true);
+      const ModelTurnRecord& last = episode->model_turns.back();
+      CHECK(segments[0]["ids"].size() == last.prompt_tokens + last.output_tokens.size());
+      int64_t generated = 0;
+      for (const Json& bit : segments[0]["mask"]) generated += bit.get<int64_t>();
+      CHECK(generated == result.generated_tokens);
+    }
 
-  for (const EpisodeResult& result : played.episodes) {
-    auto episode = (*store)->Get(result.episode_id);
+    auto episode = (*store)->Get(submitted.episodes[0].episode_id);
     REQUIRE(episode.ok());
-    CHECK(episode->summary.start.kind == "rollout");
-    CHECK(episode->summary.start.backend == "embedded:" + TinyModelDir());
-    CHECK(episode->summary.start.sample_index == result.sample_index);
-    CHECK(episode->summary.outcome == EpisodeOutcome::kInvalidCalls);
-    REQUIRE(static_cast<int64_t>(episode->model_turns.size()) == result.turns);
-    CHECK(episode->messages.size() == 2 + 2 * episode->model_turns.size() - 1);
-    CHECK(episode->messages[1].content.find("alpha") != std::string::npos);
-    Json segments = TokenSegmentsToJson(episode->model_turns);
-    REQUIRE(segments.size() == 1);  // one context: every turn continued the previous one
-    CHECK(segments[0]["consistent"] == true);
-    const ModelTurnRecord& last = episode->model_turns.back();
-    CHECK(segments[0]["ids"].size() == last.prompt_tokens + last.output_tokens.size());
-    int64_t generated = 0;
-    for (const Json& bit : segments[0]["mask"]) generated += bit.get<int64_t>();
-    CHECK(generated == result.generated_tokens);
+    CHECK(episode->summary.outcome == EpisodeOutcome::kSubmitted);
+    REQUIRE(episode->steps.size() == 2);
+    CHECK(episode->steps[0].tool == "lookup");
+    CHECK(episode->steps[1].tool == "submit_result");
+    REQUIRE(episode->summary.verdict.has_value());
+    CHECK((*episode->summary.verdict)["passed"] == true);
+    CHECK(episode->messages.back().role == "tool");
+    CHECK(episode->messages.back().tool_outcome == "ok");
+    ReplayOptions replay_options;
+    replay_options.envs = LabBundle();
+    auto report = Replay(*episode, *lab.manager, replay_options);
+    INFO(report.status().ToString());
+    REQUIRE(report.ok());
+    CHECK(report->matches());
   }
-
-  auto episode = (*store)->Get(submitted.episodes[0].episode_id);
-  REQUIRE(episode.ok());
-  CHECK(episode->summary.outcome == EpisodeOutcome::kSubmitted);
-  REQUIRE(episode->steps.size() == 2);
-  CHECK(episode->steps[0].tool == "lookup");
-  CHECK(episode->steps[1].tool == "submit_result");
-  REQUIRE(episode->summary.verdict.has_value());
-  CHECK((*episode->summary.verdict)["passed"] == true);
-  CHECK(episode->messages.back().role == "tool");
-  CHECK(episode->messages.back().tool_outcome == "ok");
-  ReplayOptions replay_options;
-  replay_options.envs = LabBundle();
-  auto report = Replay(*episode, *lab.manager, replay_options);
-  INFO(report.status().ToString());
-  REQUIRE(report.ok());
-  CHECK(report->matches());
-}
 
 }  // TEST_SUITE
 

@@ -22,8 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::OkStep;
-using testing::SourceDir;
 using testing::OpenStore;
+using testing::SourceDir;
 using testing::TempDir;
 
 // The fixture's episodes (tests/fixtures/trajectories/README.md).
@@ -56,7 +56,8 @@ bool HasColumn(const std::string& path, const std::string& table, const std::str
 }
 
 // What the fixture holds, whichever way it is read.
-void CheckFixtureEpisodes(const Result<Episode>& submitted, const Result<Episode>& forked, const Result<Episode>& open) {
+void CheckFixtureEpisodes(const Result<Episode>& submitted, const Result<Episode>& forked,
+                          const Result<Episode>& open) {
   REQUIRE_MESSAGE(submitted.ok(), submitted.status().ToString());
   REQUIRE_MESSAGE(forked.ok(), forked.status().ToString());
   REQUIRE_MESSAGE(open.ok(), open.status().ToString());
@@ -121,401 +122,419 @@ ModelTurnRecord Turn(int64_t turn, int64_t message_index, std::vector<int32_t> i
 }
 
 TEST_SUITE("agents.trajectory_store.rollouts") {
+  TEST_CASE("a format-1 file reads unmigrated through a reader, and TrajectoryStore::Open migrates it in place") {
+    TempDir dir;
+    const std::string path = CopyV1Fixture(dir);
+    REQUIRE(MetaVersion(path) == "1");
 
-TEST_CASE("a format-1 file reads unmigrated through a reader, and TrajectoryStore::Open migrates it in place") {
-  TempDir dir;
-  const std::string path = CopyV1Fixture(dir);
-  REQUIRE(MetaVersion(path) == "1");
+    auto reader = TrajectoryReader::Open(path);
+    REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
+    CheckFixtureEpisodes((*reader)->Get(kSubmittedId), (*reader)->Get(kForkedId), (*reader)->Get(kOpenId));
+    auto all = (*reader)->List({});
+    REQUIRE(all.ok());
+    CHECK(all->size() == 3);
+    CHECK((*reader)->List({.kind = "served"})->size() == 3);
+    CHECK((*reader)->List({.kind = "rollout"})->empty());
+    CHECK((*reader)->List({.rollout_id = "r-1"})->empty());
+    auto counts = (*reader)->Count();
+    REQUIRE(counts.ok());
+    CHECK(counts->episodes == 3);
+    CHECK(counts->steps == 4);
+    CHECK(counts->model_turns == 0);
+    // Reading changed nothing.
+    CHECK(MetaVersion(path) == "1");
+    CHECK(!HasColumn(path, "episodes", "kind"));
 
-  auto reader = TrajectoryReader::Open(path);
-  REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
-  CheckFixtureEpisodes((*reader)->Get(kSubmittedId), (*reader)->Get(kForkedId), (*reader)->Get(kOpenId));
-  auto all = (*reader)->List({});
-  REQUIRE(all.ok());
-  CHECK(all->size() == 3);
-  CHECK((*reader)->List({.kind = "served"})->size() == 3);
-  CHECK((*reader)->List({.kind = "rollout"})->empty());
-  CHECK((*reader)->List({.rollout_id = "r-1"})->empty());
-  auto counts = (*reader)->Count();
-  REQUIRE(counts.ok());
-  CHECK(counts->episodes == 3);
-  CHECK(counts->steps == 4);
-  CHECK(counts->model_turns == 0);
-  // Reading changed nothing.
-  CHECK(MetaVersion(path) == "1");
-  CHECK(!HasColumn(path, "episodes", "kind"));
-
-  {
-    auto store = OpenStore(path);
+    {
+      auto store = OpenStore(path);
+      CHECK(MetaVersion(path) == "2");
+      for (const char* column : {"kind", "backend", "model", "sampling", "rollout_id", "sample_index"}) {
+        CHECK_MESSAGE(HasColumn(path, "episodes", column), column);
+      }
+      CHECK(HasColumn(path, "messages", "tool_outcome"));
+      CHECK(HasColumn(path, "model_turns", "kept_counts"));
+      CHECK(HasColumn(path, "context_events", "summary"));
+      CheckFixtureEpisodes(store->Get(kSubmittedId), store->Get(kForkedId), store->Get(kOpenId));
+      // The migrated file takes both kinds of records, for old episodes and new ones.
+      store->RecordMessage(kOpenId, MessageRecord{.index = 0, .role = "user", .content = "late"});
+      store->EndEpisode(kOpenId, EpisodeOutcome::kClosed);
+      EpisodeStart start;
+      start.env_id = std::string(64, 'e');
+      start.env_name = "mini";
+      start.kind = "rollout";
+      start.rollout_id = "r-1";
+      std::string id = store->BeginEpisode(start);
+      store->RecordModelTurn(id, Turn(0, 1, {1, 2}, 0, {3}));
+      REQUIRE(store->Flush().ok());
+      CHECK(store->Stats().write_errors == 0);
+      CHECK(store->List({.kind = "rollout"})->size() == 1);
+      CHECK(store->List({.rollout_id = "r-1"})->front().id == id);
+      CHECK(store->Get(kOpenId)->messages.size() == 1);
+    }
+    // Reopening a migrated file migrates nothing again; a reader sees format 2.
+    auto again = OpenStore(path);
     CHECK(MetaVersion(path) == "2");
-    for (const char* column : {"kind", "backend", "model", "sampling", "rollout_id", "sample_index"}) {
-      CHECK_MESSAGE(HasColumn(path, "episodes", column), column);
+    CHECK(again->Count()->episodes == 4);
+    auto migrated_reader = TrajectoryReader::Open(path);
+    REQUIRE(migrated_reader.ok());
+    CHECK((*migrated_reader)->Get(kOpenId)->messages[0].content == "late");
+    CHECK((*migrated_reader)->Count()->model_turns == 1);
+  }
+
+  TEST_CASE("a migration that fails leaves the file at format 1, untouched, and says why") {
+    TempDir dir;
+    const std::string path = CopyV1Fixture(dir);
+    {
+      // A table the migration creates is already there: its CREATE TABLE fails half way through.
+      auto db = Database::Open(path, Database::Mode::kReadWrite);
+      REQUIRE(db.ok());
+      REQUIRE(db->Exec("CREATE TABLE model_turns(x INTEGER)").ok());
     }
-    CHECK(HasColumn(path, "messages", "tool_outcome"));
-    CHECK(HasColumn(path, "model_turns", "kept_counts"));
-    CHECK(HasColumn(path, "context_events", "summary"));
-    CheckFixtureEpisodes(store->Get(kSubmittedId), store->Get(kForkedId), store->Get(kOpenId));
-    // The migrated file takes both kinds of records, for old episodes and new ones.
-    store->RecordMessage(kOpenId, MessageRecord{.index = 0, .role = "user", .content = "late"});
-    store->EndEpisode(kOpenId, EpisodeOutcome::kClosed);
-    EpisodeStart start;
-    start.env_id = std::string(64, 'e');
-    start.env_name = "mini";
-    start.kind = "rollout";
-    start.rollout_id = "r-1";
-    std::string id = store->BeginEpisode(start);
-    store->RecordModelTurn(id, Turn(0, 1, {1, 2}, 0, {3}));
-    REQUIRE(store->Flush().ok());
-    CHECK(store->Stats().write_errors == 0);
-    CHECK(store->List({.kind = "rollout"})->size() == 1);
-    CHECK(store->List({.rollout_id = "r-1"})->front().id == id);
-    CHECK(store->Get(kOpenId)->messages.size() == 1);
+    auto store = TrajectoryStore::Open(path);
+    REQUIRE(!store.ok());
+    CHECK(store.status().code() == StatusCode::kInternal);
+    CHECK(store.status().message().find("migrating the trajectory store from format 1 to 2") != std::string::npos);
+    CHECK(store.status().message().find("model_turns") != std::string::npos);
+    CHECK(MetaVersion(path) == "1");
+    CHECK(!HasColumn(path, "episodes", "kind"));  // the ALTERs before the failure were rolled back
+    CHECK(!HasColumn(path, "messages", "role"));
+    auto reader = TrajectoryReader::Open(path);
+    REQUIRE(reader.ok());
+    CheckFixtureEpisodes((*reader)->Get(kSubmittedId), (*reader)->Get(kForkedId), (*reader)->Get(kOpenId));
   }
-  // Reopening a migrated file migrates nothing again; a reader sees format 2.
-  auto again = OpenStore(path);
-  CHECK(MetaVersion(path) == "2");
-  CHECK(again->Count()->episodes == 4);
-  auto migrated_reader = TrajectoryReader::Open(path);
-  REQUIRE(migrated_reader.ok());
-  CHECK((*migrated_reader)->Get(kOpenId)->messages[0].content == "late");
-  CHECK((*migrated_reader)->Count()->model_turns == 1);
-}
 
-TEST_CASE("a migration that fails leaves the file at format 1, untouched, and says why") {
-  TempDir dir;
-  const std::string path = CopyV1Fixture(dir);
-  {
-    // A table the migration creates is already there: its CREATE TABLE fails half way through.
-    auto db = Database::Open(path, Database::Mode::kReadWrite);
-    REQUIRE(db.ok());
-    REQUIRE(db->Exec("CREATE TABLE model_turns(x INTEGER)").ok());
-  }
-  auto store = TrajectoryStore::Open(path);
-  REQUIRE(!store.ok());
-  CHECK(store.status().code() == StatusCode::kInternal);
-  CHECK(store.status().message().find("migrating the trajectory store from format 1 to 2") != std::string::npos);
-  CHECK(store.status().message().find("model_turns") != std::string::npos);
-  CHECK(MetaVersion(path) == "1");
-  CHECK(!HasColumn(path, "episodes", "kind"));  // the ALTERs before the failure were rolled back
-  CHECK(!HasColumn(path, "messages", "role"));
-  auto reader = TrajectoryReader::Open(path);
-  REQUIRE(reader.ok());
-  CheckFixtureEpisodes((*reader)->Get(kSubmittedId), (*reader)->Get(kForkedId), (*reader)->Get(kOpenId));
-}
-
-TEST_CASE("every new record and start field round-trips through the file and EpisodeToJson") {
-  TempDir dir;
-  const std::string path = dir / "traj.sqlite";
-  std::string id;
-  ModelTurnRecord turn = Turn(0, 2, {0, -1, 2'147'483'647, std::numeric_limits<int32_t>::min()}, 0, {7, 8, 9});
-  // Values whose every bit must survive: a subnormal, negative zero, the largest finite double.
-  turn.logprobs = {-4.9406564584124654e-324, -0.0, -std::numeric_limits<double>::max()};
-  turn.kept_counts = {1, std::numeric_limits<int64_t>::max(), 0};
-  turn.parse_error = "arguments are not JSON: {\"city\": ";
-  {
-    auto store = OpenStore(path);
-    EpisodeStart start;
-    start.env_id = std::string(64, 'a');
-    start.env_name = "trip_planning";
-    start.task_id = "cheapest";
-    start.client = "rollout";
-    start.kind = "rollout";
-    start.backend = "scripted:/tmp/script.jsonl";
-    start.model = "tiny-dsv32";
-    start.sampling = Json{{"temperature", 0.7}, {"top_p", 0.95}, {"top_k", 40}, {"seed", 11}, {"max_tokens", 256},
-                          {"thinking", true}};
-    start.rollout_id = "r-20261124-abc";
-    start.sample_index = 3;
-    id = store->BeginEpisode(start);
-    store->RecordMessage(id, MessageRecord{.index = 0, .role = "system", .content = "You plan trips.",
-                                           .created_at_us = 10});
-    store->RecordMessage(id, MessageRecord{.index = 1, .role = "user", .content = "Cheapest hotel in Suzhou?\nTwo lines.",
-                                           .created_at_us = 11});
-    store->RecordMessage(
-        id, MessageRecord{.index = 2, .role = "assistant", .content = "", .reasoning_content = "I should list hotels.",
-                          .tool_calls = Json::array({Json{{"id", "call_0"}, {"name", "get_all_hotels_by_city"},
-                                                          {"arguments", Json{{"city", "Suzhou"}}}}}),
-                          .created_at_us = 12});
-    store->RecordModelTurn(id, turn);
-    store->RecordStep(id, OkStep(0, "get_all_hotels_by_city", Json{{"city", "Suzhou"}}, Json::array({"A", "B"})));
-    store->RecordMessage(id, MessageRecord{.index = 3, .role = "tool", .content = "[\"A\",\"B\"]",
-                                           .tool_call_id = "call_0", .tool_outcome = "ok", .step = 0,
-                                           .created_at_us = 13});
-    store->RecordContextEvent(id, ContextEventRecord{.seq = 0, .turn = 0, .strategy = "summary", .tokens_before = 900,
-                                                     .tokens_after = 120, .messages_dropped = 2,
-                                                     .summary = "Listed Suzhou hotels: A, B.", .created_at_us = 14});
-    store->EndEpisode(id, EpisodeOutcome::kMaxTurns);
-    // Rejected: a second message 3, a second turn 0, a second event 0, and records of no episode.
-    store->RecordMessage(id, MessageRecord{.index = 3, .role = "user", .content = "duplicate"});
-    store->RecordModelTurn(id, Turn(0, 9, {}, 0, {}));
-    store->RecordContextEvent(id, ContextEventRecord{.seq = 0, .strategy = "discard-all"});
-    store->RecordMessage("t-000000000000000000000000", MessageRecord{.index = 0, .role = "user"});
-    store->RecordModelTurn("t-000000000000000000000000", Turn(0, 0, {}, 0, {}));
-    store->RecordContextEvent("t-000000000000000000000000", ContextEventRecord{});
-    REQUIRE(store->Flush().ok());
-    TrajectoryStoreStats stats = store->Stats();
-    CHECK(stats.write_errors == 6);
-    CHECK(stats.records_written == stats.records_enqueued - 6);
-    CHECK(stats.last_error.find("rejected") != std::string::npos);
-  }
-  auto reader = TrajectoryReader::Open(path);
-  REQUIRE(reader.ok());
-  auto episode = (*reader)->Get(id);
-  REQUIRE_MESSAGE(episode.ok(), episode.status().ToString());
-  const EpisodeStart& start = episode->summary.start;
-  CHECK(start.kind == "rollout");
-  CHECK(start.backend == "scripted:/tmp/script.jsonl");
-  CHECK(start.model == "tiny-dsv32");
-  CHECK(start.sampling["top_k"] == 40);
-  CHECK(start.sampling["thinking"] == true);
-  CHECK(start.rollout_id == "r-20261124-abc");
-  CHECK(start.sample_index == 3);
-  CHECK(episode->summary.outcome == EpisodeOutcome::kMaxTurns);
-
-  REQUIRE(episode->messages.size() == 4);
-  const MessageRecord& assistant = episode->messages[2];
-  CHECK(assistant.role == "assistant");
-  CHECK(assistant.reasoning_content == "I should list hotels.");
-  CHECK(assistant.tool_calls[0]["arguments"]["city"] == "Suzhou");
-  CHECK(assistant.step == -1);
-  CHECK(episode->messages[1].content == "Cheapest hotel in Suzhou?\nTwo lines.");
-  const MessageRecord& tool = episode->messages[3];
-  CHECK(tool.content == "[\"A\",\"B\"]");  // the first message 3, not the duplicate
-  CHECK(tool.tool_call_id == "call_0");
-  CHECK(tool.tool_outcome == "ok");
-  CHECK(tool.step == 0);
-  CHECK(tool.created_at_us == 13);
-
-  REQUIRE(episode->model_turns.size() == 1);
-  const ModelTurnRecord& read = episode->model_turns[0];
-  CHECK(read.message_index == 2);
-  CHECK(read.input_tokens == turn.input_tokens);
-  CHECK(read.output_tokens == turn.output_tokens);
-  REQUIRE(read.logprobs.size() == 3);
-  for (size_t i = 0; i < 3; ++i) {
-    CHECK(std::bit_cast<uint64_t>(read.logprobs[i]) == std::bit_cast<uint64_t>(turn.logprobs[i]));
-  }
-  CHECK(read.kept_counts == turn.kept_counts);
-  CHECK(read.reused_tokens == 0);
-  CHECK(read.prompt_tokens == 4);
-  CHECK(read.finish_reason == "tool_calls");
-  CHECK(read.parse_error == turn.parse_error);
-  CHECK(read.raw_text == "text of turn 0");
-  CHECK(read.started_at_us == turn.started_at_us);
-  CHECK(read.duration_us == turn.duration_us);
-
-  REQUIRE(episode->context_events.size() == 1);
-  const ContextEventRecord& event = episode->context_events[0];
-  CHECK(event.strategy == "summary");
-  CHECK(event.tokens_before == 900);
-  CHECK(event.tokens_after == 120);
-  CHECK(event.messages_dropped == 2);
-  CHECK(event.summary == "Listed Suzhou hotels: A, B.");
-  CHECK(episode->steps.size() == 1);
-
-  Json json = EpisodeToJson(*episode);
-  CHECK(json["kind"] == "rollout");
-  CHECK(json["backend"] == "scripted:/tmp/script.jsonl");
-  CHECK(json["model"] == "tiny-dsv32");
-  CHECK(json["sampling"]["temperature"] == 0.7);
-  CHECK(json["rollout_id"] == "r-20261124-abc");
-  CHECK(json["sample_index"] == 3);
-  CHECK(json["outcome"] == "max_turns");
-  CHECK(json["messages"].size() == 4);
-  CHECK(json["messages"][3]["step"] == 0);
-  CHECK(json["messages"][2]["step"].is_null());
-  CHECK(json["model_turns"][0]["input_tokens"] == Json::array({0, -1, 2'147'483'647, std::numeric_limits<int32_t>::min()}));
-  CHECK(json["model_turns"][0]["output_tokens"].is_array());
-  CHECK(json["model_turns"][0]["kept_counts"][1] == std::numeric_limits<int64_t>::max());
-  CHECK(json["context_events"][0]["strategy"] == "summary");
-  REQUIRE(json["tokens"].size() == 1);
-  CHECK(json["tokens"][0]["ids"].size() == 7);
-  // The JSON text a trainer reads parses back to the same arrays.
-  Json reparsed = ParseJson(DumpJson(json)).value();
-  CHECK(reparsed["model_turns"][0]["output_tokens"] == Json::array({7, 8, 9}));
-
-  CHECK((*reader)->List({.rollout_id = "r-20261124-abc"})->size() == 1);
-  CHECK((*reader)->List({.rollout_id = "other"})->empty());
-  CHECK((*reader)->List({.outcome = EpisodeOutcome::kMaxTurns, .kind = "rollout"})->size() == 1);
-
-  for (EpisodeOutcome outcome : AllEpisodeOutcomes()) {
-    CHECK(EpisodeOutcomeFromName(EpisodeOutcomeName(outcome)) == outcome);
-  }
-  CHECK(AllEpisodeOutcomes().size() == 12);
-  for (const char* name : {"max_turns", "max_tokens", "context_exhausted", "invalid_calls", "timeout"}) {
-    CHECK_MESSAGE(EpisodeOutcomeFromName(name).has_value(), name);
-  }
-}
-
-TEST_CASE("a token BLOB whose length is not whole values is DataLoss naming the episode, turn and column") {
-  TempDir dir;
-  const std::string path = dir / "traj.sqlite";
-  std::string id;
-  {
-    auto store = OpenStore(path);
-    EpisodeStart start;
-    start.env_name = "mini";
-    id = store->BeginEpisode(start);
-    store->RecordModelTurn(id, Turn(4, 0, {1, 2, 3}, 0, {4}));
-    REQUIRE(store->Flush().ok());
-  }
-  {
-    auto db = Database::Open(path, Database::Mode::kReadWrite);
-    REQUIRE(db.ok());
-    auto stmt = db->Prepare("UPDATE model_turns SET output_tokens = ? WHERE episode_id = ?");
-    REQUIRE(stmt.ok());
-    REQUIRE(stmt->BindAll({std::vector<uint8_t>{1, 2, 3, 4, 5}, id}).ok());
-    REQUIRE(stmt->Run().ok());
-  }
-  auto reader = TrajectoryReader::Open(path);
-  REQUIRE(reader.ok());
-  auto episode = (*reader)->Get(id);
-  CHECK(episode.status().code() == StatusCode::kDataLoss);
-  CHECK(episode.status().message().find("episode " + id + " model turn 4: output_tokens holds 5 bytes") !=
-        std::string::npos);
-}
-
-TEST_CASE("tokens: one segment per contiguous context, with masks, logprobs and consistency checks") {
-  // turn 0: fresh context [10 11 12] -> [20 21]
-  // turn 1: continues it (reuses all 5) with [13] -> [22]
-  // turn 2: after a discard-all reset, a fresh context [10 14] -> [23]
-  // turn 3: reuses only the first 2 tokens of turn 2's context (history cut) with [15] -> [24]
-  std::vector<ModelTurnRecord> turns = {Turn(0, 2, {10, 11, 12}, 0, {20, 21}), Turn(1, 4, {13}, 5, {22}),
-                                        Turn(2, 6, {10, 14}, 0, {23}), Turn(3, 8, {15}, 2, {24})};
-  Json segments = TokenSegmentsToJson(turns);
-  REQUIRE(segments.size() == 3);
-
-  const Json& first = segments[0];
-  CHECK(first["ids"] == Json::array({10, 11, 12, 20, 21, 13, 22}));
-  CHECK(first["mask"] == Json::array({0, 0, 0, 1, 1, 0, 1}));
-  CHECK(first["logprobs"] == Json::array({nullptr, nullptr, nullptr, -0.25, -0.5, nullptr, -0.25}));
-  CHECK(first["turns"] == Json::array({0, 1}));
-  CHECK(first["consistent"] == true);
-  CHECK(first["problems"].empty());
-  CHECK(!first.contains("prefix_of"));
-
-  const Json& reset = segments[1];
-  CHECK(reset["ids"] == Json::array({10, 14, 23}));
-  CHECK(reset["mask"] == Json::array({0, 0, 1}));
-  CHECK(reset["turns"] == Json::array({2}));
-  CHECK(reset["consistent"] == true);
-
-  const Json& cut = segments[2];
-  CHECK(cut["ids"] == Json::array({10, 14, 15, 24}));
-  CHECK(cut["mask"] == Json::array({0, 0, 0, 1}));  // the copied prefix is trained where it was sampled
-  CHECK(cut["turns"] == Json::array({3}));
-  CHECK(cut["prefix_of"] == Json{{"segment", 1}, {"tokens", 2}});
-  CHECK(cut["consistent"] == true);
-
-  // Every output token appears with mask 1 exactly once across the segments.
-  size_t trained = 0;
-  for (const Json& segment : segments) {
-    for (const Json& bit : segment["mask"]) trained += bit == 1 ? 1 : 0;
-  }
-  CHECK(trained == 5);
-
-  SUBCASE("no model turns: no segments") { CHECK(TokenSegmentsToJson({}) == Json::array()); }
-
-  SUBCASE("reusing more than the recording holds is inconsistent, naming the turn") {
-    std::vector<ModelTurnRecord> bad = {Turn(0, 2, {1, 2}, 0, {3}), Turn(1, 4, {4}, 7, {5})};
-    Json json = TokenSegmentsToJson(bad);
-    REQUIRE(json.size() == 1);
-    CHECK(json[0]["consistent"] == false);
-    CHECK(json[0]["problems"][0] == "turn 1: reused_tokens 7 exceeds the 3 tokens the recording holds for its context");
-  }
-  SUBCASE("a first turn that claims reuse is inconsistent") {
-    Json json = TokenSegmentsToJson({Turn(0, 2, {1}, 4, {2})});
-    CHECK(json[0]["consistent"] == false);
-    CHECK(json[0]["problems"][0].get<std::string>().find("turn 0: reuses 4 tokens") != std::string::npos);
-  }
-  SUBCASE("prompt_tokens, logprob counts and missing ids are checked") {
-    ModelTurnRecord turn = Turn(0, 2, {1, 2}, 0, {3, 4});
-    turn.prompt_tokens = 5;
-    turn.logprobs.pop_back();
-    ModelTurnRecord textual = Turn(1, 4, {}, 0, {});  // an openai backend without token ids
-    textual.prompt_tokens = 0;
-    Json json = TokenSegmentsToJson({turn, textual});
-    REQUIRE(json.size() == 2);
-    CHECK(json[0]["consistent"] == false);
-    REQUIRE(json[0]["problems"].size() == 2);
-    CHECK(json[0]["problems"][0] == "turn 0: prompt_tokens 5 != reused_tokens 0 + 2 input tokens");
-    CHECK(json[0]["problems"][1] == "turn 0: 1 logprobs for 2 output tokens");
-    CHECK(json[0]["logprobs"] == Json::array({nullptr, nullptr, -0.25, nullptr}));
-    CHECK(json[1]["consistent"] == false);
-    CHECK(json[1]["problems"][0] == "turn 1: generated text without output token ids");
-  }
-}
-
-TEST_CASE("16 threads recording messages, model turns, events and steps: nothing dropped, every episode in order") {
-  TempDir dir;
-  const std::string path = dir / "traj.sqlite";
-  constexpr int kThreads = 16;
-  constexpr int kTurns = 150;
-  std::vector<std::string> ids(kThreads);
-  {
-    auto store = OpenStore(path);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        EpisodeStart start;
-        start.env_name = "env";
-        start.kind = "rollout";
-        start.rollout_id = "r-many";
-        start.sample_index = t;
-        ids[t] = store->BeginEpisode(start);
-        int64_t message = 0;
-        int64_t reused = 0;
-        for (int turn = 0; turn < kTurns; ++turn) {
-          store->RecordMessage(ids[t], MessageRecord{.index = message++, .role = "user", .content = std::to_string(turn)});
-          ModelTurnRecord record = Turn(turn, message, {turn, t}, reused, {turn * 1000 + t});
-          reused += 3;
-          store->RecordMessage(ids[t], MessageRecord{.index = message++, .role = "assistant",
-                                                     .content = "answer " + std::to_string(turn)});
-          store->RecordModelTurn(ids[t], record);
-          store->RecordStep(ids[t], OkStep(turn, "tool", Json{{"turn", turn}}, Json(turn)));
-          if (turn % 50 == 49) {
-            store->RecordContextEvent(ids[t], ContextEventRecord{.seq = turn / 50, .turn = turn, .strategy = "discard75"});
-          }
-        }
-        store->EndEpisode(ids[t], EpisodeOutcome::kMaxTurns);
-      });
+  TEST_CASE("every new record and start field round-trips through the file and EpisodeToJson") {
+    TempDir dir;
+    const std::string path = dir / "traj.sqlite";
+    std::string id;
+    ModelTurnRecord turn = Turn(0, 2, {0, -1, 2'147'483'647, std::numeric_limits<int32_t>::min()}, 0, {7, 8, 9});
+    // Values whose every bit must survive: a subnormal, negative zero, the largest finite double.
+    turn.logprobs = {-4.9406564584124654e-324, -0.0, -std::numeric_limits<double>::max()};
+    turn.kept_counts = {1, std::numeric_limits<int64_t>::max(), 0};
+    turn.parse_error = "arguments are not JSON: {\"city\": ";
+    {
+      auto store = OpenStore(path);
+      EpisodeStart start;
+      start.env_id = std::string(64, 'a');
+      start.env_name = "trip_planning";
+      start.task_id = "cheapest";
+      start.client = "rollout";
+      start.kind = "rollout";
+      start.backend = "scripted:/tmp/script.jsonl";
+      start.model = "tiny-dsv32";
+      start.sampling = Json{{"temperature", 0.7}, {"top_p", 0.95},     {"top_k", 40},
+                            {"seed", 11},         {"max_tokens", 256}, {"thinking", true}};
+      start.rollout_id = "r-20261124-abc";
+      start.sample_index = 3;
+      id = store->BeginEpisode(start);
+      store->RecordMessage(
+          id, MessageRecord{.index = 0, .role = "system", .content = "You plan trips.", .created_at_us = 10});
+      store->RecordMessage(
+          id, MessageRecord{
+                  .index = 1, .role = "user", .content = "Cheapest hotel in Suzhou?\nTwo lines.", .created_at_us = 11});
+      store->RecordMessage(id, MessageRecord{.index = 2,
+                                             .role = "assistant",
+                                             .content = "",
+                                             .reasoning_content = "I should list hotels.",
+                                             .tool_calls = Json::array({Json{{"id", "call_0"},
+                                                                             {"name", "get_all_hotels_by_city"},
+                                                                             {"arguments", Json{{"city", "Suzhou"}}}}}),
+                                             .created_at_us = 12});
+      store->RecordModelTurn(id, turn);
+      store->RecordStep(id, OkStep(0, "get_all_hotels_by_city", Json{{"city", "Suzhou"}}, Json::array({"A", "B"})));
+      store->RecordMessage(id, MessageRecord{.index = 3,
+                                             .role = "tool",
+                                             .content = "[\"A\",\"B\"]",
+                                             .tool_call_id = "call_0",
+                                             .tool_outcome = "ok",
+                                             .step = 0,
+                                             .created_at_us = 13});
+      store->RecordContextEvent(id, ContextEventRecord{.seq = 0,
+                                                       .turn = 0,
+                                                       .strategy = "summary",
+                                                       .tokens_before = 900,
+                                                       .tokens_after = 120,
+                                                       .messages_dropped = 2,
+                                                       .summary = "Listed Suzhou hotels: A, B.",
+                                                       .created_at_us = 14});
+      store->EndEpisode(id, EpisodeOutcome::kMaxTurns);
+      // Rejected: a second message 3, a second turn 0, a second event 0, and records of no episode.
+      store->RecordMessage(id, MessageRecord{.index = 3, .role = "user", .content = "duplicate"});
+      store->RecordModelTurn(id, Turn(0, 9, {}, 0, {}));
+      store->RecordContextEvent(id, ContextEventRecord{.seq = 0, .strategy = "discard-all"});
+      store->RecordMessage("t-000000000000000000000000", MessageRecord{.index = 0, .role = "user"});
+      store->RecordModelTurn("t-000000000000000000000000", Turn(0, 0, {}, 0, {}));
+      store->RecordContextEvent("t-000000000000000000000000", ContextEventRecord{});
+      REQUIRE(store->Flush().ok());
+      TrajectoryStoreStats stats = store->Stats();
+      CHECK(stats.write_errors == 6);
+      CHECK(stats.records_written == stats.records_enqueued - 6);
+      CHECK(stats.last_error.find("rejected") != std::string::npos);
     }
-    for (auto& thread : threads) thread.join();
-    REQUIRE(store->Flush().ok());
-    TrajectoryStoreStats stats = store->Stats();
-    constexpr uint64_t kPerEpisode = 2 + kTurns * 4 + kTurns / 50;
-    CHECK(stats.records_enqueued == kThreads * kPerEpisode);
-    CHECK(stats.records_written == stats.records_enqueued);
-    CHECK(stats.write_errors == 0);
-    CHECK(stats.queue_depth == 0);
-  }
-  auto reader = TrajectoryReader::Open(path);
-  REQUIRE(reader.ok());
-  CHECK((*reader)->List({.rollout_id = "r-many", .limit = 0})->size() == kThreads);
-  CHECK((*reader)->Count()->model_turns == kThreads * kTurns);
-  for (int t = 0; t < kThreads; ++t) {
-    auto episode = (*reader)->Get(ids[t]);
+    auto reader = TrajectoryReader::Open(path);
+    REQUIRE(reader.ok());
+    auto episode = (*reader)->Get(id);
     REQUIRE_MESSAGE(episode.ok(), episode.status().ToString());
-    CHECK(episode->summary.start.sample_index == t);
-    REQUIRE(episode->messages.size() == 2 * kTurns);
-    REQUIRE(episode->model_turns.size() == kTurns);
-    REQUIRE(episode->context_events.size() == kTurns / 50);
-    CHECK(episode->steps.size() == kTurns);
-    bool in_order = true;
-    for (int turn = 0; turn < kTurns; ++turn) {
-      const ModelTurnRecord& record = episode->model_turns[turn];
-      in_order = in_order && record.turn == turn && record.output_tokens == std::vector<int32_t>{turn * 1000 + t} &&
-                 record.message_index == 2 * turn + 1 && episode->messages[2 * turn].content == std::to_string(turn) &&
-                 episode->messages[2 * turn + 1].index == 2 * turn + 1;
+    const EpisodeStart& start = episode->summary.start;
+    CHECK(start.kind == "rollout");
+    CHECK(start.backend == "scripted:/tmp/script.jsonl");
+    CHECK(start.model == "tiny-dsv32");
+    CHECK(start.sampling["top_k"] == 40);
+    CHECK(start.sampling["thinking"] == true);
+    CHECK(start.rollout_id == "r-20261124-abc");
+    CHECK(start.sample_index == 3);
+    CHECK(episode->summary.outcome == EpisodeOutcome::kMaxTurns);
+
+    REQUIRE(episode->messages.size() == 4);
+    const MessageRecord& assistant = episode->messages[2];
+    CHECK(assistant.role == "assistant");
+    CHECK(assistant.reasoning_content == "I should list hotels.");
+    CHECK(assistant.tool_calls[0]["arguments"]["city"] == "Suzhou");
+    CHECK(assistant.step == -1);
+    CHECK(episode->messages[1].content == "Cheapest hotel in Suzhou?\nTwo lines.");
+    const MessageRecord& tool = episode->messages[3];
+    CHECK(tool.content == "[\"A\",\"B\"]");  // the first message 3, not the duplicate
+    CHECK(tool.tool_call_id == "call_0");
+    CHECK(tool.tool_outcome == "ok");
+    CHECK(tool.step == 0);
+    CHECK(tool.created_at_us == 13);
+
+    REQUIRE(episode->model_turns.size() == 1);
+    const ModelTurnRecord& read = episode->model_turns[0];
+    CHECK(read.message_index == 2);
+    CHECK(read.input_tokens == turn.input_tokens);
+    CHECK(read.output_tokens == turn.output_tokens);
+    REQUIRE(read.logprobs.size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(std::bit_cast<uint64_t>(read.logprobs[i]) == std::bit_cast<uint64_t>(turn.logprobs[i]));
     }
-    CHECK(in_order);
-    // One context grows turn by turn: a single consistent segment.
-    Json tokens = TokenSegmentsToJson(episode->model_turns);
-    REQUIRE(tokens.size() == 1);
-    CHECK(tokens[0]["consistent"] == true);
-    CHECK(tokens[0]["ids"].size() == 3 * kTurns);
+    CHECK(read.kept_counts == turn.kept_counts);
+    CHECK(read.reused_tokens == 0);
+    CHECK(read.prompt_tokens == 4);
+    CHECK(read.finish_reason == "tool_calls");
+    CHECK(read.parse_error == turn.parse_error);
+    CHECK(read.raw_text == "text of turn 0");
+    CHECK(read.started_at_us == turn.started_at_us);
+    CHECK(read.duration_us == turn.duration_us);
+
+    REQUIRE(episode->context_events.size() == 1);
+    const ContextEventRecord& event = episode->context_events[0];
+    CHECK(event.strategy == "summary");
+    CHECK(event.tokens_before == 900);
+    CHECK(event.tokens_after == 120);
+    CHECK(event.messages_dropped == 2);
+    CHECK(event.summary == "Listed Suzhou hotels: A, B.");
+    CHECK(episode->steps.size() == 1);
+
+    Json json = EpisodeToJson(*episode);
+    CHECK(json["kind"] == "rollout");
+    CHECK(json["backend"] == "scripted:/tmp/script.jsonl");
+    CHECK(json["model"] == "tiny-dsv32");
+    CHECK(json["sampling"]["temperature"] == 0.7);
+    CHECK(json["rollout_id"] == "r-20261124-abc");
+    CHECK(json["sample_index"] == 3);
+    CHECK(json["outcome"] == "max_turns");
+    CHECK(json["messages"].size() == 4);
+    CHECK(json["messages"][3]["step"] == 0);
+    CHECK(json["messages"][2]["step"].is_null());
+    CHECK(json["model_turns"][0]["input_tokens"] ==
+          Json::array({0, -1, 2'147'483'647, std::numeric_limits<int32_t>::min()}));
+    CHECK(json["model_turns"][0]["output_tokens"].is_array());
+    CHECK(json["model_turns"][0]["kept_counts"][1] == std::numeric_limits<int64_t>::max());
+    CHECK(json["context_events"][0]["strategy"] == "summary");
+    REQUIRE(json["tokens"].size() == 1);
+    CHECK(json["tokens"][0]["ids"].size() == 7);
+    // The JSON text a trainer reads parses back to the same arrays.
+    Json reparsed = ParseJson(DumpJson(json)).value();
+    CHECK(reparsed["model_turns"][0]["output_tokens"] == Json::array({7, 8, 9}));
+
+    CHECK((*reader)->List({.rollout_id = "r-20261124-abc"})->size() == 1);
+    CHECK((*reader)->List({.rollout_id = "other"})->empty());
+    CHECK((*reader)->List({.outcome = EpisodeOutcome::kMaxTurns, .kind = "rollout"})->size() == 1);
+
+    for (EpisodeOutcome outcome : AllEpisodeOutcomes()) {
+      CHECK(EpisodeOutcomeFromName(EpisodeOutcomeName(outcome)) == outcome);
+    }
+    CHECK(AllEpisodeOutcomes().size() == 12);
+    for (const char* name : {"max_turns", "max_tokens", "context_exhausted", "invalid_calls", "timeout"}) {
+      CHECK_MESSAGE(EpisodeOutcomeFromName(name).has_value(), name);
+    }
   }
-}
+
+  TEST_CASE("a token BLOB whose length is not whole values is DataLoss naming the episode, turn and column") {
+    TempDir dir;
+    const std::string path = dir / "traj.sqlite";
+    std::string id;
+    {
+      auto store = OpenStore(path);
+      EpisodeStart start;
+      start.env_name = "mini";
+      id = store->BeginEpisode(start);
+      store->RecordModelTurn(id, Turn(4, 0, {1, 2, 3}, 0, {4}));
+      REQUIRE(store->Flush().ok());
+    }
+    {
+      auto db = Database::Open(path, Database::Mode::kReadWrite);
+      REQUIRE(db.ok());
+      auto stmt = db->Prepare("UPDATE model_turns SET output_tokens = ? WHERE episode_id = ?");
+      REQUIRE(stmt.ok());
+      REQUIRE(stmt->BindAll({std::vector<uint8_t>{1, 2, 3, 4, 5}, id}).ok());
+      REQUIRE(stmt->Run().ok());
+    }
+    auto reader = TrajectoryReader::Open(path);
+    REQUIRE(reader.ok());
+    auto episode = (*reader)->Get(id);
+    CHECK(episode.status().code() == StatusCode::kDataLoss);
+    CHECK(episode.status().message().find("episode " + id + " model turn 4: output_tokens holds 5 bytes") !=
+          std::string::npos);
+  }
+
+  TEST_CASE("tokens: one segment per contiguous context, with masks, logprobs and consistency checks") {
+    // turn 0: fresh context [10 11 12] -> [20 21]
+    // turn 1: continues it (reuses all 5) with [13] -> [22]
+    // turn 2: after a discard-all reset, a fresh context [10 14] -> [23]
+    // turn 3: reuses only the first 2 tokens of turn 2's context (history cut) with [15] -> [24]
+    std::vector<ModelTurnRecord> turns = {Turn(0, 2, {10, 11, 12}, 0, {20, 21}), Turn(1, 4, {13}, 5, {22}),
+                                          Turn(2, 6, {10, 14}, 0, {23}), Turn(3, 8, {15}, 2, {24})};
+    Json segments = TokenSegmentsToJson(turns);
+    REQUIRE(segments.size() == 3);
+
+    const Json& first = segments[0];
+    CHECK(first["ids"] == Json::array({10, 11, 12, 20, 21, 13, 22}));
+    CHECK(first["mask"] == Json::array({0, 0, 0, 1, 1, 0, 1}));
+    CHECK(first["logprobs"] == Json::array({nullptr, nullptr, nullptr, -0.25, -0.5, nullptr, -0.25}));
+    CHECK(first["turns"] == Json::array({0, 1}));
+    CHECK(first["consistent"] == true);
+    CHECK(first["problems"].empty());
+    CHECK(!first.contains("prefix_of"));
+
+    const Json& reset = segments[1];
+    CHECK(reset["ids"] == Json::array({10, 14, 23}));
+    CHECK(reset["mask"] == Json::array({0, 0, 1}));
+    CHECK(reset["turns"] == Json::array({2}));
+    CHECK(reset["consistent"] == true);
+
+    const Json& cut = segments[2];
+    CHECK(cut["ids"] == Json::array({10, 14, 15, 24}));
+    CHECK(cut["mask"] == Json::array({0, 0, 0, 1}));  // the copied prefix is trained where it was sampled
+    CHECK(cut["turns"] == Json::array({3}));
+    CHECK(cut["prefix_of"] == Json{{"segment", 1}, {"tokens", 2}});
+    CHECK(cut["consistent"] == true);
+
+    // Every output token appears with mask 1 exactly once across the segments.
+    size_t trained = 0;
+    for (const Json& segment : segments) {
+      for (const Json& bit : segment["mask"]) trained += bit == 1 ? 1 : 0;
+    }
+    CHECK(trained == 5);
+
+    SUBCASE("no model turns: no segments") { CHECK(TokenSegmentsToJson({}) == Json::array()); }
+
+    SUBCASE("reusing more than the recording holds is inconsistent, naming the turn") {
+      std::vector<ModelTurnRecord> bad = {Turn(0, 2, {1, 2}, 0, {3}), Turn(1, 4, {4}, 7, {5})};
+      Json json = TokenSegmentsToJson(bad);
+      REQUIRE(json.size() == 1);
+      CHECK(json[0]["consistent"] == false);
+      CHECK(json[0]["problems"][0] ==
+            "turn 1: reused_tokens 7 exceeds the 3 tokens the recording holds for its context");
+    }
+    SUBCASE("a first turn that claims reuse is inconsistent") {
+      Json json = TokenSegmentsToJson({Turn(0, 2, {1}, 4, {2})});
+      CHECK(json[0]["consistent"] == false);
+      CHECK(json[0]["problems"][0].get<std::string>().find("turn 0: reuses 4 tokens") != std::string::npos);
+    }
+    SUBCASE("prompt_tokens, logprob counts and missing ids are checked") {
+      ModelTurnRecord turn = Turn(0, 2, {1, 2}, 0, {3, 4});
+      turn.prompt_tokens = 5;
+      turn.logprobs.pop_back();
+      ModelTurnRecord textual = Turn(1, 4, {}, 0, {});  // an openai backend without token ids
+      textual.prompt_tokens = 0;
+      Json json = TokenSegmentsToJson({turn, textual});
+      REQUIRE(json.size() == 2);
+      CHECK(json[0]["consistent"] == false);
+      REQUIRE(json[0]["problems"].size() == 2);
+      CHECK(json[0]["problems"][0] == "turn 0: prompt_tokens 5 != reused_tokens 0 + 2 input tokens");
+      CHECK(json[0]["problems"][1] == "turn 0: 1 logprobs for 2 output tokens");
+      CHECK(json[0]["logprobs"] == Json::array({nullptr, nullptr, -0.25, nullptr}));
+      CHECK(json[1]["consistent"] == false);
+      CHECK(json[1]["problems"][0] == "turn 1: generated text without output token ids");
+    }
+  }
+
+  TEST_CASE("16 threads recording messages, model turns, events and steps: nothing dropped, every episode in order") {
+    TempDir dir;
+    const std::string path = dir / "traj.sqlite";
+    constexpr int kThreads = 16;
+    constexpr int kTurns = 150;
+    std::vector<std::string> ids(kThreads);
+    {
+      auto store = OpenStore(path);
+      std::vector<std::thread> threads;
+      for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+          EpisodeStart start;
+          start.env_name = "env";
+          start.kind = "rollout";
+          start.rollout_id = "r-many";
+          start.sample_index = t;
+          ids[t] = store->BeginEpisode(start);
+          int64_t message = 0;
+          int64_t reused = 0;
+          for (int turn = 0; turn < kTurns; ++turn) {
+            store->RecordMessage(ids[t],
+                                 MessageRecord{.index = message++, .role = "user", .content = std::to_string(turn)});
+            ModelTurnRecord record = Turn(turn, message, {turn, t}, reused, {turn * 1000 + t});
+            reused += 3;
+            store->RecordMessage(
+                ids[t],
+                MessageRecord{.index = message++, .role = "assistant", .content = "answer " + std::to_string(turn)});
+            store->RecordModelTurn(ids[t], record);
+            store->RecordStep(ids[t], OkStep(turn, "tool", Json{{"turn", turn}}, Json(turn)));
+            if (turn % 50 == 49) {
+              store->RecordContextEvent(ids[t],
+                                        ContextEventRecord{.seq = turn / 50, .turn = turn, .strategy = "discard75"});
+            }
+          }
+          store->EndEpisode(ids[t], EpisodeOutcome::kMaxTurns);
+        });
+      }
+      for (auto& thread : threads) thread.join();
+      REQUIRE(store->Flush().ok());
+      TrajectoryStoreStats stats = store->Stats();
+      constexpr uint64_t kPerEpisode = 2 + kTurns * 4 + kTurns / 50;
+      CHECK(stats.records_enqueued == kThreads * kPerEpisode);
+      CHECK(stats.records_written == stats.records_enqueued);
+      CHECK(stats.write_errors == 0);
+      CHECK(stats.queue_depth == 0);
+    }
+    auto reader = TrajectoryReader::Open(path);
+    REQUIRE(reader.ok());
+    CHECK((*reader)->List({.rollout_id = "r-many", .limit = 0})->size() == kThreads);
+    CHECK((*reader)->Count()->model_turns == kThreads * kTurns);
+    for (int t = 0; t < kThreads; ++t) {
+      auto episode = (*reader)->Get(ids[t]);
+      REQUIRE_MESSAGE(episode.ok(), episode.status().ToString());
+      CHECK(episode->summary.start.sample_index == t);
+      REQUIRE(episode->messages.size() == 2 * kTurns);
+      REQUIRE(episode->model_turns.size() == kTurns);
+      REQUIRE(episode->context_events.size() == kTurns / 50);
+      CHECK(episode->steps.size() == kTurns);
+      bool in_order = true;
+      for (int turn = 0; turn < kTurns; ++turn) {
+        const ModelTurnRecord& record = episode->model_turns[turn];
+        in_order = in_order && record.turn == turn && record.output_tokens == std::vector<int32_t>{turn * 1000 + t} &&
+                   record.message_index == 2 * turn + 1 &&
+                   episode->messages[2 * turn].content == std::to_string(turn) &&
+                   episode->messages[2 * turn + 1].index == 2 * turn + 1;
+      }
+      CHECK(in_order);
+      // One context grows turn by turn: a single consistent segment.
+      Json tokens = TokenSegmentsToJson(episode->model_turns);
+      REQUIRE(tokens.size() == 1);
+      CHECK(tokens[0]["consistent"] == true);
+      CHECK(tokens[0]["ids"].size() == 3 * kTurns);
+    }
+  }
 
 }  // TEST_SUITE
 

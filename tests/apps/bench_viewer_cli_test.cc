@@ -29,7 +29,7 @@ TEST_CASE("bench viewer: the figures' shape, and every page holds the rows the s
   TempDir dir;
   const std::string store = dir / "viewer.sqlite";
   auto run = Envforge({"bench", "viewer", "--episodes", "2000", "--steps", "50", "--store", store, "--repeat", "2",
-                        "--browser-runs", "1", "--json"});
+                       "--browser-runs", "1", "--json"});
   INFO(run.stderr_text);
   REQUIRE(run.exit_code == 0);
   CHECK(run.stderr_text.find("writing episodes") != std::string::npos);  // progress on stderr

@@ -81,7 +81,8 @@ TEST_CASE("every command: --help and -h show every declared option; an undeclare
 TEST_CASE("groups answer --help with their commands; an unknown sub-command is exit 2") {
   auto bench = Envforge({"bench", "--help"});
   CHECK(bench.exit_code == 0);
-  for (const char* name : {"bench sandbox", "bench engine", "bench serve", "bench viewer"}) CHECK(Contains(bench.stdout_text, name));
+  for (const char* name : {"bench sandbox", "bench engine", "bench serve", "bench viewer"})
+    CHECK(Contains(bench.stdout_text, name));
   auto unknown = Envforge({"bench", "nope"});
   CHECK(unknown.exit_code == 2);
   CHECK(Contains(unknown.stderr_text, "unknown sub-command 'nope'"));
@@ -141,7 +142,11 @@ TEST_CASE("ParsedArgs: an option not given reads as its declared default; a comp
                                         {.name = "--x", .metavar = "X", .help = "a number", .default_text = "0.5"},
                                         {.name = "--mode", .metavar = "M", .help = "a mode", .default_text = "fast"},
                                         {.name = "--none", .metavar = "V", .help = "no default"},
-                                        {.name = "--cores", .metavar = "C", .help = "threads", .default_text = "the number of cores", .computed = true},
+                                        {.name = "--cores",
+                                         .metavar = "C",
+                                         .help = "threads",
+                                         .default_text = "the number of cores",
+                                         .computed = true},
                                         {.name = "--flag", .help = "a flag"}}};
   auto bare = cli::ParseArgs(decl, {});
   REQUIRE(bare.ok());
@@ -235,7 +240,8 @@ TEST_CASE("ParseArgs: each usage error names what was wrong") {
   CHECK(Contains(message({"a", "--task", "t", "--json=1"}), "--json takes no value"));
   CHECK(Contains(message({"a", "--task"}), "--task needs a value"));
   CHECK(Contains(message({"a"}), "--task ID is required"));
-  CHECK(Contains(message({"--task", "t"}), "missing argument (usage: envforge demo run FILE [MORE...] --task ID [options])"));
+  CHECK(Contains(message({"--task", "t"}),
+                 "missing argument (usage: envforge demo run FILE [MORE...] --task ID [options])"));
   CHECK(Contains(message({"a", "b", "c", "d", "--task", "t"}), "unexpected argument 'd'"));
 }
 

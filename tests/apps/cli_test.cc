@@ -37,7 +37,8 @@ using ::envforge::testing::Envforge;
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / ("envforge_cli_test_" + std::to_string(::getpid()) + "_" + std::to_string(rand()));
+    path =
+        fs::temp_directory_path() / ("envforge_cli_test_" + std::to_string(::getpid()) + "_" + std::to_string(rand()));
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -60,14 +61,38 @@ const std::string& TripBundle() {
 }
 
 TEST_CASE("every command answers --help with its usage on stdout and exit 0, doing nothing else") {
-  const std::vector<std::vector<std::string>> commands = {
-      {"env", "pack"},     {"env", "show"},      {"env", "check"},     {"session", "solve"}, {"session", "run"},
-      {"bench", "sandbox"}, {"bench", "serve"},  {"bench", "engine"},  {"bench", "kernels"}, {"bench", "frames"},
-      {"bench", "rollout"}, {"bench", "v1"},     {"bench", "interpreter"}, {"bench", "viewer"}, {"audit"},  {"serve"},  {"view"},
-      {"traj", "ls"},
-      {"traj", "show"},    {"traj", "export"},   {"replay"},           {"generate"},         {"rollout"},
-      {"code", "junit"},   {"code", "import"},   {"code", "validate"}, {"search"},           {"env"},              {"session"},          {"bench"},            {"traj"},
-      {"code"}};
+  const std::vector<std::vector<std::string>> commands = {{"env", "pack"},
+                                                          {"env", "show"},
+                                                          {"env", "check"},
+                                                          {"session", "solve"},
+                                                          {"session", "run"},
+                                                          {"bench", "sandbox"},
+                                                          {"bench", "serve"},
+                                                          {"bench", "engine"},
+                                                          {"bench", "kernels"},
+                                                          {"bench", "frames"},
+                                                          {"bench", "rollout"},
+                                                          {"bench", "v1"},
+                                                          {"bench", "interpreter"},
+                                                          {"bench", "viewer"},
+                                                          {"audit"},
+                                                          {"serve"},
+                                                          {"view"},
+                                                          {"traj", "ls"},
+                                                          {"traj", "show"},
+                                                          {"traj", "export"},
+                                                          {"replay"},
+                                                          {"generate"},
+                                                          {"rollout"},
+                                                          {"code", "junit"},
+                                                          {"code", "import"},
+                                                          {"code", "validate"},
+                                                          {"search"},
+                                                          {"env"},
+                                                          {"session"},
+                                                          {"bench"},
+                                                          {"traj"},
+                                                          {"code"}};
   for (std::vector<std::string> command : commands) {
     std::string words;
     for (const std::string& word : command) words += (words.empty() ? "" : " ") + word;
@@ -224,8 +249,9 @@ TEST_CASE("a truncated bundle is refused by show, check and solve with a message
   std::string cut = (dir.path / "cut.envdb").string();
   std::string bytes = ReadFileToString(TripBundle()).value();
   REQUIRE(WriteFileAtomically(cut, bytes.substr(0, bytes.size() / 2)).ok());
-  for (std::vector<std::string> args : {std::vector<std::string>{"env", "show", cut},
-                                        std::vector<std::string>{"session", "solve", cut, "--task", "three_day_trip"}}) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"env", "show", cut},
+        std::vector<std::string>{"session", "solve", cut, "--task", "three_day_trip"}}) {
     auto result = Envforge(args);
     CHECK(result.exit_code == 2);
     CHECK(result.stderr_text.find("cut.envdb") != std::string::npos);
@@ -283,9 +309,12 @@ TEST_CASE("env check and session solve fail a gold solution that rewrites its se
 TEST_CASE("--limits sets per-session limits, and each hit limit is reported as a typed outcome") {
   TempDir dir;
   std::string calls = (dir.path / "calls.jsonl").string();
-  REQUIRE(WriteFileAtomically(calls, "{\"name\": \"get_all_cities\"}\n{\"name\": \"get_city_by_hotel\", \"arguments\": {\"hotel\": \"x\"}}\n").ok());
-  auto run = Envforge({"session", "run", TripBundle(), "--task", "three_day_trip", "--calls", calls, "--json", "--limits",
-                       "{\"max_output_bytes\": 64}"});
+  REQUIRE(WriteFileAtomically(
+              calls,
+              "{\"name\": \"get_all_cities\"}\n{\"name\": \"get_city_by_hotel\", \"arguments\": {\"hotel\": \"x\"}}\n")
+              .ok());
+  auto run = Envforge({"session", "run", TripBundle(), "--task", "three_day_trip", "--calls", calls, "--json",
+                       "--limits", "{\"max_output_bytes\": 64}"});
   INFO(run.stderr_text);
   REQUIRE(run.exit_code == 0);
   Json first = ParseJson(run.stdout_text.substr(0, run.stdout_text.find('\n'))).value();
@@ -411,7 +440,8 @@ TEST_CASE("env pack stops schema.sql at --max-seconds and --max-bytes, naming th
   }
 }
 
-TEST_CASE("a pack ended by SIGINT, SIGTERM or SIGHUP removes its temporary file; a SIGKILLed one's is swept next time") {
+TEST_CASE(
+    "a pack ended by SIGINT, SIGTERM or SIGHUP removes its temporary file; a SIGKILLed one's is swept next time") {
   TempDir dir;
   std::string source = MiniWithSchema(dir, kEndlessSchema);
   std::string out = (dir.path / "mini.envdb").string();
@@ -465,7 +495,8 @@ std::string PackHangingMini(const TempDir& dir) {
   return out;
 }
 
-TEST_CASE("audit of a verifier that never returns: broken (hang) on the gold runs, said in --json and the table, exit 1") {
+TEST_CASE(
+    "audit of a verifier that never returns: broken (hang) on the gold runs, said in --json and the table, exit 1") {
   TempDir dir;
   std::string bundle = PackHangingMini(dir);
   // A dead audit's scratch root (SIGKILLed: no handler ran) is swept by the next audit.
@@ -473,7 +504,12 @@ TEST_CASE("audit of a verifier that never returns: broken (hang) on the gold run
   fs::create_directories(stale / "f1" / "s1");
   REQUIRE(WriteFileAtomically((stale / "f1" / "s1" / "left.txt").string(), "x").ok());
 
-  const std::vector<std::string> common = {"audit", bundle, "--task", "count_books", "--no-store", "--limits",
+  const std::vector<std::string> common = {"audit",
+                                           bundle,
+                                           "--task",
+                                           "count_books",
+                                           "--no-store",
+                                           "--limits",
                                            "{\"wall_time_ms\": 500, \"kill_grace_ms\": 200}"};
   auto start = std::chrono::steady_clock::now();
   std::vector<std::string> json_args = common;
@@ -495,7 +531,8 @@ TEST_CASE("audit of a verifier that never returns: broken (hang) on the gold run
   CHECK(task["verdict_reasons"][0].get<std::string>().rfind("hang: ", 0) == 0);
   CHECK(report["options"]["task_budget_seconds"] == 600.0);
   CHECK_FALSE(fs::exists(stale));
-  MESSAGE("envforge audit of a hanging verifier (wall_time 500 ms, kill_grace 200 ms): exit 1 after " << seconds << " s");
+  MESSAGE("envforge audit of a hanging verifier (wall_time 500 ms, kill_grace 200 ms): exit 1 after " << seconds
+                                                                                                      << " s");
 
   auto table = Envforge(common);
   CHECK(table.exit_code == 1);
@@ -564,9 +601,12 @@ struct NotebookStore {
       return id;
     };
     other_id = record("trip_planning", "search_flights", Json{{"from", "A"}}, Json::array());
-    interpreter_id = record("python", "execute", Json{{"code", "print(1)"}},
-                            Json{{"status", "ok"}, {"execution_count", 1}, {"truncated", false},
-                                 {"outputs", Json::array({Json{{"output_type", "stream"}, {"name", "stdout"}, {"text", "1\n"}}})}});
+    interpreter_id =
+        record("python", "execute", Json{{"code", "print(1)"}},
+               Json{{"status", "ok"},
+                    {"execution_count", 1},
+                    {"truncated", false},
+                    {"outputs", Json::array({Json{{"output_type", "stream"}, {"name", "stdout"}, {"text", "1\n"}}})}});
     REQUIRE((*store)->Flush().ok());
   }
 };

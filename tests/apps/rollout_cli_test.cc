@@ -39,14 +39,17 @@ struct Fixture {
     auto packed = Envforge({"env", "pack", SourceDir() + "/tests/fixtures/envs/rollout_lab", "-o", bundle});
     INFO(packed.stderr_text);
     REQUIRE(packed.exit_code == 0);
-    std::ofstream(script) << R"({"tool_calls": [{"name": "lookup", "arguments": {"name": "alpha"}}]})" "\n"
-                          << R"({"tool_calls": [{"name": "submit_result", "arguments": {"answer_text": "{\"code\": 4211}"}}]})" "\n";
+    std::ofstream(script)
+        << R"({"tool_calls": [{"name": "lookup", "arguments": {"name": "alpha"}}]})"
+           "\n"
+        << R"({"tool_calls": [{"name": "submit_result", "arguments": {"answer_text": "{\"code\": 4211}"}}]})"
+           "\n";
   }
   void MakeModel() {
     CommandOptions options;
     options.timeout = std::chrono::seconds(180);
-    auto made = RunCommand({"/usr/bin/python3", SourceDir() + "/scripts/make_tiny_model.py", "--out", model, "--preset", "tiny",
-                            "--dtype", "fp32"},
+    auto made = RunCommand({"/usr/bin/python3", SourceDir() + "/scripts/make_tiny_model.py", "--out", model, "--preset",
+                            "tiny", "--dtype", "fp32"},
                            options);
     REQUIRE(made.ok());
     REQUIRE(made->exit_code == 0);
@@ -56,7 +59,8 @@ struct Fixture {
 TEST_CASE("rollout --help lists the backends and options") {
   auto help = Envforge({"rollout", "--help"});
   CHECK(help.exit_code == 0);
-  for (const char* text : {"embedded:MODEL_DIR", "openai:URL", "scripted:FILE.jsonl", "--context-strategy", "--trajectories"}) {
+  for (const char* text :
+       {"embedded:MODEL_DIR", "openai:URL", "scripted:FILE.jsonl", "--context-strategy", "--trajectories"}) {
     CHECK(help.stdout_text.find(text) != std::string::npos);
   }
 }
@@ -74,7 +78,8 @@ TEST_CASE("bad input exits 2 with a message naming what was wrong") {
       {{"--all", "--backend", "scripted:" + f.script, "-n", "0"}, "-n must be between 1"},
       {{"--all"}, "--backend SPEC is required"},
       {{"--all", "--task", "vault_code", "--backend", "scripted:" + f.script}, "exactly one of --task"},
-      {{"--all", "--backend", "scripted:" + f.script, "--context-strategy", "forget"}, "unknown context strategy 'forget'"},
+      {{"--all", "--backend", "scripted:" + f.script, "--context-strategy", "forget"},
+       "unknown context strategy 'forget'"},
       {{"--all", "--backend", "scripted:" + f.dir / "missing.jsonl"}, "missing.jsonl"},
       {{"--all", "--backend", "scripted:" + f.script, "--dense"}, "--dense applies to the embedded backend only"},
   };
@@ -100,8 +105,8 @@ TEST_CASE("an unreachable openai URL is an infrastructure failure: exit 3, namin
 TEST_CASE("a scripted rollout: pass@k in --json, the conversation in traj show, the tool steps replayed") {
   Fixture f;
   std::string store = f.dir / "rollouts.sqlite";
-  auto run = Envforge({"rollout", f.bundle, "--task", "vault_code", "--backend", "scripted:" + f.script, "-n", "4", "--json",
-                       "--trajectories", store});
+  auto run = Envforge({"rollout", f.bundle, "--task", "vault_code", "--backend", "scripted:" + f.script, "-n", "4",
+                       "--json", "--trajectories", store});
   INFO(run.stderr_text);
   REQUIRE(run.exit_code == 0);
   auto line = ParseJson(run.stdout_text.substr(0, run.stdout_text.find('\n')));
@@ -117,7 +122,8 @@ TEST_CASE("a scripted rollout: pass@k in --json, the conversation in traj show, 
   auto show = Envforge({"traj", "show", store, id});
   INFO(show.stdout_text);
   CHECK(show.exit_code == 0);
-  for (const char* text : {"rollout", "What is the code stored under the name alpha?", "lookup", "submit_result", "4211"}) {
+  for (const char* text :
+       {"rollout", "What is the code stored under the name alpha?", "lookup", "submit_result", "4211"}) {
     CHECK(show.stdout_text.find(text) != std::string::npos);
   }
   auto replay = Envforge({"replay", store, id, "--envs", f.bundle});
@@ -132,7 +138,8 @@ TEST_CASE("the embedded tiny model plays every task; the table shows pass@k, tur
                        "--max-tokens-per-turn", "8", "--seed", "3"});
   INFO(run.stderr_text);
   REQUIRE(run.exit_code == 0);
-  for (const char* text : {"task vault_code (rollout_lab): 4 episodes, 4 scored", "pass@k", "k=1:", "k=4:", "mean turns", "outcomes"}) {
+  for (const char* text :
+       {"task vault_code (rollout_lab): 4 episodes, 4 scored", "pass@k", "k=1:", "k=4:", "mean turns", "outcomes"}) {
     CHECK(run.stdout_text.find(text) != std::string::npos);
   }
   CHECK(run.stderr_text.find("rollout: [") != std::string::npos);  // the progress bar
@@ -142,8 +149,8 @@ TEST_CASE("--dense plays the embedded model with dense attention and records it"
   Fixture f;
   f.MakeModel();
   const std::string store = f.dir / "dense.sqlite";
-  auto run = Envforge({"rollout", f.bundle, "--all", "--backend", "embedded:" + f.model, "--dense", "-n", "2", "--max-turns", "1",
-                       "--max-tokens-per-turn", "8", "--trajectories", store});
+  auto run = Envforge({"rollout", f.bundle, "--all", "--backend", "embedded:" + f.model, "--dense", "-n", "2",
+                       "--max-turns", "1", "--max-tokens-per-turn", "8", "--trajectories", store});
   INFO(run.stderr_text);
   REQUIRE(run.exit_code == 0);
   auto listing = Envforge({"traj", "ls", store, "--json"});

@@ -41,9 +41,9 @@ TEST_CASE("every status code has a row, a name and a JSON-RPC kind") {
 
 TEST_CASE("the decisions the table encodes") {
   // The caller's fault: fix and do not retry; the CLI exits 2, Python raises ValueError.
-  for (StatusCode code : {StatusCode::kInvalidArgument, StatusCode::kNotFound, StatusCode::kAlreadyExists,
-                          StatusCode::kPermissionDenied, StatusCode::kUnauthenticated,
-                          StatusCode::kFailedPrecondition, StatusCode::kDataLoss}) {
+  for (StatusCode code :
+       {StatusCode::kInvalidArgument, StatusCode::kNotFound, StatusCode::kAlreadyExists, StatusCode::kPermissionDenied,
+        StatusCode::kUnauthenticated, StatusCode::kFailedPrecondition, StatusCode::kDataLoss}) {
     CAPTURE(StatusCodeName(code));
     CHECK(ExitCodeFor(code) == kExitUsage);
   }

@@ -87,8 +87,9 @@ TEST_CASE("SpawnProcess gives the child exactly its descriptors, even swapped on
   ::close(second[1]);
   REQUIRE(::dup2(stray.get(), 42) == 42);
   UniqueFd stray42(42);
-  auto pid = SpawnProcess({"bash", "-c", "echo one >&41; echo two >&40; test -e /proc/self/fd/42 && echo leak >&40; exit 0"},
-                          {{41, 40}, {40, 41}});
+  auto pid =
+      SpawnProcess({"bash", "-c", "echo one >&41; echo two >&40; test -e /proc/self/fd/42 && echo leak >&40; exit 0"},
+                   {{41, 40}, {40, 41}});
   REQUIRE(pid.ok());
   at40.Reset();
   at41.Reset();

@@ -115,8 +115,8 @@ TEST_CASE("Regex Find runs concurrently on one Regex") {
       const std::string subject = "x" + std::to_string(t * 1000 + 7) + "y";
       for (int i = 0; i < 2000; ++i) {
         auto match = regex->Find(subject);
-        if (!match.ok() || !match->has_value() || subject.substr((*match)->begin, (*match)->end - (*match)->begin) !=
-                                                     std::to_string(t * 1000 + 7)) {
+        if (!match.ok() || !match->has_value() ||
+            subject.substr((*match)->begin, (*match)->end - (*match)->begin) != std::to_string(t * 1000 + 7)) {
           ++wrong;
         }
       }

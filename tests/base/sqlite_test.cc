@@ -13,7 +13,8 @@ TEST_CASE("prepared statements bind, step and read every SQLite type") {
   auto db = Database::OpenInMemory().value();
   REQUIRE(db.Exec("CREATE TABLE t(i INTEGER, r REAL, s TEXT, b BLOB, n)").ok());
   auto insert = db.Prepare("INSERT INTO t VALUES(?, ?, ?, ?, ?)").value();
-  REQUIRE(insert.BindAll({int64_t{7}, 2.5, std::string("héllo"), std::vector<uint8_t>{1, 0, 2}, std::monostate{}}).ok());
+  REQUIRE(
+      insert.BindAll({int64_t{7}, 2.5, std::string("héllo"), std::vector<uint8_t>{1, 0, 2}, std::monostate{}}).ok());
   REQUIRE(insert.Run().ok());
   auto select = db.Prepare("SELECT i, r, s, b, n FROM t").value();
   REQUIRE(select.Step().value());

@@ -45,223 +45,226 @@ CompletionRequest ChatRequest(std::string user) {
 }
 
 TEST_SUITE("inference.backend") {
-
-TEST_CASE("backend specs: unknown schemes and malformed specs are refused by name") {
-  for (const char* spec : {"nonsense", "grpc:host", "embedded:", ":x"}) {
-    auto backend = OpenBackend(spec, {});
-    CHECK(backend.status().code() == StatusCode::kInvalidArgument);
-    CHECK(backend.status().message().find(spec[0] == ':' ? "SCHEME" : "") != std::string::npos);
+  TEST_CASE("backend specs: unknown schemes and malformed specs are refused by name") {
+    for (const char* spec : {"nonsense", "grpc:host", "embedded:", ":x"}) {
+      auto backend = OpenBackend(spec, {});
+      CHECK(backend.status().code() == StatusCode::kInvalidArgument);
+      CHECK(backend.status().message().find(spec[0] == ':' ? "SCHEME" : "") != std::string::npos);
+    }
+    CHECK(OpenBackend("grpc:host", {}).status().message().find("unknown backend scheme 'grpc'") != std::string::npos);
+    CHECK(OpenBackend("scripted:/no/such/file.jsonl", {}).status().code() == StatusCode::kNotFound);
+    TempDir dir;
+    auto bad = OpenBackend("scripted:" + WriteScript(dir, "{\"content\": \"ok\"}\n[1, 2]\n"), {});
+    CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+    CHECK(bad.status().message().find(":2: a line must be a JSON object") != std::string::npos);
+    auto bad_member = OpenBackend("scripted:" + WriteScript(dir, "{\"tool_calls\": [{\"arguments\": {}}]}\n"), {});
+    CHECK(bad_member.status().message().find("each tool call needs a string 'name'") != std::string::npos);
+    auto no_model = OpenBackend("embedded:" + TinyModel("fp32"), {});  // no tokenizer.json
+    CHECK(no_model.status().code() == StatusCode::kInvalidArgument);
+    CHECK(no_model.status().message().find("no tokenizer.json") != std::string::npos);
   }
-  CHECK(OpenBackend("grpc:host", {}).status().message().find("unknown backend scheme 'grpc'") != std::string::npos);
-  CHECK(OpenBackend("scripted:/no/such/file.jsonl", {}).status().code() == StatusCode::kNotFound);
-  TempDir dir;
-  auto bad = OpenBackend("scripted:" + WriteScript(dir, "{\"content\": \"ok\"}\n[1, 2]\n"), {});
-  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
-  CHECK(bad.status().message().find(":2: a line must be a JSON object") != std::string::npos);
-  auto bad_member = OpenBackend("scripted:" + WriteScript(dir, "{\"tool_calls\": [{\"arguments\": {}}]}\n"), {});
-  CHECK(bad_member.status().message().find("each tool call needs a string 'name'") != std::string::npos);
-  auto no_model = OpenBackend("embedded:" + TinyModel("fp32"), {});  // no tokenizer.json
-  CHECK(no_model.status().code() == StatusCode::kInvalidArgument);
-  CHECK(no_model.status().message().find("no tokenizer.json") != std::string::npos);
-}
 
-TEST_CASE("scripted: conversations walk their scripts; when-lines answer any conversation; errors and the end") {
-  TempDir dir;
-  std::string path = WriteScript(dir, R"(# two scripts, a summary line and an error
+  TEST_CASE("scripted: conversations walk their scripts; when-lines answer any conversation; errors and the end") {
+    TempDir dir;
+    std::string path = WriteScript(dir, R"(# two scripts, a summary line and an error
 {"script": 0, "tool_calls": [{"name": "search", "arguments": {"q": "x"}}]}
 {"script": 0, "content": "done"}
 {"script": 1, "text": "<｜DSML｜function_calls>\n<｜DSML｜invoke>\n</｜DSML｜function_calls><｜end▁of▁sentence｜>"}
 {"script": 1, "error": "unavailable", "message": "server fell over"}
 {"when": "Summarize", "content": "the summary"}
 )");
-  auto backend = MustOpen("scripted:" + path);
-  CompletionResult first = MustComplete(*backend, ChatRequest("task"));
-  REQUIRE(first.choices.size() == 1);
-  CHECK(first.choices[0].message.tool_calls.size() == 1);
-  CHECK(first.choices[0].message.tool_calls[0].arguments == Json{{"q", "x"}});
-  CHECK(first.choices[0].finish_reason == "tool_calls");
-  CompletionResult other = MustComplete(*backend, ChatRequest("task"));  // conversation 1: script 1
-  CHECK(!other.choices[0].parse_error.empty());
-  CompletionRequest summary = ChatRequest("Summarize your progress");
-  CHECK(MustComplete(*backend, summary).choices[0].message.content == "the summary");
-  CompletionRequest next = ChatRequest("task");
-  next.continue_from = first.choices[0].cache_handle;
-  CompletionResult second = MustComplete(*backend, next);
-  CHECK(second.choices[0].message.content == "done");
-  CHECK(second.choices[0].finish_reason == "stop");
-  next.continue_from = second.choices[0].cache_handle;
-  auto past_end = backend->Complete(next);
-  CHECK(past_end.status().code() == StatusCode::kUnavailable);
-  CHECK(past_end.status().message().find("script 0 has no response for turn 2") != std::string::npos);
-  CompletionRequest failing = ChatRequest("task");
-  failing.continue_from = other.choices[0].cache_handle;
-  auto error = backend->Complete(failing);
-  CHECK(error.status().code() == StatusCode::kUnavailable);
-  CHECK(error.status().message().find("server fell over") != std::string::npos);
-}
+    auto backend = MustOpen("scripted:" + path);
+    CompletionResult first = MustComplete(*backend, ChatRequest("task"));
+    REQUIRE(first.choices.size() == 1);
+    CHECK(first.choices[0].message.tool_calls.size() == 1);
+    CHECK(first.choices[0].message.tool_calls[0].arguments == Json{{"q", "x"}});
+    CHECK(first.choices[0].finish_reason == "tool_calls");
+    CompletionResult other = MustComplete(*backend, ChatRequest("task"));  // conversation 1: script 1
+    CHECK(!other.choices[0].parse_error.empty());
+    CompletionRequest summary = ChatRequest("Summarize your progress");
+    CHECK(MustComplete(*backend, summary).choices[0].message.content == "the summary");
+    CompletionRequest next = ChatRequest("task");
+    next.continue_from = first.choices[0].cache_handle;
+    CompletionResult second = MustComplete(*backend, next);
+    CHECK(second.choices[0].message.content == "done");
+    CHECK(second.choices[0].finish_reason == "stop");
+    next.continue_from = second.choices[0].cache_handle;
+    auto past_end = backend->Complete(next);
+    CHECK(past_end.status().code() == StatusCode::kUnavailable);
+    CHECK(past_end.status().message().find("script 0 has no response for turn 2") != std::string::npos);
+    CompletionRequest failing = ChatRequest("task");
+    failing.continue_from = other.choices[0].cache_handle;
+    auto error = backend->Complete(failing);
+    CHECK(error.status().code() == StatusCode::kUnavailable);
+    CHECK(error.status().message().find("server fell over") != std::string::npos);
+  }
 
-TEST_CASE("scripted: when-lines sharing a TEXT answer its requests in turn; a lone when-line always answers") {
-  TempDir dir;
-  std::string path = WriteScript(dir, R"({"content": "script"}
+  TEST_CASE("scripted: when-lines sharing a TEXT answer its requests in turn; a lone when-line always answers") {
+    TempDir dir;
+    std::string path = WriteScript(dir, R"({"content": "script"}
 {"when": "Task A", "content": "right"}
 {"when": "Task A", "content": "wrong"}
 {"when": "Task B", "content": "only"}
 )");
-  auto backend = MustOpen("scripted:" + path);
-  std::vector<std::string> answers;
-  for (int i = 0; i < 5; ++i) answers.push_back(MustComplete(*backend, ChatRequest("Task A: do it")).choices[0].message.content);
-  CHECK(answers == std::vector<std::string>{"right", "wrong", "right", "wrong", "right"});
-  for (int i = 0; i < 3; ++i) CHECK(MustComplete(*backend, ChatRequest("Task B")).choices[0].message.content == "only");
-  CHECK(MustComplete(*backend, ChatRequest("Task C")).choices[0].message.content == "script");
-}
-
-TEST_CASE("embedded: n choices are the Generator's samples; concurrent callers share one prefill and batching changes nothing") {
-  std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
-  auto backend = MustOpen("embedded:" + dir);
-  CompletionRequest request;
-  request.raw = true;
-  request.prompt_text = "The quick brown fox";
-  request.n = 3;
-  request.max_tokens = 12;
-  request.sampling.seed = 7;
-  CompletionResult result = MustComplete(*backend, request);
-  REQUIRE(result.choices.size() == 3);
-
-  auto model = Model::Load(dir);
-  REQUIRE(model.ok());
-  Generator generator(**model);
-  GenerateOptions options;
-  options.n = 3;
-  options.max_tokens = 12;
-  options.sampling.seed = 7;
-  auto expected = generator.GenerateText("The quick brown fox", options);
-  REQUIRE(expected.ok());
-  for (size_t i = 0; i < 3; ++i) {
-    CHECK(result.choices[i].tokens == expected->samples[i].tokens);
-    CHECK(result.choices[i].text == expected->samples[i].text);
+    auto backend = MustOpen("scripted:" + path);
+    std::vector<std::string> answers;
+    for (int i = 0; i < 5; ++i)
+      answers.push_back(MustComplete(*backend, ChatRequest("Task A: do it")).choices[0].message.content);
+    CHECK(answers == std::vector<std::string>{"right", "wrong", "right", "wrong", "right"});
+    for (int i = 0; i < 3; ++i)
+      CHECK(MustComplete(*backend, ChatRequest("Task B")).choices[0].message.content == "only");
+    CHECK(MustComplete(*backend, ChatRequest("Task C")).choices[0].message.content == "script");
   }
-  CHECK(result.prompt_tokens == static_cast<int64_t>(expected->prompt.size()));
 
-  // Eight callers at once, same chat prompt, different seeds: one prefill (or a prompt-cache hit)
-  // serves all of them, and each gets exactly what it gets alone.
-  auto fresh = MustOpen("embedded:" + dir);
-  std::vector<CompletionResult> together(8);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 8; ++i) {
-    threads.emplace_back([&, i] {
-      CompletionRequest chat = ChatRequest("Find the cheapest hotel in Paris.");
-      chat.max_tokens = 10;
-      chat.sampling.seed = 100 + static_cast<uint64_t>(i);
-      auto answer = fresh->Complete(chat);
-      if (answer.ok()) together[static_cast<size_t>(i)] = std::move(*answer);
-    });
+  TEST_CASE(
+      "embedded: n choices are the Generator's samples; concurrent callers share one prefill and batching changes "
+      "nothing") {
+    std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
+    auto backend = MustOpen("embedded:" + dir);
+    CompletionRequest request;
+    request.raw = true;
+    request.prompt_text = "The quick brown fox";
+    request.n = 3;
+    request.max_tokens = 12;
+    request.sampling.seed = 7;
+    CompletionResult result = MustComplete(*backend, request);
+    REQUIRE(result.choices.size() == 3);
+
+    auto model = Model::Load(dir);
+    REQUIRE(model.ok());
+    Generator generator(**model);
+    GenerateOptions options;
+    options.n = 3;
+    options.max_tokens = 12;
+    options.sampling.seed = 7;
+    auto expected = generator.GenerateText("The quick brown fox", options);
+    REQUIRE(expected.ok());
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(result.choices[i].tokens == expected->samples[i].tokens);
+      CHECK(result.choices[i].text == expected->samples[i].text);
+    }
+    CHECK(result.prompt_tokens == static_cast<int64_t>(expected->prompt.size()));
+
+    // Eight callers at once, same chat prompt, different seeds: one prefill (or a prompt-cache hit)
+    // serves all of them, and each gets exactly what it gets alone.
+    auto fresh = MustOpen("embedded:" + dir);
+    std::vector<CompletionResult> together(8);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 8; ++i) {
+      threads.emplace_back([&, i] {
+        CompletionRequest chat = ChatRequest("Find the cheapest hotel in Paris.");
+        chat.max_tokens = 10;
+        chat.sampling.seed = 100 + static_cast<uint64_t>(i);
+        auto answer = fresh->Complete(chat);
+        if (answer.ok()) together[static_cast<size_t>(i)] = std::move(*answer);
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    Json stats = fresh->Stats();
+    const int64_t prompt = together[0].prompt_tokens;
+    CHECK(prompt > 10);
+    CHECK(stats["prefill_tokens"].get<int64_t>() == prompt);
+    for (int i = 0; i < 8; ++i) {
+      REQUIRE(together[static_cast<size_t>(i)].choices.size() == 1);
+      CompletionRequest alone = ChatRequest("Find the cheapest hotel in Paris.");
+      alone.max_tokens = 10;
+      alone.sampling.seed = 100 + static_cast<uint64_t>(i);
+      CHECK(MustComplete(*backend, alone).choices[0].tokens == together[static_cast<size_t>(i)].choices[0].tokens);
+    }
   }
-  for (auto& thread : threads) thread.join();
-  Json stats = fresh->Stats();
-  const int64_t prompt = together[0].prompt_tokens;
-  CHECK(prompt > 10);
-  CHECK(stats["prefill_tokens"].get<int64_t>() == prompt);
-  for (int i = 0; i < 8; ++i) {
-    REQUIRE(together[static_cast<size_t>(i)].choices.size() == 1);
-    CompletionRequest alone = ChatRequest("Find the cheapest hotel in Paris.");
-    alone.max_tokens = 10;
-    alone.sampling.seed = 100 + static_cast<uint64_t>(i);
-    CHECK(MustComplete(*backend, alone).choices[0].tokens == together[static_cast<size_t>(i)].choices[0].tokens);
+
+  TEST_CASE("embedded: a continued conversation feeds only its new tokens and samples what a full prefill samples") {
+    std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
+    auto backend = MustOpen("embedded:" + dir);
+    CompletionRequest first = ChatRequest("Plan a trip to Rome.");
+    first.max_tokens = 6;
+    first.sampling.seed = 3;
+    CompletionResult one = MustComplete(*backend, first);
+    const Completion& turn1 = one.choices[0];
+    REQUIRE(!turn1.cache_handle.empty());
+    CHECK(turn1.prefilled_tokens == turn1.prompt_tokens);
+    CHECK(turn1.reused_tokens == 0);
+
+    CompletionRequest second = first;
+    second.messages.push_back(turn1.message);
+    second.messages.push_back({"user", "Now in one word."});
+    second.continue_from = turn1.cache_handle;
+    second.sampling.seed = 4;
+    CompletionResult two = MustComplete(*backend, second);
+    const Completion& turn2 = two.choices[0];
+    CHECK(turn2.reused_tokens == turn1.prompt_tokens + turn1.completion_tokens);
+    CHECK(turn2.prefilled_tokens == static_cast<int64_t>(turn2.new_prompt_tokens.size()));
+    CHECK(turn2.prompt_tokens == turn2.reused_tokens + static_cast<int64_t>(turn2.new_prompt_tokens.size()));
+    CHECK(backend->Stats()["continuations_reused"] == 1);
+
+    // The same context, prefilled in one go by the Generator, samples the same tokens.
+    auto model = Model::Load(dir);
+    REQUIRE(model.ok());
+    const Tokenizer& tokenizer = *(*model)->tokenizer();
+    auto prompt_text = EncodeChat(first.messages, {});
+    REQUIRE(prompt_text.ok());
+    std::vector<int32_t> context = tokenizer.Encode(*prompt_text);
+    context.insert(context.end(), turn1.tokens.begin(), turn1.tokens.end());
+    context.insert(context.end(), turn2.new_prompt_tokens.begin(), turn2.new_prompt_tokens.end());
+    CHECK(static_cast<int64_t>(context.size()) == turn2.prompt_tokens);
+    Generator generator(**model);
+    GenerateOptions options;
+    options.max_tokens = first.max_tokens;
+    options.sampling.seed = 4;
+    auto expected = generator.Generate(context, options);
+    REQUIRE(expected.ok());
+    CHECK(turn2.tokens == expected->samples[0].tokens);
+
+    // A conversation that does not extend the handle's (edited history) prefills again.
+    CompletionRequest edited = second;
+    edited.messages[1].content = "Plan a trip to Oslo.";
+    edited.continue_from = turn2.cache_handle;
+    CompletionResult three = MustComplete(*backend, edited);
+    CHECK(three.choices[0].reused_tokens == 0);
+    CHECK(backend->Stats()["continuations_missed"] == 1);
   }
-}
 
-TEST_CASE("embedded: a continued conversation feeds only its new tokens and samples what a full prefill samples") {
-  std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
-  auto backend = MustOpen("embedded:" + dir);
-  CompletionRequest first = ChatRequest("Plan a trip to Rome.");
-  first.max_tokens = 6;
-  first.sampling.seed = 3;
-  CompletionResult one = MustComplete(*backend, first);
-  const Completion& turn1 = one.choices[0];
-  REQUIRE(!turn1.cache_handle.empty());
-  CHECK(turn1.prefilled_tokens == turn1.prompt_tokens);
-  CHECK(turn1.reused_tokens == 0);
+  TEST_CASE("embedded: stop strings cut the text, streamed pieces add up to it, top logprobs, the context window") {
+    std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
+    auto backend = MustOpen("embedded:" + dir);
+    CompletionRequest request;
+    request.raw = true;
+    request.prompt_text = "Once upon a time";
+    request.max_tokens = 24;
+    request.sampling.seed = 11;
+    request.logprobs = true;
+    request.top_logprobs = 3;
+    CompletionResult plain = MustComplete(*backend, request);
+    const Completion& full = plain.choices[0];
+    REQUIRE(full.top_logprobs.size() == full.tokens.size());
+    for (const auto& alternatives : full.top_logprobs) {
+      REQUIRE(alternatives.size() == 3);
+      CHECK(alternatives[0].logprob >= alternatives[1].logprob);
+      CHECK(alternatives[1].logprob >= alternatives[2].logprob);
+      CHECK(alternatives[0].logprob <= 0);
+    }
+    REQUIRE(full.text.size() > 8);
 
-  CompletionRequest second = first;
-  second.messages.push_back(turn1.message);
-  second.messages.push_back({"user", "Now in one word."});
-  second.continue_from = turn1.cache_handle;
-  second.sampling.seed = 4;
-  CompletionResult two = MustComplete(*backend, second);
-  const Completion& turn2 = two.choices[0];
-  CHECK(turn2.reused_tokens == turn1.prompt_tokens + turn1.completion_tokens);
-  CHECK(turn2.prefilled_tokens == static_cast<int64_t>(turn2.new_prompt_tokens.size()));
-  CHECK(turn2.prompt_tokens == turn2.reused_tokens + static_cast<int64_t>(turn2.new_prompt_tokens.size()));
-  CHECK(backend->Stats()["continuations_reused"] == 1);
+    std::string streamed;
+    CompletionRequest streaming = request;
+    streaming.on_text = [&](int64_t, std::string_view piece) { streamed += piece; };
+    CHECK(MustComplete(*backend, streaming).choices[0].text == full.text);
+    CHECK(streamed == full.text);
 
-  // The same context, prefilled in one go by the Generator, samples the same tokens.
-  auto model = Model::Load(dir);
-  REQUIRE(model.ok());
-  const Tokenizer& tokenizer = *(*model)->tokenizer();
-  auto prompt_text = EncodeChat(first.messages, {});
-  REQUIRE(prompt_text.ok());
-  std::vector<int32_t> context = tokenizer.Encode(*prompt_text);
-  context.insert(context.end(), turn1.tokens.begin(), turn1.tokens.end());
-  context.insert(context.end(), turn2.new_prompt_tokens.begin(), turn2.new_prompt_tokens.end());
-  CHECK(static_cast<int64_t>(context.size()) == turn2.prompt_tokens);
-  Generator generator(**model);
-  GenerateOptions options;
-  options.max_tokens = first.max_tokens;
-  options.sampling.seed = 4;
-  auto expected = generator.Generate(context, options);
-  REQUIRE(expected.ok());
-  CHECK(turn2.tokens == expected->samples[0].tokens);
+    std::string stop = full.text.substr(full.text.size() / 2, 3);
+    CompletionRequest stopping = request;
+    stopping.stop = {stop};
+    CompletionResult cut = MustComplete(*backend, stopping);
+    CHECK(cut.choices[0].finish_reason == "stop");
+    CHECK(cut.choices[0].text == full.text.substr(0, full.text.find(stop)));
 
-  // A conversation that does not extend the handle's (edited history) prefills again.
-  CompletionRequest edited = second;
-  edited.messages[1].content = "Plan a trip to Oslo.";
-  edited.continue_from = turn2.cache_handle;
-  CompletionResult three = MustComplete(*backend, edited);
-  CHECK(three.choices[0].reused_tokens == 0);
-  CHECK(backend->Stats()["continuations_missed"] == 1);
-}
-
-TEST_CASE("embedded: stop strings cut the text, streamed pieces add up to it, top logprobs, the context window") {
-  std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
-  auto backend = MustOpen("embedded:" + dir);
-  CompletionRequest request;
-  request.raw = true;
-  request.prompt_text = "Once upon a time";
-  request.max_tokens = 24;
-  request.sampling.seed = 11;
-  request.logprobs = true;
-  request.top_logprobs = 3;
-  CompletionResult plain = MustComplete(*backend, request);
-  const Completion& full = plain.choices[0];
-  REQUIRE(full.top_logprobs.size() == full.tokens.size());
-  for (const auto& alternatives : full.top_logprobs) {
-    REQUIRE(alternatives.size() == 3);
-    CHECK(alternatives[0].logprob >= alternatives[1].logprob);
-    CHECK(alternatives[1].logprob >= alternatives[2].logprob);
-    CHECK(alternatives[0].logprob <= 0);
+    BackendOptions small;
+    small.context_window = 4;
+    auto tight = MustOpen("embedded:" + dir, small);
+    auto refused = tight->Complete(request);
+    CHECK(refused.status().code() == StatusCode::kResourceExhausted);
+    CHECK(refused.status().message().rfind("context length exceeded", 0) == 0);
   }
-  REQUIRE(full.text.size() > 8);
-
-  std::string streamed;
-  CompletionRequest streaming = request;
-  streaming.on_text = [&](int64_t, std::string_view piece) { streamed += piece; };
-  CHECK(MustComplete(*backend, streaming).choices[0].text == full.text);
-  CHECK(streamed == full.text);
-
-  std::string stop = full.text.substr(full.text.size() / 2, 3);
-  CompletionRequest stopping = request;
-  stopping.stop = {stop};
-  CompletionResult cut = MustComplete(*backend, stopping);
-  CHECK(cut.choices[0].finish_reason == "stop");
-  CHECK(cut.choices[0].text == full.text.substr(0, full.text.find(stop)));
-
-  BackendOptions small;
-  small.context_window = 4;
-  auto tight = MustOpen("embedded:" + dir, small);
-  auto refused = tight->Complete(request);
-  CHECK(refused.status().code() == StatusCode::kResourceExhausted);
-  CHECK(refused.status().message().rfind("context length exceeded", 0) == 0);
-}
 
 }  // TEST_SUITE
 

@@ -42,154 +42,154 @@ void CheckError(const Result<T>& result, StatusCode code, const std::string& par
 }
 
 TEST_SUITE("inference.safetensors") {
+  TEST_CASE("tensors written by WriteSafetensors read back with their dtype, shape and bytes") {
+    TempDir dir;
+    std::vector<TensorToWrite> tensors = {
+        {"a", "F32", {2, 3}, FloatBytes({1, 2, 3, 4, 5, 6})},
+        {"b.bias", "BF16", {2}, std::string("\x80\x3f\x00\x40", 4)},  // 1.0, 2.0
+        {"c", "F8_E4M3", {3}, std::string("\x38\x40\xb8", 3)},        // 1, 2, -1
+        {"d", "F32", {1}, FloatBytes({7})},                           // after an odd-sized tensor
+    };
+    REQUIRE(WriteSafetensors(dir / "model.safetensors", tensors).ok());
+    Result<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::Open(dir.path().string());
+    REQUIRE(checkpoint.ok());
+    CHECK((*checkpoint)->TensorNames() == std::vector<std::string>{"a", "b.bias", "c", "d"});
+    CHECK((*checkpoint)->total_bytes() == 24 + 4 + 3 + 4);
+    const TensorInfo* a = (*checkpoint)->Find("a");
+    REQUIRE(a != nullptr);
+    CHECK(a->dtype == kernels::DType::kF32);
+    CHECK(a->shape == std::vector<int64_t>{2, 3});
+    float a5;
+    std::memcpy(&a5, a->data + 5 * 4, 4);
+    CHECK(a5 == 6.0f);
+    const TensorInfo* b = (*checkpoint)->Find("b.bias");
+    CHECK(b->dtype == kernels::DType::kBF16);
+    uint16_t b1;
+    std::memcpy(&b1, b->data + 2, 2);
+    CHECK(kernels::Bf16ToFloat(b1) == 2.0f);
+    const TensorInfo* c = (*checkpoint)->Find("c");
+    CHECK(c->dtype == kernels::DType::kF8E4M3);
+    CHECK(kernels::Fp8E4M3ToFloat(c->data[2]) == -1.0f);
+    float d0;
+    std::memcpy(&d0, (*checkpoint)->Find("d")->data, 4);
+    CHECK(d0 == 7.0f);
+    CHECK((*checkpoint)->Find("missing") == nullptr);
 
-TEST_CASE("tensors written by WriteSafetensors read back with their dtype, shape and bytes") {
-  TempDir dir;
-  std::vector<TensorToWrite> tensors = {
-      {"a", "F32", {2, 3}, FloatBytes({1, 2, 3, 4, 5, 6})},
-      {"b.bias", "BF16", {2}, std::string("\x80\x3f\x00\x40", 4)},  // 1.0, 2.0
-      {"c", "F8_E4M3", {3}, std::string("\x38\x40\xb8", 3)},         // 1, 2, -1
-      {"d", "F32", {1}, FloatBytes({7})},                           // after an odd-sized tensor
-  };
-  REQUIRE(WriteSafetensors(dir / "model.safetensors", tensors).ok());
-  Result<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::Open(dir.path().string());
-  REQUIRE(checkpoint.ok());
-  CHECK((*checkpoint)->TensorNames() == std::vector<std::string>{"a", "b.bias", "c", "d"});
-  CHECK((*checkpoint)->total_bytes() == 24 + 4 + 3 + 4);
-  const TensorInfo* a = (*checkpoint)->Find("a");
-  REQUIRE(a != nullptr);
-  CHECK(a->dtype == kernels::DType::kF32);
-  CHECK(a->shape == std::vector<int64_t>{2, 3});
-  float a5;
-  std::memcpy(&a5, a->data + 5 * 4, 4);
-  CHECK(a5 == 6.0f);
-  const TensorInfo* b = (*checkpoint)->Find("b.bias");
-  CHECK(b->dtype == kernels::DType::kBF16);
-  uint16_t b1;
-  std::memcpy(&b1, b->data + 2, 2);
-  CHECK(kernels::Bf16ToFloat(b1) == 2.0f);
-  const TensorInfo* c = (*checkpoint)->Find("c");
-  CHECK(c->dtype == kernels::DType::kF8E4M3);
-  CHECK(kernels::Fp8E4M3ToFloat(c->data[2]) == -1.0f);
-  float d0;
-  std::memcpy(&d0, (*checkpoint)->Find("d")->data, 4);
-  CHECK(d0 == 7.0f);
-  CHECK((*checkpoint)->Find("missing") == nullptr);
-
-  // A single file can be named directly.
-  Result<std::unique_ptr<Checkpoint>> direct = Checkpoint::Open(dir / "model.safetensors");
-  REQUIRE(direct.ok());
-  CHECK((*direct)->TensorNames().size() == 4);
-}
-
-TEST_CASE("Require checks presence, dtype support and shape, naming the tensor") {
-  TempDir dir;
-  REQUIRE(WriteSafetensors(dir / "model.safetensors", {{"w", "F32", {2, 2}, FloatBytes({1, 2, 3, 4})},
-                                                       {"ids", "I64", {2}, std::string(16, '\0')}})
-              .ok());
-  Result<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::Open(dir.path().string());
-  REQUIRE(checkpoint.ok());  // an unsupported dtype is only an error when the tensor is used
-  CHECK((*checkpoint)->Require("w", {2, 2}).ok());
-  CheckError((*checkpoint)->Require("w", {4}), StatusCode::kInvalidArgument, "tensor 'w': shape [2,2], expected [4]");
-  CheckError((*checkpoint)->Require("nope", {1}), StatusCode::kNotFound, "tensor 'nope' is missing");
-  CheckError((*checkpoint)->Require("ids", {2}), StatusCode::kInvalidArgument, "tensor 'ids': unsupported dtype I64");
-}
-
-TEST_CASE("a truncated file is DataLoss naming the first tensor past the end") {
-  TempDir dir;
-  std::string path = dir / "model.safetensors";
-  REQUIRE(WriteSafetensors(path, {{"first", "F32", {4}, FloatBytes({1, 2, 3, 4})},
-                                  {"second", "F32", {4}, FloatBytes({1, 2, 3, 4})},
-                                  {"third", "F32", {4}, FloatBytes({1, 2, 3, 4})}})
-              .ok());
-  fs::resize_file(path, fs::file_size(path) - 20);
-  CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "tensor 'second' runs past the end");
-  CheckError(Checkpoint::Open(dir.path().string()), StatusCode::kDataLoss, "'second'");
-
-  fs::resize_file(path, 5);
-  CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "too short");
-  WriteRawSafetensors(path, "{}", "");
-  fs::resize_file(path, 9);  // the header claims 2 bytes, 1 is left
-  CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "runs past the end");
-}
-
-TEST_CASE("malformed headers are DataLoss naming the tensor") {
-  TempDir dir;
-  std::string path = dir / "bad.safetensors";
-  std::string data(64, '\0');
-  SUBCASE("shape and dtype size disagree with the offsets") {
-    WriteRawSafetensors(path, R"({"w":{"dtype":"F32","shape":[3,4],"data_offsets":[0,40]}})", data);
-    CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "tensor 'w': shape [3,4] of F32 needs 48 bytes");
+    // A single file can be named directly.
+    Result<std::unique_ptr<Checkpoint>> direct = Checkpoint::Open(dir / "model.safetensors");
+    REQUIRE(direct.ok());
+    CHECK((*direct)->TensorNames().size() == 4);
   }
-  SUBCASE("overlapping tensors") {
-    WriteRawSafetensors(path,
-                        R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                        R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
-                        data);
-    CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "'a' and 'b' overlap");
-  }
-  SUBCASE("not JSON") {
-    WriteRawSafetensors(path, "{not json", data);
-    CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "bad.safetensors header");
-  }
-  SUBCASE("an entry without offsets") {
-    WriteRawSafetensors(path, R"({"w":{"dtype":"F32","shape":[4]}})", data);
-    CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "tensor 'w': malformed");
-  }
-  SUBCASE("a dtype safetensors does not define is accepted until used") {
-    WriteRawSafetensors(path, R"({"w":{"dtype":"Q4","shape":[4],"data_offsets":[0,2]},"__metadata__":{"k":"v"}})",
-                        data);
-    Result<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
-    REQUIRE(file.ok());
-    CHECK_FALSE((*file)->Find("w")->dtype_supported);
-    CHECK((*file)->Find("__metadata__") == nullptr);
-  }
-}
 
-TEST_CASE("WriteSafetensors rejects sizes that do not match the shape and duplicate names") {
-  TempDir dir;
-  CheckError(WriteSafetensors(dir / "x.safetensors", {{"w", "F32", {3}, FloatBytes({1, 2})}}),
-             StatusCode::kInvalidArgument, "tensor 'w': shape [3] of F32 needs 12 bytes, got 8");
-  CheckError(WriteSafetensors(dir / "x.safetensors",
-                              {{"w", "F32", {1}, FloatBytes({1})}, {"w", "F32", {1}, FloatBytes({1})}}),
-             StatusCode::kInvalidArgument, "duplicate");
-  CHECK_FALSE(fs::exists(dir / "x.safetensors"));
-}
-
-TEST_CASE("a sharded checkpoint opens every shard of the index") {
-  TempDir dir;
-  REQUIRE(WriteSafetensors(dir / "s1.safetensors", {{"a", "F32", {1}, FloatBytes({1})}}).ok());
-  REQUIRE(WriteSafetensors(dir / "s2.safetensors", {{"b", "F32", {1}, FloatBytes({2})}}).ok());
-  Json index = {{"metadata", {{"total_size", 8}}}, {"weight_map", {{"a", "s1.safetensors"}, {"b", "s2.safetensors"}}}};
-  REQUIRE(WriteFileAtomically(dir / "model.safetensors.index.json", index.dump()).ok());
-  Result<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::Open(dir.path().string());
-  REQUIRE(checkpoint.ok());
-  CHECK((*checkpoint)->TensorNames() == std::vector<std::string>{"a", "b"});
-  CHECK(Contains((*checkpoint)->Find("b")->file, "s2.safetensors"));
-
-  SUBCASE("a tensor its shard lacks") {
-    index["weight_map"]["c"] = "s2.safetensors";
-    REQUIRE(WriteFileAtomically(dir / "model.safetensors.index.json", index.dump()).ok());
-    CheckError(Checkpoint::Open(dir.path().string()), StatusCode::kDataLoss,
-               "tensor 'c' is mapped to shard 's2.safetensors'");
-  }
-  SUBCASE("a missing shard") {
-    index["weight_map"]["c"] = "s3.safetensors";
-    REQUIRE(WriteFileAtomically(dir / "model.safetensors.index.json", index.dump()).ok());
-    CheckError(Checkpoint::Open(dir.path().string()), StatusCode::kNotFound, "s3.safetensors");
-  }
-  SUBCASE("a tensor in two shards") {
-    REQUIRE(WriteSafetensors(dir / "s2.safetensors",
-                             {{"b", "F32", {1}, FloatBytes({2})}, {"a", "F32", {1}, FloatBytes({3})}})
+  TEST_CASE("Require checks presence, dtype support and shape, naming the tensor") {
+    TempDir dir;
+    REQUIRE(WriteSafetensors(dir / "model.safetensors", {{"w", "F32", {2, 2}, FloatBytes({1, 2, 3, 4})},
+                                                         {"ids", "I64", {2}, std::string(16, '\0')}})
                 .ok());
-    CheckError(Checkpoint::Open(dir.path().string()), StatusCode::kDataLoss, "tensor 'a' appears in both");
+    Result<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::Open(dir.path().string());
+    REQUIRE(checkpoint.ok());  // an unsupported dtype is only an error when the tensor is used
+    CHECK((*checkpoint)->Require("w", {2, 2}).ok());
+    CheckError((*checkpoint)->Require("w", {4}), StatusCode::kInvalidArgument, "tensor 'w': shape [2,2], expected [4]");
+    CheckError((*checkpoint)->Require("nope", {1}), StatusCode::kNotFound, "tensor 'nope' is missing");
+    CheckError((*checkpoint)->Require("ids", {2}), StatusCode::kInvalidArgument, "tensor 'ids': unsupported dtype I64");
   }
-}
 
-TEST_CASE("a directory without a checkpoint is NotFound") {
-  TempDir dir;
-  CheckError(Checkpoint::Open(dir.path().string()), StatusCode::kNotFound, "no model.safetensors");
-}
+  TEST_CASE("a truncated file is DataLoss naming the first tensor past the end") {
+    TempDir dir;
+    std::string path = dir / "model.safetensors";
+    REQUIRE(WriteSafetensors(path, {{"first", "F32", {4}, FloatBytes({1, 2, 3, 4})},
+                                    {"second", "F32", {4}, FloatBytes({1, 2, 3, 4})},
+                                    {"third", "F32", {4}, FloatBytes({1, 2, 3, 4})}})
+                .ok());
+    fs::resize_file(path, fs::file_size(path) - 20);
+    CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "tensor 'second' runs past the end");
+    CheckError(Checkpoint::Open(dir.path().string()), StatusCode::kDataLoss, "'second'");
+
+    fs::resize_file(path, 5);
+    CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "too short");
+    WriteRawSafetensors(path, "{}", "");
+    fs::resize_file(path, 9);  // the header claims 2 bytes, 1 is left
+    CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "runs past the end");
+  }
+
+  TEST_CASE("malformed headers are DataLoss naming the tensor") {
+    TempDir dir;
+    std::string path = dir / "bad.safetensors";
+    std::string data(64, '\0');
+    SUBCASE("shape and dtype size disagree with the offsets") {
+      WriteRawSafetensors(path, R"({"w":{"dtype":"F32","shape":[3,4],"data_offsets":[0,40]}})", data);
+      CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "tensor 'w': shape [3,4] of F32 needs 48 bytes");
+    }
+    SUBCASE("overlapping tensors") {
+      WriteRawSafetensors(path,
+                          R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                          R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+                          data);
+      CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "'a' and 'b' overlap");
+    }
+    SUBCASE("not JSON") {
+      WriteRawSafetensors(path, "{not json", data);
+      CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "bad.safetensors header");
+    }
+    SUBCASE("an entry without offsets") {
+      WriteRawSafetensors(path, R"({"w":{"dtype":"F32","shape":[4]}})", data);
+      CheckError(SafetensorsFile::Open(path), StatusCode::kDataLoss, "tensor 'w': malformed");
+    }
+    SUBCASE("a dtype safetensors does not define is accepted until used") {
+      WriteRawSafetensors(path, R"({"w":{"dtype":"Q4","shape":[4],"data_offsets":[0,2]},"__metadata__":{"k":"v"}})",
+                          data);
+      Result<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
+      REQUIRE(file.ok());
+      CHECK_FALSE((*file)->Find("w")->dtype_supported);
+      CHECK((*file)->Find("__metadata__") == nullptr);
+    }
+  }
+
+  TEST_CASE("WriteSafetensors rejects sizes that do not match the shape and duplicate names") {
+    TempDir dir;
+    CheckError(WriteSafetensors(dir / "x.safetensors", {{"w", "F32", {3}, FloatBytes({1, 2})}}),
+               StatusCode::kInvalidArgument, "tensor 'w': shape [3] of F32 needs 12 bytes, got 8");
+    CheckError(WriteSafetensors(dir / "x.safetensors",
+                                {{"w", "F32", {1}, FloatBytes({1})}, {"w", "F32", {1}, FloatBytes({1})}}),
+               StatusCode::kInvalidArgument, "duplicate");
+    CHECK_FALSE(fs::exists(dir / "x.safetensors"));
+  }
+
+  TEST_CASE("a sharded checkpoint opens every shard of the index") {
+    TempDir dir;
+    REQUIRE(WriteSafetensors(dir / "s1.safetensors", {{"a", "F32", {1}, FloatBytes({1})}}).ok());
+    REQUIRE(WriteSafetensors(dir / "s2.safetensors", {{"b", "F32", {1}, FloatBytes({2})}}).ok());
+    Json index = {{"metadata", {{"total_size", 8}}},
+                  {"weight_map", {{"a", "s1.safetensors"}, {"b", "s2.safetensors"}}}};
+    REQUIRE(WriteFileAtomically(dir / "model.safetensors.index.json", index.dump()).ok());
+    Result<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::Open(dir.path().string());
+    REQUIRE(checkpoint.ok());
+    CHECK((*checkpoint)->TensorNames() == std::vector<std::string>{"a", "b"});
+    CHECK(Contains((*checkpoint)->Find("b")->file, "s2.safetensors"));
+
+    SUBCASE("a tensor its shard lacks") {
+      index["weight_map"]["c"] = "s2.safetensors";
+      REQUIRE(WriteFileAtomically(dir / "model.safetensors.index.json", index.dump()).ok());
+      CheckError(Checkpoint::Open(dir.path().string()), StatusCode::kDataLoss,
+                 "tensor 'c' is mapped to shard 's2.safetensors'");
+    }
+    SUBCASE("a missing shard") {
+      index["weight_map"]["c"] = "s3.safetensors";
+      REQUIRE(WriteFileAtomically(dir / "model.safetensors.index.json", index.dump()).ok());
+      CheckError(Checkpoint::Open(dir.path().string()), StatusCode::kNotFound, "s3.safetensors");
+    }
+    SUBCASE("a tensor in two shards") {
+      REQUIRE(WriteSafetensors(dir / "s2.safetensors",
+                               {{"b", "F32", {1}, FloatBytes({2})}, {"a", "F32", {1}, FloatBytes({3})}})
+                  .ok());
+      CheckError(Checkpoint::Open(dir.path().string()), StatusCode::kDataLoss, "tensor 'a' appears in both");
+    }
+  }
+
+  TEST_CASE("a directory without a checkpoint is NotFound") {
+    TempDir dir;
+    CheckError(Checkpoint::Open(dir.path().string()), StatusCode::kNotFound, "no model.safetensors");
+  }
 
 }  // TEST_SUITE
 

@@ -47,7 +47,8 @@ inline std::string TinyModel(const std::string& dtype, const std::string& arch =
   auto it = made.find(key);
   if (it != made.end()) return it->second;
   std::string out = dir / key;
-  std::vector<std::string> args = {"scripts/make_tiny_model.py", "--out", out, "--preset", "tiny", "--dtype", dtype, "--arch", arch};
+  std::vector<std::string> args = {
+      "scripts/make_tiny_model.py", "--out", out, "--preset", "tiny", "--dtype", dtype, "--arch", arch};
   if (!tokenizer) args.push_back("--no-tokenizer");
   RunPython(args);
   made[key] = out;
@@ -61,11 +62,12 @@ inline std::string JoinIds(const std::vector<int32_t>& ids) {
 }
 
 // The reference's JSON result for tokens (see reference_model.py).
-inline Json RunReference(const std::string& model_dir, const std::vector<int32_t>& tokens, std::vector<std::string> flags = {}) {
+inline Json RunReference(const std::string& model_dir, const std::vector<int32_t>& tokens,
+                         std::vector<std::string> flags = {}) {
   TempDir dir;
   std::string out = dir / "reference.json";
-  std::vector<std::string> args = {"tests/inference/reference_model.py", "--model", model_dir, "--tokens", JoinIds(tokens),
-                                   "--out", out};
+  std::vector<std::string> args = {
+      "tests/inference/reference_model.py", "--model", model_dir, "--tokens", JoinIds(tokens), "--out", out};
   args.insert(args.end(), flags.begin(), flags.end());
   RunPython(args);
   Result<std::string> text = ReadFileToString(out);

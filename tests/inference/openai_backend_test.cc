@@ -68,7 +68,8 @@ std::unique_ptr<Backend> Open(const std::string& base_url, BackendOptions option
 
 ChatMessage Msg(std::string role, std::string content, std::string reasoning = "", std::vector<ChatToolCall> calls = {},
                 std::string tool_call_id = "") {
-  return ChatMessage{std::move(role), std::move(content), std::move(reasoning), std::move(calls), std::move(tool_call_id)};
+  return ChatMessage{std::move(role), std::move(content), std::move(reasoning), std::move(calls),
+                     std::move(tool_call_id)};
 }
 
 CompletionRequest Request(const std::string& model, std::vector<ChatMessage> messages = {Msg("user", "hi")}) {
@@ -85,7 +86,9 @@ Json Echoed(const Completion& choice) {
   return *json;
 }
 
-Result<CompletionResult> Complete(Backend& backend, const CompletionRequest& request) { return backend.Complete(request); }
+Result<CompletionResult> Complete(Backend& backend, const CompletionRequest& request) {
+  return backend.Complete(request);
+}
 
 TEST_CASE("openai: the request body carries messages, tool calls with ids, tools, sampling and the key") {
   ::setenv("ENVFORGE_OPENAI_TEST_KEY", "sk-test-123", 1);
@@ -93,18 +96,23 @@ TEST_CASE("openai: the request body carries messages, tool calls with ids, tools
   options.api_key_env = "ENVFORGE_OPENAI_TEST_KEY";
   auto backend = Open(Server().base(), options);
 
-  CompletionRequest request = Request("echo/body", {
-      Msg("system", "be brief"),
-      Msg("user", "first question"),
-      Msg("assistant", "", "old reasoning", {ChatToolCall{"", "search", Json{{"q", "x"}}}, ChatToolCall{"", "lookup", Json("{\"id\": 4}")}}),
-      Msg("tool", "result 1"),
-      Msg("tool", "result 2"),
-      Msg("user", "second question"),
-      Msg("assistant", "checking", "new reasoning", {ChatToolCall{"call_x", "search", Json{{"q", "y"}}}}),
-      Msg("tool", "result 3", "", {}, "call_x"),
-  });
+  CompletionRequest request =
+      Request("echo/body",
+              {
+                  Msg("system", "be brief"),
+                  Msg("user", "first question"),
+                  Msg("assistant", "", "old reasoning",
+                      {ChatToolCall{"", "search", Json{{"q", "x"}}}, ChatToolCall{"", "lookup", Json("{\"id\": 4}")}}),
+                  Msg("tool", "result 1"),
+                  Msg("tool", "result 2"),
+                  Msg("user", "second question"),
+                  Msg("assistant", "checking", "new reasoning", {ChatToolCall{"call_x", "search", Json{{"q", "y"}}}}),
+                  Msg("tool", "result 3", "", {}, "call_x"),
+              });
   request.tools = Json::array({
-      Json{{"name", "search"}, {"description", "Search."}, {"inputSchema", {{"type", "object"}, {"properties", {{"q", {{"type", "string"}}}}}}}},
+      Json{{"name", "search"},
+           {"description", "Search."},
+           {"inputSchema", {{"type", "object"}, {"properties", {{"q", {{"type", "string"}}}}}}}},
       Json{{"type", "function"}, {"function", {{"name", "lookup"}, {"parameters", {{"type", "object"}}}}}},
   });
   request.n = 2;
@@ -167,9 +175,12 @@ TEST_CASE("openai: the request body carries messages, tool calls with ids, tools
 
   // Tools in OpenAI's function form: MCP specs converted, OpenAI specs passed through.
   REQUIRE(body["tools"].size() == 2);
-  CHECK(body["tools"][0] == Json{{"type", "function"},
-                                 {"function", {{"name", "search"}, {"description", "Search."},
-                                               {"parameters", {{"type", "object"}, {"properties", {{"q", {{"type", "string"}}}}}}}}}});
+  CHECK(body["tools"][0] ==
+        Json{{"type", "function"},
+             {"function",
+              {{"name", "search"},
+               {"description", "Search."},
+               {"parameters", {{"type", "object"}, {"properties", {{"q", {{"type", "string"}}}}}}}}}});
   CHECK(body["tools"][1] == request.tools[1]);
   CHECK(body["tool_choice"] == "auto");
   ::unsetenv("ENVFORGE_OPENAI_TEST_KEY");
@@ -306,7 +317,9 @@ TEST_CASE("openai: 500 twice then success; 500 forever is Unavailable after max_
   CHECK(Server().Stats("down500/a")["attempts"] == 3);
 }
 
-TEST_CASE("openai: a 400 is InvalidArgument with the server's message, not retried; a context overflow is ResourceExhausted") {
+TEST_CASE(
+    "openai: a 400 is InvalidArgument with the server's message, not retried; a context overflow is "
+    "ResourceExhausted") {
   auto backend = Open(Server().base());
   Result<CompletionResult> result = Complete(*backend, Request("bad400/a"));
   CHECK(result.status().code() == StatusCode::kInvalidArgument);
@@ -446,7 +459,9 @@ TEST_CASE("openai: at most max_concurrency requests are in flight at once") {
   CHECK(run("slowcount/open", 6, 6) > 2);
 }
 
-TEST_CASE("openai: OpenBackend opens openai:URL; bad specs, unset key variables and bad requests are InvalidArgument naming them") {
+TEST_CASE(
+    "openai: OpenBackend opens openai:URL; bad specs, unset key variables and bad requests are InvalidArgument naming "
+    "them") {
   BackendOptions options;
   CHECK(OpenOpenAiBackend("", options).status().code() == StatusCode::kInvalidArgument);
   Result<std::unique_ptr<Backend>> ftp = OpenOpenAiBackend("ftp://example.com/v1", options);

@@ -267,7 +267,14 @@ __global__ void misaligned_vector_ldcg_kernel(const float* values, float4* out) 
   *out = __ldcg(reinterpret_cast<const float4*>(values + 2));
 }
 
-enum LdMatrixSource : int { kStaticShared, kDynamicShared, kMisalignedRow, kGlobalRows, kLocalRows, kPastDynamicShared };
+enum LdMatrixSource : int {
+  kStaticShared,
+  kDynamicShared,
+  kMisalignedRow,
+  kGlobalRows,
+  kLocalRows,
+  kPastDynamicShared
+};
 
 // One warp, ldmatrix.x1 (lanes 0-7 give row addresses) from the chosen source; the launch gives
 // 128 bytes of dynamic shared memory except for kPastDynamicShared (64: rows 4-7 are past it).
@@ -407,8 +414,8 @@ void CheckLdMatrix(int count, bool transpose) {
         const uint16_t hi = transpose ? MatrixElement(i, col + 1, row) : MatrixElement(i, row, col + 1);
         expected = lo | static_cast<uint32_t>(hi) << 16;
       }
-      CHECK_MESSAGE(regs[static_cast<size_t>(lane * 4 + i)] == expected, "x", count, transpose ? ".trans" : "", " lane ",
-                    lane, " reg ", i);
+      CHECK_MESSAGE(regs[static_cast<size_t>(lane * 4 + i)] == expected, "x", count, transpose ? ".trans" : "",
+                    " lane ", lane, " reg ", i);
     }
   }
 }
@@ -483,7 +490,8 @@ void CheckMma(bool fp8, uint32_t seed) {
       const Position p = Accumulator(lane, i);
       double expected = c[static_cast<size_t>(p.row * 8 + p.col)], magnitude = std::fabs(expected);
       for (int k = 0; k < k_dim; ++k) {
-        const double term = static_cast<double>(a[static_cast<size_t>(p.row * k_dim + k)]) * b[static_cast<size_t>(k * 8 + p.col)];
+        const double term =
+            static_cast<double>(a[static_cast<size_t>(p.row * k_dim + k)]) * b[static_cast<size_t>(k * 8 + p.col)];
         expected += term;
         magnitude += std::fabs(term);
       }
@@ -606,11 +614,12 @@ ChildOutcome RunInChild(Body body) {
 
 // The child died of an ASan report of `kind` ("use-after-poison") for an access (e.g. "READ of
 // size 4") made at `address` in `function`, whose source line (this file) the report names.
-void CheckAsanReport(const ChildOutcome& outcome, const std::string& kind, const std::string& access, const void* address,
-                     const std::string& function) {
+void CheckAsanReport(const ChildOutcome& outcome, const std::string& kind, const std::string& access,
+                     const void* address, const std::string& function) {
   INFO(outcome.stderr_text);
   CHECK(outcome.status != 0);
-  CHECK(outcome.stderr_text.find("ERROR: AddressSanitizer: " + kind + " on address " + HexAddress(address)) != std::string::npos);
+  CHECK(outcome.stderr_text.find("ERROR: AddressSanitizer: " + kind + " on address " + HexAddress(address)) !=
+        std::string::npos);
   CHECK(outcome.stderr_text.find(access + " at " + HexAddress(address)) != std::string::npos);
   const size_t frame = outcome.stderr_text.find(" in " + function);
   REQUIRE(frame != std::string::npos);
@@ -629,8 +638,8 @@ struct LtFp8Matmul {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
 
-  LtFp8Matmul(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, cudaDataType d_type, int32_t a_mode,
-              int32_t b_mode) {
+  LtFp8Matmul(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, cudaDataType d_type,
+              int32_t a_mode, int32_t b_mode) {
     REQUIRE(cublasLtCreate(&handle) == CUBLAS_STATUS_SUCCESS);
     REQUIRE(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
     Set(CUBLASLT_MATMUL_DESC_TRANSA, int32_t{CUBLAS_OP_T});
@@ -641,8 +650,10 @@ struct LtFp8Matmul {
             CUBLAS_STATUS_SUCCESS);
     REQUIRE(cublasLtMatrixLayoutCreate(&b, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(n), ldb) ==
             CUBLAS_STATUS_SUCCESS);
-    REQUIRE(cublasLtMatrixLayoutCreate(&c, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), ldd) == CUBLAS_STATUS_SUCCESS);
-    REQUIRE(cublasLtMatrixLayoutCreate(&d, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), ldd) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatrixLayoutCreate(&c, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), ldd) ==
+            CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatrixLayoutCreate(&d, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), ldd) ==
+            CUBLAS_STATUS_SUCCESS);
     REQUIRE(cublasLtMatmulPreferenceCreate(&preference) == CUBLAS_STATUS_SUCCESS);
   }
   ~LtFp8Matmul() {
@@ -669,7 +680,8 @@ struct LtFp8Matmul {
   }
   cublasStatus_t Run(const void* a_data, const void* b_data, void* d_data, float alpha, float beta,
                      const cublasLtMatmulAlgo_t* algo) {
-    return cublasLtMatmul(handle, desc, &alpha, a_data, a, b_data, b, &beta, d_data, c, d_data, d, algo, nullptr, 0, nullptr);
+    return cublasLtMatmul(handle, desc, &alpha, a_data, a, b_data, b, &beta, d_data, c, d_data, d, algo, nullptr, 0,
+                          nullptr);
   }
 };
 
@@ -702,7 +714,8 @@ std::vector<float> BlockScales(int32_t mode, int64_t outer_count, int64_t blocks
     for (int64_t block = 0; block < blocks; ++block) {
       const int64_t group = mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F ? outer : outer / 128;
       const float magnitude = std::ldexp(1.0f, static_cast<int>((group * 5 + block * 3 + salt) % 3) - 1);
-      scales[ScaleIndex(mode, outer, outer_count, block, blocks)] = (group + block + salt) % 5 == 0 ? -magnitude : magnitude;
+      scales[ScaleIndex(mode, outer, outer_count, block, blocks)] =
+          (group + block + salt) % 5 == 0 ? -magnitude : magnitude;
     }
   }
   return scales;
@@ -743,12 +756,14 @@ TEST_SUITE("kernels.cuda.emulation") {
     for (size_t i = 0; i < a.size(); ++i) a_bits[i] = FloatToBf16(a[i]);
     for (size_t i = 0; i < b.size(); ++i) b_bits[i] = FloatToBf16(b[i]);
     DeviceBuffer a_dev = ToDevice(a_bits), b_dev = ToDevice(b_bits), d_dev = DeviceZeros<float>(128);
-    ENVFORGE_LAUNCH(1, 32, 0, nullptr, ldmatrix_mma_kernel)(a_dev.as<uint16_t>(), b_dev.as<uint16_t>(), d_dev.as<float>());
+    ENVFORGE_LAUNCH(1, 32, 0, nullptr, ldmatrix_mma_kernel)
+    (a_dev.as<uint16_t>(), b_dev.as<uint16_t>(), d_dev.as<float>());
     const std::vector<float> d = FromDevice<float>(d_dev, 128);
     for (int row = 0; row < 16; ++row) {
       for (int col = 0; col < 8; ++col) {
         float expected = 0;  // exact: halves times halves, 16 terms
-        for (int k = 0; k < 16; ++k) expected += a[static_cast<size_t>(row * 16 + k)] * b[static_cast<size_t>(k * 8 + col)];
+        for (int k = 0; k < 16; ++k)
+          expected += a[static_cast<size_t>(row * 16 + k)] * b[static_cast<size_t>(k * 8 + col)];
         CHECK_MESSAGE(d[static_cast<size_t>(row * 8 + col)] == expected, "D[", row, "][", col, "]");
       }
     }
@@ -762,12 +777,16 @@ TEST_SUITE("kernels.cuda.emulation") {
     const std::vector<double> got_double = FromDevice<double>(out_double, 64);
     for (int t = 0; t < 64; ++t) {
       const int lane = t % 32, warp_base = t - lane;
-      const int expected[kShuffleOutputs] = {
-          100 + warp_base + ShuffleSource(lane, 0, (t * 7) % 32, 32), 100 + warp_base + ShuffleSource(lane, 1, 3, 32),
-          100 + warp_base + ShuffleSource(lane, 2, 5, 32),            100 + warp_base + ShuffleSource(lane, 3, 6, 32),
-          100 + warp_base + ShuffleSource(lane, 0, 3, 8),             100 + warp_base + ShuffleSource(lane, 1, 2, 8),
-          100 + warp_base + ShuffleSource(lane, 2, 2, 8),             100 + warp_base + ShuffleSource(lane, 3, 9, 8),
-          100 + warp_base + 31,                                       100 + warp_base + (lane ^ 16)};
+      const int expected[kShuffleOutputs] = {100 + warp_base + ShuffleSource(lane, 0, (t * 7) % 32, 32),
+                                             100 + warp_base + ShuffleSource(lane, 1, 3, 32),
+                                             100 + warp_base + ShuffleSource(lane, 2, 5, 32),
+                                             100 + warp_base + ShuffleSource(lane, 3, 6, 32),
+                                             100 + warp_base + ShuffleSource(lane, 0, 3, 8),
+                                             100 + warp_base + ShuffleSource(lane, 1, 2, 8),
+                                             100 + warp_base + ShuffleSource(lane, 2, 2, 8),
+                                             100 + warp_base + ShuffleSource(lane, 3, 9, 8),
+                                             100 + warp_base + 31,
+                                             100 + warp_base + (lane ^ 16)};
       for (int i = 0; i < kShuffleOutputs; ++i) {
         CHECK_MESSAGE(got[static_cast<size_t>(t * kShuffleOutputs + i)] == expected[i], "thread ", t, " output ", i);
       }
@@ -856,8 +875,8 @@ TEST_SUITE("kernels.cuda.emulation") {
     CHECK(cudaFuncSetAttribute(dynamic_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * 1024) ==
           cudaErrorInvalidValue);
     (void)cudaGetLastError();
-    REQUIRE(cudaFuncSetAttribute(dynamic_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) ==
-            cudaSuccess);
+    REQUIRE(cudaFuncSetAttribute(dynamic_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(bytes)) == cudaSuccess);
     ENVFORGE_LAUNCH(1, 256, bytes, nullptr, dynamic_shared_kernel)(n, out.as<int>(), unwritten.as<uint32_t>());
     REQUIRE(cudaGetLastError() == cudaSuccess);
     const std::vector<int> got = FromDevice<int>(out, static_cast<size_t>(n));
@@ -936,7 +955,8 @@ TEST_SUITE("kernels.cuda.emulation") {
     for (int v : FromDevice<int>(marks, 64)) CHECK(v == 1);
   }
 
-  TEST_CASE("misaligned __ldg / __ldcg fault naming the kernel, thread and address, as a GPU's misaligned-address error") {
+  TEST_CASE(
+      "misaligned __ldg / __ldcg fault naming the kernel, thread and address, as a GPU's misaligned-address error") {
     const ScopedNonAbortingFaults non_aborting;
     std::vector<unsigned char> bytes(64);
     for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i);
@@ -954,18 +974,20 @@ TEST_SUITE("kernels.cuda.emulation") {
     DeviceBuffer vector_out = DeviceZeros<float4>(1);
     ENVFORGE_LAUNCH(1, 1, 0, nullptr, misaligned_vector_ldcg_kernel)(in.as<float>(), vector_out.as<float4>());
     message = ExpectLaunchFault("misaligned_vector_ldcg_kernel");
-    CHECK(message.find("__ldcg of a 16-byte value at " + HexAddress(in.as<float>() + 2) + ", which is not 16-byte aligned") !=
-          std::string::npos);
+    CHECK(message.find("__ldcg of a 16-byte value at " + HexAddress(in.as<float>() + 2) +
+                       ", which is not 16-byte aligned") != std::string::npos);
   }
 
-  TEST_CASE("ldmatrix rows must be 16-byte aligned and in shared memory; cp.async operands aligned, its destination shared") {
+  TEST_CASE(
+      "ldmatrix rows must be 16-byte aligned and in shared memory; cp.async operands aligned, its destination shared") {
     const ScopedNonAbortingFaults non_aborting;
     std::vector<uint16_t> rows(64);
     for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<uint16_t>(i);
     DeviceBuffer global = ToDevice(rows), out = DeviceZeros<uint32_t>(32);
     auto launch = [&](int source) {
       const size_t shared_bytes = source == kPastDynamicShared ? 64 : 128;
-      ENVFORGE_LAUNCH(1, 32, shared_bytes, nullptr, ldmatrix_source_kernel)(global.as<uint16_t>(), source, out.as<uint32_t>());
+      ENVFORGE_LAUNCH(1, 32, shared_bytes, nullptr, ldmatrix_source_kernel)
+      (global.as<uint16_t>(), source, out.as<uint32_t>());
     };
     for (int source : {kStaticShared, kDynamicShared}) {
       launch(source);
@@ -984,8 +1006,8 @@ TEST_SUITE("kernels.cuda.emulation") {
 
     launch(kGlobalRows);
     message = ExpectLaunchFault("ldmatrix_source_kernel");
-    CHECK(message.find("ldmatrix row address " + HexAddress(global.as<uint16_t>()) + " (16 bytes) is outside shared memory") !=
-          std::string::npos);
+    CHECK(message.find("ldmatrix row address " + HexAddress(global.as<uint16_t>()) +
+                       " (16 bytes) is outside shared memory") != std::string::npos);
 
     launch(kLocalRows);
     message = ExpectLaunchFault("ldmatrix_source_kernel");
@@ -1003,19 +1025,26 @@ TEST_SUITE("kernels.cuda.emulation") {
     ENVFORGE_LAUNCH(1, 32, 0, nullptr, cp_async_mistake_kernel)(src.as<uint8_t>(), kNoMistake, dst.as<uint8_t>());
     REQUIRE(cudaGetLastError() == cudaSuccess);
     CHECK(FromDevice<uint8_t>(dst, 1)[0] == 17);
-    ENVFORGE_LAUNCH(1, 32, 0, nullptr, cp_async_mistake_kernel)(src.as<uint8_t>(), kMisalignedDestination, dst.as<uint8_t>());
+    ENVFORGE_LAUNCH(1, 32, 0, nullptr, cp_async_mistake_kernel)
+    (src.as<uint8_t>(), kMisalignedDestination, dst.as<uint8_t>());
     message = ExpectLaunchFault("cp_async_mistake_kernel");
-    CHECK(message.find("thread (0,0,0): misaligned address: cp.async of 16 bytes from " + HexAddress(src.as<uint8_t>())) !=
+    CHECK(message.find("thread (0,0,0): misaligned address: cp.async of 16 bytes from " +
+                       HexAddress(src.as<uint8_t>())) != std::string::npos);
+    ENVFORGE_LAUNCH(1, 32, 0, nullptr, cp_async_mistake_kernel)
+    (src.as<uint8_t>(), kMisalignedSource, dst.as<uint8_t>());
+    message = ExpectLaunchFault("cp_async_mistake_kernel");
+    CHECK(message.find("misaligned address: cp.async of 16 bytes from " + HexAddress(src.as<uint8_t>() + 4)) !=
           std::string::npos);
-    ENVFORGE_LAUNCH(1, 32, 0, nullptr, cp_async_mistake_kernel)(src.as<uint8_t>(), kMisalignedSource, dst.as<uint8_t>());
+    ENVFORGE_LAUNCH(1, 32, 0, nullptr, cp_async_mistake_kernel)
+    (src.as<uint8_t>(), kGlobalDestination, dst.as<uint8_t>());
     message = ExpectLaunchFault("cp_async_mistake_kernel");
-    CHECK(message.find("misaligned address: cp.async of 16 bytes from " + HexAddress(src.as<uint8_t>() + 4)) != std::string::npos);
-    ENVFORGE_LAUNCH(1, 32, 0, nullptr, cp_async_mistake_kernel)(src.as<uint8_t>(), kGlobalDestination, dst.as<uint8_t>());
-    message = ExpectLaunchFault("cp_async_mistake_kernel");
-    CHECK(message.find("to " + HexAddress(dst.as<uint8_t>()) + ": the destination is outside shared memory") != std::string::npos);
+    CHECK(message.find("to " + HexAddress(dst.as<uint8_t>()) + ": the destination is outside shared memory") !=
+          std::string::npos);
   }
 
-  TEST_CASE("writes past an allocation (slack, guard band) or before it fault the launch with the size and first bad offset") {
+  TEST_CASE(
+      "writes past an allocation (slack, guard band) or before it fault the launch with the size and first bad "
+      "offset") {
     const ScopedNonAbortingFaults non_aborting;
     // 100 floats: 400 bytes, rounded to 512 (112 bytes of slack), then a 256-byte guard band.
     DeviceBuffer data = DeviceZeros<float>(100);
@@ -1027,9 +1056,9 @@ TEST_SUITE("kernels.cuda.emulation") {
     const struct {
       int index;
       std::string first;
-    } overruns[] = {{100, "the first at offset 400 (past its end"},   // one past the end
-                    {127, "the first at offset 508 (past its end"},   // the last float of the slack
-                    {191, "the first at offset 764 (past its end"},   // the last float of the guard band
+    } overruns[] = {{100, "the first at offset 400 (past its end"},  // one past the end
+                    {127, "the first at offset 508 (past its end"},  // the last float of the slack
+                    {191, "the first at offset 764 (past its end"},  // the last float of the guard band
                     {-1, "the first at offset -4 (before its start)"}};
     for (const auto& overrun : overruns) {
       ENVFORGE_LAUNCH(2, 32, 0, nullptr, unsanitized_write_at_kernel)(data.as<float>(), overrun.index, 1.0f);
@@ -1051,9 +1080,11 @@ TEST_SUITE("kernels.cuda.emulation") {
     std::vector<unsigned char> host(101, 1);
     CHECK(cudaMemcpy(memory, host.data(), 101, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
     CHECK(cudaGetLastError() == cudaErrorInvalidValue);
-    CHECK(cudaMemcpy(host.data(), static_cast<unsigned char*>(memory) + 1, 100, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+    CHECK(cudaMemcpy(host.data(), static_cast<unsigned char*>(memory) + 1, 100, cudaMemcpyDeviceToHost) ==
+          cudaErrorInvalidValue);
     CHECK(cudaMemset(static_cast<unsigned char*>(memory) + 50, 0, 51) == cudaErrorInvalidValue);
-    CHECK(cudaMemcpy2DAsync(memory, 40, host.data(), 30, 30, 3, cudaMemcpyHostToDevice, nullptr) == cudaErrorInvalidValue);
+    CHECK(cudaMemcpy2DAsync(memory, 40, host.data(), 30, 30, 3, cudaMemcpyHostToDevice, nullptr) ==
+          cudaErrorInvalidValue);
     (void)cudaGetLastError();
     CHECK(cudaMemcpy(memory, host.data(), 100, cudaMemcpyHostToDevice) == cudaSuccess);
     CHECK(cudaMemset(static_cast<unsigned char*>(memory) + 50, 0, 50) == cudaSuccess);
@@ -1066,7 +1097,8 @@ TEST_SUITE("kernels.cuda.emulation") {
     const std::string message = cuda_emulation::LastFaultMessage();
     MESSAGE(message);
     CHECK(message.find("cudaFree: out-of-bounds write: the device allocation at " + HexAddress(memory) +
-                       " of 100 bytes has 1 byte(s) overwritten outside it, the first at offset 103") != std::string::npos);
+                       " of 100 bytes has 1 byte(s) overwritten outside it, the first at offset 103") !=
+          std::string::npos);
   }
 
   TEST_CASE("fiber stacks are reused after kernels that finished and kernels a fault abandoned mid-frame") {
@@ -1133,20 +1165,28 @@ TEST_SUITE("kernels.cuda.emulation") {
     DeviceBuffer out = DeviceZeros<float>(1);
     const float* base = data.as<float>();
     auto read_at = [&](int index) {
-      return RunInChild([&] { ENVFORGE_LAUNCH(2, 32, 0, nullptr, read_at_kernel)(data.as<float>(), index, out.as<float>()); });
+      return RunInChild([&] {
+        ENVFORGE_LAUNCH(2, 32, 0, nullptr, read_at_kernel)(data.as<float>(), index, out.as<float>());
+      });
     };
     // The harness itself: an in-bounds read runs to the end of the child, silently.
     const ChildOutcome clean = read_at(99);
     CHECK(clean.status == 0);
     CHECK(clean.stderr_text.find("AddressSanitizer") == std::string::npos);
 
-    CheckAsanReport(read_at(100), "use-after-poison", "READ of size 4", base + 100, "read_at_kernel");  // one past the end
-    CheckAsanReport(read_at(127), "use-after-poison", "READ of size 4", base + 127, "read_at_kernel");  // the slack's last
-    CheckAsanReport(read_at(191), "use-after-poison", "READ of size 4", base + 191, "read_at_kernel");  // the guard's last
-    CheckAsanReport(read_at(-1), "use-after-poison", "READ of size 4", base - 1, "read_at_kernel");     // before the start
+    CheckAsanReport(read_at(100), "use-after-poison", "READ of size 4", base + 100,
+                    "read_at_kernel");  // one past the end
+    CheckAsanReport(read_at(127), "use-after-poison", "READ of size 4", base + 127,
+                    "read_at_kernel");  // the slack's last
+    CheckAsanReport(read_at(191), "use-after-poison", "READ of size 4", base + 191,
+                    "read_at_kernel");                                                               // the guard's last
+    CheckAsanReport(read_at(-1), "use-after-poison", "READ of size 4", base - 1, "read_at_kernel");  // before the start
 
     // Writes are reported by ASan before the guard check after the launch could see them.
-    const ChildOutcome write = RunInChild([&] { ENVFORGE_LAUNCH(2, 32, 0, nullptr, write_at_kernel)(data.as<float>(), 100, 1.0f); });
+    const ChildOutcome write = RunInChild([&] {
+      ENVFORGE_LAUNCH(2, 32, 0, nullptr, write_at_kernel)
+      (data.as<float>(), 100, 1.0f);
+    });
     CheckAsanReport(write, "use-after-poison", "WRITE of size 4", base + 100, "write_at_kernel");
     CHECK(write.stderr_text.find("envforge CUDA emulator") == std::string::npos);
 
@@ -1156,7 +1196,8 @@ TEST_SUITE("kernels.cuda.emulation") {
       ENVFORGE_LAUNCH(1, 64, 100 * sizeof(int), nullptr, dynamic_shared_read_kernel)(100, 37, shared_out.as<int>());
     });
     CheckAsanReport(shared, "use-after-poison", "READ of size 4",
-                    reinterpret_cast<const int*>(cuda_emulation::internal::dynamic_shared_memory) + 100, "dynamic_shared_read_kernel");
+                    reinterpret_cast<const int*>(cuda_emulation::internal::dynamic_shared_memory) + 100,
+                    "dynamic_shared_read_kernel");
   }
 #endif
 
@@ -1169,7 +1210,8 @@ TEST_SUITE("kernels.cuda.emulation") {
       REQUIRE(cudaGetLastError() == cudaSuccess);
       CHECK(FromDevice<int>(values, blocks)[blocks - 1] == blocks);  // the race goes unnoticed
     }
-    for (const cuda_emulation::BlockOrder exposing : {cuda_emulation::BlockOrder::kReverse, cuda_emulation::BlockOrder::kShuffle}) {
+    for (const cuda_emulation::BlockOrder exposing :
+         {cuda_emulation::BlockOrder::kReverse, cuda_emulation::BlockOrder::kShuffle}) {
       const ScopedBlockOrder order(exposing);
       REQUIRE(cudaMemset(values.data(), 0, blocks * sizeof(int)) == cudaSuccess);
       ENVFORGE_LAUNCH(blocks, 32, 0, nullptr, chain_kernel)(values.as<int>());
@@ -1178,7 +1220,8 @@ TEST_SUITE("kernels.cuda.emulation") {
     }
   }
 
-  TEST_CASE("block orders run every block of a 3-D grid once: forward, its exact reverse, seeded deterministic shuffles") {
+  TEST_CASE(
+      "block orders run every block of a 3-D grid once: forward, its exact reverse, seeded deterministic shuffles") {
     const dim3 grid(5, 3, 2);
     const int blocks = 30;
     DeviceBuffer counter = DeviceZeros<int>(1), position = DeviceZeros<int>(blocks);
@@ -1190,7 +1233,8 @@ TEST_SUITE("kernels.cuda.emulation") {
       return FromDevice<int>(position, blocks);
     };
     std::vector<int> identity(blocks), reversed(blocks);
-    for (int i = 0; i < blocks; ++i) identity[static_cast<size_t>(i)] = i, reversed[static_cast<size_t>(i)] = blocks - 1 - i;
+    for (int i = 0; i < blocks; ++i)
+      identity[static_cast<size_t>(i)] = i, reversed[static_cast<size_t>(i)] = blocks - 1 - i;
     {
       const ScopedBlockOrder order(cuda_emulation::BlockOrder::kForward);
       CHECK(run() == identity);
@@ -1285,24 +1329,25 @@ TEST_SUITE("kernels.cuda.emulation") {
         expected[static_cast<size_t>(i + j * 5)] = alpha * sum + beta * c[static_cast<size_t>(i + j * 5)];
       }
     }
-    REQUIRE(cublasGemmEx_64(handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.data(), CUDA_R_32F, 4, b.data(), CUDA_R_32F, 3,
-                            &beta, c.data(), CUDA_R_32F, 5, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasGemmEx_64(handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.data(), CUDA_R_32F, 4, b.data(),
+                            CUDA_R_32F, 3, &beta, c.data(), CUDA_R_32F, 5, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
     CHECK(c == expected);
 
     // Strided batches with a shared (stride 0) A, op N: C_b = A . B_b, beta 0 ignores NaN in C.
-    std::vector<float> a2 = {1, 2, 3, 4};                      // 2 x 2 column-major: [[1, 3], [2, 4]]
-    std::vector<float> b2 = {1, 0, 0, 1, 2, 0, 0, 2};          // two 2 x 2: I and 2I
+    std::vector<float> a2 = {1, 2, 3, 4};              // 2 x 2 column-major: [[1, 3], [2, 4]]
+    std::vector<float> b2 = {1, 0, 0, 1, 2, 0, 0, 2};  // two 2 x 2: I and 2I
     std::vector<float> c2(8, std::numeric_limits<float>::quiet_NaN());
     const float one = 1.0f, zero = 0.0f;
-    REQUIRE(cublasGemmStridedBatchedEx_64(handle, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a2.data(), CUDA_R_32F, 2, 0, b2.data(),
-                                          CUDA_R_32F, 2, 4, &zero, c2.data(), CUDA_R_32F, 2, 4, 2, CUBLAS_COMPUTE_32F,
-                                          CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasGemmStridedBatchedEx_64(handle, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a2.data(), CUDA_R_32F, 2, 0,
+                                          b2.data(), CUDA_R_32F, 2, 4, &zero, c2.data(), CUDA_R_32F, 2, 4, 2,
+                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
     CHECK(c2 == std::vector<float>{1, 2, 3, 4, 2, 4, 6, 8});
 
     // geam: C (3 x 2) = A^T with A 2 x 3 (ld 2); beta 0 does not read B.
     std::vector<float> a3 = {1, 2, 3, 4, 5, 6}, c3(6, -1);
-    REQUIRE(cublasSgeam_64(handle, CUBLAS_OP_T, CUBLAS_OP_T, 3, 2, &one, a3.data(), 2, &zero, nullptr, 2, c3.data(), 3) ==
-            CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasSgeam_64(handle, CUBLAS_OP_T, CUBLAS_OP_T, 3, 2, &one, a3.data(), 2, &zero, nullptr, 2, c3.data(),
+                           3) == CUBLAS_STATUS_SUCCESS);
     CHECK(c3 == std::vector<float>{1, 3, 5, 2, 4, 6});
     CHECK(cublasDestroy(handle) == CUBLAS_STATUS_SUCCESS);
   }
@@ -1330,7 +1375,8 @@ TEST_SUITE("kernels.cuda.emulation") {
     for (const Modes modes : {Modes{vec, blk}, Modes{blk, vec}, Modes{vec, vec}}) {
       CAPTURE(modes.a);
       CAPTURE(modes.b);
-      const std::vector<float> a_scales = BlockScales(modes.a, m, blocks, 1), b_scales = BlockScales(modes.b, n, blocks, 2);
+      const std::vector<float> a_scales = BlockScales(modes.a, m, blocks, 1),
+                               b_scales = BlockScales(modes.b, n, blocks, 2);
       std::vector<double> expected(static_cast<size_t>(m * n));
       for (int64_t j = 0; j < n; ++j) {
         for (int64_t i = 0; i < m; ++i) {
@@ -1360,7 +1406,8 @@ TEST_SUITE("kernels.cuda.emulation") {
       CHECK(result.state == CUBLAS_STATUS_SUCCESS);
       CHECK(result.workspaceSize == 0);
       DeviceBuffer d_device = ToDevice(std::vector<float>(static_cast<size_t>(ldd * n), -7.0f));
-      REQUIRE(fp32.Run(a_device.data(), b_device.data(), d_device.data(), 1.0f, 0.0f, &result.algo) == CUBLAS_STATUS_SUCCESS);
+      REQUIRE(fp32.Run(a_device.data(), b_device.data(), d_device.data(), 1.0f, 0.0f, &result.algo) ==
+              CUBLAS_STATUS_SUCCESS);
       const std::vector<float> d = FromDevice<float>(d_device, static_cast<size_t>(ldd * n));
       int64_t mismatches = 0;
       for (int64_t j = 0; j < n; ++j) {
@@ -1377,9 +1424,11 @@ TEST_SUITE("kernels.cuda.emulation") {
       LtFp8Matmul bf16(m, n, k, lda, ldb, m, CUDA_R_16BF, modes.a, modes.b);
       bf16.SetScales(a_scales_device.data(), b_scales_device.data());
       std::vector<uint16_t> c_values(static_cast<size_t>(m * n));
-      for (size_t i = 0; i < c_values.size(); ++i) c_values[i] = FloatToBf16(static_cast<float>(static_cast<int>(i % 33) - 16) / 4.0f);
+      for (size_t i = 0; i < c_values.size(); ++i)
+        c_values[i] = FloatToBf16(static_cast<float>(static_cast<int>(i % 33) - 16) / 4.0f);
       DeviceBuffer cd_device = ToDevice(c_values);
-      REQUIRE(bf16.Run(a_device.data(), b_device.data(), cd_device.data(), 0.5f, 2.0f, nullptr) == CUBLAS_STATUS_SUCCESS);
+      REQUIRE(bf16.Run(a_device.data(), b_device.data(), cd_device.data(), 0.5f, 2.0f, nullptr) ==
+              CUBLAS_STATUS_SUCCESS);
       const std::vector<uint16_t> cd = FromDevice<uint16_t>(cd_device, c_values.size());
       mismatches = 0;
       for (size_t i = 0; i < cd.size(); ++i) {
@@ -1390,7 +1439,9 @@ TEST_SUITE("kernels.cuda.emulation") {
     }
   }
 
-  TEST_CASE("cuBLASLt FP8 block-scaled matmul: unsupported configurations find no algorithm, bad arguments are INVALID_VALUE") {
+  TEST_CASE(
+      "cuBLASLt FP8 block-scaled matmul: unsupported configurations find no algorithm, bad arguments are "
+      "INVALID_VALUE") {
     const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     int returned = 0;
     cublasLtMatmulHeuristicResult_t result{};
@@ -1404,7 +1455,8 @@ TEST_SUITE("kernels.cuda.emulation") {
       LtFp8Matmul tensorwide(128, 128, 256, 256, 256, 128, CUDA_R_32F, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F,
                              CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);  // documented, not emulated
       CHECK(no_algorithm(tensorwide));
-      LtFp8Matmul outer_vector(128, 128, 256, 256, 256, 128, CUDA_R_32F, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, vec);
+      LtFp8Matmul outer_vector(128, 128, 256, 256, 256, 128, CUDA_R_32F, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F,
+                               vec);
       CHECK(no_algorithm(outer_vector));
       LtFp8Matmul m_not_multiple_of_4(126, 128, 256, 256, 256, 128, CUDA_R_32F, vec, blk);
       CHECK(no_algorithm(m_not_multiple_of_4));
@@ -1423,27 +1475,28 @@ TEST_SUITE("kernels.cuda.emulation") {
       CHECK(no_algorithm(fast_accum));
       LtFp8Matmul under_aligned(128, 128, 256, 256, 256, 128, CUDA_R_32F, vec, blk);
       const uint32_t eight = 8;
-      REQUIRE(cublasLtMatmulPreferenceSetAttribute(under_aligned.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &eight,
-                                                   sizeof eight) == CUBLAS_STATUS_SUCCESS);
+      REQUIRE(cublasLtMatmulPreferenceSetAttribute(under_aligned.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                   &eight, sizeof eight) == CUBLAS_STATUS_SUCCESS);
       CHECK(no_algorithm(under_aligned));
     }
 
     // Arguments in conflict: INVALID_VALUE from the heuristic and the matmul alike.
     LtFp8Matmul matmul(128, 128, 256, 256, 256, 128, CUDA_R_32F, vec, blk);
-    CHECK(cublasLtMatmulAlgoGetHeuristic(matmul.handle, matmul.desc, matmul.a, matmul.b, matmul.c, matmul.d, matmul.preference, 0,
-                                         &result, &returned) == CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmulAlgoGetHeuristic(matmul.handle, matmul.desc, matmul.a, matmul.b, matmul.c, matmul.d,
+                                         matmul.preference, 0, &result, &returned) == CUBLAS_STATUS_INVALID_VALUE);
     cublasLtMatrixLayout_t short_k = nullptr;  // B with k = 240 while A has 256
     REQUIRE(cublasLtMatrixLayoutCreate(&short_k, CUDA_R_8F_E4M3, 240, 128, 256) == CUBLAS_STATUS_SUCCESS);
-    CHECK(cublasLtMatmulAlgoGetHeuristic(matmul.handle, matmul.desc, matmul.a, short_k, matmul.c, matmul.d, matmul.preference, 1,
-                                         &result, &returned) == CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmulAlgoGetHeuristic(matmul.handle, matmul.desc, matmul.a, short_k, matmul.c, matmul.d,
+                                         matmul.preference, 1, &result, &returned) == CUBLAS_STATUS_INVALID_VALUE);
     CHECK(cublasLtMatrixLayoutDestroy(short_k) == CUBLAS_STATUS_SUCCESS);
     cublasLtMatrixLayout_t short_ld = nullptr;  // ld below the row count
     REQUIRE(cublasLtMatrixLayoutCreate(&short_ld, CUDA_R_8F_E4M3, 256, 128, 240) == CUBLAS_STATUS_SUCCESS);
-    CHECK(cublasLtMatmulAlgoGetHeuristic(matmul.handle, matmul.desc, short_ld, matmul.b, matmul.c, matmul.d, matmul.preference, 1,
-                                         &result, &returned) == CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmulAlgoGetHeuristic(matmul.handle, matmul.desc, short_ld, matmul.b, matmul.c, matmul.d,
+                                         matmul.preference, 1, &result, &returned) == CUBLAS_STATUS_INVALID_VALUE);
     CHECK(cublasLtMatrixLayoutDestroy(short_ld) == CUBLAS_STATUS_SUCCESS);
 
-    DeviceBuffer a = DeviceZeros<uint8_t>(256 * 128), b = DeviceZeros<uint8_t>(256 * 128), d = DeviceZeros<float>(128 * 128);
+    DeviceBuffer a = DeviceZeros<uint8_t>(256 * 128), b = DeviceZeros<uint8_t>(256 * 128),
+                 d = DeviceZeros<float>(128 * 128);
     DeviceBuffer scales = ToDevice(std::vector<float>(256, 1.0f));
     // No scale pointers yet: the heuristic does not need them, the matmul does.
     REQUIRE(matmul.Heuristic(returned, result) == CUBLAS_STATUS_SUCCESS);
@@ -1457,10 +1510,12 @@ TEST_SUITE("kernels.cuda.emulation") {
           CUBLAS_STATUS_INVALID_VALUE);  // FP8 matrix pointers must be 16-byte aligned
     cublasLtMatmulAlgo_t foreign{};
     CHECK(matmul.Run(a.data(), b.data(), d.data(), 1.0f, 0.0f, &foreign) == CUBLAS_STATUS_INVALID_VALUE);
-    CHECK(cublasLtMatmul(matmul.handle, matmul.desc, nullptr, a.data(), matmul.a, b.data(), matmul.b, nullptr, d.data(), matmul.c,
-                         d.data(), matmul.d, &result.algo, nullptr, 0, nullptr) == CUBLAS_STATUS_INVALID_VALUE);
-    CHECK(cublasLtMatmul(nullptr, matmul.desc, nullptr, a.data(), matmul.a, b.data(), matmul.b, nullptr, d.data(), matmul.c,
-                         d.data(), matmul.d, &result.algo, nullptr, 0, nullptr) == CUBLAS_STATUS_NOT_INITIALIZED);
+    CHECK(cublasLtMatmul(matmul.handle, matmul.desc, nullptr, a.data(), matmul.a, b.data(), matmul.b, nullptr, d.data(),
+                         matmul.c, d.data(), matmul.d, &result.algo, nullptr, 0,
+                         nullptr) == CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmul(nullptr, matmul.desc, nullptr, a.data(), matmul.a, b.data(), matmul.b, nullptr, d.data(),
+                         matmul.c, d.data(), matmul.d, &result.algo, nullptr, 0,
+                         nullptr) == CUBLAS_STATUS_NOT_INITIALIZED);
     matmul.Set(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, d.data());  // D is fp32, not a narrow type
     CHECK(matmul.Heuristic(returned, result) == CUBLAS_STATUS_INVALID_VALUE);
   }
@@ -1470,22 +1525,26 @@ TEST_SUITE("kernels.cuda.emulation") {
     REQUIRE(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
     int32_t value = -1;
     size_t written = 0;
-    REQUIRE(cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &value, sizeof value, &written) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &value, sizeof value, &written) ==
+            CUBLAS_STATUS_SUCCESS);
     CHECK(value == CUBLAS_OP_N);  // the documented default
     CHECK(written == sizeof value);
     REQUIRE(cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &value, sizeof value, nullptr) ==
             CUBLAS_STATUS_SUCCESS);
     CHECK(value == CUDA_R_32F);
     const int32_t blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-    REQUIRE(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &blk, sizeof blk) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &blk, sizeof blk) ==
+            CUBLAS_STATUS_SUCCESS);
     REQUIRE(cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &value, sizeof value, &written) ==
             CUBLAS_STATUS_SUCCESS);
     CHECK(value == blk);
     const int64_t wide = 1;
-    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &wide, sizeof wide) == CUBLAS_STATUS_INVALID_VALUE);
-    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, nullptr, sizeof value) == CUBLAS_STATUS_INVALID_VALUE);
-    CHECK(cublasLtMatmulDescSetAttribute(desc, static_cast<cublasLtMatmulDescAttributes_t>(9999), &value, sizeof value) ==
+    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &wide, sizeof wide) ==
           CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, nullptr, sizeof value) ==
+          CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmulDescSetAttribute(desc, static_cast<cublasLtMatmulDescAttributes_t>(9999), &value,
+                                         sizeof value) == CUBLAS_STATUS_INVALID_VALUE);
     // Size 0 asks for the size; it needs somewhere to write it.
     written = 0;
     REQUIRE(cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, nullptr, 0, &written) ==
@@ -1502,7 +1561,8 @@ TEST_SUITE("kernels.cuda.emulation") {
     uint32_t type = 0;
     REQUIRE(cublasLtMatrixLayoutGetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof rows, &written) ==
             CUBLAS_STATUS_SUCCESS);
-    REQUIRE(cublasLtMatrixLayoutGetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld, &written) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatrixLayoutGetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld, &written) ==
+            CUBLAS_STATUS_SUCCESS);
     REQUIRE(cublasLtMatrixLayoutGetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_TYPE, &type, sizeof type, &written) ==
             CUBLAS_STATUS_SUCCESS);
     CHECK(rows == 12);
@@ -1511,20 +1571,21 @@ TEST_SUITE("kernels.cuda.emulation") {
     const int32_t batch = 3;
     REQUIRE(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch) ==
             CUBLAS_STATUS_SUCCESS);
-    CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, &batch, sizeof batch) == CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, &batch, sizeof batch) ==
+          CUBLAS_STATUS_INVALID_VALUE);
     CHECK(cublasLtMatrixLayoutDestroy(layout) == CUBLAS_STATUS_SUCCESS);
 
     cublasLtMatmulPreference_t preference = nullptr;
     REQUIRE(cublasLtMatmulPreferenceCreate(&preference) == CUBLAS_STATUS_SUCCESS);
     uint32_t alignment = 0;
-    REQUIRE(cublasLtMatmulPreferenceGetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignment, sizeof alignment,
-                                                 &written) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasLtMatmulPreferenceGetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignment,
+                                                 sizeof alignment, &written) == CUBLAS_STATUS_SUCCESS);
     CHECK(alignment == 256);  // the documented default
     const uint64_t workspace = 1 << 20;
-    CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace) ==
-          CUBLAS_STATUS_SUCCESS);
-    CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &alignment, sizeof alignment) ==
-          CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                               sizeof workspace) == CUBLAS_STATUS_SUCCESS);
+    CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &alignment,
+                                               sizeof alignment) == CUBLAS_STATUS_INVALID_VALUE);
     CHECK(cublasLtMatmulPreferenceDestroy(preference) == CUBLAS_STATUS_SUCCESS);
   }
 
@@ -1543,8 +1604,8 @@ TEST_SUITE("kernels.cuda.emulation") {
     const double launch_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / launches;
     const uint64_t switches = after.fiber_switches - before.fiber_switches;
     const double switch_ns = std::chrono::duration<double, std::nano>(t2 - t1).count() / static_cast<double>(switches);
-    MESSAGE("empty 32-thread launch: " << launch_us << " us; barrier-bound kernel: " << switches << " switches, " << switch_ns
-                                       << " ns per switch (including the barrier bookkeeping)");
+    MESSAGE("empty 32-thread launch: " << launch_us << " us; barrier-bound kernel: " << switches << " switches, "
+                                       << switch_ns << " ns per switch (including the barrier bookkeeping)");
   }
 }
 

@@ -244,7 +244,8 @@ TEST_SUITE("kernels.cuda.gemm") {
   std::vector<T> Pitched(const std::vector<T>& values, int64_t rows, int64_t cols, int64_t ld, T pad) {
     std::vector<T> out(static_cast<size_t>(rows * ld), pad);
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(r * ld + c)] = values[static_cast<size_t>(r * cols + c)];
+      for (int64_t c = 0; c < cols; ++c)
+        out[static_cast<size_t>(r * ld + c)] = values[static_cast<size_t>(r * cols + c)];
     }
     return out;
   }
@@ -265,7 +266,8 @@ TEST_SUITE("kernels.cuda.gemm") {
   std::vector<float> Unpitch(const std::vector<float>& pitched, int64_t rows, int64_t cols, int64_t ld) {
     std::vector<float> out(static_cast<size_t>(rows * cols));
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(r * cols + c)] = pitched[static_cast<size_t>(r * ld + c)];
+      for (int64_t c = 0; c < cols; ++c)
+        out[static_cast<size_t>(r * cols + c)] = pitched[static_cast<size_t>(r * ld + c)];
     }
     return out;
   }
@@ -287,7 +289,8 @@ TEST_SUITE("kernels.cuda.gemm") {
     CAPTURE(layout.beta);
     const int64_t lda = k + layout.lda_pad, ldw = k + layout.ldw_pad, ldc = n + layout.ldc_pad;
     const std::vector<uint16_t> x = ToBf16(RandomFloats(static_cast<size_t>(m * k), static_cast<uint32_t>(m * 7 + k)));
-    const std::vector<uint16_t> w = ToBf16(RandomFloats(static_cast<size_t>(n * k), static_cast<uint32_t>(n * 13 + k), 0.1f));
+    const std::vector<uint16_t> w =
+        ToBf16(RandomFloats(static_cast<size_t>(n * k), static_cast<uint32_t>(n * 13 + k), 0.1f));
     const std::vector<float> c0 = RandomFloats(static_cast<size_t>(m * n), 99);
 
     // Expected: alpha * x . W^T + beta * c0 with c0 as the GPU sees it (bf16-rounded for a bf16 C).
@@ -301,7 +304,8 @@ TEST_SUITE("kernels.cuda.gemm") {
     std::vector<float> expected(product.size());
     for (size_t i = 0; i < product.size(); ++i) {
       const float c_in = layout.c_bf16 ? RoundToBf16(c0[i]) : c0[i];
-      expected[i] = static_cast<float>(static_cast<double>(layout.alpha) * product[i] + static_cast<double>(layout.beta) * c_in);
+      expected[i] =
+          static_cast<float>(static_cast<double>(layout.alpha) * product[i] + static_cast<double>(layout.beta) * c_in);
     }
 
     // Padding columns of A and W hold NaN: reading them would poison the result.
@@ -330,8 +334,9 @@ TEST_SUITE("kernels.cuda.gemm") {
     status = gpu.stream.Synchronize();
     REQUIRE_MESSAGE(status.ok(), status.message());
 
-    std::vector<float> pitched = layout.c_bf16 ? Bf16ToFloats(FromDevice<uint16_t>(c_device, static_cast<size_t>(m * ldc)))
-                                               : FromDevice<float>(c_device, static_cast<size_t>(m * ldc));
+    std::vector<float> pitched = layout.c_bf16
+                                     ? Bf16ToFloats(FromDevice<uint16_t>(c_device, static_cast<size_t>(m * ldc)))
+                                     : FromDevice<float>(c_device, static_cast<size_t>(m * ldc));
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t col = n; col < ldc; ++col) REQUIRE(pitched[static_cast<size_t>(r * ldc + col)] == sentinel);
     }
@@ -380,7 +385,8 @@ TEST_SUITE("kernels.cuda.gemm") {
     std::vector<float> expected(product.size());
     for (size_t i = 0; i < product.size(); ++i) {
       const float c_in = layout.c_bf16 ? RoundToBf16(c0[i]) : c0[i];
-      expected[i] = static_cast<float>(static_cast<double>(layout.alpha) * product[i] + static_cast<double>(layout.beta) * c_in);
+      expected[i] =
+          static_cast<float>(static_cast<double>(layout.alpha) * product[i] + static_cast<double>(layout.beta) * c_in);
     }
 
     // Padding columns hold the e4m3 NaN code.
@@ -412,8 +418,9 @@ TEST_SUITE("kernels.cuda.gemm") {
     status = gpu.stream.Synchronize();
     REQUIRE_MESSAGE(status.ok(), status.message());
 
-    std::vector<float> pitched = layout.c_bf16 ? Bf16ToFloats(FromDevice<uint16_t>(c_device, static_cast<size_t>(m * ldc)))
-                                               : FromDevice<float>(c_device, static_cast<size_t>(m * ldc));
+    std::vector<float> pitched = layout.c_bf16
+                                     ? Bf16ToFloats(FromDevice<uint16_t>(c_device, static_cast<size_t>(m * ldc)))
+                                     : FromDevice<float>(c_device, static_cast<size_t>(m * ldc));
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t col = n; col < ldc; ++col) REQUIRE(pitched[static_cast<size_t>(r * ldc + col)] == sentinel);
     }

@@ -113,117 +113,116 @@ std::vector<float> RandomRows(int64_t rows, int64_t dim, uint32_t seed, float st
 }
 
 TEST_SUITE("kernels.cuda.hadamard_quant") {
-
-TEST_CASE("HadamardQuantFp8 rejects bad arguments before any CUDA call") {
-  std::vector<float> x(128);
-  std::vector<uint8_t> q(128);
-  std::vector<float> scales(1);
-  HadamardQuantArgs args;
-  args.x = x.data();
-  args.rows = 1;
-  args.dim = 128;
-  args.scale = 1.0f;
-  args.q = q.data();
-  args.scales = scales.data();
-
-  SUBCASE("dim not 32, 64 or 128") {
-    args.dim = 48;
-    Status status = HadamardQuantFp8(args, nullptr);
-    CHECK(status.code() == StatusCode::kInvalidArgument);
-    CHECK(status.message().find("dim") != std::string::npos);
-    CHECK(status.message().find("48") != std::string::npos);
-  }
-  SUBCASE("negative rows") {
-    args.rows = -1;
-    Status status = HadamardQuantFp8(args, nullptr);
-    CHECK(status.code() == StatusCode::kInvalidArgument);
-    CHECK(status.message().find("rows") != std::string::npos);
-  }
-  SUBCASE("null pointers name the argument") {
-    args.x = nullptr;
-    CHECK(HadamardQuantFp8(args, nullptr).message().find("x is null") != std::string::npos);
+  TEST_CASE("HadamardQuantFp8 rejects bad arguments before any CUDA call") {
+    std::vector<float> x(128);
+    std::vector<uint8_t> q(128);
+    std::vector<float> scales(1);
+    HadamardQuantArgs args;
     args.x = x.data();
-    args.q = nullptr;
-    CHECK(HadamardQuantFp8(args, nullptr).message().find("q is null") != std::string::npos);
+    args.rows = 1;
+    args.dim = 128;
+    args.scale = 1.0f;
     args.q = q.data();
-    args.scales = nullptr;
-    CHECK(HadamardQuantFp8(args, nullptr).message().find("scales is null") != std::string::npos);
-  }
-  SUBCASE("misaligned x") {
-    args.x = reinterpret_cast<const float*>(reinterpret_cast<const char*>(x.data()) + 2);
-    Status status = HadamardQuantFp8(args, nullptr);
-    CHECK(status.code() == StatusCode::kInvalidArgument);
-    CHECK(status.message().find("x is not") != std::string::npos);
-  }
-  SUBCASE("zero rows is a no-op, whatever the pointers") {
-    args.rows = 0;
-    args.x = nullptr;
-    args.q = nullptr;
-    args.scales = nullptr;
-    CHECK(HadamardQuantFp8(args, nullptr).ok());
-  }
-}
+    args.scales = scales.data();
 
-TEST_CASE("the CPU twin's midpoint test finds midpoints and only them") {
-  CHECK(NearFp8Midpoint(1.0625f));   // between 1 and 1.125
-  CHECK(NearFp8Midpoint(-1.0625f));
-  CHECK_FALSE(NearFp8Midpoint(1.0f));
-  CHECK_FALSE(NearFp8Midpoint(1.1f));
-  CHECK(NearFp8Midpoint(0x1p-10f));  // between 0 and the smallest subnormal 2^-9
-}
+    SUBCASE("dim not 32, 64 or 128") {
+      args.dim = 48;
+      Status status = HadamardQuantFp8(args, nullptr);
+      CHECK(status.code() == StatusCode::kInvalidArgument);
+      CHECK(status.message().find("dim") != std::string::npos);
+      CHECK(status.message().find("48") != std::string::npos);
+    }
+    SUBCASE("negative rows") {
+      args.rows = -1;
+      Status status = HadamardQuantFp8(args, nullptr);
+      CHECK(status.code() == StatusCode::kInvalidArgument);
+      CHECK(status.message().find("rows") != std::string::npos);
+    }
+    SUBCASE("null pointers name the argument") {
+      args.x = nullptr;
+      CHECK(HadamardQuantFp8(args, nullptr).message().find("x is null") != std::string::npos);
+      args.x = x.data();
+      args.q = nullptr;
+      CHECK(HadamardQuantFp8(args, nullptr).message().find("q is null") != std::string::npos);
+      args.q = q.data();
+      args.scales = nullptr;
+      CHECK(HadamardQuantFp8(args, nullptr).message().find("scales is null") != std::string::npos);
+    }
+    SUBCASE("misaligned x") {
+      args.x = reinterpret_cast<const float*>(reinterpret_cast<const char*>(x.data()) + 2);
+      Status status = HadamardQuantFp8(args, nullptr);
+      CHECK(status.code() == StatusCode::kInvalidArgument);
+      CHECK(status.message().find("x is not") != std::string::npos);
+    }
+    SUBCASE("zero rows is a no-op, whatever the pointers") {
+      args.rows = 0;
+      args.x = nullptr;
+      args.q = nullptr;
+      args.scales = nullptr;
+      CHECK(HadamardQuantFp8(args, nullptr).ok());
+    }
+  }
 
-TEST_CASE("GPU Hadamard + FP8 quantization equals the CPU on random vectors") {
-  ENVFORGE_REQUIRE_GPU();
-  for (int64_t dim : {32, 64, 128}) {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-    for (bool pow2 : {true, false}) {
-      // 1 row (a block with one live warp), 13 (not a multiple of the 8 warps of a block), 1000.
-      for (int64_t rows : {1, 13, 1000}) {
-        CheckMatchesCpu(RandomRows(rows, dim, static_cast<uint32_t>(dim + rows), 2.0f), rows, dim, scale, pow2);
+  TEST_CASE("the CPU twin's midpoint test finds midpoints and only them") {
+    CHECK(NearFp8Midpoint(1.0625f));  // between 1 and 1.125
+    CHECK(NearFp8Midpoint(-1.0625f));
+    CHECK_FALSE(NearFp8Midpoint(1.0f));
+    CHECK_FALSE(NearFp8Midpoint(1.1f));
+    CHECK(NearFp8Midpoint(0x1p-10f));  // between 0 and the smallest subnormal 2^-9
+  }
+
+  TEST_CASE("GPU Hadamard + FP8 quantization equals the CPU on random vectors") {
+    ENVFORGE_REQUIRE_GPU();
+    for (int64_t dim : {32, 64, 128}) {
+      const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+      for (bool pow2 : {true, false}) {
+        // 1 row (a block with one live warp), 13 (not a multiple of the 8 warps of a block), 1000.
+        for (int64_t rows : {1, 13, 1000}) {
+          CheckMatchesCpu(RandomRows(rows, dim, static_cast<uint32_t>(dim + rows), 2.0f), rows, dim, scale, pow2);
+        }
       }
     }
   }
-}
 
-TEST_CASE("GPU Hadamard + FP8 quantization equals the CPU on adversarial vectors") {
-  ENVFORGE_REQUIRE_GPU();
-  for (int64_t dim : {32, 64, 128}) {
-    CAPTURE(dim);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-    const int64_t rows = 12;
-    std::vector<float> x(static_cast<size_t>(rows * dim), 0.0f);
-    auto row = [&](int64_t r) { return x.begin() + r * dim; };
-    // 0: all zero (amax clamps to 1e-4, codes 0).
-    // 1: constant: the rotation puts everything into element 0.
-    std::fill(row(1), row(2), 3.0f);
-    // 2: one-hot: every rotated element has the same magnitude (amax ties everywhere, codes +-448).
-    row(2)[5] = -7.0f;
-    // 3: huge values (pow2 scale far above 1).
-    for (int64_t i = 0; i < dim; ++i) row(3)[i] = (i % 3 == 0 ? -1e30f : 2e29f) * static_cast<float>(i + 1);
-    // 4: tiny values (amax below 1e-4: fp8 subnormals and zeros).
-    for (int64_t i = 0; i < dim; ++i) row(4)[i] = 1e-7f * static_cast<float>(i - dim / 2);
-    // 5: magnitudes spanning 2^-20 .. 2^10, so the codes cover the subnormal and normal ranges.
-    for (int64_t i = 0; i < dim; ++i) row(5)[i] = std::ldexp(i % 2 ? -1.0f : 1.0f, static_cast<int>(i % 31) - 20);
-    // 6: all negative.
-    for (int64_t i = 0; i < dim; ++i) row(6)[i] = -1.0f - 0.01f * static_cast<float>(i);
-    // 7: +a and -a in the input (and ties after rotation).
-    row(7)[0] = 4.0f;
-    row(7)[1] = -4.0f;
-    // 8: exactly representable values whose rotation lands on e4m3 values.
-    for (int64_t i = 0; i < dim; ++i) row(8)[i] = static_cast<float>((i * 7) % 5) - 2.0f;
-    // 9-11: random with very different scales.
-    std::vector<float> random = RandomRows(3, dim, 99, 1.0f);
-    for (int64_t i = 0; i < dim; ++i) {
-      row(9)[i] = random[static_cast<size_t>(i)] * 1e-3f;
-      row(10)[i] = random[static_cast<size_t>(dim + i)] * 1e3f;
-      row(11)[i] = random[static_cast<size_t>(2 * dim + i)];
-    }
-    for (bool pow2 : {true, false}) {
-      CheckMatchesCpu(x, rows, dim, scale, pow2);
-      CheckMatchesCpu(x, rows, dim, 1.0f, pow2);  // an unnormalised rotation
+  TEST_CASE("GPU Hadamard + FP8 quantization equals the CPU on adversarial vectors") {
+    ENVFORGE_REQUIRE_GPU();
+    for (int64_t dim : {32, 64, 128}) {
+      CAPTURE(dim);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+      const int64_t rows = 12;
+      std::vector<float> x(static_cast<size_t>(rows * dim), 0.0f);
+      auto row = [&](int64_t r) { return x.begin() + r * dim; };
+      // 0: all zero (amax clamps to 1e-4, codes 0).
+      // 1: constant: the rotation puts everything into element 0.
+      std::fill(row(1), row(2), 3.0f);
+      // 2: one-hot: every rotated element has the same magnitude (amax ties everywhere, codes +-448).
+      row(2)[5] = -7.0f;
+      // 3: huge values (pow2 scale far above 1).
+      for (int64_t i = 0; i < dim; ++i) row(3)[i] = (i % 3 == 0 ? -1e30f : 2e29f) * static_cast<float>(i + 1);
+      // 4: tiny values (amax below 1e-4: fp8 subnormals and zeros).
+      for (int64_t i = 0; i < dim; ++i) row(4)[i] = 1e-7f * static_cast<float>(i - dim / 2);
+      // 5: magnitudes spanning 2^-20 .. 2^10, so the codes cover the subnormal and normal ranges.
+      for (int64_t i = 0; i < dim; ++i) row(5)[i] = std::ldexp(i % 2 ? -1.0f : 1.0f, static_cast<int>(i % 31) - 20);
+      // 6: all negative.
+      for (int64_t i = 0; i < dim; ++i) row(6)[i] = -1.0f - 0.01f * static_cast<float>(i);
+      // 7: +a and -a in the input (and ties after rotation).
+      row(7)[0] = 4.0f;
+      row(7)[1] = -4.0f;
+      // 8: exactly representable values whose rotation lands on e4m3 values.
+      for (int64_t i = 0; i < dim; ++i) row(8)[i] = static_cast<float>((i * 7) % 5) - 2.0f;
+      // 9-11: random with very different scales.
+      std::vector<float> random = RandomRows(3, dim, 99, 1.0f);
+      for (int64_t i = 0; i < dim; ++i) {
+        row(9)[i] = random[static_cast<size_t>(i)] * 1e-3f;
+        row(10)[i] = random[static_cast<size_t>(dim + i)] * 1e3f;
+        row(11)[i] = random[static_cast<size_t>(2 * dim + i)];
+      }
+      for (bool pow2 : {true, false}) {
+        CheckMatchesCpu(x, rows, dim, scale, pow2);
+        CheckMatchesCpu(x, rows, dim, 1.0f, pow2);  // an unnormalised rotation
+      }
     }
   }
-}
 
 }  // TEST_SUITE
 

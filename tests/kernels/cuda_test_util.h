@@ -36,12 +36,12 @@ inline bool Emulated() {
   return device != nullptr && device->name == "envforge CUDA emulator (host)";
 }
 
-#define ENVFORGE_REQUIRE_GPU()                                                       \
-  do {                                                                               \
-    if (::envforge::kernels::cuda::testing::GpuOrNull() == nullptr) {                \
-      MESSAGE("skipped: no CUDA device");                                            \
-      return;                                                                        \
-    }                                                                                \
+#define ENVFORGE_REQUIRE_GPU()                                        \
+  do {                                                                \
+    if (::envforge::kernels::cuda::testing::GpuOrNull() == nullptr) { \
+      MESSAGE("skipped: no CUDA device");                             \
+      return;                                                         \
+    }                                                                 \
   } while (0)
 
 // Uploads a host vector into a new device buffer (REQUIREs success).

@@ -68,64 +68,65 @@ void CheckFastMatchesRef(DType dtype, int64_t m, int64_t rows, int64_t cols) {
 }
 
 TEST_SUITE("kernels.linear") {
-
-TEST_CASE("fast Linear matches ref for every dtype at decode and prefill sizes with ragged edges") {
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
-    for (int64_t m : {1, 2, 3, 5, 8, 9, 13, 20}) CheckFastMatchesRef(dtype, m, 37, 45);
-    CheckFastMatchesRef(dtype, 1, 200, 300);   // fp8: partial 128 blocks in both directions
-    CheckFastMatchesRef(dtype, 7, 200, 300);
-    CheckFastMatchesRef(dtype, 19, 200, 300);  // GEMM: 3 full micro-tiles of 6 + 1 row
-    CheckFastMatchesRef(dtype, 12, 130, 520);  // k crosses a 256 block, rows a 128 block
-    CheckFastMatchesRef(dtype, 4, 1, 7);       // one output, fewer columns than a vector
-  }
-}
-
-TEST_CASE("fp8 Linear is W8A8: it equals the fp32 product of fake-quantized x and dequantized W") {
-  TestWeights w = MakeWeights(DType::kF8E4M3, 150, 260, 3);
-  const int64_t m = 3;
-  std::vector<float> x = testing::RandomFloats(static_cast<size_t>(m * 260), 9);
-  std::vector<float> y(static_cast<size_t>(m * 150));
-  Linear(x.data(), m, w.matrix, y.data());
-  std::vector<float> xq = x;
-  FakeQuantFp8(xq.data(), m, 260, 128, true);
-  std::vector<float> row(260);
-  std::vector<float> expected(y.size());
-  for (int64_t n = 0; n < 150; ++n) {
-    DequantizeRow(w.matrix, n, row.data());
-    for (int64_t i = 0; i < m; ++i) {
-      double sum = 0.0;
-      for (int64_t k = 0; k < 260; ++k) sum += static_cast<double>(xq[static_cast<size_t>(i * 260 + k)]) * row[static_cast<size_t>(k)];
-      expected[static_cast<size_t>(i * 150 + n)] = static_cast<float>(sum);
+  TEST_CASE("fast Linear matches ref for every dtype at decode and prefill sizes with ragged edges") {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
+      for (int64_t m : {1, 2, 3, 5, 8, 9, 13, 20}) CheckFastMatchesRef(dtype, m, 37, 45);
+      CheckFastMatchesRef(dtype, 1, 200, 300);  // fp8: partial 128 blocks in both directions
+      CheckFastMatchesRef(dtype, 7, 200, 300);
+      CheckFastMatchesRef(dtype, 19, 200, 300);  // GEMM: 3 full micro-tiles of 6 + 1 row
+      CheckFastMatchesRef(dtype, 12, 130, 520);  // k crosses a 256 block, rows a 128 block
+      CheckFastMatchesRef(dtype, 4, 1, 7);       // one output, fewer columns than a vector
     }
   }
-  CHECK(testing::RelativeError(y, expected) < 2e-6);
-  // And quantizing x matters: the unquantized product differs by far more than rounding.
-  std::vector<float> unquantized(y.size());
-  for (int64_t n = 0; n < 150; ++n) {
-    DequantizeRow(w.matrix, n, row.data());
-    for (int64_t i = 0; i < m; ++i) {
-      double sum = 0.0;
-      for (int64_t k = 0; k < 260; ++k) sum += static_cast<double>(x[static_cast<size_t>(i * 260 + k)]) * row[static_cast<size_t>(k)];
-      unquantized[static_cast<size_t>(i * 150 + n)] = static_cast<float>(sum);
-    }
-  }
-  CHECK(testing::RelativeError(y, unquantized) > 1e-3);
-}
 
-TEST_CASE("DequantizeRow applies the fp8 block scale of the row's and column's block") {
-  TestWeights w = MakeWeights(DType::kF8E4M3, 200, 300, 5);
-  std::vector<float> row(300);
-  DequantizeRow(w.matrix, 150, row.data());  // row block 1
-  for (int64_t k : {0, 127, 128, 255, 256, 299}) {
-    CAPTURE(k);
-    CHECK(row[static_cast<size_t>(k)] ==
-          Fp8E4M3ToFloat(w.u8[static_cast<size_t>(150 * 300 + k)]) * w.scales[static_cast<size_t>(1 * 3 + k / 128)]);
+  TEST_CASE("fp8 Linear is W8A8: it equals the fp32 product of fake-quantized x and dequantized W") {
+    TestWeights w = MakeWeights(DType::kF8E4M3, 150, 260, 3);
+    const int64_t m = 3;
+    std::vector<float> x = testing::RandomFloats(static_cast<size_t>(m * 260), 9);
+    std::vector<float> y(static_cast<size_t>(m * 150));
+    Linear(x.data(), m, w.matrix, y.data());
+    std::vector<float> xq = x;
+    FakeQuantFp8(xq.data(), m, 260, 128, true);
+    std::vector<float> row(260);
+    std::vector<float> expected(y.size());
+    for (int64_t n = 0; n < 150; ++n) {
+      DequantizeRow(w.matrix, n, row.data());
+      for (int64_t i = 0; i < m; ++i) {
+        double sum = 0.0;
+        for (int64_t k = 0; k < 260; ++k)
+          sum += static_cast<double>(xq[static_cast<size_t>(i * 260 + k)]) * row[static_cast<size_t>(k)];
+        expected[static_cast<size_t>(i * 150 + n)] = static_cast<float>(sum);
+      }
+    }
+    CHECK(testing::RelativeError(y, expected) < 2e-6);
+    // And quantizing x matters: the unquantized product differs by far more than rounding.
+    std::vector<float> unquantized(y.size());
+    for (int64_t n = 0; n < 150; ++n) {
+      DequantizeRow(w.matrix, n, row.data());
+      for (int64_t i = 0; i < m; ++i) {
+        double sum = 0.0;
+        for (int64_t k = 0; k < 260; ++k)
+          sum += static_cast<double>(x[static_cast<size_t>(i * 260 + k)]) * row[static_cast<size_t>(k)];
+        unquantized[static_cast<size_t>(i * 150 + n)] = static_cast<float>(sum);
+      }
+    }
+    CHECK(testing::RelativeError(y, unquantized) > 1e-3);
   }
-  TestWeights b = MakeWeights(DType::kBF16, 4, 9, 6);
-  std::vector<float> brow(9);
-  DequantizeRow(b.matrix, 2, brow.data());
-  CHECK(brow[4] == Bf16ToFloat(b.u16[2 * 9 + 4]));
-}
+
+  TEST_CASE("DequantizeRow applies the fp8 block scale of the row's and column's block") {
+    TestWeights w = MakeWeights(DType::kF8E4M3, 200, 300, 5);
+    std::vector<float> row(300);
+    DequantizeRow(w.matrix, 150, row.data());  // row block 1
+    for (int64_t k : {0, 127, 128, 255, 256, 299}) {
+      CAPTURE(k);
+      CHECK(row[static_cast<size_t>(k)] ==
+            Fp8E4M3ToFloat(w.u8[static_cast<size_t>(150 * 300 + k)]) * w.scales[static_cast<size_t>(1 * 3 + k / 128)]);
+    }
+    TestWeights b = MakeWeights(DType::kBF16, 4, 9, 6);
+    std::vector<float> brow(9);
+    DequantizeRow(b.matrix, 2, brow.data());
+    CHECK(brow[4] == Bf16ToFloat(b.u16[2 * 9 + 4]));
+  }
 
 }  // TEST_SUITE
 

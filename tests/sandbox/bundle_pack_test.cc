@@ -347,7 +347,8 @@ TEST_SUITE("sandbox.bundle.pack") {
     REQUIRE_FALSE(status.ok());
     INFO(status.message());
     CHECK(status.code() == StatusCode::kInvalidArgument);
-    CHECK(Contains(status.message(), "schema.sql:2: the time budget of 1 s (--max-seconds) was spent running this statement"));
+    CHECK(Contains(status.message(),
+                   "schema.sql:2: the time budget of 1 s (--max-seconds) was spent running this statement"));
     CHECK(ListDir(dir.path()) == std::vector<std::string>{"mini"});
   }
 
@@ -364,7 +365,8 @@ TEST_SUITE("sandbox.bundle.pack") {
     REQUIRE_FALSE(status.ok());
     INFO(status.message());
     CHECK(status.code() == StatusCode::kInvalidArgument);
-    CHECK(Contains(status.message(), "schema.sql:3: the size budget of 1048576 bytes (--max-bytes) was spent running this statement"));
+    CHECK(Contains(status.message(),
+                   "schema.sql:3: the size budget of 1048576 bytes (--max-bytes) was spent running this statement"));
     CHECK(ListDir(dir.path()) == std::vector<std::string>{"mini"});
 
     // Sources and files/ are measured before they are read: they go into the bundle too.
@@ -372,8 +374,9 @@ TEST_SUITE("sandbox.bundle.pack") {
     WriteFile(source + "/files/big.bin", std::string(2 << 20, 'x'));
     status = Pack(source, dir / "out.envdb", options);
     REQUIRE_FALSE(status.ok());
-    CHECK_MESSAGE(Contains(status.message(), "files/big.bin: 2097152 bytes: the size budget of 1048576 bytes (--max-bytes) "
-                                             "was spent reading the sources"),
+    CHECK_MESSAGE(Contains(status.message(),
+                           "files/big.bin: 2097152 bytes: the size budget of 1048576 bytes (--max-bytes) "
+                           "was spent reading the sources"),
                   status.message());
     CHECK(ListDir(dir.path()) == std::vector<std::string>{"mini"});
   }
@@ -388,8 +391,9 @@ TEST_SUITE("sandbox.bundle.pack") {
     options.max_time = std::chrono::seconds(1);  // analyze_timeout stays 60 s
     Status status = Pack(source, dir / "out.envdb", options);
     CHECK(status.code() == StatusCode::kInvalidArgument);
-    CHECK_MESSAGE(Contains(status.message(), "the time budget of 1 s (--max-seconds) was spent in envforge-worker analyze"),
-                  status.message());
+    CHECK_MESSAGE(
+        Contains(status.message(), "the time budget of 1 s (--max-seconds) was spent in envforge-worker analyze"),
+        status.message());
     CHECK(ListDir(dir.path()) == (std::vector<std::string>{"mini", "slow-worker"}));
 
     options.max_time = std::chrono::milliseconds(0);
@@ -411,8 +415,8 @@ TEST_SUITE("sandbox.bundle.pack") {
                                             "mini.envdb.tmp." + dead_pid + ".123-journal",
                                             "other.envdb.tmp." + dead_pid + ".9"};
     const std::vector<std::string> kept = {"other.envdb.tmp." + live_pid + ".9",   // a live pack
-                                           "notes.txt.tmp." + dead_pid + ".1",      // not a bundle
-                                           "mini.envdb.tmp." + dead_pid + ".x1"};   // not our name
+                                           "notes.txt.tmp." + dead_pid + ".1",     // not a bundle
+                                           "mini.envdb.tmp." + dead_pid + ".x1"};  // not our name
     for (const auto& name : swept) WriteFile(dir / name, "partial");
     for (const auto& name : kept) WriteFile(dir / name, "keep");
     PackAndLoad(source, dir / "mini.envdb", WithInstantWorker());

@@ -46,7 +46,8 @@ TEST_SUITE("sandbox.manager.depth") {
     CHECK(read_back.outcome == Outcome::kOk);
     CHECK(read_back.content == at_bound);
 
-    ToolResult past = f.manager->CallTool(session, Call("put", {{"key", "deeper"}, {"value", NestedList(kMaxJsonValueDepth)}}));
+    ToolResult past =
+        f.manager->CallTool(session, Call("put", {{"key", "deeper"}, {"value", NestedList(kMaxJsonValueDepth)}}));
     CHECK(past.outcome == Outcome::kInvalidCall);
     CHECK(past.session_alive);
     CHECK(past.message == "arguments of 'put' nest deeper than 100 levels of arrays and objects");

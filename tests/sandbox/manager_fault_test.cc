@@ -247,8 +247,10 @@ TEST_SUITE("sandbox.manager.faults") {
     CHECK_FALSE(std::filesystem::exists(info->scratch_dir));
   }
 
-  TEST_CASE("another environment under the same manager cannot reach a session's files, from its zygote or a "
-            "session" * doctest::timeout(60)) {
+  TEST_CASE(
+      "another environment under the same manager cannot reach a session's files, from its zygote or a "
+      "session" *
+      doctest::timeout(60)) {
     ManagerFixture f;
     SessionId owner = f.NewSession();
     auto info = f.manager->GetSessionInfo(owner);
@@ -272,10 +274,17 @@ TEST_SUITE("sandbox.manager.faults") {
         "        return 'ok: %r' % (fn(),)\n"
         "    except BaseException as exc:\n"
         "        return '%s: %s' % (type(exc).__name__, exc)\n"
-        "_state['values']['read'] = _try(lambda: open(" + path + ").read())\n"
-        "_state['values']['write'] = _try(lambda: open(" + path + ", 'w').write('trespassed'))\n"
-        "_state['values']['list'] = _try(lambda: os.listdir(" + dir + "))\n"
-        "_state['values']['roots'] = _try(lambda: [os.listdir(r) for r in (" + roots + ")])\n";
+        "_state['values']['read'] = _try(lambda: open(" +
+        path +
+        ").read())\n"
+        "_state['values']['write'] = _try(lambda: open(" +
+        path +
+        ", 'w').write('trespassed'))\n"
+        "_state['values']['list'] = _try(lambda: os.listdir(" +
+        dir +
+        "))\n"
+        "_state['values']['roots'] = _try(lambda: [os.listdir(r) for r in (" +
+        roots + ")])\n";
     auto other = f.manager->OpenEnvironment(testing::WriteFixtureBundle(f.dir / "trespasser.envdb", salt));
     REQUIRE_MESSAGE(other.ok(), other.status().ToString());
     auto trespasser = f.manager->CreateSession(*other, SessionOptions{});

@@ -74,10 +74,10 @@ TEST_CASE("a judge that raises or returns a non-verdict is a defect per answer, 
   // Crashes on null: the defect names the exception and the line; other answers are judged.
   std::string verifier = mini.source + "/tasks/oldest_book/verifier.py";
   REQUIRE(WriteFileAtomically(verifier,
-                      "def verify(answer, db):\n"
-                      "    if answer == 'maybe':\n"
-                      "        return 'yes'\n"
-                      "    return answer['title'] == 'x'\n")
+                              "def verify(answer, db):\n"
+                              "    if answer == 'maybe':\n"
+                              "        return 'yes'\n"
+                              "    return answer['title'] == 'x'\n")
               .ok());
   mini.Pack();
   auto manager = SessionManager::Create({}).value();
@@ -172,7 +172,8 @@ def verify(answer, db):
     temp = db.query("SELECT count(*) AS n FROM sqlite_temp_master")
     return {"passed": rows[0]["title"] == "On Computable Numbers" and temp[0]["n"] == 0,
             "reasons": ["%s, %d temp objects" % (rows[0]["title"], temp[0]["n"])]}
-)PY").ok());
+)PY")
+              .ok());
   mini.Pack();
   auto manager = SessionManager::Create({}).value();
   std::string env = manager->OpenEnvironment(mini.bundle).value();

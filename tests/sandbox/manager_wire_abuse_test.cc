@@ -105,8 +105,8 @@ struct AbuseFixture {
     auto created = SessionManager::Create(std::move(options));
     REQUIRE_MESSAGE(created.ok(), created.status().ToString());
     manager = std::move(created).value();
-    auto opened = manager->OpenEnvironment(
-        testing::WriteFixtureBundle(dir / "abuse.envdb", "", kAbuseTools, AbuseToolSpecs()));
+    auto opened =
+        manager->OpenEnvironment(testing::WriteFixtureBundle(dir / "abuse.envdb", "", kAbuseTools, AbuseToolSpecs()));
     REQUIRE_MESSAGE(opened.ok(), opened.status().ToString());
     env_id = *opened;
     neighbour = NewSession();
@@ -190,8 +190,7 @@ class StderrToFile {
 };
 
 TEST_SUITE("sandbox.manager.wire_abuse") {
-  TEST_CASE("descriptors passed on a session's socket are closed at once and kill the session" *
-            doctest::timeout(60)) {
+  TEST_CASE("descriptors passed on a session's socket are closed at once and kill the session" * doctest::timeout(60)) {
     AbuseFixture f;
     SessionId victim = f.NewSession();
     pid_t pid = f.manager->GetSessionInfo(victim)->pid;

@@ -20,7 +20,8 @@ inline const std::string kSearchFixtures = std::string(ENVFORGE_TEST_SOURCE_DIR)
 inline const std::string kSearchEnvFixture = std::string(ENVFORGE_TEST_SOURCE_DIR) + "/tests/fixtures/search_env";
 
 // Builds a corpus of the fixture sources at `path` (dictd databases from dictd_dir).
-inline void BuildFixtureCorpus(const std::string& path, std::vector<std::string> sources = {"elements", "foldoc", "wordnet"},
+inline void BuildFixtureCorpus(const std::string& path,
+                               std::vector<std::string> sources = {"elements", "foldoc", "wordnet"},
                                const std::string& dictd_dir = kSearchFixtures + "/dictd") {
   search::DebianCorpusOptions options;
   options.sources = std::move(sources);
@@ -50,8 +51,8 @@ inline std::string MakeChangedSearchEnvSource(const ::envforge::testing::TempDir
   const std::string elements = (dictd / "elements.dict").string();
   Result<std::string> text = ReadFileToString(elements);
   REQUIRE(text.ok());
-  for (const auto& [from, to] : {std::pair<std::string, std::string>{"red glow", "tan glow"},
-                                 {"Atomic number: 10\n", "Atomic number: 99\n"}}) {
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"red glow", "tan glow"}, {"Atomic number: 10\n", "Atomic number: 99\n"}}) {
     size_t at = text->find(from);
     REQUIRE(at != std::string::npos);
     text->replace(at, from.size(), to);

@@ -170,12 +170,14 @@ def whoami():
 // name -> inputSchema
 inline std::vector<std::pair<std::string, Json>> ToolSchemas() {
   auto object = [](Json properties, Json required) {
-    return Json{{"type", "object"}, {"properties", properties}, {"required", required}, {"additionalProperties", false}};
+    return Json{
+        {"type", "object"}, {"properties", properties}, {"required", required}, {"additionalProperties", false}};
   };
   Json none = object(Json::object(), Json::array());
   std::vector<std::pair<std::string, Json>> tools = {
       {"get_hotel", object({{"name", {{"type", "string"}}}}, {"name"})},
-      {"list_hotels", object({{"city", {{"type", "string"}}}, {"limit", {{"type", "integer"}, {"default", 10}}}}, {"city"})},
+      {"list_hotels",
+       object({{"city", {{"type", "string"}}}, {"limit", {{"type", "integer"}, {"default", 10}}}}, {"city"})},
       {"set_price", object({{"name", {{"type", "string"}}}, {"price", {{"type", "integer"}}}}, {"name", "price"})},
       {"write_scratch", object({{"text", {{"type", "string"}}}}, {"text"})},
       {"big", object({{"n", {{"type", "integer"}}}}, {"n"})},
@@ -289,19 +291,25 @@ inline const std::vector<FixtureTask>& FixtureTasks() {
       {"opens_files", "def solve(tools):\n    return open('/etc/passwd').read()\n", kCheapestVerifier},
       {"calls_badly", "def solve(tools):\n    return tools.get_hotel(42)\n", kCheapestVerifier},
       {"raising_verifier", kCheapestSolution, "def verify(answer, db):\n    raise KeyError('no such field')\n"},
-      {"writing_verifier", kCheapestSolution, "def verify(answer, db):\n    db.execute('DELETE FROM hotels')\n    return True\n"},
+      {"writing_verifier", kCheapestSolution,
+       "def verify(answer, db):\n    db.execute('DELETE FROM hotels')\n    return True\n"},
       {"bad_verdict", kCheapestSolution, "def verify(answer, db):\n    return 'yes'\n"},
       {"slow_verifier", kCheapestSolution, "def verify(answer, db):\n    while True:\n        pass\n"},
       {"slow_solution", "def solve(tools):\n    while True:\n        tools.bump()\n", kCheapestVerifier},
       {"shadowing_verifier", kCheapestSolution, kShadowingVerifier},
       {"module_attribute", "import statistics\n\n\ndef solve(tools):\n    return str(statistics.sys.modules)\n",
        kCheapestVerifier},
-      {"runtime_format", "def solve(tools):\n    field = '{0.' + '_' * 2 + 'class' + '_' * 2 + '}'\n"
-                         "    return field.format(tools)\n", kCheapestVerifier},
-      {"runtime_format_map", "def solve(tools):\n    field = '{t.' + '_' * 2 + 'class' + '_' * 2 + '}'\n"
-                             "    return field.format_map({'t': tools})\n", kCheapestVerifier},
-      {"unbound_format", "def solve(tools):\n    f = str.format\n"
-                         "    return f('{0.' + '_' * 2 + 'class' + '_' * 2 + '}', tools)\n",
+      {"runtime_format",
+       "def solve(tools):\n    field = '{0.' + '_' * 2 + 'class' + '_' * 2 + '}'\n"
+       "    return field.format(tools)\n",
+       kCheapestVerifier},
+      {"runtime_format_map",
+       "def solve(tools):\n    field = '{t.' + '_' * 2 + 'class' + '_' * 2 + '}'\n"
+       "    return field.format_map({'t': tools})\n",
+       kCheapestVerifier},
+      {"unbound_format",
+       "def solve(tools):\n    f = str.format\n"
+       "    return f('{0.' + '_' * 2 + 'class' + '_' * 2 + '}', tools)\n",
        kCheapestVerifier},
       {"allowed_modules", kAllowedModulesSolution, kCheapestVerifier},
   };
@@ -326,12 +334,17 @@ inline void WriteFixtureBundle(const std::string& path, const std::string& tools
     CREATE TABLE _files(path TEXT PRIMARY KEY, data BLOB NOT NULL);
     CREATE TABLE hotels(name TEXT PRIMARY KEY, city TEXT NOT NULL, price INTEGER NOT NULL);
     INSERT INTO hotels VALUES ('Alpha', 'Paris', 100), ('Beta', 'Paris', 200), ('Gamma', 'Rome', 150);
-  )SQL").ok());
+  )SQL")
+              .ok());
   auto env = db->Prepare("INSERT INTO _env VALUES (?, ?)").value();
-  for (auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"name", "worker_fixture"}, {"kind", "general"}, {"category", "test"}, {"description", "fixture"},
-           {"format_version", "1"}, {"provenance", "{}"}, {"tools_module", tools_module},
-           {"content_hash", "unchecked"}}) {
+  for (auto& [key, value] : std::vector<std::pair<std::string, std::string>>{{"name", "worker_fixture"},
+                                                                             {"kind", "general"},
+                                                                             {"category", "test"},
+                                                                             {"description", "fixture"},
+                                                                             {"format_version", "1"},
+                                                                             {"provenance", "{}"},
+                                                                             {"tools_module", tools_module},
+                                                                             {"content_hash", "unchecked"}}) {
     REQUIRE(env.BindAll({key, value}).ok());
     REQUIRE(env.Run().ok());
     REQUIRE(env.Reset().ok());
@@ -343,12 +356,15 @@ inline void WriteFixtureBundle(const std::string& path, const std::string& tools
     REQUIRE(tool.Run().ok());
     REQUIRE(tool.Reset().ok());
   }
-  Json submit = {{"type", "object"}, {"properties", {{"answer_text", {{"type", "string"}}}}}, {"required", {"answer_text"}}};
+  Json submit = {
+      {"type", "object"}, {"properties", {{"answer_text", {{"type", "string"}}}}}, {"required", {"answer_text"}}};
   REQUIRE(tool.BindAll({position, std::string("submit_result"), submit.dump(), int64_t{1}}).ok());
   REQUIRE(tool.Run().ok());
   auto task = db->Prepare("INSERT INTO _tasks VALUES (?, 'prompt', '{}', ?, ?, NULL, 1, '{}', ?, NULL, NULL)").value();
   for (const FixtureTask& t : FixtureTasks()) {
-    REQUIRE(task.BindAll({std::string(t.id), std::string(t.solution), std::string(t.verifier), "v-" + std::string(t.id)}).ok());
+    REQUIRE(
+        task.BindAll({std::string(t.id), std::string(t.solution), std::string(t.verifier), "v-" + std::string(t.id)})
+            .ok());
     REQUIRE(task.Run().ok());
     REQUIRE(task.Reset().ok());
   }
@@ -406,8 +422,8 @@ class Zygote {
     REQUIRE(pid_ >= 0);
     if (pid_ == 0) {
       dup2(pair.second.get(), 3);
-      execl(worker.c_str(), worker.c_str(), "zygote", "--bundle", bundle.c_str(), "--control-fd", "3",
-            "--scratch-root", "/tmp/envforge-worker-test", static_cast<char*>(nullptr));
+      execl(worker.c_str(), worker.c_str(), "zygote", "--bundle", bundle.c_str(), "--control-fd", "3", "--scratch-root",
+            "/tmp/envforge-worker-test", static_cast<char*>(nullptr));
       _exit(127);
     }
     control_ = std::move(pair.first);
@@ -519,7 +535,7 @@ class Zygote {
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
         FAIL("the zygote died: " << (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
-                                                          : "exit code " + std::to_string(WEXITSTATUS(status))));
+                                                         : "exit code " + std::to_string(WEXITSTATUS(status))));
       }
     }
     REQUIRE_MESSAGE(frame.ok(), "the zygote closed its control channel: " << frame.status().ToString());

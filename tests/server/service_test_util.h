@@ -42,8 +42,9 @@ inline std::string WriteServiceFixtureBundle(const std::string& path) {
   auto db = Database::Open(path, Database::Mode::kReadWrite);
   REQUIRE_MESSAGE(db.ok(), db.status().ToString());
   const TaskSources& broken = tasks[1];
-  sandbox::testing::Exec(*db, "INSERT INTO _tasks VALUES (?, ?, '{\"type\":\"integer\"}', ?, ?, NULL, 1, '{}', 'pending', NULL, NULL)",
-                         {broken.id, broken.prompt, broken.solution, broken.verifier});
+  sandbox::testing::Exec(
+      *db, "INSERT INTO _tasks VALUES (?, ?, '{\"type\":\"integer\"}', ?, ?, NULL, 1, '{}', 'pending', NULL, NULL)",
+      {broken.id, broken.prompt, broken.solution, broken.verifier});
   auto hash = sandbox::ComputeContentHash(path);
   REQUIRE_MESSAGE(hash.ok(), hash.status().ToString());
   sandbox::testing::Exec(*db, "UPDATE _env SET value = ? WHERE key = 'content_hash'", {*hash});
@@ -53,7 +54,8 @@ inline std::string WriteServiceFixtureBundle(const std::string& path) {
     task.prompt = sources.prompt;
     task.solution_source = sources.solution;
     task.verifier_source = sources.verifier;
-    sandbox::testing::Exec(*db, "UPDATE _tasks SET version = ? WHERE id = ?", {sandbox::TaskVersion(*hash, task), task.id});
+    sandbox::testing::Exec(*db, "UPDATE _tasks SET version = ? WHERE id = ?",
+                           {sandbox::TaskVersion(*hash, task), task.id});
   }
   return path;
 }
@@ -110,7 +112,8 @@ class ServiceFixture {
 
   // A request with id 1; the response object.
   Json Request(const std::string& method, Json params = Json::object(), Dialect dialect = Dialect::kNative) {
-    auto response = Send(Json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", method}, {"params", std::move(params)}}, dialect);
+    auto response =
+        Send(Json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", method}, {"params", std::move(params)}}, dialect);
     REQUIRE(response.has_value());
     return *response;
   }

@@ -42,13 +42,16 @@ double CounterValue(TransportFixture& fixture, const std::string& series) {
 }
 
 TEST_SUITE("server.transport.admission") {
-  TEST_CASE("a foreign Origin gets 403 naming it on every route and on the WebSocket upgrade; loopback and allowed origins pass") {
+  TEST_CASE(
+      "a foreign Origin gets 403 naming it on every route and on the WebSocket upgrade; loopback and allowed origins "
+      "pass") {
     HttpServerOptions options;
     options.token = kToken;
     options.allowed_origins = {"https://App.Example.com/"};
     TransportFixture fixture(options);
-    for (const std::string& origin : {std::string("https://evil.example"), std::string("null"),
-                                      std::string("http://localhost.evil.example"), std::string("https://app.example.com:444")}) {
+    for (const std::string& origin :
+         {std::string("https://evil.example"), std::string("null"), std::string("http://localhost.evil.example"),
+          std::string("https://app.example.com:444")}) {
       CAPTURE(origin);
       RawConnection connection(fixture.port());
       REQUIRE(connection.Send(HttpRequestText("POST", "/rpc", RpcText("ping"), {kAuthorization, "Origin: " + origin})));
@@ -67,15 +70,17 @@ TEST_SUITE("server.transport.admission") {
     REQUIRE(upgrade.has_value());
     CHECK(upgrade->status == 403);
 
-    for (const std::string& origin : {std::string("http://localhost:3000"), std::string("https://127.0.0.1"),
-                                      std::string("http://[::1]:8080"), std::string("HTTP://LOCALHOST"),
-                                      std::string("https://app.example.com")}) {
+    for (const std::string& origin :
+         {std::string("http://localhost:3000"), std::string("https://127.0.0.1"), std::string("http://[::1]:8080"),
+          std::string("HTTP://LOCALHOST"), std::string("https://app.example.com")}) {
       CAPTURE(origin);
-      auto response = RequestOnce(fixture.port(), HttpRequestText("POST", "/rpc", RpcText("ping"), {kAuthorization, "Origin: " + origin}));
+      auto response = RequestOnce(
+          fixture.port(), HttpRequestText("POST", "/rpc", RpcText("ping"), {kAuthorization, "Origin: " + origin}));
       REQUIRE(response.has_value());
       CHECK(response->status == 200);
     }
-    auto allowed_upgrade = RequestOnce(fixture.port(), WsUpgradeText({kAuthorization, "Origin: http://localhost:5173"}));
+    auto allowed_upgrade =
+        RequestOnce(fixture.port(), WsUpgradeText({kAuthorization, "Origin: http://localhost:5173"}));
     REQUIRE(allowed_upgrade.has_value());
     CHECK(allowed_upgrade->status == 101);
     // No Origin at all (every non-browser client): served.
@@ -86,7 +91,8 @@ TEST_SUITE("server.transport.admission") {
 
   TEST_CASE("an allowed origin that is not scheme://host[:port] is refused at Create") {
     ServiceFixture service;
-    for (const std::string& origin : {std::string("example.com"), std::string("https://example.com/path"), std::string("*")}) {
+    for (const std::string& origin :
+         {std::string("example.com"), std::string("https://example.com/path"), std::string("*")}) {
       CAPTURE(origin);
       HttpServerOptions options;
       options.allowed_origins = {origin};
@@ -106,8 +112,9 @@ TEST_SUITE("server.transport.admission") {
       return text + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
     };
     for (const std::string& path : {std::string("/rpc"), std::string("/mcp")}) {
-      for (const std::string& content_type : {std::string("text/plain"), std::string(""),
-                                              std::string("application/x-www-form-urlencoded"), std::string("application/jsonp")}) {
+      for (const std::string& content_type :
+           {std::string("text/plain"), std::string(""), std::string("application/x-www-form-urlencoded"),
+            std::string("application/jsonp")}) {
         CAPTURE(path);
         CAPTURE(content_type);
         RawConnection connection(fixture.port());
@@ -119,7 +126,8 @@ TEST_SUITE("server.transport.admission") {
         CHECK(connection.WaitForClose());
       }
     }
-    for (const std::string& content_type : {std::string("application/json"), std::string("Application/JSON; charset=utf-8")}) {
+    for (const std::string& content_type :
+         {std::string("application/json"), std::string("Application/JSON; charset=utf-8")}) {
       CAPTURE(content_type);
       auto response = RequestOnce(fixture.port(), Post("/rpc", content_type));
       REQUIRE(response.has_value());
@@ -131,7 +139,8 @@ TEST_SUITE("server.transport.admission") {
     TransportFixture fixture(HttpServerOptions{.token = kToken});
     RawConnection connection(fixture.port());
     // 16 MiB announced; not one byte of it is sent: the answer must come anyway.
-    REQUIRE(connection.Send("POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 16777216\r\n\r\n"));
+    REQUIRE(connection.Send(
+        "POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 16777216\r\n\r\n"));
     auto response = connection.ReadResponse(std::chrono::seconds(10));
     REQUIRE(response.has_value());
     CHECK(response->status == 401);
@@ -166,7 +175,8 @@ TEST_SUITE("server.transport.admission") {
     CHECK(second->status == 200);
   }
 
-  TEST_CASE("idle unauthenticated connections past the bounds are evicted oldest first; an authorized client still gets in") {
+  TEST_CASE(
+      "idle unauthenticated connections past the bounds are evicted oldest first; an authorized client still gets in") {
     HttpServerOptions options;
     options.token = kToken;
     options.max_connections = 16;
@@ -181,8 +191,11 @@ TEST_SUITE("server.transport.admission") {
       REQUIRE(WaitFor([&] { return fixture.server->open_connections() == i + 1; }, std::chrono::seconds(5)));
     }
     peer_a.push_back(std::make_unique<RawConnection>(fixture.port(), "127.0.0.2"));
-    REQUIRE(WaitFor([&] { return CounterValue(fixture, "envforge_transport_connections_refused_total{reason=\"peer_limit\"}") == 1; },
-                    std::chrono::seconds(5)));
+    REQUIRE(WaitFor(
+        [&] {
+          return CounterValue(fixture, "envforge_transport_connections_refused_total{reason=\"peer_limit\"}") == 1;
+        },
+        std::chrono::seconds(5)));
     CHECK(peer_a[0]->WaitForClose(std::chrono::seconds(5)));
     CHECK(peer_a[0]->pending().empty());
     CHECK(peer_a[1]->StaysOpen(std::chrono::milliseconds(100)));

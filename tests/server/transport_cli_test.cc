@@ -38,13 +38,17 @@ SlowCallInFlight StartSlowCall(RpcClient& client, uint16_t port, double seconds)
   call.trajectory = created["trajectory"];
   std::string session = created["session"];
   call.answer = std::async(std::launch::async, [&client, session, seconds] {
-    return client.Call("tools/call", Json{{"session", session}, {"name", "slow_echo"}, {"arguments", {{"text", "still here"}, {"seconds", seconds}}}});
+    return client.Call("tools/call", Json{{"session", session},
+                                          {"name", "slow_echo"},
+                                          {"arguments", {{"text", "still here"}, {"seconds", seconds}}}});
   });
   // server/stats counts itself: a second request in flight is the slow call.
-  bool in_flight = WaitFor([&] {
-    auto stats = ProbeStats(port);
-    return stats && stats->value("in_flight", 0) >= 2;
-  }, std::chrono::seconds(20));
+  bool in_flight = WaitFor(
+      [&] {
+        auto stats = ProbeStats(port);
+        return stats && stats->value("in_flight", 0) >= 2;
+      },
+      std::chrono::seconds(20));
   REQUIRE(in_flight);
   // Let the server see the probe's connection end: the slow call's is then the only one, with no
   // I/O pending while its answer is computed.
@@ -73,7 +77,8 @@ void CheckAnsweredAndRecorded(ServeProcess& serve, SlowCallInFlight& call) {
 }
 
 TEST_SUITE("server.transport.cli") {
-  TEST_CASE("SIGTERM with a tool call in flight over HTTP: the client gets the answer and the trajectory has the call") {
+  TEST_CASE(
+      "SIGTERM with a tool call in flight over HTTP: the client gets the answer and the trajectory has the call") {
     ServeProcess serve;
     auto client = RpcClient::Connect(serve.Url() + "/rpc");
     REQUIRE(client.ok());
@@ -82,7 +87,8 @@ TEST_SUITE("server.transport.cli") {
     CheckAnsweredAndRecorded(serve, call);
   }
 
-  TEST_CASE("SIGTERM with a tool call in flight over WebSocket: the client gets the answer and the trajectory has the call") {
+  TEST_CASE(
+      "SIGTERM with a tool call in flight over WebSocket: the client gets the answer and the trajectory has the call") {
     ServeProcess serve;
     auto client = RpcClient::Connect("ws://127.0.0.1:" + std::to_string(serve.port) + "/ws");
     REQUIRE(client.ok());
@@ -91,13 +97,14 @@ TEST_SUITE("server.transport.cli") {
     CheckAnsweredAndRecorded(serve, call);
   }
 
-  TEST_CASE("SIGTERM with a tool call in flight over stdio: its answer line is written and the trajectory has the call") {
+  TEST_CASE(
+      "SIGTERM with a tool call in flight over stdio: its answer line is written and the trajectory has the call") {
     TempDir dir;
     std::filesystem::create_directories(dir / "envs");
     sandbox::testing::WriteFixtureBundle(dir / "envs/fixture.envdb");
     std::string trajectories = dir / "trajectories.sqlite";
-    ChildProcess child({Envforge(), "serve", "--stdio", "--envs", dir / "envs", "--trajectories", trajectories, "--limits",
-                        R"({"wall_time_ms": 3000})"},
+    ChildProcess child({Envforge(), "serve", "--stdio", "--envs", dir / "envs", "--trajectories", trajectories,
+                        "--limits", R"({"wall_time_ms": 3000})"},
                        dir / "serve.stderr", dir / "serve.stdout");
     auto AnswerWithId = [&](int id) -> std::optional<Json> {
       auto text = ReadFileToString(dir / "serve.stdout");
@@ -112,11 +119,16 @@ TEST_SUITE("server.transport.cli") {
       }
       return std::nullopt;
     };
-    REQUIRE(child.WriteStdin(RpcText("session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}}, 1) + "\n"));
+    REQUIRE(
+        child.WriteStdin(RpcText("session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}}, 1) + "\n"));
     REQUIRE(WaitFor([&] { return AnswerWithId(1).has_value(); }, std::chrono::seconds(60)));
     Json created = (*AnswerWithId(1))["result"];
-    REQUIRE(child.WriteStdin(RpcText("tools/call", Json{{"session", created["session"]}, {"name", "slow_echo"},
-                                                       {"arguments", {{"text", "still here"}, {"seconds", 1.5}}}}, 2) + "\n"));
+    REQUIRE(child.WriteStdin(RpcText("tools/call",
+                                     Json{{"session", created["session"]},
+                                          {"name", "slow_echo"},
+                                          {"arguments", {{"text", "still here"}, {"seconds", 1.5}}}},
+                                     2) +
+                             "\n"));
     REQUIRE(child.WriteStdin(RpcText("server/stats", Json::object(), 3) + "\n"));
     REQUIRE(WaitFor([&] { return AnswerWithId(3).has_value(); }, std::chrono::seconds(20)));
     CHECK((*AnswerWithId(3))["result"]["in_flight"].get<int>() >= 2);  // the slow call is running
@@ -146,7 +158,8 @@ TEST_SUITE("server.transport.cli") {
       CAPTURE(flag);
       CHECK(Contains(help->stdout_text, flag));
     }
-    auto inverted = RunCommand({Envforge(), "serve", "--envs", "/nonexistent", "--max-connections", "10", "--max-unauthenticated", "20"});
+    auto inverted = RunCommand(
+        {Envforge(), "serve", "--envs", "/nonexistent", "--max-connections", "10", "--max-unauthenticated", "20"});
     REQUIRE(inverted.ok());
     CHECK(inverted->exit_code == 2);
     CHECK(Contains(inverted->stderr_text, "--max-unauthenticated"));
@@ -188,11 +201,13 @@ TEST_SUITE("server.transport.cli") {
       Json created = MustCall(*client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
       trajectories.push_back(created["trajectory"]);
       std::string session = created["session"];
-      CHECK(MustCall(*client, "tools/call", Json{{"session", session}, {"name", "add"}, {"arguments", {{"a", 1}, {"b", 2}}}})["content"] == 3);
+      CHECK(MustCall(*client, "tools/call",
+                     Json{{"session", session}, {"name", "add"}, {"arguments", {{"a", 1}, {"b", 2}}}})["content"] == 3);
       open_sessions.push_back(session);
     }
     // The first is submitted and closed; the second is left open for the shutdown to end.
-    CHECK(MustCall(**http_client, "session/submit", Json{{"session", open_sessions[0]}, {"answer", "5"}})["passed"] == true);
+    CHECK(MustCall(**http_client, "session/submit", Json{{"session", open_sessions[0]}, {"answer", "5"}})["passed"] ==
+          true);
     MustCall(**http_client, "session/close", Json{{"session", open_sessions[0]}});
 
     serve.child->Signal(SIGTERM);
@@ -230,10 +245,33 @@ TEST_SUITE("server.transport.cli") {
     ServeProcess serve;
     CommandOptions options;
     options.timeout = std::chrono::seconds(240);
-    auto bench = RunCommand({Envforge(), "bench", "serve", "--url", serve.Url(), "--env", "manager_fixture", "--task", "sum_task",
-                             "--sessions", "20", "--steps", "5", "--concurrency", "8", "--tool", "incr", "--answer", "5",
-                             "--chaos", "--chaos-interval-ms", "20", "--chaos-drop-rate", "100", "--trajectories",
-                             serve.trajectories, "--json"},
+    auto bench = RunCommand({Envforge(),
+                             "bench",
+                             "serve",
+                             "--url",
+                             serve.Url(),
+                             "--env",
+                             "manager_fixture",
+                             "--task",
+                             "sum_task",
+                             "--sessions",
+                             "20",
+                             "--steps",
+                             "5",
+                             "--concurrency",
+                             "8",
+                             "--tool",
+                             "incr",
+                             "--answer",
+                             "5",
+                             "--chaos",
+                             "--chaos-interval-ms",
+                             "20",
+                             "--chaos-drop-rate",
+                             "100",
+                             "--trajectories",
+                             serve.trajectories,
+                             "--json"},
                             options);
     REQUIRE(bench.ok());
     INFO(bench->stderr_text, bench->stdout_text, serve.child->StderrText());

@@ -20,9 +20,8 @@ std::string NestedArrayText(int depth) { return std::string(depth, '[') + std::s
 // (request, params, arguments) around the value.
 std::string PutRequest(const std::string& session, const std::string& value_text, int id,
                        const std::string& method = "tools/call") {
-  return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) + R"(,"method":")" + method +
-         R"(","params":{"session":")" + session + R"(","name":"put","arguments":{"key":"k","value":)" + value_text +
-         "}}}";
+  return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) + R"(,"method":")" + method + R"(","params":{"session":")" +
+         session + R"(","name":"put","arguments":{"key":"k","value":)" + value_text + "}}}";
 }
 
 constexpr int kEnvelopeDepth = 3;
@@ -120,7 +119,8 @@ TEST_SUITE("server.transport.depth") {
            << PutRequest(session, NestedArrayText(kMaxJsonDepth - kEnvelopeDepth), 2) << "\n"
            << PutRequest(session, NestedArrayText(100'000), 3) << "\n"
            << R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"session":")" << session
-           << R"(","name":"incr","arguments":{}}})" << "\n";
+           << R"(","name":"incr","arguments":{}}})"
+           << "\n";
     std::istringstream in(script.str());
     std::ostringstream out;
     REQUIRE(RunStdioServer(*f.service, in, out).ok());

@@ -50,7 +50,8 @@ TEST_SUITE("server.transport.http") {
     auto client = fixture.Client(fixture.HttpUrl());
     Json created = MustCall(*client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
     std::string session = created["session"];
-    Json added = MustCall(*client, "tools/call", Json{{"session", session}, {"name", "add"}, {"arguments", {{"a", 2}, {"b", 3}}}});
+    Json added = MustCall(*client, "tools/call",
+                          Json{{"session", session}, {"name", "add"}, {"arguments", {{"a", 2}, {"b", 3}}}});
     CHECK(added["outcome"] == "ok");
     CHECK(added["content"] == 5);
 
@@ -191,7 +192,8 @@ TEST_SUITE("server.transport.http") {
     TransportFixture fixture(HttpServerOptions{.max_payload_bytes = 4096});
     SUBCASE("announced by Content-Length") {
       RawConnection connection(fixture.port());
-      REQUIRE(connection.Send("POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n"));
+      REQUIRE(connection.Send(
+          "POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n"));
       REQUIRE(connection.Send(std::string(8192, ' ')));  // a first slice of the huge body
       auto response = connection.ReadResponse();
       REQUIRE(response.has_value());
@@ -204,7 +206,8 @@ TEST_SUITE("server.transport.http") {
     SUBCASE("growing past the limit in chunks") {
       RawConnection connection(fixture.port());
       std::string chunk(3000, ' ');
-      std::string request = "POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+      std::string request =
+          "POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
       for (int i = 0; i < 3; ++i) request += "bb8\r\n" + chunk + "\r\n";
       REQUIRE(connection.Send(request));
       auto response = connection.ReadResponse();
@@ -218,10 +221,12 @@ TEST_SUITE("server.transport.http") {
     MustCall(*client, "ping");
   }
 
-  TEST_CASE("with a token every request but /health needs it: 401 and -32005 without or with a wrong one, then a close") {
+  TEST_CASE(
+      "with a token every request but /health needs it: 401 and -32005 without or with a wrong one, then a close") {
     TransportFixture fixture(HttpServerOptions{.token = "s3cret"});
-    for (const std::string& header : {std::string(), std::string("Authorization: Bearer wrong"),
-                                      std::string("Authorization: Bearer s3cre"), std::string("Authorization: Basic s3cret")}) {
+    for (const std::string& header :
+         {std::string(), std::string("Authorization: Bearer wrong"), std::string("Authorization: Bearer s3cre"),
+          std::string("Authorization: Basic s3cret")}) {
       CAPTURE(header);
       RawConnection connection(fixture.port());
       std::vector<std::string> headers;
@@ -280,7 +285,9 @@ TEST_SUITE("server.transport.http") {
       RawConnection vanishing(fixture.port());
       REQUIRE(vanishing.Send(HttpRequestText(
           "POST", "/rpc",
-          RpcText("tools/call", Json{{"session", session}, {"name", "slow_echo"}, {"arguments", {{"text", "hi"}, {"seconds", 0.3}}}}))));
+          RpcText(
+              "tools/call",
+              Json{{"session", session}, {"name", "slow_echo"}, {"arguments", {{"text", "hi"}, {"seconds", 0.3}}}}))));
       // Gone before the answer.
     }
     REQUIRE(WaitFor([&] { return StepsRecorded(fixture, created["trajectory"]) == 1; }, std::chrono::seconds(10)));

@@ -17,15 +17,16 @@ namespace envforge::server::testing {
 namespace {
 
 TEST_SUITE("server.transport.interpreter") {
-  TEST_CASE("execute over WebSocket runs in the session's kernel; the episode exports as a notebook" * doctest::timeout(180)) {
+  TEST_CASE("execute over WebSocket runs in the session's kernel; the episode exports as a notebook" *
+            doctest::timeout(180)) {
     TempDir dir;
     std::filesystem::create_directories(dir / "envs");
     Status packed = sandbox::PackEnvironment(std::string(ENVFORGE_TEST_SOURCE_DIR) + "/tests/fixtures/envs/interp_mini",
                                              dir / "envs/interp_mini.envdb");
     REQUIRE_MESSAGE(packed.ok(), packed.ToString());
     const std::string trajectories = dir / "trajectories.sqlite";
-    ChildProcess serve({ExecutableDirectory() + "/envforge", "serve", "--envs", dir / "envs", "--port", "0", "--port-file",
-                        dir / "port", "--trajectories", trajectories},
+    ChildProcess serve({ExecutableDirectory() + "/envforge", "serve", "--envs", dir / "envs", "--port", "0",
+                        "--port-file", dir / "port", "--trajectories", trajectories},
                        dir / "serve.stderr");
     REQUIRE(WaitFor([&] { return ReadFileToString(dir / "port").ok(); }, std::chrono::seconds(60)));
     const std::string port = std::to_string(std::stoi(*ReadFileToString(dir / "port")));
@@ -40,16 +41,19 @@ TEST_SUITE("server.transport.interpreter") {
     CHECK(names == "execute interrupt restart submit_result ");
 
     auto call = [&](const std::string& name, Json arguments) {
-      return MustCall(**client, "tools/call", Json{{"session", session}, {"name", name}, {"arguments", std::move(arguments)}});
+      return MustCall(**client, "tools/call",
+                      Json{{"session", session}, {"name", name}, {"arguments", std::move(arguments)}});
     };
-    Json loaded = call("execute", {{"code", "import csv\nrows = list(csv.DictReader(open('readings.csv')))\nlen(rows)"}});
+    Json loaded =
+        call("execute", {{"code", "import csv\nrows = list(csv.DictReader(open('readings.csv')))\nlen(rows)"}});
     CHECK(loaded["outcome"] == "ok");
     CHECK(loaded["content"]["outputs"][0]["data"]["text/plain"] == "5");
     Json raised = call("execute", {{"code", "rows[99]"}});
     CHECK(raised["outcome"] == "tool_error");
     CHECK(raised["message"] == "IndexError: list index out of range");
-    Json mean = call("execute", {{"code", "t = [float(r['temp']) for r in rows if r['city'] == 'Oslo']\n"
-                                           "print(round(sum(t) / len(t), 2))"}});
+    Json mean = call("execute", {{"code",
+                                  "t = [float(r['temp']) for r in rows if r['city'] == 'Oslo']\n"
+                                  "print(round(sum(t) / len(t), 2))"}});
     CHECK(mean["content"]["outputs"][0]["text"] == "2.25\n");
     Json verdict = call("submit_result", {{"answer_text", R"({"mean": 2.25})"}});
     CHECK(verdict["content"]["passed"] == true);
@@ -80,14 +84,15 @@ TEST_SUITE("server.transport.interpreter") {
     Status packed = sandbox::PackEnvironment(std::string(ENVFORGE_TEST_SOURCE_DIR) + "/tests/fixtures/envs/interp_mini",
                                              dir / "envs/interp_mini.envdb");
     REQUIRE_MESSAGE(packed.ok(), packed.ToString());
-    ChildProcess serve({ExecutableDirectory() + "/envforge", "serve", "--envs", dir / "envs", "--port", "0", "--port-file",
-                        dir / "port", "--kernel-pool", "3"},
+    ChildProcess serve({ExecutableDirectory() + "/envforge", "serve", "--envs", dir / "envs", "--port", "0",
+                        "--port-file", dir / "port", "--kernel-pool", "3"},
                        dir / "serve.stderr");
     const std::string prefix = std::to_string(serve.pid()) + "-k";
     // The pool's kernels, as directories under the default scratch root and as cgroups.
     auto owned = [&] {
       int found = 0;
-      for (const char* root : {"/tmp/envforge-kernels", "/sys/fs/cgroup/pids/envforge-kernels", "/sys/fs/cgroup/envforge-kernels"}) {
+      for (const char* root :
+           {"/tmp/envforge-kernels", "/sys/fs/cgroup/pids/envforge-kernels", "/sys/fs/cgroup/envforge-kernels"}) {
         std::error_code error;
         for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
           if (entry.path().filename().string().rfind(prefix, 0) == 0) ++found;

@@ -111,7 +111,8 @@ void CheckSdkRun(const Json& out, size_t min_pages) {
   CHECK(tools.count("manager_fixture__add") == 1);
   CHECK(tools.count("envforge_create_session") == 1);
   CHECK(tools.count("envforge_close_session") == 1);
-  CHECK(out["created"] == Json{{"is_error", false}, {"session_type", "string"}, {"prompt", "What is 2 + 3? Answer with the integer."}});
+  CHECK(out["created"] ==
+        Json{{"is_error", false}, {"session_type", "string"}, {"prompt", "What is 2 + 3? Answer with the integer."}});
   CHECK(out["sum"] == Json{{"text", "5"}, {"is_error", false}, {"outcome", "ok"}});
   CHECK(out["echo"] == "hi");
   CHECK(out["invalid"] == Json{{"is_error", true}, {"outcome", "invalid_call"}});
@@ -135,8 +136,11 @@ void CheckSdkRun(const Json& out, size_t min_pages) {
 // The Inspector's CLI mode (`mcp-inspector --cli URL --transport http --method ...`); its stdout
 // is the result's JSON. Returns {exit_code, stdout, stderr}.
 Json RunInspector(const std::string& url, const std::string& token, std::vector<std::string> method_args) {
-  std::vector<std::string> argv = {"node", (NodeClientsDir() / "node_modules/@modelcontextprotocol/inspector/cli/build/cli.js").string(),
-                                   "--cli", url, "--transport", "http", "--header", "Authorization: Bearer " + token};
+  std::vector<std::string> argv = {
+      "node",        (NodeClientsDir() / "node_modules/@modelcontextprotocol/inspector/cli/build/cli.js").string(),
+      "--cli",       url,
+      "--transport", "http",
+      "--header",    "Authorization: Bearer " + token};
   argv.insert(argv.end(), method_args.begin(), method_args.end());
   CommandOptions options;
   options.timeout = std::chrono::seconds(90);
@@ -154,58 +158,58 @@ Json InspectorResult(const Json& run) {
 }
 
 TEST_SUITE("server.mcp_npm") {
-
-TEST_CASE("MCP SDK: Client + StreamableHTTPClientTransport against envforge serve" * doctest::timeout(180)) {
-  if (auto missing = NodeClientsMissing({"@modelcontextprotocol/sdk"})) {
-    MESSAGE("skipped: " << *missing);
-    return;
+  TEST_CASE("MCP SDK: Client + StreamableHTTPClientTransport against envforge serve" * doctest::timeout(180)) {
+    if (auto missing = NodeClientsMissing({"@modelcontextprotocol/sdk"})) {
+      MESSAGE("skipped: " << *missing);
+      return;
+    }
+    ServeProcess serve({"--token", "mcp-key"});
+    CheckSdkRun(RunSdkClient(serve.Url() + "/mcp", "mcp-key"), 1);
   }
-  ServeProcess serve({"--token", "mcp-key"});
-  CheckSdkRun(RunSdkClient(serve.Url() + "/mcp", "mcp-key"), 1);
-}
 
-TEST_CASE("MCP SDK: tools/list pages followed through nextCursor" * doctest::timeout(180)) {
-  if (auto missing = NodeClientsMissing({"@modelcontextprotocol/sdk"})) {
-    MESSAGE("skipped: " << *missing);
-    return;
+  TEST_CASE("MCP SDK: tools/list pages followed through nextCursor" * doctest::timeout(180)) {
+    if (auto missing = NodeClientsMissing({"@modelcontextprotocol/sdk"})) {
+      MESSAGE("skipped: " << *missing);
+      return;
+    }
+    HttpServerOptions http;
+    http.token = "mcp-key";
+    ServiceFixtureOptions service;
+    service.mcp_page_size = 4;
+    TransportFixture fixture(http, service);
+    CheckSdkRun(RunSdkClient(fixture.HttpUrl("/mcp"), "mcp-key"), 5);
   }
-  HttpServerOptions http;
-  http.token = "mcp-key";
-  ServiceFixtureOptions service;
-  service.mcp_page_size = 4;
-  TransportFixture fixture(http, service);
-  CheckSdkRun(RunSdkClient(fixture.HttpUrl("/mcp"), "mcp-key"), 5);
-}
 
-TEST_CASE("MCP Inspector CLI: tools/list and tools/call against envforge serve" * doctest::timeout(240)) {
-  if (auto missing = NodeClientsMissing({"@modelcontextprotocol/inspector"})) {
-    MESSAGE("skipped: " << *missing);
-    return;
+  TEST_CASE("MCP Inspector CLI: tools/list and tools/call against envforge serve" * doctest::timeout(240)) {
+    if (auto missing = NodeClientsMissing({"@modelcontextprotocol/inspector"})) {
+      MESSAGE("skipped: " << *missing);
+      return;
+    }
+    ServeProcess serve({"--token", "mcp-key"});
+    std::string url = serve.Url() + "/mcp";
+    Json listed = InspectorResult(RunInspector(url, "mcp-key", {"--method", "tools/list"}));
+    std::set<std::string> names;
+    for (const auto& tool : listed["tools"]) names.insert(tool["name"].get<std::string>());
+    CHECK(names.count("manager_fixture__add") == 1);
+    CHECK(names.count("envforge_create_session") == 1);
+
+    Json created = InspectorResult(RunInspector(url, "mcp-key",
+                                                {"--method", "tools/call", "--tool-name", "envforge_create_session",
+                                                 "--tool-arg", "env=manager_fixture", "--tool-arg", "task=sum_task"}));
+    REQUIRE(created["structuredContent"]["session"].is_string());
+    std::string session = created["structuredContent"]["session"];
+    Json sum =
+        InspectorResult(RunInspector(url, "mcp-key",
+                                     {"--method", "tools/call", "--tool-name", "manager_fixture__add", "--tool-arg",
+                                      "a=2", "--tool-arg", "b=3", "--tool-arg", "session=" + session}));
+    CHECK(sum["isError"] == false);
+    CHECK(sum["content"][0]["text"] == "5");
+
+    Json unknown = RunInspector(url, "mcp-key", {"--method", "tools/call", "--tool-name", "no_such_tool"});
+    INFO(unknown.dump(2));
+    CHECK(unknown["exit_code"] != 0);
+    CHECK(Contains(unknown["stdout"].get<std::string>() + unknown["stderr"].get<std::string>(), "-32602"));
   }
-  ServeProcess serve({"--token", "mcp-key"});
-  std::string url = serve.Url() + "/mcp";
-  Json listed = InspectorResult(RunInspector(url, "mcp-key", {"--method", "tools/list"}));
-  std::set<std::string> names;
-  for (const auto& tool : listed["tools"]) names.insert(tool["name"].get<std::string>());
-  CHECK(names.count("manager_fixture__add") == 1);
-  CHECK(names.count("envforge_create_session") == 1);
-
-  Json created = InspectorResult(RunInspector(url, "mcp-key",
-                                               {"--method", "tools/call", "--tool-name", "envforge_create_session", "--tool-arg",
-                                                "env=manager_fixture", "--tool-arg", "task=sum_task"}));
-  REQUIRE(created["structuredContent"]["session"].is_string());
-  std::string session = created["structuredContent"]["session"];
-  Json sum = InspectorResult(RunInspector(url, "mcp-key",
-                                          {"--method", "tools/call", "--tool-name", "manager_fixture__add", "--tool-arg", "a=2",
-                                           "--tool-arg", "b=3", "--tool-arg", "session=" + session}));
-  CHECK(sum["isError"] == false);
-  CHECK(sum["content"][0]["text"] == "5");
-
-  Json unknown = RunInspector(url, "mcp-key", {"--method", "tools/call", "--tool-name", "no_such_tool"});
-  INFO(unknown.dump(2));
-  CHECK(unknown["exit_code"] != 0);
-  CHECK(Contains(unknown["stdout"].get<std::string>() + unknown["stderr"].get<std::string>(), "-32602"));
-}
 
 }  // TEST_SUITE
 

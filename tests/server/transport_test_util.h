@@ -49,7 +49,9 @@ class TransportFixture {
 
   RpcService& service() { return *service_fixture.service; }
   uint16_t port() const { return server->port(); }
-  std::string HttpUrl(const std::string& path = "/rpc") const { return "http://127.0.0.1:" + std::to_string(port()) + path; }
+  std::string HttpUrl(const std::string& path = "/rpc") const {
+    return "http://127.0.0.1:" + std::to_string(port()) + path;
+  }
   std::string WsUrl() const { return "ws://127.0.0.1:" + std::to_string(port()) + "/ws"; }
 
   std::unique_ptr<RpcClient> Client(const std::string& url, const std::string& token = "") {
@@ -139,7 +141,8 @@ class RawConnection {
         size_t at = response.head.find("\r\n");
         while (at != std::string::npos) {
           size_t next = response.head.find("\r\n", at + 2);
-          std::string line = response.head.substr(at + 2, next == std::string::npos ? std::string::npos : next - at - 2);
+          std::string line =
+              response.head.substr(at + 2, next == std::string::npos ? std::string::npos : next - at - 2);
           std::string lower;
           for (char c : line) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
           if (lower.rfind("content-length:", 0) == 0) length = std::stoul(line.substr(15));
@@ -223,7 +226,8 @@ inline std::string RpcText(const std::string& method, Json params = Json::object
 // transport); otherwise stdin is /dev/null and stdout is inherited.
 class ChildProcess {
  public:
-  ChildProcess(const std::vector<std::string>& argv, const std::string& stderr_path, const std::string& stdout_path = "")
+  ChildProcess(const std::vector<std::string>& argv, const std::string& stderr_path,
+               const std::string& stdout_path = "")
       : stderr_path_(stderr_path) {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
@@ -301,8 +305,9 @@ class ServeProcess {
     std::filesystem::create_directories(dir / "envs");
     sandbox::testing::WriteFixtureBundle(dir / "envs/fixture.envdb");
     trajectories = dir / "trajectories.sqlite";
-    std::vector<std::string> argv = {Envforge(), "serve", "--envs", dir / "envs", "--port", "0", "--port-file", dir / "port",
-                                     "--trajectories", trajectories, "--limits", R"({"wall_time_ms": 3000})"};
+    std::vector<std::string> argv = {Envforge(),       "serve",      "--envs",      dir / "envs",
+                                     "--port",         "0",          "--port-file", dir / "port",
+                                     "--trajectories", trajectories, "--limits",    R"({"wall_time_ms": 3000})"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     child.emplace(argv, dir / "serve.stderr");
     bool listening = WaitFor([&] { return ReadFileToString(dir / "port").ok(); }, std::chrono::seconds(60));

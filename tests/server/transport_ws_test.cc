@@ -57,12 +57,17 @@ TEST_SUITE("server.transport.ws") {
   TEST_CASE("requests in flight on one connection are answered as they complete, matched by id") {
     TransportFixture fixture;
     auto client = fixture.Client(fixture.HttpUrl());
-    std::string slow = MustCall(*client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}})["session"];
-    std::string fast = MustCall(*client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}})["session"];
+    std::string slow =
+        MustCall(*client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}})["session"];
+    std::string fast =
+        MustCall(*client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}})["session"];
 
     RawWebSocket ws(fixture.port());
-    ws.Send(RpcText("tools/call", Json{{"session", slow}, {"name", "slow_echo"}, {"arguments", {{"text", "late"}, {"seconds", 0.5}}}}, "slow-1"));
-    ws.Send(RpcText("tools/call", Json{{"session", fast}, {"name", "echo"}, {"arguments", {{"text", "early"}}}}, "fast-2"));
+    ws.Send(RpcText("tools/call",
+                    Json{{"session", slow}, {"name", "slow_echo"}, {"arguments", {{"text", "late"}, {"seconds", 0.5}}}},
+                    "slow-1"));
+    ws.Send(
+        RpcText("tools/call", Json{{"session", fast}, {"name", "echo"}, {"arguments", {{"text", "early"}}}}, "fast-2"));
     ws.Send(RpcText("ping", Json::object(), 3));
     std::vector<Json> answers;
     for (int i = 0; i < 3; ++i) {
@@ -86,12 +91,15 @@ TEST_SUITE("server.transport.ws") {
     CHECK(client->websocket());
     std::vector<std::string> sessions;
     for (int i = 0; i < 3; ++i) {
-      sessions.push_back(MustCall(*client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}})["session"]);
+      sessions.push_back(
+          MustCall(*client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}})["session"]);
     }
     std::vector<std::pair<std::string, Json>> calls;
     for (int i = 0; i < 3; ++i) {
-      calls.push_back({"tools/call", Json{{"session", sessions[i]}, {"name", "slow_echo"},
-                                          {"arguments", {{"text", "s" + std::to_string(i)}, {"seconds", 0.3 - 0.1 * i}}}}});
+      calls.push_back(
+          {"tools/call", Json{{"session", sessions[i]},
+                              {"name", "slow_echo"},
+                              {"arguments", {{"text", "s" + std::to_string(i)}, {"seconds", 0.3 - 0.1 * i}}}}});
     }
     calls.push_back({"tools/call", Json{{"session", "s-nope"}, {"name", "incr"}}});
     auto replies = client->CallPipelined(calls);
@@ -153,7 +161,9 @@ TEST_SUITE("server.transport.ws") {
     std::string session = created["session"];
     {
       RawWebSocket ws(fixture.port());
-      ws.Send(RpcText("tools/call", Json{{"session", session}, {"name", "slow_echo"}, {"arguments", {{"text", "x"}, {"seconds", 0.3}}}}));
+      ws.Send(
+          RpcText("tools/call",
+                  Json{{"session", session}, {"name", "slow_echo"}, {"arguments", {{"text", "x"}, {"seconds", 0.3}}}}));
     }  // dropped without a close frame or waiting
     // The server read the request before the connection went away: it runs and is recorded.
     REQUIRE(WaitFor([&] { return StepsRecorded(fixture, created["trajectory"]) == 1; }, std::chrono::seconds(10)));
@@ -162,11 +172,14 @@ TEST_SUITE("server.transport.ws") {
     CHECK(fixture.service_fixture.Episode(created["trajectory"]).steps.size() == 2);
   }
 
-  TEST_CASE("MCP over POST /mcp: initialize, notifications and responses get 202, MCP-Protocol-Version, tools/list and tools/call") {
+  TEST_CASE(
+      "MCP over POST /mcp: initialize, notifications and responses get 202, MCP-Protocol-Version, tools/list and "
+      "tools/call") {
     TransportFixture fixture;
     auto mcp = fixture.Client(fixture.HttpUrl("/mcp"));
     Json initialized = MustCall(*mcp, "initialize",
-                                Json{{"protocolVersion", "2025-06-18"}, {"capabilities", Json::object()},
+                                Json{{"protocolVersion", "2025-06-18"},
+                                     {"capabilities", Json::object()},
                                      {"clientInfo", {{"name", "transport-test"}, {"version", "1"}}}});
     CHECK(initialized.contains("protocolVersion"));
     CHECK(initialized["capabilities"].contains("tools"));
@@ -209,19 +222,22 @@ TEST_SUITE("server.transport.ws") {
     }
     CHECK(has_create);
 
-    Json created = MustCall(*mcp, "tools/call",
-                            Json{{"name", "envforge_create_session"}, {"arguments", {{"env", "manager_fixture"}, {"task", "sum_task"}}}});
+    Json created = MustCall(
+        *mcp, "tools/call",
+        Json{{"name", "envforge_create_session"}, {"arguments", {{"env", "manager_fixture"}, {"task", "sum_task"}}}});
     CHECK(created["isError"] == false);
     REQUIRE(created.contains("structuredContent"));
     std::string session = created["structuredContent"]["session"];
-    Json echoed = MustCall(*mcp, "tools/call",
-                           Json{{"name", "echo"}, {"arguments", {{"text", "over mcp"}}}, {"_meta", {{"envforge/session", session}}}});
+    Json echoed = MustCall(
+        *mcp, "tools/call",
+        Json{{"name", "echo"}, {"arguments", {{"text", "over mcp"}}}, {"_meta", {{"envforge/session", session}}}});
     CHECK(echoed["isError"] == false);
     CHECK(echoed["content"][0]["type"] == "text");
     CHECK(Contains(echoed["content"][0]["text"].get<std::string>(), "over mcp"));
     Json session_tools = MustCall(*mcp, "tools/list", Json{{"_meta", {{"envforge/session", session}}}});
     CHECK(session_tools["tools"].size() >= 2);
-    Json closed = MustCall(*mcp, "tools/call", Json{{"name", "envforge_close_session"}, {"arguments", {{"session", session}}}});
+    Json closed =
+        MustCall(*mcp, "tools/call", Json{{"name", "envforge_close_session"}, {"arguments", {{"session", session}}}});
     CHECK(closed["isError"] == false);
   }
 }

@@ -14,7 +14,8 @@
 
 namespace envforge::server::testing {
 
-inline RawResponse UiRequest(uint16_t port, const std::string& method, const std::string& path, const std::string& token = "tok") {
+inline RawResponse UiRequest(uint16_t port, const std::string& method, const std::string& path,
+                             const std::string& token = "tok") {
   RawConnection connection(port);
   std::vector<std::string> headers = {"Connection: close"};
   if (!token.empty()) headers.push_back("Authorization: Bearer " + token);
@@ -24,7 +25,8 @@ inline RawResponse UiRequest(uint16_t port, const std::string& method, const std
   return *response;
 }
 
-inline Json UiJson(uint16_t port, const std::string& method, const std::string& path, const std::string& token = "tok") {
+inline Json UiJson(uint16_t port, const std::string& method, const std::string& path,
+                   const std::string& token = "tok") {
   RawResponse response = UiRequest(port, method, path, token);
   INFO(method << " " << path << " -> " << response.status << " " << response.body);
   REQUIRE(response.status == 200);
@@ -35,8 +37,9 @@ inline Json UiJson(uint16_t port, const std::string& method, const std::string& 
 // /usr/bin/chromium is not installed.
 inline std::optional<std::string> BrowserPage(const std::string& url, const std::string& screenshot) {
   if (access("/usr/bin/chromium", X_OK) != 0) return std::nullopt;
-  const std::vector<std::string> common = {"/usr/bin/chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
-                                           "--no-first-run", "--virtual-time-budget=10000", "--window-size=1280,900"};
+  const std::vector<std::string> common = {"/usr/bin/chromium",     "--headless=new", "--no-sandbox",
+                                           "--disable-gpu",         "--no-first-run", "--virtual-time-budget=10000",
+                                           "--window-size=1280,900"};
   CommandOptions options;
   options.timeout = std::chrono::seconds(90);
   std::vector<std::string> shot = common;

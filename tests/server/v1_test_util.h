@@ -1,6 +1,6 @@
 // Helpers of the /v1 suites: the real `envforge serve` binary with a backend on an ephemeral port,
-// the scripted backend's answers, and a plain HTTP/1.1 client (Boost.Beast, synchronous) that reads whole responses, chunked
-// event streams included, and splits server-sent events.
+// the scripted backend's answers, and a plain HTTP/1.1 client (Boost.Beast, synchronous) that reads whole responses,
+// chunked event streams included, and splits server-sent events.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -29,8 +29,14 @@ class V1Server {
  public:
   explicit V1Server(std::vector<std::string> extra) {
     std::filesystem::create_directories(dir / "envs");
-    std::vector<std::string> argv = {ExecutableDirectory() + "/envforge", "serve", "--envs", dir / "envs", "--port", "0",
-                                     "--port-file", dir / "port"};
+    std::vector<std::string> argv = {ExecutableDirectory() + "/envforge",
+                                     "serve",
+                                     "--envs",
+                                     dir / "envs",
+                                     "--port",
+                                     "0",
+                                     "--port-file",
+                                     dir / "port"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     child.emplace(argv, dir / "serve.stderr");
     bool listening = WaitFor([&] { return ReadFileToString(dir / "port").ok(); }, std::chrono::seconds(120));
@@ -63,8 +69,8 @@ struct HttpReply {
 };
 
 // One request on a fresh connection (closed after it). status 0 when the exchange failed.
-inline HttpReply HttpCall(uint16_t port, const std::string& method, const std::string& target, const std::string& body = "",
-                          std::vector<std::pair<std::string, std::string>> headers = {}) {
+inline HttpReply HttpCall(uint16_t port, const std::string& method, const std::string& target,
+                          const std::string& body = "", std::vector<std::pair<std::string, std::string>> headers = {}) {
   namespace beast = boost::beast;
   namespace http = beast::http;
   boost::asio::io_context io;
@@ -163,10 +169,13 @@ inline std::string WriteV1Script(const envforge::testing::TempDir& dir) {
       Json{{"when", "greet"}, {"content", "Hello there!"}, {"reasoning_content", "The user greets me."}},
       Json{{"when", "weather"},
            {"content", "Let me check."},
-           {"tool_calls", Json::array({Json{{"name", "get_weather"}, {"arguments", Json{{"city", "Paris"}}}, {"id", "call_w1"}}})}},
+           {"tool_calls",
+            Json::array({Json{{"name", "get_weather"}, {"arguments", Json{{"city", "Paris"}}}, {"id", "call_w1"}}})}},
       Json{{"when", "dsml"}, {"text", DsmlCompletion()}},
       Json{{"when", "fall over"}, {"error", "unavailable"}, {"message", "upstream fell over"}},
-      Json{{"when", "very long"}, {"error", "invalid_argument"}, {"message", "context length exceeded: 9000 tokens, the window is 4096"}},
+      Json{{"when", "very long"},
+           {"error", "invalid_argument"},
+           {"message", "context length exceeded: 9000 tokens, the window is 4096"}},
       Json{{"when", "slow"}, {"content", "slow answer"}, {"sleep_ms", 1500}},
       Json{{"content", "default answer"}},
   };
@@ -181,7 +190,8 @@ inline std::string WriteV1Script(const envforge::testing::TempDir& dir) {
 struct ScriptedServer {
   explicit ScriptedServer(std::vector<std::string> extra = {}) : server(Args(std::move(extra))) {}
   std::vector<std::string> Args(std::vector<std::string> extra) {
-    std::vector<std::string> args = {"--backend", "scripted:" + WriteV1Script(script_dir), "--model-name", "tiny-scripted"};
+    std::vector<std::string> args = {"--backend", "scripted:" + WriteV1Script(script_dir), "--model-name",
+                                     "tiny-scripted"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }

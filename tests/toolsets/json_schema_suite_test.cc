@@ -34,22 +34,66 @@ std::string SuiteDir() {
 }
 
 // Keywords json_schema.h lists as supported for draft-07 (prefixItems is 2020-12's).
-const std::set<std::string, std::less<>> kSupported = {
-    "type", "enum", "const", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength",
-    "pattern", "format", "items", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
-    "minContains", "maxContains", "properties", "required", "additionalProperties", "patternProperties",
-    "propertyNames", "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "dependencies",
-    "$defs", "definitions", "title", "description", "default", "examples", "$schema", "$id", "$comment",
-    "readOnly", "writeOnly", "deprecated", "contentEncoding", "contentMediaType"};
+const std::set<std::string, std::less<>> kSupported = {"type",
+                                                       "enum",
+                                                       "const",
+                                                       "allOf",
+                                                       "anyOf",
+                                                       "oneOf",
+                                                       "not",
+                                                       "if",
+                                                       "then",
+                                                       "else",
+                                                       "$ref",
+                                                       "minimum",
+                                                       "maximum",
+                                                       "exclusiveMinimum",
+                                                       "exclusiveMaximum",
+                                                       "multipleOf",
+                                                       "minLength",
+                                                       "maxLength",
+                                                       "pattern",
+                                                       "format",
+                                                       "items",
+                                                       "additionalItems",
+                                                       "minItems",
+                                                       "maxItems",
+                                                       "uniqueItems",
+                                                       "contains",
+                                                       "minContains",
+                                                       "maxContains",
+                                                       "properties",
+                                                       "required",
+                                                       "additionalProperties",
+                                                       "patternProperties",
+                                                       "propertyNames",
+                                                       "minProperties",
+                                                       "maxProperties",
+                                                       "dependentRequired",
+                                                       "dependentSchemas",
+                                                       "dependencies",
+                                                       "$defs",
+                                                       "definitions",
+                                                       "title",
+                                                       "description",
+                                                       "default",
+                                                       "examples",
+                                                       "$schema",
+                                                       "$id",
+                                                       "$comment",
+                                                       "readOnly",
+                                                       "writeOnly",
+                                                       "deprecated",
+                                                       "contentEncoding",
+                                                       "contentMediaType"};
 
 // Why `schema` is outside the supported subset ("" when it is inside): an unknown keyword, a
 // $ref that is not a local JSON pointer, or a $ref below a nested $id.
 std::string Unsupported(const Json& schema, bool root = true, bool under_id = false);
 
 std::string UnsupportedChildren(const std::string& keyword, const Json& value, bool under_id) {
-  static const std::set<std::string, std::less<>> kSchemaMaps = {"properties", "patternProperties", "$defs",
-                                                                 "definitions", "dependentSchemas", "dependencies"};
+  static const std::set<std::string, std::less<>> kSchemaMaps = {"properties",  "patternProperties", "$defs",
+                                                                 "definitions", "dependentSchemas",  "dependencies"};
   static const std::set<std::string, std::less<>> kSchemaLists = {"allOf", "anyOf", "oneOf", "items"};
   static const std::set<std::string, std::less<>> kSchemas = {
       "items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames"};
@@ -116,8 +160,8 @@ TEST_CASE("JSON-Schema-Test-Suite draft7: supported groups compile and pass") {
       Result<CompiledSchema> schema = CompiledSchema::Compile(group["schema"], draft7);
       const std::string unsupported = Unsupported(group["schema"]);
       if (!schema.ok()) {
-        CHECK_MESSAGE(!unsupported.empty(), "uses only supported keywords but does not compile: "
-                                                << schema.status().message());
+        CHECK_MESSAGE(!unsupported.empty(),
+                      "uses only supported keywords but does not compile: " << schema.status().message());
         std::cout << "  not compiled: " << name << " (" << schema.status().message() << ")\n";
         continue;
       }

@@ -65,7 +65,8 @@ bool ExposesDefect(const std::string& fixture, const std::string& text, Trip& tr
   const Json& day2 = answer[1];
   if (fixture == "off_by_one_ticket.py") {
     return trip.Number("SELECT price_per_night FROM hotels WHERE name = ?", Field(day2, "hotel")) >= 800 &&
-           trip.Number("SELECT ticket_price FROM attractions WHERE name = ?", Field(day2, "afternoon_attraction")) == 120;
+           trip.Number("SELECT ticket_price FROM attractions WHERE name = ?", Field(day2, "afternoon_attraction")) ==
+               120;
   }
   if (fixture == "tier_boundary_800.py") {
     return trip.Number("SELECT price_per_night FROM hotels WHERE name = ?", Field(day2, "hotel")) == 800;
@@ -81,9 +82,9 @@ bool ExposesDefect(const std::string& fixture, const std::string& text, Trip& tr
         fixture == "skips_attraction_city.py"
             ? std::vector<std::pair<const char*, const char*>>{{"afternoon_attraction", "attractions"}}
             : std::vector<std::pair<const char*, const char*>>{{"afternoon_attraction", "attractions"},
-                                                                {"hotel", "hotels"},
-                                                                {"afternoon_restaurant", "restaurants"},
-                                                                {"evening_restaurant", "restaurants"}};
+                                                               {"hotel", "hotels"},
+                                                               {"afternoon_restaurant", "restaurants"},
+                                                               {"evening_restaurant", "restaurants"}};
     for (const auto& day : answer) {
       for (const auto& [slot, table] : slots) {
         std::string city = trip.Text(std::string("SELECT city FROM ") + table + " WHERE name = ?", Field(day, slot));
@@ -131,85 +132,86 @@ AuditOptions OptionsFor(const std::string& fixture) {
 }
 
 TEST_SUITE("verifiers.audit_faulty") {
+  TEST_CASE("every faulty verifier fixture is broken, with a finding of its kind whose answer exposes it" *
+            doctest::timeout(240)) {
+    auto cases = ParseJson(testing::ReadText(FixtureDir() + "/cases.json"), "cases.json");
+    REQUIRE(cases.ok());
+    REQUIRE(cases->size() >= 4);
+    std::set<std::string> kinds;
+    for (const Json& entry : *cases) {
+      const std::string fixture = entry["fixture"];
+      const std::string task = entry["task"];
+      const std::string kind = FindingKind(entry["kind"]);
+      const std::string readme_answer = entry["answer_text"];
+      CAPTURE(fixture);
+      kinds.insert(kind);
 
-TEST_CASE("every faulty verifier fixture is broken, with a finding of its kind whose answer exposes it" *
-          doctest::timeout(240)) {
-  auto cases = ParseJson(testing::ReadText(FixtureDir() + "/cases.json"), "cases.json");
-  REQUIRE(cases.ok());
-  REQUIRE(cases->size() >= 4);
-  std::set<std::string> kinds;
-  for (const Json& entry : *cases) {
-    const std::string fixture = entry["fixture"];
-    const std::string task = entry["task"];
-    const std::string kind = FindingKind(entry["kind"]);
-    const std::string readme_answer = entry["answer_text"];
-    CAPTURE(fixture);
-    kinds.insert(kind);
+      TempDir dir;
+      std::string source = testing::CopyTrip(dir);
+      testing::WriteText(source + "/tasks/" + task + "/verifier.py", testing::ReadText(FixtureDir() + "/" + fixture));
+      std::string bundle = testing::Pack(source, dir / "faulty.envdb");
+      testing::SessionLanes lanes(bundle);
+      AuditOptions options = OptionsFor(fixture);
+      options.tasks = {task};
+      AuditReport report = testing::Audit(bundle, lanes.lanes, options);
+      const TaskAudit& audit = report.tasks.at(0);
+      INFO(DumpJson(audit.ToJson()["finding_counts"]));
+      CHECK(audit.verdict == "broken");
+      CHECK(audit.gold_passes == 5);  // the gold answer passes every fixture: only the probes expose it
 
-    TempDir dir;
-    std::string source = testing::CopyTrip(dir);
-    testing::WriteText(source + "/tasks/" + task + "/verifier.py", testing::ReadText(FixtureDir() + "/" + fixture));
-    std::string bundle = testing::Pack(source, dir / "faulty.envdb");
-    testing::SessionLanes lanes(bundle);
-    AuditOptions options = OptionsFor(fixture);
-    options.tasks = {task};
-    AuditReport report = testing::Audit(bundle, lanes.lanes, options);
-    const TaskAudit& audit = report.tasks.at(0);
-    INFO(DumpJson(audit.ToJson()["finding_counts"]));
-    CHECK(audit.verdict == "broken");
-    CHECK(audit.gold_passes == 5);  // the gold answer passes every fixture: only the probes expose it
+      auto findings = FindingsOf(audit, kind);
+      REQUIRE_MESSAGE(!findings.empty(), "no " << kind << " finding");
 
-    auto findings = FindingsOf(audit, kind);
-    REQUIRE_MESSAGE(!findings.empty(), "no " << kind << " finding");
-
-    // The README's answer shows the documented behaviour in our sessions.
-    auto faulty = lanes.lanes[0]->Judge(task, JudgeKind::kVerifier, {readme_answer, readme_answer, readme_answer});
-    auto oracle = lanes.lanes[0]->Judge(task, JudgeKind::kOracle, {readme_answer});
-    REQUIRE(faulty.ok());
-    REQUIRE(oracle.ok());
-    CHECK((*oracle)[0].passed == entry["correct_passed"].get<bool>());
-    if (kind == "defect") {
-      CHECK((*faulty)[0].defect);
-    } else if (kind != "nondeterminism") {
-      CHECK((*faulty)[0].passed == entry["faulty"]["passed"].get<bool>());
-    }
-
-    // Is the README's own answer among the findings? It must be when the audit probes it (a
-    // single-field mutant of the gold answer, a trivial probe).
-    bool readme_found = false;
-    for (const Finding* finding : findings) readme_found = readme_found || AnswerJson(finding->answer) == AnswerJson(readme_answer);
-    if (fixture == "skips_attraction_city.py" || fixture == "too_strict_rating.py" || fixture == "raises_on_null.py" ||
-        fixture == "accepts_fenced_anything.py") {
-      CHECK_MESSAGE(readme_found, "the README's exposing answer is not among the " << kind << " findings");
-    }
-
-    // Every finding of the kind exercises the same defect (checked on the data), and a
-    // nondeterminism finding really flips when judged three times in a row.
-    auto trip_db = Database::Open(bundle, Database::Mode::kReadOnly);
-    REQUIRE(trip_db.ok());
-    Trip trip{std::move(trip_db).value()};
-    size_t checked = 0;
-    for (const Finding* finding : findings) {
-      if (checked == 20) break;
-      ++checked;
-      CAPTURE(finding->answer);
-      if (kind == "nondeterminism") {
-        auto runs = lanes.lanes[1]->Judge(task, JudgeKind::kVerifier, {finding->answer, finding->answer, finding->answer});
-        REQUIRE(runs.ok());
-        bool differs = !SameVerdict((*runs)[0], (*runs)[1]) || !SameVerdict((*runs)[1], (*runs)[2]);
-        CHECK(differs);
-        CHECK(ExposesDefect(fixture, finding->answer, trip));
-      } else {
-        CHECK(ExposesDefect(fixture, finding->answer, trip));
+      // The README's answer shows the documented behaviour in our sessions.
+      auto faulty = lanes.lanes[0]->Judge(task, JudgeKind::kVerifier, {readme_answer, readme_answer, readme_answer});
+      auto oracle = lanes.lanes[0]->Judge(task, JudgeKind::kOracle, {readme_answer});
+      REQUIRE(faulty.ok());
+      REQUIRE(oracle.ok());
+      CHECK((*oracle)[0].passed == entry["correct_passed"].get<bool>());
+      if (kind == "defect") {
+        CHECK((*faulty)[0].defect);
+      } else if (kind != "nondeterminism") {
+        CHECK((*faulty)[0].passed == entry["faulty"]["passed"].get<bool>());
       }
+
+      // Is the README's own answer among the findings? It must be when the audit probes it (a
+      // single-field mutant of the gold answer, a trivial probe).
+      bool readme_found = false;
+      for (const Finding* finding : findings)
+        readme_found = readme_found || AnswerJson(finding->answer) == AnswerJson(readme_answer);
+      if (fixture == "skips_attraction_city.py" || fixture == "too_strict_rating.py" ||
+          fixture == "raises_on_null.py" || fixture == "accepts_fenced_anything.py") {
+        CHECK_MESSAGE(readme_found, "the README's exposing answer is not among the " << kind << " findings");
+      }
+
+      // Every finding of the kind exercises the same defect (checked on the data), and a
+      // nondeterminism finding really flips when judged three times in a row.
+      auto trip_db = Database::Open(bundle, Database::Mode::kReadOnly);
+      REQUIRE(trip_db.ok());
+      Trip trip{std::move(trip_db).value()};
+      size_t checked = 0;
+      for (const Finding* finding : findings) {
+        if (checked == 20) break;
+        ++checked;
+        CAPTURE(finding->answer);
+        if (kind == "nondeterminism") {
+          auto runs =
+              lanes.lanes[1]->Judge(task, JudgeKind::kVerifier, {finding->answer, finding->answer, finding->answer});
+          REQUIRE(runs.ok());
+          bool differs = !SameVerdict((*runs)[0], (*runs)[1]) || !SameVerdict((*runs)[1], (*runs)[2]);
+          CHECK(differs);
+          CHECK(ExposesDefect(fixture, finding->answer, trip));
+        } else {
+          CHECK(ExposesDefect(fixture, finding->answer, trip));
+        }
+      }
+      MESSAGE(fixture << ": " << audit.Count(kind) << " " << kind << " finding(s)"
+                      << std::string(readme_found ? ", the README's answer among them" : "") << ", " << audit.probes
+                      << " probes in " << audit.seconds << " s");
     }
-    MESSAGE(fixture << ": " << audit.Count(kind) << " " << kind << " finding(s)"
-                    << std::string(readme_found ? ", the README's answer among them" : "") << ", " << audit.probes
-                    << " probes in " << audit.seconds << " s");
+    // The four kinds the issue asks for are all covered by the fixtures.
+    for (const char* kind : {"false_accept", "false_reject", "defect", "nondeterminism"}) CHECK(kinds.count(kind) == 1);
   }
-  // The four kinds the issue asks for are all covered by the fixtures.
-  for (const char* kind : {"false_accept", "false_reject", "defect", "nondeterminism"}) CHECK(kinds.count(kind) == 1);
-}
 
 }  // TEST_SUITE
 

@@ -27,8 +27,8 @@ struct TypeName {
   uint8_t bit;
 };
 constexpr TypeName kTypeNames[] = {
-    {"object", kTypeObject},   {"array", kTypeArray},     {"string", kTypeString}, {"integer", kTypeInteger},
-    {"number", kTypeNumber},   {"boolean", kTypeBoolean}, {"null", kTypeNull},
+    {"object", kTypeObject}, {"array", kTypeArray},     {"string", kTypeString}, {"integer", kTypeInteger},
+    {"number", kTypeNumber}, {"boolean", kTypeBoolean}, {"null", kTypeNull},
 };
 
 std::optional<uint8_t> TypeBitOf(std::string_view name) {
@@ -54,8 +54,18 @@ SchemaDialect DialectOf(const Json& root, SchemaDialect fallback) {
 
 bool IsAnnotation(std::string_view keyword) {
   static constexpr std::string_view kAnnotations[] = {
-      "title",    "description", "default",    "examples",  "$schema",         "$id",
-      "$comment", "readOnly",    "writeOnly",  "deprecated", "contentEncoding", "contentMediaType",
+      "title",
+      "description",
+      "default",
+      "examples",
+      "$schema",
+      "$id",
+      "$comment",
+      "readOnly",
+      "writeOnly",
+      "deprecated",
+      "contentEncoding",
+      "contentMediaType",
       // OpenAPI's hint for a tagged union, which Pydantic emits next to oneOf; oneOf validates.
       "discriminator",
   };
@@ -65,7 +75,7 @@ bool IsAnnotation(std::string_view keyword) {
 
 Status CheckAnnotation(std::string_view keyword, const Json& value, const std::string& at) {
   static constexpr std::string_view kStrings[] = {"title",    "description",     "$schema",         "$id",
-                                                 "$comment", "contentEncoding", "contentMediaType"};
+                                                  "$comment", "contentEncoding", "contentMediaType"};
   if (std::find(std::begin(kStrings), std::end(kStrings), keyword) != std::end(kStrings) && !value.is_string()) {
     return Error(at, "must be a string");
   }
@@ -118,8 +128,9 @@ Result<std::string> ResolveFragment(const Json& root, std::string_view fragment,
     }
     if (here->is_object() && here->contains(key)) {
       here = &(*here)[key];
-    } else if (here->is_array() && !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-               key.size() < 10 && std::stoul(key) < here->size()) {
+    } else if (here->is_array() && !key.empty() &&
+               std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }) && key.size() < 10 &&
+               std::stoul(key) < here->size()) {
       here = &(*here)[std::stoul(key)];
     } else {
       return Error(at, "'" + ref + "' points at nothing in this schema");
@@ -302,7 +313,8 @@ class SchemaCompiler {
       const std::string& text = name.get_ref<const std::string&>();
       std::optional<uint8_t> bit = TypeBitOf(text);
       if (!bit) {
-        return Error(at, "unknown type '" + text + "' (expected object, array, string, integer, number, boolean or null)");
+        return Error(at,
+                     "unknown type '" + text + "' (expected object, array, string, integer, number, boolean or null)");
       }
       if (node.types & *bit) return Error(at, "type '" + text + "' is listed twice");
       node.types |= *bit;
@@ -335,8 +347,9 @@ class SchemaCompiler {
   Status OnRef(const Json& value, const std::string& at, NodeContext& ctx) {
     if (!value.is_string()) return Error(at, "must be a string (a URI reference)");
     if (ctx.under_id) {
-      return Error(at, "a $ref below a nested \"$id\" (a different base URI) is not supported; use \"$defs\" "
-                       "in the root schema and \"#/$defs/...\" references");
+      return Error(at,
+                   "a $ref below a nested \"$id\" (a different base URI) is not supported; use \"$defs\" "
+                   "in the root schema and \"#/$defs/...\" references");
     }
     // Resolved after the walk (the target may not be compiled yet); Compile registered this
     // node's index under its pointer before compiling its keywords.
@@ -352,18 +365,30 @@ class SchemaCompiler {
     }
     return Status::Ok();
   }
-  Status OnAllOf(const Json& v, const std::string& at, NodeContext& ctx) { return OnSchemaList(v, at, ctx, ctx.node.all_of); }
-  Status OnAnyOf(const Json& v, const std::string& at, NodeContext& ctx) { return OnSchemaList(v, at, ctx, ctx.node.any_of); }
-  Status OnOneOf(const Json& v, const std::string& at, NodeContext& ctx) { return OnSchemaList(v, at, ctx, ctx.node.one_of); }
+  Status OnAllOf(const Json& v, const std::string& at, NodeContext& ctx) {
+    return OnSchemaList(v, at, ctx, ctx.node.all_of);
+  }
+  Status OnAnyOf(const Json& v, const std::string& at, NodeContext& ctx) {
+    return OnSchemaList(v, at, ctx, ctx.node.any_of);
+  }
+  Status OnOneOf(const Json& v, const std::string& at, NodeContext& ctx) {
+    return OnSchemaList(v, at, ctx, ctx.node.one_of);
+  }
 
   Status OnSingle(const Json& value, const std::string& at, NodeContext& ctx, uint32_t& out) {
     ENVFORGE_ASSIGN_OR_RETURN(out, Sub(value, at, ctx));
     return Status::Ok();
   }
-  Status OnNot(const Json& v, const std::string& at, NodeContext& ctx) { return OnSingle(v, at, ctx, ctx.node.not_node); }
+  Status OnNot(const Json& v, const std::string& at, NodeContext& ctx) {
+    return OnSingle(v, at, ctx, ctx.node.not_node);
+  }
   Status OnIf(const Json& v, const std::string& at, NodeContext& ctx) { return OnSingle(v, at, ctx, ctx.node.if_node); }
-  Status OnThen(const Json& v, const std::string& at, NodeContext& ctx) { return OnSingle(v, at, ctx, ctx.node.then_node); }
-  Status OnElse(const Json& v, const std::string& at, NodeContext& ctx) { return OnSingle(v, at, ctx, ctx.node.else_node); }
+  Status OnThen(const Json& v, const std::string& at, NodeContext& ctx) {
+    return OnSingle(v, at, ctx, ctx.node.then_node);
+  }
+  Status OnElse(const Json& v, const std::string& at, NodeContext& ctx) {
+    return OnSingle(v, at, ctx, ctx.node.else_node);
+  }
 
   Status OnDefinitions(const Json& value, const std::string& at, NodeContext& ctx) {
     if (!value.is_object()) return Error(at, "must be an object of schemas");
@@ -386,8 +411,12 @@ class SchemaCompiler {
     node.has_bounds = true;
     return Status::Ok();
   }
-  Status OnMinimum(const Json& v, const std::string& at, NodeContext& ctx) { return CompileBound(v, at, ctx.node.minimum, ctx.node); }
-  Status OnMaximum(const Json& v, const std::string& at, NodeContext& ctx) { return CompileBound(v, at, ctx.node.maximum, ctx.node); }
+  Status OnMinimum(const Json& v, const std::string& at, NodeContext& ctx) {
+    return CompileBound(v, at, ctx.node.minimum, ctx.node);
+  }
+  Status OnMaximum(const Json& v, const std::string& at, NodeContext& ctx) {
+    return CompileBound(v, at, ctx.node.maximum, ctx.node);
+  }
   Status OnExclusiveMinimum(const Json& v, const std::string& at, NodeContext& ctx) {
     return CompileBound(v, at, ctx.node.exclusive_minimum, ctx.node);
   }
@@ -411,12 +440,24 @@ class SchemaCompiler {
     }
     return Error(at, "must be a non-negative integer");
   }
-  Status OnMinLength(const Json& v, const std::string& at, NodeContext& ctx) { return CompileCount(v, at, ctx.node.min_length); }
-  Status OnMaxLength(const Json& v, const std::string& at, NodeContext& ctx) { return CompileCount(v, at, ctx.node.max_length); }
-  Status OnMinItems(const Json& v, const std::string& at, NodeContext& ctx) { return CompileCount(v, at, ctx.node.min_items); }
-  Status OnMaxItems(const Json& v, const std::string& at, NodeContext& ctx) { return CompileCount(v, at, ctx.node.max_items); }
-  Status OnMinContains(const Json& v, const std::string& at, NodeContext& ctx) { return CompileCount(v, at, ctx.node.min_contains); }
-  Status OnMaxContains(const Json& v, const std::string& at, NodeContext& ctx) { return CompileCount(v, at, ctx.node.max_contains); }
+  Status OnMinLength(const Json& v, const std::string& at, NodeContext& ctx) {
+    return CompileCount(v, at, ctx.node.min_length);
+  }
+  Status OnMaxLength(const Json& v, const std::string& at, NodeContext& ctx) {
+    return CompileCount(v, at, ctx.node.max_length);
+  }
+  Status OnMinItems(const Json& v, const std::string& at, NodeContext& ctx) {
+    return CompileCount(v, at, ctx.node.min_items);
+  }
+  Status OnMaxItems(const Json& v, const std::string& at, NodeContext& ctx) {
+    return CompileCount(v, at, ctx.node.max_items);
+  }
+  Status OnMinContains(const Json& v, const std::string& at, NodeContext& ctx) {
+    return CompileCount(v, at, ctx.node.min_contains);
+  }
+  Status OnMaxContains(const Json& v, const std::string& at, NodeContext& ctx) {
+    return CompileCount(v, at, ctx.node.max_contains);
+  }
   Status OnMinProperties(const Json& v, const std::string& at, NodeContext& ctx) {
     ctx.node.has_object_rules = true;
     return CompileCount(v, at, ctx.node.min_properties);
@@ -557,7 +598,8 @@ class SchemaCompiler {
   Status OnDependentRequired(const Json& value, const std::string& at, NodeContext& ctx) {
     if (!value.is_object()) return Error(at, "must be an object of string arrays");
     ctx.node.has_object_rules = true;
-    for (const auto& [name, names] : value.items()) ENVFORGE_RETURN_IF_ERROR(AddRequiredDependency(name, names, at, ctx));
+    for (const auto& [name, names] : value.items())
+      ENVFORGE_RETURN_IF_ERROR(AddRequiredDependency(name, names, at, ctx));
     return Status::Ok();
   }
 
@@ -639,10 +681,12 @@ class SchemaCompiler {
       if (!base.empty() && ref.starts_with(base)) ref.remove_prefix(base.size());  // the document itself
     }
     if (!ref.starts_with('#')) {
-      return Error(pending.at, "'" + pending.ref + "' is a remote reference; only local references (\"#/...\") are supported");
+      return Error(pending.at,
+                   "'" + pending.ref + "' is a remote reference; only local references (\"#/...\") are supported");
     }
     if (ref.size() > 1 && ref[1] != '/') {
-      return Error(pending.at, "'" + pending.ref + "' names an anchor; only JSON-pointer references (\"#/...\") are supported");
+      return Error(pending.at,
+                   "'" + pending.ref + "' names an anchor; only JSON-pointer references (\"#/...\") are supported");
     }
     return ResolveFragment(root_, ref.substr(1), pending.at, pending.ref);
   }
@@ -673,7 +717,8 @@ class SchemaCompiler {
     for (uint32_t child : {node.ref, node.not_node, node.if_node, node.then_node, node.else_node}) {
       if (child != kNoNode) out.push_back(child);
     }
-    for (const auto* list : {&node.all_of, &node.any_of, &node.one_of}) out.insert(out.end(), list->begin(), list->end());
+    for (const auto* list : {&node.all_of, &node.any_of, &node.one_of})
+      out.insert(out.end(), list->begin(), list->end());
     for (const SchemaDependency& dependency : node.dependent_schemas) out.push_back(dependency.node);
   }
 
@@ -718,15 +763,15 @@ class SchemaCompiler {
       chain += (pointers_[frame.first].empty() ? "#" : "#" + pointers_[frame.first]) + " -> ";
     }
     chain += pointers_[back_to].empty() ? "#" : "#" + pointers_[back_to];
-    return Error(pointers_[back_to], "circular schema: " + chain +
-                                         " applies to the same value forever without descending into it");
+    return Error(pointers_[back_to],
+                 "circular schema: " + chain + " applies to the same value forever without descending into it");
   }
 
   const Json& root_;
   SchemaDialect dialect_;
   SchemaTree& tree_;
   std::map<std::string, uint32_t, std::less<>> by_pointer_;  // schema pointer -> node
-  std::vector<std::string> pointers_;                       // node -> schema pointer
+  std::vector<std::string> pointers_;                        // node -> schema pointer
   std::vector<PendingRef> pending_refs_;
 };
 

@@ -254,9 +254,8 @@ struct FormatEntry {
   Format format;
 };
 constexpr FormatEntry kFormats[] = {
-    {"date", Format::kDate}, {"date-time", Format::kDateTime}, {"time", Format::kTime},
-    {"email", Format::kEmail}, {"uri", Format::kUri},          {"uuid", Format::kUuid},
-    {"ipv4", Format::kIpv4}, {"ipv6", Format::kIpv6},
+    {"date", Format::kDate}, {"date-time", Format::kDateTime}, {"time", Format::kTime}, {"email", Format::kEmail},
+    {"uri", Format::kUri},   {"uuid", Format::kUuid},          {"ipv4", Format::kIpv4}, {"ipv6", Format::kIpv6},
 };
 
 }  // namespace

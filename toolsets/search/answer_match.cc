@@ -12,7 +12,8 @@ namespace {
 // digits stand for two-letter folds and ' ' for the two signs of the block (x and ÷).
 constexpr std::string_view kLatin1Letters = "aaaaaa1ceeeeiiiidnooooo ouuuuy23aaaaaa1ceeeeiiiidnooooo ouuuuy2y";
 constexpr std::string_view kLatinExtendedALetters =
-    "aaaaaaccccccccddddeeeeeeeeeegggggggghhhhiiiiiiiiii44jjkkkllllllllllnnnnnnnnnoooooo55rrrrrrssssssssttttttuuuuuuuuuuuu"
+    "aaaaaaccccccccddddeeeeeeeeeegggggggghhhhiiiiiiiiii44jjkkkllllllllllnnnnnnnnnoooooo55rrrrrrssssssssttttttuuuuuuuuuu"
+    "uu"
     "wwyyyzzzzzzs";
 static_assert(kLatin1Letters.size() == 64);
 static_assert(kLatinExtendedALetters.size() == 128);
@@ -80,9 +81,9 @@ bool IsDigit(char32_t c) { return c >= '0' && c <= '9'; }
 
 bool IsSeparator(char32_t c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' || c == '-' || c == '/' ||
-         c == '_' || c == '&' || c == 0xA0 || c == 0xD7 || c == 0xF7 || c == 0x3000 || c == 0x2212 ||
-         c == 0xFFFD || (c >= 0x2000 && c <= 0x200A) || (c >= 0x2010 && c <= 0x2015) || c == 0x2028 ||
-         c == 0x2029 || c == 0x202F || c == 0x205F;
+         c == '_' || c == '&' || c == 0xA0 || c == 0xD7 || c == 0xF7 || c == 0x3000 || c == 0x2212 || c == 0xFFFD ||
+         (c >= 0x2000 && c <= 0x200A) || (c >= 0x2010 && c <= 0x2015) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F;
 }
 
 // Punctuation and invisible characters that are removed (not separators).
@@ -91,11 +92,11 @@ bool IsRemoved(char32_t c) {
     bool alphanumeric = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
     return !alphanumeric && c != '+' && c != '#';  // "C++" and "C#" stay apart from "C"
   }
-  if (c >= 0x300 && c <= 0x36F) return true;  // combining marks
+  if (c >= 0x300 && c <= 0x36F) return true;    // combining marks
   if (c >= 0x2000 && c <= 0x206F) return true;  // general punctuation (separators were taken first)
   if (c == 0xFEFF) return true;
-  static const std::set<char32_t> kLatin1Punctuation = {0xA1, 0xA6, 0xA7, 0xA8, 0xAB, 0xAC, 0xAD, 0xAF,
-                                                        0xB4, 0xB6, 0xB7, 0xB8, 0xBB, 0xBF};
+  static const std::set<char32_t> kLatin1Punctuation = {0xA1, 0xA6, 0xA7, 0xA8, 0xAB, 0xAC, 0xAD,
+                                                        0xAF, 0xB4, 0xB6, 0xB7, 0xB8, 0xBB, 0xBF};
   return kLatin1Punctuation.contains(c);
 }
 
@@ -201,10 +202,12 @@ Result<AnswerKey> AnswerKeyFromJson(const Json& json) {
     if (!value.is_string()) return InvalidArgumentError("answer key: " + what + " must be a string");
     const std::string& text = value.get_ref<const std::string&>();
     if (text.size() > kMaxAnswerBytes) {
-      return InvalidArgumentError("answer key: " + what + " is longer than " + std::to_string(kMaxAnswerBytes) + " bytes");
+      return InvalidArgumentError("answer key: " + what + " is longer than " + std::to_string(kMaxAnswerBytes) +
+                                  " bytes");
     }
     if (NormalizeAnswer(text).empty()) {
-      return InvalidArgumentError("answer key: " + what + " '" + text + "' normalises to nothing (only punctuation or articles)");
+      return InvalidArgumentError("answer key: " + what + " '" + text +
+                                  "' normalises to nothing (only punctuation or articles)");
     }
     return Status::Ok();
   };

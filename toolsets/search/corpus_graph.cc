@@ -69,7 +69,8 @@ Result<std::string> CorpusGraph::Text(DocIndex doc) {
 
 Result<int64_t> CorpusGraph::DocumentFrequency(const std::string& word) {
   if (auto it = frequency_.find(word); it != frequency_.end()) return it->second;
-  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt, reader_->database().Prepare("SELECT count(*) FROM documents_fts WHERE documents_fts MATCH ?"));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      Statement stmt, reader_->database().Prepare("SELECT count(*) FROM documents_fts WHERE documents_fts MATCH ?"));
   ENVFORGE_RETURN_IF_ERROR(stmt.BindAll({"\"" + word + "\""}));
   ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
   int64_t count = row ? stmt.ColumnInt(0) : 0;
@@ -95,8 +96,9 @@ Result<std::vector<DocIndex>> CorpusGraph::MatchAll(const std::vector<std::strin
 }
 
 Result<std::vector<std::string>> CorpusGraph::AnchorNames(DocIndex doc) {
-  ENVFORGE_ASSIGN_OR_RETURN(Statement stmt,
-                            reader_->database().Prepare("SELECT DISTINCT anchor FROM links WHERE to_id = ? ORDER BY anchor LIMIT 64"));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      Statement stmt,
+      reader_->database().Prepare("SELECT DISTINCT anchor FROM links WHERE to_id = ? ORDER BY anchor LIMIT 64"));
   ENVFORGE_RETURN_IF_ERROR(stmt.BindAll({doc_ids_[doc]}));
   std::vector<std::string> names;
   for (;;) {

@@ -62,15 +62,22 @@ Result<SourceStats> SourceStatsFromJson(const Json& json) {
 }  // namespace
 
 Json ToJson(const SourceStats& stats) {
-  return Json{{"name", stats.name}, {"documents", stats.documents}, {"links", stats.links}, {"bytes", stats.bytes},
+  return Json{{"name", stats.name},
+              {"documents", stats.documents},
+              {"links", stats.links},
+              {"bytes", stats.bytes},
               {"seconds", stats.seconds}};
 }
 
 Json ToJson(const CorpusInfo& info) {
   Json sources = Json::array();
   for (const SourceStats& stats : info.sources) sources.push_back(ToJson(stats));
-  return Json{{"format_version", info.format_version}, {"built_at", info.built_at}, {"documents", info.documents},
-              {"links", info.links}, {"bytes", info.bytes}, {"index_seconds", info.index_seconds},
+  return Json{{"format_version", info.format_version},
+              {"built_at", info.built_at},
+              {"documents", info.documents},
+              {"links", info.links},
+              {"bytes", info.bytes},
+              {"index_seconds", info.index_seconds},
               {"sources", std::move(sources)}};
 }
 
@@ -133,9 +140,12 @@ struct CorpusWriter::Impl {
   Status WriteMeta(const CorpusInfo& info) {
     Json sources_json = ToJson(info)["sources"];
     const std::vector<std::pair<std::string, std::string>> rows = {
-        {"format_version", std::to_string(info.format_version)}, {"built_at", info.built_at},
-        {"documents", std::to_string(info.documents)},           {"links", std::to_string(info.links)},
-        {"bytes", std::to_string(info.bytes)},                   {"index_seconds", std::to_string(info.index_seconds)},
+        {"format_version", std::to_string(info.format_version)},
+        {"built_at", info.built_at},
+        {"documents", std::to_string(info.documents)},
+        {"links", std::to_string(info.links)},
+        {"bytes", std::to_string(info.bytes)},
+        {"index_seconds", std::to_string(info.index_seconds)},
         {"sources", DumpJson(sources_json)}};
     ENVFORGE_ASSIGN_OR_RETURN(Statement insert, db->Prepare("INSERT INTO meta(key, value) VALUES (?, ?)"));
     for (const auto& [key, value] : rows) {
@@ -151,7 +161,8 @@ struct CorpusWriter::Impl {
     insert_document.reset();
     insert_link.reset();
     db.reset();
-    if (std::rename(temp_path.c_str(), path.c_str()) != 0) return ErrnoError("cannot rename the corpus to " + path, errno);
+    if (std::rename(temp_path.c_str(), path.c_str()) != 0)
+      return ErrnoError("cannot rename the corpus to " + path, errno);
     cleanup.Release();
     return Status::Ok();
   }
@@ -182,10 +193,12 @@ Result<std::unique_ptr<CorpusWriter>> CorpusWriter::Create(const std::string& pa
   // The file is private until Finish renames it, so a crash loses nothing worth a journal.
   ENVFORGE_RETURN_IF_ERROR(w.db->Exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;"));
   ENVFORGE_RETURN_IF_ERROR(w.db->Exec(kSchema));
-  ENVFORGE_ASSIGN_OR_RETURN(Statement insert_document,
-                            w.db->Prepare("INSERT INTO documents(doc_id, title, source, url, text) VALUES (?, ?, ?, ?, ?) "
-                                          "ON CONFLICT(doc_id) DO NOTHING"));
-  ENVFORGE_ASSIGN_OR_RETURN(Statement insert_link, w.db->Prepare("INSERT INTO links(from_id, to_id, anchor) VALUES (?, ?, ?)"));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      Statement insert_document,
+      w.db->Prepare("INSERT INTO documents(doc_id, title, source, url, text) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT(doc_id) DO NOTHING"));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement insert_link,
+                            w.db->Prepare("INSERT INTO links(from_id, to_id, anchor) VALUES (?, ?, ?)"));
   w.insert_document.emplace(std::move(insert_document));
   w.insert_link.emplace(std::move(insert_link));
   return writer;
@@ -194,7 +207,8 @@ Result<std::unique_ptr<CorpusWriter>> CorpusWriter::Create(const std::string& pa
 Status CorpusWriter::Add(const Document& document) {
   Impl& w = *impl_;
   if (w.finished) return FailedPreconditionError("corpus writer: Add after Finish");
-  if (document.doc_id.empty()) return InvalidArgumentError("corpus document without a doc_id (title '" + document.title + "')");
+  if (document.doc_id.empty())
+    return InvalidArgumentError("corpus document without a doc_id (title '" + document.title + "')");
   if (document.title.empty()) return InvalidArgumentError("corpus document '" + document.doc_id + "' has no title");
   if (document.source.empty()) return InvalidArgumentError("corpus document '" + document.doc_id + "' has no source");
   ENVFORGE_RETURN_IF_ERROR(w.BeginIfNeeded());
@@ -292,14 +306,17 @@ Result<std::unique_ptr<CorpusReader>> CorpusReader::Open(const std::string& path
   ENVFORGE_ASSIGN_OR_RETURN(bool row, version->Step());
   const std::string found = row ? version->ColumnText(0) : "none";
   if (found != std::to_string(kCorpusFormatVersion)) {
-    return FailedPreconditionError("corpus " + path + " has format version " + found + "; this envforge reads version " +
-                                   std::to_string(kCorpusFormatVersion) + " (rebuild it with envforge search corpus build)");
+    return FailedPreconditionError("corpus " + path + " has format version " + found +
+                                   "; this envforge reads version " + std::to_string(kCorpusFormatVersion) +
+                                   " (rebuild it with envforge search corpus build)");
   }
   auto impl = std::make_unique<Impl>(Impl{path, std::move(db), {}, {}, {}});
   constexpr const char* kColumns = "SELECT doc_id, title, source, url, text FROM documents ";
   ENVFORGE_ASSIGN_OR_RETURN(Statement by_id, impl->db.Prepare(std::string(kColumns) + "WHERE doc_id = ?"));
-  ENVFORGE_ASSIGN_OR_RETURN(Statement by_url, impl->db.Prepare(std::string(kColumns) + "WHERE url = ? ORDER BY id LIMIT 1"));
-  ENVFORGE_ASSIGN_OR_RETURN(Statement links, impl->db.Prepare("SELECT to_id, anchor FROM links WHERE from_id = ? ORDER BY rowid"));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement by_url,
+                            impl->db.Prepare(std::string(kColumns) + "WHERE url = ? ORDER BY id LIMIT 1"));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement links,
+                            impl->db.Prepare("SELECT to_id, anchor FROM links WHERE from_id = ? ORDER BY rowid"));
   impl->by_id.emplace(std::move(by_id));
   impl->by_url.emplace(std::move(by_url));
   impl->links.emplace(std::move(links));

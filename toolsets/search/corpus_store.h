@@ -49,11 +49,11 @@ using DocumentSink = std::function<Status(const Document&)>;
 
 // What one source contributed to a corpus.
 struct SourceStats {
-  std::string name;       // "gcide", "wordnet", ...
+  std::string name;  // "gcide", "wordnet", ...
   int64_t documents = 0;
-  int64_t links = 0;      // links kept (those whose target is in the corpus)
-  int64_t bytes = 0;      // bytes of title and text stored
-  double seconds = 0;     // time spent reading the source and inserting its documents
+  int64_t links = 0;   // links kept (those whose target is in the corpus)
+  int64_t bytes = 0;   // bytes of title and text stored
+  double seconds = 0;  // time spent reading the source and inserting its documents
 };
 
 struct CorpusInfo {
@@ -61,7 +61,7 @@ struct CorpusInfo {
   std::string built_at;  // ISO 8601 UTC, "2025-11-25T12:00:00Z"
   int64_t documents = 0;
   int64_t links = 0;
-  int64_t bytes = 0;     // bytes of title and text stored, all sources
+  int64_t bytes = 0;         // bytes of title and text stored, all sources
   double index_seconds = 0;  // Finish(): dropping dangling links, indexes, FTS5 rebuild and optimize
   std::vector<SourceStats> sources;
 };
@@ -99,8 +99,8 @@ class CorpusWriter {
 
   // Completes and publishes the corpus. `seconds` gives each source's build time (sources not
   // named count 0 seconds). Per-source documents, links and bytes are counted by the writer
-  // itself; sources are listed in the order of their first document. Returns what meta now says. After Finish (successful or not) the writer accepts
-  // nothing more.
+  // itself; sources are listed in the order of their first document. Returns what meta now says. After Finish
+  // (successful or not) the writer accepts nothing more.
   Result<CorpusInfo> Finish(const std::map<std::string, double>& seconds = {});
 
  private:

@@ -15,7 +15,9 @@
 namespace envforge::search {
 namespace {
 
-bool IsDictd(const std::string& name) { return name == "gcide" || name == "foldoc" || name == "jargon" || name == "elements"; }
+bool IsDictd(const std::string& name) {
+  return name == "gcide" || name == "foldoc" || name == "jargon" || name == "elements";
+}
 
 // The file whose absence means the source's package is not installed.
 std::string MarkerFile(const std::string& name, const DebianPaths& paths) {
@@ -100,7 +102,8 @@ Status CheckDebianSource(const std::string& name, const DebianPaths& paths) {
   if (source == nullptr) return InvalidArgumentError("unknown corpus source '" + name + "'");
   const std::string marker = MarkerFile(name, paths);
   if (::access(marker.c_str(), R_OK) != 0) {
-    return FailedPreconditionError("source " + name + " missing: install package " + source->package + " (no " + marker + ")");
+    return FailedPreconditionError("source " + name + " missing: install package " + source->package + " (no " +
+                                   marker + ")");
   }
   return Status::Ok();
 }

@@ -70,12 +70,14 @@ Result<std::vector<IndexLine>> ParseIndex(const std::string& path, std::string_v
     if (line.empty()) continue;
     const size_t tab1 = line.find('\t');
     const size_t tab2 = tab1 == std::string_view::npos ? tab1 : line.find('\t', tab1 + 1);
-    if (tab2 == std::string_view::npos) return DataLossError(path + ":" + std::to_string(line_number) + ": not 'headword TAB offset TAB length'");
+    if (tab2 == std::string_view::npos)
+      return DataLossError(path + ":" + std::to_string(line_number) + ": not 'headword TAB offset TAB length'");
     const size_t tab3 = std::min(line.find('\t', tab2 + 1), line.size());
     auto offset = DecodeDictdNumber(line.substr(tab1 + 1, tab2 - tab1 - 1));
     auto length = DecodeDictdNumber(line.substr(tab2 + 1, tab3 - tab2 - 1));
     if (!offset.ok() || !length.ok()) {
-      return DataLossError(path + ":" + std::to_string(line_number) + ": " + (offset.ok() ? length : offset).status().message());
+      return DataLossError(path + ":" + std::to_string(line_number) + ": " +
+                           (offset.ok() ? length : offset).status().message());
     }
     lines.push_back(IndexLine{std::string(line.substr(0, tab1)), *offset, *length});
   }
@@ -111,7 +113,8 @@ const std::string& PickTitle(const Entry& entry, std::string_view text) {
     if (headword.size() <= best_size || headword.size() > text.size()) continue;
     const bool prefix = std::equal(headword.begin(), headword.end(), text.begin(),
                                    [](char a, char b) { return AsciiLower(a) == AsciiLower(b); });
-    const bool bounded = headword.size() == text.size() || IsSpace(text[headword.size()]) || text[headword.size()] == '\\';
+    const bool bounded =
+        headword.size() == text.size() || IsSpace(text[headword.size()]) || text[headword.size()] == '\\';
     if (prefix && bounded) {
       best = &headword;
       best_size = headword.size();
@@ -177,9 +180,9 @@ Result<Naming> NameEntries(const DictdDatabase& database, const std::vector<Entr
   std::map<std::string, int> used;
   for (const Entry& entry : entries) {
     if (entry.offset + entry.length > data.size()) {
-      return DataLossError(database.index_path + ": entry '" + entry.headwords.front() + "' lies outside " + database.dict_path +
-                           " (offset " + std::to_string(entry.offset) + ", length " + std::to_string(entry.length) + ", data " +
-                           std::to_string(data.size()) + " bytes)");
+      return DataLossError(database.index_path + ": entry '" + entry.headwords.front() + "' lies outside " +
+                           database.dict_path + " (offset " + std::to_string(entry.offset) + ", length " +
+                           std::to_string(entry.length) + ", data " + std::to_string(data.size()) + " bytes)");
     }
     const std::string& title = PickTitle(entry, data.substr(entry.offset, entry.length));
     const std::string key = DictdKey(title);
@@ -200,7 +203,8 @@ Result<uint64_t> DecodeDictdNumber(std::string_view digits) {
   uint64_t value = 0;
   for (char c : digits) {
     const size_t digit = kDictdDigits.find(c);
-    if (digit == std::string_view::npos) return InvalidArgumentError("'" + std::string(digits) + "' is not a dictd base64 number");
+    if (digit == std::string_view::npos)
+      return InvalidArgumentError("'" + std::string(digits) + "' is not a dictd base64 number");
     value = value * 64 + digit;
   }
   return value;
@@ -214,7 +218,8 @@ std::string DictdKey(std::string_view headword) {
 
 Result<DictdDatabase> LocateDictdDatabase(const std::string& dir, const std::string& name) {
   DictdDatabase database{name, dir + "/" + name + ".index", dir + "/" + name + ".dict.dz"};
-  if (::access(database.index_path.c_str(), R_OK) != 0) return NotFoundError("dictd index " + database.index_path + " not found");
+  if (::access(database.index_path.c_str(), R_OK) != 0)
+    return NotFoundError("dictd index " + database.index_path + " not found");
   if (::access(database.dict_path.c_str(), R_OK) == 0) return database;
   database.dict_path = dir + "/" + name + ".dict";
   if (::access(database.dict_path.c_str(), R_OK) == 0) return database;
@@ -229,9 +234,12 @@ Status ReadDictdDatabase(const DictdDatabase& database, const DocumentSink& sink
   ENVFORGE_ASSIGN_OR_RETURN(Naming naming, NameEntries(database, entries, data));
   for (size_t i = 0; i < entries.size(); ++i) {
     auto [text, anchors] = StripBraces(std::string_view(data).substr(entries[i].offset, entries[i].length));
-    Document document{naming.doc_ids[i], naming.titles[i],
-                      "dict://dict.org/d:" + PercentEncode(naming.titles[i]) + ":" + database.name, database.name,
-                      std::move(text), {}};
+    Document document{naming.doc_ids[i],
+                      naming.titles[i],
+                      "dict://dict.org/d:" + PercentEncode(naming.titles[i]) + ":" + database.name,
+                      database.name,
+                      std::move(text),
+                      {}};
     for (const std::string& anchor : anchors) {
       auto target = naming.by_key.find(DictdKey(anchor));
       if (target != naming.by_key.end() && target->second != document.doc_id) {

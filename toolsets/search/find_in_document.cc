@@ -23,7 +23,8 @@ FindMatch MakeMatch(std::string_view text, size_t offset, size_t length, size_t 
   while (begin < offset && IsContinuationByte(text[begin])) ++begin;
   size_t end = std::min(text.size(), offset + length + context);
   while (end > offset + length && end < text.size() && IsContinuationByte(text[end])) --end;
-  return FindMatch{offset, line, std::string(text.substr(begin, offset - begin)), std::string(text.substr(offset, length)),
+  return FindMatch{offset, line, std::string(text.substr(begin, offset - begin)),
+                   std::string(text.substr(offset, length)),
                    std::string(text.substr(offset + length, end - offset - length))};
 }
 
@@ -32,7 +33,8 @@ class LineCounter {
  public:
   explicit LineCounter(std::string_view text) : text_(text) {}
   size_t LineAt(size_t offset) {
-    line_ += static_cast<size_t>(std::count(text_.begin() + static_cast<long>(counted_), text_.begin() + static_cast<long>(offset), '\n'));
+    line_ += static_cast<size_t>(
+        std::count(text_.begin() + static_cast<long>(counted_), text_.begin() + static_cast<long>(offset), '\n'));
     counted_ = offset;
     return line_;
   }
@@ -75,13 +77,14 @@ Result<std::regex> CompileRegex(std::string_view pattern) {
     (void)alone;
     return std::regex("[\\s\\S]*?(" + std::string(pattern) + ")", RegexFlags());
   } catch (const std::regex_error& error) {
-    return InvalidArgumentError("find: invalid or too complex regular expression '" + std::string(pattern) + "': " + error.what());
+    return InvalidArgumentError("find: invalid or too complex regular expression '" + std::string(pattern) +
+                                "': " + error.what());
   }
 }
 
 // Searches one piece of the text (a line, or part of a long one) starting at `base`.
-Status FindRegexInPiece(std::string_view text, size_t base, size_t size, const std::regex& regex, const FindOptions& options,
-                        LineCounter& lines, std::vector<FindMatch>& matches) {
+Status FindRegexInPiece(std::string_view text, size_t base, size_t size, const std::regex& regex,
+                        const FindOptions& options, LineCounter& lines, std::vector<FindMatch>& matches) {
   const char* begin = text.data() + base;
   const char* end = begin + size;
   try {
@@ -113,7 +116,8 @@ Result<std::vector<FindMatch>> FindRegex(std::string_view text, std::string_view
   while (line_start < text.size() && matches.size() < options.max_matches) {
     size_t line_end = text.find('\n', line_start);
     if (line_end == std::string_view::npos) line_end = text.size();
-    for (size_t piece = line_start; piece < line_end && matches.size() < options.max_matches; piece += kRegexPieceBytes) {
+    for (size_t piece = line_start; piece < line_end && matches.size() < options.max_matches;
+         piece += kRegexPieceBytes) {
       const size_t size = std::min(kRegexPieceBytes, line_end - piece);
       ENVFORGE_RETURN_IF_ERROR(FindRegexInPiece(text, piece, size, regex, options, lines, matches));
     }
@@ -124,7 +128,8 @@ Result<std::vector<FindMatch>> FindRegex(std::string_view text, std::string_view
 
 }  // namespace
 
-Result<std::vector<FindMatch>> FindInDocument(const Document& document, std::string_view pattern, const FindOptions& options) {
+Result<std::vector<FindMatch>> FindInDocument(const Document& document, std::string_view pattern,
+                                              const FindOptions& options) {
   if (pattern.empty()) return InvalidArgumentError("find: the pattern is empty");
   if (pattern.size() > kMaxFindPatternBytes) {
     return InvalidArgumentError("find: the pattern is " + std::to_string(pattern.size()) + " bytes; the limit is " +

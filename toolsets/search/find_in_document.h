@@ -34,8 +34,8 @@ struct FindOptions {
 };
 
 struct FindMatch {
-  size_t offset = 0;  // byte offset of the match in Document::text
-  size_t line = 0;    // 1-based line number of the match's first byte
+  size_t offset = 0;   // byte offset of the match in Document::text
+  size_t line = 0;     // 1-based line number of the match's first byte
   std::string before;  // up to context_chars bytes before the match
   std::string match;   // the matched text, as it appears in the document
   std::string after;   // up to context_chars bytes after it

@@ -41,10 +41,9 @@ std::string AsciiLower(std::string text) {
 
 bool IsStopword(const QueryTerm& term) {
   static const std::set<std::string> kStopwords = {
-      "a",    "an",   "and",  "are",  "as",   "at",    "be",   "by",    "did",  "do",    "does", "for",
-      "from", "has",  "have", "how",  "in",   "is",    "it",   "its",   "of",   "on",    "or",   "that",
-      "the",  "this", "to",   "was",  "were", "what",  "when", "where", "which", "who", "whom", "whose",
-      "why",  "will", "with"};
+      "a",   "an",   "and",  "are",  "as",   "at",    "be",    "by",  "did",  "do",    "does", "for",  "from",
+      "has", "have", "how",  "in",   "is",   "it",    "its",   "of",  "on",   "or",    "that", "the",  "this",
+      "to",  "was",  "were", "what", "when", "where", "which", "who", "whom", "whose", "why",  "will", "with"};
   return !term.phrase && !term.prefix && kStopwords.count(AsciiLower(term.text)) > 0;
 }
 

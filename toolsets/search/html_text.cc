@@ -34,14 +34,13 @@ void AppendUtf8(std::string& out, uint32_t code) {
 
 std::optional<uint32_t> NamedEntity(std::string_view name) {
   static const std::map<std::string_view, uint32_t> kEntities = {
-      {"amp", '&'},       {"lt", '<'},        {"gt", '>'},        {"quot", '"'},      {"apos", '\''},
-      {"nbsp", 0xA0},     {"para", 0xB6},     {"sect", 0xA7},     {"copy", 0xA9},     {"reg", 0xAE},
-      {"trade", 0x2122},  {"mdash", 0x2014},  {"ndash", 0x2013},  {"hellip", 0x2026}, {"lsquo", 0x2018},
-      {"rsquo", 0x2019},  {"ldquo", 0x201C},  {"rdquo", 0x201D},  {"laquo", 0xAB},    {"raquo", 0xBB},
-      {"middot", 0xB7},   {"bull", 0x2022},   {"deg", 0xB0},      {"times", 0xD7},    {"divide", 0xF7},
-      {"plusmn", 0xB1},   {"micro", 0xB5},    {"larr", 0x2190},   {"rarr", 0x2192},   {"uarr", 0x2191},
-      {"darr", 0x2193},   {"le", 0x2264},     {"ge", 0x2265},     {"ne", 0x2260},     {"euro", 0x20AC},
-      {"pound", 0xA3},    {"yen", 0xA5},      {"cent", 0xA2},     {"shy", 0xAD},      {"zwj", 0x200D}};
+      {"amp", '&'},      {"lt", '<'},        {"gt", '>'},       {"quot", '"'},     {"apos", '\''},    {"nbsp", 0xA0},
+      {"para", 0xB6},    {"sect", 0xA7},     {"copy", 0xA9},    {"reg", 0xAE},     {"trade", 0x2122}, {"mdash", 0x2014},
+      {"ndash", 0x2013}, {"hellip", 0x2026}, {"lsquo", 0x2018}, {"rsquo", 0x2019}, {"ldquo", 0x201C}, {"rdquo", 0x201D},
+      {"laquo", 0xAB},   {"raquo", 0xBB},    {"middot", 0xB7},  {"bull", 0x2022},  {"deg", 0xB0},     {"times", 0xD7},
+      {"divide", 0xF7},  {"plusmn", 0xB1},   {"micro", 0xB5},   {"larr", 0x2190},  {"rarr", 0x2192},  {"uarr", 0x2191},
+      {"darr", 0x2193},  {"le", 0x2264},     {"ge", 0x2265},    {"ne", 0x2260},    {"euro", 0x20AC},  {"pound", 0xA3},
+      {"yen", 0xA5},     {"cent", 0xA2},     {"shy", 0xAD},     {"zwj", 0x200D}};
   auto it = kEntities.find(name);
   if (it == kEntities.end()) return std::nullopt;
   return it->second;
@@ -54,8 +53,10 @@ std::optional<uint32_t> NumericEntity(std::string_view digits) {
   uint32_t value = 0;
   for (char c : digits) {
     int digit = -1;
-    if (c >= '0' && c <= '9') digit = c - '0';
-    else if (hex && Lower(c) >= 'a' && Lower(c) <= 'f') digit = Lower(c) - 'a' + 10;
+    if (c >= '0' && c <= '9')
+      digit = c - '0';
+    else if (hex && Lower(c) >= 'a' && Lower(c) <= 'f')
+      digit = Lower(c) - 'a' + 10;
     if (digit < 0) return std::nullopt;
     value = value * (hex ? 16 : 10) + static_cast<uint32_t>(digit);
   }
@@ -63,17 +64,17 @@ std::optional<uint32_t> NumericEntity(std::string_view digits) {
 }
 
 const std::set<std::string, std::less<>>& VoidElements() {
-  static const std::set<std::string, std::less<>> kVoid = {"area", "base", "br",   "col",   "embed", "hr",  "img",
+  static const std::set<std::string, std::less<>> kVoid = {"area",  "base", "br",   "col",    "embed", "hr", "img",
                                                            "input", "link", "meta", "source", "track", "wbr"};
   return kVoid;
 }
 
 bool IsBlock(std::string_view name) {
   static const std::set<std::string, std::less<>> kBlocks = {
-      "address", "article", "aside", "blockquote", "body",   "caption", "dd",      "details", "div",   "dl",
-      "dt",      "figcaption", "figure", "footer", "form", "h1",      "h2",      "h3",      "h4",    "h5",
-      "h6",      "header",  "hr",     "li",       "main",   "ol",      "p",       "pre",     "section", "summary",
-      "table",   "tbody",   "thead",  "tfoot",    "tr",     "ul"};
+      "address", "article", "aside",      "blockquote", "body",   "caption", "dd",    "details", "div",
+      "dl",      "dt",      "figcaption", "figure",     "footer", "form",    "h1",    "h2",      "h3",
+      "h4",      "h5",      "h6",         "header",     "hr",     "li",      "main",  "ol",      "p",
+      "pre",     "section", "summary",    "table",      "tbody",  "thead",   "tfoot", "tr",      "ul"};
   return kBlocks.count(name) > 0;
 }
 
@@ -94,7 +95,8 @@ std::optional<Tag> ParseTag(std::string_view html, size_t lt) {
     ++i;
   }
   const size_t name_start = i;
-  while (i < html.size() && (std::isalnum(static_cast<unsigned char>(html[i])) || html[i] == '-' || html[i] == ':')) ++i;
+  while (i < html.size() && (std::isalnum(static_cast<unsigned char>(html[i])) || html[i] == '-' || html[i] == ':'))
+    ++i;
   if (i == name_start) return std::nullopt;
   for (size_t k = name_start; k < i; ++k) tag.name += Lower(html[k]);
   const size_t attributes_start = i;
@@ -267,7 +269,8 @@ class Extractor {
   }
 
   size_t Handle(const Tag& tag) {
-    if (!tag.closing && (tag.name == "script" || tag.name == "style" || tag.name == "title" || tag.name == "textarea")) {
+    if (!tag.closing &&
+        (tag.name == "script" || tag.name == "style" || tag.name == "title" || tag.name == "textarea")) {
       return SkipRawText(tag);
     }
     const bool is_void = tag.self_closing || VoidElements().count(tag.name) > 0;
@@ -295,7 +298,8 @@ class Extractor {
       return;
     }
     if (!open_link_) return;
-    page_.links.push_back(HtmlLink{std::move(*open_link_), CollapseSpaces(text_.Since(std::min(link_start_, text_.size())))});
+    page_.links.push_back(
+        HtmlLink{std::move(*open_link_), CollapseSpaces(text_.Since(std::min(link_start_, text_.size())))});
     open_link_.reset();
   }
 
@@ -324,7 +328,8 @@ std::string DecodeHtmlEntities(std::string_view text) {
     const size_t semicolon = text.find(';', i + 1);
     if (semicolon != std::string_view::npos && semicolon - i <= 10) {
       std::string_view name = text.substr(i + 1, semicolon - i - 1);
-      std::optional<uint32_t> code = !name.empty() && name[0] == '#' ? NumericEntity(name.substr(1)) : NamedEntity(name);
+      std::optional<uint32_t> code =
+          !name.empty() && name[0] == '#' ? NumericEntity(name.substr(1)) : NamedEntity(name);
       if (code) {
         AppendUtf8(out, *code);
         i = semicolon + 1;
@@ -336,6 +341,8 @@ std::string DecodeHtmlEntities(std::string_view text) {
   return out;
 }
 
-HtmlPage ExtractHtmlText(std::string_view html, const HtmlTextOptions& options) { return Extractor(html, options).Run(); }
+HtmlPage ExtractHtmlText(std::string_view html, const HtmlTextOptions& options) {
+  return Extractor(html, options).Run();
+}
 
 }  // namespace envforge::search

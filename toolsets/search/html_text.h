@@ -22,8 +22,8 @@ struct HtmlLink {
 };
 
 struct HtmlPage {
-  std::string title;  // <title> text, whitespace collapsed; empty when there is none
-  std::string text;   // UTF-8 plain text; lines trimmed, at most one blank line in a row
+  std::string title;            // <title> text, whitespace collapsed; empty when there is none
+  std::string text;             // UTF-8 plain text; lines trimmed, at most one blank line in a row
   std::vector<HtmlLink> links;  // in document order, outside dropped elements only
 };
 

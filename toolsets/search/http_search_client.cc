@@ -231,7 +231,8 @@ std::string ResolveUrl(std::string_view base, std::string_view href) {
   // An href with a scheme is absolute.
   size_t colon = href.find(':');
   size_t first_delimiter = href.find_first_of("/?#");
-  if (colon != std::string_view::npos && colon > 0 && (first_delimiter == std::string_view::npos || colon < first_delimiter) &&
+  if (colon != std::string_view::npos && colon > 0 &&
+      (first_delimiter == std::string_view::npos || colon < first_delimiter) &&
       std::isalpha(static_cast<unsigned char>(href[0]))) {
     std::string url(href);
     return IsHttpUrl(url) ? url : "";
@@ -278,7 +279,9 @@ std::string SearchCacheKey(std::string_view backend, std::string_view query, int
 }
 
 TokenBucket::TokenBucket(double rate_per_s, double burst)
-    : rate_per_s_(rate_per_s), burst_(std::max(1.0, burst)), tokens_(std::max(1.0, burst)),
+    : rate_per_s_(rate_per_s),
+      burst_(std::max(1.0, burst)),
+      tokens_(std::max(1.0, burst)),
       refilled_(std::chrono::steady_clock::now()) {}
 
 void TokenBucket::Acquire() {
@@ -292,7 +295,8 @@ void TokenBucket::Acquire() {
     // Take the token now (tokens_ may go negative): callers queue in the order they arrived.
     tokens_ -= 1;
     double wait_s = tokens_ >= 0 ? 0 : -tokens_ / rate_per_s_;
-    ready = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wait_s));
+    ready =
+        now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(wait_s));
   }
   std::this_thread::sleep_until(ready);
 }
@@ -309,11 +313,13 @@ struct HttpSearchClient::Attempt {
 
 Result<std::unique_ptr<HttpSearchClient>> HttpSearchClient::Create(HttpClientOptions options) {
   const std::string& name = options.backend;
-  if (options.retries < 0) return InvalidArgumentError(name + " backend: retries must be >= 0, got " + std::to_string(options.retries));
+  if (options.retries < 0)
+    return InvalidArgumentError(name + " backend: retries must be >= 0, got " + std::to_string(options.retries));
   if (options.timeout.count() <= 0) return InvalidArgumentError(name + " backend: the timeout must be positive");
   if (!(options.rate_per_s >= 0)) return InvalidArgumentError(name + " backend: rate_per_s must be >= 0");
   if (!(options.rate_burst >= 1)) return InvalidArgumentError(name + " backend: rate_burst must be >= 1");
-  if (options.max_response_bytes == 0) return InvalidArgumentError(name + " backend: max_response_bytes must be positive");
+  if (options.max_response_bytes == 0)
+    return InvalidArgumentError(name + " backend: max_response_bytes must be positive");
   InitCurlOnce();
   return std::unique_ptr<HttpSearchClient>(new HttpSearchClient(std::move(options)));
 }
@@ -466,11 +472,12 @@ Result<HttpResponse> HttpSearchClient::Send(const HttpRequest& request) {
       response.truncated = attempt.sink.overflowed;
       return response;
     }
-    bool retryable = attempt.refused_address.empty() && (attempt.code == CURLE_OPERATION_TIMEDOUT || attempt.code == CURLE_COULDNT_CONNECT ||
-                     attempt.code == CURLE_COULDNT_RESOLVE_HOST || attempt.code == CURLE_SEND_ERROR ||
-                     attempt.code == CURLE_RECV_ERROR || attempt.code == CURLE_GOT_NOTHING ||
-                     attempt.code == CURLE_PARTIAL_FILE ||
-                     (attempt.code == CURLE_OK && RetryableStatus(attempt.status)));
+    bool retryable =
+        attempt.refused_address.empty() &&
+        (attempt.code == CURLE_OPERATION_TIMEDOUT || attempt.code == CURLE_COULDNT_CONNECT ||
+         attempt.code == CURLE_COULDNT_RESOLVE_HOST || attempt.code == CURLE_SEND_ERROR ||
+         attempt.code == CURLE_RECV_ERROR || attempt.code == CURLE_GOT_NOTHING || attempt.code == CURLE_PARTIAL_FILE ||
+         (attempt.code == CURLE_OK && RetryableStatus(attempt.status)));
     std::optional<milliseconds> retry_after = attempt.sink.retry_after;
     if (retryable && retry_after && *retry_after > options_.max_retry_after) {
       std::lock_guard lock(mutex_);
@@ -489,7 +496,8 @@ Result<HttpResponse> HttpSearchClient::Send(const HttpRequest& request) {
     if (retry_after) {
       wait = *retry_after;
     } else {
-      double base = static_cast<double>(options_.initial_backoff.count()) * static_cast<double>(1LL << std::min(tries, 20));
+      double base =
+          static_cast<double>(options_.initial_backoff.count()) * static_cast<double>(1LL << std::min(tries, 20));
       base = std::min(base, static_cast<double>(options_.max_backoff.count()));
       wait = milliseconds(static_cast<int64_t>(base * std::uniform_real_distribution<double>(0.5, 1.5)(random)));
     }
@@ -506,7 +514,8 @@ Result<Json> HttpSearchClient::SendJson(const HttpRequest& request) {
   std::string what = options_.backend + " response from " + request.url;
   Result<Json> parsed = ParseJson(response.body, what);
   if (!parsed.ok()) return DataLossError(parsed.status().message());
-  if (!parsed->is_object()) return DataLossError(what + ": the body is " + std::string(parsed->type_name()) + ", not a JSON object");
+  if (!parsed->is_object())
+    return DataLossError(what + ": the body is " + std::string(parsed->type_name()) + ", not a JSON object");
   return std::move(*parsed);
 }
 

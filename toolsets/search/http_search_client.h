@@ -152,8 +152,8 @@ class ExpiringLruCache {
 std::string SearchCacheKey(std::string_view backend, std::string_view query, int top_k);
 
 struct HttpClientOptions {
-  std::string backend;      // names every error: "brave", "serper", ...
-  std::string api_key_env;  // for messages only (401 names it); may be empty
+  std::string backend;                        // names every error: "brave", "serper", ...
+  std::string api_key_env;                    // for messages only (401 names it); may be empty
   std::chrono::milliseconds timeout{10'000};  // per attempt, connecting included
   int retries = 2;                            // extra attempts after the first; >= 0
   double rate_per_s = 0;                      // rate-limited requests a second; 0: no limit
@@ -169,15 +169,15 @@ enum class HttpMethod { kGet, kPost };
 
 struct HttpRequest {
   HttpMethod method = HttpMethod::kGet;
-  std::string url;                   // absolute, query string already encoded (UrlEncode)
-  std::vector<std::string> headers;  // "Name: value"; carry the key only to the API's own host
-  std::string body;                  // POST only, sent as is
-  size_t max_bytes = 0;              // body bound; 0: HttpClientOptions::max_response_bytes
-  bool truncate = false;             // past max_bytes: keep the first max_bytes, not an error
-  bool rate_limited = true;          // takes a token from the bucket per attempt
-  bool follow_redirects = false;     // at most 5, http and https only
+  std::string url;                     // absolute, query string already encoded (UrlEncode)
+  std::vector<std::string> headers;    // "Name: value"; carry the key only to the API's own host
+  std::string body;                    // POST only, sent as is
+  size_t max_bytes = 0;                // body bound; 0: HttpClientOptions::max_response_bytes
+  bool truncate = false;               // past max_bytes: keep the first max_bytes, not an error
+  bool rate_limited = true;            // takes a token from the bucket per attempt
+  bool follow_redirects = false;       // at most 5, http and https only
   bool public_addresses_only = false;  // refuse to connect to a non-public address (public_address.h)
-  std::string label;                 // names the peer in messages; empty: "<backend> server"
+  std::string label;                   // names the peer in messages; empty: "<backend> server"
 };
 
 struct HttpResponse {
@@ -185,7 +185,7 @@ struct HttpResponse {
   std::string content_type;   // as sent, e.g. "text/html; charset=utf-8"; may be empty
   std::string effective_url;  // after redirects
   std::string body;
-  bool truncated = false;     // the body was cut at max_bytes (HttpRequest::truncate)
+  bool truncated = false;  // the body was cut at max_bytes (HttpRequest::truncate)
 };
 
 struct HttpClientStats {

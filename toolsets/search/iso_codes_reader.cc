@@ -38,9 +38,10 @@ std::string DocId(std::string_view standard, std::string_view code) {
 // ISO 639-3's one-letter scope and type codes, spelled out.
 std::string FieldValue(std::string_view standard, std::string_view field, const std::string& value) {
   if (standard != "639-3") return value;
-  static const std::map<std::string, std::string> kScope = {{"I", "individual language"}, {"M", "macrolanguage"}, {"S", "special"}};
-  static const std::map<std::string, std::string> kType = {{"A", "ancient"}, {"C", "constructed"}, {"E", "extinct"},
-                                                           {"H", "historical"}, {"L", "living"}, {"S", "special"}};
+  static const std::map<std::string, std::string> kScope = {
+      {"I", "individual language"}, {"M", "macrolanguage"}, {"S", "special"}};
+  static const std::map<std::string, std::string> kType = {{"A", "ancient"},    {"C", "constructed"}, {"E", "extinct"},
+                                                           {"H", "historical"}, {"L", "living"},      {"S", "special"}};
   const auto& names = field == "scope" ? kScope : kType;
   if (field != "scope" && field != "type") return value;
   auto it = names.find(value);
@@ -59,7 +60,8 @@ void AddSubdivisionLinks(Document& document, const Json& entry, const std::strin
                          const std::map<std::string, std::string>& country_names) {
   const std::string country = code.substr(0, code.find('-'));
   auto name = country_names.find(country);
-  document.links.push_back(DocumentLink{DocId("3166-1", country), "country: " + (name == country_names.end() ? country : name->second)});
+  document.links.push_back(
+      DocumentLink{DocId("3166-1", country), "country: " + (name == country_names.end() ? country : name->second)});
   if (name != country_names.end()) document.text += "\ncountry: " + name->second;
   if (entry.contains("parent") && entry["parent"].is_string()) {
     const std::string parent = country + "-" + entry["parent"].get<std::string>();
@@ -67,13 +69,15 @@ void AddSubdivisionLinks(Document& document, const Json& entry, const std::strin
   }
 }
 
-Result<Document> EntryDocument(const Standard& standard, const Json& entry, const std::map<std::string, std::string>& country_names) {
+Result<Document> EntryDocument(const Standard& standard, const Json& entry,
+                               const std::map<std::string, std::string>& country_names) {
   if (!entry.is_object() || !entry.contains(standard.id_field) || !entry[standard.id_field].is_string() ||
       !entry.contains("name") || !entry["name"].is_string()) {
     return DataLossError(std::string("an entry without a string '") + standard.id_field + "' and 'name'");
   }
   const std::string code = entry[standard.id_field].get<std::string>();
-  Document document{DocId(standard.key, code), entry["name"].get<std::string>(), DocId(standard.key, code), "iso-codes", {}, {}};
+  Document document{
+      DocId(standard.key, code), entry["name"].get<std::string>(), DocId(standard.key, code), "iso-codes", {}, {}};
   document.text = document.title + "\nISO " + standard.key + " " + standard.kind;
   for (const auto& [field, value] : entry.items()) {
     if (!value.is_string()) continue;
@@ -83,8 +87,8 @@ Result<Document> EntryDocument(const Standard& standard, const Json& entry, cons
   return document;
 }
 
-Status ReadStandard(const std::string& path, const Standard& standard, std::map<std::string, std::string>& country_names,
-                    const DocumentSink& sink) {
+Status ReadStandard(const std::string& path, const Standard& standard,
+                    std::map<std::string, std::string>& country_names, const DocumentSink& sink) {
   ENVFORGE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   auto json = ParseJson(text, path);
   if (!json.ok()) return DataLossError(json.status().message());
@@ -96,7 +100,8 @@ Status ReadStandard(const std::string& path, const Standard& standard, std::map<
     Result<Document> document = EntryDocument(standard, entry, country_names);
     if (!document.ok()) return DataLossError(path + ": " + document.status().message());
     if (!seen.insert(document->doc_id).second) continue;
-    if (std::string_view(standard.key) == "3166-1") country_names[entry[standard.id_field].get<std::string>()] = document->title;
+    if (std::string_view(standard.key) == "3166-1")
+      country_names[entry[standard.id_field].get<std::string>()] = document->title;
     ENVFORGE_RETURN_IF_ERROR(sink(*document));
   }
   return Status::Ok();

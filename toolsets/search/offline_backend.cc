@@ -56,7 +56,8 @@ Result<SearchHit> HitFor(Statement& detail, Statement& plain, const std::string&
   ENVFORGE_RETURN_IF_ERROR(detail.BindAll({match, ranked.id}));
   ENVFORGE_ASSIGN_OR_RETURN(bool row, detail.Step());
   if (row) {
-    return SearchHit{detail.ColumnText(0), detail.ColumnText(1), detail.ColumnText(2), detail.ColumnText(4), ranked.score};
+    return SearchHit{detail.ColumnText(0), detail.ColumnText(1), detail.ColumnText(2), detail.ColumnText(4),
+                     ranked.score};
   }
   const int64_t id = ranked.id;
   ENVFORGE_RETURN_IF_ERROR(plain.Reset());
@@ -78,20 +79,21 @@ Result<std::unique_ptr<OfflineSearchBackend>> OfflineSearchBackend::OpenCorpus(c
   Database& db = reader->database();
   // Title matches are ranked among themselves by the any-term expression (?1), which every one
   // of them matches: its title holds all the query's words.
-  ENVFORGE_ASSIGN_OR_RETURN(Statement exact_title,
-                            db.Prepare("SELECT rowid, " + Bm25Call() +
-                                       " AS score FROM documents_fts WHERE documents_fts MATCH ?1 AND rowid IN "
-                                       "(SELECT id FROM documents WHERE title = ?2 COLLATE NOCASE) ORDER BY score, rowid LIMIT ?3"));
+  ENVFORGE_ASSIGN_OR_RETURN(
+      Statement exact_title,
+      db.Prepare("SELECT rowid, " + Bm25Call() +
+                 " AS score FROM documents_fts WHERE documents_fts MATCH ?1 AND rowid IN "
+                 "(SELECT id FROM documents WHERE title = ?2 COLLATE NOCASE) ORDER BY score, rowid LIMIT ?3"));
   ENVFORGE_ASSIGN_OR_RETURN(Statement ranked, db.Prepare("SELECT rowid, " + Bm25Call() +
                                                          " AS score FROM documents_fts WHERE documents_fts MATCH ?1 "
                                                          "ORDER BY score, rowid LIMIT ?2"));
   ENVFORGE_ASSIGN_OR_RETURN(
-      Statement detail,
-      db.Prepare("SELECT d.doc_id, d.title, d.url, " + Bm25Call() + ", snippet(documents_fts, 1, '**', '**', '…', " +
-                 std::to_string(kSnippetTokens) +
-                 ") FROM documents_fts JOIN documents d ON d.id = documents_fts.rowid "
-                 "WHERE documents_fts MATCH ?1 AND documents_fts.rowid = ?2"));
-  ENVFORGE_ASSIGN_OR_RETURN(Statement plain, db.Prepare("SELECT doc_id, title, url, substr(text, 1, 160) FROM documents WHERE id = ?1"));
+      Statement detail, db.Prepare("SELECT d.doc_id, d.title, d.url, " + Bm25Call() +
+                                   ", snippet(documents_fts, 1, '**', '**', '…', " + std::to_string(kSnippetTokens) +
+                                   ") FROM documents_fts JOIN documents d ON d.id = documents_fts.rowid "
+                                   "WHERE documents_fts MATCH ?1 AND documents_fts.rowid = ?2"));
+  ENVFORGE_ASSIGN_OR_RETURN(Statement plain,
+                            db.Prepare("SELECT doc_id, title, url, substr(text, 1, 160) FROM documents WHERE id = ?1"));
   auto statements = std::make_unique<Statements>(
       Statements{std::move(exact_title), std::move(ranked), std::move(detail), std::move(plain)});
   return std::unique_ptr<OfflineSearchBackend>(new OfflineSearchBackend(std::move(reader), std::move(statements)));
@@ -107,14 +109,16 @@ Result<SearchPage> OfflineSearchBackend::Search(const SearchQuery& query) {
   Statements& s = *statements_;
   std::vector<Ranked> ranked;
   std::set<int64_t> taken;
-  ENVFORGE_ASSIGN_OR_RETURN(std::vector<Ranked> exact, Rows(s.exact_title, {fts.any_term, fts.plain_text, int64_t{query.top_k}}));
+  ENVFORGE_ASSIGN_OR_RETURN(std::vector<Ranked> exact,
+                            Rows(s.exact_title, {fts.any_term, fts.plain_text, int64_t{query.top_k}}));
   Merge(ranked, taken, exact, limit);
   // Enough ranked rows to fill the page even when some are exact-title hits already.
   const int64_t wanted = query.top_k + static_cast<int64_t>(exact.size());
   ENVFORGE_ASSIGN_OR_RETURN(std::vector<Ranked> all, Rows(s.ranked, {fts.all_terms, wanted}));
   Merge(ranked, taken, all, limit);
   if (ranked.size() < limit && fts.any_term != fts.all_terms) {
-    ENVFORGE_ASSIGN_OR_RETURN(std::vector<Ranked> any, Rows(s.ranked, {fts.any_term, wanted + static_cast<int64_t>(all.size())}));
+    ENVFORGE_ASSIGN_OR_RETURN(std::vector<Ranked> any,
+                              Rows(s.ranked, {fts.any_term, wanted + static_cast<int64_t>(all.size())}));
     Merge(ranked, taken, any, limit);
   }
   // Snippets mark every content term, whichever expression found the hit.

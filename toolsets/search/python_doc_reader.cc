@@ -43,7 +43,8 @@ Result<std::vector<std::string>> ListPages(const std::string& root) {
 std::string PageTitle(const std::string& title, const std::string& relative) {
   constexpr std::string_view kDash = " \u2014 ";
   const size_t tail = title.rfind(kDash);
-  if (tail != std::string::npos && title.find("documentation", tail) != std::string::npos && tail > 0) return title.substr(0, tail);
+  if (tail != std::string::npos && title.find("documentation", tail) != std::string::npos && tail > 0)
+    return title.substr(0, tail);
   return title.empty() ? relative : title;
 }
 
@@ -80,9 +81,12 @@ std::string ResolveHref(const std::string& from, std::string href) {
 Document PageDocument(const std::string& relative, const std::string& html, const std::string& version) {
   static const HtmlTextOptions kSphinx{{"sphinxsidebar", "related", "footer", "mobile-nav", "headerlink"}};
   HtmlPage page = ExtractHtmlText(html, kSphinx);
-  Document document{"python-doc:" + relative, PageTitle(page.title, relative),
-                    "https://docs.python.org/" + (version.empty() ? std::string("3") : version) + "/" + relative, "python-doc",
-                    std::move(page.text), {}};
+  Document document{"python-doc:" + relative,
+                    PageTitle(page.title, relative),
+                    "https://docs.python.org/" + (version.empty() ? std::string("3") : version) + "/" + relative,
+                    "python-doc",
+                    std::move(page.text),
+                    {}};
   for (HtmlLink& link : page.links) {
     std::string target = ResolveHref(relative, link.href);
     if (!target.empty()) document.links.push_back(DocumentLink{"python-doc:" + target, std::move(link.text)});

@@ -29,13 +29,15 @@ double SecondsSince(Clock::time_point start) { return std::chrono::duration<doub
 
 const std::unordered_set<std::string>& StopWords() {
   static const std::unordered_set<std::string> kWords = {
-      "the",   "and",  "for",   "with",  "that",  "this",  "from",  "into",  "are",   "was",   "were",  "has",
-      "have",  "had",  "not",   "but",   "its",   "it's",  "any",   "all",   "one",   "two",   "may",   "can",
-      "used",  "use",  "such",  "also",  "than",  "then",  "which", "who",   "whom",  "what",  "when",  "where",
-      "their", "them", "they",  "there", "these", "those", "other", "some",  "more",  "most",  "each",  "very",
-      "being", "been", "our",   "your",  "his",   "her",   "him",   "she",   "you",   "about", "over",  "under",
-      "like",  "see",  "compare", "same", "noun", "verb",  "adjective", "adverb", "etc", "e.g", "i.e", "via",
-      "both",  "between", "through", "without", "within", "upon", "only", "often", "usually", "esp", "especially"};
+      "the",     "and",   "for",       "with",    "that",    "this",    "from",      "into",   "are",   "was",
+      "were",    "has",   "have",      "had",     "not",     "but",     "its",       "it's",   "any",   "all",
+      "one",     "two",   "may",       "can",     "used",    "use",     "such",      "also",   "than",  "then",
+      "which",   "who",   "whom",      "what",    "when",    "where",   "their",     "them",   "they",  "there",
+      "these",   "those", "other",     "some",    "more",    "most",    "each",      "very",   "being", "been",
+      "our",     "your",  "his",       "her",     "him",     "she",     "you",       "about",  "over",  "under",
+      "like",    "see",   "compare",   "same",    "noun",    "verb",    "adjective", "adverb", "etc",   "e.g",
+      "i.e",     "via",   "both",      "between", "through", "without", "within",    "upon",   "only",  "often",
+      "usually", "esp",   "especially"};
   return kWords;
 }
 
@@ -139,7 +141,8 @@ class Synthesizer {
     std::vector<std::pair<std::pair<int32_t, uint64_t>, DocIndex>> keyed;
     for (DocIndex doc = 0; doc < static_cast<DocIndex>(graph_.size()); ++doc) {
       if (hops > 1 && graph_.out(doc).empty()) continue;
-      keyed.push_back({{graph_.inlinks(doc), DeriveSeed(options_.seed + static_cast<uint64_t>(hops), graph_.doc_id(doc))}, doc});
+      keyed.push_back(
+          {{graph_.inlinks(doc), DeriveSeed(options_.seed + static_cast<uint64_t>(hops), graph_.doc_id(doc))}, doc});
     }
     std::sort(keyed.begin(), keyed.end());
     std::vector<DocIndex> seeds;
@@ -149,7 +152,8 @@ class Synthesizer {
 
   // One question from `seed` with `hops` documents, or nullopt when this walk yields none.
   Result<std::optional<SynthQuestion>> Attempt(DocIndex seed, int hops, uint64_t stream) {
-    Rng rng(DeriveSeed(options_.seed ^ (stream * 0x9e3779b97f4a7c15ULL), graph_.doc_id(seed) + "#" + std::to_string(hops)));
+    Rng rng(
+        DeriveSeed(options_.seed ^ (stream * 0x9e3779b97f4a7c15ULL), graph_.doc_id(seed) + "#" + std::to_string(hops)));
     std::optional<Walk> walk = WalkFrom(seed, hops, rng);
     if (!walk) return std::optional<SynthQuestion>();
     return Phrase(*walk);
@@ -166,7 +170,8 @@ class Synthesizer {
       std::set<DocIndex> offered;
       for (size_t e = 0; e < edges.size(); ++e) {
         DocIndex to = edges[e].to;
-        if (std::find(walk.docs.begin(), walk.docs.end(), to) != walk.docs.end() || !offered.insert(to).second) continue;
+        if (std::find(walk.docs.begin(), walk.docs.end(), to) != walk.docs.end() || !offered.insert(to).second)
+          continue;
         options.push_back({graph_.inlinks(to), e});
       }
       if (options.empty()) return std::nullopt;
@@ -195,7 +200,7 @@ class Synthesizer {
       if (NormalizeAnswer(line) == NormalizeAnswer(graph_.title(doc))) continue;
       std::string relation = RelationOf(line);
       if (!relation.empty() && graph_.IsRelation(relation)) continue;  // "hypernym: canine"
-      if (IsPartOfSpeechLine(line)) continue;  // WordNet's "noun (noun.animal)"
+      if (IsPartOfSpeechLine(line)) continue;                          // WordNet's "noun (noun.animal)"
       std::string prose = WithoutUrls(line);
       (Words(prose).size() >= 4 ? definition_lines : other_lines).push_back(std::move(prose));
     }
@@ -300,11 +305,13 @@ class Synthesizer {
     if (hops > 1) {
       ENVFORGE_ASSIGN_OR_RETURN(answer_clue, ClueOf(answer_doc, masked));
     }
-    ENVFORGE_ASSIGN_OR_RETURN(std::optional<StepWords> words, UniqueClueWords(walk, seed_clue, answer_clue, &question.candidates));
+    ENVFORGE_ASSIGN_OR_RETURN(std::optional<StepWords> words,
+                              UniqueClueWords(walk, seed_clue, answer_clue, &question.candidates));
     if (!words) return none;
 
     std::vector<std::string> aliases = AliasCandidates(answer_doc, anchors, question.key.answer);
-    ENVFORGE_ASSIGN_OR_RETURN(question.distractors, Distractors(walk, words->front().front(), question.key.answer, aliases));
+    ENVFORGE_ASSIGN_OR_RETURN(question.distractors,
+                              Distractors(walk, words->front().front(), question.key.answer, aliases));
     question.key.aliases = DistinctAliases(aliases, question.key.answer);
     for (size_t step = 0; step < walk.docs.size(); ++step) {
       question.chain.push_back({graph_.doc_id(walk.docs[step]), graph_.title(walk.docs[step]),
@@ -316,7 +323,8 @@ class Synthesizer {
     question.answer_inlinks = graph_.inlinks(answer_doc);
     question.difficulty = std::min(5, hops + (options_.obfuscation >= 2 ? 1 : 0));
     question.source = graph_.source(answer_doc);
-    ENVFORGE_ASSIGN_OR_RETURN(std::optional<SolutionPath> path, FindingSolutionPath(walk, words->front(), question.key));
+    ENVFORGE_ASSIGN_OR_RETURN(std::optional<SolutionPath> path,
+                              FindingSolutionPath(walk, words->front(), question.key));
     if (!path) return none;
     question.solution = std::move(*path);
     return std::optional<SynthQuestion>(std::move(question));
@@ -384,7 +392,8 @@ class Synthesizer {
     std::set<std::string> normals = {NormalizeAnswer(answer)};
     std::vector<std::string> distinct;
     for (const std::string& alias : aliases) {
-      if (alias.size() <= kMaxNameBytes && normals.insert(NormalizeAnswer(alias)).second && !NormalizeAnswer(alias).empty()) {
+      if (alias.size() <= kMaxNameBytes && normals.insert(NormalizeAnswer(alias)).second &&
+          !NormalizeAnswer(alias).empty()) {
         distinct.push_back(alias);
       }
     }
@@ -393,8 +402,8 @@ class Synthesizer {
 
   // What a looser reading of the question (the seed's rarest clue word alone, no clue on the
   // answer) also reaches: answers that are not the answer or one of its names.
-  Result<std::vector<std::string>> Distractors(const Walk& walk, const std::string& rarest_word, const std::string& answer,
-                                               const std::vector<std::string>& aliases) {
+  Result<std::vector<std::string>> Distractors(const Walk& walk, const std::string& rarest_word,
+                                               const std::string& answer, const std::vector<std::string>& aliases) {
     StepWords relaxed(walk.docs.size());
     relaxed[0] = {rarest_word};
     int64_t ignored = 0;
@@ -421,7 +430,8 @@ class Synthesizer {
       names.push_back(AnswerFromTitle(step.title));
       for (const std::string& part : AliasesFromTitle(step.title)) names.push_back(part);
     }
-    return std::any_of(names.begin(), names.end(), [&](const std::string& name) { return ContainsPhrase(normal_prompt, name); });
+    return std::any_of(names.begin(), names.end(),
+                       [&](const std::string& name) { return ContainsPhrase(normal_prompt, name); });
   }
 
   // The solution path (a search for the seed's clue words, then the chain's opens), kept only when
@@ -498,8 +508,8 @@ class Synthesizer {
 Status CheckOptions(const QaSynthOptions& options) {
   if (options.questions < 1) return InvalidArgumentError("search synth: --questions must be at least 1");
   if (options.min_hops < 1 || options.max_hops > kMaxSynthHops || options.min_hops > options.max_hops) {
-    return InvalidArgumentError("search synth: hops must be a range within 1.." + std::to_string(kMaxSynthHops) + ", got " +
-                                std::to_string(options.min_hops) + ".." + std::to_string(options.max_hops));
+    return InvalidArgumentError("search synth: hops must be a range within 1.." + std::to_string(kMaxSynthHops) +
+                                ", got " + std::to_string(options.min_hops) + ".." + std::to_string(options.max_hops));
   }
   if (options.breadth < 1 || options.breadth > kMaxSynthBreadth) {
     return InvalidArgumentError("search synth: --breadth must be 1.." + std::to_string(kMaxSynthBreadth));
@@ -519,7 +529,8 @@ std::string PaddedNumber(int n) {
 
 Json SynthQuestion::Knobs(const QaSynthOptions& options) const {
   Json relations = Json::array();
-  for (size_t step = 1; step < chain.size(); ++step) relations.push_back(chain[step].relation.empty() ? "cross-reference" : chain[step].relation);
+  for (size_t step = 1; step < chain.size(); ++step)
+    relations.push_back(chain[step].relation.empty() ? "cross-reference" : chain[step].relation);
   int64_t clue_words = 0;
   for (const ChainStep& step : chain) clue_words += static_cast<int64_t>(step.clue_words.size());
   return {{"hops", hops},
@@ -547,7 +558,8 @@ Result<int> ObfuscationLevel(const std::string& name) {
   for (int level = 0; level <= 2; ++level) {
     if (name == ObfuscationName(level) || name == std::to_string(level)) return level;
   }
-  return InvalidArgumentError("search synth: --obfuscation must be quote, keywords or sparse (0, 1, 2), got '" + name + "'");
+  return InvalidArgumentError("search synth: --obfuscation must be quote, keywords or sparse (0, 1, 2), got '" + name +
+                              "'");
 }
 
 Result<QaSynthResult> SynthesizeQuestions(const std::string& corpus_path, const QaSynthOptions& options,
@@ -555,12 +567,14 @@ Result<QaSynthResult> SynthesizeQuestions(const std::string& corpus_path, const 
   ENVFORGE_RETURN_IF_ERROR(CheckOptions(options));
   const auto start = Clock::now();
   ENVFORGE_ASSIGN_OR_RETURN(std::unique_ptr<CorpusGraph> graph, CorpusGraph::Load(corpus_path));
-  ENVFORGE_ASSIGN_OR_RETURN(std::unique_ptr<OfflineSearchBackend> backend, OfflineSearchBackend::OpenCorpus(corpus_path));
+  ENVFORGE_ASSIGN_OR_RETURN(std::unique_ptr<OfflineSearchBackend> backend,
+                            OfflineSearchBackend::OpenCorpus(corpus_path));
   QaSynthResult result;
   result.stats.documents = static_cast<int64_t>(graph->size());
   result.stats.links = graph->links();
   result.stats.load_seconds = SecondsSince(start);
-  if (graph->size() == 0) return FailedPreconditionError("search synth: the corpus " + corpus_path + " holds no document");
+  if (graph->size() == 0)
+    return FailedPreconditionError("search synth: the corpus " + corpus_path + " holds no document");
   Synthesizer synthesizer(*graph, *backend, options);
   const int64_t max_attempts =
       options.max_attempts > 0 ? options.max_attempts : std::max<int64_t>(2000, int64_t{200} * options.questions);
@@ -570,15 +584,17 @@ Result<QaSynthResult> SynthesizeQuestions(const std::string& corpus_path, const 
     std::set<std::string> prompts;
     QaSynthProgress progress{hops, 0, options.questions, 0, 0};
     int made_this_cycle = 0;
-    for (int64_t attempt = 0; progress.made < options.questions && attempt < max_attempts && !seeds.empty(); ++attempt) {
+    for (int64_t attempt = 0; progress.made < options.questions && attempt < max_attempts && !seeds.empty();
+         ++attempt) {
       const size_t position = static_cast<size_t>(attempt) % seeds.size();
       if (position == 0 && attempt > 0) {
         if (made_this_cycle == 0) break;  // a whole pass over the seeds made nothing new
         made_this_cycle = 0;
       }
       progress.attempts = attempt + 1;
-      ENVFORGE_ASSIGN_OR_RETURN(std::optional<SynthQuestion> question,
-                                synthesizer.Attempt(seeds[position], hops, static_cast<uint64_t>(attempt) / seeds.size()));
+      ENVFORGE_ASSIGN_OR_RETURN(
+          std::optional<SynthQuestion> question,
+          synthesizer.Attempt(seeds[position], hops, static_cast<uint64_t>(attempt) / seeds.size()));
       if (question && prompts.insert(question->prompt).second) {
         question->id = "h" + std::to_string(hops) + "-" + PaddedNumber(progress.made + 1);
         result.questions.push_back(std::move(*question));
@@ -595,12 +611,11 @@ Result<QaSynthResult> SynthesizeQuestions(const std::string& corpus_path, const 
     result.stats.attempts_by_hops[hops] = progress.attempts;
     result.stats.seconds_by_hops[hops] = SecondsSince(hop_start);
     if (progress.made < options.questions) {
-      return FailedPreconditionError("search synth: the corpus " + corpus_path + " yields only " +
-                                     std::to_string(progress.made) + " of " + std::to_string(options.questions) +
-                                     " questions with " + std::to_string(hops) + " hop(s) (" +
-                                     std::to_string(graph->size()) + " documents, " + std::to_string(graph->links()) +
-                                     " links, " + std::to_string(progress.attempts) +
-                                     " walks tried): ask for fewer questions or hops, or use a larger corpus");
+      return FailedPreconditionError(
+          "search synth: the corpus " + corpus_path + " yields only " + std::to_string(progress.made) + " of " +
+          std::to_string(options.questions) + " questions with " + std::to_string(hops) + " hop(s) (" +
+          std::to_string(graph->size()) + " documents, " + std::to_string(graph->links()) + " links, " +
+          std::to_string(progress.attempts) + " walks tried): ask for fewer questions or hops, or use a larger corpus");
     }
   }
   result.stats.seconds = SecondsSince(start);

@@ -59,11 +59,11 @@ inline constexpr int kSolutionTopK = 10;
 inline constexpr int kMaxDistractors = 8;
 
 struct QaSynthOptions {
-  int questions = 10;     // per hop count, >= 1
-  int min_hops = 1;       // 1..kMaxSynthHops, min_hops <= max_hops
+  int questions = 10;  // per hop count, >= 1
+  int min_hops = 1;    // 1..kMaxSynthHops, min_hops <= max_hops
   int max_hops = 1;
-  int breadth = 3;        // link targets considered at each step of the walk, 1..kMaxSynthBreadth
-  int obfuscation = 1;    // 0 quote, 1 keywords, 2 sparse
+  int breadth = 3;      // link targets considered at each step of the walk, 1..kMaxSynthBreadth
+  int obfuscation = 1;  // 0 quote, 1 keywords, 2 sparse
   uint64_t seed = 1;
   // Seeds tried per hop count before giving up; 0: 200 per question asked (at least 2,000).
   int64_t max_attempts = 0;
@@ -73,17 +73,17 @@ struct QaSynthOptions {
 struct ChainStep {
   std::string doc_id;
   std::string title;
-  std::string relation;                // the link from the previous step ("" for the seed and for
-                                       // a plain cross reference)
-  std::vector<std::string> clue_words; // words of this document's text the question cites (may be empty)
+  std::string relation;                 // the link from the previous step ("" for the seed and for
+                                        // a plain cross reference)
+  std::vector<std::string> clue_words;  // words of this document's text the question cites (may be empty)
 };
 
 struct SynthQuestion {
-  std::string id;         // "h<hops>-<n>", n from 1, zero-padded to 4 digits
+  std::string id;  // "h<hops>-<n>", n from 1, zero-padded to 4 digits
   std::string prompt;
   AnswerKey key;
   int hops = 0;
-  int difficulty = 1;     // 1..5
+  int difficulty = 1;  // 1..5
   std::vector<ChainStep> chain;
   std::vector<std::string> distractors;  // answers of eliminated candidates (never normalise equal to the key)
   int64_t candidates = 0;                // documents the uniqueness check considered, all steps
@@ -98,7 +98,7 @@ struct SynthQuestion {
 
 struct QaSynthProgress {
   int hops = 0;
-  int made = 0;          // questions kept for this hop count
+  int made = 0;  // questions kept for this hop count
   int wanted = 0;
   int64_t attempts = 0;  // seeds tried for this hop count
   double seconds = 0;    // since Synthesize started

@@ -3,7 +3,8 @@
 namespace envforge::search {
 
 Json ToJson(const SearchHit& hit) {
-  return Json{{"doc_id", hit.doc_id}, {"title", hit.title}, {"url", hit.url}, {"snippet", hit.snippet}, {"score", hit.score}};
+  return Json{
+      {"doc_id", hit.doc_id}, {"title", hit.title}, {"url", hit.url}, {"snippet", hit.snippet}, {"score", hit.score}};
 }
 
 Json ToJson(const SearchPage& page) {
@@ -14,9 +15,10 @@ Json ToJson(const SearchPage& page) {
 
 Json ToJson(const Document& document) {
   Json links = Json::array();
-  for (const DocumentLink& link : document.links) links.push_back(Json{{"target", link.target}, {"anchor", link.anchor}});
+  for (const DocumentLink& link : document.links)
+    links.push_back(Json{{"target", link.target}, {"anchor", link.anchor}});
   return Json{{"doc_id", document.doc_id}, {"title", document.title}, {"url", document.url},
-              {"source", document.source}, {"text", document.text}, {"links", std::move(links)}};
+              {"source", document.source}, {"text", document.text},   {"links", std::move(links)}};
 }
 
 }  // namespace envforge::search

@@ -22,7 +22,7 @@ struct SearchQuery {
 };
 
 struct SearchHit {
-  std::string doc_id;   // what Open() accepts
+  std::string doc_id;  // what Open() accepts
   std::string title;
   std::string url;      // may equal doc_id for documents without a natural address
   std::string snippet;  // a short excerpt around the matched terms; matches marked **like this**
@@ -30,7 +30,7 @@ struct SearchHit {
 };
 
 struct SearchPage {
-  std::string query;  // the query text as received
+  std::string query;            // the query text as received
   std::vector<SearchHit> hits;  // best first; empty when nothing matched (not an error)
 };
 

@@ -14,10 +14,9 @@ namespace {
 
 const std::vector<std::string> kBackends = {"offline", "brave", "serper", "tavily", "searxng"};
 const std::vector<std::string> kOfflineKeys = {"backend", "corpus"};
-const std::vector<std::string> kLiveKeys = {"backend",       "api_key_env", "base_url",     "timeout_ms",
-                                            "retries",       "rate_per_s",  "rate_burst",   "cache_ttl_s",
-                                            "cache_entries", "max_response_bytes", "max_page_bytes",
-                                            "open_private_addresses"};
+const std::vector<std::string> kLiveKeys = {
+    "backend",    "api_key_env", "base_url",      "timeout_ms",         "retries",        "rate_per_s",
+    "rate_burst", "cache_ttl_s", "cache_entries", "max_response_bytes", "max_page_bytes", "open_private_addresses"};
 
 std::string Join(const std::vector<std::string>& items) {
   std::string out;
@@ -38,7 +37,8 @@ Result<int64_t> Integer(const Json& config, const char* key, int64_t low, int64_
     return Bad(std::string(key) + " must be between " + std::to_string(low) + " and " + std::to_string(high));
   }
   int64_t number = value.get<int64_t>();
-  if (number < low) return Bad(std::string(key) + " must be between " + std::to_string(low) + " and " + std::to_string(high));
+  if (number < low)
+    return Bad(std::string(key) + " must be between " + std::to_string(low) + " and " + std::to_string(high));
   return number;
 }
 
@@ -54,7 +54,8 @@ Result<double> Number(const Json& config, const char* key, double low, double hi
 
 Result<std::string> String(const Json& config, const char* key) {
   const Json& value = config.at(key);
-  if (!value.is_string() || value.get<std::string>().empty()) return Bad(std::string(key) + " must be a non-empty string");
+  if (!value.is_string() || value.get<std::string>().empty())
+    return Bad(std::string(key) + " must be a non-empty string");
   return value.get<std::string>();
 }
 
@@ -89,8 +90,9 @@ Result<SearchBackendConfig> ParseSearchConfig(const Json& config) {
   if (config.contains("api_key_env")) {
     ENVFORGE_ASSIGN_OR_RETURN(web.api_key_env, String(config, "api_key_env"));
     if (!IsEnvironmentVariableName(web.api_key_env)) {
-      return Bad("api_key_env must name an environment variable ([A-Za-z_][A-Za-z0-9_]*); the key itself never goes "
-                 "in the configuration");
+      return Bad(
+          "api_key_env must name an environment variable ([A-Za-z_][A-Za-z0-9_]*); the key itself never goes "
+          "in the configuration");
     }
   }
   if (config.contains("base_url")) {
@@ -160,7 +162,8 @@ Result<std::unique_ptr<SearchBackend>> OpenSearchBackend(const SearchBackendConf
     ENVFORGE_ASSIGN_OR_RETURN(auto backend, OfflineSearchBackend::OpenCorpus(config.corpus));
     return std::unique_ptr<SearchBackend>(std::move(backend));
   }
-  Result<std::unique_ptr<WebSearchBackend>> backend = InvalidArgumentError("search config: unknown backend '" + config.backend + "'");
+  Result<std::unique_ptr<WebSearchBackend>> backend =
+      InvalidArgumentError("search config: unknown backend '" + config.backend + "'");
   if (config.backend == "brave") backend = OpenBraveBackend(config.web);
   if (config.backend == "serper") backend = OpenSerperBackend(config.web);
   if (config.backend == "tavily") backend = OpenTavilyBackend(config.web);

@@ -51,16 +51,18 @@ Result<int64_t> OptionalInteger(const Json& arguments, const char* tool, const c
   if (it == arguments.end() || it->is_null()) return default_value;
   std::optional<int64_t> value;
   if (it->is_number_unsigned()) {
-    value = it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(it->get<uint64_t>());
+    value =
+        it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(it->get<uint64_t>());
   } else if (it->is_number_integer()) {
     value = it->get<int64_t>();
   } else if (it->is_number_float()) {
     double number = it->get<double>();  // JSON Schema's integers include 3.0
-    if (std::isfinite(number) && number == std::floor(number) && std::abs(number) < 9e15) value = static_cast<int64_t>(number);
+    if (std::isfinite(number) && number == std::floor(number) && std::abs(number) < 9e15)
+      value = static_cast<int64_t>(number);
   }
   if (!value || *value < minimum || *value > maximum) {
-    return InvalidArgumentError(std::string(tool) + ": '" + name + "' must be an integer from " + std::to_string(minimum) +
-                                " to " + std::to_string(maximum) + ", got " + DumpJson(*it));
+    return InvalidArgumentError(std::string(tool) + ": '" + name + "' must be an integer from " +
+                                std::to_string(minimum) + " to " + std::to_string(maximum) + ", got " + DumpJson(*it));
   }
   return *value;
 }
@@ -89,7 +91,8 @@ const RecordedResponse* SearchToolbox::TakeRecorded(const toolsets::ToolCall& ca
 ToolResult SearchToolbox::Call(const toolsets::ToolCall& call) {
   ToolResult result;
   if (!toolsets::IsSearchTool(call.name)) {
-    result = ToolResult::Error(Outcome::kInvalidCall, "unknown tool '" + call.name + "'; search tools: search, open, find");
+    result =
+        ToolResult::Error(Outcome::kInvalidCall, "unknown tool '" + call.name + "'; search tools: search, open, find");
   } else if (!call.arguments.is_object()) {
     result = ToolResult::Error(Outcome::kInvalidCall, call.name + ": the arguments must be a JSON object");
   } else if (const RecordedResponse* recorded = TakeRecorded(call)) {
@@ -141,7 +144,8 @@ ToolResult SearchToolbox::Open(const Json& arguments) {
   const std::string& text = document->text;
   if (static_cast<uint64_t>(*offset) > text.size() || (*offset > 0 && static_cast<uint64_t>(*offset) == text.size())) {
     return ToolResult::Error(Outcome::kToolError, "open: offset " + std::to_string(*offset) + " is past the end of '" +
-                                                      document->doc_id + "' (" + std::to_string(text.size()) + " bytes)");
+                                                      document->doc_id + "' (" + std::to_string(text.size()) +
+                                                      " bytes)");
   }
   size_t begin = static_cast<size_t>(*offset);
   while (begin < text.size() && IsContinuationByte(text[begin])) ++begin;
@@ -187,8 +191,11 @@ ToolResult SearchToolbox::Find(const Json& arguments) {
   if (truncated) found->pop_back();
   Json matches = Json::array();
   for (const FindMatch& match : *found) {
-    matches.push_back(Json{{"line", match.line}, {"offset", match.offset}, {"before", match.before},
-                           {"match", Capped(match.match, kMaxSnippetBytes)}, {"after", match.after}});
+    matches.push_back(Json{{"line", match.line},
+                           {"offset", match.offset},
+                           {"before", match.before},
+                           {"match", Capped(match.match, kMaxSnippetBytes)},
+                           {"after", match.after}});
   }
   return Ok(Json{{"backend", backend_->name()},
                  {"doc_id", document->doc_id},

@@ -21,7 +21,8 @@ std::vector<std::string> TitleParts(std::string_view title) {
   size_t start = 0;
   for (;;) {
     size_t comma = title.find(", ", start);
-    std::string part = Trimmed(title.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    std::string part =
+        Trimmed(title.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
     if (!part.empty()) parts.push_back(std::move(part));
     if (comma == std::string_view::npos) break;
     start = comma + 2;
@@ -47,7 +48,8 @@ std::set<std::string> Reachable(const toolsets::ToolCall& call, const toolsets::
 
 Json ToJson(const SolutionPath& path) {
   Json calls = Json::array();
-  for (const toolsets::ToolCall& call : path.calls) calls.push_back({{"name", call.name}, {"arguments", call.arguments}});
+  for (const toolsets::ToolCall& call : path.calls)
+    calls.push_back({{"name", call.name}, {"arguments", call.arguments}});
   return {{"calls", std::move(calls)}, {"answer_from", "title"}};
 }
 
@@ -98,8 +100,8 @@ std::vector<std::string> AliasesFromTitle(std::string_view title) {
   return parts;
 }
 
-Result<SolutionReplay> ReplaySolutionPath(const SolutionPath& path,
-                                          const std::function<toolsets::ToolResult(const toolsets::ToolCall&)>& call_tool) {
+Result<SolutionReplay> ReplaySolutionPath(
+    const SolutionPath& path, const std::function<toolsets::ToolResult(const toolsets::ToolCall&)>& call_tool) {
   if (path.calls.size() < 2 || path.calls.front().name != toolsets::kSearchTool) {
     return InvalidArgumentError("solution path: a search and at least one open are needed");
   }
@@ -116,7 +118,8 @@ Result<SolutionReplay> ReplaySolutionPath(const SolutionPath& path,
     }
     toolsets::ToolResult result = call_tool(call);
     if (!result.ok()) {
-      return FailedPreconditionError(step + ": " + std::string(toolsets::OutcomeName(result.outcome)) + ": " + result.message);
+      return FailedPreconditionError(step + ": " + std::string(toolsets::OutcomeName(result.outcome)) + ": " +
+                                     result.message);
     }
     shown = Reachable(call, result);
     if (call.name == toolsets::kOpenTool) {

@@ -42,16 +42,16 @@ std::string AnswerFromTitle(std::string_view title);
 std::vector<std::string> AliasesFromTitle(std::string_view title);
 
 struct SolutionReplay {
-  std::string final_doc_id;            // the last document opened
+  std::string final_doc_id;  // the last document opened
   std::string final_title;
-  std::string answer;                  // AnswerFromTitle(final_title)
+  std::string answer;                         // AnswerFromTitle(final_title)
   std::vector<toolsets::ToolResult> results;  // one per call, in order
 };
 
 // Plays `path` through `call_tool` (a SearchToolbox, or a session's CallTool) and checks the
 // replay rules. Errors: FailedPrecondition naming the step when a call does not return ok, or an
 // open names a document the previous result did not show; InvalidArgument for a malformed path.
-Result<SolutionReplay> ReplaySolutionPath(const SolutionPath& path,
-                                          const std::function<toolsets::ToolResult(const toolsets::ToolCall&)>& call_tool);
+Result<SolutionReplay> ReplaySolutionPath(
+    const SolutionPath& path, const std::function<toolsets::ToolResult(const toolsets::ToolCall&)>& call_tool);
 
 }  // namespace envforge::search

@@ -21,7 +21,8 @@ class BraveBackend : public WebSearchBackend {
  protected:
   HttpRequest BuildRequest(const SearchQuery& query) const override {
     HttpRequest request;
-    request.url = base_url() + "/res/v1/web/search?q=" + UrlEncode(query.text) + "&count=" + std::to_string(query.top_k);
+    request.url =
+        base_url() + "/res/v1/web/search?q=" + UrlEncode(query.text) + "&count=" + std::to_string(query.top_k);
     request.headers = {"Accept: application/json", "X-Subscription-Token: " + api_key()};
     return request;
   }
@@ -36,6 +37,8 @@ class BraveBackend : public WebSearchBackend {
 
 }  // namespace
 
-Result<std::unique_ptr<WebSearchBackend>> OpenBraveBackend(const WebBackendOptions& options) { return BraveBackend::Create(options); }
+Result<std::unique_ptr<WebSearchBackend>> OpenBraveBackend(const WebBackendOptions& options) {
+  return BraveBackend::Create(options);
+}
 
 }  // namespace envforge::search

@@ -48,6 +48,8 @@ class SearxngBackend : public WebSearchBackend {
 
 }  // namespace
 
-Result<std::unique_ptr<WebSearchBackend>> OpenSearxngBackend(const WebBackendOptions& options) { return SearxngBackend::Create(options); }
+Result<std::unique_ptr<WebSearchBackend>> OpenSearxngBackend(const WebBackendOptions& options) {
+  return SearxngBackend::Create(options);
+}
 
 }  // namespace envforge::search

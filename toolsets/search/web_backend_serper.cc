@@ -39,6 +39,8 @@ class SerperBackend : public WebSearchBackend {
 
 }  // namespace
 
-Result<std::unique_ptr<WebSearchBackend>> OpenSerperBackend(const WebBackendOptions& options) { return SerperBackend::Create(options); }
+Result<std::unique_ptr<WebSearchBackend>> OpenSerperBackend(const WebBackendOptions& options) {
+  return SerperBackend::Create(options);
+}
 
 }  // namespace envforge::search

@@ -24,7 +24,8 @@ class TavilyBackend : public WebSearchBackend {
     HttpRequest request;
     request.method = HttpMethod::kPost;
     request.url = base_url() + "/search";
-    request.headers = {"Content-Type: application/json", "Accept: application/json", "Authorization: Bearer " + api_key()};
+    request.headers = {"Content-Type: application/json", "Accept: application/json",
+                       "Authorization: Bearer " + api_key()};
     request.body = DumpJson(Json{{"query", query.text}, {"max_results", query.top_k}, {"search_depth", "basic"}});
     return request;
   }
@@ -40,6 +41,8 @@ class TavilyBackend : public WebSearchBackend {
 
 }  // namespace
 
-Result<std::unique_ptr<WebSearchBackend>> OpenTavilyBackend(const WebBackendOptions& options) { return TavilyBackend::Create(options); }
+Result<std::unique_ptr<WebSearchBackend>> OpenTavilyBackend(const WebBackendOptions& options) {
+  return TavilyBackend::Create(options);
+}
 
 }  // namespace envforge::search

@@ -55,10 +55,10 @@ void AppendUtf8(std::string& out, uint32_t code) {
 
 // ISO-8859-1 to UTF-8; with windows1252, 0x80-0x9F are that code page's characters.
 std::string SingleByteToUtf8(std::string_view bytes, bool windows1252) {
-  static constexpr uint16_t kCp1252[32] = {
-      0x20AC, 0x81,   0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160,
-      0x2039, 0x0152, 0x8D,   0x017D, 0x8F,   0x90,   0x2018, 0x2019, 0x201C, 0x201D, 0x2022,
-      0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x9D,   0x017E, 0x0178};
+  static constexpr uint16_t kCp1252[32] = {0x20AC, 0x81,   0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021,
+                                           0x02C6, 0x2030, 0x0160, 0x2039, 0x0152, 0x8D,   0x017D, 0x8F,
+                                           0x90,   0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014,
+                                           0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x9D,   0x017E, 0x0178};
   std::string out;
   out.reserve(bytes.size() + bytes.size() / 8);
   for (unsigned char c : bytes) {
@@ -163,17 +163,21 @@ Result<WebSearchBackend::Parts> WebSearchBackend::Prepare(const std::string& nam
 }
 
 WebSearchBackend::WebSearchBackend(std::string name, int max_top_k, Parts parts, const WebBackendOptions& options)
-    : name_(std::move(name)), max_top_k_(max_top_k), base_url_(std::move(parts.base_url)),
-      api_key_(std::move(parts.api_key)), max_page_bytes_(options.max_page_bytes),
-      open_private_addresses_(options.open_private_addresses), client_(std::move(parts.client)),
+    : name_(std::move(name)),
+      max_top_k_(max_top_k),
+      base_url_(std::move(parts.base_url)),
+      api_key_(std::move(parts.api_key)),
+      max_page_bytes_(options.max_page_bytes),
+      open_private_addresses_(options.open_private_addresses),
+      client_(std::move(parts.client)),
       cache_(options.cache_entries, options.cache_ttl) {}
 
 WebSearchBackend::~WebSearchBackend() = default;
 
 Json WebSearchBackend::Stats() const {
   HttpClientStats stats = client_->stats();
-  return Json{{"requests", stats.requests}, {"attempts", stats.attempts},   {"retries", stats.retries},
-              {"failures", stats.failures}, {"cache_hits", cache_hits_}, {"cache_entries", cache_.size()}};
+  return Json{{"requests", stats.requests}, {"attempts", stats.attempts}, {"retries", stats.retries},
+              {"failures", stats.failures}, {"cache_hits", cache_hits_},  {"cache_entries", cache_.size()}};
 }
 
 Result<SearchPage> WebSearchBackend::Search(const SearchQuery& query) {
@@ -184,8 +188,8 @@ Result<SearchPage> WebSearchBackend::Search(const SearchQuery& query) {
                                 " backend takes at most " + std::to_string(kMaxQueryBytes));
   }
   if (query.top_k < 1 || query.top_k > max_top_k_) {
-    return InvalidArgumentError("search top_k must be between 1 and " + std::to_string(max_top_k_) + " for the " + name_ +
-                                " backend, got " + std::to_string(query.top_k));
+    return InvalidArgumentError("search top_k must be between 1 and " + std::to_string(max_top_k_) + " for the " +
+                                name_ + " backend, got " + std::to_string(query.top_k));
   }
   std::string key = SearchCacheKey(name_, query.text, query.top_k);
   if (std::optional<SearchPage> cached = cache_.Get(key)) {

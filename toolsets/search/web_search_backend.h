@@ -63,18 +63,18 @@
 namespace envforge::search {
 
 struct WebBackendOptions {
-  std::string base_url;     // empty: the API's public endpoint (SearxNG: required); no trailing '/'
-  std::string api_key_env;  // empty: the API's conventional variable (SearxNG: none)
-  std::chrono::milliseconds timeout{10'000};   // per attempt
-  int retries = 2;                             // extra attempts after the first
-  double rate_per_s = 0;                       // API requests a second (attempts); 0: no limit
-  double rate_burst = 1;                       // requests the bucket lets through at once
-  std::chrono::milliseconds cache_ttl{300'000};  // 0: no cache
-  size_t cache_entries = 1024;                 // 0: no cache
-  size_t max_response_bytes = 4 << 20;         // an API answer larger than this is DataLoss
-  size_t max_page_bytes = 2 << 20;             // Open cuts pages here
-  bool open_private_addresses = false;         // let Open reach non-public addresses (see Open)
-  std::chrono::milliseconds initial_backoff{250};  // first retry's wait without Retry-After
+  std::string base_url;                       // empty: the API's public endpoint (SearxNG: required); no trailing '/'
+  std::string api_key_env;                    // empty: the API's conventional variable (SearxNG: none)
+  std::chrono::milliseconds timeout{10'000};  // per attempt
+  int retries = 2;                            // extra attempts after the first
+  double rate_per_s = 0;                      // API requests a second (attempts); 0: no limit
+  double rate_burst = 1;                      // requests the bucket lets through at once
+  std::chrono::milliseconds cache_ttl{300'000};       // 0: no cache
+  size_t cache_entries = 1024;                        // 0: no cache
+  size_t max_response_bytes = 4 << 20;                // an API answer larger than this is DataLoss
+  size_t max_page_bytes = 2 << 20;                    // Open cuts pages here
+  bool open_private_addresses = false;                // let Open reach non-public addresses (see Open)
+  std::chrono::milliseconds initial_backoff{250};     // first retry's wait without Retry-After
   std::chrono::milliseconds max_retry_after{30'000};  // longer Retry-After: fail at once
 };
 

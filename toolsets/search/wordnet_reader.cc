@@ -32,15 +32,21 @@ struct Synset {
 
 // lexnames(5): the lexicographer file of each lex_filenum.
 std::string_view LexName(int number) {
-  static constexpr std::string_view kNames[] = {
-      "adj.all",         "adj.pert",         "adv.all",         "noun.Tops",      "noun.act",         "noun.animal",
-      "noun.artifact",   "noun.attribute",   "noun.body",       "noun.cognition", "noun.communication", "noun.event",
-      "noun.feeling",    "noun.food",        "noun.group",      "noun.location",  "noun.motive",      "noun.object",
-      "noun.person",     "noun.phenomenon",  "noun.plant",      "noun.possession", "noun.process",    "noun.quantity",
-      "noun.relation",   "noun.shape",       "noun.state",      "noun.substance", "noun.time",        "verb.body",
-      "verb.change",     "verb.cognition",   "verb.communication", "verb.competition", "verb.consumption", "verb.contact",
-      "verb.creation",   "verb.emotion",     "verb.motion",     "verb.perception", "verb.possession",  "verb.social",
-      "verb.stative",    "verb.weather",     "adj.ppl"};
+  static constexpr std::string_view kNames[] = {"adj.all",          "adj.pert",           "adv.all",
+                                                "noun.Tops",        "noun.act",           "noun.animal",
+                                                "noun.artifact",    "noun.attribute",     "noun.body",
+                                                "noun.cognition",   "noun.communication", "noun.event",
+                                                "noun.feeling",     "noun.food",          "noun.group",
+                                                "noun.location",    "noun.motive",        "noun.object",
+                                                "noun.person",      "noun.phenomenon",    "noun.plant",
+                                                "noun.possession",  "noun.process",       "noun.quantity",
+                                                "noun.relation",    "noun.shape",         "noun.state",
+                                                "noun.substance",   "noun.time",          "verb.body",
+                                                "verb.change",      "verb.cognition",     "verb.communication",
+                                                "verb.competition", "verb.consumption",   "verb.contact",
+                                                "verb.creation",    "verb.emotion",       "verb.motion",
+                                                "verb.perception",  "verb.possession",    "verb.social",
+                                                "verb.stative",     "verb.weather",       "adj.ppl"};
   return number >= 0 && number < static_cast<int>(std::size(kNames)) ? kNames[number] : "unknown";
 }
 
@@ -55,14 +61,31 @@ std::string_view PosName(char pos) {
 
 // wninput(5)'s pointer symbols.
 std::string RelationName(const std::string& symbol, char pos) {
-  static const std::map<std::string, std::string> kNames = {
-      {"!", "antonym"},           {"@", "hypernym"},          {"@i", "instance hypernym"}, {"~", "hyponym"},
-      {"~i", "instance hyponym"}, {"#m", "member holonym"},   {"#s", "substance holonym"}, {"#p", "part holonym"},
-      {"%m", "member meronym"},   {"%s", "substance meronym"}, {"%p", "part meronym"},     {"=", "attribute"},
-      {"+", "derivationally related form"}, {";c", "topic domain"}, {"-c", "member of topic domain"},
-      {";r", "region domain"},    {"-r", "member of region domain"}, {";u", "usage domain"},
-      {"-u", "member of usage domain"}, {"*", "entailment"},  {">", "cause"},             {"^", "also see"},
-      {"$", "verb group"},        {"&", "similar to"},        {"<", "participle of verb"}};
+  static const std::map<std::string, std::string> kNames = {{"!", "antonym"},
+                                                            {"@", "hypernym"},
+                                                            {"@i", "instance hypernym"},
+                                                            {"~", "hyponym"},
+                                                            {"~i", "instance hyponym"},
+                                                            {"#m", "member holonym"},
+                                                            {"#s", "substance holonym"},
+                                                            {"#p", "part holonym"},
+                                                            {"%m", "member meronym"},
+                                                            {"%s", "substance meronym"},
+                                                            {"%p", "part meronym"},
+                                                            {"=", "attribute"},
+                                                            {"+", "derivationally related form"},
+                                                            {";c", "topic domain"},
+                                                            {"-c", "member of topic domain"},
+                                                            {";r", "region domain"},
+                                                            {"-r", "member of region domain"},
+                                                            {";u", "usage domain"},
+                                                            {"-u", "member of usage domain"},
+                                                            {"*", "entailment"},
+                                                            {">", "cause"},
+                                                            {"^", "also see"},
+                                                            {"$", "verb group"},
+                                                            {"&", "similar to"},
+                                                            {"<", "participle of verb"}};
   if (symbol == "\\") return pos == 'r' ? "derived from adjective" : "pertainym";
   auto it = kNames.find(symbol);
   return it == kNames.end() ? "related (" + symbol + ")" : it->second;
@@ -134,8 +157,8 @@ std::string Join(const std::vector<std::string>& parts, std::string_view separat
 
 Document Render(const Synset& synset, const std::unordered_map<std::string, const Synset*>& by_id) {
   Document document{synset.doc_id, Join(synset.lemmas, ", "), synset.doc_id, "wordnet", {}, {}};
-  document.text = document.title + "\n" + std::string(PosName(synset.pos)) + " (" + std::string(LexName(synset.lex_filenum)) +
-                  ")\n" + synset.gloss + "\n";
+  document.text = document.title + "\n" + std::string(PosName(synset.pos)) + " (" +
+                  std::string(LexName(synset.lex_filenum)) + ")\n" + synset.gloss + "\n";
   // Relations in the order they first appear; targets once each.
   std::vector<std::pair<std::string, std::vector<std::string>>> relations;
   for (const Pointer& pointer : synset.pointers) {
@@ -146,7 +169,8 @@ Document Render(const Synset& synset, const std::unordered_map<std::string, cons
     document.links.push_back(DocumentLink{pointer.target_id, relation + ": " + lemma});
     auto group = std::find_if(relations.begin(), relations.end(), [&](const auto& r) { return r.first == relation; });
     if (group == relations.end()) group = relations.insert(relations.end(), {relation, {}});
-    if (std::find(group->second.begin(), group->second.end(), lemma) == group->second.end()) group->second.push_back(lemma);
+    if (std::find(group->second.begin(), group->second.end(), lemma) == group->second.end())
+      group->second.push_back(lemma);
   }
   for (const auto& [relation, lemmas] : relations) document.text += relation + ": " + Join(lemmas, " | ") + "\n";
   document.text.pop_back();
@@ -156,7 +180,8 @@ Document Render(const Synset& synset, const std::unordered_map<std::string, cons
 }  // namespace
 
 Status ReadWordNet(const std::string& dir, const DocumentSink& sink) {
-  static constexpr std::pair<const char*, char> kFiles[] = {{"data.noun", 'n'}, {"data.verb", 'v'}, {"data.adj", 'a'}, {"data.adv", 'r'}};
+  static constexpr std::pair<const char*, char> kFiles[] = {
+      {"data.noun", 'n'}, {"data.verb", 'v'}, {"data.adj", 'a'}, {"data.adv", 'r'}};
   std::vector<Synset> synsets;
   bool any = false;
   for (const auto& [file, pos] : kFiles) {

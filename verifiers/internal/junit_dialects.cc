@@ -17,15 +17,15 @@ using std::string_view;
 // Everything detection looks at, gathered in one pass over suites and cases.
 struct Shape {
   string_view root_tag;
-  string_view root_title;  // the root's `name`
-  bool doctest = false;          // a suite with doctest_version
-  bool go = false;               // a go.version property or a go-junit-report "[build failed]" case
-  bool gtest = false;            // a case with gtest's `result` attribute
-  bool status_attr = false;      // a case with a `status` attribute
+  string_view root_title;         // the root's `name`
+  bool doctest = false;           // a suite with doctest_version
+  bool go = false;                // a go.version property or a go-junit-report "[build failed]" case
+  bool gtest = false;             // a case with gtest's `result` attribute
+  bool status_attr = false;       // a case with a `status` attribute
   bool all_name_is_class = true;  // every case has name == classname (ctest)
-  bool catch2 = false;           // classname "<exe>.global" or Catch2's hostname="tbd"
-  bool phpunit = false;          // a case with `assertions` or `class`
-  bool pytest = false;           // suite "pytest", a pytest.* type, a .py file without timestamp
+  bool catch2 = false;            // classname "<exe>.global" or Catch2's hostname="tbd"
+  bool phpunit = false;           // a case with `assertions` or `class`
+  bool pytest = false;            // suite "pytest", a pytest.* type, a .py file without timestamp
   bool jest_failed_suite = false;
   bool mocha_root_suite = false;
   bool surefire = false;         // Surefire's schema or java.*/maven.*/surefire.* properties
@@ -285,8 +285,7 @@ std::optional<JunitProblem> CaseProblem(JunitProducer producer, const CaseFields
         return Problem("class_failed", id, "test class failed before its tests; they are absent", f);
       }
       break;
-    default:
-      break;
+    default: break;
   }
   return std::nullopt;
 }
@@ -297,8 +296,8 @@ std::optional<JunitProblem> DocumentProblem(JunitProducer producer, pugi::xml_no
   if (!declared || *declared <= error_elements) return std::nullopt;
   size_t unseen = *declared - error_elements;
   return JunitProblem{"build_failed", "<testsuites errors=\"" + std::to_string(*declared) + "\"> but " +
-                                          std::to_string(error_elements) + " <error> element(s): " +
-                                          std::to_string(unseen) +
+                                          std::to_string(error_elements) +
+                                          " <error> element(s): " + std::to_string(unseen) +
                                           " package(s) failed to build and have no suite; their tests are absent"};
 }
 

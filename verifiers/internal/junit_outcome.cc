@@ -56,7 +56,7 @@ Outcome ReadOutcome(pugi::xml_node testcase) {
   Outcome outcome;
   pugi::xml_node decider;  // the worst failure/error/skipped child
   std::optional<TestStatus> worst;
-  pugi::xml_node note;     // a PHPUnit warning or risky error: a pass with a message
+  pugi::xml_node note;  // a PHPUnit warning or risky error: a pass with a message
   for (pugi::xml_node child : testcase.children()) {
     std::string_view tag = child.name();
     std::optional<TestStatus> status;

@@ -12,8 +12,8 @@ std::atomic<bool> force_avx2{false};
 
 bool CpuHasAvx2Fma() {
 #if ENVFORGE_KERNELS_X86
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  static const bool has =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   return has;
 #else
   return false;

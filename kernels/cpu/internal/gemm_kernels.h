@@ -22,12 +22,12 @@ template <int MR>
 ENVFORGE_TARGET_AVX2 inline void MicroKernel(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kc,
                                              float* c, int64_t ldc, int64_t ncols, bool accumulate) {
   __m256 c0[MR], c1[MR];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_loadu_ps(b + k * ldb);
     const __m256 b1 = _mm256_loadu_ps(b + k * ldb + 8);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m256 av = _mm256_broadcast_ss(a + i * lda + k);
       c0[i] = _mm256_fmadd_ps(av, b0, c0[i]);
@@ -35,7 +35,7 @@ ENVFORGE_TARGET_AVX2 inline void MicroKernel(const float* a, int64_t lda, const 
     }
   }
   if (ncols == kMicroCols) {
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       float* out = c + i * ldc;
       if (accumulate) {
@@ -48,7 +48,7 @@ ENVFORGE_TARGET_AVX2 inline void MicroKernel(const float* a, int64_t lda, const 
     return;
   }
   alignas(32) float tile[kMicroCols];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
     _mm256_store_ps(tile, c0[i]);
     _mm256_store_ps(tile + 8, c1[i]);
@@ -76,7 +76,7 @@ ENVFORGE_TARGET_AVX2 inline void TransposeRows16(const float* rows, int64_t ld, 
   for (; kk + 8 <= kc; kk += 8) {
     for (int half = 0; half < 2; ++half) {
       __m256 r[8];
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(rows + (half * 8 + j) * ld + kk);
       const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
       const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);

@@ -30,14 +30,14 @@ template <int MR>
 ENVFORGE_TARGET_AVX512 inline void MicroKernel512(const float* a, int64_t stride, const float* b, int64_t kc,
                                                   float* c) {
   __m512 acc[MR];
-  #pragma GCC unroll 24
+#pragma GCC unroll 24
   for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k, a += stride) {
     const __m512 bk = _mm512_loadu_ps(b + k * 16);
-    #pragma GCC unroll 24
+#pragma GCC unroll 24
     for (int i = 0; i < MR; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i]), bk, acc[i]);
   }
-  #pragma GCC unroll 24
+#pragma GCC unroll 24
   for (int i = 0; i < MR; ++i) _mm512_storeu_ps(c + i * 16, acc[i]);
 }
 

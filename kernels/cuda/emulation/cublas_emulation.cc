@@ -102,7 +102,8 @@ void StoreElement(void* base, cudaDataType type, int64_t index, float value) {
 bool SupportedInput(cudaDataType type) { return type == CUDA_R_16BF || type == CUDA_R_32F; }
 
 // op(X) (rows x cols) gathered row by row into a dense fp32 matrix: out[r * cols + c].
-std::vector<float> Gather(const void* x, cudaDataType type, int64_t ld, cublasOperation_t op, int64_t rows, int64_t cols) {
+std::vector<float> Gather(const void* x, cudaDataType type, int64_t ld, cublasOperation_t op, int64_t rows,
+                          int64_t cols) {
   std::vector<float> out(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
@@ -142,9 +143,9 @@ cublasStatus_t GemmOne(cublasOperation_t transa, cublasOperation_t transb, int64
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t CheckGemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n,
-                         int64_t k, const void* alpha, cudaDataType a_type, int64_t lda, cudaDataType b_type, int64_t ldb,
-                         const void* beta, cudaDataType c_type, int64_t ldc, cublasComputeType_t compute) {
+cublasStatus_t CheckGemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
+                         int64_t n, int64_t k, const void* alpha, cudaDataType a_type, int64_t lda, cudaDataType b_type,
+                         int64_t ldb, const void* beta, cudaDataType c_type, int64_t ldc, cublasComputeType_t compute) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if ((transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) || (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T)) {
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -153,7 +154,8 @@ cublasStatus_t CheckGemm(cublasHandle_t handle, cublasOperation_t transa, cublas
   if (lda < std::max<int64_t>(1, transa == CUBLAS_OP_N ? m : k)) return CUBLAS_STATUS_INVALID_VALUE;
   if (ldb < std::max<int64_t>(1, transb == CUBLAS_OP_N ? k : n)) return CUBLAS_STATUS_INVALID_VALUE;
   if (ldc < std::max<int64_t>(1, m)) return CUBLAS_STATUS_INVALID_VALUE;
-  if ((compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC) || !SupportedInput(a_type) || !SupportedInput(b_type) || !SupportedInput(c_type)) {
+  if ((compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC) || !SupportedInput(a_type) ||
+      !SupportedInput(b_type) || !SupportedInput(c_type)) {
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   if (handle->pointer_mode != CUBLAS_POINTER_MODE_HOST) return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -368,9 +370,11 @@ cublasStatus_t CheckLayout(const LayoutState& layout) {
 // The descriptor checks shared by the heuristic and the matmul (see the file comment for the
 // rules and their sources): SUCCESS with `out` filled, INVALID_VALUE for inconsistent arguments,
 // NOT_SUPPORTED for a configuration that is not the emulated one.
-cublasStatus_t ResolveFp8Block(const MatmulDescState& desc, cublasLtMatrixLayout_t a_layout, cublasLtMatrixLayout_t b_layout,
-                               cublasLtMatrixLayout_t c_layout, cublasLtMatrixLayout_t d_layout, Fp8BlockProblem& out) {
-  if (a_layout == nullptr || b_layout == nullptr || c_layout == nullptr || d_layout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+cublasStatus_t ResolveFp8Block(const MatmulDescState& desc, cublasLtMatrixLayout_t a_layout,
+                               cublasLtMatrixLayout_t b_layout, cublasLtMatrixLayout_t c_layout,
+                               cublasLtMatrixLayout_t d_layout, Fp8BlockProblem& out) {
+  if (a_layout == nullptr || b_layout == nullptr || c_layout == nullptr || d_layout == nullptr)
+    return CUBLAS_STATUS_INVALID_VALUE;
   const LayoutState& a = *StateOf<LayoutState>(a_layout);
   const LayoutState& b = *StateOf<LayoutState>(b_layout);
   const LayoutState& c = *StateOf<LayoutState>(c_layout);
@@ -382,26 +386,29 @@ cublasStatus_t ResolveFp8Block(const MatmulDescState& desc, cublasLtMatrixLayout
   if (desc.compute_type != CUBLAS_COMPUTE_32F || desc.scale_type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (a.type != CUDA_R_8F_E4M3 || b.type != CUDA_R_8F_E4M3) return CUBLAS_STATUS_NOT_SUPPORTED;
   if ((d.type != CUDA_R_16BF && d.type != CUDA_R_32F) || c.type != d.type) return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (desc.transa != CUBLAS_OP_T || desc.transb != CUBLAS_OP_N || desc.transc != CUBLAS_OP_N) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (desc.transa != CUBLAS_OP_T || desc.transb != CUBLAS_OP_N || desc.transc != CUBLAS_OP_N)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   if (!BlockScaleMode(desc.a_scale_mode) || !BlockScaleMode(desc.b_scale_mode) ||
       (desc.a_scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F &&
        desc.b_scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F)) {
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
-  if (desc.c_scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F || desc.d_scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F ||
+  if (desc.c_scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F ||
+      desc.d_scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F ||
       desc.aux_scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F ||
       desc.d_out_scale_mode != CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F) {
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
-  if (desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT || desc.pointer_mode != CUBLASLT_POINTER_MODE_HOST || desc.fast_accum != 0 ||
-      desc.c_scale != nullptr) {
+  if (desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT || desc.pointer_mode != CUBLASLT_POINTER_MODE_HOST ||
+      desc.fast_accum != 0 || desc.c_scale != nullptr) {
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   // D is bf16 or fp32, not a narrow type: a D scale or amax is an error, not an unsupported option.
-  if (desc.d_scale != nullptr || desc.amax_d != nullptr || desc.d_out_scale != nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (desc.d_scale != nullptr || desc.amax_d != nullptr || desc.d_out_scale != nullptr)
+    return CUBLAS_STATUS_INVALID_VALUE;
   const auto m = static_cast<int64_t>(a.cols), k = static_cast<int64_t>(a.rows), n = static_cast<int64_t>(b.cols);
-  if (static_cast<int64_t>(b.rows) != k || static_cast<int64_t>(d.rows) != m || static_cast<int64_t>(d.cols) != n || c.rows != d.rows ||
-      c.cols != d.cols) {
+  if (static_cast<int64_t>(b.rows) != k || static_cast<int64_t>(d.rows) != m || static_cast<int64_t>(d.cols) != n ||
+      c.rows != d.rows || c.cols != d.cols) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (m % 4 != 0 || n % 4 != 0) return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -447,7 +454,8 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // The scale of row `outer` (of op(A), or column of B) and k block `block`, by the layouts of
 // cuBLAS 3.1.4.5.1: VEC128_32F is outer-major ([blocks][outer], ld = outer count), BLK128x128_32F
 // is K-major with the stride between 128-row blocks rounded up to a multiple of 4.
-float BlockScale(const float* scales, int32_t mode, int64_t outer, int64_t outer_count, int64_t block, int64_t blocks4) {
+float BlockScale(const float* scales, int32_t mode, int64_t outer, int64_t outer_count, int64_t block,
+                 int64_t blocks4) {
   if (mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F) return scales[block * outer_count + outer];
   return scales[(outer / kScaleBlock) * blocks4 + block];
 }
@@ -476,7 +484,8 @@ void RunFp8Block(const Fp8BlockProblem& p, float alpha, const uint8_t* a, const 
         float partial = 0.0f;
         const int64_t end = std::min(p.k, (block + 1) * kScaleBlock);
         for (int64_t q = block * kScaleBlock; q < end; ++q) partial += row[q] * column[q];
-        const float scale = BlockScale(a_scales, p.a_mode, i, p.m, block, blocks4) * BlockScale(b_scales, p.b_mode, j, p.n, block, blocks4);
+        const float scale = BlockScale(a_scales, p.a_mode, i, p.m, block, blocks4) *
+                            BlockScale(b_scales, p.b_mode, j, p.n, block, blocks4);
         acc += scale * partial;
       }
       float value = alpha * acc;
@@ -572,10 +581,11 @@ const char* cublasGetStatusString(cublasStatus_t status) {
 
 // ---- GEMMs
 
-cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n,
-                               int64_t k, const void* alpha, const void* A, cudaDataType Atype, int64_t lda, const void* B,
-                               cudaDataType Btype, int64_t ldb, const void* beta, void* C, cudaDataType Ctype, int64_t ldc,
-                               cublasComputeType_t computeType, cublasGemmAlgo_t /*algo*/) {
+cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
+                               int64_t n, int64_t k, const void* alpha, const void* A, cudaDataType Atype, int64_t lda,
+                               const void* B, cudaDataType Btype, int64_t ldb, const void* beta, void* C,
+                               cudaDataType Ctype, int64_t ldc, cublasComputeType_t computeType,
+                               cublasGemmAlgo_t /*algo*/) {
   const cublasStatus_t status =
       CheckGemm(handle, transa, transb, m, n, k, alpha, Atype, lda, Btype, ldb, beta, Ctype, ldc, computeType);
   if (status != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0) return status;
@@ -583,20 +593,21 @@ cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cublasOperation_t transa, 
                  *static_cast<const float*>(beta), C, Ctype, ldc);
 }
 
-cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-                            const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B, cudaDataType Btype,
-                            int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
-                            cublasGemmAlgo_t algo) {
-  return cublasGemmEx_64(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType,
-                         algo);
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
+                            cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  return cublasGemmEx_64(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
+                         computeType, algo);
 }
 
 cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
                                              int64_t m, int64_t n, int64_t k, const void* alpha, const void* A,
                                              cudaDataType Atype, int64_t lda, long long int strideA, const void* B,
-                                             cudaDataType Btype, int64_t ldb, long long int strideB, const void* beta, void* C,
-                                             cudaDataType Ctype, int64_t ldc, long long int strideC, int64_t batchCount,
-                                             cublasComputeType_t computeType, cublasGemmAlgo_t /*algo*/) {
+                                             cudaDataType Btype, int64_t ldb, long long int strideB, const void* beta,
+                                             void* C, cudaDataType Ctype, int64_t ldc, long long int strideC,
+                                             int64_t batchCount, cublasComputeType_t computeType,
+                                             cublasGemmAlgo_t /*algo*/) {
   const cublasStatus_t status =
       CheckGemm(handle, transa, transb, m, n, k, alpha, Atype, lda, Btype, ldb, beta, Ctype, ldc, computeType);
   if (status != CUBLAS_STATUS_SUCCESS) return status;
@@ -612,24 +623,25 @@ cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperat
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
-                                          int n, int k, const void* alpha, const void* A, cudaDataType Atype, int lda,
-                                          long long int strideA, const void* B, cudaDataType Btype, int ldb,
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                          int m, int n, int k, const void* alpha, const void* A, cudaDataType Atype,
+                                          int lda, long long int strideA, const void* B, cudaDataType Btype, int ldb,
                                           long long int strideB, const void* beta, void* C, cudaDataType Ctype, int ldc,
                                           long long int strideC, int batchCount, cublasComputeType_t computeType,
                                           cublasGemmAlgo_t algo) {
-  return cublasGemmStridedBatchedEx_64(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB,
-                                       beta, C, Ctype, ldc, strideC, batchCount, computeType, algo);
+  return cublasGemmStridedBatchedEx_64(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,
+                                       strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo);
 }
 
-cublasStatus_t cublasSgeam_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n,
-                              const float* alpha, const float* A, int64_t lda, const float* beta, const float* B, int64_t ldb,
-                              float* C, int64_t ldc) {
+cublasStatus_t cublasSgeam_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
+                              int64_t n, const float* alpha, const float* A, int64_t lda, const float* beta,
+                              const float* B, int64_t ldb, float* C, int64_t ldc) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if ((transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) || (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T)) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
-  if (m < 0 || n < 0 || alpha == nullptr || beta == nullptr || ldc < std::max<int64_t>(1, m)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (m < 0 || n < 0 || alpha == nullptr || beta == nullptr || ldc < std::max<int64_t>(1, m))
+    return CUBLAS_STATUS_INVALID_VALUE;
   if (lda < std::max<int64_t>(1, transa == CUBLAS_OP_N ? m : n)) return CUBLAS_STATUS_INVALID_VALUE;
   if (ldb < std::max<int64_t>(1, transb == CUBLAS_OP_N ? m : n)) return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
@@ -649,8 +661,8 @@ cublasStatus_t cublasSgeam_64(cublasHandle_t handle, cublasOperation_t transa, c
 }
 
 cublasStatus_t cublasSgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
-                           const float* alpha, const float* A, int lda, const float* beta, const float* B, int ldb, float* C,
-                           int ldc) {
+                           const float* alpha, const float* A, int lda, const float* beta, const float* B, int ldb,
+                           float* C, int ldc) {
   return cublasSgeam_64(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc);
 }
 
@@ -682,8 +694,8 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const void* buf,
-                                              size_t bytes) {
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
+                                              const void* buf, size_t bytes) {
   if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   return SetField(DescField(*StateOf<MatmulDescState>(desc), attr), buf, bytes);
 }
@@ -694,8 +706,8 @@ cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t desc, cublasL
   return GetField(DescField(*StateOf<MatmulDescState>(desc), attr), buf, bytes, size_written);
 }
 
-cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows, uint64_t cols,
-                                          int64_t ld) {
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld) {
   if (layout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   LayoutState state;
   state.type = static_cast<uint32_t>(type);
@@ -717,8 +729,8 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout, c
   return SetField(LayoutField(*StateOf<LayoutState>(layout), attr), buf, bytes);
 }
 
-cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr, void* buf,
-                                                size_t bytes, size_t* size_written) {
+cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
+                                                void* buf, size_t bytes, size_t* size_written) {
   if (layout == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   return GetField(LayoutField(*StateOf<LayoutState>(layout), attr), buf, bytes, size_written);
 }
@@ -735,7 +747,8 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t prefer
 }
 
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t preference,
-                                                    cublasLtMatmulPreferenceAttributes_t attr, const void* buf, size_t bytes) {
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
+                                                    size_t bytes) {
   if (preference == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   return SetField(PreferenceField(*StateOf<PreferenceState>(preference), attr), buf, bytes);
 }
@@ -747,8 +760,9 @@ cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t p
   return GetField(PreferenceField(*StateOf<PreferenceState>(preference), attr), buf, bytes, size_written);
 }
 
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
-                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                              cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                              cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
                                               cublasLtMatmulPreference_t preference, int requested,
                                               cublasLtMatmulHeuristicResult_t results[], int* returned) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -776,9 +790,10 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
 }
 
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
-                              cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta, const void* C,
-                              cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t* algo,
-                              void* /*workspace*/, size_t /*workspace_bytes*/, cudaStream_t /*stream*/) {
+                              cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
+                              const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
+                              const cublasLtMatmulAlgo_t* algo, void* /*workspace*/, size_t /*workspace_bytes*/,
+                              cudaStream_t /*stream*/) {
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   const MatmulDescState& state = *StateOf<MatmulDescState>(desc);
@@ -786,11 +801,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   const cublasStatus_t status = ResolveFp8Block(state, a, b, c, d, problem);
   if (status != CUBLAS_STATUS_SUCCESS) return status;
   // A null algo asks cublasLtMatmul to choose; anything else must be the heuristic's answer.
-  if (algo != nullptr && (algo->data[0] != kAlgoMagic || algo->data[1] != kAlgoFp8BlockScaled)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (algo != nullptr && (algo->data[0] != kAlgoMagic || algo->data[1] != kAlgoFp8BlockScaled))
+    return CUBLAS_STATUS_INVALID_VALUE;
   if (alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   const float alpha_value = *static_cast<const float*>(alpha), beta_value = *static_cast<const float*>(beta);
-  if (A == nullptr || B == nullptr || D == nullptr || (beta_value != 0.0f && C == nullptr)) return CUBLAS_STATUS_INVALID_VALUE;
-  if (!Aligned16(A) || !Aligned16(B) || !Aligned16(D) || (C != nullptr && !Aligned16(C))) return CUBLAS_STATUS_INVALID_VALUE;
+  if (A == nullptr || B == nullptr || D == nullptr || (beta_value != 0.0f && C == nullptr))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (!Aligned16(A) || !Aligned16(B) || !Aligned16(D) || (C != nullptr && !Aligned16(C)))
+    return CUBLAS_STATUS_INVALID_VALUE;
   if (state.a_scale == nullptr || state.b_scale == nullptr || !Aligned16(state.a_scale) || !Aligned16(state.b_scale)) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }

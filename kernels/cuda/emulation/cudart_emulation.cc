@@ -50,9 +50,7 @@ std::mutex memory_mutex;
 std::map<uintptr_t, Allocation> allocations;  // by the address cudaMalloc returned
 size_t allocated_bytes = 0;
 
-unsigned char PatternByte(size_t offset) {
-  return static_cast<unsigned char>(kGarbageWord >> (8 * (offset % 4)));
-}
+unsigned char PatternByte(size_t offset) { return static_cast<unsigned char>(kGarbageWord >> (8 * (offset % 4))); }
 
 // The pattern from phase 0, long enough to compare any guard or slack in one memcmp.
 const unsigned char* Pattern() {
@@ -115,7 +113,8 @@ void PoisonOutside([[maybe_unused]] uintptr_t user, [[maybe_unused]] const Alloc
 
 void UnpoisonBlock([[maybe_unused]] uintptr_t user, [[maybe_unused]] const Allocation& allocation) {
 #if ENVFORGE_EMULATION_ASAN
-  ASAN_UNPOISON_MEMORY_REGION(reinterpret_cast<void*>(user - kGuardBytes), kGuardBytes + allocation.rounded + kGuardBytes);
+  ASAN_UNPOISON_MEMORY_REGION(reinterpret_cast<void*>(user - kGuardBytes),
+                              kGuardBytes + allocation.rounded + kGuardBytes);
 #endif
 }
 
@@ -362,8 +361,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
-                              cudaMemcpyKind kind, cudaStream_t /*stream*/) {
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                              size_t height, cudaMemcpyKind kind, cudaStream_t /*stream*/) {
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return Fail(cudaErrorInvalidMemcpyDirection);
   if (width > dst_pitch || width > src_pitch) return Fail(cudaErrorInvalidValue);  // the runtime's "invalid pitch"
   if (width == 0 || height == 0) return cudaSuccess;
@@ -417,7 +416,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t /*stream*/) { return SyncResult(); }
 cudaError_t cudaStreamQuery(cudaStream_t /*stream*/) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t /*stream*/, cudaEvent_t /*event*/, unsigned int /*flags*/) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t /*stream*/, cudaEvent_t /*event*/, unsigned int /*flags*/) {
+  return cudaSuccess;
+}
 
 // ---- events
 

@@ -319,14 +319,13 @@ void Suspend() {
 
 // ---- faults
 
-std::string Dim(const dim3& d) {
-  return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
-}
+std::string Dim(const dim3& d) { return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z); }
 
 // The kernel and its launch shape (and a block order other than forward: needed to reproduce).
 std::string Launch() {
   const Scheduler& s = S();
-  std::string out = std::string("kernel ") + s.config.name + " (grid " + Dim(s.config.grid) + ", block " + Dim(s.config.block);
+  std::string out =
+      std::string("kernel ") + s.config.name + " (grid " + Dim(s.config.grid) + ", block " + Dim(s.config.block);
   if (s.block_order == BlockOrder::kReverse) out += ", block order reverse";
   if (s.block_order == BlockOrder::kShuffle) {
     out += ", block order shuffle:" + std::to_string(s.shuffle_seed) + " launch " + std::to_string(s.ordered_launches);
@@ -369,7 +368,8 @@ void FaultAt(const std::string& where, const std::string& what) {
 void Fault(const std::string& what) { FaultAt(Where(), what); }
 
 std::string ThreadName() {
-  return "thread (" + std::to_string(threadIdx.x) + "," + std::to_string(threadIdx.y) + "," + std::to_string(threadIdx.z) + ")";
+  return "thread (" + std::to_string(threadIdx.x) + "," + std::to_string(threadIdx.y) + "," +
+         std::to_string(threadIdx.z) + ")";
 }
 
 // ---- memory regions (the shared-memory operand checks)
@@ -419,7 +419,8 @@ bool InSharedMemory(const void* address, size_t bytes) {
 
 std::string DescribeSharedRegion() {
   return "shared memory is the launch's " + std::to_string(S().config.shared_bytes) +
-         " bytes of dynamic shared memory at " + Hex(internal::dynamic_shared_memory) + " and static __shared__ variables";
+         " bytes of dynamic shared memory at " + Hex(internal::dynamic_shared_memory) +
+         " and static __shared__ variables";
 }
 
 // "0-31, 64, 96-127": thread indices (linear) in compact form.
@@ -448,7 +449,8 @@ std::string DescribeDeadlock() {
     out += " threads " + Ranges(waiting) + " wait at " +
            (id == 0 && s.barriers[0].expected == s.thread_count ? std::string("__syncthreads (barrier 0)")
                                                                 : "barrier " + std::to_string(id)) +
-           " (" + std::to_string(s.barriers[id].arrived) + " of " + std::to_string(s.barriers[id].expected) + " arrived);";
+           " (" + std::to_string(s.barriers[id].arrived) + " of " + std::to_string(s.barriers[id].expected) +
+           " arrived);";
   }
   for (int w = 0; w * 32 < s.thread_count; ++w) {
     std::vector<int> waiting;
@@ -596,8 +598,8 @@ void CheckMask(const char* what, unsigned mask, int lanes) {
   const unsigned full = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
   if (mask != full && mask != 0xffffffffu) {
     char text[160];
-    std::snprintf(text, sizeof text, "%s with mask 0x%08x in a warp of %d lanes: only full masks are emulated", what, mask,
-                  lanes);
+    std::snprintf(text, sizeof text, "%s with mask 0x%08x in a warp of %d lanes: only full masks are emulated", what,
+                  mask, lanes);
     Fault(text);
   }
 }
@@ -635,8 +637,9 @@ cudaError_t RunGrid(const LaunchConfig& config, void (*body)(const void*), const
   std::lock_guard<std::mutex> lock(s.launch_mutex);
   const dim3 &grid = config.grid, &block = config.block;
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
-  if (block.x == 0 || block.y == 0 || block.z == 0 || block.x > 1024 || block.y > 1024 || block.z > 64 || threads > 1024 ||
-      grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
+  if (block.x == 0 || block.y == 0 || block.z == 0 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
+      threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 ||
+      grid.z > 65535) {
     RecordError(cudaErrorInvalidConfiguration);
     return cudaErrorInvalidConfiguration;
   }
@@ -770,7 +773,8 @@ void CombineNothing(LaneSlot*, int) {}
 }  // namespace
 
 uint64_t Shuffle(unsigned mask, uint64_t bits, ShuffleMode mode, int lane_arg, int width) {
-  if (width < 1 || width > 32 || (width & (width - 1)) != 0) Fault("shuffle width " + std::to_string(width) + " is not a power of two <= 32");
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0)
+    Fault("shuffle width " + std::to_string(width) + " is not a power of two <= 32");
   const ShuffleIn in{bits, static_cast<int>(mode), lane_arg, width};
   const LaneSlot& slot = WarpCollective("__shfl*_sync", mask, CombineShuffle, &in, sizeof in);
   uint64_t out;
@@ -835,8 +839,8 @@ void MisalignedAccess(const char* what, const void* address, size_t bytes, size_
     std::fprintf(stderr, "envforge CUDA emulator: %s called outside a kernel\n", what);
     std::abort();
   }
-  Fault(ThreadName() + ": misaligned address: " + what + " of a " + std::to_string(bytes) + "-byte value at " + Hex(address) +
-        ", which is not " + std::to_string(alignment) + "-byte aligned");
+  Fault(ThreadName() + ": misaligned address: " + what + " of a " + std::to_string(bytes) + "-byte value at " +
+        Hex(address) + ", which is not " + std::to_string(alignment) + "-byte aligned");
 }
 
 }  // namespace internal
@@ -852,7 +856,8 @@ void NamedBarrier(int id, int thread_count) {
   if (id < 0 || id >= kNamedBarriers) Fault("bar.sync " + std::to_string(id) + ": barrier ids are 0..15");
   // bar.sync's count is a multiple of the warp size (or the whole block); a count above the
   // block's threads could never be reached.
-  if (thread_count <= 0 || thread_count > s.thread_count || (thread_count % 32 != 0 && thread_count != s.thread_count)) {
+  if (thread_count <= 0 || thread_count > s.thread_count ||
+      (thread_count % 32 != 0 && thread_count != s.thread_count)) {
     Fault("bar.sync " + std::to_string(id) + ", " + std::to_string(thread_count) + " in a block of " +
           std::to_string(s.thread_count) + " threads");
   }
@@ -894,7 +899,8 @@ void CombineLdMatrix(LaneSlot* lanes, int lane_count) {
   for (int lane = 1; lane < lane_count; ++lane) {
     LdMatrixIn in;
     std::memcpy(&in, lanes[lane].in, sizeof in);
-    if (in.count != first.count || in.transpose != first.transpose) Fault("ldmatrix: lanes disagree on .x count or .trans");
+    if (in.count != first.count || in.transpose != first.transpose)
+      Fault("ldmatrix: lanes disagree on .x count or .trans");
   }
   if (lane_count != 32) Fault("ldmatrix in a partial warp");
   if (first.count != 1 && first.count != 2 && first.count != 4) Fault("ldmatrix .x" + std::to_string(first.count));
@@ -986,7 +992,8 @@ void LdMatrix(uint32_t* regs, int count, const void* row_address, bool transpose
   if (s.current >= 0 && s.current % 32 < 8 * std::clamp(count, 0, 4)) {
     const auto address = reinterpret_cast<uintptr_t>(row_address);
     if (address % 16 != 0) {
-      Fault(ThreadName() + ": misaligned address: ldmatrix row address " + Hex(row_address) + " is not 16-byte aligned");
+      Fault(ThreadName() + ": misaligned address: ldmatrix row address " + Hex(row_address) +
+            " is not 16-byte aligned");
     }
     if (!InSharedMemory(row_address, 16)) {
       Fault(ThreadName() + ": ldmatrix row address " + Hex(row_address) + " (16 bytes) is outside shared memory (" +
@@ -1026,7 +1033,8 @@ void CpAsync(void* shared_dst, const void* global_src, int copy_bytes, int src_b
   };
   if (reinterpret_cast<uintptr_t>(shared_dst) % static_cast<uintptr_t>(copy_bytes) != 0 ||
       reinterpret_cast<uintptr_t>(global_src) % static_cast<uintptr_t>(copy_bytes) != 0) {
-    Fault(ThreadName() + ": misaligned address: " + copy() + ": both must be " + std::to_string(copy_bytes) + "-byte aligned");
+    Fault(ThreadName() + ": misaligned address: " + copy() + ": both must be " + std::to_string(copy_bytes) +
+          "-byte aligned");
   }
   if (!InSharedMemory(shared_dst, static_cast<size_t>(copy_bytes))) {
     Fault(ThreadName() + ": " + copy() + ": the destination is outside shared memory (" + DescribeSharedRegion() + ")");

@@ -299,8 +299,8 @@ class Launcher {
 };
 
 template <typename... Params>
-Launcher<Params...> MakeLauncher(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                                 const char* name) {
+Launcher<Params...> MakeLauncher(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                                 cudaStream_t stream, const char* name) {
   internal::LaunchConfig config;
   config.grid = grid;
   config.block = block;
@@ -317,7 +317,9 @@ Launcher<Params...> MakeLauncher(void (*kernel)(Params...), dim3 grid, dim3 bloc
 
 inline void __syncthreads() { ::envforge::cuda_emulation::internal::BlockBarrier(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::envforge::cuda_emulation::internal::WarpSync(mask); }
-inline unsigned __activemask() { return blockDim.x * blockDim.y * blockDim.z >= 32 ? 0xffffffffu : (1u << (blockDim.x * blockDim.y * blockDim.z)) - 1; }
+inline unsigned __activemask() {
+  return blockDim.x * blockDim.y * blockDim.z >= 32 ? 0xffffffffu : (1u << (blockDim.x * blockDim.y * blockDim.z)) - 1;
+}
 inline void __threadfence() {}
 inline void __threadfence_block() {}
 inline void __threadfence_system() {}
@@ -379,12 +381,14 @@ inline unsigned __brev(unsigned x) {
   return __builtin_bswap32(x);
 }
 inline unsigned long long __brevll(unsigned long long x) {
-  return (static_cast<unsigned long long>(__brev(static_cast<unsigned>(x))) << 32) | __brev(static_cast<unsigned>(x >> 32));
+  return (static_cast<unsigned long long>(__brev(static_cast<unsigned>(x))) << 32) |
+         __brev(static_cast<unsigned>(x >> 32));
 }
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned selector) {
   const uint64_t bytes = (static_cast<uint64_t>(y) << 32) | x;
   unsigned out = 0;
-  for (int i = 0; i < 4; ++i) out |= static_cast<unsigned>((bytes >> (8 * ((selector >> (4 * i)) & 7))) & 0xff) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    out |= static_cast<unsigned>((bytes >> (8 * ((selector >> (4 * i)) & 7))) & 0xff) << (8 * i);
   return out;
 }
 inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
@@ -397,12 +401,36 @@ inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
 }
 
 // Reinterpretation.
-inline unsigned __float_as_uint(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }
-inline float __uint_as_float(unsigned u) { float x; std::memcpy(&x, &u, 4); return x; }
-inline int __float_as_int(float x) { int i; std::memcpy(&i, &x, 4); return i; }
-inline float __int_as_float(int i) { float x; std::memcpy(&x, &i, 4); return x; }
-inline long long __double_as_longlong(double x) { long long i; std::memcpy(&i, &x, 8); return i; }
-inline double __longlong_as_double(long long i) { double x; std::memcpy(&x, &i, 8); return x; }
+inline unsigned __float_as_uint(float x) {
+  unsigned u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+inline int __float_as_int(float x) {
+  int i;
+  std::memcpy(&i, &x, 4);
+  return i;
+}
+inline float __int_as_float(int i) {
+  float x;
+  std::memcpy(&x, &i, 4);
+  return x;
+}
+inline long long __double_as_longlong(double x) {
+  long long i;
+  std::memcpy(&i, &x, 8);
+  return i;
+}
+inline double __longlong_as_double(long long i) {
+  double x;
+  std::memcpy(&x, &i, 8);
+  return x;
+}
 
 // Arithmetic with explicit rounding: the _rn forms are never contracted into an FMA (nvcc's
 // promise); g++ without -mfma never contracts anyway.
@@ -438,8 +466,7 @@ inline float __uint2float_rn(unsigned x) { return static_cast<float>(x); }
 // CUDA's global min/max overloads for arithmetic types (usual arithmetic conversions; the
 // floating forms are fminf/fmaxf, which return the non-NaN operand).
 template <typename A, typename B>
-  requires(std::is_arithmetic_v<A> && std::is_arithmetic_v<B>)
-constexpr std::common_type_t<A, B> max(A a, B b) {
+requires(std::is_arithmetic_v<A>&& std::is_arithmetic_v<B>) constexpr std::common_type_t<A, B> max(A a, B b) {
   using T = std::common_type_t<A, B>;
   if constexpr (std::is_floating_point_v<T>) {
     return std::fmax(static_cast<T>(a), static_cast<T>(b));
@@ -448,8 +475,7 @@ constexpr std::common_type_t<A, B> max(A a, B b) {
   }
 }
 template <typename A, typename B>
-  requires(std::is_arithmetic_v<A> && std::is_arithmetic_v<B>)
-constexpr std::common_type_t<A, B> min(A a, B b) {
+requires(std::is_arithmetic_v<A>&& std::is_arithmetic_v<B>) constexpr std::common_type_t<A, B> min(A a, B b) {
   using T = std::common_type_t<A, B>;
   if constexpr (std::is_floating_point_v<T>) {
     return std::fmin(static_cast<T>(a), static_cast<T>(b));
@@ -460,11 +486,11 @@ constexpr std::common_type_t<A, B> min(A a, B b) {
 
 // Loads through the read-only / L2 paths and cache-hinted stores: plain accesses on the host,
 // after the alignment check a GPU's access of that width makes.
-#define ENVFORGE_EMULATED_LOAD(name)                                 \
-  template <typename T>                                              \
-  T name(const T* p) {                                               \
-    ::envforge::cuda_emulation::internal::CheckAligned(#name, p);    \
-    return *p;                                                       \
+#define ENVFORGE_EMULATED_LOAD(name)                              \
+  template <typename T>                                           \
+  T name(const T* p) {                                            \
+    ::envforge::cuda_emulation::internal::CheckAligned(#name, p); \
+    return *p;                                                    \
   }
 ENVFORGE_EMULATED_LOAD(__ldg)
 ENVFORGE_EMULATED_LOAD(__ldcg)
@@ -472,11 +498,11 @@ ENVFORGE_EMULATED_LOAD(__ldca)
 ENVFORGE_EMULATED_LOAD(__ldcs)
 ENVFORGE_EMULATED_LOAD(__ldlu)
 #undef ENVFORGE_EMULATED_LOAD
-#define ENVFORGE_EMULATED_STORE(name)                                      \
-  template <typename T>                                                    \
-  void name(T* p, T value) {                                               \
-    ::envforge::cuda_emulation::internal::CheckAligned(#name, p);          \
-    *p = value;                                                            \
+#define ENVFORGE_EMULATED_STORE(name)                             \
+  template <typename T>                                           \
+  void name(T* p, T value) {                                      \
+    ::envforge::cuda_emulation::internal::CheckAligned(#name, p); \
+    *p = value;                                                   \
   }
 ENVFORGE_EMULATED_STORE(__stcg)
 ENVFORGE_EMULATED_STORE(__stcs)
@@ -487,11 +513,11 @@ inline size_t __cvta_generic_to_shared(const void* p) { return reinterpret_cast<
 
 // Atomics: fibers switch only at barriers and collectives, so a read-modify-write is atomic.
 // Plain overloads (not templates), as nvcc declares them, so arguments convert the same way.
-#define ENVFORGE_EMULATED_ATOMIC(name, T, update)   \
-  inline T name(T* address, T value) {              \
-    const T old = *address;                         \
-    *address = (update);                            \
-    return old;                                     \
+#define ENVFORGE_EMULATED_ATOMIC(name, T, update) \
+  inline T name(T* address, T value) {            \
+    const T old = *address;                       \
+    *address = (update);                          \
+    return old;                                   \
   }
 ENVFORGE_EMULATED_ATOMIC(atomicAdd, int, old + value)
 ENVFORGE_EMULATED_ATOMIC(atomicAdd, unsigned, old + value)
@@ -515,9 +541,9 @@ ENVFORGE_EMULATED_ATOMIC(atomicExch, float, value)
 ENVFORGE_EMULATED_ATOMIC(atomicOr, int, old | value)
 ENVFORGE_EMULATED_ATOMIC(atomicOr, unsigned, old | value)
 ENVFORGE_EMULATED_ATOMIC(atomicOr, unsigned long long, old | value)
-ENVFORGE_EMULATED_ATOMIC(atomicAnd, int, old & value)
-ENVFORGE_EMULATED_ATOMIC(atomicAnd, unsigned, old & value)
-ENVFORGE_EMULATED_ATOMIC(atomicAnd, unsigned long long, old & value)
+ENVFORGE_EMULATED_ATOMIC(atomicAnd, int, old& value)
+ENVFORGE_EMULATED_ATOMIC(atomicAnd, unsigned, old& value)
+ENVFORGE_EMULATED_ATOMIC(atomicAnd, unsigned long long, old& value)
 ENVFORGE_EMULATED_ATOMIC(atomicXor, int, old ^ value)
 ENVFORGE_EMULATED_ATOMIC(atomicXor, unsigned, old ^ value)
 ENVFORGE_EMULATED_ATOMIC(atomicXor, unsigned long long, old ^ value)
@@ -525,11 +551,11 @@ ENVFORGE_EMULATED_ATOMIC(atomicInc, unsigned, old >= value ? 0u : old + 1)
 ENVFORGE_EMULATED_ATOMIC(atomicDec, unsigned, (old == 0 || old > value) ? value : old - 1)
 #undef ENVFORGE_EMULATED_ATOMIC
 
-#define ENVFORGE_EMULATED_CAS(T)                           \
-  inline T atomicCAS(T* address, T compare, T value) {     \
-    const T old = *address;                                \
-    if (old == compare) *address = value;                  \
-    return old;                                            \
+#define ENVFORGE_EMULATED_CAS(T)                       \
+  inline T atomicCAS(T* address, T compare, T value) { \
+    const T old = *address;                            \
+    if (old == compare) *address = value;              \
+    return old;                                        \
   }
 ENVFORGE_EMULATED_CAS(int)
 ENVFORGE_EMULATED_CAS(unsigned)

@@ -18,15 +18,19 @@ namespace envforge::kernels::cuda::internal {
 
 // X(name): every cuBLAS / cuBLASLt function envforge calls. cublas_v2.h maps some names to their
 // _v2 symbols by macro; the table member and the looked-up symbol follow that mapping.
-#define ENVFORGE_CUBLAS_FUNCTIONS(X)                                                                      \
-  X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasSetMathMode) X(cublasSetWorkspace)           \
-  X(cublasGetStatusName) X(cublasGetStatusString) X(cublasGemmEx_64) X(cublasGemmStridedBatchedEx_64)     \
-  X(cublasSgeam_64)
-#define ENVFORGE_CUBLASLT_FUNCTIONS(X)                                                                    \
-  X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmul) X(cublasLtMatmulAlgoGetHeuristic)                \
-  X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute)             \
-  X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy)                                   \
-  X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)
+// The tables stay as written: clang-format 14 reflows X-macro lists differently on each pass.
+// clang-format off
+#define ENVFORGE_CUBLAS_FUNCTIONS(X)                                                                    \
+  X(cublasCreate)                                                                                       \
+  X(cublasDestroy) X(cublasSetStream) X(cublasSetMathMode) X(cublasSetWorkspace) X(cublasGetStatusName) \
+      X(cublasGetStatusString) X(cublasGemmEx_64) X(cublasGemmStridedBatchedEx_64) X(cublasSgeam_64)
+#define ENVFORGE_CUBLASLT_FUNCTIONS(X)                                                                             \
+  X(cublasLtCreate)                                                                                                \
+  X(cublasLtDestroy) X(cublasLtMatmul) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmulDescCreate)               \
+      X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) X(cublasLtMatmulPreferenceCreate)             \
+          X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatrixLayoutCreate) \
+              X(cublasLtMatrixLayoutDestroy)
+// clang-format on
 
 struct CublasLibrary {
 #define ENVFORGE_CUBLAS_MEMBER(name) decltype(&::name) name = nullptr;
