@@ -25,9 +25,13 @@ clean:
 	rm -rf $(BUILD_DIR)
 
 # C++ and CUDA sources in the house style (.clang-format); .ci/run checks it before the tests.
-FORMAT_FILES = $(shell git ls-files '*.cc' '*.h' '*.cu' '*.cuh')
+# The tracked files; in a tree without .git, the module directories' files.
+FORMAT_FILES = $(shell git ls-files '*.cc' '*.h' '*.cu' '*.cuh' 2>/dev/null || \
+  find agents apps base bench envsynth inference kernels python sandbox server tests toolsets verifiers \
+  -name '*.cc' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh')
 
 format-check: deps
+	@test -n "$(FORMAT_FILES)" || { echo "format-check: no sources found" >&2; exit 1; }
 	@clang-format --dry-run --Werror --style=file $(FORMAT_FILES) && echo "format: $(words $(FORMAT_FILES)) files as .clang-format says"
 
 # Twice: clang-format 14 settles a few constructs only on its second pass.
