@@ -6,8 +6,10 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <atomic>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -183,6 +185,12 @@ std::chrono::milliseconds HardDeadline(const SandboxLimits& limits) { return lim
 
 // Judge processes' ids (spawn ids, channel labels, scratch directories) never meet a session's.
 constexpr uint64_t kFirstJudgeId = uint64_t{1} << 48;
+// Warm sessions started at once per environment: enough to refill a pool within a second, few
+// enough that a caller's own spawn (past an empty pool) does not queue behind many of them.
+constexpr size_t kWarmStartsAtOnce = 4;
+// A pool refills once no session was taken from it for this long (or at once when it runs below a
+// quarter of its size): a burst of creates is not slowed by forks competing for the CPU.
+constexpr std::chrono::milliseconds kWarmRefillQuiet{3};
 // What the manager keeps of a judge's verdict (the worker caps reasons the same way; the
 // manager does not rely on it).
 constexpr size_t kMaxReasons = 17;  // 16 and "... N more"
@@ -222,6 +230,7 @@ ToolResult ResultFromReply(SessionReply reply, std::string call_id) {
 
 class SessionManager::Impl {
  public:
+  using ZygoteKey = std::pair<std::string, size_t>;  // (environment id, shard)
   Impl(ManagerOptions options, bool owns_scratch_root);
   ~Impl();
 
@@ -282,17 +291,42 @@ class SessionManager::Impl {
 
  private:
   Result<std::shared_ptr<ZygoteProcess>> EnsureZygote(const std::shared_ptr<const Environment>& env);
-  // A session object in the starting state with its channel started; `worker_end` receives the
-  // session's end of the socket pair. A judge process (`judge`) gets an id of its own range
+  // What a new session process is for. A judge process gets an id of its own range
   // (kFirstJudgeId + n), works in <scratch_root>/j<n>/s<n>, and is never counted in live_ nor
-  // handed to a caller.
+  // handed to a caller; a warm one waits in its environment's pool, not counted in live_, until
+  // a create or a judgement takes it.
+  enum class Role { kCaller, kJudge, kWarm };
+  // A session object in the starting state with its channel started; `worker_end` receives the
+  // session's end of the socket pair.
   Result<std::shared_ptr<Session>> NewSession(const std::shared_ptr<const Environment>& env, std::string task_id,
                                               SandboxLimits limits, const std::shared_ptr<ZygoteProcess>& zygote,
-                                              const Session* parent, UniqueFd* worker_end, bool judge = false);
+                                              const Session* parent, UniqueFd* worker_end, Role role = Role::kCaller);
   // Sends the spawn of a fresh session (a caller's or a judge process) to its zygote.
   void SpawnFresh(const std::shared_ptr<Session>& session, const std::shared_ptr<ZygoteProcess>& zygote,
                   UniqueFd worker_end);
   void OnSessionReady(const std::shared_ptr<Session>& session, Result<int> pid);
+  // Warm sessions (ManagerOptions::warm_sessions): whether a session of `env` under `limits` may
+  // come from a pool; a ready one out of the pool (dead ones are closed on the way) or null; the
+  // pool's refill (at most kWarmStartsAtOnce starting at a time); a warm session that became
+  // ready joins its pool, one that failed to start is dropped.
+  bool Warmable(const Environment& env, const SandboxLimits& limits) const;
+  std::shared_ptr<Session> TakeWarm(const std::shared_ptr<const Environment>& env);
+  void RefillWarm(const std::shared_ptr<const Environment>& env);
+  void ScheduleRefill(const std::shared_ptr<const Environment>& env);
+  void AddWarm(const std::shared_ptr<Session>& session);
+  void DropWarm(const std::shared_ptr<Session>& session, const Status& why);
+  // A warm session becomes the caller's session of `task_id`.
+  void HandOutWarm(const std::shared_ptr<Session>& session, const std::string& task_id,
+                   std::function<void(Result<SessionId>)> done);
+  // Gives a session taken from a pool its task (wire.h "bind"), queued before anything else it is
+  // asked; should the session refuse, it is killed, and its calls answer why.
+  void BindTask(Session& session, const std::string& task_id);
+  // A created warm session is bound with its first request (call, solve or fork), not at create:
+  // a burst of creates then wakes no session process.
+  void SendPendingBind(Session& session);
+  // Sends a ready judge process its one "judge" request; it is closed once it answered.
+  void RunJudgement(const std::shared_ptr<Session>& process, Judge judge, const SandboxLimits& limits,
+                    std::vector<std::string> answers, std::function<void(Result<std::vector<JudgeVerdict>>)> finish);
   // Interpreter sessions: takes a kernel from the environment's pool, beside the worker's start;
   // whichever of the two finishes last completes the create.
   void StartKernel(const std::shared_ptr<Session>& session);
@@ -317,7 +351,7 @@ class SessionManager::Impl {
   // Moves a session from sessions_ to closing_ and closes it; `then` runs once it is reaped.
   void Forget(std::shared_ptr<Session> session, std::function<void()> then);
   void OnZygoteExited(const ExitReport& report);
-  void OnZygoteDeath(const std::string& env_id, const std::shared_ptr<ZygoteProcess>& zygote, const Status& why);
+  void OnZygoteDeath(const ZygoteKey& key, const std::shared_ptr<ZygoteProcess>& zygote, const Status& why);
   Session* FindCreated(SessionId id) const;
   // Its worker process runs, or, for a session created before its worker was ready (an
   // interpreter session, see MaybeFinishCreate), still starts.
@@ -339,7 +373,10 @@ class SessionManager::Impl {
   std::map<SessionId, std::shared_ptr<Session>> sessions_;  // starting, or created and not closed
   std::map<SessionId, std::shared_ptr<Session>> closing_;   // closed (or failed), until reaped
   std::unordered_map<pid_t, std::weak_ptr<Session>> by_pid_;
-  std::map<std::string, std::shared_ptr<ZygoteProcess>> zygotes_;  // by environment id
+  // By (environment id, shard): ManagerOptions::zygotes_per_environment per environment, each
+  // environment's fresh spawns spread over them in turn (next_shard_).
+  std::map<ZygoteKey, std::shared_ptr<ZygoteProcess>> zygotes_;
+  std::map<std::string, size_t> next_shard_;
   SessionId next_id_ = 1;
   SessionId next_judge_id_ = kFirstJudgeId;
   uint64_t next_zygote_root_ = 1;             // <scratch_root>/e<n>, one per zygote launched
@@ -348,6 +385,12 @@ class SessionManager::Impl {
   std::atomic<uint64_t> next_code_pool_{0};   // code environments' working copy pools, by opening
   size_t live_ = 0;
   size_t judges_ = 0;  // judge processes starting or judging
+  struct WarmPool {
+    std::deque<std::shared_ptr<Session>> ready;  // ready, task-less, default limits
+    size_t starting = 0;
+    std::unique_ptr<asio::steady_timer> refill_timer;  // ScheduleRefill's
+  };
+  std::map<std::string, WarmPool> warm_pools_;  // by environment id
   ManagerStats stats_;
   bool shutting_down_ = false;
 };
@@ -366,9 +409,11 @@ struct SessionManager::Impl::Session {
   SessionId parent = 0;
   pid_t pid = 0;
   uint64_t calls = 0;
-  bool judge = false;    // a judge process (JudgeInFreshProcess), never a caller's session
-  bool live = true;      // counted in live_
-  bool created = false;  // handed to the caller
+  bool judge = false;         // a judge process (JudgeInFreshProcess), never a caller's session
+  bool warm = false;          // started ahead of demand: starting or waiting in its pool
+  bool bind_pending = false;  // taken from a pool: its task is bound before its first request
+  bool live = true;           // counted in live_
+  bool created = false;       // handed to the caller
   bool closing = false;
   // Pending creation (fresh or fork).
   std::function<void(Result<SessionId>)> on_created;
@@ -490,7 +535,8 @@ std::vector<std::string> SessionManager::Impl::EnvironmentIds() const {
 
 Result<std::shared_ptr<ZygoteProcess>> SessionManager::Impl::EnsureZygote(
     const std::shared_ptr<const Environment>& env) {
-  if (auto it = zygotes_.find(env->id); it != zygotes_.end()) {
+  const ZygoteKey key{env->id, next_shard_[env->id]++ % std::max<size_t>(1, options_.zygotes_per_environment)};
+  if (auto it = zygotes_.find(key); it != zygotes_.end()) {
     auto state = it->second->state();
     if (state == ZygoteProcess::State::kStarting || state == ZygoteProcess::State::kReady) return it->second;
     zygotes_.erase(it);  // dead or stopping: start a fresh one
@@ -507,24 +553,24 @@ Result<std::shared_ptr<ZygoteProcess>> SessionManager::Impl::EnsureZygote(
   auto holder = std::make_shared<std::weak_ptr<ZygoteProcess>>();
   internal::ZygoteProcess::Callbacks callbacks;
   callbacks.on_exited = [this](const ExitReport& report) { OnZygoteExited(report); };
-  callbacks.on_death = [this, env_id = env->id, holder](const Status& why) {
-    OnZygoteDeath(env_id, holder->lock(), why);
-  };
+  callbacks.on_death = [this, key, holder](const Status& why) { OnZygoteDeath(key, holder->lock(), why); };
   ENVFORGE_ASSIGN_OR_RETURN(auto zygote, ZygoteProcess::Launch(io_, std::move(zygote_options), std::move(callbacks)));
   *holder = zygote;
   ++stats_.zygote_starts;
   ENVFORGE_LOG(kInfo) << "started zygote " << zygote->pid() << " for " << env->label;
-  zygotes_[env->id] = zygote;
+  zygotes_[key] = zygote;
   return zygote;
 }
 
 Result<std::shared_ptr<SessionManager::Impl::Session>> SessionManager::Impl::NewSession(
     const std::shared_ptr<const Environment>& env, std::string task_id, SandboxLimits limits,
-    const std::shared_ptr<ZygoteProcess>& zygote, const Session* parent, UniqueFd* worker_end, bool judge) {
+    const std::shared_ptr<ZygoteProcess>& zygote, const Session* parent, UniqueFd* worker_end, Role role) {
   ENVFORGE_ASSIGN_OR_RETURN(auto sockets, MakeSocketPair());
+  const bool judge = role == Role::kJudge;
   auto session = std::make_shared<Session>();
   session->id = judge ? next_judge_id_++ : next_id_++;
   session->judge = judge;
+  session->warm = role == Role::kWarm;
   session->env = env;
   session->task_id = std::move(task_id);
   session->limits = limits;
@@ -560,10 +606,10 @@ Result<std::shared_ptr<SessionManager::Impl::Session>> SessionManager::Impl::New
         if (s->created && !s->closing) ++stats_.sessions_died;
       });
   sessions_[session->id] = session;
-  if (judge) {
-    session->live = false;
-  } else {
+  if (role == Role::kCaller) {
     ++live_;
+  } else {
+    session->live = false;
   }
   return session;
 }
@@ -593,6 +639,7 @@ void SessionManager::Impl::MaybeFinishCreate(const std::shared_ptr<Session>& ses
   // of spawn on a busy machine). Should the worker fail to start, the session's calls answer
   // with its death, as after any later death.
   if (!session->ready && (!session->env->kernel_serves_every_call || session->start_error)) return;
+  if (session->warm) return AddWarm(session);
   if (session->kernel && !session->kernel_started) return;  // StartKernel's answer completes it
   if (session->code && !session->code_started) return;      // StartCode's answer completes it
   if (session->search && !session->search_started) return;  // StartSearch's answer completes it
@@ -666,6 +713,7 @@ void SessionManager::Impl::MaybeFinishFork(const std::shared_ptr<Session>& sessi
 }
 
 void SessionManager::Impl::FailCreate(const std::shared_ptr<Session>& session, const Status& status) {
+  if (session->warm) return DropWarm(session, status);
   auto done = std::move(session->on_created);
   session->on_created = nullptr;
   if (session->created || !done) return;
@@ -722,6 +770,11 @@ void SessionManager::Impl::DoCreate(const std::string& env_id, SessionOptions op
   if (live_ >= options_.max_sessions) {
     return done(ResourceExhaustedError("session limit reached: " + std::to_string(live_) + " of max_sessions " +
                                        std::to_string(options_.max_sessions) + " are live; retry after closing one"));
+  }
+  if (Warmable(*env, limits)) {
+    std::shared_ptr<Session> warm = TakeWarm(env);
+    ScheduleRefill(env);
+    if (warm) return HandOutWarm(warm, options.task_id, std::move(done));
   }
   Result<std::shared_ptr<ZygoteProcess>> zygote = EnsureZygote(env);
   if (!zygote.ok()) return done(zygote.status());
@@ -802,6 +855,7 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
     return CallSearch(*session, std::move(call), std::move(done));
   Json request = {{"op", "call"}, {"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}};
   std::weak_ptr<Session> weak = sessions_.at(id);
+  SendPendingBind(*session);
   session->channel->Request(
       std::move(request), HardDeadline(session->limits), {},
       [this, weak, call_id = std::move(call.id), done = std::move(done)](SessionReply reply) mutable {
@@ -1029,6 +1083,7 @@ void SessionManager::Impl::DoSolve(SessionId id, std::function<void(Result<Solve
   if (session->kernel) return SolveInKernel(*session, std::move(done));
   if (session->code) return SolveInCode(*session, std::move(done));
   if (IsSearch(*session->env)) return SolveInSearch(*session, std::move(done));
+  SendPendingBind(*session);
   session->channel->Request(Json{{"op", "solve"}}, HardDeadline(session->limits), {},
                             [done = std::move(done)](SessionReply reply) {
                               if (reply.failure) {
@@ -1186,16 +1241,27 @@ void SessionManager::Impl::JudgeInFreshProcess(const std::shared_ptr<const Envir
     return done(ResourceExhaustedError("too many judgements in flight: " + std::to_string(judges_) +
                                        " judge processes (max_sessions); retry"));
   }
-  Result<std::shared_ptr<ZygoteProcess>> zygote = EnsureZygote(env);
-  if (!zygote.ok()) return done(zygote.status());
-  UniqueFd worker_end;
-  Result<std::shared_ptr<Session>> created = NewSession(env, task_id, limits, *zygote, nullptr, &worker_end, true);
-  if (!created.ok()) return done(created.status());
-  ++judges_;
   auto finish = [this, done = std::move(done)](Result<std::vector<JudgeVerdict>> verdicts) {
     --judges_;
     done(std::move(verdicts));
   };
+  if (Warmable(*env, limits)) {
+    std::shared_ptr<Session> warm = TakeWarm(env);
+    ScheduleRefill(env);
+    if (warm) {
+      ++judges_;
+      warm->judge = true;
+      BindTask(*warm, task_id);
+      return RunJudgement(warm, judge, limits, std::move(answers), std::move(finish));
+    }
+  }
+  Result<std::shared_ptr<ZygoteProcess>> zygote = EnsureZygote(env);
+  if (!zygote.ok()) return done(zygote.status());
+  UniqueFd worker_end;
+  Result<std::shared_ptr<Session>> created =
+      NewSession(env, task_id, limits, *zygote, nullptr, &worker_end, Role::kJudge);
+  if (!created.ok()) return done(created.status());
+  ++judges_;
   std::shared_ptr<Session> process = *created;
   std::weak_ptr<Session> weak = process;
   process->on_created = [this, weak, judge, limits, answers = std::move(answers),
@@ -1203,21 +1269,132 @@ void SessionManager::Impl::JudgeInFreshProcess(const std::shared_ptr<const Envir
     if (!ready.ok()) return finish(ready.status());  // FailCreate already forgot the process
     auto judge_process = weak.lock();
     if (!judge_process) return finish(UnavailableError("the judge process is gone"));
-    size_t expected = answers.size();
-    auto deadline = limits.wall_time * static_cast<int64_t>(expected) + limits.kill_grace;
-    Json request{
-        {"op", "judge"}, {"judge", judge == Judge::kOracle ? "oracle" : "verifier"}, {"answers", std::move(answers)}};
-    judge_process->channel->Request(std::move(request), deadline, {},
-                                    [this, weak, expected, finish = std::move(finish)](SessionReply reply) mutable {
-                                      // One judgement per process: it goes as soon as it answered (outside the
-                                      // channel's callback).
-                                      Post([this, weak] {
-                                        if (auto p = weak.lock(); p && !p->closing) Forget(p, nullptr);
-                                      });
-                                      finish(VerdictsFromReply(std::move(reply), expected));
-                                    });
+    RunJudgement(judge_process, judge, limits, std::move(answers), std::move(finish));
   };
   SpawnFresh(process, *zygote, std::move(worker_end));
+}
+
+void SessionManager::Impl::RunJudgement(const std::shared_ptr<Session>& process, Judge judge,
+                                        const SandboxLimits& limits, std::vector<std::string> answers,
+                                        std::function<void(Result<std::vector<JudgeVerdict>>)> finish) {
+  size_t expected = answers.size();
+  auto deadline = limits.wall_time * static_cast<int64_t>(expected) + limits.kill_grace;
+  Json request{
+      {"op", "judge"}, {"judge", judge == Judge::kOracle ? "oracle" : "verifier"}, {"answers", std::move(answers)}};
+  std::weak_ptr<Session> weak = process;
+  process->channel->Request(std::move(request), deadline, {},
+                            [this, weak, expected, finish = std::move(finish)](SessionReply reply) mutable {
+                              // One judgement per process: it goes as soon as it answered (outside the
+                              // channel's callback).
+                              Post([this, weak] {
+                                if (auto p = weak.lock(); p && !p->closing) Forget(p, nullptr);
+                              });
+                              finish(VerdictsFromReply(std::move(reply), expected));
+                            });
+}
+
+bool SessionManager::Impl::Warmable(const Environment& env, const SandboxLimits& limits) const {
+  return options_.warm_sessions > 0 && !shutting_down_ && !env.kernels && !IsCode(env) && !IsSearch(env) &&
+         limits == options_.limits;
+}
+
+std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeWarm(
+    const std::shared_ptr<const Environment>& env) {
+  std::deque<std::shared_ptr<Session>>& ready = warm_pools_[env->id].ready;
+  while (!ready.empty()) {
+    std::shared_ptr<Session> session = std::move(ready.front());
+    ready.pop_front();
+    session->warm = false;
+    if (session->channel->alive()) {
+      ++stats_.warm_taken;
+      return session;
+    }
+    Forget(session, nullptr);  // killed or crashed while it waited
+  }
+  ++stats_.warm_missed;
+  return nullptr;
+}
+
+void SessionManager::Impl::RefillWarm(const std::shared_ptr<const Environment>& env) {
+  WarmPool& pool = warm_pools_[env->id];
+  while (!shutting_down_ && pool.ready.size() + pool.starting < options_.warm_sessions &&
+         pool.starting < kWarmStartsAtOnce) {
+    Result<std::shared_ptr<ZygoteProcess>> zygote = EnsureZygote(env);
+    if (!zygote.ok()) return;  // the caller's own create (or judgement) reports it
+    UniqueFd worker_end;
+    Result<std::shared_ptr<Session>> created =
+        NewSession(env, "", options_.limits, *zygote, nullptr, &worker_end, Role::kWarm);
+    if (!created.ok()) {
+      ENVFORGE_LOG(kWarn) << "cannot start a warm session of " << env->label << ": " << created.status().message();
+      return;
+    }
+    ++pool.starting;
+    SpawnFresh(*created, *zygote, std::move(worker_end));
+  }
+}
+
+void SessionManager::Impl::AddWarm(const std::shared_ptr<Session>& session) {
+  WarmPool& pool = warm_pools_[session->env->id];
+  if (pool.starting > 0) --pool.starting;
+  if (shutting_down_) return;
+  pool.ready.push_back(session);
+  ScheduleRefill(session->env);
+}
+
+void SessionManager::Impl::ScheduleRefill(const std::shared_ptr<const Environment>& env) {
+  WarmPool& pool = warm_pools_[env->id];
+  if (pool.ready.size() + pool.starting < options_.warm_sessions / 4) return RefillWarm(env);
+  if (!pool.refill_timer) pool.refill_timer = std::make_unique<asio::steady_timer>(io_);
+  pool.refill_timer->expires_after(kWarmRefillQuiet);  // a wait still pending is cancelled
+  pool.refill_timer->async_wait([this, env](const boost::system::error_code& ec) {
+    if (!ec) RefillWarm(env);
+  });
+}
+
+void SessionManager::Impl::DropWarm(const std::shared_ptr<Session>& session, const Status& why) {
+  WarmPool& pool = warm_pools_[session->env->id];
+  auto waiting = std::find(pool.ready.begin(), pool.ready.end(), session);
+  if (waiting != pool.ready.end()) {
+    pool.ready.erase(waiting);
+  } else if (pool.starting > 0) {
+    --pool.starting;  // not refilled here: a start that keeps failing must not spin
+  }
+  session->warm = false;
+  ENVFORGE_LOG(kWarn) << "a warm session of " << session->env->label << " failed to start: " << why.message();
+  if (!session->closing) Forget(session, nullptr);
+}
+
+void SessionManager::Impl::HandOutWarm(const std::shared_ptr<Session>& session, const std::string& task_id,
+                                       std::function<void(Result<SessionId>)> done) {
+  session->live = true;
+  ++live_;
+  session->created = true;
+  ++stats_.sessions_created;
+  session->task_id = task_id;
+  session->bind_pending = !task_id.empty();
+  done(session->id);
+}
+
+void SessionManager::Impl::SendPendingBind(Session& session) {
+  if (!session.bind_pending) return;
+  session.bind_pending = false;
+  BindTask(session, session.task_id);
+}
+
+void SessionManager::Impl::BindTask(Session& session, const std::string& task_id) {
+  session.task_id = task_id;
+  if (task_id.empty()) return;
+  std::weak_ptr<SessionChannel> weak = session.channel;
+  session.channel->Request(Json{{"op", "bind"}, {"task", task_id}}, HardDeadline(session.limits), {},
+                           [this, weak, task_id](SessionReply reply) {
+                             if (!reply.failure && reply.frame.value("outcome", "") == "ok") return;
+                             std::string why = reply.failure ? reply.failure->message
+                                                             : reply.frame.value("message", "no reason given");
+                             Post([weak, message = "the session could not take task '" + task_id + "': " + why] {
+                               if (auto channel = weak.lock())
+                                 channel->Abort(SessionFailure{Outcome::kInfraError, message, ""});
+                             });
+                           });
 }
 
 void SessionManager::Impl::DoFork(SessionId id, std::function<void(Result<SessionId>)> done) {
@@ -1249,6 +1426,7 @@ void SessionManager::Impl::DoFork(SessionId id, std::function<void(Result<Sessio
   if (parent->code) StartCodeFork(*parent, child);
   std::weak_ptr<Session> weak_child = child;
   std::weak_ptr<ZygoteProcess> weak_zygote = zygote;
+  SendPendingBind(*parent);  // the copy inherits the task
   parent->channel->Request(
       Json{{"op", "fork"}, {"scratch_dir", child->scratch_dir}}, HardDeadline(parent->limits), std::move(worker_end),
       [this, weak_child, weak_zygote, id](SessionReply reply) {
@@ -1305,9 +1483,9 @@ void SessionManager::Impl::OnZygoteExited(const ExitReport& report) {
   if (session) session->channel->OnExitReport(report);
 }
 
-void SessionManager::Impl::OnZygoteDeath(const std::string& env_id, const std::shared_ptr<ZygoteProcess>& zygote,
+void SessionManager::Impl::OnZygoteDeath(const ZygoteKey& key, const std::shared_ptr<ZygoteProcess>& zygote,
                                          const Status& why) {
-  if (auto it = zygotes_.find(env_id); it != zygotes_.end() && it->second == zygote) zygotes_.erase(it);
+  if (auto it = zygotes_.find(key); it != zygotes_.end() && it->second == zygote) zygotes_.erase(it);
   std::vector<std::shared_ptr<Session>> affected;
   for (const auto& [id, session] : sessions_) {
     if (session->zygote.lock() == zygote) affected.push_back(session);
@@ -1350,10 +1528,10 @@ std::vector<SessionManager::SessionId> SessionManager::Impl::DoList() const {
 
 std::vector<ZygoteInfo> SessionManager::Impl::DoZygotes() const {
   std::vector<ZygoteInfo> zygotes;
-  for (const auto& [env_id, zygote] : zygotes_) {
+  for (const auto& [key, zygote] : zygotes_) {
     if (zygote->state() == ZygoteProcess::State::kDead) continue;
     zygotes.push_back(
-        ZygoteInfo{env_id, zygote->pid(), zygote->state() == ZygoteProcess::State::kReady, zygote->isolation()});
+        ZygoteInfo{key.first, zygote->pid(), zygote->state() == ZygoteProcess::State::kReady, zygote->isolation()});
   }
   return zygotes;
 }
@@ -1363,11 +1541,13 @@ ManagerStats SessionManager::Impl::DoStats() const {
   stats.live_sessions = live_;
   stats.sessions_open = DoList().size();
   stats.zygotes_running = DoZygotes().size();
+  for (const auto& [env_id, pool] : warm_pools_) stats.warm_ready += pool.ready.size();
   return stats;
 }
 
 void SessionManager::Impl::BeginShutdown(std::function<void()> done) {
   shutting_down_ = true;
+  warm_pools_.clear();  // their sessions are in sessions_, aborted below
   // Sessions first: every pending callback gets its error now, every process is killed. They
   // stay registered until the destructor detaches them.
   std::vector<std::shared_ptr<Session>> all;
@@ -1384,7 +1564,7 @@ void SessionManager::Impl::BeginShutdown(std::function<void()> done) {
   auto remaining = std::make_shared<size_t>(zygotes_.size());
   auto finish = std::make_shared<std::function<void()>>(std::move(done));
   if (*remaining == 0) return (*finish)();
-  for (auto& [env_id, zygote] : zygotes_) {
+  for (auto& [key, zygote] : zygotes_) {
     zygote->Shutdown(std::chrono::milliseconds(2000), [remaining, finish] {
       if (--*remaining == 0) (*finish)();
     });

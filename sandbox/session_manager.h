@@ -150,6 +150,21 @@ struct ManagerOptions {
   // working_copy_pool.h; 0: each session copies the task's template while it starts). They live
   // under scratch_root on the host.
   size_t code_ready_copies = 2;
+  // Warm sessions (environments whose sessions are plain worker processes: not interpreter, code
+  // or search): per environment, up to this many sessions forked, isolated and "ready" ahead of
+  // demand, with the default `limits` and no task. A create with the default limits takes one
+  // and binds its task (wire.h "bind"): no fork on the caller's path; so does a judge process
+  // (a warm session has run nothing). The pool starts with the environment's first create and
+  // refills in the background, a few spawns at a time so that a caller's own spawn never queues
+  // behind many refills. Warm sessions are not counted in max_sessions; each costs about one
+  // session's memory (`envforge bench sandbox` prints the PSS per session). 0: every create and
+  // every judgement forks.
+  size_t warm_sessions = 0;
+  // Zygotes per environment: its fresh sessions (callers', warm ones, judge processes) are spawned
+  // by each in turn, so that the spawns and reaps (the serial part of a session's life) of one
+  // environment run on as many cores; a fork goes to its parent's zygote. Each is one more
+  // process holding the environment's image (about 30 MB resident for a small environment).
+  size_t zygotes_per_environment = 1;
 };
 
 struct SessionOptions {
@@ -217,6 +232,9 @@ struct ManagerStats {
   uint64_t calls = 0;          // tool calls sent to a session (answered, timed out or failed)
   uint64_t zygote_starts = 0;
   size_t zygotes_running = 0;
+  size_t warm_ready = 0;     // warm sessions waiting in their pools (ManagerOptions::warm_sessions)
+  uint64_t warm_taken = 0;   // creates and judgements served by a warm session
+  uint64_t warm_missed = 0;  // ... that found their pool empty and forked
 };
 
 class SessionManager {

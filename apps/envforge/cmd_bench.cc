@@ -77,12 +77,26 @@ void WaitForReadyCopies(sandbox::SessionManager& manager, const std::string& env
   progress.Finish();
 }
 
+// Waits (up to 60 s) until `wanted` warm sessions are ready: a server that has been up a while
+// has a full pool.
+void WaitForWarmSessions(sandbox::SessionManager& manager, size_t wanted) {
+  if (wanted == 0) return;
+  Progress progress("warm sessions", wanted);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (manager.Stats().warm_ready < wanted && Clock::now() < deadline) {
+    progress.Update(manager.Stats().warm_ready);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  progress.Finish();
+}
+
 int BenchSandbox(const ParsedArgs& parsed) {
   auto sessions_wanted = parsed.IntOption("--sessions", 1, 20000);
   auto calls_wanted = parsed.IntOption("--calls", 10, 10'000'000);
   auto concurrency = parsed.IntOption("--concurrency", 1, 4096);
   auto ready_copies = parsed.IntOption("--code-ready-copies", 0, 4096);
-  for (const auto* r : {&sessions_wanted, &calls_wanted, &concurrency, &ready_copies}) {
+  auto warm_sessions = parsed.IntOption("--warm-sessions", 0, 20000);
+  for (const auto* r : {&sessions_wanted, &calls_wanted, &concurrency, &ready_copies, &warm_sessions}) {
     if (!r->ok()) return Fail(r->status(), kExitUsage);
   }
   bool json_output = parsed.Has("--json");
@@ -93,6 +107,7 @@ int BenchSandbox(const ParsedArgs& parsed) {
   sandbox::ManagerOptions options = *limited;
   options.max_sessions = static_cast<size_t>(*sessions_wanted) + 8;
   options.code_ready_copies = static_cast<size_t>(*ready_copies);
+  options.warm_sessions = static_cast<size_t>(*warm_sessions);
   auto manager = sandbox::SessionManager::Create(options);
   if (!manager.ok()) return Fail(manager.status(), kExitInfra);
   auto env_id = (*manager)->OpenEnvironment(parsed.positional[0]);
@@ -123,6 +138,8 @@ int BenchSandbox(const ParsedArgs& parsed) {
   // A code task's first session extracted its template; its ready copies are being made: a
   // service that has been up a while has them, so the creates below start from a full pool.
   if (code) WaitForReadyCopies(**manager, *env_id, *ready_copies);
+  // Likewise the warm sessions the warm-up's create asked for.
+  WaitForWarmSessions(**manager, options.warm_sessions);
 
   // 1. Session creation, keeping every session alive for the memory figure.
   std::vector<sandbox::SessionManager::SessionId> sessions;
@@ -314,6 +331,10 @@ std::vector<Command> BenchSandboxCommands() {
               .metavar = "ID",
               .help = "every session is one of this task (so --tool submit_result measures a verdict); a code "
                       "environment needs it"},
+             {.name = "--warm-sessions",
+              .metavar = "N",
+              .help = "sessions forked ahead of demand (a full pool before the creates start); 0: each create forks",
+              .default_text = "0"},
              {.name = "--code-ready-copies",
               .metavar = "N",
               .help = "code environments: working copies made ahead per task",

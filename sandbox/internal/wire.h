@@ -198,6 +198,11 @@
 //              frame (with its pidfd and a stderr pipe of its own). Then send "adopt" to the
 //              zygote.
 //   session -> {"id":K,"outcome":"ok","pid":P,"scratch_dir":D} | {"id":K,"outcome":"infra_error",...}
+//   manager -> {"op":"bind","id":K,"task":T}  gives a session spawned with no task (a warm one,
+//              started ahead of demand: session_manager.h "Warm sessions") its task, before its
+//              first call or judgement. Refused (invalid_call) for an unknown task, a session that
+//              has a task already or that ran a tool or a solution.
+//   session -> {"id":K,"outcome":"ok"} | {"id":K,"outcome":"invalid_call","message":"..."}
 //   manager -> {"op":"close"}: the session exits(0) at once, no reply. So does the end of stream.
 //   The manager enforces a hard deadline of wall_time_ms + grace per call: past it, it kills the
 //   session (pidfd) and the call's outcome is "timeout" with session_alive = false.

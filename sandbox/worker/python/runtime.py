@@ -486,6 +486,19 @@ def _solve(cid):
         return _timeout(cid, who)
 
 
+def _bind(cid, msg):
+    """op "bind": gives a session started ahead of demand (with no task) its task. Only once, and
+    only before any tool or solution ran: what a session did is never re-attributed."""
+    global _task
+    task = _tasks.get(msg.get("task"))
+    if task is None:
+        return _reply(cid, "invalid_call", "bind: unknown task %r" % (msg.get("task"),))
+    if _task is not None or _touched:
+        return _reply(cid, "invalid_call", "bind: this session already has a task or ran episode code")
+    _task = task
+    return _dumps({"id": cid, "outcome": "ok"})
+
+
 def handle(frame):
     """One frame -> (0, reply bytes) | (1, fork request bytes) | (2, b"") to close."""
     try:
@@ -502,6 +515,8 @@ def handle(frame):
             return 0, _encode(_solve(msg.get("id")))
         if op == "judge":
             return 0, _encode(_judge(msg.get("id"), msg))
+        if op == "bind":
+            return 0, _encode(_bind(msg.get("id"), msg))
         if op == "fork":
             return 1, frame
         if op == "close":
