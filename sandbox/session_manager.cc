@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <future>
@@ -188,6 +189,8 @@ constexpr uint64_t kFirstJudgeId = uint64_t{1} << 48;
 // Warm sessions started at once per environment: enough to refill a pool within a second, few
 // enough that a caller's own spawn (past an empty pool) does not queue behind many of them.
 constexpr size_t kWarmStartsAtOnce = 4;
+// How long the io thread keeps polling after a handler before it sleeps (RunIoLoop).
+constexpr std::chrono::microseconds kIoPollFor{100};
 // A pool refills once no session was taken from it for this long (or at once when it runs below a
 // quarter of its size): a burst of creates is not slowed by forks competing for the CPU.
 constexpr std::chrono::milliseconds kWarmRefillQuiet{3};
@@ -242,6 +245,8 @@ class SessionManager::Impl {
   template <typename T>
   Result<T> RunOnIo(std::function<Result<T>()> fn) const;
   bool OnIoThread() const { return std::this_thread::get_id() == io_thread_id_; }
+  // The io thread's loop: io_.run(), polling for a moment after each handler before sleeping.
+  void RunIoLoop();
   template <typename Fn>
   void Post(Fn&& fn) {
     asio::post(io_, std::forward<Fn>(fn));
@@ -443,9 +448,26 @@ SessionManager::Impl::Impl(ManagerOptions options, bool owns_scratch_root)
   std::promise<std::thread::id> started;
   thread_ = std::thread([this, &started] {
     started.set_value(std::this_thread::get_id());
-    io_.run();
+    RunIoLoop();
   });
   io_thread_id_ = started.get_future().get();
+}
+
+void SessionManager::Impl::RunIoLoop() {
+  // After each handler the thread keeps looking for the next one for a moment (yielding the CPU
+  // between looks) before it sleeps in epoll: a session's answer usually comes within that
+  // moment, and waking a sleeping thread costs about as much as the answer took.
+  auto last_work = std::chrono::steady_clock::now();
+  while (!io_.stopped()) {
+    if (io_.poll() > 0) {
+      last_work = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - last_work < kIoPollFor) {
+      std::this_thread::yield();
+    } else {
+      io_.run_one();
+      last_work = std::chrono::steady_clock::now();
+    }
+  }
 }
 
 SessionManager::Impl::~Impl() {
@@ -1678,13 +1700,44 @@ void SessionManager::ResetSessionAsync(SessionId session, std::function<void(Res
 
 namespace {
 
+// An answer handed from the io thread to a waiting caller. The caller first polls for a moment,
+// yielding the CPU between looks, and only then sleeps: most answers (a tool call's round trip is
+// tens of microseconds) arrive within it, and a sleeping caller's wake-up (a futex, often on a
+// core in a deep idle state) would cost as much again.
+template <typename T>
+class Handoff {
+ public:
+  void Set(T value) {
+    std::lock_guard lock(mutex_);
+    value_.emplace(std::move(value));
+    ready_.store(true, std::memory_order_release);
+    changed_.notify_one();
+  }
+  T Take() {
+    const auto poll_until = std::chrono::steady_clock::now() + kPollFor;
+    while (!ready_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < poll_until) {
+      std::this_thread::yield();
+    }
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return ready_.load(std::memory_order_acquire); });
+    return std::move(*value_);
+  }
+
+ private:
+  static constexpr std::chrono::microseconds kPollFor{200};
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::atomic<bool> ready_{false};
+  std::optional<T> value_;
+};
+
 // Blocks on an async form. `on_io` is what a call from the io thread gets instead of a deadlock.
 template <typename T, typename Start>
 T Wait(bool on_io_thread, T on_io, Start start) {
   if (on_io_thread) return on_io;
-  std::promise<T> answer;
-  start([&answer](T value) { answer.set_value(std::move(value)); });
-  return answer.get_future().get();
+  Handoff<T> answer;
+  start([&answer](T value) { answer.Set(std::move(value)); });
+  return answer.Take();
 }
 
 const char kFromIoThread[] = "sync SessionManager calls must not be made from the manager's io thread (a callback)";

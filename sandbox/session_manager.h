@@ -11,7 +11,10 @@
 // caller (even for an immediate error). Callbacks must not block (no sync wrappers inside them);
 // they may call other XxxAsync methods. The sync wrappers (CreateSession, CallTool, ...) block
 // the calling thread until the answer; called on the io thread they return FailedPrecondition
-// (or an infra_error ToolResult) instead of deadlocking.
+// (or an infra_error ToolResult) instead of deadlocking. For latency, a waiting caller polls for
+// about 200 us before it sleeps, and the io thread polls for about 100 us after each handler
+// before it sleeps in epoll (both yield the CPU between looks): a tool call's round trip is then
+// not doubled by the wake-ups of sleeping threads.
 //
 // Tool calls. CallToolAsync checks, in order: the session exists (else invalid_call,
 // session_alive false, "unknown session N"); the session is alive (else the outcome of its death:
