@@ -31,6 +31,9 @@ PACKAGES=(
   # libcap for capabilities, the official JSON-Schema-Test-Suite (draft7) for the validator's
   # conformance test, clang-format for the format check of .ci/run.
   libonig-dev libcap-dev json-schema-test-suite clang-format
+  # Serving at scale (issue 18): the peer server of `envforge bench serve --compare`
+  # (bench/peers/, aiohttp), HAProxy in front of a fleet of servers, perf for profiles.
+  python3-aiohttp haproxy linux-perf
 )
 
 # The official npm clients the server tests drive envforge with (the MCP TypeScript SDK, the MCP

@@ -41,12 +41,20 @@ struct LoadRun::State {
   std::atomic<uint64_t> tool_calls_answered{0};
   std::atomic<uint64_t> episodes_done{0};
   std::atomic<size_t> active_clients{0};
+  std::atomic<size_t> at_start{0};    // connect_first: clients connected (or given up) so far
+  std::atomic<size_t> at_created{0};  // hold_sessions: clients whose create was answered (or gave up)
   std::vector<std::shared_ptr<LoadClient>> clients;
 };
 
 namespace {
 
 const std::string kToolsCall = "tools/call";
+constexpr int kRpcUnknownSession = -32001;
+constexpr int kRpcShuttingDown = -32006;
+
+// What a load balancer answers when the server it needs is gone (HAProxy: 502 when the server
+// dropped the request, 503 when none is up, 504 when it stopped answering).
+bool IsBalancerOutage(int http_status) { return http_status == 502 || http_status == 503 || http_status == 504; }
 
 // A string member, or "" when it is absent, null or not a string (a server without trajectories
 // answers "trajectory": null). Never throws: a malformed answer must not kill an io thread.
@@ -87,7 +95,8 @@ struct Reply {
   bool transport_ok = true;
   bool dropped = false;  // the client dropped the connection on purpose (drop_rate)
   std::string transport_error;
-  Json response;  // the JSON-RPC response object
+  Json response;        // the JSON-RPC response object
+  int http_status = 0;  // HTTP transport: the response's status (0 over WebSocket)
   bool ok() const { return transport_ok && response.is_object() && response.contains("result"); }
   const Json& result() const { return response["result"]; }
   Json error() const {
@@ -98,6 +107,8 @@ struct Reply {
     Json e = error();
     return e.is_object() && e.contains("code") && e["code"].is_number_integer() ? e["code"].get<int>() : 0;
   }
+  // A balancer's answer that the server owning the session is gone (not a JSON-RPC answer).
+  bool owner_unreachable() const { return !transport_ok && IsBalancerOutage(http_status); }
   std::string kind() const {
     if (!transport_ok) return dropped ? "dropped_by_chaos" : "transport";
     Json e = error();
@@ -114,7 +125,7 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
 
   void Start() {
     ++run_.active_clients;
-    net::post(strand_, [self = shared_from_this()] { self->Reconnect([self] { self->NextEpisode(); }); });
+    net::post(strand_, [self = shared_from_this()] { self->Reconnect([self] { self->ArriveAtStart(); }); });
   }
 
   const LoadStats& stats() const { return stats_; }
@@ -141,13 +152,38 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
             if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
           }));
       self->ws_->read_message_max(64u << 20);
-      self->ws_->async_handshake(self->run_.options.host_header, self->run_.options.path,
-                                 [self, then](ErrorCode handshake_ec) {
-                                   if (handshake_ec) return self->ConnectFailed(handshake_ec, then);
+      self->upgrade_response_ = {};
+      const bool pinned = self->InEpisode();
+      self->ws_->async_handshake(self->upgrade_response_, self->run_.options.host_header, self->UpgradeTarget(),
+                                 [self, then, pinned](ErrorCode handshake_ec) {
+                                   if (handshake_ec) return self->HandshakeFailed(handshake_ec, pinned, then);
                                    self->ws_->text(true);
                                    then();
                                  });
     });
+  }
+
+  // Between session/create and the episode's end: a reconnect must reach the session's owner.
+  bool InEpisode() const {
+    return episode_ != nullptr && episode_->created && episode_->end.empty() && !episode_->owner_lost;
+  }
+
+  // The upgrade request's target: in an episode it names the session, so that a balancer routes
+  // the connection to the session's owner (a server ignores the query).
+  std::string UpgradeTarget() const {
+    const std::string& path = run_.options.path;
+    if (!InEpisode()) return path;
+    return path + (path.find('?') == std::string::npos ? "?" : "&") + "session=" + episode_->handle;
+  }
+
+  // A balancer refusing the upgrade to a session's owner means the owner is gone: the episode
+  // ends and the client reconnects to whichever server the balancer picks.
+  void HandshakeFailed(const ErrorCode& ec, bool pinned, Then then) {
+    const int status = static_cast<int>(upgrade_response_.result_int());
+    if (!pinned || !IsBalancerOutage(status) || !InEpisode()) return ConnectFailed(ec, then);
+    ++stats_.errors["connect: the session's owner is gone (upgrade answered " + std::to_string(status) + ")"];
+    episode_->owner_lost = true;
+    Reconnect(std::move(then));
   }
 
   void ConnectFailed(const ErrorCode& ec, Then then) {
@@ -240,12 +276,14 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
     if (ec) return Finish(Reply{false, false, "read: " + ec.message(), {}});
     std::string text;
     bool keep_alive = true;
+    int http_status = 0;
     if (websocket_answer) {
       text = beast::buffers_to_string(buffer_.data());
       buffer_.consume(buffer_.size());
     } else {
       auto response = parser_->release();
       keep_alive = response.keep_alive();
+      http_status = static_cast<int>(response.result_int());
       text = std::move(response.body());
     }
     stats_.latency_ms[method_].push_back(std::chrono::duration<double, std::milli>(Clock::now() - sent_at_).count());
@@ -259,9 +297,12 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
         },
         /*allow_exceptions=*/false);
     if (!keep_alive) CloseStream();  // e.g. 413, or the server draining
-    if (parsed.is_discarded() || !parsed.is_object())
-      return Finish(Reply{false, false, "not JSON-RPC: " + Utf8Excerpt(text, 120), {}});
-    Finish(Reply{true, false, {}, std::move(parsed)});
+    if (parsed.is_discarded() || !parsed.is_object()) {
+      std::string what = IsBalancerOutage(http_status) ? "HTTP " + std::to_string(http_status) + " (balancer)"
+                                                       : "not JSON-RPC: " + Utf8Excerpt(text, 120);
+      return Finish(Reply{false, false, std::move(what), {}, http_status});
+    }
+    Finish(Reply{true, false, {}, std::move(parsed), http_status});
   }
 
   // Hands the reply over, reconnecting first when the connection is gone.
@@ -279,6 +320,40 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
     on_reply(std::move(reply));
   }
 
+  // connect_first: the last client to arrive starts every client's first episode (at once, on
+  // their strands); otherwise a client starts as soon as it is connected.
+  void ArriveAtStart() {
+    if (!run_.options.connect_first) return NextEpisode();
+    if (arrived_) return;
+    arrived_ = true;
+    if (++run_.at_start < run_.clients.size()) return;
+    for (const auto& client : run_.clients) {
+      if (client->done_) continue;
+      net::post(client->strand_, [client] { client->NextEpisode(); });
+    }
+  }
+
+  // hold_sessions: a created session stays open, unused, until every client's create was answered
+  // (or the client gave up); the last to arrive lets them all go on.
+  void AfterCreated() {
+    if (!run_.options.hold_sessions) return Step();
+    holding_ = true;
+    ArriveCreated();
+  }
+
+  void ArriveCreated() {
+    if (created_arrived_) return;
+    created_arrived_ = true;
+    if (++run_.at_created < run_.clients.size()) return;
+    for (const auto& client : run_.clients) {
+      net::post(client->strand_, [client] {
+        if (!client->holding_) return;
+        client->holding_ = false;
+        client->Step();
+      });
+    }
+  }
+
   void NextEpisode() {
     size_t index = run_.next_episode++;
     if (index >= run_.episodes.size()) return Done();
@@ -293,31 +368,71 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
         episode_->created = true;
         episode_->handle = StringMember(reply.result(), "session");
         episode_->trajectory = StringMember(reply.result(), "trajectory");
+        episode_->server = StringMember(reply.result(), "server");
         step_ = 0;
-        return Step();
+        return AfterCreated();
       }
-      if (reply.transport_ok && reply.code() == -32003 && ++create_attempts_ < 200) {
+      if (++create_attempts_ >= 200) return EndEpisode();
+      if (reply.transport_ok && reply.code() == kRpcShuttingDown) {
+        // This server takes no new sessions: a fresh connection lets the balancer pick another.
+        CloseStream();
+        return Reconnect([self = shared_from_this()] { self->Create(); });
+      }
+      // No server up right now, or the answer was lost with its connection: ask again (a
+      // session created meanwhile is never used and expires on its server).
+      if (reply.owner_unreachable() || (!reply.transport_ok && !reply.dropped)) return RetryCreateAfter(100);
+      if (reply.transport_ok && reply.code() == -32003) {
         // Server full: back off as told, then retry.
         int64_t wait_ms = 20;
         Json data = reply.error().value("data", Json::object());
         if (data.is_object() && data.contains("retry_after_ms") && data["retry_after_ms"].is_number()) {
           wait_ms = std::clamp<int64_t>(data["retry_after_ms"].get<int64_t>(), 1, 1000);
         }
-        timer_.expires_after(std::chrono::milliseconds(wait_ms));
-        return timer_.async_wait([self = shared_from_this()](ErrorCode) { self->Create(); });
+        return RetryCreateAfter(wait_ms);
       }
-      ++run_.episodes_done;
-      NextEpisode();
+      EndEpisode();
     });
   }
 
+  void RetryCreateAfter(int64_t wait_ms) {
+    timer_.expires_after(std::chrono::milliseconds(wait_ms));
+    timer_.async_wait([self = shared_from_this()](ErrorCode) { self->Create(); });
+  }
+
+  // The episode cannot go on when its owner is gone or shutting down; says how it ended, or ""
+  // while it may go on.
+  std::string EndingFor(const Reply& reply) const {
+    if (episode_->owner_lost || reply.owner_unreachable()) return "infra_error";
+    if (!reply.transport_ok) return "";
+    if (reply.code() == kRpcUnknownSession) return "infra_error";
+    if (reply.code() == kRpcShuttingDown) return "shutdown";
+    return "";
+  }
+
+  // Ends the episode as `end` without submit or close: its server is gone or closes it itself.
+  void Abandon(const std::string& end) {
+    episode_->end = end;
+    if (end == "infra_error") episode_->owner_lost = true;
+    EndEpisode();
+  }
+
+  void EndEpisode() {
+    ++run_.episodes_done;
+    NextEpisode();
+  }
+
   void Step() {
-    if (step_ >= run_.options.steps || episode_->crashed) return Submit();
+    if (step_ >= run_.options.steps || episode_->crashed) {
+      if (run_.options.submit) return Submit();
+      episode_->end = episode_->crashed ? "crashed" : "unsubmitted";
+      return Close();
+    }
     SendToolCall([this](Reply reply) {
       ++step_;
-      if (!reply.transport_ok) {
-        ++episode_->uncertain_steps;
-      } else if (reply.ok()) {
+      // Written but not answered: the owner may have run it (a balancer's 503 says it did not).
+      if (!reply.transport_ok && reply.http_status != 503) ++episode_->uncertain_steps;
+      if (std::string end = EndingFor(reply); !end.empty()) return Abandon(end);
+      if (reply.ok()) {
         ++episode_->answered_steps;
         ++run_.tool_calls_answered;
         std::string outcome = StringMember(reply.result(), "outcome");
@@ -332,9 +447,10 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
   void Submit() {
     Send("session/submit", Json{{"session", episode_->handle}, {"answer", run_.options.answer}}, false,
          [this](Reply reply) {
-           if (!reply.transport_ok) {
-             ++episode_->uncertain_steps;
-           } else if (reply.ok()) {
+           if (!reply.transport_ok && reply.http_status != 503) ++episode_->uncertain_steps;
+           if (std::string end = EndingFor(reply); !end.empty()) return Abandon(end);
+           episode_->end = episode_->crashed ? "crashed" : reply.ok() ? "submitted" : "submit_error";
+           if (reply.ok()) {
              ++episode_->answered_steps;
            } else {
              // A submit that reached the session (it died, or the verdict failed) carries the outcome
@@ -352,14 +468,21 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
   void Close() {
     Send("session/close", Json{{"session", episode_->handle}}, false, [this](Reply reply) {
       episode_->closed = reply.ok();
-      ++run_.episodes_done;
-      NextEpisode();
+      // A submit whose connection broke is only known here to have lost its owner.
+      if (std::string end = EndingFor(reply); !end.empty()) {
+        episode_->end = end;
+        episode_->owner_lost = episode_->owner_lost || end == "infra_error";
+      }
+      EndEpisode();
     });
   }
 
   void Done() {
     if (done_) return;
     done_ = true;
+    // A client that gave up connecting must not hold the others at the start.
+    if (run_.options.connect_first && !arrived_) ArriveAtStart();
+    if (run_.options.hold_sessions) ArriveCreated();
     CloseStream();
     timer_.cancel();
     --run_.active_clients;
@@ -374,6 +497,7 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
   beast::flat_buffer buffer_;
   http::request<http::string_body> request_;
   std::optional<http::response_parser<http::string_body>> parser_;
+  websocket::response_type upgrade_response_;  // the last upgrade's answer (its status on refusal)
   std::string payload_;
   std::string method_;
   std::string tool_call_tail_;  // ,"name":...,"arguments":...}} of every tools/call
@@ -385,7 +509,10 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
   size_t step_ = 0;
   int create_attempts_ = 0;
   int connect_failures_ = 0;
-  bool done_ = false;
+  std::atomic<bool> done_{false};  // read by the client that starts everyone (ArriveAtStart)
+  bool arrived_ = false;           // connect_first: counted in at_start
+  bool created_arrived_ = false;   // hold_sessions: counted in at_created
+  bool holding_ = false;           // hold_sessions: created, waiting for the others
   LoadStats stats_;
 };
 

@@ -19,6 +19,14 @@
 // seen, so the step is counted "uncertain". Latency is measured per method from writing the
 // request to reading its answer.
 //
+// Behind a load balancer (a fleet of servers, server/README.md "A fleet behind HAProxy"): a
+// WebSocket reconnect in the middle of an episode asks for `PATH?session=HANDLE`, so that the
+// balancer sends it to the session's owner. An episode whose owner is gone (the balancer answers
+// 502/503/504, or the session is unknown, -32001) ends at once as "infra_error", never retried;
+// one whose server shuts down (-32006 on a call) ends as "shutdown". A session/create answered
+// -32006 (that server stops creating) is retried on a fresh connection, which the balancer places
+// elsewhere.
+//
 // Threads: the clients run on `io_threads` threads over one io_context. Every handler of a client
 // runs on that client's strand (its socket, WebSocket stream and timer are bound to the strand),
 // so a client's state and statistics are touched by one thread at a time; the statistics are
@@ -60,6 +68,15 @@ struct LoadOptions {
   size_t concurrency = 256;         // clients (connections); at most `sessions` are started
   int io_threads = 1;               // 1..64
   double drop_rate = 0;             // chaos: fraction of tools/call whose connection is dropped after the write
+  // Bursts (`envforge bench burst`): with connect_first every client opens its connection and
+  // the first episodes all start (session/create) once every client is connected or gave up;
+  // without submit an episode is session/create, `steps` tools/call, session/close (its end is
+  // "unsubmitted").
+  bool connect_first = false;
+  // With hold_sessions a created session stays open, unused, until every client's create was
+  // answered: the creates of a burst do not compete with its closes. For one episode per client.
+  bool hold_sessions = false;
+  bool submit = true;
   std::chrono::seconds request_timeout{60};
 };
 
@@ -73,9 +90,14 @@ Status ParseLoadUrl(const std::string& url, const std::string& transport, LoadOp
 struct EpisodeTally {
   std::string handle;      // the session handle
   std::string trajectory;  // the server's trajectory id ("" without --trajectories)
+  std::string server;      // the owner's id (session/create's "server"; "" for a server without one)
+  // How the episode ended as the clients saw it: "submitted", "submit_error", "unsubmitted", "crashed",
+  // "infra_error" (its owner was gone), "shutdown" (its owner shut down), "" when not created.
+  std::string end;
   bool created = false;
   bool closed = false;
   bool crashed = false;
+  bool owner_lost = false;      // the owner stopped answering for it: unrecorded steps are no loss
   int64_t answered_steps = 0;   // answers seen for calls the server records as steps
   int64_t uncertain_steps = 0;  // calls written whose answer never came (dropped connection)
 };

@@ -92,6 +92,7 @@ class RpcService::Impl {
     rpc_metrics_.CountRequest("invalid", kRpcParseError, transport, 0);
   }
   void BeginDrain() { sessions_->BeginDrain(); }
+  void StopCreatingSessions() { sessions_->StopCreating(); }
   Status Shutdown(std::chrono::milliseconds grace);
 
   Metrics& metrics() { return metrics_; }
@@ -248,6 +249,7 @@ void RpcService::HandleJsonAsync(Json message, const RequestContext& context,
 }
 
 void RpcService::BeginDrain() { impl_->BeginDrain(); }
+void RpcService::StopCreatingSessions() { impl_->StopCreatingSessions(); }
 Status RpcService::Shutdown(std::chrono::milliseconds grace) { return impl_->Shutdown(grace); }
 Metrics& RpcService::metrics() { return impl_->metrics(); }
 sandbox::SessionManager& RpcService::manager() { return impl_->sessions().manager(); }

@@ -95,7 +95,15 @@ struct RpcServiceOptions {
   std::chrono::milliseconds session_ttl{10 * 60 * 1000};
   std::string trajectories_path;  // empty: no recording
   size_t mcp_page_size = 100;     // tools per MCP tools/list page (0: one page)
+  // Names this server in a fleet behind a load balancer: handles become "s-ID-<hex>" and
+  // session/create and session/fork answer "server": ID, so the balancer routes a session's
+  // requests to its owner by the handle alone. 1-32 of [A-Za-z0-9_] (no '-': the handle's
+  // prefix "s-ID-" must never be the prefix of another server's). Empty: "s-<hex>", no "server".
+  std::string server_id;
 };
+
+// OK, or InvalidArgument saying what a server id may hold.
+Status ValidateServerId(const std::string& server_id);
 
 class RpcService {
  public:
@@ -114,6 +122,11 @@ class RpcService {
   // finish. Then Shutdown waits for them (up to `grace`), closes every session (recorded as
   // "shutdown") and flushes the trajectory store.
   void BeginDrain();
+  // A gentler drain for a fleet: from now on session/create answers -32006 ("create it on another
+  // server") while the sessions already open go on (tool calls, submit, close, fork, reset), so a
+  // client holding a connection to this server moves its next episode elsewhere. server/stats
+  // then says "creating": false. Idempotent; BeginDrain and Shutdown still follow.
+  void StopCreatingSessions();
   Status Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(10'000));
 
   Metrics& metrics();

@@ -24,6 +24,14 @@
 // session). "lost" counts answered steps missing from the store and must be 0; calls whose
 // connection was dropped are "uncertain" (the server ran them, the client never saw the answer)
 // and may add recorded steps. Exit code 1 when lost > 0 or an episode is missing or open.
+//
+// A fleet behind a load balancer (server/README.md, "A fleet behind HAProxy"): --url names the
+// balancer and the report covers the whole fleet ("servers": episodes and calls per server id,
+// from the handles); --trajectories takes every server's store, comma-separated, each as ID=PATH
+// (or PATH: its id is then the one most of its episodes name). Every episode must be recorded in
+// exactly one store, its owner's. An episode whose owner was lost (killed: the balancer answered
+// 502/503/504 or the session was unknown) ends "infra_error" on the client's side; its answered
+// steps missing from the dead server's store are reported as steps_unrecorded_owner_lost, not lost.
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -39,11 +47,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "agents/trajectory_store.h"
@@ -199,53 +209,160 @@ void WaitForTrajectoryFlush(server::RpcClient& client) {
   }
 }
 
-Json Reconcile(const std::string& path, const std::vector<EpisodeTally>& episodes, bool* ok) {
-  *ok = false;
-  auto reader = agents::TrajectoryReader::Open(path);
-  if (!reader.ok()) return Json{{"error", reader.status().message()}};
-  std::map<std::string, agents::EpisodeSummary> recorded;
+// ------------------------------------------------------------------------------------------------
+// Reconciliation over one store or a fleet's stores (--trajectories PATH or ID=PATH,ID=PATH,...).
+
+// One server's store: its path and the server id its episodes' handles carry ("" when not known
+// from the option: then inferred from the episodes found in it).
+struct Store {
+  std::string server_id;
+  std::string path;
+  std::map<std::string, agents::EpisodeSummary> episodes;  // by trajectory id
+};
+
+Result<std::vector<Store>> ParseStores(const std::string& spec) {
+  std::vector<Store> stores;
+  std::stringstream items(spec);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (item.empty()) continue;
+    size_t equals = item.find('=');
+    Store store;
+    if (equals != std::string::npos) store.server_id = item.substr(0, equals);
+    store.path = equals == std::string::npos ? item : item.substr(equals + 1);
+    if (store.path.empty()) return InvalidArgumentError("--trajectories: no path in '" + item + "'");
+    stores.push_back(std::move(store));
+  }
+  if (stores.empty()) return InvalidArgumentError("--trajectories: no store in '" + spec + "'");
+  return stores;
+}
+
+Status ReadStore(Store& store) {
+  ENVFORGE_ASSIGN_OR_RETURN(auto reader, agents::TrajectoryReader::Open(store.path));
   agents::ListFilter filter;
   filter.limit = 1'000'000'000;
-  auto listed = (*reader)->List(filter);
-  if (!listed.ok()) return Json{{"error", listed.status().message()}};
-  for (auto& summary : *listed) recorded.emplace(summary.id, std::move(summary));
-  int64_t expected = 0, found = 0, open = 0, missing = 0, answered = 0, uncertain = 0, steps_recorded = 0, lost = 0,
-          extra = 0;
-  std::map<std::string, int64_t> outcomes;
+  ENVFORGE_ASSIGN_OR_RETURN(auto listed, reader->List(filter));
+  for (auto& summary : listed) store.episodes.emplace(summary.id, std::move(summary));
+  return Status::Ok();
+}
+
+// A store named by path alone belongs to the server most of its episodes name.
+void InferServerId(Store& store, const std::vector<EpisodeTally>& episodes) {
+  if (!store.server_id.empty()) return;
+  std::map<std::string, int64_t> votes;
   for (const EpisodeTally& episode : episodes) {
-    if (!episode.created) continue;
-    ++expected;
-    answered += episode.answered_steps;
-    uncertain += episode.uncertain_steps;
-    auto it = recorded.find(episode.trajectory);
-    if (it == recorded.end()) {
-      ++missing;
-      lost += episode.answered_steps;
-      continue;
-    }
-    ++found;
-    const agents::EpisodeSummary& summary = it->second;
-    if (!summary.outcome) {
-      ++open;
-    } else {
-      ++outcomes[std::string(agents::EpisodeOutcomeName(*summary.outcome))];
-    }
-    steps_recorded += summary.steps;
-    lost += std::max<int64_t>(0, episode.answered_steps - summary.steps);
-    extra += std::max<int64_t>(0, summary.steps - episode.answered_steps);
+    if (episode.created && store.episodes.count(episode.trajectory)) ++votes[episode.server];
   }
-  *ok = lost == 0 && missing == 0 && open == 0;
-  return Json{{"store", path},
-              {"episodes_started", expected},
-              {"episodes_recorded", found},
-              {"episodes_missing", missing},
-              {"episodes_open", open},
-              {"episode_outcomes", outcomes},
-              {"steps_answered", answered},
-              {"steps_uncertain", uncertain},
-              {"steps_recorded", steps_recorded},
-              {"steps_recorded_beyond_answered", extra},
-              {"lost", lost}};
+  auto best =
+      std::max_element(votes.begin(), votes.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (best != votes.end()) store.server_id = best->first;
+}
+
+// The counts of one reconciliation. A server the clients saw gone (an episode of it ended
+// "owner lost") may have died before writing its last records: its episodes may be open or
+// missing steps in its store, and those steps are reported apart (steps_unrecorded_owner_lost),
+// never as lost. Every other server's episodes are held to the full check.
+struct Tally {
+  int64_t expected = 0, found = 0, open = 0, missing = 0, answered = 0, uncertain = 0, steps_recorded = 0, lost = 0,
+          extra = 0, several = 0, wrong_store = 0, owner_lost = 0, owner_lost_unrecorded = 0;
+  std::map<std::string, int64_t> outcomes;
+};
+
+void ReconcileEpisode(const EpisodeTally& episode, bool server_lost, const std::vector<Store>& stores, Tally& tally) {
+  ++tally.expected;
+  tally.answered += episode.answered_steps;
+  tally.uncertain += episode.uncertain_steps;
+  tally.owner_lost += episode.owner_lost;
+  const Store* home = nullptr;
+  int holders = 0;
+  for (const Store& store : stores) {
+    if (store.episodes.count(episode.trajectory)) {
+      home = &store;
+      ++holders;
+    }
+  }
+  const bool lenient = episode.owner_lost || server_lost;
+  int64_t& unrecorded = lenient ? tally.owner_lost_unrecorded : tally.lost;
+  if (home == nullptr) {
+    tally.missing += !lenient;
+    unrecorded += episode.answered_steps;
+    return;
+  }
+  ++tally.found;
+  tally.several += holders > 1;
+  tally.wrong_store += home->server_id != episode.server;
+  const agents::EpisodeSummary& summary = home->episodes.at(episode.trajectory);
+  if (summary.outcome) {
+    ++tally.outcomes[std::string(agents::EpisodeOutcomeName(*summary.outcome))];
+  } else {
+    tally.open += !lenient;
+  }
+  tally.steps_recorded += summary.steps;
+  unrecorded += std::max<int64_t>(0, episode.answered_steps - summary.steps);
+  tally.extra += std::max<int64_t>(0, summary.steps - episode.answered_steps);
+}
+
+Json StoresJson(const std::vector<Store>& stores, const std::vector<EpisodeTally>& episodes) {
+  Json listed = Json::array();
+  for (const Store& store : stores) {
+    int64_t ours = 0;
+    for (const EpisodeTally& episode : episodes) ours += episode.created && store.episodes.count(episode.trajectory);
+    listed.push_back(Json{{"path", store.path}, {"server", store.server_id}, {"episodes_of_this_run", ours}});
+  }
+  return listed;
+}
+
+// One pass over the stores as they are now.
+Json ReconcileOnce(const std::string& spec, const std::vector<EpisodeTally>& episodes, bool* ok) {
+  *ok = false;
+  auto stores = ParseStores(spec);
+  if (!stores.ok()) return Json{{"error", stores.status().message()}};
+  for (Store& store : *stores) {
+    if (Status read = ReadStore(store); !read.ok()) return Json{{"error", store.path + ": " + read.message()}};
+    InferServerId(store, episodes);
+  }
+  std::set<std::string> servers_lost;
+  for (const EpisodeTally& episode : episodes) {
+    if (episode.owner_lost && !episode.server.empty()) servers_lost.insert(episode.server);
+  }
+  Tally tally;
+  for (const EpisodeTally& episode : episodes) {
+    if (episode.created) ReconcileEpisode(episode, servers_lost.count(episode.server) > 0, *stores, tally);
+  }
+  *ok = tally.lost == 0 && tally.missing == 0 && tally.open == 0 && tally.several == 0 && tally.wrong_store == 0;
+  return Json{{"store", spec},
+              {"stores", StoresJson(*stores, episodes)},
+              {"episodes_started", tally.expected},
+              {"episodes_recorded", tally.found},
+              {"episodes_missing", tally.missing},
+              {"episodes_open", tally.open},
+              {"episodes_in_several_stores", tally.several},
+              {"episodes_not_in_owner_store", tally.wrong_store},
+              {"episodes_owner_lost", tally.owner_lost},
+              {"servers_lost", servers_lost},
+              {"episode_outcomes", tally.outcomes},
+              {"steps_answered", tally.answered},
+              {"steps_uncertain", tally.uncertain},
+              {"steps_recorded", tally.steps_recorded},
+              {"steps_recorded_beyond_answered", tally.extra},
+              {"steps_unrecorded_owner_lost", tally.owner_lost_unrecorded},
+              {"lost", tally.lost}};
+}
+
+// Reconciles once the stores have settled: a fleet's servers flush on their own (each every
+// 100 ms) and the control connection reaches only one of them, so the stores are read again
+// until the reconciliation succeeds or stays the same for a second (30 s at most).
+Json Reconcile(const std::string& spec, const std::vector<EpisodeTally>& episodes, bool* ok) {
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  Json last = ReconcileOnce(spec, episodes, ok);
+  int unchanged = 0;
+  while (!*ok && !last.contains("error") && unchanged < 5 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Json again = ReconcileOnce(spec, episodes, ok);
+    unchanged = again == last ? unchanged + 1 : 0;
+    last = std::move(again);
+  }
+  return last;
 }
 
 struct BenchConfig {
@@ -355,6 +472,27 @@ class SessionKiller {
   std::thread thread_;
 };
 
+// How the episodes ended as the clients saw them, and per server id (a fleet's handles name
+// their owner): episodes and answered steps.
+Json EpisodeEnds(const std::vector<EpisodeTally>& episodes) {
+  std::map<std::string, int64_t> ends;
+  for (const EpisodeTally& episode : episodes) ++ends[episode.created ? episode.end : "not_created"];
+  return ends;
+}
+
+Json PerServer(const std::vector<EpisodeTally>& episodes) {
+  Json servers = Json::object();
+  for (const EpisodeTally& episode : episodes) {
+    if (!episode.created || episode.server.empty()) continue;
+    Json& server = servers[episode.server];
+    if (server.is_null()) server = Json{{"episodes", 0}, {"steps_answered", 0}, {"owner_lost", 0}};
+    server["episodes"] = server.value("episodes", 0) + 1;
+    server["steps_answered"] = server.value("steps_answered", int64_t{0}) + episode.answered_steps;
+    server["owner_lost"] = server.value("owner_lost", 0) + (episode.owner_lost ? 1 : 0);
+  }
+  return servers;
+}
+
 Json LoadReport(const BenchConfig& config, const server::LoadRun& run, const server::LoadStats& stats, double seconds,
                 const SessionKiller& killer) {
   uint64_t created = 0, closed = 0, answered_rpc = 0;
@@ -383,6 +521,8 @@ Json LoadReport(const BenchConfig& config, const server::LoadRun& run, const ser
               {"rpc_per_s", std::round(static_cast<double>(answered_rpc) / seconds)},
               {"latency_ms", latency},
               {"tool_outcomes", stats.outcomes},
+              {"episode_ends", EpisodeEnds(run.episodes())},
+              {"servers", PerServer(run.episodes())},
               {"errors", stats.errors},
               {"reconnects", stats.reconnects > run.clients() ? stats.reconnects - run.clients() : 0},
               {"chaos",
@@ -418,26 +558,29 @@ Result<std::unique_ptr<server::RpcClient>> Prepare(BenchConfig& config) {
   return control;
 }
 
-int BenchServe(const ParsedArgs& parsed) {
-  auto config = ConfigFrom(parsed);
-  if (!config.ok()) return Fail(config.status(), kExitUsage, "envforge bench serve");
-  auto control = Prepare(*config);
-  if (!control.ok()) return Fail(control.status(), ExitCodeFor(control.status()), "envforge bench serve");
-  IdleHold idle;
-  if (Status held = StartIdleHold(parsed, config->load, &idle); !held.ok())
-    return Fail(held, kExitUsage, "envforge bench serve");
-  auto run = server::LoadRun::Create(config->load);
-  if (!run.ok()) return Fail(run.status(), ExitCodeFor(run.status()), "envforge bench serve");
-
-  SessionKiller killer(*config);
+// Runs the load until every episode ended, printing progress to stderr; the seconds it took.
+double RunWithProgress(server::LoadRun& run, const BenchConfig& config, const SessionKiller& killer) {
   const auto started = Clock::now();
-  (*run)->Run([&](const server::LoadProgress& p) {
+  run.Run([&](const server::LoadProgress& p) {
     std::fprintf(stderr, "bench serve: %zu/%zu episodes, %llu tool calls (%.0f/s), %llu sessions killed\n",
-                 p.episodes_done, config->load.sessions, static_cast<unsigned long long>(p.tool_calls_answered),
+                 p.episodes_done, config.load.sessions, static_cast<unsigned long long>(p.tool_calls_answered),
                  static_cast<double>(p.tool_calls_answered) / p.seconds,
                  static_cast<unsigned long long>(killer.killed()));
   });
-  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return std::chrono::duration<double>(Clock::now() - started).count();
+}
+
+// One load against config's server: its report, reconciled with the server's store when
+// `trajectories` is given (*reconciled is false when that reconciliation failed).
+Result<Json> MeasureLoad(const ParsedArgs& parsed, BenchConfig& config, const std::optional<std::string>& trajectories,
+                         bool* reconciled) {
+  ENVFORGE_ASSIGN_OR_RETURN(auto control, Prepare(config));
+  IdleHold idle;
+  ENVFORGE_RETURN_IF_ERROR(StartIdleHold(parsed, config.load, &idle));
+  ENVFORGE_ASSIGN_OR_RETURN(auto run, server::LoadRun::Create(config.load));
+
+  SessionKiller killer(config);
+  const double seconds = RunWithProgress(*run, config, killer);
   if (idle.flood) {
     idle.report["server_after_load"] = ProcessFootprint(idle.server);
     idle.report["flood_after_load"] = idle.flood->Report();
@@ -445,18 +588,123 @@ int BenchServe(const ParsedArgs& parsed) {
   }
   killer.Stop();
 
-  Json report = LoadReport(*config, **run, (*run)->Stats(), seconds, killer);
+  Json report = LoadReport(config, *run, run->Stats(), seconds, killer);
   report["idle_flood"] = idle.report;
-  bool reconciled = true;
-  if (auto trajectories = parsed.Option("--trajectories")) {
-    WaitForTrajectoryFlush(**control);
-    report["reconciliation"] = Reconcile(*trajectories, (*run)->episodes(), &reconciled);
+  *reconciled = true;
+  if (trajectories) {
+    WaitForTrajectoryFlush(*control);
+    report["reconciliation"] = Reconcile(*trajectories, run->episodes(), reconciled);
     report["lost"] = report["reconciliation"].value("lost", -1);
   }
+  return report;
+}
+
+// ------------------------------------------------------------------------------------------------
+// --compare URL: the same load against --url (envforge) and then against a peer server
+// (bench/peers/), both reports and their ratios.
+
+// The peer's configuration: envforge's with the peer's URL (same transport, token and load).
+Result<BenchConfig> PeerConfigFrom(const ParsedArgs& parsed, const BenchConfig& envforge) {
+  BenchConfig peer = envforge;
+  peer.url = *parsed.Option("--compare");
+  ENVFORGE_RETURN_IF_ERROR(
+      server::ParseLoadUrl(peer.url, parsed.OptionOr("--transport"), &peer.load).WithContext("--compare"));
+  return peer;
+}
+
+// A figure of a report: latency_ms[method][quantile], or calls_per_s when `method` is empty;
+// 0 when the report has none.
+double Figure(const Json& report, const std::string& method, const std::string& quantile = "") {
+  if (method.empty()) return report.value("calls_per_s", 0.0);
+  const Json& latency = report["latency_ms"].value(method, Json::object());
+  auto it = latency.find(quantile);
+  return it != latency.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+// numerator / denominator rounded to 3 decimals; null when either is missing (0).
+Json Ratio(double numerator, double denominator) {
+  if (numerator <= 0 || denominator <= 0) return nullptr;
+  return std::round(numerator / denominator * 1000) / 1000;
+}
+
+// The latencies compared (method, the stem of its ratios' keys), each at p50 and p99.
+constexpr std::pair<const char*, const char*> kComparedLatencies[] = {{"tools/call", "tools_call"},
+                                                                      {"session/create", "session_create"}};
+constexpr const char* kComparedQuantiles[] = {"p50", "p99"};
+
+std::string LatencyRatioKey(const char* stem, const char* quantile) {
+  return std::string(stem) + "_" + quantile + "_peer_over_envforge";
+}
+
+// Every ratio reads "above 1: envforge is better" (more calls/s, lower latency).
+Json Ratios(const Json& envforge, const Json& peer) {
+  Json ratios{{"calls_per_s_envforge_over_peer", Ratio(Figure(envforge, ""), Figure(peer, ""))}};
+  for (const auto& [method, stem] : kComparedLatencies) {
+    for (const char* quantile : kComparedQuantiles) {
+      ratios[LatencyRatioKey(stem, quantile)] =
+          Ratio(Figure(peer, method, quantile), Figure(envforge, method, quantile));
+    }
+  }
+  return ratios;
+}
+
+void PrintComparison(const Json& comparison) {
+  for (const char* side : {"envforge", "peer"}) {
+    std::printf("%s (%s):\n  ", side, comparison[side]["url"].get<std::string>().c_str());
+    PrintSummary(comparison[side]);
+  }
+  const Json& envforge = comparison["envforge"];
+  const Json& peer = comparison["peer"];
+  const Json& ratios = comparison["ratios"];
+  std::printf("%-22s %12s %12s %10s\n", "", "envforge", "peer", "ratio");
+  std::printf("%-22s %12.0f %12.0f %10s  (envforge/peer)\n", "calls/s", Figure(envforge, ""), Figure(peer, ""),
+              ratios["calls_per_s_envforge_over_peer"].dump().c_str());
+  for (const auto& [method, stem] : kComparedLatencies) {
+    for (const char* quantile : kComparedQuantiles) {
+      std::string label = std::string(method) + " " + quantile + " ms";
+      std::printf("%-22s %12.3f %12.3f %10s  (peer/envforge)\n", label.c_str(), Figure(envforge, method, quantile),
+                  Figure(peer, method, quantile), ratios[LatencyRatioKey(stem, quantile)].dump().c_str());
+    }
+  }
+}
+
+// The peer keeps no trajectories: --trajectories reconciles the envforge run only. Chaos is
+// refused: killing sessions through /proc only means something for envforge's processes.
+int BenchServeCompare(const ParsedArgs& parsed) {
+  const char* prefix = "envforge bench serve --compare";
+  if (parsed.Has("--chaos"))
+    return Fail(InvalidArgumentError("--chaos cannot be combined with --compare (the comparison runs without faults)"),
+                kExitUsage, prefix);
+  auto envforge_config = ConfigFrom(parsed);
+  if (!envforge_config.ok()) return Fail(envforge_config.status(), kExitUsage, prefix);
+  auto peer_config = PeerConfigFrom(parsed, *envforge_config);
+  if (!peer_config.ok()) return Fail(peer_config.status(), kExitUsage, prefix);
+  bool reconciled = true, unused = true;
+  auto envforge = MeasureLoad(parsed, *envforge_config, parsed.Option("--trajectories"), &reconciled);
+  if (!envforge.ok()) return Fail(envforge.status(), ExitCodeFor(envforge.status()), "envforge bench serve (envforge)");
+  peer_config->load.tool = envforge_config->load.tool;  // the tool envforge's run resolved, default included
+  auto peer = MeasureLoad(parsed, *peer_config, std::nullopt, &unused);
+  if (!peer.ok()) return Fail(peer.status(), ExitCodeFor(peer.status()), "envforge bench serve (peer)");
+  Json comparison{{"envforge", *envforge}, {"peer", *peer}, {"ratios", Ratios(*envforge, *peer)}};
   if (parsed.Has("--json")) {
-    std::printf("%s\n", report.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
+    std::printf("%s\n", comparison.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
-    PrintSummary(report);
+    PrintComparison(comparison);
+  }
+  return reconciled ? kExitOk : kExitCheckFailed;
+}
+
+int BenchServe(const ParsedArgs& parsed) {
+  if (parsed.Given("--compare")) return BenchServeCompare(parsed);
+  auto config = ConfigFrom(parsed);
+  if (!config.ok()) return Fail(config.status(), kExitUsage, "envforge bench serve");
+  bool reconciled = true;
+  auto report = MeasureLoad(parsed, *config, parsed.Option("--trajectories"), &reconciled);
+  if (!report.ok()) return Fail(report.status(), ExitCodeFor(report.status()), "envforge bench serve");
+  if (parsed.Has("--json")) {
+    std::printf("%s\n", report->dump(2, ' ', false, Json::error_handler_t::replace).c_str());
+  } else {
+    PrintSummary(*report);
   }
   return reconciled ? kExitOk : kExitCheckFailed;
 }
@@ -481,7 +729,14 @@ std::vector<Command> BenchServeCommands() {
             "server's descriptors and memory.\n"
             "--trajectories FILE (the server's store): every episode the clients created must be recorded and "
             "ended with at least the steps the clients saw answered; exit 1 when lost > 0 or an episode is missing "
-            "or open.",
+            "or open. Behind a load balancer give every server's store, ID=PATH,ID=PATH,...: each episode must be "
+            "in exactly one, its owner's (the id in its handle); episodes whose server was lost end infra_error and "
+            "are not counted lost.\n"
+            "--compare URL runs the same load (same options, same clients) against --url and then against the "
+            "peer server at URL (bench/peers/aiohttp_env_server.py), prints both reports and the ratios (calls/s "
+            "envforge/peer; tools/call and session/create p50 and p99 peer/envforge: above 1, envforge is better); "
+            "with --json one object {envforge, peer, ratios}. --trajectories reconciles the envforge run only; "
+            "--chaos is refused.",
         .options =
             {{.name = "--url",
               .metavar = "URL",
@@ -512,8 +767,9 @@ std::vector<Command> BenchServeCommands() {
              {.name = "--answer", .metavar = "TEXT", .help = "the answer each episode submits", .default_text = "0"},
              {.name = "--token", .metavar = "T", .help = "the server's bearer token (or ENVFORGE_SERVE_TOKEN)"},
              {.name = "--trajectories",
-              .metavar = "FILE.sqlite",
-              .help = "the server's trajectory store: reconcile what the clients saw with it"},
+              .metavar = "FILE.sqlite|ID=FILE,...",
+              .help = "the server's trajectory store (a fleet's: every server's, comma-separated, ID=FILE or FILE): "
+                      "reconcile what the clients saw with it"},
              {.name = "--chaos", .help = "kill sessions and drop connections while the load runs", .section = chaos},
              {.name = "--chaos-drop-rate",
               .metavar = "PERMILLE",
@@ -536,6 +792,11 @@ std::vector<Command> BenchServeCommands() {
               .default_text = "1",
               .section = idle},
              {.name = "--idle-reopen", .help = "open each again when the server closes it", .section = idle},
+             {.name = "--compare",
+              .metavar = "URL",
+              .help = "run the same load against this peer server after --url and report both and their ratios "
+                      "(bench/peers/); not with --chaos",
+              .section = "comparison"},
              JsonOption("the report as JSON")}},
        BenchServe},
   };

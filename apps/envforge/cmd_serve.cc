@@ -10,7 +10,9 @@
 // show in the process list). SIGTERM or SIGINT drains: the listener closes, new sessions and tool
 // calls are refused (-32006), requests in flight finish and their answers are written (HTTP,
 // WebSocket and stdio alike), every session is closed (recorded as "shutdown") and the
-// trajectories are flushed; then the process exits 0.
+// trajectories are flushed; then the process exits 0. SIGUSR1 only stops new sessions (in a fleet,
+// before the SIGTERM: session/create answers -32006 while the open sessions go on; see
+// server/README.md, "A fleet behind HAProxy").
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -72,6 +74,7 @@ Result<UniqueFd> InstallSignalPipe() {
   action.sa_flags = SA_RESTART;
   ::sigaction(SIGTERM, &action, nullptr);
   ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGUSR1, &action, nullptr);
   // A client closing its end of a pipe must never kill the server (stdio mode writes to one).
   ::signal(SIGPIPE, SIG_IGN);
   return UniqueFd(fds[0]);
@@ -88,6 +91,17 @@ int WaitOnPipe(int fd) {
   }
 }
 
+// Waits for SIGTERM or SIGINT (returned; 0 when the pipe said "done"); each SIGUSR1 meanwhile
+// stops new sessions and waiting goes on.
+int WaitForStopSignal(int fd, RpcService& service) {
+  for (;;) {
+    int signal_number = WaitOnPipe(fd);
+    if (signal_number != SIGUSR1) return signal_number;
+    service.StopCreatingSessions();
+    std::fprintf(stderr, "envforge serve: SIGUSR1, no new sessions; the open ones go on until SIGTERM\n");
+  }
+}
+
 Result<RpcServiceOptions> ServiceOptionsFrom(const ParsedArgs& parsed) {
   RpcServiceOptions options;
   auto envs = parsed.Option("--envs");  // required by serve's declaration
@@ -100,11 +114,17 @@ Result<RpcServiceOptions> ServiceOptionsFrom(const ParsedArgs& parsed) {
   // processes still exiting.
   options.manager.max_sessions = std::max(options.manager.max_sessions, options.max_sessions + 64);
   options.session_ttl = std::chrono::seconds(ttl_seconds);
+  ENVFORGE_ASSIGN_OR_RETURN(long long warm_sessions, parsed.IntOption("--warm-sessions", 0, 100'000));
+  options.manager.warm_sessions = static_cast<size_t>(warm_sessions);
+  ENVFORGE_ASSIGN_OR_RETURN(long long zygotes, parsed.IntOption("--zygotes-per-env", 1, 64));
+  options.manager.zygotes_per_environment = static_cast<size_t>(zygotes);
   ENVFORGE_ASSIGN_OR_RETURN(long long kernel_pool, parsed.IntOption("--kernel-pool", 0, 1024));
   options.manager.kernel_pool_size = static_cast<size_t>(kernel_pool);
   ENVFORGE_ASSIGN_OR_RETURN(long long ready_copies, parsed.IntOption("--code-ready-copies", 0, 4096));
   options.manager.code_ready_copies = static_cast<size_t>(ready_copies);
   options.trajectories_path = parsed.OptionOr("--trajectories");
+  options.server_id = parsed.OptionOr("--server-id");
+  ENVFORGE_RETURN_IF_ERROR(server::ValidateServerId(options.server_id).WithContext("--server-id"));
   return options;
 }
 
@@ -120,7 +140,7 @@ int ServeStdio(RpcService& service, bool mcp, int signal_fd) {
     char done = 0;
     [[maybe_unused]] ssize_t ignored = ::write(g_signal_pipe_write, &done, 1);
   });
-  int signal_number = WaitOnPipe(signal_fd);
+  int signal_number = WaitForStopSignal(signal_fd, service);
   if (signal_number == 0) {
     reader.join();
     Status shutdown = service.Shutdown(kDrainGrace);
@@ -273,7 +293,7 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, HttpServerOptions o
     if (!written.ok()) return Fail(written.WithContext("envforge serve: --port-file"), kExitInfra);
   }
 
-  int signal_number = WaitOnPipe(signal_fd);
+  int signal_number = WaitForStopSignal(signal_fd, service);
   std::fprintf(stderr, "envforge serve: signal %d, draining\n", signal_number);
   (*server)->BeginDrain();
   if (!(*server)->WaitIdle(kDrainGrace)) {
@@ -357,7 +377,7 @@ int View(const ParsedArgs& parsed) {
     Status written = WriteFileAtomically(*port_file, std::to_string((*server)->port()) + "\n");
     if (!written.ok()) return Fail(written.WithContext("envforge view: --port-file"), kExitInfra);
   }
-  WaitOnPipe(signal_fd->get());
+  WaitForStopSignal(signal_fd->get(), **service);
   (*server)->Stop();
   return kExitOk;
 }
@@ -400,6 +420,17 @@ std::vector<OptionDecl> ServeOptions() {
        .help = "open sessions at most; past it -32003",
        .default_text = "1024",
        .section = service},
+      {.name = "--zygotes-per-env",
+       .metavar = "N",
+       .help = "zygote processes per environment, spawning its sessions in turn (spawns and reaps on N cores)",
+       .default_text = "2",
+       .section = service},
+      {.name = "--warm-sessions",
+       .metavar = "N",
+       .help = "per environment, sessions forked and isolated ahead of demand (from its first create; about "
+               "one session's memory each): a create or a verdict takes one instead of forking; 0: none",
+       .default_text = "64",
+       .section = service},
       {.name = "--session-ttl",
        .metavar = "SECONDS",
        .help = "a session idle this long is closed as \"expired\"",
@@ -413,6 +444,12 @@ std::vector<OptionDecl> ServeOptions() {
        .metavar = "DIR",
        .help = "with --trajectories, over HTTP: the viewer also shows the synthesis runs in DIR (envforge synth's run "
                "databases) at /ui/#/runs",
+       .section = service},
+      {.name = "--server-id",
+       .metavar = "ID",
+       .help =
+           "this server's name in a fleet behind a load balancer (letters, digits, '_'): handles become "
+           "s-ID-<hex> and session/create answers \"server\": ID; SIGUSR1 then stops new sessions (server/README.md)",
        .section = service},
       {.name = "--limits", .metavar = "JSON", .help = LimitsOption().help, .section = service},
       {.name = "--kernel-pool",
@@ -519,7 +556,7 @@ std::vector<Command> ServeCommands() {
             "GET /metrics (Prometheus); an OpenAI-compatible /v1 with --model or --backend",
         .details =
             "Every session is recorded with --trajectories. SIGTERM or SIGINT drains: calls in flight are answered "
-            "and recorded, sessions closed, exit 0.",
+            "and recorded, sessions closed, exit 0. SIGUSR1 stops new sessions only (a fleet's drain; --server-id).",
         .options = ServeOptions()},
        Serve},
       {{.name = "view",

@@ -122,14 +122,12 @@ int RunHelp(const std::vector<std::string>& rest) {
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command> table = [] {
     std::vector<Command> all;
-    for (auto* part : {EnvCommands,         SessionCommands,      AuditCommands,
-                       GenerateCommands,    RolloutCommands,      SynthCommands,
-                       SynthMergeCommands,  BenchSandboxCommands, BenchEngineCommands,
-                       BenchFramesCommands, BenchRolloutCommands, BenchKernelsCommands,
-                       BenchServeCommands,  BenchV1Commands,      BenchInterpreterCommands,
-                       BenchViewerCommands, ServeCommands,        TrajCommands,
-                       SearchCommands,      SearchSynthCommands,  CodeEnvCommands,
-                       CodeJunitCommands}) {
+    for (auto* part : {EnvCommands,         SessionCommands,     AuditCommands,        GenerateCommands,
+                       RolloutCommands,     SynthCommands,       SynthMergeCommands,   BenchSandboxCommands,
+                       BenchEngineCommands, BenchFramesCommands, BenchRolloutCommands, BenchKernelsCommands,
+                       BenchServeCommands,  BenchBurstCommands,  BenchV1Commands,      BenchInterpreterCommands,
+                       BenchViewerCommands, ServeCommands,       TrajCommands,         SearchCommands,
+                       SearchSynthCommands, CodeEnvCommands,     CodeJunitCommands}) {
       for (Command& command : part()) all.push_back(std::move(command));
     }
     return all;

@@ -40,6 +40,7 @@ std::vector<Command> BenchFramesCommands();       // bench frames
 std::vector<Command> BenchRolloutCommands();      // bench rollout --model DIR --env X --task T
 std::vector<Command> BenchKernelsCommands();      // bench kernels (CUDA)
 std::vector<Command> BenchServeCommands();        // bench serve --url URL
+std::vector<Command> BenchBurstCommands();        // bench burst --url URL (cmd_bench_burst.cc)
 std::vector<Command> BenchV1Commands();           // bench v1 --url URL
 std::vector<Command> BenchInterpreterCommands();  // bench interpreter X.envdb
 std::vector<Command> BenchViewerCommands();       // bench viewer

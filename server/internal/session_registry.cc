@@ -22,8 +22,8 @@ bool SessionRegistry::Commit(const std::shared_ptr<SessionEntry>& entry) {
   std::lock_guard lock(mutex_);
   if (reservations_ > 0) --reservations_;
   if (sealed_) return false;
-  std::string handle = NewHandle();
-  while (slots_.count(handle) != 0) handle = NewHandle();
+  std::string handle = NewHandle(server_id_);
+  while (slots_.count(handle) != 0) handle = NewHandle(server_id_);
   entry->handle = handle;
   slots_.emplace(std::move(handle), Slot{entry, 0, Clock::now()});
   return true;
@@ -93,11 +93,11 @@ size_t SessionRegistry::size() const {
   return slots_.size();
 }
 
-std::string SessionRegistry::NewHandle() {
+std::string SessionRegistry::NewHandle(const std::string& server_id) {
   static constexpr char kHex[] = "0123456789abcdef";
   thread_local std::random_device device;
-  std::string handle = "s-";
-  handle.reserve(26);
+  std::string handle = server_id.empty() ? "s-" : "s-" + server_id + "-";
+  handle.reserve(handle.size() + 24);
   for (int word = 0; word < 3; ++word) {
     uint32_t bits = device();
     for (int nibble = 0; nibble < 8; ++nibble) {

@@ -1,4 +1,6 @@
-// The service's sessions: opaque handles ("s-" + 24 hex digits) mapped to SessionManager ids, with
+// The service's sessions: opaque handles ("s-" + 24 hex digits, or "s-ID-" + 24 hex digits on a
+// server with an id, so that a load balancer can tell a session's owner from its handle alone)
+// mapped to SessionManager ids, with
 // what the service must remember per episode (its trajectory id, step count, whether its recording
 // ended) and what the TTL sweeper needs (requests in flight, last use).
 //
@@ -49,7 +51,9 @@ class SessionRegistry {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit SessionRegistry(size_t max_sessions) : max_sessions_(max_sessions) {}
+  // `server_id` (may be empty) goes into every handle: see NewHandle.
+  SessionRegistry(size_t max_sessions, std::string server_id)
+      : max_sessions_(max_sessions), server_id_(std::move(server_id)) {}
 
   enum class Reserve { kOk, kFull, kSealed };
   Reserve TryReserve();
@@ -73,8 +77,8 @@ class SessionRegistry {
 
   size_t size() const;
 
-  // "s-" + 24 lowercase hex digits from std::random_device.
-  static std::string NewHandle();
+  // "s-" + 24 lowercase hex digits from std::random_device; with a server id "s-ID-" + 24 hex.
+  static std::string NewHandle(const std::string& server_id = "");
 
  private:
   struct Slot {
@@ -83,6 +87,7 @@ class SessionRegistry {
     Clock::time_point last_used;
   };
   const size_t max_sessions_;
+  const std::string server_id_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, Slot> slots_;
   size_t reservations_ = 0;

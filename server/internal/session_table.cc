@@ -2,6 +2,7 @@
 #include "server/internal/session_table.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <utility>
 
@@ -31,6 +32,11 @@ Json ToolSpecs(const EnvBundle& bundle) {
   return tools;
 }
 
+// The "server" member of a new session's answer, on a server with an id (rpc_service.h).
+void AddServerId(const std::string& server_id, Json& answer) {
+  if (!server_id.empty()) answer["server"] = server_id;
+}
+
 Json CreatedJson(const SessionEntry& entry, const EnvBundle& bundle, const TaskRecord* task) {
   Json task_version = task ? Json(sandbox::TaskVersion(bundle.manifest.content_hash, *task)) : Json(nullptr);
   return Json{
@@ -48,10 +54,17 @@ Json CreatedJson(const SessionEntry& entry, const EnvBundle& bundle, const TaskR
 }
 
 Json ManagerStatsJson(const sandbox::ManagerStats& stats) {
-  return Json{{"live_sessions", stats.live_sessions},       {"sessions_open", stats.sessions_open},
-              {"sessions_created", stats.sessions_created}, {"sessions_forked", stats.sessions_forked},
-              {"sessions_died", stats.sessions_died},       {"calls", stats.calls},
-              {"zygote_starts", stats.zygote_starts},       {"zygotes_running", stats.zygotes_running}};
+  return Json{{"live_sessions", stats.live_sessions},
+              {"sessions_open", stats.sessions_open},
+              {"sessions_created", stats.sessions_created},
+              {"sessions_forked", stats.sessions_forked},
+              {"sessions_died", stats.sessions_died},
+              {"calls", stats.calls},
+              {"zygote_starts", stats.zygote_starts},
+              {"zygotes_running", stats.zygotes_running},
+              {"warm_ready", stats.warm_ready},
+              {"warm_taken", stats.warm_taken},
+              {"warm_missed", stats.warm_missed}};
 }
 
 // The outcome that ends an episode after this tool result, if any (the header's "Recording").
@@ -73,6 +86,11 @@ RpcError ShuttingDownError() {
   return MakeError(kRpcShuttingDown, "the server is shutting down; retry on another server");
 }
 
+// Answers session/create on a server that stopped creating (SessionTable::StopCreating).
+RpcError NotCreatingError() {
+  return MakeError(kRpcShuttingDown, "this server is draining: it takes no new sessions; create it on another server");
+}
+
 RpcError UnknownSessionError(const std::string& handle) {
   return MakeError(kRpcUnknownSession, "unknown session '" + handle + "' (closed, expired or never created)");
 }
@@ -81,11 +99,12 @@ RpcError UnknownSessionError(const std::string& handle) {
 // Setup and teardown.
 
 SessionTable::SessionTable(const RpcServiceOptions& options, RpcMetrics& metrics)
-    : options_(options), metrics_(metrics), registry_(options.max_sessions) {}
+    : options_(options), metrics_(metrics), registry_(options.max_sessions, options.server_id) {}
 
 Result<std::unique_ptr<SessionTable>> SessionTable::Open(const RpcServiceOptions& options, RpcMetrics& metrics) {
   if (options.max_sessions == 0) return InvalidArgumentError("max_sessions must be at least 1");
   if (options.session_ttl.count() <= 0) return InvalidArgumentError("session_ttl must be positive");
+  ENVFORGE_RETURN_IF_ERROR(ValidateServerId(options.server_id));
   std::unique_ptr<SessionTable> table(new SessionTable(options, metrics));
   ENVFORGE_ASSIGN_OR_RETURN(table->manager_, sandbox::SessionManager::Create(options.manager));
   ENVFORGE_RETURN_IF_ERROR(table->OpenEnvironments());
@@ -252,6 +271,7 @@ std::optional<RpcError> SessionTable::Reserve() {
 
 void SessionTable::Create(CreateRequest request, const std::string& client, Reply reply) {
   if (draining_) return reply(ShuttingDownError());
+  if (creating_stopped_) return reply(NotCreatingError());
   auto resolved = ResolveEnv(request.env);
   if (!resolved.ok()) {
     return reply(resolved.status().code() == StatusCode::kInvalidArgument
@@ -295,7 +315,9 @@ void SessionTable::FinishCreate(Result<SessionId> id, const EnvBundle& bundle, c
   }
   auto entry = Register(*id, bundle, task, seed, client, "", 0);
   if (!entry) return reply(ShuttingDownError());
-  reply(CreatedJson(*entry, bundle, task));
+  Json created = CreatedJson(*entry, bundle, task);
+  AddServerId(options_.server_id, created);
+  reply(std::move(created));
 }
 
 std::shared_ptr<SessionEntry> SessionTable::Register(uint64_t manager_id, const EnvBundle& bundle,
@@ -380,10 +402,12 @@ void SessionTable::FinishFork(Result<SessionId> id, const Lease& parent, const s
   }
   auto entry = Register(*id, *bundle, task, parent_entry->seed, client, parent_entry->episode_id, fork_step);
   if (!entry) return reply(ShuttingDownError());
-  reply(Json{{"session", entry->handle},
-             {"parent", parent_entry->handle},
-             {"fork_step", fork_step},
-             {"trajectory", entry->episode_id.empty() ? Json(nullptr) : Json(entry->episode_id)}});
+  Json forked{{"session", entry->handle},
+              {"parent", parent_entry->handle},
+              {"fork_step", fork_step},
+              {"trajectory", entry->episode_id.empty() ? Json(nullptr) : Json(entry->episode_id)}};
+  AddServerId(options_.server_id, forked);
+  reply(std::move(forked));
 }
 
 void SessionTable::Close(const std::string& handle, Reply reply) {
@@ -482,7 +506,9 @@ Json SessionTable::StatsJson() const {
     trajectories["write_errors"] = stats.write_errors;
     trajectories["last_error"] = stats.last_error;
   }
-  return Json{{"sessions",
+  return Json{{"server_id", options_.server_id.empty() ? Json(nullptr) : Json(options_.server_id)},
+              {"creating", !creating_stopped_.load() && !draining_.load()},
+              {"sessions",
                {{"live", registry_.size()},
                 {"max", options_.max_sessions},
                 {"created", sessions_created_.load()},
@@ -496,3 +522,16 @@ Json SessionTable::StatsJson() const {
 }
 
 }  // namespace envforge::server::internal
+
+namespace envforge::server {
+
+Status ValidateServerId(const std::string& server_id) {
+  bool valid = server_id.size() <= 32 && std::all_of(server_id.begin(), server_id.end(), [](char c) {
+                 return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+               });
+  if (valid) return Status::Ok();
+  return InvalidArgumentError("server id '" + server_id +
+                              "' must be 1-32 letters, digits or '_' (no '-': it goes into handles as s-ID-...)");
+}
+
+}  // namespace envforge::server

@@ -92,7 +92,8 @@ class SessionTable {
   Result<const sandbox::EnvBundle*> ResolveEnv(const std::string& key) const;
 
   // session/create: replies {"session", "env", "task", "prompt", "tools", "versions",
-  // "trajectory"}. Bad limits are -32602 naming params.limits; an unknown env or task -32002.
+  // "trajectory"} and "server" on a server with an id; -32006 once StopCreating ran. Bad limits are -32602 naming
+  // params.limits; an unknown env or task -32002.
   void Create(CreateRequest request, const std::string& client, Reply reply);
   // session/reset: the old handle goes, a new session of the same task replies as Create does.
   void Reset(const std::string& handle, const std::string& client, Reply reply);
@@ -113,9 +114,13 @@ class SessionTable {
   // tool calls.
   void BeginDrain() { draining_ = true; }
   bool draining() const { return draining_.load(); }
+  // From StopCreating on, Create answers -32006 (rpc_service.h, StopCreatingSessions); the
+  // sessions already open go on.
+  void StopCreating() { creating_stopped_ = true; }
   Status Shutdown(std::chrono::milliseconds grace);
 
-  // {"sessions": {live, max, created, closed, expired, ttl_ms}, "manager": {...}, "calls",
+  // {"server_id": ID or null, "creating": bool, "sessions": {live, max, created, closed, expired,
+  // ttl_ms}, "manager": {...}, "calls",
   // "outcomes": {name: count}, "trajectories": {enabled, path?, queue_depth?, ...}}.
   Json StatsJson() const;
   size_t size() const { return registry_.size(); }
@@ -156,6 +161,7 @@ class SessionTable {
   SessionRegistry registry_;
 
   std::atomic<bool> draining_{false};
+  std::atomic<bool> creating_stopped_{false};
   std::mutex shutdown_mutex_;
   bool shut_down_ = false;  // guarded by shutdown_mutex_
 

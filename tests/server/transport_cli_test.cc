@@ -295,6 +295,32 @@ TEST_SUITE("server.transport.cli") {
     REQUIRE(exit_code.has_value());
     CHECK(*exit_code == 0);
   }
+
+  TEST_CASE("bench burst: every round's creates answered, the sessions closed, warm sessions used") {
+    ServeProcess serve;
+    CommandOptions options;
+    options.timeout = std::chrono::seconds(120);
+    auto bench = RunCommand({Envforge(), "bench", "burst", "--url", serve.Url(), "--env", "manager_fixture", "--task",
+                             "sum_task", "--clients", "24", "--rounds", "3", "--pause-ms", "300", "--json"},
+                            options);
+    REQUIRE(bench.ok());
+    INFO(bench->stderr_text, bench->stdout_text, serve.child->StderrText());
+    REQUIRE(bench->exit_code == 0);
+    Json report = ParseJson(bench->stdout_text).value();
+    CHECK(report["failed"] == 0);
+    REQUIRE(report["rounds"].size() == 3);
+    for (const Json& round : report["rounds"]) {
+      CHECK(round["created"] == 24);
+      CHECK(round["create_ms"]["n"] == 24);
+      CHECK(round["close_ms"]["n"] == 24);  // held open until all 24 were created, then closed
+    }
+    auto stats = ProbeStats(serve.port);
+    REQUIRE(stats.has_value());
+    const Json& sessions = (*stats)["sessions"];
+    CHECK(sessions["created"] == 1 + 3 * 24);  // the warm-up's, then the bursts'
+    CHECK(sessions["live"] == 0);
+    CHECK((*stats)["manager"]["warm_taken"].get<int>() >= 24);  // serve's default pool: 64
+  }
 }
 
 }  // namespace

@@ -15,3 +15,23 @@ envforge_add_test(server_transport_test
   LABELS integration
   TIMEOUT 300)
 add_dependencies(server_transport_test envforge envforge-worker)
+
+# The aiohttp peer (bench/peers/aiohttp_env_server.py) under `envforge bench serve`, and
+# `bench serve --compare` against it and a real `envforge serve`; skipped, saying why, when
+# /usr/bin/python3 has no aiohttp.
+envforge_add_test(server_peer_compare_test
+  SOURCES
+    ${CMAKE_CURRENT_SOURCE_DIR}/transport_peer_compare_test.cc
+  LIBS envforge_server envforge_agents
+  LABELS integration
+  TIMEOUT 300)
+add_dependencies(server_peer_compare_test envforge envforge-worker)
+
+# A fleet behind HAProxy (scripts/fleet/haproxy.cfg.in): its own binary, so that the rest of the
+# transport suite runs without haproxy's minute of load.
+envforge_add_test(server_fleet_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/transport_fleet_test.cc
+  LIBS envforge_server envforge_agents
+  LABELS integration
+  TIMEOUT 300)
+add_dependencies(server_fleet_test envforge envforge-worker)
