@@ -6,7 +6,8 @@
 // The rounds are --pause-ms apart, the time a server has to refill what a burst took (its warm
 // sessions, `envforge serve --warm-sessions`). Reported per round and over all rounds: the
 // create latency (p50, p99, max; from writing the request to reading the answer), the creates
-// that failed (a session that could not start is a failure: exit 1) and the close latency.
+// that failed (a session that could not start is a failure: exit 1) and the close latency. A round
+// in which no create was answered ends the run (the rounds left count as failed).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -115,7 +116,15 @@ int BenchBurst(const ParsedArgs& parsed) {
     PrintRound(result->report);
     all_creates.insert(all_creates.end(), result->create_ms.begin(), result->create_ms.end());
     failed += result->failed;
+    const bool none_created = result->report["created"] == 0;
     rounds.push_back(std::move(result->report));
+    if (none_created) {
+      // Nothing answered a single create: the server is gone or refusing; more rounds would only
+      // wait out the clients' connection retries.
+      std::fprintf(stderr, "bench burst: round %zu created nothing; stopping\n", round + 1);
+      failed += (config->rounds - round - 1) * config->load.sessions;
+      break;
+    }
   }
   Json report{{"url", config->url},
               {"transport", config->load.websocket ? "ws" : "http"},

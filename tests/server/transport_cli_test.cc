@@ -321,6 +321,44 @@ TEST_SUITE("server.transport.cli") {
     CHECK(sessions["live"] == 0);
     CHECK((*stats)["manager"]["warm_taken"].get<int>() >= 24);  // serve's default pool: 64
   }
+
+  TEST_CASE("SIGTERM during bursts of creates: exit 0, every session a client saw created recorded and ended") {
+    ServeProcess serve;
+    CommandOptions options;
+    options.timeout = std::chrono::seconds(180);
+    auto bench = std::async(std::launch::async, [&] {
+      return RunCommand({Envforge(), "bench", "burst", "--url", serve.Url(), "--env", "manager_fixture", "--task",
+                         "sum_task", "--clients", "200", "--rounds", "30", "--pause-ms", "0", "--json"},
+                        options);
+    });
+    bool bursting = WaitFor(
+        [&] {
+          auto stats = ProbeStats(serve.port);
+          return stats && (*stats)["sessions"].value("created", 0) >= 300;
+        },
+        std::chrono::seconds(60));
+    REQUIRE(bursting);
+    serve.child->Signal(SIGTERM);
+    auto exit_code = serve.child->Wait(std::chrono::seconds(60));
+    INFO(serve.child->StderrText());
+    REQUIRE(exit_code.has_value());
+    CHECK(*exit_code == 0);
+    auto output = bench.get();
+    REQUIRE(output.ok());
+    INFO(output->stderr_text);
+    Json report = ParseJson(output->stdout_text).value();
+    int64_t seen_created = 0;
+    for (const Json& round : report["rounds"]) seen_created += round["created"].get<int64_t>();
+    CHECK(seen_created >= 300);
+    auto reader = agents::TrajectoryReader::Open(serve.trajectories);
+    REQUIRE(reader.ok());
+    auto counts = (*reader)->Count();
+    REQUIRE(counts.ok());
+    // The warm-up's session, then every burst's; a create answered as the connection closed may be
+    // recorded without its client having seen it.
+    CHECK(counts->episodes >= seen_created + 1);
+    CHECK(counts->open_episodes == 0);
+  }
 }
 
 }  // namespace
