@@ -17,6 +17,7 @@
 
 #include "apps/envforge/cli_args.h"
 #include "apps/envforge/commands.h"
+#include "apps/envforge/load_target.h"
 #include "apps/envforge/percentiles.h"
 #include "base/json.h"
 #include "server/load_client.h"
@@ -34,27 +35,18 @@ struct BurstConfig {
 
 Result<BurstConfig> BurstConfigFrom(const ParsedArgs& parsed) {
   BurstConfig config;
-  config.url = *parsed.Option("--url");  // --url, --env and --task are required by the declaration
+  config.url = *parsed.Option("--url");  // required by the declaration
   server::LoadOptions& load = config.load;
-  ENVFORGE_RETURN_IF_ERROR(
-      server::ParseLoadUrl(config.url, parsed.OptionOr("--transport"), &load).WithContext("--url"));
-  load.env = *parsed.Option("--env");
-  load.task = *parsed.Option("--task");
-  load.token = parsed.OptionOr("--token");
-  if (load.token.empty()) {
-    if (const char* from_env = std::getenv("ENVFORGE_SERVE_TOKEN"); from_env != nullptr) load.token = from_env;
-  }
+  ENVFORGE_RETURN_IF_ERROR(LoadTargetFrom(parsed, &load));
   ENVFORGE_ASSIGN_OR_RETURN(long long clients, parsed.IntOption("--clients", 1, 20'000));
   ENVFORGE_ASSIGN_OR_RETURN(long long rounds, parsed.IntOption("--rounds", 1, 10'000));
   ENVFORGE_ASSIGN_OR_RETURN(long long pause_ms, parsed.IntOption("--pause-ms", 0, 3'600'000));
-  ENVFORGE_ASSIGN_OR_RETURN(long long io_threads, parsed.IntOption("--io-threads", 1, 16));
   load.sessions = load.concurrency = static_cast<size_t>(clients);
   load.steps = 0;
   load.submit = false;
   load.connect_first = true;
   load.hold_sessions = true;
-  load.tool = "-";  // no tools/call is made; the load client only requires a name
-  load.io_threads = static_cast<int>(io_threads);
+  load.tool = std::string("none: a burst makes no tools/call");  // the load client requires a name
   config.rounds = static_cast<size_t>(rounds);
   config.pause = std::chrono::milliseconds(pause_ms);
   return config;
@@ -154,30 +146,16 @@ std::vector<Command> BenchBurstCommands() {
         .summary = "bursts of session creation against a running server: create latency per round, failures",
         .details = "Each round, C clients connect first; once all are connected they send session/create at the same "
                    "moment; the sessions are closed once every create was answered. Rounds are --pause-ms apart (a "
-                   "server refills its warm "
-                   "sessions meanwhile: envforge serve --warm-sessions). Exit 1 when a create failed.",
-        .options = {{.name = "--url",
-                     .metavar = "URL",
-                     .help = "ws://HOST:PORT[/ws] or http://HOST:PORT[/rpc] of a running envforge serve",
-                     .required = true},
-                    {.name = "--env", .metavar = "E", .help = "the environment's name", .required = true},
-                    {.name = "--task", .metavar = "T", .help = "the task of every session", .required = true},
-                    {.name = "--clients",
-                     .metavar = "C",
-                     .help = "creates at once (one connection each)",
-                     .default_text = "256"},
-                    {.name = "--rounds", .metavar = "K", .help = "bursts", .default_text = "10"},
-                    {.name = "--pause-ms", .metavar = "MS", .help = "before each burst", .default_text = "3000"},
-                    {.name = "--transport",
-                     .metavar = "ws|http",
-                     .help = "WebSocket or HTTP keep-alive",
-                     .default_text = "ws"},
-                    {.name = "--io-threads",
-                     .metavar = "N",
-                     .help = "threads running the clients (1..16)",
-                     .default_text = "1"},
-                    {.name = "--token", .metavar = "T", .help = "the server's bearer token (or ENVFORGE_SERVE_TOKEN)"},
-                    JsonOption("the figures as JSON")}},
+                   "server refills its warm sessions meanwhile: envforge serve --warm-sessions). A round in which no "
+                   "create was answered ends the run. Exit 1 when a create failed.",
+        .options = WithLoadTarget(
+            {{.name = "--clients",
+              .metavar = "C",
+              .help = "creates at once (one connection each)",
+              .default_text = "256"},
+             {.name = "--rounds", .metavar = "K", .help = "bursts", .default_text = "10"},
+             {.name = "--pause-ms", .metavar = "MS", .help = "before each burst", .default_text = "3000"},
+             JsonOption("the figures as JSON")})},
        BenchBurst},
   };
 }

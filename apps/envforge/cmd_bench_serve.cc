@@ -61,6 +61,7 @@
 #include "apps/envforge/commands.h"
 #include "apps/envforge/percentiles.h"
 #include "apps/envforge/idle_flood.h"
+#include "apps/envforge/load_target.h"
 #include "base/json.h"
 #include "server/load_client.h"
 #include "server/rpc_client.h"
@@ -374,26 +375,17 @@ struct BenchConfig {
 
 Result<BenchConfig> ConfigFrom(const ParsedArgs& parsed) {
   BenchConfig config;
-  config.url = *parsed.Option("--url");  // --url, --env and --task are required by the declaration
+  config.url = *parsed.Option("--url");  // required by the declaration
   server::LoadOptions& load = config.load;
-  load.env = *parsed.Option("--env");
-  load.task = *parsed.Option("--task");
-  ENVFORGE_RETURN_IF_ERROR(
-      server::ParseLoadUrl(config.url, parsed.OptionOr("--transport"), &load).WithContext("--url"));
-  load.token = parsed.OptionOr("--token");
-  if (load.token.empty()) {
-    if (const char* from_env = std::getenv("ENVFORGE_SERVE_TOKEN"); from_env != nullptr) load.token = from_env;
-  }
+  ENVFORGE_RETURN_IF_ERROR(LoadTargetFrom(parsed, &load));
   ENVFORGE_ASSIGN_OR_RETURN(long long sessions, parsed.IntOption("--sessions", 1, 10'000'000));
   ENVFORGE_ASSIGN_OR_RETURN(long long steps, parsed.IntOption("--steps", 0, 100'000));
   ENVFORGE_ASSIGN_OR_RETURN(long long concurrency, parsed.IntOption("--concurrency", 1, 20'000));
-  ENVFORGE_ASSIGN_OR_RETURN(long long io_threads, parsed.IntOption("--io-threads", 1, 16));
   ENVFORGE_ASSIGN_OR_RETURN(long long drop_permille, parsed.IntOption("--chaos-drop-rate", 0, 1000));
   ENVFORGE_ASSIGN_OR_RETURN(long long kill_interval, parsed.IntOption("--chaos-interval-ms", 1, 3'600'000));
   load.sessions = static_cast<size_t>(sessions);
   load.steps = static_cast<size_t>(steps);
   load.concurrency = static_cast<size_t>(concurrency);
-  load.io_threads = static_cast<int>(io_threads);
   config.chaos = parsed.Has("--chaos");
   load.drop_rate = config.chaos ? static_cast<double>(drop_permille) / 1000.0 : 0.0;  // the drops are part of --chaos
   config.kill_interval = std::chrono::milliseconds(kill_interval);
@@ -737,24 +729,10 @@ std::vector<Command> BenchServeCommands() {
             "envforge/peer; tools/call and session/create p50 and p99 peer/envforge: above 1, envforge is better); "
             "with --json one object {envforge, peer, ratios}. --trajectories reconciles the envforge run only; "
             "--chaos is refused.",
-        .options =
-            {{.name = "--url",
-              .metavar = "URL",
-              .help = "ws://HOST:PORT[/ws] or http://HOST:PORT[/rpc] of a running envforge serve",
-              .required = true},
-             {.name = "--env", .metavar = "E", .help = "the environment's name", .required = true},
-             {.name = "--task", .metavar = "T", .help = "the task of every session", .required = true},
-             {.name = "--sessions", .metavar = "N", .help = "episodes in all", .default_text = "1000"},
+        .options = WithLoadTarget(
+            {{.name = "--sessions", .metavar = "N", .help = "episodes in all", .default_text = "1000"},
              {.name = "--steps", .metavar = "N", .help = "tools/call per episode", .default_text = "20"},
              {.name = "--concurrency", .metavar = "C", .help = "clients (connections) at once", .default_text = "256"},
-             {.name = "--transport",
-              .metavar = "ws|http",
-              .help = "WebSocket or HTTP keep-alive",
-              .default_text = "ws"},
-             {.name = "--io-threads",
-              .metavar = "N",
-              .help = "threads running the clients (1..16)",
-              .default_text = "1"},
              {.name = "--tool",
               .metavar = "NAME",
               .help = "the tool called",
@@ -765,7 +743,6 @@ std::vector<Command> BenchServeCommands() {
               .help = "the tool's arguments, a JSON object",
               .default_text = "{}"},
              {.name = "--answer", .metavar = "TEXT", .help = "the answer each episode submits", .default_text = "0"},
-             {.name = "--token", .metavar = "T", .help = "the server's bearer token (or ENVFORGE_SERVE_TOKEN)"},
              {.name = "--trajectories",
               .metavar = "FILE.sqlite|ID=FILE,...",
               .help = "the server's trajectory store (a fleet's: every server's, comma-separated, ID=FILE or FILE): "
@@ -797,7 +774,7 @@ std::vector<Command> BenchServeCommands() {
               .help = "run the same load against this peer server after --url and report both and their ratios "
                       "(bench/peers/); not with --chaos",
               .section = "comparison"},
-             JsonOption("the report as JSON")}},
+             JsonOption("the report as JSON")})},
        BenchServe},
   };
 }
