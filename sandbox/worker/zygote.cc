@@ -57,6 +57,7 @@ namespace envforge::sandbox::worker {
 namespace {
 
 constexpr size_t kWarmChildren = 3;
+constexpr size_t kMaxDeferredCloses = 64;
 constexpr size_t kRecentExits = 256;
 constexpr int kIdleWorkDelayMs = 2;
 constexpr int kReleaseRetryMs = 100;
@@ -217,7 +218,7 @@ class Zygote {
   uint64_t spawn_count_ = 0;
   std::deque<std::pair<pid_t, int>> recent_exits_;     // reaped unknown children: pid, wait status
   std::map<pid_t, std::optional<CgroupSlot>> doomed_;  // killed before becoming sessions
-  std::vector<UniqueFd> deferred_closes_;              // assignment channels, closed when idle
+  std::deque<UniqueFd> deferred_closes_;               // assignment channels, closed when idle
 };
 
 void Zygote::Send(const Json& frame) {
@@ -565,6 +566,9 @@ void Zygote::HandleSpawn(const Json& message, UniqueFd socket) {
   // Closing a unix socket while a passed descriptor may still be in flight runs the kernel's
   // SCM_RIGHTS garbage collector (up to milliseconds): close the channel later, when idle.
   deferred_closes_.push_back(std::move(child.channel));
+  // Under a load that never leaves the zygote idle they would pile up until the descriptor limit
+  // (a spawn then fails with EMFILE): past a bound the oldest go now, long since read.
+  while (deferred_closes_.size() > kMaxDeferredCloses) deferred_closes_.pop_front();
   Send({{"op", "spawned"}, {"id", id}, {"pid", child.pid}});
 }
 
