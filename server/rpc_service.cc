@@ -93,6 +93,7 @@ class RpcService::Impl {
   }
   void BeginDrain() { sessions_->BeginDrain(); }
   void StopCreatingSessions() { sessions_->StopCreating(); }
+  bool creating() const { return sessions_->creating(); }
   Status Shutdown(std::chrono::milliseconds grace);
 
   Metrics& metrics() { return metrics_; }
@@ -250,6 +251,7 @@ void RpcService::HandleJsonAsync(Json message, const RequestContext& context,
 
 void RpcService::BeginDrain() { impl_->BeginDrain(); }
 void RpcService::StopCreatingSessions() { impl_->StopCreatingSessions(); }
+bool RpcService::creating() const { return impl_->creating(); }
 Status RpcService::Shutdown(std::chrono::milliseconds grace) { return impl_->Shutdown(grace); }
 Metrics& RpcService::metrics() { return impl_->metrics(); }
 sandbox::SessionManager& RpcService::manager() { return impl_->sessions().manager(); }

@@ -125,8 +125,13 @@ class RpcService {
   // A gentler drain for a fleet: from now on session/create answers -32006 ("create it on another
   // server") while the sessions already open go on (tool calls, submit, close, fork, reset), so a
   // client holding a connection to this server moves its next episode elsewhere. server/stats
-  // then says "creating": false. Idempotent; BeginDrain and Shutdown still follow.
+  // then says "creating": false, and GET /health answers 503 {"status": "not_creating"}, so that a
+  // balancer's health check stops sending this server new sessions (its sessions' own requests are
+  // still routed to it: server/README.md "A fleet behind HAProxy"). Idempotent; BeginDrain and
+  // Shutdown still follow.
   void StopCreatingSessions();
+  // False after StopCreatingSessions or BeginDrain. Any thread.
+  bool creating() const;
   Status Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(10'000));
 
   Metrics& metrics();

@@ -790,10 +790,17 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
 
   void SendHealth() {
     auto stats = shared_->service().manager().Stats();
-    Json health{{"status", shared_->draining() ? "draining" : "ok"},
+    // A server that takes no new sessions (SIGUSR1) fails the check: a balancer then sends it no
+    // new episodes, while its sessions' requests still reach it (forced persistence).
+    const bool not_creating = !shared_->draining() && !shared_->service().creating();
+    Json health{{"status", shared_->draining() ? "draining"
+                           : not_creating      ? "not_creating"
+                                               : "ok"},
                 {"sessions", stats.sessions_open},
                 {"uptime", shared_->UptimeSeconds()}};
-    Send(MakeResponse(http::status::ok, DumpJson(health), "application/json"), false);
+    Send(MakeResponse(not_creating ? http::status::service_unavailable : http::status::ok, DumpJson(health),
+                      "application/json"),
+         false);
   }
 
   void SendDecision(bool close) {

@@ -117,6 +117,7 @@ class SessionTable {
   // From StopCreating on, Create answers -32006 (rpc_service.h, StopCreatingSessions); the
   // sessions already open go on.
   void StopCreating() { creating_stopped_ = true; }
+  bool creating() const { return !creating_stopped_.load() && !draining_.load(); }
   Status Shutdown(std::chrono::milliseconds grace);
 
   // {"server_id": ID or null, "creating": bool, "sessions": {live, max, created, closed, expired,

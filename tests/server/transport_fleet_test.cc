@@ -232,6 +232,15 @@ void CheckReconciled(const Json& report) {
   CHECK(reconciliation["episodes_started"] == report["sessions"]["created"]);
 }
 
+// GET /health's status and body, over a connection of its own.
+std::pair<int, std::string> Health(uint16_t port) {
+  RawConnection probe(port);
+  if (!probe.Send(HttpRequestText("GET", "/health", "", {"Connection: close"}))) return {0, ""};
+  auto response = probe.ReadResponse();
+  if (!response) return {0, ""};
+  return {response->status, response->body};
+}
+
 TEST_SUITE("server.transport.fleet") {
   TEST_CASE("--server-id names the server in handles and answers; SIGUSR1 stops new sessions, open ones go on") {
     ServeProcess serve({"--server-id", "a1"});
@@ -243,12 +252,17 @@ TEST_SUITE("server.transport.fleet") {
     CHECK(session.size() == 5 + 24);
     CHECK(created["server"] == "a1");
     CHECK(MustCall(**client, "server/stats")["server_id"] == "a1");
+    CHECK(Health(serve.port).first == 200);
 
     serve.child->Signal(SIGUSR1);
     REQUIRE(WaitFor([&] { return MustCall(**client, "server/stats")["creating"] == false; }, std::chrono::seconds(10)));
     auto refused = (*client)->Call("session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
     REQUIRE_FALSE(refused.ok());
     CHECK(Contains(refused.status().message(), "another server"));
+    // The balancer's health check now fails, so it sends this server no new sessions.
+    auto [status, body] = Health(serve.port);
+    CHECK(status == 503);
+    CHECK(Contains(body, "not_creating"));
     CHECK(MustCall(**client, "tools/call", Json{{"session", session}, {"name", "incr"}})["outcome"] == "ok");
     MustCall(**client, "session/close", Json{{"session", session}});
     serve.child->Signal(SIGTERM);
