@@ -323,11 +323,11 @@ class SessionManager::Impl {
   // A warm session becomes the caller's session of `task_id`.
   void HandOutWarm(const std::shared_ptr<Session>& session, const std::string& task_id,
                    std::function<void(Result<SessionId>)> done);
-  // Gives a session taken from a pool its task (wire.h "bind"), queued before anything else it is
-  // asked; should the session refuse, it is killed, and its calls answer why.
-  void BindTask(Session& session, const std::string& task_id);
-  // A created warm session is bound with its first request (call, solve or fork), not at create:
-  // a burst of creates then wakes no session process.
+  // A session taken from a pool gets its task: bound (wire.h "bind") with its first request (a
+  // call, solve, fork or judgement), not when taken, so a burst of creates wakes no session
+  // process. SendPendingBind queues that bind ahead of the request; should the session refuse, it
+  // is killed, and its calls answer why.
+  static void AssignTask(Session& session, const std::string& task_id);
   void SendPendingBind(Session& session);
   // Sends a ready judge process its one "judge" request; it is closed once it answered.
   void RunJudgement(const std::shared_ptr<Session>& process, Judge judge, const SandboxLimits& limits,
@@ -1273,7 +1273,7 @@ void SessionManager::Impl::JudgeInFreshProcess(const std::shared_ptr<const Envir
     if (warm) {
       ++judges_;
       warm->judge = true;
-      BindTask(*warm, task_id);
+      AssignTask(*warm, task_id);
       return RunJudgement(warm, judge, limits, std::move(answers), std::move(finish));
     }
   }
@@ -1304,6 +1304,7 @@ void SessionManager::Impl::RunJudgement(const std::shared_ptr<Session>& process,
   Json request{
       {"op", "judge"}, {"judge", judge == Judge::kOracle ? "oracle" : "verifier"}, {"answers", std::move(answers)}};
   std::weak_ptr<Session> weak = process;
+  SendPendingBind(*process);
   process->channel->Request(std::move(request), deadline, {},
                             [this, weak, expected, finish = std::move(finish)](SessionReply reply) mutable {
                               // One judgement per process: it goes as soon as it answered (outside the
@@ -1392,20 +1393,19 @@ void SessionManager::Impl::HandOutWarm(const std::shared_ptr<Session>& session, 
   ++live_;
   session->created = true;
   ++stats_.sessions_created;
-  session->task_id = task_id;
-  session->bind_pending = !task_id.empty();
+  AssignTask(*session, task_id);
   done(session->id);
+}
+
+void SessionManager::Impl::AssignTask(Session& session, const std::string& task_id) {
+  session.task_id = task_id;
+  session.bind_pending = !task_id.empty();
 }
 
 void SessionManager::Impl::SendPendingBind(Session& session) {
   if (!session.bind_pending) return;
   session.bind_pending = false;
-  BindTask(session, session.task_id);
-}
-
-void SessionManager::Impl::BindTask(Session& session, const std::string& task_id) {
-  session.task_id = task_id;
-  if (task_id.empty()) return;
+  const std::string& task_id = session.task_id;
   std::weak_ptr<SessionChannel> weak = session.channel;
   session.channel->Request(Json{{"op", "bind"}, {"task", task_id}}, HardDeadline(session.limits), {},
                            [this, weak, task_id](SessionReply reply) {

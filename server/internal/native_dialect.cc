@@ -25,12 +25,6 @@ Json ResultJson(ToolResult result) {
   return json;
 }
 
-Json ToolSpecs(const EnvBundle& bundle) {
-  Json tools = Json::array();
-  for (const auto& tool : bundle.tools) tools.push_back(toolsets::ToJson(tool.spec));
-  return tools;
-}
-
 RpcError UnknownEnv(const Status& status) {
   return MakeError(kRpcUnknownEnv, status.message(), Json{{"field", "params.env"}});
 }

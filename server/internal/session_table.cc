@@ -26,12 +26,6 @@ int64_t UnixMicrosNow() {
       .count();
 }
 
-Json ToolSpecs(const EnvBundle& bundle) {
-  Json tools = Json::array();
-  for (const auto& tool : bundle.tools) tools.push_back(toolsets::ToJson(tool.spec));
-  return tools;
-}
-
 // The "server" member of a new session's answer, on a server with an id (rpc_service.h).
 void AddServerId(const std::string& server_id, Json& answer) {
   if (!server_id.empty()) answer["server"] = server_id;
@@ -81,6 +75,12 @@ std::optional<agents::EpisodeOutcome> EndingOutcome(bool is_submit, const ToolRe
 }
 
 }  // namespace
+
+Json ToolSpecs(const EnvBundle& bundle) {
+  Json tools = Json::array();
+  for (const auto& tool : bundle.tools) tools.push_back(toolsets::ToJson(tool.spec));
+  return tools;
+}
 
 RpcError ShuttingDownError() {
   return MakeError(kRpcShuttingDown, "the server is shutting down; retry on another server");

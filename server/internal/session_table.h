@@ -65,6 +65,9 @@ class Lease {
   std::shared_ptr<SessionEntry> entry_;
 };
 
+// An environment's tools as the native dialect shows them: [{name, description, inputSchema}].
+Json ToolSpecs(const sandbox::EnvBundle& bundle);
+
 // What session/create needs, whichever dialect asked.
 struct CreateRequest {
   std::string env;   // id, unique id prefix or name
