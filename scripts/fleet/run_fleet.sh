@@ -35,12 +35,12 @@ start_server() {
 
 # One command on HAProxy's admin socket; prints its answer.
 admin() {
-  python3 -c 'import socket, sys
+  /usr/bin/python3 -c 'import socket, sys
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.argv[2].encode() + b"\n")
 print(s.makefile().read().strip())' "$DIR/admin.sock" "$1"
 }
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 for id in s1 s2 s3; do start_server "$id"; done
 FRONTEND_PORT=$(free_port)
@@ -81,7 +81,7 @@ if [[ -n "$DRAIN_AFTER" ]]; then
   for _ in $(seq 1 300); do  # its open sessions finish (30 s at most)
     live=$(curl -s -H 'Content-Type: application/json' -X POST "http://127.0.0.1:$(cat "$DIR/s2.port")/rpc" \
       -d '{"jsonrpc":"2.0","id":1,"method":"server/stats"}' |
-      python3 -c 'import json, sys; print(json.load(sys.stdin)["result"]["sessions"]["live"])' || echo "?")
+      /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["result"]["sessions"]["live"])' || echo "?")
     [[ "$live" == 0 ]] && break
     sleep 0.1
   done
