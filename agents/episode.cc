@@ -78,7 +78,9 @@ class EpisodeRun {
                         {"max_tokens", options_.max_tokens},
                         {"max_tokens_per_turn", options_.max_tokens_per_turn},
                         {"context_strategy", std::string(ContextStrategyName(options_.context_strategy))},
-                        {"context_window", spec_.context_window}};
+                        {"context_window", spec_.context_window},
+                        {"record_routing", options_.record_routing},
+                        {"record_kept_sets", options_.record_kept_sets}};
       start.rollout_id = spec_.rollout_id;
       start.sample_index = spec_.sample_index;
       result_.episode_id = store_->BeginEpisode(std::move(start));
@@ -148,6 +150,8 @@ class EpisodeRun {
     inference::CompletionRequest request = BaseRequest();
     request.messages = messages_;
     request.continue_from = handle_;
+    request.record_routing = options_.record_routing;
+    request.record_kept_sets = options_.record_kept_sets;
     const int64_t turn = result_.turns;
     request.sampling.seed = TurnSeed(options_.sampling.seed, spec_.task->id, spec_.sample_index, turn);
     request.max_tokens = std::min(options_.max_tokens_per_turn, options_.max_tokens - result_.generated_tokens);
@@ -197,7 +201,8 @@ class EpisodeRun {
     return request;
   }
 
-  void RecordTurn(const inference::Completion& completion, int64_t turn, int64_t started_us, double duration_us) {
+  // Moves the completion's routing and kept ids (which nothing after it reads) into the record.
+  void RecordTurn(inference::Completion& completion, int64_t turn, int64_t started_us, double duration_us) {
     ChatMessage message = completion.message;
     message.role = "assistant";
     if (!completion.parse_error.empty()) {
@@ -216,6 +221,11 @@ class EpisodeRun {
     record.output_tokens = completion.tokens;
     record.logprobs = completion.logprobs;
     record.kept_counts = completion.kept_counts;
+    record.routing_start = completion.routing_start;
+    record.routing_width = completion.routing_width;
+    record.routing = std::move(completion.routing);
+    record.kept_vocab = completion.kept_vocab;
+    record.kept_ids = std::move(completion.kept_ids);
     record.finish_reason = completion.finish_reason;
     record.parse_error = completion.parse_error;
     record.raw_text = completion.text;

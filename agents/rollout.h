@@ -70,6 +70,12 @@ struct RolloutOptions {
   int64_t max_tokens = 16384;          // generated tokens per episode
   int64_t max_tokens_per_turn = 2048;  // generated tokens per model turn
   inference::SamplingParams sampling;  // seed: the run's seed
+  // The DeepSeek-V3.2 paper's (3.1) keep routing and keep sampling mask: every model turn asks the
+  // backend to record its routed experts / kept sets (inference/backend.h, CompletionRequest) and
+  // the store keeps them with the turn (ModelTurnRecord). Embedded backend only; off: nothing is
+  // recorded or costs. Summary requests of context management never record.
+  bool record_routing = false;
+  bool record_kept_sets = false;
   ContextStrategy context_strategy = ContextStrategy::kNone;
   int64_t context_window = 0;  // tokens; 0: the backend's (none known: no context management)
   double context_threshold = 0.8;

@@ -40,7 +40,7 @@
 namespace envforge::agents {
 namespace {
 
-constexpr int kFormatVersion = 2;
+constexpr int kFormatVersion = 3;
 constexpr int kBusyTimeoutWriterMs = 250;
 constexpr int kBusyTimeoutReaderMs = 5000;
 constexpr std::chrono::milliseconds kFirstBackoff{10};
@@ -99,6 +99,20 @@ CREATE TABLE context_events(
 UPDATE _meta SET value = '2' WHERE key = 'format_version';
 )SQL";
 
+// Format 2 -> 3: keep routing and keep sampling mask on model turns; NULL: not recorded.
+constexpr const char* kMigrateV2ToV3 = R"SQL(
+ALTER TABLE model_turns ADD COLUMN routing_start INTEGER;
+ALTER TABLE model_turns ADD COLUMN routing_width INTEGER;
+ALTER TABLE model_turns ADD COLUMN routing BLOB;
+ALTER TABLE model_turns ADD COLUMN kept_vocab INTEGER;
+ALTER TABLE model_turns ADD COLUMN kept_ids BLOB;
+UPDATE _meta SET value = '3' WHERE key = 'format_version';
+)SQL";
+
+// The migrations in order: kMigrations[v - 1] brings format v to v + 1.
+constexpr const char* kMigrations[] = {kMigrateV1ToV2, kMigrateV2ToV3};
+static_assert(std::size(kMigrations) == kFormatVersion - 1);
+
 constexpr const char* kSummaryColumns =
     "id, env_id, env_name, task_id, task_version, verifier_version, seed, parent_id, fork_step, client, "
     "started_at_us, ended_at_us, outcome, answer, verdict, steps, kind, backend, model, sampling, rollout_id, "
@@ -141,10 +155,14 @@ SqlValue TextOrNull(const std::string& text) {
 
 // --- Token vectors as BLOBs of little-endian fixed-width values (see the header) ---------------
 
+// The unsigned integer of T's width (T: int16_t, int32_t, int64_t, double).
+template <typename T>
+using BitsOf = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+
 template <typename T>
 std::vector<uint8_t> PackLittleEndian(const std::vector<T>& values) {
-  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
-  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
+  using Bits = BitsOf<T>;
   std::vector<uint8_t> bytes;
   bytes.reserve(values.size() * sizeof(T));
   for (T value : values) {
@@ -158,7 +176,7 @@ std::vector<uint8_t> PackLittleEndian(const std::vector<T>& values) {
 // the column).
 template <typename T>
 Result<std::vector<T>> UnpackLittleEndian(const SqlValue& value, const std::string& what) {
-  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  using Bits = BitsOf<T>;
   if (std::holds_alternative<std::monostate>(value)) return std::vector<T>();
   const auto* bytes = std::get_if<std::vector<uint8_t>>(&value);
   if (bytes == nullptr) return DataLossError(what + " is not a BLOB");
@@ -222,18 +240,30 @@ Result<int> ReadFormatVersion(Database& db, const std::string& path) {
   return version;
 }
 
-// Brings a format-1 store to kFormatVersion in one transaction: a failure (or a crash) leaves it
-// at format 1, never half migrated. The version is read again under the write lock, so two
+// Runs the migrations from format `version` up to kFormatVersion (inside the caller's
+// transaction); an error names the step that failed.
+Status ApplyMigrations(Database& db, const std::string& path, int version) {
+  for (int from = version; from < kFormatVersion; ++from) {
+    Status migrated = db.Exec(kMigrations[from - 1]);
+    if (!migrated.ok()) {
+      return InternalError(path + ": migrating the trajectory store from format " + std::to_string(from) + " to " +
+                           std::to_string(from + 1) + ": " + migrated.message());
+    }
+  }
+  return Status::Ok();
+}
+
+// Brings an older store to kFormatVersion in one transaction: a failure (or a crash) leaves it at
+// its format, never half migrated. The version is read again under the write lock, so two
 // processes opening the same old file migrate it once.
 Status Migrate(Database& db, const std::string& path) {
   ENVFORGE_ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db));
   ENVFORGE_ASSIGN_OR_RETURN(int version, ReadFormatVersion(db, path));
   if (version == kFormatVersion) return Status::Ok();
-  Status migrated = db.Exec(kMigrateV1ToV2);
-  if (!migrated.ok())
-    return InternalError(path + ": migrating the trajectory store from format 1 to 2: " + migrated.message());
+  ENVFORGE_RETURN_IF_ERROR(ApplyMigrations(db, path, version));
   ENVFORGE_RETURN_IF_ERROR(txn.Commit());
-  ENVFORGE_LOG(kInfo) << "trajectory store " << path << ": migrated from format 1 to " << kFormatVersion;
+  ENVFORGE_LOG(kInfo) << "trajectory store " << path << ": migrated from format " << version << " to "
+                      << kFormatVersion;
   return Status::Ok();
 }
 
@@ -251,7 +281,7 @@ Result<int> CheckOrCreateSchema(Database& db, const std::string& path, bool crea
     }
     ENVFORGE_ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(db));
     ENVFORGE_RETURN_IF_ERROR(db.Exec(kSchemaV1));
-    ENVFORGE_RETURN_IF_ERROR(db.Exec(kMigrateV1ToV2));
+    ENVFORGE_RETURN_IF_ERROR(ApplyMigrations(db, path, 1));
     ENVFORGE_RETURN_IF_ERROR(txn.Commit());
     return kFormatVersion;
   }
@@ -479,12 +509,29 @@ Status ReadMessages(Database& db, const std::string& path, const std::string& id
   }
 }
 
-Status ReadModelTurns(Database& db, const std::string& path, const std::string& id, Episode& episode) {
+// The format-3 columns of a model turn (columns 13..17 of ReadModelTurns' query); NULL: none.
+Status ReadTurnRecordings(const Statement& stmt, const std::string& where, ModelTurnRecord& turn) {
+  if (!stmt.ColumnIsNull(14)) {
+    turn.routing_start = stmt.ColumnInt(13);
+    turn.routing_width = stmt.ColumnInt(14);
+    ENVFORGE_ASSIGN_OR_RETURN(turn.routing, UnpackLittleEndian<int16_t>(stmt.Column(15), where + "routing"));
+  }
+  if (!stmt.ColumnIsNull(16)) {
+    turn.kept_vocab = stmt.ColumnInt(16);
+    ENVFORGE_ASSIGN_OR_RETURN(turn.kept_ids, UnpackLittleEndian<int32_t>(stmt.Column(17), where + "kept_ids"));
+  }
+  return Status::Ok();
+}
+
+// `version`: the file's format (2 has no routing or kept-set columns).
+Status ReadModelTurns(Database& db, const std::string& path, int version, const std::string& id, Episode& episode) {
   ENVFORGE_ASSIGN_OR_RETURN(
       Statement stmt,
-      db.Prepare("SELECT turn, message_index, input_tokens, reused_tokens, prompt_tokens, output_tokens, logprobs, "
-                 "kept_counts, finish_reason, parse_error, raw_text, started_at_us, duration_us FROM model_turns "
-                 "WHERE episode_id = ? ORDER BY turn"));
+      db.Prepare(
+          std::string("SELECT turn, message_index, input_tokens, reused_tokens, prompt_tokens, output_tokens, "
+                      "logprobs, kept_counts, finish_reason, parse_error, raw_text, started_at_us, duration_us") +
+          (version >= 3 ? ", routing_start, routing_width, routing, kept_vocab, kept_ids" : "") +
+          " FROM model_turns WHERE episode_id = ? ORDER BY turn"));
   ENVFORGE_RETURN_IF_ERROR(stmt.Bind(1, id));
   while (true) {
     ENVFORGE_ASSIGN_OR_RETURN(bool row, stmt.Step());
@@ -504,6 +551,7 @@ Status ReadModelTurns(Database& db, const std::string& path, const std::string& 
     turn.raw_text = stmt.ColumnText(10);
     turn.started_at_us = stmt.ColumnInt(11);
     turn.duration_us = stmt.ColumnInt(12);
+    if (version >= 3) ENVFORGE_RETURN_IF_ERROR(ReadTurnRecordings(stmt, where, turn));
     episode.model_turns.push_back(std::move(turn));
   }
 }
@@ -542,7 +590,7 @@ Result<Episode> ReadEpisode(const std::string& path, const std::string& id_or_pr
   ENVFORGE_RETURN_IF_ERROR(ReadSteps(db, path, id, episode));
   if (version >= 2) {
     ENVFORGE_RETURN_IF_ERROR(ReadMessages(db, path, id, episode));
-    ENVFORGE_RETURN_IF_ERROR(ReadModelTurns(db, path, id, episode));
+    ENVFORGE_RETURN_IF_ERROR(ReadModelTurns(db, path, version, id, episode));
     ENVFORGE_RETURN_IF_ERROR(ReadContextEvents(db, id, episode));
   }
   (void)db.Exec("COMMIT");
@@ -657,7 +705,8 @@ struct WriterConnection {
         Statement insert_model_turn,
         db.Prepare("INSERT OR IGNORE INTO model_turns(episode_id, turn, message_index, input_tokens, reused_tokens, "
                    "prompt_tokens, output_tokens, logprobs, kept_counts, finish_reason, parse_error, raw_text, "
-                   "started_at_us, duration_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                   "started_at_us, duration_us, routing_start, routing_width, routing, kept_vocab, kept_ids) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     ENVFORGE_ASSIGN_OR_RETURN(
         Statement insert_context_event,
         db.Prepare("INSERT OR IGNORE INTO context_events(episode_id, seq, turn, strategy, tokens_before, tokens_after, "
@@ -750,6 +799,20 @@ Json EpisodeSummaryToJson(const EpisodeSummary& summary) {
   return json;
 }
 
+namespace {
+
+// A model turn's keep-routing and keep-sampling-mask fields, null when not recorded.
+void AddTurnRecordings(const ModelTurnRecord& t, Json& json) {
+  const bool routing = t.routing_width > 0, kept = t.kept_vocab > 0;
+  json["routing_start"] = routing ? Json(t.routing_start) : Json();
+  json["routing_width"] = routing ? Json(t.routing_width) : Json();
+  json["routing"] = routing ? Json(t.routing) : Json();
+  json["kept_vocab"] = kept ? Json(t.kept_vocab) : Json();
+  json["kept_ids"] = kept ? Json(t.kept_ids) : Json();
+}
+
+}  // namespace
+
 Json EpisodeToJson(const Episode& episode) {
   Json json = EpisodeSummaryToJson(episode.summary);
   json["step_count"] = episode.summary.steps;
@@ -791,6 +854,7 @@ Json EpisodeToJson(const Episode& episode) {
                          {"raw_text", t.raw_text},
                          {"started_at_us", t.started_at_us},
                          {"duration_us", t.duration_us}});
+    AddTurnRecordings(t, turns.back());
   }
   json["model_turns"] = std::move(turns);
   Json events = Json::array();
@@ -811,18 +875,34 @@ Json EpisodeToJson(const Episode& episode) {
 
 namespace {
 
-// A segment of TokenSegmentsToJson being built.
+// A segment of TokenSegmentsToJson being built. routing and kept always have one entry per id
+// (null where nothing was recorded); they are left out of the JSON when every entry is null.
 struct Segment {
   Json ids = Json::array();
   Json mask = Json::array();
   Json logprobs = Json::array();
+  Json routing = Json::array();
+  Json kept = Json::array();
   Json turns = Json::array();
   Json problems = Json::array();
   Json prefix_of;  // null unless the segment starts with a prefix of an earlier one
+  bool has_routing = false;
+  bool has_kept = false;
+
+  void Push(int32_t id, int mask_bit, Json logprob, Json kept_ids = nullptr) {
+    ids.push_back(id);
+    mask.push_back(mask_bit);
+    logprobs.push_back(std::move(logprob));
+    routing.push_back(nullptr);
+    has_kept = has_kept || !kept_ids.is_null();
+    kept.push_back(std::move(kept_ids));
+  }
 
   Json ToJson() && {
     Json json{{"ids", std::move(ids)},     {"mask", std::move(mask)},        {"logprobs", std::move(logprobs)},
               {"turns", std::move(turns)}, {"consistent", problems.empty()}, {"problems", std::move(problems)}};
+    if (has_routing) json["routing"] = std::move(routing);
+    if (has_kept) json["kept"] = std::move(kept);
     if (!prefix_of.is_null()) json["prefix_of"] = std::move(prefix_of);
     return json;
   }
@@ -840,12 +920,55 @@ Segment StartSegment(const ModelTurnRecord& turn, const Segment* current, size_t
   }
   size_t take = std::min<size_t>(static_cast<size_t>(turn.reused_tokens), current->ids.size());
   for (size_t i = 0; i < take; ++i) {
-    segment.ids.push_back(current->ids[i]);
-    segment.mask.push_back(0);  // trained once, in the segment that sampled it
-    segment.logprobs.push_back(nullptr);
+    segment.Push(current->ids[i].get<int32_t>(), 0, nullptr);  // trained once, in the segment that sampled it
+    segment.routing[i] = current->routing[i];                  // the same tokens route the same way
+    segment.has_routing = segment.has_routing || !current->routing[i].is_null();
   }
   segment.prefix_of = Json{{"segment", current_index}, {"tokens", take}};
   return segment;
+}
+
+// Output token i's kept ids (null when not recorded or not truncated); advances `offset` through
+// turn.kept_ids, never past its end.
+Json KeptSet(const ModelTurnRecord& turn, size_t i, size_t& offset) {
+  if (turn.kept_vocab <= 0 || i >= turn.kept_counts.size()) return nullptr;
+  const int64_t count = turn.kept_counts[i];
+  if (count <= 0 || count >= turn.kept_vocab) return nullptr;
+  const size_t end = offset + static_cast<size_t>(count);
+  if (end > turn.kept_ids.size()) {
+    offset = end;  // reported by AppendTurn as a count mismatch
+    return nullptr;
+  }
+  Json ids(std::vector<int32_t>(turn.kept_ids.begin() + static_cast<std::ptrdiff_t>(offset),
+                                turn.kept_ids.begin() + static_cast<std::ptrdiff_t>(end)));
+  offset = end;
+  return ids;
+}
+
+// The turn's routing at its context positions (the segment's ids hold the turn already).
+void AddRouting(const ModelTurnRecord& turn, Segment& segment) {
+  if (turn.routing_width <= 0) return;
+  const std::string where = "turn " + std::to_string(turn.turn) + ": ";
+  const auto width = static_cast<size_t>(turn.routing_width);
+  const size_t positions = turn.routing.size() / width;
+  const int64_t end = turn.routing_start + static_cast<int64_t>(positions);
+  if (turn.routing.size() % width != 0) {
+    segment.problems.push_back(where + "routing holds " + std::to_string(turn.routing.size()) +
+                               " ids, not whole positions of " + std::to_string(width));
+    return;
+  }
+  if (turn.routing_start < 0 || end > static_cast<int64_t>(segment.ids.size())) {
+    segment.problems.push_back(where + "routing covers positions " + std::to_string(turn.routing_start) + ".." +
+                               std::to_string(end - 1) + ", outside the segment's " +
+                               std::to_string(segment.ids.size()) + " ids");
+    return;
+  }
+  for (size_t p = 0; p < positions; ++p) {
+    const auto first = turn.routing.begin() + static_cast<std::ptrdiff_t>(p * width);
+    segment.routing[static_cast<size_t>(turn.routing_start) + p] =
+        Json(std::vector<int16_t>(first, first + static_cast<std::ptrdiff_t>(width)));
+  }
+  segment.has_routing = segment.has_routing || positions > 0;
 }
 
 void AppendTurn(const ModelTurnRecord& turn, Segment& segment) {
@@ -868,20 +991,17 @@ void AppendTurn(const ModelTurnRecord& turn, Segment& segment) {
   if (turn.output_tokens.empty() && !turn.raw_text.empty()) {
     segment.problems.push_back(where + "generated text without output token ids");
   }
-  for (int32_t id : turn.input_tokens) {
-    segment.ids.push_back(id);
-    segment.mask.push_back(0);
-    segment.logprobs.push_back(nullptr);
-  }
+  for (int32_t id : turn.input_tokens) segment.Push(id, 0, nullptr);
+  size_t kept_offset = 0;
   for (size_t i = 0; i < turn.output_tokens.size(); ++i) {
-    segment.ids.push_back(turn.output_tokens[i]);
-    segment.mask.push_back(1);
-    if (i < turn.logprobs.size() && std::isfinite(turn.logprobs[i])) {
-      segment.logprobs.push_back(turn.logprobs[i]);
-    } else {
-      segment.logprobs.push_back(nullptr);
-    }
+    const bool finite = i < turn.logprobs.size() && std::isfinite(turn.logprobs[i]);
+    segment.Push(turn.output_tokens[i], 1, finite ? Json(turn.logprobs[i]) : Json(), KeptSet(turn, i, kept_offset));
   }
+  if (turn.kept_vocab > 0 && kept_offset != turn.kept_ids.size()) {
+    segment.problems.push_back(where + "kept_ids holds " + std::to_string(turn.kept_ids.size()) +
+                               " ids, kept_counts call for " + std::to_string(kept_offset));
+  }
+  AddRouting(turn, segment);
   segment.turns.push_back(turn.turn);
 }
 
@@ -1155,11 +1275,16 @@ class TrajectoryStore::Impl {
 
   Status Apply(const ModelTurnItem& record, BatchState& state, std::vector<std::string>* rejections) {
     const ModelTurnRecord& t = record.turn;
+    // Turns that recorded no routing or kept sets store NULLs (format 3 columns).
+    const bool routing = t.routing_width > 0, kept = t.kept_vocab > 0;
     return InsertKeyed(
         record.episode_id, "model turn " + std::to_string(t.turn), conn_->insert_model_turn,
         {record.episode_id, t.turn, t.message_index, PackLittleEndian(t.input_tokens), t.reused_tokens, t.prompt_tokens,
          PackLittleEndian(t.output_tokens), PackLittleEndian(t.logprobs), PackLittleEndian(t.kept_counts),
-         t.finish_reason, t.parse_error, t.raw_text, t.started_at_us, t.duration_us},
+         t.finish_reason, t.parse_error, t.raw_text, t.started_at_us, t.duration_us,
+         routing ? SqlValue(t.routing_start) : SqlValue(), routing ? SqlValue(t.routing_width) : SqlValue(),
+         routing ? SqlValue(PackLittleEndian(t.routing)) : SqlValue(), kept ? SqlValue(t.kept_vocab) : SqlValue(),
+         kept ? SqlValue(PackLittleEndian(t.kept_ids)) : SqlValue()},
         state, rejections);
   }
 

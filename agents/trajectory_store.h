@@ -23,7 +23,7 @@
 // Thread safety: every method may be called from any thread concurrently (Record* from Asio
 // callbacks included: they only lock a mutex around a deque push).
 //
-// Schema (format version 2, in the file's `_meta` table):
+// Schema (format version 3, in the file's `_meta` table):
 //   episodes(id TEXT PK, env_id, env_version, env_name, task_id, task_version, verifier_version,
 //            seed INTEGER NULL, parent_id TEXT NULL (the episode this one was forked from),
 //            fork_step INTEGER NULL (the parent's step count at the fork), client TEXT,
@@ -42,19 +42,25 @@
 //   model_turns(episode_id, turn INTEGER, message_index, input_tokens BLOB, reused_tokens,
 //               prompt_tokens, output_tokens BLOB, logprobs BLOB, kept_counts BLOB,
 //               finish_reason, parse_error, raw_text, started_at_us, duration_us,
+//               -- format 3 (all NULL when the turn recorded none; see ModelTurnRecord):
+//               routing_start INTEGER, routing_width INTEGER, routing BLOB, kept_vocab INTEGER,
+//               kept_ids BLOB,
 //               PRIMARY KEY(episode_id, turn))
 //   context_events(episode_id, seq INTEGER, turn, strategy, tokens_before, tokens_after,
 //                  messages_dropped, summary, created_at_us, PRIMARY KEY(episode_id, seq))
-// Token vectors are BLOBs of fixed-width little-endian values: token ids int32, logprobs IEEE-754
-// float64, kept counts int64 (4 bytes per id instead of ~6 as JSON text, and no parsing; a BLOB
-// whose length is not a multiple of the width reads as DataLoss). The JSON forms below always
-// use arrays.
+// Token vectors are BLOBs of fixed-width little-endian values: token ids (and kept ids) int32,
+// logprobs IEEE-754 float64, kept counts int64, routed expert ids int16 (4 bytes per id instead
+// of ~6 as JSON text, and no parsing; a BLOB whose length is not a multiple of the width reads
+// as DataLoss). The JSON forms below always use arrays.
 //
-// Format 1 files (served episodes only, written before rollouts existed) keep opening:
-// TrajectoryStore::Open migrates one in place, in one transaction (the new episode columns take
-// their defaults: kind 'served', no backend, model, sampling, rollout; the three new tables start
-// empty); TrajectoryReader (read-only) reads it as it is, with the same defaults and no
-// messages, model turns or context events. A file newer than format 2 is refused.
+// Older files keep opening. TrajectoryStore::Open migrates one in place, in one transaction:
+// format 1 (served episodes only, written before rollouts existed) gets the format-2 episode
+// columns at their defaults (kind 'served', no backend, model, sampling, rollout) and the three
+// new tables, empty; format 2 (before keep routing / keep sampling mask) gets the format-3
+// model_turns columns, NULL in every existing row (nothing recorded). TrajectoryReader
+// (read-only) reads an older file as it is, with the same defaults (format 1: no messages,
+// model turns or context events; format 2: no routing or kept sets). A file newer than format 3
+// is refused.
 #pragma once
 
 #include <chrono>
@@ -157,6 +163,23 @@ struct ModelTurnRecord {
   std::string raw_text;                // the generated text before parsing
   int64_t started_at_us = 0;
   int64_t duration_us = 0;
+  // Keep routing (RolloutOptions::record_routing; inference::Completion::routing, which says
+  // which positions a turn runs): routing_width ids (MoE layers x num_experts_per_tok,
+  // [position][MoE layer][k]) for each context position routing_start, routing_start + 1, ...,
+  // routing.size() / routing_width of them. Context positions count from the start of the
+  // context (the index into TokenSegmentsToJson's "ids"). A turn continuing a context
+  // (reused_tokens > 0) starts at reused_tokens - 1, the previous turn's last output token, which
+  // only this turn fed; a fresh context at 0; the positions run to the turn's next-to-last output
+  // token (its last one is fed by the next turn, or never). routing_width 0: not recorded.
+  int64_t routing_start = 0;
+  int64_t routing_width = 0;
+  std::vector<int16_t> routing;
+  // Keep sampling mask (RolloutOptions::record_kept_sets): kept_vocab is the vocabulary size (0:
+  // not recorded). For each output token i with 0 < kept_counts[i] < kept_vocab (a truncated or
+  // greedy draw), in token order, kept_ids holds its kept_counts[i] kept token ids, most probable
+  // first (ties towards the lower id); tokens drawn from the whole vocabulary add nothing.
+  int64_t kept_vocab = 0;
+  std::vector<int32_t> kept_ids;
 };
 
 // A context-management event (DeepSeek-V3.2 paper, 4.4).
@@ -244,7 +267,8 @@ class TrajectoryStore {
   // Ends the episode (sets ended_at_us, outcome). Ending an already-ended episode keeps the first
   // outcome.
   void EndEpisode(const std::string& episode_id, EpisodeOutcome outcome);
-  // Rollouts (format 2): the conversation, the model side of each assistant message, and
+  // Rollouts (format 2; 3 adds routing and kept sets to model turns): the conversation, the model
+  // side of each assistant message, and
   // context-management events. Same queue, same FIFO order per episode, never blocking.
   void RecordMessage(const std::string& episode_id, MessageRecord message);
   void RecordModelTurn(const std::string& episode_id, ModelTurnRecord turn);
@@ -298,7 +322,10 @@ class TrajectoryReader {
 //                "tool_outcome", "step", "created_at_us"}],
 //  "model_turns": [{"turn", "message_index", "input_tokens", "reused_tokens", "prompt_tokens",
 //                   "output_tokens", "logprobs", "kept_counts", "finish_reason", "parse_error",
-//                   "raw_text", "started_at_us", "duration_us"}],
+//                   "raw_text", "started_at_us", "duration_us", "routing_start", "routing_width",
+//                   "routing", "kept_vocab", "kept_ids"}],
+//  (routing: the flat int16 ids; routing_start/routing_width/routing and kept_vocab/kept_ids
+//  are null when the turn recorded none),
 //  "context_events": [{"seq", "turn", "strategy", "tokens_before", "tokens_after",
 //                      "messages_dropped", "summary", "created_at_us"}],
 //  "tokens": TokenSegmentsToJson(model_turns)}.
@@ -319,12 +346,22 @@ Json EpisodeSummaryToJson(const EpisodeSummary& summary);
 //     sampled): a new segment starts with those reused ids copied from the current one, masked
 //     0 (their outputs are trained once, in the segment that sampled them), and "prefix_of"
 //     {"segment": i, "tokens": n} says where they came from.
+//   * "routing" (keep routing; only in segments where some turn recorded routing): one entry per
+//     position of "ids": the routing_width expert ids ([MoE layer][k] flattened, ints) of that
+//     position, or null where no turn recorded it (e.g. the last output token of the segment's
+//     last turn, never fed, or a turn that did not record). A copied prefix ("prefix_of") copies
+//     its routing too.
+//   * "kept" (keep sampling mask; only in segments where some turn recorded kept sets): one entry
+//     per position of "ids": the list of kept token ids (most probable first) of an output token
+//     whose draw was truncated (0 < kept_count < vocabulary), else null -- always null at mask-0
+//     positions, and where nothing was recorded or nothing truncated.
 //   * Inconsistencies mark the segment "consistent": false with a line in "problems" naming the
 //     turn: reused_tokens above the segment's length (ids the recording does not hold: the
 //     segment's tail is not the context the model saw), prompt_tokens (when non-zero) not equal
-//     to reused_tokens + input_tokens, logprobs (when present) not one per output token, and a
-//     turn with generated text but no output token ids (a backend without ids: not trainable
-//     token-exactly).
+//     to reused_tokens + input_tokens, logprobs (when present) not one per output token, a turn
+//     with generated text but no output token ids (a backend without ids: not trainable
+//     token-exactly), routing that is not whole positions or covers positions outside the
+//     segment's ids, and kept_ids that do not hold exactly the ids kept_counts call for.
 Json TokenSegmentsToJson(const std::vector<ModelTurnRecord>& model_turns);
 
 }  // namespace envforge::agents

@@ -57,6 +57,12 @@ struct CompletionRequest {
   std::vector<std::string> stop;  // stop strings; the matched text is not part of the content
   bool logprobs = false;          // fill Completion::logprobs (embedded: always filled)
   int64_t top_logprobs = 0;       // 0..20 alternatives per token (needs logprobs)
+  // The DeepSeek-V3.2 paper's (3.1) "keep routing" and "keep sampling mask", for a trainer that
+  // replays the experts and the truncation the sampler used: fill Completion::routing* and
+  // Completion::kept_*. Embedded only (other backends leave them empty). Off: nothing is recorded
+  // and nothing costs.
+  bool record_routing = false;
+  bool record_kept_sets = false;
   // Continue the conversation of an earlier choice (its Completion::cache_handle): when
   // `messages` are that choice's conversation plus its assistant message plus new tool/user
   // messages, the embedded engine appends only the new messages' tokens to the choice's KV
@@ -101,6 +107,30 @@ struct Completion {
   // Embedded: pass as CompletionRequest::continue_from to continue this conversation; release
   // with Backend::Release when the conversation ends. Empty for other backends.
   std::string cache_handle;
+  // Keep routing (record_routing; embedded): the routed experts of every token position the
+  // engine ran through the model for this choice in this request -- one contiguous range of the
+  // context's positions, starting at routing_start:
+  //   1. the prompt tokens fed this turn: a fresh prompt from position 0 (also when a shared
+  //      prefill or the prompt cache served it: that prefill's routing is copied); a continued
+  //      conversation from reused_tokens - 1, which is the previous turn's last generated token
+  //      (a turn never feeds its own last token: the next turn does, first), then
+  //      new_prompt_tokens;
+  //   2. every generated token but the last, each fed for the next decode step.
+  // The reused cached prefix is not run again, so it has no routing here: the turns that fed it
+  // recorded it. routing holds prompt_tokens - routing_start + completion_tokens - 1 positions
+  // (none without generated tokens), routing_width ids each (MoE layers x num_experts_per_tok:
+  // [position][MoE layer][k], each layer's ids in the router's order, descending biased score;
+  // dense layers have none). routing_width 0: not recorded (or a model without MoE layers).
+  int64_t routing_start = 0;
+  int64_t routing_width = 0;
+  std::vector<int16_t> routing;
+  // Keep sampling mask (record_kept_sets; embedded): kept_vocab is the vocabulary size (0: not
+  // recorded). For every token i with kept_counts[i] < kept_vocab (its draw was truncated by
+  // top-k/top-p, or greedy), in token order, its kept_counts[i] kept token ids are appended to
+  // kept_ids, most probable first (ties towards the lower id: sampler.h's order). Tokens drawn
+  // from the whole vocabulary add nothing.
+  int64_t kept_vocab = 0;
+  std::vector<int32_t> kept_ids;
 };
 
 struct CompletionResult {

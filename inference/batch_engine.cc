@@ -11,6 +11,8 @@ struct BatchEngine::PromptEntry {
   std::vector<int32_t> tokens;
   std::unique_ptr<KvCache> cache;  // a fork holding the prompt as its shared prefix, nothing own
   std::vector<float> logits;       // the prompt's last-token logits
+  bool has_routing = false;        // the prefill recorded routing (for a model without MoE: empty)
+  std::vector<int16_t> routing;    // the prompt's routing, when has_routing
   int64_t bytes = 0;
 };
 
@@ -21,6 +23,7 @@ struct BatchEngine::Active {
   bool started = false;      // choices are sampling (prefill done or served from a cache)
   Active* leader = nullptr;  // an identical fresh feed prefilled by another request this step
   std::vector<SampleStream> streams;
+  std::vector<int16_t> feed_routing;  // record_routing: the prefill's routing, until the choices start
   std::vector<char> live;
   int64_t live_count = 0;
   int64_t max_length = 0;
@@ -159,6 +162,7 @@ void BatchEngine::StartRequests(std::vector<std::unique_ptr<Active>>& incoming) 
     active.live.assign(n, 1);
     active.live_count = static_cast<int64_t>(n);
     const int64_t base = request.cache ? request.cache->length() : 0;
+    active.result.routing_start = base;
     if (request.max_tokens == 0) {
       active.result.choices[0].cache = std::move(request.cache);
       active.promise.set_value(std::move(active.result));
@@ -183,15 +187,23 @@ void BatchEngine::FailAll(const Status& status) {
 // model's decode path (selection and attention split across sequences), which one multi-token
 // sequence in the batch would turn off for every row. The weights stream once more per step,
 // which costs far less than serialising a hundred decode rows.
+// `routing` (null: not recorded) receives the token rows' routing in batch order, as one Forward
+// would give it.
 Status BatchEngine::ForwardInParts(std::span<const SequenceInput> batch, size_t prefill_rows,
-                                   std::vector<float>* logits) {
+                                   std::vector<float>* logits, std::vector<int16_t>* routing) {
   logits->clear();
+  if (routing != nullptr) routing->clear();
   if (batch.empty()) return Status::Ok();
-  if (prefill_rows == 0 || prefill_rows == batch.size()) return model_.Forward(batch, logits);
+  ForwardOptions options;
+  options.record_routing = routing;
+  if (prefill_rows == 0 || prefill_rows == batch.size()) return model_.Forward(batch, logits, options);
   std::vector<float> decode_logits;
-  ENVFORGE_RETURN_IF_ERROR(model_.Forward(batch.first(prefill_rows), logits));
-  ENVFORGE_RETURN_IF_ERROR(model_.Forward(batch.subspan(prefill_rows), &decode_logits));
+  std::vector<int16_t> decode_routing;
+  ENVFORGE_RETURN_IF_ERROR(model_.Forward(batch.first(prefill_rows), logits, options));
+  if (routing != nullptr) options.record_routing = &decode_routing;
+  ENVFORGE_RETURN_IF_ERROR(model_.Forward(batch.subspan(prefill_rows), &decode_logits, options));
   logits->insert(logits->end(), decode_logits.begin(), decode_logits.end());
+  if (routing != nullptr) routing->insert(routing->end(), decode_routing.begin(), decode_routing.end());
   return Status::Ok();
 }
 
@@ -205,7 +217,9 @@ std::vector<BatchEngine::Active*> BatchEngine::CollectPrefills() {
     const bool fresh_shared = active.request.cache == nullptr && active.request.share_prompt;
     if (fresh_shared) {
       for (Active* other : prefills) {
+        // A recording request follows only a prefill that records routing.
         if (other->request.cache == nullptr && other->request.share_prompt &&
+            (other->request.record_routing || !active.request.record_routing) &&
             other->request.feed == active.request.feed) {
           active.leader = other;
           break;
@@ -218,9 +232,10 @@ std::vector<BatchEngine::Active*> BatchEngine::CollectPrefills() {
   return prefills;
 }
 
-BatchEngine::PromptEntry* BatchEngine::FindPrompt(const std::vector<int32_t>& feed) {
-  auto hit = std::find_if(prompt_cache_.begin(), prompt_cache_.end(),
-                          [&](const auto& entry) { return entry->tokens == feed; });
+BatchEngine::PromptEntry* BatchEngine::FindPrompt(const std::vector<int32_t>& feed, bool need_routing) {
+  auto hit = std::find_if(prompt_cache_.begin(), prompt_cache_.end(), [&](const auto& entry) {
+    return (entry->has_routing || !need_routing) && entry->tokens == feed;
+  });
   if (hit == prompt_cache_.end()) return nullptr;
   std::rotate(prompt_cache_.begin(), hit, hit + 1);
   return prompt_cache_.front().get();
@@ -228,7 +243,8 @@ BatchEngine::PromptEntry* BatchEngine::FindPrompt(const std::vector<int32_t>& fe
 
 void BatchEngine::SampleNext(Active& active, size_t i, std::span<const float> row) {
   EngineChoice& choice = active.result.choices[i];
-  SampledToken token = Sample(row, active.request.choices[i].sampling, active.streams[i]);
+  SampledToken token = Sample(row, active.request.choices[i].sampling, active.streams[i],
+                              active.request.record_kept_sets ? &choice.kept_ids : nullptr);
   choice.tokens.push_back(token.token);
   choice.logprobs.push_back(token.logprob);
   choice.raw_logprobs.push_back(token.raw_logprob);
@@ -252,10 +268,12 @@ void BatchEngine::SampleNext(Active& active, size_t i, std::span<const float> ro
 }
 
 void BatchEngine::StartChoices(Active& active, KvCache& source, std::unique_ptr<KvCache> own,
-                               std::span<const float> row) {
+                               std::span<const float> row, std::span<const int16_t> feed_routing) {
   const size_t n = active.result.choices.size();
   for (size_t i = 0; i < n; ++i) {
-    active.result.choices[i].cache = (i == 0 && own != nullptr) ? std::move(own) : source.Fork();
+    EngineChoice& choice = active.result.choices[i];
+    choice.cache = (i == 0 && own != nullptr) ? std::move(own) : source.Fork();
+    if (active.request.record_routing) choice.routing.assign(feed_routing.begin(), feed_routing.end());
   }
   active.started = true;
   for (size_t i = 0; i < n; ++i) SampleNext(active, i, row);
@@ -264,7 +282,7 @@ void BatchEngine::StartChoices(Active& active, KvCache& source, std::unique_ptr<
 void BatchEngine::StartFollowers(const Active* leader, KvCache& source, std::span<const float> row) {
   for (auto& other : active_) {
     if (other->leader != leader) continue;
-    StartChoices(*other, source, nullptr, row);
+    StartChoices(*other, source, nullptr, row, leader->feed_routing);
     std::lock_guard lock(mutex_);
     stats_.shared_prefills += 1;
   }
@@ -277,17 +295,28 @@ void BatchEngine::StartFromPrefill(Active& active, std::span<const float> row) {
   active.result.prefilled_tokens = static_cast<int64_t>(request.feed.size()) - request.carried_tokens;
   std::unique_ptr<KvCache> cache = std::move(request.cache);
   if (request.share_prompt) {
-    auto entry = std::make_unique<PromptEntry>();
-    entry->tokens = request.feed;
-    entry->cache = cache->Fork();
-    entry->logits.assign(row.begin(), row.end());
-    entry->bytes = entry->cache->prefix_bytes();
-    prompt_cache_.push_front(std::move(entry));
+    KeepPrompt(active, *cache, row);
     StartFollowers(&active, *cache, row);
   }
   KvCache& source = *cache;
   // One choice keeps the prefill cache; several fork it and it goes.
-  StartChoices(active, source, active.result.choices.size() == 1 ? std::move(cache) : nullptr, row);
+  const std::vector<int16_t> feed_routing = std::move(active.feed_routing);
+  StartChoices(active, source, active.result.choices.size() == 1 ? std::move(cache) : nullptr, row, feed_routing);
+}
+
+// A shared prefill enters the prompt cache, most recent first. An older entry of the same prompt
+// (one without routing, which a recording request could not hit) stays until it ages out: this
+// step's hits may still point at it.
+void BatchEngine::KeepPrompt(const Active& active, KvCache& cache, std::span<const float> row) {
+  const EngineRequest& request = active.request;
+  auto entry = std::make_unique<PromptEntry>();
+  entry->tokens = request.feed;
+  entry->cache = cache.Fork();
+  entry->logits.assign(row.begin(), row.end());
+  entry->has_routing = request.record_routing;
+  entry->routing = active.feed_routing;
+  entry->bytes = entry->cache->prefix_bytes() + static_cast<int64_t>(entry->routing.size() * sizeof(int16_t));
+  prompt_cache_.push_front(std::move(entry));
 }
 
 void BatchEngine::TrimPromptCache() {
@@ -326,7 +355,8 @@ void BatchEngine::Step() {
   std::vector<std::pair<Active*, PromptEntry*>> hits;
   for (Active* active : CollectPrefills()) {
     const bool fresh_shared = active->request.cache == nullptr && active->request.share_prompt;
-    if (PromptEntry* entry = fresh_shared ? FindPrompt(active->request.feed) : nullptr) {
+    if (PromptEntry* entry =
+            fresh_shared ? FindPrompt(active->request.feed, active->request.record_routing) : nullptr) {
       hits.push_back({active, entry});
       continue;
     }
@@ -346,21 +376,34 @@ void BatchEngine::Step() {
   }
 
   std::vector<float> logits;
-  Status status = ForwardInParts(batch, prefill_rows, &logits);
+  // Routing is recorded for the whole step when any of its rows asks for it (free otherwise).
+  const bool record_routing =
+      std::any_of(rows.begin(), rows.end(), [](const auto& row) { return row.first->request.record_routing; });
+  std::vector<int16_t> routing;
+  Status status = ForwardInParts(batch, prefill_rows, &logits, record_routing ? &routing : nullptr);
   if (!status.ok()) {
     FailAll(status);
     return;
   }
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  const auto width = static_cast<size_t>(model_.config().routing_width());
   int64_t prefilled = 0, carried = 0;
+  size_t token_row = 0;  // the first token row of batch[r]
   for (size_t r = 0; r < rows.size(); ++r) {
     auto [active, choice] = rows[r];
     std::span<const float> row(logits.data() + r * vocab, vocab);
+    std::span<const int16_t> row_routing;
+    if (active->request.record_routing)
+      row_routing = {routing.data() + token_row * width, batch[r].tokens.size() * width};
+    token_row += batch[r].tokens.size();
     if (choice >= 0) {
+      std::vector<int16_t>& choice_routing = active->result.choices[static_cast<size_t>(choice)].routing;
+      choice_routing.insert(choice_routing.end(), row_routing.begin(), row_routing.end());
       SampleNext(*active, static_cast<size_t>(choice), row);
       continue;
     }
     carried += active->request.carried_tokens;
+    active->feed_routing.assign(row_routing.begin(), row_routing.end());
     StartFromPrefill(*active, row);
     prefilled += active->result.prefilled_tokens;
   }
@@ -368,7 +411,7 @@ void BatchEngine::Step() {
     for (auto& other : active_) {  // the hit and the requests that followed it
       if (other.get() != active && other->leader != active) continue;
       other->result.prompt_cache_hit = true;
-      StartChoices(*other, *entry->cache, nullptr, entry->logits);
+      StartChoices(*other, *entry->cache, nullptr, entry->logits, entry->routing);
     }
   }
   TrimPromptCache();

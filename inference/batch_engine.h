@@ -22,6 +22,15 @@
 // token first; EngineRequest::carried_tokens says how many leading feed tokens are such
 // generated tokens, so prefill_tokens counts only prompt tokens.
 //
+// Recording (EngineRequest::record_routing / record_kept_sets, off by default and then free): the
+// routed experts of every position a request runs through the model for a choice, and the kept
+// sets of its truncated draws. Positions: the feed (from the cache's length before it:
+// EngineResult::routing_start) and each sampled token but the last (the token a decode step
+// feeds); the last sampled token is never fed by this request (see "Token accounting"). A choice
+// served without a prefill of its own (a prompt-cache hit, an identical feed prefilled by another
+// request of the step, a fork of the request's own prefill for n > 1) gets the routing recorded
+// by that prefill: a recording request only follows or hits a prefill that recorded routing.
+//
 // Randomness: choice i samples from SampleStream(sampling[i].seed, stream_ids[i]), so its tokens
 // depend on (seed, stream id, logits) only, never on batching. Thread safety: Submit may be called
 // from any thread; callbacks run on the engine thread and must not block or call Submit.
@@ -64,6 +73,8 @@ struct EngineRequest {
   // Called after each sampled token of a choice; returning false finishes the choice (finish
   // "stop", stop_matched set) -- used for stop strings and streaming.
   std::function<bool(int64_t choice, int32_t token)> on_token;
+  bool record_routing = false;    // fill EngineChoice::routing
+  bool record_kept_sets = false;  // fill EngineChoice::kept_ids
 };
 
 struct EngineAlternative {
@@ -80,12 +91,20 @@ struct EngineChoice {
   bool stopped_by_token = false;  // ended on a stop token (kept as the last token)
   bool stopped_by_callback = false;
   std::unique_ptr<KvCache> cache;  // holds the feed and tokens[0 .. size-1)
+  // record_routing: ModelConfig::routing_width() expert ids (ForwardOptions::record_routing's
+  // layout) per position fed for this choice: the feed, then tokens[0 .. size-1), from
+  // EngineResult::routing_start on. Empty when not recorded.
+  std::vector<int16_t> routing;
+  // record_kept_sets: for each token whose kept_count < vocab, in token order, its kept ids as
+  // Sample appends them. Empty when not recorded.
+  std::vector<int32_t> kept_ids;
 };
 
 struct EngineResult {
   std::vector<EngineChoice> choices;
   int64_t prefilled_tokens = 0;  // prompt tokens of this request run through the model
   bool prompt_cache_hit = false;
+  int64_t routing_start = 0;  // the position of the first fed token (the cache's length before the feed)
 };
 
 struct EngineOptions {
@@ -125,14 +144,17 @@ class BatchEngine {
   void StartRequests(std::vector<std::unique_ptr<Active>>& incoming);
   void Step();
   std::vector<Active*> CollectPrefills();
-  PromptEntry* FindPrompt(const std::vector<int32_t>& feed);
+  PromptEntry* FindPrompt(const std::vector<int32_t>& feed, bool need_routing);
   void SampleNext(Active& active, size_t choice, std::span<const float> row);
-  void StartChoices(Active& active, KvCache& source, std::unique_ptr<KvCache> own, std::span<const float> row);
+  void StartChoices(Active& active, KvCache& source, std::unique_ptr<KvCache> own, std::span<const float> row,
+                    std::span<const int16_t> feed_routing);
   void StartFollowers(const Active* leader, KvCache& source, std::span<const float> row);
   void StartFromPrefill(Active& active, std::span<const float> row);
+  void KeepPrompt(const Active& active, KvCache& cache, std::span<const float> row);
   void TrimPromptCache();
   int64_t AnswerFinished();
-  Status ForwardInParts(std::span<const SequenceInput> batch, size_t prefill_rows, std::vector<float>* logits);
+  Status ForwardInParts(std::span<const SequenceInput> batch, size_t prefill_rows, std::vector<float>* logits,
+                        std::vector<int16_t>* routing);
   void FailAll(const Status& status);
 
   Model& model_;

@@ -358,6 +358,7 @@ struct Step {
   // --- Test hook: ForwardOptions::record_selection, and slot page -> page index per sequence.
   SelectionRecord* record = nullptr;
   std::vector<std::unordered_map<int32_t, int32_t>> page_index;
+  std::vector<int16_t>* routing = nullptr;  // ForwardOptions::record_routing (sized by Model::Forward)
   // --- Activations (GetActivations), and the GEMM inputs h and c^Q of the current layer, which
   // keep their bf16 / e4m3 forms from the attention projections for the indexer's.
   float* x = nullptr;          // [T, D] residual stream
@@ -711,6 +712,7 @@ Status CudaForward::Impl::PlanStep(std::span<const SequenceInput> batch, const F
   step.d_decode_len = ints + o_dlen;
   step.d_decode_table = ints + o_dtable;
 
+  step.routing = forward_options.record_routing;
   step.record = forward_options.record_selection;
   if (step.record != nullptr) {
     step.record->assign(Sz(config.num_hidden_layers), std::vector<std::vector<int32_t>>(Sz(T)));
@@ -1212,6 +1214,7 @@ Status CudaForward::Impl::RunMoe(int64_t l, Input& f_in, Step& step, ForwardProf
   ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(
       cudaMemcpyAsync(ids.data(), route_ids, ids.size() * 4, cudaMemcpyDeviceToHost, st()), "expert ids"));
   ENVFORGE_RETURN_IF_ERROR(cu::CheckCuda(cudaStreamSynchronize(st()), "expert ids"));
+  if (step.routing != nullptr) StoreLayerRouting(c, l, ids.data(), T, *step.routing);
   std::vector<std::vector<int32_t>> slots_of(Sz(E));
   for (int64_t i = 0; i < T * K; ++i) {
     if (ids[Sz(i)] >= 0 && ids[Sz(i)] < E) slots_of[Sz(ids[Sz(i)])].push_back(static_cast<int32_t>(i));

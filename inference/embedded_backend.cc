@@ -149,6 +149,8 @@ class EmbeddedBackend final : public Backend {
   bool Continue(const CompletionRequest& request, HandleState& state, PreparedPrompt& prepared) const;
   Completion MakeChoice(const CompletionRequest& request, EngineChoice& choice, TextWatcher& watcher,
                         const PreparedPrompt& prepared, int64_t prefilled);
+  void TakeRecordings(const CompletionRequest& request, int64_t routing_start, EngineChoice& choice,
+                      Completion& completion) const;
   void KeepHandle(Completion& completion, HandleState state);
 
   std::string spec_;
@@ -314,6 +316,20 @@ Completion EmbeddedBackend::MakeChoice(const CompletionRequest& request, EngineC
   return completion;
 }
 
+// Keep routing and keep sampling mask, as the request asked (backend.h, Completion).
+void EmbeddedBackend::TakeRecordings(const CompletionRequest& request, int64_t routing_start, EngineChoice& choice,
+                                     Completion& completion) const {
+  if (request.record_routing) {
+    completion.routing_start = routing_start;
+    completion.routing_width = model_->config().routing_width();
+    completion.routing = std::move(choice.routing);
+  }
+  if (request.record_kept_sets) {
+    completion.kept_vocab = model_->config().vocab_size;
+    completion.kept_ids = std::move(choice.kept_ids);
+  }
+}
+
 Result<CompletionResult> EmbeddedBackend::Complete(const CompletionRequest& request) {
   if (request.n < 1) return InvalidArgumentError("n must be at least 1, got " + std::to_string(request.n));
   if (request.max_tokens < 0) return InvalidArgumentError("max_tokens must be >= 0");
@@ -336,6 +352,8 @@ Result<CompletionResult> EmbeddedBackend::Complete(const CompletionRequest& requ
   engine_request.max_tokens = window > 0 ? std::min(request.max_tokens, window - prompt_tokens) : request.max_tokens;
   engine_request.max_length = window;
   engine_request.top_logprobs = request.logprobs ? request.top_logprobs : 0;
+  engine_request.record_routing = request.record_routing;
+  engine_request.record_kept_sets = request.record_kept_sets;
   std::vector<TextWatcher> watchers(static_cast<size_t>(request.n));
   size_t max_stop = 0;
   for (const std::string& stop : request.stop) max_stop = std::max(max_stop, stop.size());
@@ -355,6 +373,7 @@ Result<CompletionResult> EmbeddedBackend::Complete(const CompletionRequest& requ
   for (size_t i = 0; i < engine_result->choices.size(); ++i) {
     int64_t prefilled = i == 0 ? engine_result->prefilled_tokens : 0;
     result.choices.push_back(MakeChoice(request, engine_result->choices[i], watchers[i], prepared, prefilled));
+    TakeRecordings(request, engine_result->routing_start, engine_result->choices[i], result.choices.back());
     result.completion_tokens += result.choices.back().completion_tokens;
   }
   return result;

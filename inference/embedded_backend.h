@@ -18,6 +18,11 @@
 // until continued or released, at most kMaxHandles (the oldest are dropped first; continuing a dropped handle just
 // prefills).
 //
+// Keep routing / keep sampling mask (CompletionRequest::record_routing / record_kept_sets; the
+// fields and the positions covered are in backend.h, Completion): the engine records them for the
+// requests that ask (BatchEngine's EngineRequest switches) and nothing otherwise. A continued turn
+// covers the previous turn's last generated token first, since the engine feeds it only then.
+//
 // Sampling: choice i of a request samples from SampleStream(sampling.seed, i), so a rollout that
 // gives each (episode, turn) its own seed is reproducible whatever the batching. Stop strings end
 // a choice when its decoded text contains one (the text is cut before it). on_text receives

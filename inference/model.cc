@@ -111,9 +111,19 @@ struct Model::Scratch {
   std::vector<int64_t> logit_rows;
   // Test hook target (ForwardOptions::record_selection).
   SelectionRecord* record = nullptr;
+  std::vector<int16_t>* routing = nullptr;  // ForwardOptions::record_routing
 };
 
 Model::~Model() = default;
+
+void StoreLayerRouting(const ModelConfig& config, int64_t layer, const int32_t* expert_ids, int64_t tokens,
+                       std::vector<int16_t>& routing) {
+  const int64_t k = config.num_experts_per_tok, width = config.routing_width();
+  const int64_t offset = (layer - config.first_k_dense_replace) * k;
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t j = 0; j < k; ++j) routing[Sz(t * width + offset + j)] = static_cast<int16_t>(expert_ids[t * k + j]);
+  }
+}
 
 Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
   namespace fs = std::filesystem;
@@ -208,12 +218,19 @@ Status Model::Forward(std::span<const SequenceInput> batch, std::vector<float>* 
     }
     s.seq_first.push_back(s.seq_first.back() + static_cast<int64_t>(input.tokens.size()));
   }
+  if (options.record_routing != nullptr && config_.n_routed_experts > INT16_MAX) {
+    return InvalidArgumentError("routing cannot be recorded: " + std::to_string(config_.n_routed_experts) +
+                                " routed experts do not fit 16-bit ids");
+  }
+  if (options.record_routing != nullptr)
+    options.record_routing->resize(Sz(s.seq_first.back() * config_.routing_width()));
 #if ENVFORGE_HAVE_CUDA
   if (cuda_ != nullptr) return cuda_->Forward(batch, logits, options, profile_);
 #endif
   const int64_t total = s.seq_first.back();
   s.tokens = total;
   s.record = options.record_selection;
+  s.routing = options.record_routing;
   if (s.record != nullptr)
     s.record->assign(Sz(config_.num_hidden_layers), std::vector<std::vector<int32_t>>(Sz(total)));
   const int64_t dim = config_.hidden_size;
@@ -264,6 +281,7 @@ Status Model::Forward(std::span<const SequenceInput> batch, std::vector<float>* 
   profile_.rest_s += std::max(0.0, elapsed - indexer - attention);
   profile_.forward_calls += 1;
   s.record = nullptr;
+  s.routing = nullptr;
   return Status::Ok();
 }
 
@@ -734,6 +752,7 @@ void Model::RunFfn(int64_t layer_idx) {
     kernels::RouteExperts(&s.router_logits[Sz(t * experts)], moe.gate_bias, routing, &s.expert_ids[Sz(t * top_k)],
                           &s.expert_weights[Sz(t * top_k)]);
   }
+  if (s.routing != nullptr) StoreLayerRouting(config_, layer_idx, s.expert_ids.data(), total, *s.routing);
   // Slots (token * top_k + k) per expert, so each chosen expert's weights stream once for all of
   // its tokens; its outputs land in the slots' rows, summed per token in slot order below (the same
   // sum whatever thread ran which expert).

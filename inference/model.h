@@ -105,7 +105,19 @@ using SelectionRecord = std::vector<std::vector<std::vector<int32_t>>>;
 struct ForwardOptions {
   bool all_logits = false;                      // logits for every token, not the last of each sequence
   SelectionRecord* record_selection = nullptr;  // tests: filled when set
+  // Keep routing (DeepSeek-V3.2 paper, 3.1): when set, resized to [token rows of the batch, in
+  // batch order][MoE layer][num_experts_per_tok] (config.routing_width() ids per row) and filled
+  // with the routed experts each token row's MoE layers chose, per layer in RouteExperts' order
+  // (descending biased score). Dense layers (first_k_dense_replace) have none. Costs one int16
+  // store per id; nothing when null. Expert ids must fit int16 (n_routed_experts <= 32767,
+  // else InvalidArgument).
+  std::vector<int16_t>* record_routing = nullptr;
 };
+
+// Writes MoE layer `layer`'s expert ids ([tokens, num_experts_per_tok], RouteExperts' output)
+// into a ForwardOptions::record_routing buffer of `tokens` rows. The CPU and GPU forwards share it.
+void StoreLayerRouting(const ModelConfig& config, int64_t layer, const int32_t* expert_ids, int64_t tokens,
+                       std::vector<int16_t>& routing);
 
 class Model {
  public:

@@ -9,6 +9,7 @@
 // "config.json: <field>: <what is wrong>".
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -65,6 +66,10 @@ struct ModelConfig {
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   bool has_indexer() const { return architecture == Architecture::kDeepseekV32; }
   bool is_moe_layer(int64_t layer) const { return layer >= first_k_dense_replace; }
+  // MoE layers (the layers from first_k_dense_replace on) and the routed expert ids one token
+  // position has over all of them (ForwardOptions::record_routing).
+  int64_t moe_layer_count() const { return std::max<int64_t>(0, num_hidden_layers - first_k_dense_replace); }
+  int64_t routing_width() const { return moe_layer_count() * num_experts_per_tok; }
   // qk_head_dim^-0.5 * m^2 with m = 0.1 * rope_mscale_all_dim * ln(rope_factor) + 1 when
   // rope_factor > 1 (dsa-engine.md 1.3: 0.1352338 for the 671B config).
   double softmax_scale() const;

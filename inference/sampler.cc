@@ -30,7 +30,8 @@ double SampleStream::NextUniform() {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 
-SampledToken Sample(std::span<const float> logits, const SamplingParams& params, SampleStream& stream) {
+SampledToken Sample(std::span<const float> logits, const SamplingParams& params, SampleStream& stream,
+                    std::vector<int32_t>* kept_ids) {
   SampledToken result;
   const int64_t vocab = static_cast<int64_t>(logits.size());
   if (vocab == 0) return result;
@@ -63,6 +64,7 @@ SampledToken Sample(std::span<const float> logits, const SamplingParams& params,
     result.logprob = 0;
     result.raw_logprob = raw_logprob(best);
     result.kept_count = 1;
+    if (kept_ids != nullptr && vocab > 1) kept_ids->push_back(best);
     return result;
   }
 
@@ -130,6 +132,8 @@ SampledToken Sample(std::span<const float> logits, const SamplingParams& params,
   result.logprob = std::log(weight[static_cast<size_t>(chosen)] / kept_sum);
   result.raw_logprob = raw_logprob(chosen);
   result.kept_count = kept;
+  // order's first `kept` entries are sorted whenever kept < vocab (the partial_sort above).
+  if (kept_ids != nullptr && kept < vocab) kept_ids->insert(kept_ids->end(), order.begin(), order.begin() + kept);
   return result;
 }
 

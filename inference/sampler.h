@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace envforge::inference {
 
@@ -51,6 +52,11 @@ struct SampledToken {
 
 // logits: [vocab]. Non-finite logits count as -inf (never sampled while a finite one exists).
 // The stream is advanced once per call unless T == 0.
-SampledToken Sample(std::span<const float> logits, const SamplingParams& params, SampleStream& stream);
+// Keep sampling mask (DeepSeek-V3.2 paper, 3.1): when kept_ids is set and the kept set is smaller
+// than the vocabulary (kept_count < logits.size()), its kept_count token ids are appended to
+// *kept_ids in the order above (most probable first, ties towards the lower id; greedy: the
+// arg-max alone); nothing is appended when nothing was truncated. No allocation when null.
+SampledToken Sample(std::span<const float> logits, const SamplingParams& params, SampleStream& stream,
+                    std::vector<int32_t>* kept_ids = nullptr);
 
 }  // namespace envforge::inference

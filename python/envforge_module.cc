@@ -40,6 +40,7 @@
 #include "python/rollout_binding.h"
 #include "python/rpc_endpoint.h"
 #include "python/tokenizer_binding.h"
+#include "python/trajectory_binding.h"
 #include "toolsets/tool_protocol.h"
 
 namespace py = pybind11;
@@ -294,4 +295,5 @@ class RpcError(Exception):
   DefineChat(m);
   DefineTokenizer(m);
   DefineModel(m);
+  DefineTrajectories(m);
 }

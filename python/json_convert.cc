@@ -5,6 +5,17 @@
 namespace py = pybind11;
 
 namespace envforge::python {
+namespace {
+
+// A model's output can end inside a multi-byte character (byte-level tokens), and such text is
+// recorded as generated: decode with U+FFFD for the bad bytes rather than failing the whole value.
+py::object Utf8ToPython(const std::string& text) {
+  PyObject* decoded = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
+  if (decoded == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(decoded);
+}
+
+}  // namespace
 
 py::object JsonToPython(const Json& value) {
   switch (value.type()) {
@@ -13,7 +24,7 @@ py::object JsonToPython(const Json& value) {
     case Json::value_t::number_integer: return py::int_(value.get<int64_t>());
     case Json::value_t::number_unsigned: return py::int_(value.get<uint64_t>());
     case Json::value_t::number_float: return py::float_(value.get<double>());
-    case Json::value_t::string: return py::str(value.get_ref<const std::string&>());
+    case Json::value_t::string: return Utf8ToPython(value.get_ref<const std::string&>());
     case Json::value_t::array: {
       py::list list;
       for (const Json& item : value) list.append(JsonToPython(item));

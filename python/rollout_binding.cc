@@ -98,7 +98,8 @@ void DefineRollout(py::module_& module) {
          const std::string& backend, int64_t n, const std::string& model, bool thinking, int64_t max_turns,
          int64_t max_tokens, int64_t max_tokens_per_turn, double temperature, double top_p, int64_t top_k,
          uint64_t seed, const std::string& context_strategy, int64_t context_window, int64_t max_invalid_calls,
-         double episode_timeout, int64_t concurrency, std::optional<std::string> trajectories) {
+         double episode_timeout, int64_t concurrency, std::optional<std::string> trajectories, bool record_routing,
+         bool record_kept_sets) {
         RolloutArgs args{envs_dir,        env, backend, model, context_strategy, trajectories.value_or(""),
                          std::move(task), {}};
         agents::RolloutOptions& o = args.options;
@@ -115,6 +116,8 @@ void DefineRollout(py::module_& module) {
         o.max_invalid_calls = max_invalid_calls;
         o.episode_timeout = std::chrono::milliseconds(static_cast<int64_t>(episode_timeout * 1000));
         o.concurrency = concurrency;
+        o.record_routing = record_routing;
+        o.record_kept_sets = record_kept_sets;
         Json result;
         {
           py::gil_scoped_release release;
@@ -127,9 +130,13 @@ void DefineRollout(py::module_& module) {
       py::arg("max_tokens") = 16384, py::arg("max_tokens_per_turn") = 2048, py::arg("temperature") = 1.0,
       py::arg("top_p") = 1.0, py::arg("top_k") = 0, py::arg("seed") = 0, py::arg("context_strategy") = "none",
       py::arg("context_window") = 0, py::arg("max_invalid_calls") = 3, py::arg("episode_timeout") = 600.0,
-      py::arg("concurrency") = 0, py::arg("trajectories") = py::none(),
+      py::arg("concurrency") = 0, py::arg("trajectories") = py::none(), py::arg("record_routing") = false,
+      py::arg("record_kept_sets") = false,
       "Plays a task (or every task) n times with a backend (embedded:DIR, openai:URL, scripted:FILE); returns pass@k, "
-      "mean turns and tokens, outcomes and the episode ids.");
+      "mean turns and tokens, outcomes and the episode ids. record_routing / record_kept_sets (embedded backend): "
+      "every model turn records the routed experts of the positions it ran and the kept top-k/top-p sets of its "
+      "tokens (the DeepSeek-V3.2 paper's keep routing and keep sampling mask) into the trajectories store, where "
+      "the episode's token segments expose them as \"routing\" and \"kept\".");
 }
 
 }  // namespace envforge::python

@@ -54,6 +54,8 @@ Status ReadOptions(const ParsedArgs& args, agents::RolloutOptions& options) {
   ENVFORGE_ASSIGN_OR_RETURN(options.context_strategy,
                             agents::ParseContextStrategy(args.OptionOr("--context-strategy")));
   options.thinking = args.Has("--thinking");
+  options.record_routing = args.Has("--record-routing");
+  options.record_kept_sets = args.Has("--record-kept-sets");
   if (auto limits = args.Option("--limits")) {
     ENVFORGE_ASSIGN_OR_RETURN(Json json, ParseJson(*limits, "--limits"));
     ENVFORGE_ASSIGN_OR_RETURN(sandbox::SandboxLimits parsed,
@@ -94,6 +96,10 @@ int Rollout(const ParsedArgs& parsed) {
   agents::RolloutOptions options;
   Status read = ReadOptions(parsed, options);
   if (!read.ok()) return Fail(read, kExitUsage, kCommand);
+  if ((options.record_routing || options.record_kept_sets) && !parsed.Option("--trajectories")) {
+    return Fail(InvalidArgumentError("--record-routing and --record-kept-sets need --trajectories (where they go)"),
+                kExitUsage, kCommand);
+  }
 
   inference::BackendOptions backend_options;
   backend_options.model_name = parsed.OptionOr("--model");
@@ -247,6 +253,12 @@ std::vector<Command> RolloutCommands() {
              {.name = "--trajectories",
               .metavar = "F.sqlite",
               .help = "record every episode (messages, tokens, logprobs, tool steps, verdict)"},
+             {.name = "--record-routing",
+              .help = "embedded, with --trajectories: record the routed experts of every position each turn runs "
+                      "(keep routing; `traj show --json` gives them per position as tokens[].routing)"},
+             {.name = "--record-kept-sets",
+              .help = "embedded, with --trajectories: record each token's top-k/top-p kept set when it is smaller "
+                      "than the vocabulary (keep sampling mask; tokens[].kept)"},
              JsonOption("one JSON object per task on stdout")},
         .min_positional = 1,
         .max_positional = 1},

@@ -52,3 +52,57 @@ def test_rollout_bad_input_raises_value_error_naming_it(lab_dir, tmp_path):
         envforge.rollout(str(lab_dir), "rollout_lab", "missing", backend="scripted:" + script)
     with pytest.raises(ValueError, match="-n must be at least 1"):
         envforge.rollout(str(lab_dir), "rollout_lab", "vault_code", backend="scripted:" + script, n=0)
+
+
+def test_rollout_records_routing_and_kept_sets_that_the_token_segments_expose(lab_dir, tmp_path):
+    import sqlite3
+    import struct
+    model = tmp_path / "tiny"
+    subprocess.run(["/usr/bin/python3", str(SOURCE_DIR / "scripts" / "make_tiny_model.py"), "--out", str(model),
+                    "--preset", "tiny", "--dtype", "fp32"], check=True, capture_output=True)
+    config = json.loads((model / "config.json").read_text())
+    width = (config["num_hidden_layers"] - config["first_k_dense_replace"]) * config["num_experts_per_tok"]
+    store = tmp_path / "rollouts.sqlite"
+    common = dict(backend="embedded:" + str(model), max_turns=2, max_tokens_per_turn=6, top_k=4, seed=2,
+                  trajectories=str(store))
+    on = envforge.rollout(str(lab_dir), "rollout_lab", "vault_code", record_routing=True, record_kept_sets=True,
+                          **common)
+    off = envforge.rollout(str(lab_dir), "rollout_lab", "vault_code", **common)
+
+    def show(episode_id):
+        shown = subprocess.run([str(ENVFORGE), "traj", "show", str(store), episode_id, "--json"], check=True,
+                               capture_output=True, text=True)
+        return json.loads(shown.stdout)
+
+    episode_id = on["episodes"][0]["id"]
+    episode = show(episode_id)
+    assert episode["sampling"]["record_routing"] is True
+    segment = episode["tokens"][0]
+    ids = segment["ids"]
+    # Every position but the last (never fed to the model) carries its routed experts.
+    assert len(segment["routing"]) == len(ids)
+    assert segment["routing"][-1] is None
+    assert all(len(experts) == width and all(0 <= e < config["n_routed_experts"] for e in experts)
+               for experts in segment["routing"][:-1])
+    # Each generated token's kept set: its top_k=4 ids, the token among them; nothing at prompt positions.
+    for mask, token, kept in zip(segment["mask"], ids, segment["kept"]):
+        if mask:
+            assert len(kept) == 4 and token in kept
+        else:
+            assert kept is None
+    first = episode["model_turns"][0]
+    assert first["routing_start"] == 0 and first["routing_width"] == width
+    # The store's rows themselves: int16 little-endian BLOBs, the view's first positions.
+    with sqlite3.connect(str(store)) as db:
+        rows = db.execute("SELECT routing_start, routing_width, routing, kept_vocab FROM model_turns "
+                          "WHERE episode_id = ? ORDER BY turn", (episode_id,)).fetchall()
+        off_rows = db.execute("SELECT routing_start, routing_width, routing, kept_vocab, kept_ids FROM model_turns "
+                              "WHERE episode_id = ?", (off["episodes"][0]["id"],)).fetchall()
+    start, stored_width, blob, vocab = rows[0]
+    assert (start, stored_width, vocab) == (0, width, config["vocab_size"])
+    experts = struct.unpack("<%dh" % (len(blob) // 2), blob)
+    assert [list(experts[p * width:(p + 1) * width]) for p in range(2)] == segment["routing"][:2]
+    # Switches off: NULL columns, and the view leaves both keys out.
+    assert off_rows and all(value is None for row in off_rows for value in row)
+    plain = show(off["episodes"][0]["id"])["tokens"][0]
+    assert "routing" not in plain and "kept" not in plain

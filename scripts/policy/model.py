@@ -435,7 +435,11 @@ class Gate(nn.Module):
         self.weight = nn.Parameter(torch.empty(self.n_experts, c["hidden_size"]))
         self.register_buffer("e_score_correction_bias", torch.zeros(self.n_experts))
 
-    def forward(self, x):
+    def forward(self, x, forced=None):
+        """(chosen experts [N, top_k], their weights). forced [N, top_k] (or None): experts recorded
+        at sampling (keep routing): rows whose first entry is >= 0 take those experts, the others
+        the router's choice. The weights are the current router's scores of the chosen experts
+        either way, so the router still learns."""
         scores = torch.sigmoid(F.linear(x, self.weight))
         with torch.no_grad():
             biased = scores.detach() + self.e_score_correction_bias
@@ -446,6 +450,9 @@ class Gate(nn.Module):
                 group_mask = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, keep, True)
                 biased = biased.masked_fill(~group_mask.repeat_interleave(self.n_experts // self.groups, 1), -math.inf)
             chosen = biased.topk(self.top_k, dim=-1).indices
+            if forced is not None:
+                chosen = torch.where(forced[:, :1] >= 0, forced, chosen)
+        self.last_chosen = chosen  # the routing of the latest forward (rows x top_k), for agreement figures
         weights = scores.gather(1, chosen)
         if self.normalize:
             weights = weights / weights.sum(-1, keepdim=True)
@@ -463,8 +470,8 @@ class Moe(nn.Module):
             self.shared_experts = Mlp(c["hidden_size"], c["n_shared_experts"] * c["moe_intermediate_size"])
         self.load = torch.zeros(c["n_routed_experts"])  # tokens routed per expert since the last reset
 
-    def forward(self, x):
-        chosen, weights = self.gate(x)
+    def forward(self, x, forced=None):
+        chosen, weights = self.gate(x, forced)
         out = self.shared_experts(x) if self.has_shared else torch.zeros_like(x)
         flat = chosen.reshape(-1)
         counts = torch.bincount(flat, minlength=len(self.experts))
@@ -488,14 +495,19 @@ class Layer(nn.Module):
         self.post_attention_layernorm = RMSNorm(c["hidden_size"], eps)
         self.self_attn = Attention(c)
         self.self_attn.layer_index = index
-        if index < c.get("first_k_dense_replace", 0):
+        dense_layers = c.get("first_k_dense_replace", 0)
+        if index < dense_layers:
             self.mlp = Mlp(c["hidden_size"], c["intermediate_size"])
         else:
             self.mlp = Moe(c)
+        self.moe_index = index - dense_layers if index >= dense_layers else None
 
-    def forward(self, h, layout, cos, sin, mode, stats):
+    def forward(self, h, layout, cos, sin, mode, stats, routing=None):
         h = h + self.self_attn(self.input_layernorm(h), layout, cos, sin, mode, stats)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        x = self.post_attention_layernorm(h)
+        if self.moe_index is None:
+            return h + self.mlp(x)
+        return h + self.mlp(x, None if routing is None else routing[:, self.moe_index])
 
 
 class Backbone(nn.Module):
@@ -540,16 +552,17 @@ class DeepseekV32(nn.Module):
     def indexer_parameters(self):
         return [p for n, p in self.named_parameters() if ".indexer." in n]
 
-    def hidden(self, prefix_ids, suffix_ids, mode="dense", stats=None, suffix_lengths=None):
+    def hidden(self, prefix_ids, suffix_ids, mode="dense", stats=None, suffix_lengths=None, routing=None):
         """Final-normed hidden states of every row of the packed batch: prefix_ids [P] shared,
-        suffix_ids [B, S] (rows past suffix_lengths[b] are padding). Returns (hidden
-        [P + B*S, D], layout)."""
+        suffix_ids [B, S] (rows past suffix_lengths[b] are padding). routing (or None): [rows,
+        MoE layers, top_k] experts to enforce per row (keep routing; -1 rows route freely).
+        Returns (hidden [P + B*S, D], layout)."""
         layout = Layout(prefix_ids.shape[0], suffix_ids.shape[0], suffix_ids.shape[1], suffix_lengths)
         ids = torch.cat((prefix_ids, suffix_ids.reshape(-1)))
         cos, sin = rope_tables(self.rope_freqs, layout.positions)
         h = self.model.embed_tokens(ids)
         for layer in self.model.layers:
-            h = layer(h, layout, cos, sin, mode, stats)
+            h = layer(h, layout, cos, sin, mode, stats, routing)
         return self.model.norm(h), layout
 
     def logits(self, ids, mode="sparse"):

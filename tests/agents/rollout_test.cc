@@ -3,14 +3,17 @@
 // model plays real episodes end to end with its prompt prefilled once for all of them.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 
 #include "agents/episode.h"
 #include "agents/replay.h"
 #include "agents/rollout.h"
+#include "base/sqlite.h"
 #include "base/subprocess.h"
 #include "inference/backend.h"
+#include "inference/model.h"
 #include "sandbox/env_pack.h"
 #include "sandbox/session_manager.h"
 #include "tests/agents/agents_test_util.h"
@@ -351,6 +354,99 @@ TEST_SUITE("agents.rollout") {
     INFO(report.status().ToString());
     REQUIRE(report.ok());
     CHECK(report->matches());
+  }
+
+  TEST_CASE("keep routing and kept sets: recorded per turn end to end, equal to a full prefill's; off stores NULLs") {
+    Lab lab;
+    TempDir dir;
+    const std::string path = dir / "rollouts.sqlite";
+    auto store = TrajectoryStore::Open(path);
+    REQUIRE(store.ok());
+    auto backend = inference::OpenBackend("embedded:" + TinyModelDir(), {});
+    REQUIRE(backend.ok());
+    RolloutOptions options;
+    options.n = 2;
+    options.max_turns = 3;
+    options.max_tokens_per_turn = 8;
+    options.sampling.top_k = 5;
+    options.sampling.seed = 11;
+    options.store = store->get();
+    options.record_routing = true;
+    options.record_kept_sets = true;
+    TaskRollout on = lab.Run(**backend, options);
+    options.n = 1;
+    options.record_routing = false;
+    options.record_kept_sets = false;
+    TaskRollout off = lab.Run(**backend, options);
+    REQUIRE((*store)->Flush().ok());
+
+    auto model = inference::Model::Load(TinyModelDir());
+    REQUIRE(model.ok());
+    const int64_t width = (*model)->config().routing_width();
+    for (const EpisodeResult& result : on.episodes) {
+      auto episode = (*store)->Get(result.episode_id);
+      REQUIRE(episode.ok());
+      CHECK(episode->summary.start.sampling["record_routing"] == true);
+      REQUIRE(episode->model_turns.size() >= 2);
+      Json segments = TokenSegmentsToJson(episode->model_turns);
+      REQUIRE(segments.size() == 1);
+      const Json& segment = segments[0];
+      CHECK(segment["consistent"] == true);
+      const Json& ids = segment["ids"];
+      REQUIRE(segment["routing"].size() == ids.size());
+      REQUIRE(segment["kept"].size() == ids.size());
+      // Every position but the last (never fed) was routed, as a fresh prefill of them routes it.
+      std::vector<int32_t> fed;
+      for (size_t p = 0; p + 1 < ids.size(); ++p) fed.push_back(ids[p].get<int32_t>());
+      std::vector<int16_t> expected;
+      auto cache = (*model)->NewCache();
+      inference::SequenceInput input{cache.get(), fed};
+      std::vector<float> logits;
+      inference::ForwardOptions forward;
+      forward.record_routing = &expected;
+      REQUIRE((*model)->Forward(std::span<const inference::SequenceInput>(&input, 1), &logits, forward).ok());
+      std::vector<int16_t> recorded;
+      for (size_t p = 0; p + 1 < ids.size(); ++p) {
+        REQUIRE(segment["routing"][p].size() == static_cast<size_t>(width));
+        for (const Json& expert : segment["routing"][p]) recorded.push_back(expert.get<int16_t>());
+      }
+      CHECK(recorded == expected);
+      CHECK(segment["routing"].back().is_null());
+      // Kept sets at every output token (top_k 5 truncates every draw), none at the inputs.
+      for (size_t p = 0; p < ids.size(); ++p) {
+        const Json& kept = segment["kept"][p];
+        if (segment["mask"][p] == 0) {
+          CHECK(kept.is_null());
+          continue;
+        }
+        REQUIRE(kept.is_array());
+        CHECK(kept.size() == 5);
+        CHECK(std::find(kept.begin(), kept.end(), ids[p]) != kept.end());
+      }
+    }
+
+    const std::string off_id = off.episodes[0].episode_id;
+    auto episode = (*store)->Get(off_id);
+    REQUIRE(episode.ok());
+    for (const ModelTurnRecord& turn : episode->model_turns) {
+      CHECK(turn.routing_width == 0);
+      CHECK(turn.routing.empty());
+      CHECK(turn.kept_vocab == 0);
+      CHECK(turn.kept_ids.empty());
+    }
+    Json segments = TokenSegmentsToJson(episode->model_turns);
+    REQUIRE(!segments.empty());
+    CHECK(!segments[0].contains("routing"));
+    CHECK(!segments[0].contains("kept"));
+    auto db = Database::Open(path, Database::Mode::kReadOnly);
+    REQUIRE(db.ok());
+    auto stored = db->Prepare(
+        "SELECT count(*) FROM model_turns WHERE episode_id = ? AND (routing_start IS NOT NULL OR routing_width IS NOT "
+        "NULL OR routing IS NOT NULL OR kept_vocab IS NOT NULL OR kept_ids IS NOT NULL)");
+    REQUIRE(stored.ok());
+    REQUIRE(stored->Bind(1, off_id).ok());
+    REQUIRE(stored->Step().value());
+    CHECK(stored->ColumnInt(0) == 0);
   }
 
 }  // TEST_SUITE

@@ -1,7 +1,8 @@
-// The trajectory store's format 2 (rollouts) on real SQLite files: a format-1 file written by the
-// old code migrates in place in one transaction (and still reads, unmigrated, through a
-// read-only reader); every new record and EpisodeStart field round-trips through the file and
-// EpisodeToJson; the token-exact "tokens" view segments contexts and flags inconsistent
+// The trajectory store's formats 2 (rollouts) and 3 (keep routing, keep sampling mask) on real
+// SQLite files: format-1 and format-2 files written by the old code migrate in place in one
+// transaction (and still read, unmigrated, through a read-only reader); every new record and
+// EpisodeStart field round-trips through the file and EpisodeToJson; the token-exact "tokens"
+// view segments contexts, aligns routing and kept sets with the ids and flags inconsistent
 // recordings; many threads recording messages, model turns and events lose and reorder nothing.
 #include <doctest/doctest.h>
 
@@ -26,16 +27,68 @@ using testing::OpenStore;
 using testing::SourceDir;
 using testing::TempDir;
 
-// The fixture's episodes (tests/fixtures/trajectories/README.md).
+// The fixtures' episodes (tests/fixtures/trajectories/README.md).
 constexpr const char* kSubmittedId = "t-4b3bb778b685fc8fe52f1920";
 constexpr const char* kForkedId = "t-bb6816791142b0eb439771f3";
 constexpr const char* kOpenId = "t-ec7a2e6c4aec484092a328be";
+constexpr const char* kRolloutIds[] = {"t-7aba830c753a69e4bacb34f0", "t-cd6eceef4f9768c9d3987a89"};  // v2
 
-std::string CopyV1Fixture(const TempDir& dir) {
-  std::string path = dir / "v1.sqlite";
-  fs::copy_file(SourceDir() + "/tests/fixtures/trajectories/v1_store.sqlite", path);
+std::string CopyFixture(const TempDir& dir, const std::string& name) {
+  std::string path = dir / name;
+  fs::copy_file(SourceDir() + "/tests/fixtures/trajectories/" + name, path);
   return path;
 }
+std::string CopyV1Fixture(const TempDir& dir) { return CopyFixture(dir, "v1_store.sqlite"); }
+
+// One integer of a query over a store file.
+int64_t QueryInt(const std::string& path, const std::string& sql, const std::vector<SqlValue>& values = {}) {
+  auto db = Database::Open(path, Database::Mode::kReadOnly);
+  REQUIRE(db.ok());
+  auto stmt = db->Prepare(sql);
+  REQUIRE_MESSAGE(stmt.ok(), stmt.status().ToString());
+  REQUIRE(stmt->BindAll(values).ok());
+  REQUIRE(stmt->Step().value());
+  return stmt->ColumnInt(0);
+}
+
+// What the format-2 fixture's rollout episodes hold, whichever way they are read: two turns each
+// (a 1113-token prompt, 6 tokens; 42 new tokens continuing 1119, 6 tokens), nothing recorded of
+// routing or kept sets.
+void CheckV2Episode(const Result<Episode>& episode) {
+  REQUIRE_MESSAGE(episode.ok(), episode.status().ToString());
+  CHECK(episode->summary.start.kind == "rollout");
+  CHECK(episode->messages.size() == 6);
+  REQUIRE(episode->model_turns.size() == 2);
+  CHECK(episode->model_turns[0].input_tokens.size() == 1113);
+  CHECK(episode->model_turns[1].reused_tokens == 1119);
+  for (const ModelTurnRecord& turn : episode->model_turns) {
+    CHECK(turn.output_tokens.size() == 6);
+    CHECK(turn.routing_width == 0);
+    CHECK(turn.routing.empty());
+    CHECK(turn.kept_vocab == 0);
+    CHECK(turn.kept_ids.empty());
+  }
+  Json json = EpisodeToJson(*episode);
+  for (const char* field : {"routing_start", "routing_width", "routing", "kept_vocab", "kept_ids"}) {
+    CHECK_MESSAGE(json["model_turns"][1][field].is_null(), field);
+  }
+  REQUIRE(json["tokens"].size() == 1);
+  CHECK(json["tokens"][0]["ids"].size() == 1113 + 6 + 42 + 6);
+  CHECK(json["tokens"][0]["consistent"] == true);
+  CHECK(!json["tokens"][0].contains("routing"));
+  CHECK(!json["tokens"][0].contains("kept"));
+}
+
+// Routing of width 2 whose ids name their position: position p routes to {p, 100 + p}.
+std::vector<int16_t> PositionRouting(int64_t first, int64_t count) {
+  std::vector<int16_t> ids;
+  for (int64_t p = first; p < first + count; ++p) {
+    ids.push_back(static_cast<int16_t>(p));
+    ids.push_back(static_cast<int16_t>(100 + p));
+  }
+  return ids;
+}
+Json PositionRoutingJson(int64_t p) { return Json::array({p, 100 + p}); }
 
 std::string MetaVersion(const std::string& path) {
   auto db = Database::Open(path, Database::Mode::kReadOnly);
@@ -147,12 +200,13 @@ TEST_SUITE("agents.trajectory_store.rollouts") {
 
     {
       auto store = OpenStore(path);
-      CHECK(MetaVersion(path) == "2");
+      CHECK(MetaVersion(path) == "3");  // both migrations, in one transaction
       for (const char* column : {"kind", "backend", "model", "sampling", "rollout_id", "sample_index"}) {
         CHECK_MESSAGE(HasColumn(path, "episodes", column), column);
       }
       CHECK(HasColumn(path, "messages", "tool_outcome"));
       CHECK(HasColumn(path, "model_turns", "kept_counts"));
+      CHECK(HasColumn(path, "model_turns", "routing"));
       CHECK(HasColumn(path, "context_events", "summary"));
       CheckFixtureEpisodes(store->Get(kSubmittedId), store->Get(kForkedId), store->Get(kOpenId));
       // The migrated file takes both kinds of records, for old episodes and new ones.
@@ -171,9 +225,9 @@ TEST_SUITE("agents.trajectory_store.rollouts") {
       CHECK(store->List({.rollout_id = "r-1"})->front().id == id);
       CHECK(store->Get(kOpenId)->messages.size() == 1);
     }
-    // Reopening a migrated file migrates nothing again; a reader sees format 2.
+    // Reopening a migrated file migrates nothing again; a reader sees format 3.
     auto again = OpenStore(path);
-    CHECK(MetaVersion(path) == "2");
+    CHECK(MetaVersion(path) == "3");
     CHECK(again->Count()->episodes == 4);
     auto migrated_reader = TrajectoryReader::Open(path);
     REQUIRE(migrated_reader.ok());
@@ -201,6 +255,141 @@ TEST_SUITE("agents.trajectory_store.rollouts") {
     auto reader = TrajectoryReader::Open(path);
     REQUIRE(reader.ok());
     CheckFixtureEpisodes((*reader)->Get(kSubmittedId), (*reader)->Get(kForkedId), (*reader)->Get(kOpenId));
+  }
+
+  TEST_CASE("a format-2 file reads unmigrated through a reader, and TrajectoryStore::Open migrates it to format 3") {
+    TempDir dir;
+    const std::string path = CopyFixture(dir, "v2_store.sqlite");
+    REQUIRE(MetaVersion(path) == "2");
+    {
+      auto reader = TrajectoryReader::Open(path);
+      REQUIRE_MESSAGE(reader.ok(), reader.status().ToString());
+      for (const char* id : kRolloutIds) CheckV2Episode((*reader)->Get(id));
+      CHECK((*reader)->Count()->model_turns == 4);
+      CHECK(MetaVersion(path) == "2");  // reading changed nothing
+      CHECK(!HasColumn(path, "model_turns", "routing"));
+    }
+    std::string id = kRolloutIds[0];
+    {
+      auto store = OpenStore(path);
+      CHECK(MetaVersion(path) == "3");
+      for (const char* column : {"routing_start", "routing_width", "routing", "kept_vocab", "kept_ids"}) {
+        CHECK_MESSAGE(HasColumn(path, "model_turns", column), column);
+      }
+      // The old turns recorded nothing: NULL, and read as before.
+      CHECK(QueryInt(path,
+                     "SELECT count(*) FROM model_turns WHERE routing_start IS NULL AND routing_width IS NULL AND "
+                     "routing IS NULL AND kept_vocab IS NULL AND kept_ids IS NULL") == 4);
+      for (const char* rollout_id : kRolloutIds) CheckV2Episode(store->Get(rollout_id));
+      // The migrated file takes turns with recordings.
+      ModelTurnRecord turn = Turn(2, 6, {7}, 1167, {8, 9});
+      turn.routing_start = 1166;
+      turn.routing_width = 2;
+      turn.routing = PositionRouting(1166, 3);
+      store->RecordModelTurn(id, turn);
+      REQUIRE(store->Flush().ok());
+      CHECK(store->Stats().write_errors == 0);
+    }
+    auto reader = TrajectoryReader::Open(path);
+    REQUIRE(reader.ok());
+    auto episode = (*reader)->Get(id);
+    REQUIRE(episode.ok());
+    REQUIRE(episode->model_turns.size() == 3);
+    CHECK(episode->model_turns[2].routing == PositionRouting(1166, 3));
+    Json tokens = TokenSegmentsToJson(episode->model_turns);
+    REQUIRE(tokens.size() == 1);
+    CHECK(tokens[0]["consistent"] == true);
+    const Json& routing = tokens[0]["routing"];
+    REQUIRE(routing.size() == 1167 + 1 + 2);
+    CHECK(routing[1165].is_null());  // turn 1 recorded nothing
+    CHECK(routing[1166] == PositionRoutingJson(1166));
+    CHECK(routing[1168] == PositionRoutingJson(1168));
+    CHECK(routing[1169].is_null());  // the last output token was never fed
+  }
+
+  TEST_CASE("a format 2 -> 3 migration that fails leaves the file at format 2 and says why") {
+    TempDir dir;
+    const std::string path = CopyFixture(dir, "v2_store.sqlite");
+    {
+      // The last column the migration adds is already there: its ALTER fails after the others ran.
+      auto db = Database::Open(path, Database::Mode::kReadWrite);
+      REQUIRE(db.ok());
+      REQUIRE(db->Exec("ALTER TABLE model_turns ADD COLUMN kept_ids BLOB").ok());
+    }
+    auto store = TrajectoryStore::Open(path);
+    REQUIRE(!store.ok());
+    CHECK(store.status().code() == StatusCode::kInternal);
+    CHECK(store.status().message().find("migrating the trajectory store from format 2 to 3") != std::string::npos);
+    CHECK(store.status().message().find("kept_ids") != std::string::npos);
+    CHECK(MetaVersion(path) == "2");
+    CHECK(!HasColumn(path, "model_turns", "routing"));  // the ALTERs before the failure were rolled back
+  }
+
+  TEST_CASE("routing and kept sets round-trip bit for bit; a turn that recorded none stores NULLs") {
+    TempDir dir;
+    const std::string path = dir / "traj.sqlite";
+    ModelTurnRecord recorded = Turn(0, 2, {1, 2, 3}, 0, {4, 5, 6});
+    recorded.routing_start = 0;
+    recorded.routing_width = 3;
+    recorded.routing = {0, 1, 2, 32767, -32768, -1, 255, 256, 7, 8, 9, 10, 11, 12, 13};  // 5 positions
+    recorded.kept_vocab = 1000;
+    recorded.kept_counts = {2, 1000, 1};
+    recorded.kept_ids = {4, 999, 6};
+    ModelTurnRecord plain = Turn(1, 4, {7}, 6, {8});
+    std::string id;
+    {
+      auto store = OpenStore(path);
+      EpisodeStart start;
+      start.env_name = "mini";
+      start.kind = "rollout";
+      id = store->BeginEpisode(start);
+      store->RecordModelTurn(id, recorded);
+      store->RecordModelTurn(id, plain);
+      REQUIRE(store->Flush().ok());
+      CHECK(store->Stats().write_errors == 0);
+    }
+    CHECK(MetaVersion(path) == "3");
+    CHECK(QueryInt(path, "SELECT length(routing) FROM model_turns WHERE turn = 0") == 15 * 2);
+    CHECK(QueryInt(path, "SELECT length(kept_ids) FROM model_turns WHERE turn = 0") == 3 * 4);
+    CHECK(QueryInt(path,
+                   "SELECT count(*) FROM model_turns WHERE turn = 1 AND routing_start IS NULL AND routing_width IS "
+                   "NULL AND routing IS NULL AND kept_vocab IS NULL AND kept_ids IS NULL") == 1);
+    auto reader = TrajectoryReader::Open(path);
+    REQUIRE(reader.ok());
+    auto episode = (*reader)->Get(id);
+    REQUIRE_MESSAGE(episode.ok(), episode.status().ToString());
+    REQUIRE(episode->model_turns.size() == 2);
+    const ModelTurnRecord& read = episode->model_turns[0];
+    CHECK(read.routing_start == 0);
+    CHECK(read.routing_width == 3);
+    CHECK(read.routing == recorded.routing);
+    CHECK(read.kept_vocab == 1000);
+    CHECK(read.kept_ids == recorded.kept_ids);
+    CHECK(episode->model_turns[1].routing_width == 0);
+    CHECK(episode->model_turns[1].kept_vocab == 0);
+
+    Json json = EpisodeToJson(*episode);
+    const Json& turn = json["model_turns"][0];
+    CHECK(turn["routing_start"] == 0);
+    CHECK(turn["routing_width"] == 3);
+    CHECK(turn["routing"] == Json::array({0, 1, 2, 32767, -32768, -1, 255, 256, 7, 8, 9, 10, 11, 12, 13}));
+    CHECK(turn["kept_vocab"] == 1000);
+    CHECK(turn["kept_ids"] == Json::array({4, 999, 6}));
+    CHECK(json["model_turns"][1]["routing"].is_null());
+    CHECK(json["model_turns"][1]["kept_ids"].is_null());
+    const Json& segment = json["tokens"][0];
+    CHECK(segment["routing"][4] == Json::array({11, 12, 13}));
+    CHECK(segment["kept"] ==
+          Json::array({nullptr, nullptr, nullptr, Json::array({4, 999}), nullptr, Json::array({6}), nullptr, nullptr}));
+
+    SUBCASE("a routing BLOB of an odd length is DataLoss naming the column") {
+      auto db = Database::Open(path, Database::Mode::kReadWrite);
+      REQUIRE(db.ok());
+      REQUIRE(db->Exec("UPDATE model_turns SET routing = x'010203' WHERE turn = 0").ok());
+      auto broken = (*reader)->Get(id);
+      CHECK(broken.status().code() == StatusCode::kDataLoss);
+      CHECK(broken.status().message().find("model turn 0: routing holds 3 bytes") != std::string::npos);
+    }
   }
 
   TEST_CASE("every new record and start field round-trips through the file and EpisodeToJson") {
@@ -458,6 +647,80 @@ TEST_SUITE("agents.trajectory_store.rollouts") {
       CHECK(json[0]["logprobs"] == Json::array({nullptr, nullptr, -0.25, nullptr}));
       CHECK(json[1]["consistent"] == false);
       CHECK(json[1]["problems"][0] == "turn 1: generated text without output token ids");
+    }
+  }
+
+  TEST_CASE("tokens: routing and kept sets align with the ids; left out where nothing was recorded; misfits") {
+    // turn 0: fresh [10 11 12] -> [20 21]; routes positions 0..3 (21 is fed by turn 1); kept sets:
+    //         20 truncated to {20, 7, 8}, 21 drawn from the whole vocabulary.
+    // turn 1: continues (reuses 5) with [13] -> [22 23]; routes 4..6 (21, 13, 22); both truncated.
+    // turn 2: reuses only 3 (history cut) with [14] -> [24]; routes position 3 only; no kept sets.
+    // turn 3: a fresh context recording nothing.
+    ModelTurnRecord t0 = Turn(0, 2, {10, 11, 12}, 0, {20, 21});
+    t0.routing_width = 2;
+    t0.routing = PositionRouting(0, 4);
+    t0.kept_vocab = 100;
+    t0.kept_counts = {3, 100};
+    t0.kept_ids = {20, 7, 8};
+    ModelTurnRecord t1 = Turn(1, 4, {13}, 5, {22, 23});
+    t1.routing_start = 4;
+    t1.routing_width = 2;
+    t1.routing = PositionRouting(4, 3);
+    t1.kept_vocab = 100;
+    t1.kept_counts = {1, 2};
+    t1.kept_ids = {22, 23, 5};
+    ModelTurnRecord t2 = Turn(2, 6, {14}, 3, {24});
+    t2.routing_start = 3;
+    t2.routing_width = 2;
+    t2.routing = {99, 98};
+    ModelTurnRecord t3 = Turn(3, 8, {1}, 0, {2});
+    Json segments = TokenSegmentsToJson({t0, t1, t2, t3});
+    REQUIRE(segments.size() == 3);
+
+    const Json& first = segments[0];
+    CHECK(first["consistent"] == true);
+    CHECK(first["ids"] == Json::array({10, 11, 12, 20, 21, 13, 22, 23}));
+    Json routing = Json::array();
+    for (int64_t p = 0; p < 7; ++p) routing.push_back(PositionRoutingJson(p));
+    routing.push_back(nullptr);
+    CHECK(first["routing"] == routing);
+    CHECK(first["kept"] == Json::array({nullptr, nullptr, nullptr, Json::array({20, 7, 8}), nullptr, nullptr,
+                                        Json::array({22}), Json::array({23, 5})}));
+
+    const Json& cut = segments[1];
+    CHECK(cut["consistent"] == true);
+    CHECK(cut["ids"] == Json::array({10, 11, 12, 14, 24}));
+    CHECK(cut["prefix_of"] == Json{{"segment", 0}, {"tokens", 3}});
+    // The copied prefix brings its routing; the turn adds position 3's; no turn here kept sets.
+    CHECK(cut["routing"] == Json::array({PositionRoutingJson(0), PositionRoutingJson(1), PositionRoutingJson(2),
+                                         Json::array({99, 98}), nullptr}));
+    CHECK(!cut.contains("kept"));
+
+    CHECK(segments[2]["consistent"] == true);
+    CHECK(!segments[2].contains("routing"));
+    CHECK(!segments[2].contains("kept"));
+
+    SUBCASE("routing that is not whole positions, or reaches past the ids, is a problem naming the turn") {
+      ModelTurnRecord ragged = t0;
+      ragged.routing.pop_back();
+      Json json = TokenSegmentsToJson({ragged});
+      CHECK(json[0]["consistent"] == false);
+      CHECK(json[0]["problems"][0] == "turn 0: routing holds 7 ids, not whole positions of 2");
+      ModelTurnRecord beyond = t0;
+      beyond.routing = PositionRouting(0, 6);
+      json = TokenSegmentsToJson({beyond});
+      CHECK(json[0]["problems"][0] == "turn 0: routing covers positions 0..5, outside the segment's 5 ids");
+      CHECK(!json[0].contains("routing"));
+    }
+    SUBCASE("kept_ids that do not hold the ids kept_counts call for are a problem") {
+      ModelTurnRecord few = t0;
+      few.kept_ids = {20};
+      Json json = TokenSegmentsToJson({few});
+      CHECK(json[0]["consistent"] == false);
+      CHECK(json[0]["problems"][0] == "turn 0: kept_ids holds 1 ids, kept_counts call for 3");
+      ModelTurnRecord many = t0;
+      many.kept_ids.push_back(1);
+      CHECK(TokenSegmentsToJson({many})[0]["problems"][0] == "turn 0: kept_ids holds 4 ids, kept_counts call for 3");
     }
   }
 

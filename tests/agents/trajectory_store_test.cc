@@ -312,7 +312,7 @@ TEST_SUITE("agents.trajectory_store") {
       {
         auto db = Database::Open(dir / "new.sqlite", Database::Mode::kReadWrite);
         REQUIRE(db.ok());
-        REQUIRE(db->Exec("UPDATE _meta SET value = '3' WHERE key = 'format_version'").ok());
+        REQUIRE(db->Exec("UPDATE _meta SET value = '4' WHERE key = 'format_version'").ok());
       }
       auto store = TrajectoryStore::Open(dir / "new.sqlite");
       CHECK(store.status().code() == StatusCode::kInvalidArgument);

@@ -5,6 +5,7 @@
 // context window.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <thread>
 
@@ -42,6 +43,56 @@ CompletionRequest ChatRequest(std::string user) {
   CompletionRequest request;
   request.messages = {{"system", "You are terse."}, {"user", std::move(user)}};
   return request;
+}
+
+// A fresh prefill of `context` in one Forward: the routing and the logits of every position.
+struct FullPrefill {
+  std::vector<int16_t> routing;
+  std::vector<float> logits;
+};
+FullPrefill Prefill(Model& model, const std::vector<int32_t>& context) {
+  FullPrefill out;
+  auto cache = model.NewCache();
+  SequenceInput input{cache.get(), context};
+  ForwardOptions options;
+  options.all_logits = true;
+  options.record_routing = &out.routing;
+  Status status = model.Forward(std::span<const SequenceInput>(&input, 1), &out.logits, options);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  return out;
+}
+
+// The positions [start, end) of a full prefill's routing.
+std::vector<int16_t> RoutingAt(const FullPrefill& full, int64_t width, int64_t start, int64_t end) {
+  return std::vector<int16_t>(full.routing.begin() + start * width, full.routing.begin() + end * width);
+}
+
+// A choice's kept sets: exactly kept_counts[i] ids per token (every draw truncated by top_k < the
+// vocabulary), holding the sampled token, and as a set the kept_counts[i] highest logits the full
+// prefill gives at the position before the token (`first_position`: the first token's).
+void CheckKeptSets(const Completion& choice, const FullPrefill& full, int64_t vocab, int64_t first_position) {
+  REQUIRE(choice.kept_vocab == vocab);
+  size_t offset = 0;
+  for (size_t i = 0; i < choice.tokens.size(); ++i) {
+    CAPTURE(i);
+    const auto count = static_cast<size_t>(choice.kept_counts[i]);
+    REQUIRE(count < static_cast<size_t>(vocab));
+    REQUIRE(offset + count <= choice.kept_ids.size());
+    std::vector<int32_t> kept(choice.kept_ids.begin() + static_cast<std::ptrdiff_t>(offset),
+                              choice.kept_ids.begin() + static_cast<std::ptrdiff_t>(offset + count));
+    offset += count;
+    CHECK(std::find(kept.begin(), kept.end(), choice.tokens[i]) != kept.end());
+    const float* row = full.logits.data() + (first_position + static_cast<int64_t>(i)) * vocab;
+    std::vector<int32_t> top(static_cast<size_t>(vocab));
+    for (size_t id = 0; id < top.size(); ++id) top[id] = static_cast<int32_t>(id);
+    std::stable_sort(top.begin(), top.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    top.resize(count);
+    std::sort(top.begin(), top.end());
+    std::sort(kept.begin(), kept.end());
+    CHECK(kept == top);
+  }
+  CHECK(offset == choice.kept_ids.size());
 }
 
 TEST_SUITE("inference.backend") {
@@ -264,6 +315,103 @@ TEST_SUITE("inference.backend") {
     auto refused = tight->Complete(request);
     CHECK(refused.status().code() == StatusCode::kResourceExhausted);
     CHECK(refused.status().message().rfind("context length exceeded", 0) == 0);
+  }
+
+  TEST_CASE("embedded: keep routing and kept sets of two turns equal a fresh full prefill of the same tokens") {
+    std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
+    auto backend = MustOpen("embedded:" + dir);
+    auto model = Model::Load(dir);
+    REQUIRE(model.ok());
+    const int64_t width = (*model)->config().routing_width(), vocab = (*model)->config().vocab_size;
+    REQUIRE(width == 4);
+    CompletionRequest first = ChatRequest("Plan a trip to Lyon.");
+    first.max_tokens = 7;
+    first.sampling.seed = 8;
+    first.sampling.top_k = 6;
+    first.record_routing = true;
+    first.record_kept_sets = true;
+    const Completion turn1 = MustComplete(*backend, first).choices[0];
+    REQUIRE(turn1.tokens.size() > 1);
+    CHECK(turn1.routing_start == 0);
+    CHECK(turn1.routing_width == width);
+    // The prompt and every generated token but the last (never fed this turn).
+    const int64_t fed1 = turn1.prompt_tokens + turn1.completion_tokens - 1;
+    CHECK(static_cast<int64_t>(turn1.routing.size()) == fed1 * width);
+
+    CompletionRequest second = first;
+    second.messages.push_back(turn1.message);
+    second.messages.push_back({"user", "And the trains?"});
+    second.continue_from = turn1.cache_handle;
+    second.sampling.seed = 9;
+    const Completion turn2 = MustComplete(*backend, second).choices[0];
+    REQUIRE(turn2.reused_tokens == turn1.prompt_tokens + turn1.completion_tokens);
+    // A continued turn starts with the previous turn's last token, which only it fed.
+    CHECK(turn2.routing_start == turn2.reused_tokens - 1);
+    const int64_t end2 = turn2.prompt_tokens + turn2.completion_tokens - 1;
+    CHECK(static_cast<int64_t>(turn2.routing.size()) == (end2 - turn2.routing_start) * width);
+
+    // The whole context, prefilled in one go.
+    auto prompt_text = EncodeChat(first.messages, {});
+    REQUIRE(prompt_text.ok());
+    std::vector<int32_t> context = (*model)->tokenizer()->Encode(*prompt_text);
+    context.insert(context.end(), turn1.tokens.begin(), turn1.tokens.end());
+    context.insert(context.end(), turn2.new_prompt_tokens.begin(), turn2.new_prompt_tokens.end());
+    context.insert(context.end(), turn2.tokens.begin(), turn2.tokens.end() - 1);
+    REQUIRE(static_cast<int64_t>(context.size()) == end2);
+    FullPrefill full = Prefill(**model, context);
+    CHECK(turn1.routing == RoutingAt(full, width, 0, fed1));
+    CHECK(turn2.routing == RoutingAt(full, width, turn2.routing_start, end2));
+    CheckKeptSets(turn1, full, vocab, turn1.prompt_tokens - 1);
+    CheckKeptSets(turn2, full, vocab, turn2.prompt_tokens - 1);
+  }
+
+  TEST_CASE("embedded: shared prefills and the prompt cache hand their routing on; off records nothing") {
+    std::string dir = TinyModel("fp32", "v32", /*tokenizer=*/true);
+    auto backend = MustOpen("embedded:" + dir);
+    CompletionRequest plain = ChatRequest("Book a table for two.");
+    plain.max_tokens = 4;
+    plain.sampling.top_k = 3;
+    // Off: nothing recorded (and the prompt cache gets an entry without routing).
+    const Completion off = MustComplete(*backend, plain).choices[0];
+    CHECK(off.routing_width == 0);
+    CHECK(off.routing.empty());
+    CHECK(off.kept_vocab == 0);
+    CHECK(off.kept_ids.empty());
+    CHECK(!off.kept_counts.empty());
+
+    // A recording request cannot use that entry: it prefills, and its n choices share the routing.
+    CompletionRequest recording = plain;
+    recording.record_routing = true;
+    recording.n = 2;
+    CompletionResult first = MustComplete(*backend, recording);
+    CHECK(first.choices[0].prefilled_tokens == first.prompt_tokens);
+    const int64_t width = first.choices[0].routing_width;
+    const auto prompt_part = static_cast<size_t>(first.prompt_tokens * width);
+    for (const Completion& choice : first.choices) {
+      REQUIRE(static_cast<int64_t>(choice.routing.size()) ==
+              (choice.prompt_tokens + choice.completion_tokens - 1) * width);
+      CHECK(std::equal(choice.routing.begin(), choice.routing.begin() + prompt_part, first.choices[0].routing.begin()));
+      CHECK(choice.kept_ids.empty());  // not asked for
+    }
+    // Now the prompt cache holds routing: a hit (no prefill) copies it.
+    recording.n = 1;
+    recording.sampling.seed = 21;
+    const Completion hit = MustComplete(*backend, recording).choices[0];
+    CHECK(hit.prefilled_tokens == 0);
+    REQUIRE(hit.routing.size() >= prompt_part);
+    CHECK(std::equal(hit.routing.begin(), hit.routing.begin() + prompt_part, first.choices[0].routing.begin()));
+    CHECK(backend->Stats()["prompt_cache_hits"].get<int64_t>() >= 1);
+
+    // Other backends record nothing.
+    TempDir scripts;
+    auto scripted = MustOpen("scripted:" + WriteScript(scripts, "{\"content\": \"ok\"}\n"));
+    CompletionRequest asked = ChatRequest("x");
+    asked.record_routing = true;
+    asked.record_kept_sets = true;
+    const Completion none = MustComplete(*scripted, asked).choices[0];
+    CHECK(none.routing_width == 0);
+    CHECK(none.routing.empty());
+    CHECK(none.kept_vocab == 0);
   }
 
 }  // TEST_SUITE

@@ -397,6 +397,51 @@ TEST_SUITE("inference.model") {
     }
   }
 
+  TEST_CASE("record_routing: every MoE layer's experts per token row, as the reference routes them, however fed") {
+    auto model = LoadModel(TinyModel("fp32"));
+    const ModelConfig& config = model->config();
+    const int64_t k = config.num_experts_per_tok, width = config.routing_width();
+    REQUIRE(config.first_k_dense_replace == 1);
+    REQUIRE(width == 2 * k);  // the tiny preset: 1 dense + 2 MoE layers
+    auto tokens = PromptTokens(kPromptLength, config.vocab_size, 3);
+    auto cache = model->NewCache();
+    SequenceInput input{cache.get(), tokens};
+    std::vector<float> logits;
+    std::vector<int16_t> routing = {99};  // replaced, not appended to
+    ForwardOptions options;
+    options.record_routing = &routing;
+    REQUIRE(model->Forward(std::span<const SequenceInput>(&input, 1), &logits, options).ok());
+    REQUIRE(static_cast<int64_t>(routing.size()) == kPromptLength * width);
+    const std::vector<int16_t> full = routing;
+
+    Json reference = RunReference(TinyModel("fp32"), tokens);
+    for (int64_t layer = config.first_k_dense_replace; layer < config.num_hidden_layers; ++layer) {
+      const Json& chosen = reference["routing"][std::to_string(layer)];
+      REQUIRE(static_cast<int64_t>(chosen.size()) == kPromptLength);
+      const int64_t moe = layer - config.first_k_dense_replace;
+      for (int64_t t = 0; t < kPromptLength; ++t) {
+        std::vector<int32_t> mine(routing.begin() + t * width + moe * k, routing.begin() + t * width + (moe + 1) * k);
+        CHECK_MESSAGE(mine == chosen[static_cast<size_t>(t)].get<std::vector<int32_t>>(), "layer ", layer, " t ", t);
+      }
+    }
+
+    // The same positions fed as a prefill of 25, then decode steps in a batch with another
+    // sequence: each row's routing is the full prefill's at its position.
+    auto head = model->NewCache(), other = model->NewCache();
+    std::vector<int32_t> first(tokens.begin(), tokens.begin() + 25);
+    SequenceInput prefill{head.get(), first};
+    REQUIRE(model->Forward(std::span<const SequenceInput>(&prefill, 1), &logits, options).ok());
+    std::vector<int16_t> incremental = routing;
+    std::vector<int32_t> other_tokens = {5};
+    for (size_t t = 25; t < tokens.size(); ++t) {
+      std::vector<SequenceInput> batch = {{other.get(), other_tokens}, {head.get(), {&tokens[t], 1}}};
+      REQUIRE(model->Forward(batch, &logits, options).ok());
+      REQUIRE(static_cast<int64_t>(routing.size()) == 2 * width);
+      incremental.insert(incremental.end(), routing.begin() + width, routing.end());
+    }
+    CHECK(incremental == full);
+  }
+
   TEST_CASE("Forward rejects bad input and leaves the caches unchanged") {
     auto model = LoadModel(TinyModel("fp32"));
     auto cache = model->NewCache();

@@ -2,6 +2,7 @@
 // and per-stream determinism.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -34,7 +35,55 @@ std::map<int32_t, std::pair<int, SampledToken>> Draw(const std::vector<float>& l
   return seen;
 }
 
+// The `count` most probable token ids of `logits`, most probable first, ties towards the lower id:
+// what a kept set must be.
+std::vector<int32_t> TopTokens(const std::vector<float>& logits, int64_t count) {
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  ids.resize(static_cast<size_t>(count));
+  return ids;
+}
+
 TEST_SUITE("inference.sampler") {
+  TEST_CASE("kept ids: exactly the kept set, most probable first, holding the sampled token; none when untruncated") {
+    // 64 tokens with distinct logits, a tie (ids 5 and 9) and a masked one.
+    std::vector<float> logits;
+    for (int i = 0; i < 64; ++i) logits.push_back(std::sin(static_cast<float>(i) * 1.7f) * 3.0f);
+    logits[9] = logits[5];
+    logits[20] = -std::numeric_limits<float>::infinity();
+    struct Case {
+      double temperature, top_p;
+      int64_t top_k;
+    };
+    for (Case c : {Case{1.0, 1.0, 7}, Case{0.7, 0.9, 0}, Case{1.3, 0.5, 20}, Case{0.0, 1.0, 0}, Case{1.0, 0.999, 64}}) {
+      CAPTURE(c.temperature);
+      CAPTURE(c.top_p);
+      CAPTURE(c.top_k);
+      SamplingParams params{c.temperature, c.top_k, c.top_p, 3};
+      SampleStream stream(params.seed, 0), twin(params.seed, 0);
+      for (int draw = 0; draw < 50; ++draw) {
+        std::vector<int32_t> kept = {-7};  // appended to, never cleared
+        SampledToken token = Sample(logits, params, stream, &kept);
+        SampledToken plain = Sample(logits, params, twin);  // recording changes nothing drawn
+        CHECK(token.token == plain.token);
+        CHECK(token.kept_count == plain.kept_count);
+        REQUIRE(kept.size() == static_cast<size_t>(token.kept_count) + 1);
+        kept.erase(kept.begin());
+        CHECK(std::find(kept.begin(), kept.end(), token.token) != kept.end());
+        CHECK(kept == TopTokens(logits, token.kept_count));
+      }
+    }
+    // Nothing truncated: all 64 tokens kept, nothing appended; the masked token alone truncates.
+    std::vector<float> flat(64, 0.5f);
+    SampleStream stream(1, 0);
+    std::vector<int32_t> kept;
+    CHECK(Sample(flat, SamplingParams{}, stream, &kept).kept_count == 64);
+    CHECK(kept.empty());
+    CHECK(Sample(logits, SamplingParams{}, stream, &kept).kept_count == 63);
+    CHECK(kept == TopTokens(logits, 63));
+  }
+
   TEST_CASE("temperature 0 is greedy: the arg-max, kept set of one, logprob 0 and the raw logprob") {
     std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f};
     SamplingParams params;

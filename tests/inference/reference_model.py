@@ -21,6 +21,7 @@ absorbed mode must; with power-of-two scales re-quantizing it would change nothi
 
 The JSON result: {"logits": [[vocab floats] per position], "topk": {"<layer>": [[sorted key
 positions] per query]}, "index_scores": {"<layer>": [[scores of keys 0..t] per query t]},
+"routing": {"<layer>" (MoE layers only): [[chosen expert ids, descending biased score] per position]},
 "greedy": [ids]} (greedy: N argmax tokens, the full forward recomputed each step). DeepSeek-V3
 checkpoints (no indexer) have empty topk and index_scores.
 
@@ -270,7 +271,8 @@ class Model:
         gated = silu(self.linear(x, prefix + "gate_proj.weight")) * self.linear(x, prefix + "up_proj.weight")
         return self.linear(gated, prefix + "down_proj.weight")
 
-    def moe(self, x, prefix):
+    def moe(self, x, prefix, routing=None):
+        """routing (a list) receives each position's chosen expert ids."""
         c = self.config
         n_experts, n_groups = c["n_routed_experts"], c.get("n_group", 1)
         scores = 1 / (1 + np.exp(-(x @ self.w(prefix + "gate.weight").T)))
@@ -286,6 +288,8 @@ class Model:
                 span = slice(g * (n_experts // n_groups), (g + 1) * (n_experts // n_groups))
                 allowed[span] = biased[t, span]
             chosen = np.argsort(-allowed, kind="stable")[:c["num_experts_per_tok"]]
+            if routing is not None:
+                routing.append(chosen.tolist())
             weights = scores[t, chosen]
             if c.get("norm_topk_prob", True):
                 weights = weights / weights.sum()
@@ -377,7 +381,8 @@ class Model:
             h = h + self.linear(o.reshape(T, -1), p + "self_attn.o_proj.weight")
             x = rms_norm(h, self.w(p + "post_attention_layernorm.weight"), self.eps)
             if layer >= self.config.get("first_k_dense_replace", 0):
-                h = h + self.moe(x, p + "mlp.")
+                routing = record.setdefault("routing", {}).setdefault(str(layer), []) if record is not None else None
+                h = h + self.moe(x, p + "mlp.", routing)
             else:
                 h = h + self.mlp(x, p + "mlp.")
         h = rms_norm(h, self.w("model.norm.weight"), self.eps)
@@ -572,7 +577,7 @@ def main():
     if args.logits_f32:
         logits.astype("<f4").tofile(args.logits_f32)
     result = {"logits": logits.tolist(), "topk": record["topk"], "index_scores": record["index_scores"],
-              "greedy": model.greedy(tokens, args.greedy) if args.greedy else []}
+              "routing": record.get("routing", {}), "greedy": model.greedy(tokens, args.greedy) if args.greedy else []}
     text = json.dumps(result)
     if args.out:
         with open(args.out, "w") as f:

@@ -1,0 +1,106 @@
+"""Episodes for the GRPO trainer and its evaluation, played by envforge.
+
+InProcessRollouts plays tasks with the envforge Python module in this process
+(envforge.rollout: sandbox sessions and the embedded engine here) and reads the recorded episodes
+back (envforge.read_episodes). Every call opens the engine on the model directory it is given,
+so a checkpoint exported between steps is what the next step samples from.
+
+Evaluation (evaluate): every task of the evaluation environments played n times with one seed,
+pass@1 and pass@k (the unbiased estimator) per task, averaged per row: "tier D" by the task's
+difficulty, and "held-out T" for tasks whose template (knobs.template, else the task id) never
+occurs in the training environments.
+"""
+
+import math
+import os
+import subprocess
+import time
+
+
+def pack_sources(envforge_bin, directory, out_dir):
+    """Every environment under `directory` as an *.envdb in out_dir: bundles are linked, source
+    directories (holding env.json) packed with `envforge env pack`. Returns out_dir."""
+    os.makedirs(out_dir, exist_ok=True)
+    found = 0
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if name.endswith(".envdb") and os.path.isfile(path):
+            target = os.path.join(out_dir, name)
+            if not os.path.exists(target):
+                os.symlink(os.path.abspath(path), target)
+            found += 1
+        elif os.path.isfile(os.path.join(path, "env.json")):
+            target = os.path.join(out_dir, name + ".envdb")
+            done = subprocess.run([envforge_bin, "env", "pack", path, "-o", target], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError("envforge env pack %s: %s" % (path, done.stderr.strip()))
+            found += 1
+    if not found:
+        raise RuntimeError("%s holds no environment (*.envdb files or source directories with env.json)" % directory)
+    return out_dir
+
+
+def template_of(task):
+    return (task.get("knobs") or {}).get("template") or task["id"]
+
+
+class InProcessRollouts:
+    def __init__(self, envforge_module, envs_dir, store_path):
+        self.envforge, self.envs_dir, self.store_path = envforge_module, envs_dir, store_path
+
+    def tasks(self):
+        """[{"env", "task", "difficulty", "template"}] of every environment in envs_dir."""
+        out = []
+        with self.envforge.Runtime(self.envs_dir) as runtime:
+            for env in runtime.envs():
+                for task in runtime.tasks(env["name"]):
+                    out.append({"env": env["name"], "task": task["id"], "difficulty": int(task.get("difficulty") or 0),
+                                "template": template_of(task)})
+        return out
+
+    def play(self, model_dir, env, task, n, seed, sampling, record=True):
+        """envforge.rollout figures of one task (or a list of every task's when task is None)."""
+        return self.envforge.rollout(self.envs_dir, env, task, backend="embedded:" + os.path.abspath(model_dir), n=n,
+                                     seed=seed, concurrency=0, trajectories=self.store_path if record else None,
+                                     **sampling)
+
+    def episodes(self, ids):
+        return self.envforge.read_episodes(self.store_path, ids)
+
+
+def pass_at_k(n, c, k):
+    if k > n or n <= 0:
+        return None
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def evaluate(source, model_dir, eval_tasks, train_templates, n, seed, sampling, ks=(1, 10), progress=None):
+    """{"rows": [{"row", "tasks", "pass@1", "pass@10", ...}], "tasks": [...], "seconds"}."""
+    started = time.time()
+    info = {(t["env"], t["task"]): t for t in eval_tasks}
+    per_task = []
+    for env in sorted({t["env"] for t in eval_tasks}):
+        for figures in source.play(model_dir, env, None, n, seed, sampling, record=False):
+            task = info[(env, figures["task"])]
+            scored, passed = int(figures["scored"]), int(figures["passed"])
+            held_out = task["template"] not in train_templates
+            entry = {"env": env, "task": task["task"], "difficulty": task["difficulty"], "template": task["template"],
+                     "held_out": held_out, "scored": scored, "passed": passed,
+                     "row": ("held-out %s" % task["template"]) if held_out else ("tier %d" % task["difficulty"])}
+            for k in ks:
+                entry["pass@%d" % k] = pass_at_k(scored, passed, k)
+            per_task.append(entry)
+        if progress:
+            progress("evaluated %s (%d tasks so far, %.0fs)" % (env, len(per_task), time.time() - started))
+    rows = {}
+    for entry in per_task:
+        order = (1, entry["template"]) if entry["held_out"] else (0, "%04d" % entry["difficulty"])
+        rows.setdefault((order, entry["row"]), []).append(entry)
+    table = []
+    for (_, label), entries in sorted(rows.items()):
+        row = {"row": label, "tasks": len(entries)}
+        for k in ks:
+            values = [e["pass@%d" % k] for e in entries if e["pass@%d" % k] is not None]
+            row["pass@%d" % k] = sum(values) / len(values) if values else None
+        table.append(row)
+    return {"rows": table, "tasks": per_task, "seconds": time.time() - started, "n": n, "seed": seed}
