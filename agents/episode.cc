@@ -33,17 +33,16 @@ Json ToolCallsJson(const std::vector<ChatToolCall>& calls) {
 
 class EpisodeRun {
  public:
-  EpisodeRun(sandbox::SessionManager& manager, inference::Backend& backend, const RolloutOptions& options,
-             const EpisodeSpec& spec)
-      : manager_(manager),
+  EpisodeRun(SessionHost& host, inference::Backend& backend, const RolloutOptions& options, const EpisodeSpec& spec)
+      : host_(host),
         backend_(backend),
         options_(options),
         spec_(spec),
         store_(options.store),
-        deadline_(Clock::now() + options.episode_timeout) {
+        deadline_(Clock::now() + options.episode_timeout),
+        tools_(spec.env->tools) {
     result_.task_id = spec.task->id;
     result_.sample_index = spec.sample_index;
-    for (const sandbox::ToolRecord& tool : spec.bundle->tools) tools_.push_back(toolsets::ToJson(tool.spec));
   }
 
   EpisodeResult Run() {
@@ -59,11 +58,11 @@ class EpisodeRun {
   void Begin() {
     if (store_ != nullptr) {
       EpisodeStart start;
-      start.env_id = spec_.bundle->manifest.content_hash;
-      start.env_name = spec_.bundle->manifest.name;
+      start.env_id = spec_.env->id;
+      start.env_name = spec_.env->name;
       start.task_id = spec_.task->id;
-      start.task_version = sandbox::TaskVersion(spec_.bundle->manifest.content_hash, *spec_.task);
-      start.verifier_version = spec_.task->version;
+      start.task_version = spec_.task->version;
+      start.verifier_version = spec_.task->verifier_version;
       start.seed = static_cast<int64_t>(options_.sampling.seed);
       start.client = "rollout";
       start.kind = "rollout";
@@ -85,13 +84,12 @@ class EpisodeRun {
       start.sample_index = spec_.sample_index;
       result_.episode_id = store_->BeginEpisode(std::move(start));
     }
-    sandbox::SessionOptions session_options;
-    session_options.task_id = spec_.task->id;
+    HostedSessionOptions session_options;
     session_options.limits = options_.limits;
-    auto session = manager_.CreateSession(spec_.bundle->manifest.content_hash, session_options);
+    auto session = host_.CreateSession(*spec_.env, *spec_.task, session_options);
     if (!session.ok())
       return End(RolloutOutcome::kInfraError, "the session could not start: " + session.status().message());
-    session_ = *session;
+    session_ = std::move(*session);
     Append({"system", options_.system_prompt.empty() ? std::string(kDefaultSystemPrompt) : options_.system_prompt});
     Append({"user", spec_.task->prompt});
   }
@@ -262,7 +260,7 @@ class EpisodeRun {
       tool_call.name = call.name;
       tool_call.arguments = call.arguments.is_object() ? call.arguments : Json::object();
       const int64_t started_us = NowMicros();
-      toolsets::ToolResult result = manager_.CallTool(session_, tool_call);
+      toolsets::ToolResult result = session_->CallTool(tool_call);
       const int64_t step = steps_++;
       result_.tool_calls += 1;
       RecordStep(step, tool_call, result, started_us);
@@ -366,20 +364,20 @@ class EpisodeRun {
 
   void Cleanup() {
     if (!handle_.empty()) backend_.Release(handle_);
-    if (session_ != 0) (void)manager_.CloseSession(session_);
+    if (session_ != nullptr) (void)session_->Close();
     if (store_ != nullptr && !result_.episode_id.empty())
       store_->EndEpisode(result_.episode_id, ToEpisodeOutcome(result_.outcome));
   }
 
-  sandbox::SessionManager& manager_;
+  SessionHost& host_;
   inference::Backend& backend_;
   const RolloutOptions& options_;
   const EpisodeSpec& spec_;
   TrajectoryStore* store_;
   Clock::time_point deadline_;
-  Json tools_ = Json::array();
+  Json tools_;
   EpisodeResult result_;
-  sandbox::SessionManager::SessionId session_ = 0;
+  std::unique_ptr<HostedSession> session_;  // null until created
   std::vector<ChatMessage> messages_;
   int64_t message_index_ = 0;
   std::string handle_;
@@ -405,9 +403,15 @@ uint64_t TurnSeed(uint64_t run_seed, const std::string& task_id, int64_t sample_
   return SplitMix(hash ^ static_cast<uint64_t>(turn));
 }
 
+EpisodeResult RunEpisode(SessionHost& host, inference::Backend& backend, const RolloutOptions& options,
+                         const EpisodeSpec& spec) {
+  return EpisodeRun(host, backend, options, spec).Run();
+}
+
 EpisodeResult RunEpisode(sandbox::SessionManager& manager, inference::Backend& backend, const RolloutOptions& options,
                          const EpisodeSpec& spec) {
-  return EpisodeRun(manager, backend, options, spec).Run();
+  LocalSessionHost host(manager);
+  return RunEpisode(host, backend, options, spec);
 }
 
 }  // namespace envforge::agents

@@ -1,4 +1,5 @@
-// One rollout episode: a backend plays one task in a fresh sandbox session.
+// One rollout episode: a backend plays one task in a fresh session of a SessionHost (a local
+// SessionManager, or a server: agents/session_host.h).
 //
 // The loop (agents-and-rollouts.md; the DeepSeek-V3.2 rules of section 1):
 //   messages = [system prompt, user: the task's prompt]; tools = the environment's specs
@@ -26,16 +27,18 @@
 #include <string>
 
 #include "agents/rollout.h"
+#include "agents/session_host.h"
 #include "inference/backend.h"
-#include "sandbox/env_bundle.h"
 #include "sandbox/session_manager.h"
 #include "toolsets/tool_protocol.h"
 
 namespace envforge::agents {
 
+// What one episode plays; the pointers outlive the episode (the runner's description of the
+// environment, agents/session_host.h).
 struct EpisodeSpec {
-  const sandbox::EnvBundle* bundle = nullptr;
-  const sandbox::TaskRecord* task = nullptr;
+  const HostedEnv* env = nullptr;
+  const HostedTask* task = nullptr;  // one of env->tasks
   int64_t sample_index = 0;
   std::string rollout_id;
   int64_t context_window = 0;  // resolved by the runner; 0: unknown (no context management)
@@ -50,6 +53,12 @@ std::string ToolMessageText(const toolsets::ToolResult& result);
 // The seed of one model turn: a hash of (run seed, task id, sample index, turn).
 uint64_t TurnSeed(uint64_t run_seed, const std::string& task_id, int64_t sample_index, int64_t turn);
 
+// Plays one episode in a fresh session of `host` (the host's sessions: local or on a server).
+// Never fails as a call: every failure is the episode's outcome (infra_error when the session
+// cannot start or the host fails a tool call).
+EpisodeResult RunEpisode(SessionHost& host, inference::Backend& backend, const RolloutOptions& options,
+                         const EpisodeSpec& spec);
+// The same on sessions of a SessionManager in this process (a LocalSessionHost over it).
 EpisodeResult RunEpisode(sandbox::SessionManager& manager, inference::Backend& backend, const RolloutOptions& options,
                          const EpisodeSpec& spec);
 

@@ -126,24 +126,29 @@ Json TaskRollout::ToJson() const {
           {"episodes", std::move(episodes_json)}};
 }
 
-RolloutRunner::RolloutRunner(sandbox::SessionManager& manager, inference::Backend& backend, RolloutOptions options)
-    : manager_(manager), backend_(backend), options_(std::move(options)), rollout_id_(NewRolloutId()) {}
+RolloutRunner::RolloutRunner(SessionHost& host, inference::Backend& backend, RolloutOptions options)
+    : host_(host), backend_(backend), options_(std::move(options)), rollout_id_(NewRolloutId()) {}
 
-Result<std::vector<TaskRollout>> RolloutRunner::Run(const std::string& env_id,
-                                                    const std::vector<std::string>& task_ids) {
+RolloutRunner::RolloutRunner(sandbox::SessionManager& manager, inference::Backend& backend, RolloutOptions options)
+    : owned_host_(std::make_unique<LocalSessionHost>(manager)),
+      host_(*owned_host_),
+      backend_(backend),
+      options_(std::move(options)),
+      rollout_id_(NewRolloutId()) {}
+
+Result<std::vector<TaskRollout>> RolloutRunner::Run(const std::string& env, const std::vector<std::string>& task_ids) {
   ENVFORGE_RETURN_IF_ERROR(CheckOptions(options_));
-  const sandbox::EnvBundle* bundle = manager_.FindEnvironment(env_id);
-  if (bundle == nullptr) return NotFoundError("unknown environment '" + env_id + "'");
-  std::vector<const sandbox::TaskRecord*> tasks;
+  ENVFORGE_ASSIGN_OR_RETURN(const HostedEnv described, host_.DescribeEnvironment(env));
+  std::vector<const HostedTask*> tasks;
   for (const std::string& id : task_ids) {
-    const sandbox::TaskRecord* task = bundle->FindTask(id);
-    if (task == nullptr) return NotFoundError("environment '" + bundle->manifest.name + "' has no task '" + id + "'");
+    const HostedTask* task = described.FindTask(id);
+    if (task == nullptr) return NotFoundError("environment '" + described.name + "' has no task '" + id + "'");
     tasks.push_back(task);
   }
   if (task_ids.empty()) {
-    for (const sandbox::TaskRecord& task : bundle->tasks) tasks.push_back(&task);
+    for (const HostedTask& task : described.tasks) tasks.push_back(&task);
   }
-  if (tasks.empty()) return InvalidArgumentError("environment '" + bundle->manifest.name + "' has no tasks");
+  if (tasks.empty()) return InvalidArgumentError("environment '" + described.name + "' has no tasks");
   const int64_t window = options_.context_window > 0 ? options_.context_window : backend_.info().context_window;
   if (window <= 0 && options_.context_strategy != ContextStrategy::kNone) {
     return InvalidArgumentError(
@@ -154,12 +159,12 @@ Result<std::vector<TaskRollout>> RolloutRunner::Run(const std::string& env_id,
   std::vector<TaskRollout> rollouts(tasks.size());
   std::vector<EpisodeSpec> specs;
   for (size_t t = 0; t < tasks.size(); ++t) {
-    rollouts[t].env_id = env_id;
-    rollouts[t].env_name = bundle->manifest.name;
+    rollouts[t].env_id = described.id;
+    rollouts[t].env_name = described.name;
     rollouts[t].task_id = tasks[t]->id;
     rollouts[t].episodes.resize(static_cast<size_t>(options_.n));
     for (int64_t i = 0; i < options_.n; ++i)
-      specs.push_back({bundle, tasks[t], options_.first_sample + i, rollout_id_, window});
+      specs.push_back({&described, tasks[t], options_.first_sample + i, rollout_id_, window});
   }
   const auto total = static_cast<int64_t>(specs.size());
   int64_t threads = options_.concurrency > 0 ? options_.concurrency : std::min<int64_t>(total, 256);
@@ -170,7 +175,7 @@ Result<std::vector<TaskRollout>> RolloutRunner::Run(const std::string& env_id,
   auto worker = [&] {
     for (int64_t i = next++; i < total; i = next++) {
       const EpisodeSpec& spec = specs[static_cast<size_t>(i)];
-      EpisodeResult episode = RunEpisode(manager_, backend_, options_, spec);
+      EpisodeResult episode = RunEpisode(host_, backend_, options_, spec);
       const size_t task_index = static_cast<size_t>(i / options_.n);
       std::lock_guard lock(progress_mutex);
       rollouts[task_index].episodes[static_cast<size_t>(spec.sample_index - options_.first_sample)] =

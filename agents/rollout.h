@@ -2,10 +2,13 @@
 // (ARCHITECTURE.md, "Agents"; agents-and-rollouts.md).
 //
 // RolloutRunner::Run plays every (task, sample index) pair as one episode (agents/episode.h: a
-// fresh sandbox session, render -> sample -> parse -> call tools -> repeat until submit_result or a
+// fresh session, render -> sample -> parse -> call tools -> repeat until submit_result or a
 // limit), `concurrency` episodes at once, each on its own thread blocking on the backend and the
 // session: concurrent episodes meet in the backend (the embedded engine batches their decode
-// steps; an episode waiting for a tool result is not in the batch).
+// steps; an episode waiting for a tool result is not in the batch). Sessions come from a
+// SessionHost (agents/session_host.h): a SessionManager in this process, or a running `envforge
+// serve` (server/remote_session_host.h), where the model stays here and the tools and verifier
+// run on the server; episodes and their records are the same either way.
 //
 // Scoring: an episode passes when it ended `submitted` with a verdict that passed. Episodes that
 // ended `infra_error` are not scored (never counted as failures): pass@k of a task uses
@@ -24,11 +27,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "agents/session_host.h"
 #include "agents/trajectory_store.h"
 #include "base/json.h"
 #include "base/status.h"
@@ -83,7 +88,7 @@ struct RolloutOptions {
   std::chrono::milliseconds episode_timeout{600'000};
   int64_t concurrency = 0;                                      // episodes at once; 0: min(all episodes, 256)
   std::string system_prompt;                                    // empty: kDefaultSystemPrompt
-  std::optional<sandbox::SandboxLimits> limits;                 // per-session limits; nullopt: the manager's
+  std::optional<sandbox::SandboxLimits> limits;                 // per-session limits; nullopt: the host's
   TrajectoryStore* store = nullptr;                             // record every episode when set
   std::function<void(int64_t done, int64_t total)> on_episode;  // progress
 };
@@ -137,17 +142,23 @@ void Summarize(TaskRollout& rollout);
 
 class RolloutRunner {
  public:
+  // Episodes in sessions of `host`, which must outlive the runner.
+  RolloutRunner(SessionHost& host, inference::Backend& backend, RolloutOptions options);
+  // Episodes in sessions of `manager` (in this process), which must outlive the runner.
   RolloutRunner(sandbox::SessionManager& manager, inference::Backend& backend, RolloutOptions options);
 
-  // Plays the tasks (all of the environment's when task_ids is empty) of an environment opened in
-  // the manager. Errors (before any episode runs): InvalidArgument for n < 1, a bad option, or a
-  // context strategy without a known context window; NotFound for an unknown environment or task (naming it). Episode
-  // failures are outcomes, not errors.
-  Result<std::vector<TaskRollout>> Run(const std::string& env_id, const std::vector<std::string>& task_ids);
+  // Plays the tasks (all of the environment's when task_ids is empty) of the environment `env`
+  // (for a SessionManager: the id of an environment opened in it; for another host, what its
+  // DescribeEnvironment takes). Errors (before any episode runs): InvalidArgument for n < 1, a bad
+  // option, or a context strategy without a known context window; NotFound for an unknown
+  // environment or task (naming it); the host's errors describing the environment (Unavailable
+  // for a server that cannot be reached). Episode failures are outcomes, not errors.
+  Result<std::vector<TaskRollout>> Run(const std::string& env, const std::vector<std::string>& task_ids);
   const std::string& rollout_id() const { return rollout_id_; }
 
  private:
-  sandbox::SessionManager& manager_;
+  std::unique_ptr<SessionHost> owned_host_;  // the LocalSessionHost of the SessionManager constructor
+  SessionHost& host_;
   inference::Backend& backend_;
   RolloutOptions options_;
   std::string rollout_id_;

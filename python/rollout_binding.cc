@@ -1,4 +1,4 @@
-// envforge.rollout: environments opened from a directory, a backend, the RolloutRunner.
+// envforge.rollout: environments opened from a directory (or a server's), a backend, the RolloutRunner.
 #include "python/rollout_binding.h"
 
 #include <pybind11/stl.h>
@@ -10,11 +10,13 @@
 #include <vector>
 
 #include "agents/rollout.h"
+#include "agents/session_host.h"
 #include "agents/trajectory_store.h"
 #include "inference/backend.h"
 #include "python/json_convert.h"
 #include "python/status_error.h"
 #include "sandbox/session_manager.h"
+#include "server/remote_session_host.h"
 
 namespace py = pybind11;
 namespace fs = std::filesystem;
@@ -45,8 +47,33 @@ Result<std::string> OpenNamedEnvironment(sandbox::SessionManager& manager, const
 struct RolloutArgs {
   std::string envs_dir, env, backend, model, context_strategy, trajectories;
   std::optional<std::string> task;
+  std::optional<std::string> url;  // a running envforge serve: its sessions, not envs_dir's
+  std::string token;
   agents::RolloutOptions options;
 };
+
+// Where the episodes' sessions live (the manager is null for a server) and the environment's key
+// for the host's DescribeEnvironment.
+struct Sessions {
+  std::unique_ptr<sandbox::SessionManager> manager;
+  std::unique_ptr<agents::SessionHost> host;
+  std::string env;
+};
+
+Result<Sessions> OpenSessions(const RolloutArgs& args) {
+  Sessions sessions;
+  if (args.url) {
+    server::RemoteSessionHostOptions options;
+    options.client.token = args.token;
+    ENVFORGE_ASSIGN_OR_RETURN(sessions.host, server::RemoteSessionHost::Connect(*args.url, options));
+    sessions.env = args.env;
+    return sessions;
+  }
+  ENVFORGE_ASSIGN_OR_RETURN(sessions.manager, sandbox::SessionManager::Create({}));
+  ENVFORGE_ASSIGN_OR_RETURN(sessions.env, OpenNamedEnvironment(*sessions.manager, args.envs_dir, args.env));
+  sessions.host = std::make_unique<agents::LocalSessionHost>(*sessions.manager);
+  return sessions;
+}
 
 Json RunRollout(RolloutArgs args) {
   auto strategy = agents::ParseContextStrategy(args.context_strategy);
@@ -57,10 +84,8 @@ Json RunRollout(RolloutArgs args) {
   backend_options.context_window = args.options.context_window;
   auto backend = inference::OpenBackend(args.backend, backend_options);
   if (!backend.ok()) RaiseStatus(backend.status());
-  auto manager = sandbox::SessionManager::Create({});
-  if (!manager.ok()) RaiseStatus(manager.status());
-  auto env_id = OpenNamedEnvironment(**manager, args.envs_dir, args.env);
-  if (!env_id.ok()) RaiseStatus(env_id.status());
+  auto sessions = OpenSessions(args);
+  if (!sessions.ok()) RaiseStatus(sessions.status());
   std::unique_ptr<agents::TrajectoryStore> store;
   if (!args.trajectories.empty()) {
     auto opened = agents::TrajectoryStore::Open(args.trajectories);
@@ -68,10 +93,10 @@ Json RunRollout(RolloutArgs args) {
     store = std::move(*opened);
     args.options.store = store.get();
   }
-  agents::RolloutRunner runner(**manager, **backend, args.options);
+  agents::RolloutRunner runner(*sessions->host, **backend, args.options);
   std::vector<std::string> tasks;
   if (args.task) tasks.push_back(*args.task);
-  auto rollouts = runner.Run(*env_id, tasks);
+  auto rollouts = runner.Run(sessions->env, tasks);
   if (!rollouts.ok()) RaiseStatus(rollouts.status());
   if (store != nullptr) {
     Status flushed = store->Flush();
@@ -99,9 +124,17 @@ void DefineRollout(py::module_& module) {
          int64_t max_tokens, int64_t max_tokens_per_turn, double temperature, double top_p, int64_t top_k,
          uint64_t seed, const std::string& context_strategy, int64_t context_window, int64_t max_invalid_calls,
          double episode_timeout, int64_t concurrency, std::optional<std::string> trajectories, bool record_routing,
-         bool record_kept_sets) {
-        RolloutArgs args{envs_dir,        env, backend, model, context_strategy, trajectories.value_or(""),
-                         std::move(task), {}};
+         bool record_kept_sets, std::optional<std::string> url, std::optional<std::string> token) {
+        RolloutArgs args{envs_dir,
+                         env,
+                         backend,
+                         model,
+                         context_strategy,
+                         trajectories.value_or(""),
+                         std::move(task),
+                         std::move(url),
+                         token.value_or(""),
+                         {}};
         agents::RolloutOptions& o = args.options;
         o.n = n;
         o.thinking = thinking;
@@ -131,9 +164,12 @@ void DefineRollout(py::module_& module) {
       py::arg("top_p") = 1.0, py::arg("top_k") = 0, py::arg("seed") = 0, py::arg("context_strategy") = "none",
       py::arg("context_window") = 0, py::arg("max_invalid_calls") = 3, py::arg("episode_timeout") = 600.0,
       py::arg("concurrency") = 0, py::arg("trajectories") = py::none(), py::arg("record_routing") = false,
-      py::arg("record_kept_sets") = false,
+      py::arg("record_kept_sets") = false, py::arg("url") = py::none(), py::arg("token") = py::none(),
       "Plays a task (or every task) n times with a backend (embedded:DIR, openai:URL, scripted:FILE); returns pass@k, "
-      "mean turns and tokens, outcomes and the episode ids. record_routing / record_kept_sets (embedded backend): "
+      "mean turns and tokens, outcomes and the episode ids. With url (a running envforge serve, http://HOST:PORT or "
+      "ws://HOST:PORT/ws; token its bearer token) the sessions run on that server and env/task name its environment "
+      "and task (envs_dir is ignored); the model still runs here. record_routing / record_kept_sets (embedded "
+      "backend): "
       "every model turn records the routed experts of the positions it ran and the kept top-k/top-p sets of its "
       "tokens (the DeepSeek-V3.2 paper's keep routing and keep sampling mask) into the trajectories store, where "
       "the episode's token segments expose them as \"routing\" and \"kept\".");

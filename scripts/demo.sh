@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: synthesize environments in six categories (database, toolset, tasks escalated
 # level by level, validated, audited) and, with the shipped policy, shop environments filtered by
-# its pass rate, rolled out and replayed; pack the
+# its pass rate, rolled out and replayed, then trained on with GRPO (held-out pass@1 before and
+# after); pack the
 # reference environment, check it, solve every task in sandbox sessions, print the verdicts and
 # the sandbox figures; serve it over JSON-RPC under load, list and replay a recorded episode;
 # sample from the embedded DSA engine; roll the tiny model out and serve it on /v1.
@@ -118,6 +119,21 @@ print(passing[0] if passing else "")')
   else
     echo "(the filter kept no task this time)"
   fi
+  echo
+  echo "== closed loop: GRPO (scripts/train_grpo.py) trains the shipped policy on two shops it never saw"
+  echo "   (episodes played in sandbox sessions by the embedded engine, scored by their verifiers, keep routing"
+  echo "   and keep sampling mask on), then held-out pass@1 before and after on data/envs/shop_eval_a"
+  GRPO_DIR="$OUT_DIR/grpo"
+  rm -rf "$GRPO_DIR"
+  mkdir -p "$GRPO_DIR/train" "$GRPO_DIR/eval"
+  for seed in 311 312; do
+    /usr/bin/python3 scripts/policy_envs.py --seed "$seed" --out "$GRPO_DIR/train/shop_$seed" --instances 4 \
+      --templates price_lookup,stock_lookup,supplier_city,cheapest_in_category >/dev/null
+  done
+  ln -s "$PWD/data/envs/shop_eval_a" "$GRPO_DIR/eval/shop_eval_a"
+  /usr/bin/python3 scripts/train_grpo.py --policy data/models/policy-small --train-envs "$GRPO_DIR/train" \
+    --eval-envs "$GRPO_DIR/eval" --out "$GRPO_DIR/run" --steps "${GRPO_STEPS:-6}" --group 8 --tasks-per-step 4 \
+    --eval-n 10 --lr 3e-5 --beta 0.05 --build "$BUILD_DIR"
 fi
 echo
 echo "== bench rollout: 64 episodes at once vs one after another; recompute ratio"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Closed-loop RL: GRPO on envforge environments lifts the policy on held-out tasks (issue 21).
 
-    /usr/bin/python3 scripts/train_grpo.py --policy data/models/policy-small --train-envs DIR
+    /usr/bin/python3 scripts/train_grpo.py --policy data/models/policy-small {--train-envs DIR | --url URL}
         --eval-envs DIR --steps N --group G --out RUN_DIR [--tasks-per-step B] [--lr LR]
         [--no-unbiased-kl] [--no-off-policy-mask] [--no-keep-routing] [--no-keep-sampling-mask]
         [--eval-n 10] [--json]
@@ -9,7 +9,8 @@
 Each step samples --tasks-per-step tasks from the training environments (DIR of *.envdb bundles
 or environment source directories, packed here), plays --group episodes of each with the
 embedded engine on the current weights (envforge.rollout in this process: real sandbox sessions,
-real verifiers), reads the episodes' token-exact segments back (envforge.read_episodes), scores
+real verifiers; with --url URL the sessions, tools and verifiers are those of a running
+`envforge serve` reached over JSON-RPC, every task it serves being a training task), reads the episodes' token-exact segments back (envforge.read_episodes), scores
 them by their verdicts and updates the policy with GRPO (scripts/policy/grpo.py: advantages,
 the clipped objective and the paper's four stabilisers). The new weights are exported
 (bf16, Hugging Face layout) to RUN_DIR/policy, which the engine loads for the next step.
@@ -39,7 +40,10 @@ def parse_args(argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--policy", default=os.path.join(ROOT, "data", "models", "policy-small"),
                         help="the starting checkpoint (an exported model directory)")
-    parser.add_argument("--train-envs", required=True, help="directory of training environments")
+    parser.add_argument("--train-envs", help="directory of training environments (played in this process)")
+    parser.add_argument("--url", help="play the training tasks on this `envforge serve` instead (every task of every "
+                                      "environment it serves), over JSON-RPC; the model stays in this process")
+    parser.add_argument("--token", help="bearer token for --url")
     parser.add_argument("--eval-envs", required=True, help="directory of held-out evaluation environments")
     parser.add_argument("--out", required=True, help="run directory")
     parser.add_argument("--steps", type=int, default=20)
@@ -64,6 +68,8 @@ def parse_args(argv):
     parser.add_argument("--max-tokens-per-turn", type=int, default=128)
     parser.add_argument("--eval-n", type=int, default=10, help="episodes per held-out task (0: no evaluation)")
     parser.add_argument("--eval-seed", type=int, default=7)
+    parser.add_argument("--before-eval", help="reuse the starting policy's evaluation from this eval.json (an earlier "
+                                              "run from the same policy with the same --eval-envs, --eval-n and --eval-seed)")
     parser.add_argument("--save-every", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
@@ -77,9 +83,13 @@ def parse_args(argv):
         parser.error("--group must be at least 2 (advantages are relative to the group)")
     if args.eval_n < 0:
         parser.error("--eval-n must be 0 or more")
+    if (args.train_envs is None) == (args.url is None):
+        parser.error("give exactly one of --train-envs DIR and --url URL")
     for flag, path in (("--policy", args.policy), ("--train-envs", args.train_envs), ("--eval-envs", args.eval_envs)):
-        if not os.path.isdir(path):
+        if path is not None and not os.path.isdir(path):
             parser.error("%s %s is not a directory" % (flag, path))
+    if args.before_eval and not os.path.isfile(args.before_eval):
+        parser.error("--before-eval %s is not a file" % args.before_eval)
     if not os.path.isfile(os.path.join(args.policy, "config.json")):
         parser.error("--policy %s holds no config.json (an exported model directory)" % args.policy)
     return args

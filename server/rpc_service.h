@@ -20,8 +20,10 @@
 //
 // Native dialect methods (params -> result):
 //   envs/list {} -> {"envs": [{"id", "name", "kind", "category", "tasks", "version"}]}
-//   envs/get {env} -> {"id", "name", ..., "tools": [ToolSpec], "tasks": [{"id", "version", ...}]}
-//   tasks/list {env} -> {"tasks": [...]}
+//   envs/get {env} -> {"id", "name", ..., "version", "tools": [ToolSpec], "tasks": [{"id", "prompt",
+//       "version" (the verifier's, as submit_result's verdict names it), "task_version" (the
+//       task's: sandbox::TaskVersion; added for remote rollouts, which record it), ...}]}
+//   tasks/list {env} -> {"tasks": [...]} (the same task objects)
 //   session/create {env, task, seed?, limits?} -> {"session", "prompt", "tools", "versions":
 //       {"env", "task", "verifier"}, "trajectory"}
 //   tools/list {session} -> {"tools": [ToolSpec]}

@@ -5,4 +5,5 @@ list(APPEND ENVFORGE_SERVER_SOURCES
   internal/http_shared.cc
   internal/request_policy.cc
   rpc_client.cc
+  remote_session_host.cc  # the rollout loop's sessions on a server (agents/session_host.h)
 )

@@ -1,14 +1,18 @@
-// envforge rollout X.envdb: a backend plays the environment's tasks, N episodes each
-// (agents/rollout.h); a progress bar, then per task pass@k, mean turns and tokens, outcomes.
+// envforge rollout X.envdb | --url URL --env NAME: a backend plays the environment's tasks, N
+// episodes each (agents/rollout.h), in sessions of this process or of a running envforge serve
+// (server/remote_session_host.h); a progress bar, then per task pass@k, mean turns and tokens,
+// outcomes.
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "agents/rollout.h"
+#include "agents/session_host.h"
 #include "agents/trajectory_store.h"
 #include "apps/envforge/cli_args.h"
 #include "apps/envforge/commands.h"
@@ -17,9 +21,51 @@
 #include "base/cleanup_registry.h"
 #include "inference/backend.h"
 #include "sandbox/session_manager.h"
+#include "server/remote_session_host.h"
 
 namespace envforge::cli {
 namespace {
+
+// Where the episodes' sessions live: a SessionManager here with the bundle opened in it, or a
+// server. `env` is what the host's DescribeEnvironment takes.
+struct Sessions {
+  std::unique_ptr<sandbox::SessionManager> manager;  // null for a server
+  std::unique_ptr<agents::SessionHost> host;
+  std::string env;
+  std::string where;  // "" or " on URL", for the closing line
+};
+
+// X.envdb, or --url (with --env, maybe --token): exactly one. A usage error says what is missing.
+Status CheckWhere(const ParsedArgs& parsed) {
+  const bool remote = parsed.Option("--url").has_value();
+  if (remote && !parsed.positional.empty())
+    return InvalidArgumentError("give X.envdb or --url URL --env NAME, not both");
+  if (!remote && parsed.positional.empty())
+    return InvalidArgumentError("give the environment: X.envdb, or --url URL --env NAME (a running envforge serve)");
+  if (remote && !parsed.Option("--env"))
+    return InvalidArgumentError("--url needs --env NAME (the server's environment)");
+  if (!remote && (parsed.Option("--env") || parsed.Option("--token")))
+    return InvalidArgumentError("--env and --token go with --url (X.envdb names the environment itself)");
+  return Status::Ok();
+}
+
+Result<Sessions> OpenSessions(const ParsedArgs& parsed) {
+  Sessions sessions;
+  if (auto url = parsed.Option("--url")) {
+    server::RemoteSessionHostOptions options;
+    options.client.token = parsed.OptionOr("--token");
+    if (const char* from_env = std::getenv("ENVFORGE_SERVE_TOKEN"); options.client.token.empty() && from_env)
+      options.client.token = from_env;
+    ENVFORGE_ASSIGN_OR_RETURN(sessions.host, server::RemoteSessionHost::Connect(*url, options));
+    sessions.env = *parsed.Option("--env");
+    sessions.where = " on " + *url;
+    return sessions;
+  }
+  ENVFORGE_ASSIGN_OR_RETURN(sessions.manager, sandbox::SessionManager::Create(sandbox::ManagerOptions{}));
+  ENVFORGE_ASSIGN_OR_RETURN(sessions.env, sessions.manager->OpenEnvironment(parsed.positional[0]));
+  sessions.host = std::make_unique<agents::LocalSessionHost>(*sessions.manager);
+  return sessions;
+}
 
 Status ReadOptions(const ParsedArgs& args, agents::RolloutOptions& options) {
   struct IntOption {
@@ -87,7 +133,7 @@ void PrintTask(const agents::TaskRollout& task) {
 
 int Rollout(const ParsedArgs& parsed) {
   const char* kCommand = "envforge rollout";
-  const std::string path = parsed.positional[0];
+  if (Status where = CheckWhere(parsed); !where.ok()) return Fail(where, kExitUsage, kCommand);
   auto backend_spec = parsed.Option("--backend");  // required by the declaration
   auto task_list = parsed.Option("--task");
   if (task_list.has_value() == parsed.Has("--all")) {
@@ -116,10 +162,8 @@ int Rollout(const ParsedArgs& parsed) {
 
   RaiseFileLimit();
   InstallCleanupSignalHandlers();
-  auto manager = sandbox::SessionManager::Create(sandbox::ManagerOptions{});
-  if (!manager.ok()) return Fail(manager.status(), kExitInfra, kCommand);
-  auto env_id = (*manager)->OpenEnvironment(path);
-  if (!env_id.ok()) return Fail(env_id.status(), ExitCodeFor(env_id.status()), kCommand);
+  auto sessions = OpenSessions(parsed);
+  if (!sessions.ok()) return Fail(sessions.status(), ExitCodeFor(sessions.status()), kCommand);
   std::unique_ptr<agents::TrajectoryStore> store;
   if (auto trajectories = parsed.Option("--trajectories")) {
     auto opened = agents::TrajectoryStore::Open(*trajectories);
@@ -128,15 +172,16 @@ int Rollout(const ParsedArgs& parsed) {
     options.store = store.get();
   }
   std::vector<std::string> tasks = task_list ? SplitCommas(*task_list) : std::vector<std::string>{};
-  const sandbox::EnvBundle* bundle = (*manager)->FindEnvironment(*env_id);
-  const size_t task_count = tasks.empty() ? bundle->tasks.size() : tasks.size();
+  auto described = sessions->host->DescribeEnvironment(sessions->env);
+  if (!described.ok()) return Fail(described.status(), ExitCodeFor(described.status()), kCommand);
+  const size_t task_count = tasks.empty() ? described->tasks.size() : tasks.size();
   Progress progress("rollout", task_count * static_cast<size_t>(options.n));
   options.on_episode = [&progress](int64_t done, int64_t total) {
     progress.Update(static_cast<size_t>(done), std::to_string(total - done) + " left");
   };
-  agents::RolloutRunner runner(**manager, **backend, options);
+  agents::RolloutRunner runner(*sessions->host, **backend, options);
   auto started = std::chrono::steady_clock::now();
-  auto rollouts = runner.Run(*env_id, tasks);
+  auto rollouts = runner.Run(sessions->env, tasks);
   if (!rollouts.ok()) return Fail(rollouts.status(), ExitCodeFor(rollouts.status()), kCommand);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   progress.Finish("done");
@@ -168,8 +213,9 @@ int Rollout(const ParsedArgs& parsed) {
     }
   }
   if (!parsed.Has("--json")) {
-    std::printf("rollout %s: %" PRId64 " episodes in %.1f s with %s%s%s\n", runner.rollout_id().c_str(), episodes,
-                seconds, info.spec.c_str(), store ? ", recorded in " : "", store ? store->path().c_str() : "");
+    std::printf("rollout %s: %" PRId64 " episodes in %.1f s with %s%s%s%s\n", runner.rollout_id().c_str(), episodes,
+                seconds, info.spec.c_str(), sessions->where.c_str(), store ? ", recorded in " : "",
+                store ? store->path().c_str() : "");
   }
   if (episodes > 0 && infra == episodes) {
     return Fail(UnavailableError("every episode failed on the infrastructure; the first: " + first_infra), kExitInfra,
@@ -184,14 +230,19 @@ std::vector<Command> RolloutCommands() {
   const std::string sampling = "sampling";
   return {
       {{.name = "rollout",
-        .positionals = "X.envdb",
+        .positionals = "[X.envdb]",
         .summary = "N episodes per task played by a model: pass@k for k = 1, 2, 4, ... N, mean turns and tokens, "
                    "outcomes by kind",
         .details = "A backend plays the environment's tasks (--task or --all), N episodes per task, each in a fresh "
                    "sandbox session; prints per task pass@k (unbiased estimator), mean turns and generated tokens, and "
                    "episode outcomes by kind. Episodes that end infra_error are not scored.\n"
-                   "Exit 0 done, 2 bad input (unknown backend, a model that does not load, unknown task, N < 1), 3 "
-                   "infrastructure (every episode failed on the backend or the runtime).",
+                   "The sessions run here (X.envdb) or on a running envforge serve (--url URL --env NAME [--token T]): "
+                   "then the model runs in this process and the tools and verifier on the server, and --trajectories "
+                   "records the versions the server reports; a session the server loses (closed, expired, the server "
+                   "gone) ends its episode infra_error.\n"
+                   "Exit 0 done, 2 bad input (unknown backend, a model that does not load, unknown environment or "
+                   "task, N < 1), 3 infrastructure (the server cannot be reached, or every episode failed on the "
+                   "backend or the runtime).",
         .options =
             {{.name = "--backend",
               .metavar = "SPEC",
@@ -199,6 +250,14 @@ std::vector<Command> RolloutCommands() {
                       "openai:URL (an OpenAI-compatible server, URL like http://host:8000/v1) | scripted:FILE.jsonl "
                       "(recorded responses, inference/scripted_backend.h)",
               .required = true},
+             {.name = "--url",
+              .metavar = "URL",
+              .help = "play on a running envforge serve (http://HOST:PORT[/rpc] or ws://HOST:PORT[/ws]) instead of "
+                      "X.envdb"},
+             {.name = "--env", .metavar = "NAME", .help = "with --url: the server's environment (name or id)"},
+             {.name = "--token",
+              .metavar = "T",
+              .help = "with --url: the server's bearer token (or ENVFORGE_SERVE_TOKEN)"},
              {.name = "--task", .metavar = "ID[,ID...]", .help = "the tasks played (or --all)"},
              {.name = "--all", .help = "every task of the environment"},
              {.name = "-n", .metavar = "N", .help = "episodes per task", .default_text = "1"},
@@ -260,7 +319,7 @@ std::vector<Command> RolloutCommands() {
               .help = "embedded, with --trajectories: record each token's top-k/top-p kept set when it is smaller "
                       "than the vocabulary (keep sampling mask; tokens[].kept)"},
              JsonOption("one JSON object per task on stdout")},
-        .min_positional = 1,
+        .min_positional = 0,
         .max_positional = 1},
        Rollout},
   };

@@ -63,14 +63,14 @@ def cheapest_rated_hotel(session):
     return {"hotel": best[1]}
 
 
-@pytest.fixture
-def server(envs_dir, tmp_path):
-    """A running `envforge serve`; yields (url, trajectories path, process)."""
-    port_file = tmp_path / "port"
-    trajectories = tmp_path / "trajectories.sqlite"
+def start_server(envs_dir, work_dir, token="sesame", session_ttl=60):
+    """Starts `envforge serve` over envs_dir on an ephemeral port, recording into work_dir;
+    returns (url, trajectories path, process) once it listens."""
+    port_file = work_dir / "port"
+    trajectories = work_dir / "trajectories.sqlite"
     process = subprocess.Popen(
         [str(ENVFORGE), "serve", "--envs", str(envs_dir), "--port", "0", "--port-file", str(port_file),
-         "--trajectories", str(trajectories), "--token", "sesame", "--session-ttl", "60"],
+         "--trajectories", str(trajectories), "--token", token, "--session-ttl", str(session_ttl)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 60
     while not (port_file.exists() and port_file.read_text().strip()):
@@ -81,7 +81,11 @@ def server(envs_dir, tmp_path):
             raise RuntimeError("envforge serve did not report its port")
         time.sleep(0.05)
     port = int(port_file.read_text().strip())
-    yield f"http://127.0.0.1:{port}", trajectories, process
+    return f"http://127.0.0.1:{port}", trajectories, process
+
+
+def stop_server(process):
+    """SIGTERM (the usual drain), SIGKILL past 30 s; nothing when it already exited."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
@@ -89,3 +93,11 @@ def server(envs_dir, tmp_path):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture
+def server(envs_dir, tmp_path):
+    """A running `envforge serve`; yields (url, trajectories path, process)."""
+    url, trajectories, process = start_server(envs_dir, tmp_path)
+    yield url, trajectories, process
+    stop_server(process)

@@ -159,14 +159,32 @@ def format_rows(before, after):
     return "\n".join(lines)
 
 
+def reused_evaluation(args, eval_tasks, train_templates):
+    """The "before" of an earlier run's eval.json, when it was measured the same way on the same
+    tasks; its rows are summarized again against this run's training templates."""
+    with open(args.before_eval) as f:
+        before = json.load(f)["before"]
+    if (before.get("n"), before.get("seed")) != (args.eval_n, args.eval_seed):
+        raise ValueError("--before-eval %s was measured with n=%s seed=%s, this run evaluates with n=%d seed=%d"
+                         % (args.before_eval, before.get("n"), before.get("seed"), args.eval_n, args.eval_seed))
+    if {(t["env"], t["task"]) for t in before["tasks"]} != {(t["env"], t["task"]) for t in eval_tasks}:
+        raise ValueError("--before-eval %s holds other tasks than --eval-envs" % args.before_eval)
+    result = rollouts.summarize(before["tasks"], train_templates)
+    result.update({key: before.get(key) for key in ("seconds", "n", "seed")})
+    return result
+
+
 def run(args, envforge, log):
     started = time.time()
     os.makedirs(args.out, exist_ok=True)
     envforge_bin = os.path.join(args.build, "bin", "envforge")
-    train_dir = rollouts.pack_sources(envforge_bin, args.train_envs, os.path.join(args.out, "envs", "train"))
     eval_dir = rollouts.pack_sources(envforge_bin, args.eval_envs, os.path.join(args.out, "envs", "eval"))
     store = os.path.join(args.out, "trajectories.db")
-    source = rollouts.InProcessRollouts(envforge, train_dir, store)
+    if args.url:
+        source = rollouts.RemoteRollouts(envforge, args.url, args.token, store)
+    else:
+        train_dir = rollouts.pack_sources(envforge_bin, args.train_envs, os.path.join(args.out, "envs", "train"))
+        source = rollouts.InProcessRollouts(envforge, train_dir, store)
     eval_source = rollouts.InProcessRollouts(envforge, eval_dir, None)
     train_tasks = source.tasks()
     eval_tasks = eval_source.tasks()
@@ -183,7 +201,10 @@ def run(args, envforge, log):
         return rollouts.evaluate(eval_source, model_dir, eval_tasks, train_templates, args.eval_n, args.eval_seed,
                                  sampling_options(args), progress=log)
 
-    before = evaluate(args.policy, "the starting policy")
+    if args.before_eval:
+        before = reused_evaluation(args, eval_tasks, train_templates)
+    else:
+        before = evaluate(args.policy, "the starting policy")
     trainer = Trainer(args.policy, args)
     current = os.path.join(args.out, "policy")
     trainer.export_to(current, tokenizer_files)

@@ -2,7 +2,8 @@
 
 InProcessRollouts plays tasks with the envforge Python module in this process
 (envforge.rollout: sandbox sessions and the embedded engine here) and reads the recorded episodes
-back (envforge.read_episodes). Every call opens the engine on the model directory it is given,
+back (envforge.read_episodes); RemoteRollouts plays them against the sessions of a running
+`envforge serve` (envforge.rollout(url=...)), the engine still here. Every call opens the engine on the model directory it is given,
 so a checkpoint exported between steps is what the next step samples from.
 
 Evaluation (evaluate): every task of the evaluation environments played n times with one seed,
@@ -68,6 +69,33 @@ class InProcessRollouts:
         return self.envforge.read_episodes(self.store_path, ids)
 
 
+class RemoteRollouts(InProcessRollouts):
+    """The same over RPC: the environments, sessions, tools and verifiers of a running
+    `envforge serve` at url; the model (the embedded engine) in this process. Episodes are
+    recorded here, in store_path (the server records its own served episodes as well)."""
+
+    def __init__(self, envforge_module, url, token, store_path):
+        super().__init__(envforge_module, "", store_path)
+        self.url, self.token = url, token
+
+    def tasks(self):
+        out = []
+        client = self.envforge.Client(self.url, token=self.token)
+        try:
+            for env in client.envs():
+                for task in client.tasks(env["name"]):
+                    out.append({"env": env["name"], "task": task["id"], "difficulty": int(task.get("difficulty") or 0),
+                                "template": template_of(task)})
+        finally:
+            client.close()
+        return out
+
+    def play(self, model_dir, env, task, n, seed, sampling, record=True):
+        return self.envforge.rollout("", env, task, url=self.url, token=self.token,
+                                     backend="embedded:" + os.path.abspath(model_dir), n=n, seed=seed, concurrency=0,
+                                     trajectories=self.store_path if record else None, **sampling)
+
+
 def pass_at_k(n, c, k):
     if k > n or n <= 0:
         return None
@@ -75,25 +103,37 @@ def pass_at_k(n, c, k):
 
 
 def evaluate(source, model_dir, eval_tasks, train_templates, n, seed, sampling, ks=(1, 10), progress=None):
-    """{"rows": [{"row", "tasks", "pass@1", "pass@10", ...}], "tasks": [...], "seconds"}."""
+    """{"rows": [{"row", "tasks", "pass@1", "pass@10", ...}], "tasks": [...], "seconds", "n", "seed"}."""
     started = time.time()
     info = {(t["env"], t["task"]): t for t in eval_tasks}
     per_task = []
     for env in sorted({t["env"] for t in eval_tasks}):
         for figures in source.play(model_dir, env, None, n, seed, sampling, record=False):
             task = info[(env, figures["task"])]
-            scored, passed = int(figures["scored"]), int(figures["passed"])
-            held_out = task["template"] not in train_templates
-            entry = {"env": env, "task": task["task"], "difficulty": task["difficulty"], "template": task["template"],
-                     "held_out": held_out, "scored": scored, "passed": passed,
-                     "row": ("held-out %s" % task["template"]) if held_out else ("tier %d" % task["difficulty"])}
-            for k in ks:
-                entry["pass@%d" % k] = pass_at_k(scored, passed, k)
-            per_task.append(entry)
+            per_task.append({"env": env, "task": task["task"], "difficulty": task["difficulty"],
+                             "template": task["template"], "scored": int(figures["scored"]),
+                             "passed": int(figures["passed"])})
         if progress:
             progress("evaluated %s (%d tasks so far, %.0fs)" % (env, len(per_task), time.time() - started))
-    rows = {}
+    result = summarize(per_task, train_templates, ks)
+    result.update({"seconds": time.time() - started, "n": n, "seed": seed})
+    return result
+
+
+def summarize(per_task, train_templates, ks=(1, 10)):
+    """Rows of per-task results ({"env", "task", "difficulty", "template", "scored", "passed"}):
+    "tier D" per difficulty, "held-out T" per template absent from train_templates; each row the
+    mean over its tasks of pass@k (the unbiased estimator per task)."""
+    tasks = []
     for entry in per_task:
+        entry = dict(entry)
+        entry["held_out"] = entry["template"] not in train_templates
+        entry["row"] = ("held-out %s" % entry["template"]) if entry["held_out"] else ("tier %d" % entry["difficulty"])
+        for k in ks:
+            entry["pass@%d" % k] = pass_at_k(entry["scored"], entry["passed"], k)
+        tasks.append(entry)
+    rows = {}
+    for entry in tasks:
         order = (1, entry["template"]) if entry["held_out"] else (0, "%04d" % entry["difficulty"])
         rows.setdefault((order, entry["row"]), []).append(entry)
     table = []
@@ -103,4 +143,4 @@ def evaluate(source, model_dir, eval_tasks, train_templates, n, seed, sampling, 
             values = [e["pass@%d" % k] for e in entries if e["pass@%d" % k] is not None]
             row["pass@%d" % k] = sum(values) / len(values) if values else None
         table.append(row)
-    return {"rows": table, "tasks": per_task, "seconds": time.time() - started, "n": n, "seed": seed}
+    return {"rows": table, "tasks": tasks}

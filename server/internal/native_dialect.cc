@@ -25,6 +25,17 @@ Json ResultJson(ToolResult result) {
   return json;
 }
 
+// The bundle's tasks as envs/get and tasks/list answer them: EnvBundle::ToJson's, each with its
+// "task_version" beside "version" (the verifier's), so that a remote rollout records the same
+// versions as a local one (server/remote_session_host.h).
+Json TasksJson(const EnvBundle& bundle) {
+  Json tasks = bundle.ToJson()["tasks"];
+  for (size_t i = 0; i < bundle.tasks.size(); ++i) {
+    tasks[i]["task_version"] = sandbox::TaskVersion(bundle.manifest.content_hash, bundle.tasks[i]);
+  }
+  return tasks;
+}
+
 RpcError UnknownEnv(const Status& status) {
   return MakeError(kRpcUnknownEnv, status.message(), Json{{"field", "params.env"}});
 }
@@ -104,7 +115,6 @@ void NativeDialect::EnvsGet(Json& params, const RequestContext&, Reply reply) {
   if (auto error = RequireString(params, "env", &key)) return reply(*error);
   auto bundle = sessions_.ResolveEnv(key);
   if (!bundle.ok()) return reply(UnknownEnv(bundle.status()));
-  Json full = (*bundle)->ToJson();
   const auto& manifest = (*bundle)->manifest;
   reply(Json{{"id", manifest.content_hash},
              {"name", manifest.name},
@@ -113,8 +123,8 @@ void NativeDialect::EnvsGet(Json& params, const RequestContext&, Reply reply) {
              {"description", manifest.description},
              {"provenance", manifest.provenance},
              {"version", manifest.content_hash},
-             {"tools", std::move(full["tools"])},
-             {"tasks", std::move(full["tasks"])}});
+             {"tools", ToolSpecs(**bundle)},
+             {"tasks", TasksJson(**bundle)}});
 }
 
 void NativeDialect::TasksList(Json& params, const RequestContext&, Reply reply) {
@@ -122,7 +132,7 @@ void NativeDialect::TasksList(Json& params, const RequestContext&, Reply reply) 
   if (auto error = RequireString(params, "env", &key)) return reply(*error);
   auto bundle = sessions_.ResolveEnv(key);
   if (!bundle.ok()) return reply(UnknownEnv(bundle.status()));
-  reply(Json{{"tasks", (*bundle)->ToJson()["tasks"]}});
+  reply(Json{{"tasks", TasksJson(**bundle)}});
 }
 
 void NativeDialect::SessionCreate(Json& params, const RequestContext& context, Reply reply) {

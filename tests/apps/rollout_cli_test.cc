@@ -59,8 +59,8 @@ struct Fixture {
 TEST_CASE("rollout --help lists the backends and options") {
   auto help = Envforge({"rollout", "--help"});
   CHECK(help.exit_code == 0);
-  for (const char* text :
-       {"embedded:MODEL_DIR", "openai:URL", "scripted:FILE.jsonl", "--context-strategy", "--trajectories"}) {
+  for (const char* text : {"embedded:MODEL_DIR", "openai:URL", "scripted:FILE.jsonl", "--context-strategy",
+                           "--trajectories", "--url URL", "--env NAME", "--token T"}) {
     CHECK(help.stdout_text.find(text) != std::string::npos);
   }
 }
@@ -202,6 +202,65 @@ TEST_CASE("the openai backend plays episodes against envforge serve --model's /v
   CHECK((*line)["scored"] == 3);  // no infra_error: every /v1 answer had the documented shape
   CHECK(!(*line)["outcomes"].contains("infra_error"));
   for (const Json& episode : (*line)["episodes"]) CHECK(episode["turns"].get<int64_t>() >= 1);
+}
+
+// The port a child `envforge serve --port-file F` wrote; "" after 60 s without one.
+std::string WaitForPort(const std::string& port_file) {
+  std::string port;
+  for (int i = 0; i < 600 && port.empty(); ++i) {
+    auto text = ReadFileToString(port_file);
+    if (text.ok()) port = text->substr(0, text->find_first_of("\r\n"));
+    if (port.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return port;
+}
+
+TEST_CASE("rollout --url plays on envforge serve's sessions and records the episodes here") {
+  Fixture f;
+  std::string envs = f.dir / "envs";
+  std::filesystem::create_directories(envs);
+  std::filesystem::copy_file(f.bundle, envs + "/rollout_lab.envdb");
+  std::string port_file = f.dir / "port";
+  Server server({"serve", "--envs", envs, "--port", "0", "--port-file", port_file, "--token", "sesame"});
+  const std::string port = WaitForPort(port_file);
+  REQUIRE(!port.empty());
+  const std::string url = "http://127.0.0.1:" + port;
+  const std::string store = f.dir / "remote.sqlite";
+  auto run = Envforge({"rollout", "--url", url, "--token", "sesame", "--env", "rollout_lab", "--task", "vault_code",
+                       "--backend", "scripted:" + f.script, "-n", "3", "--json", "--trajectories", store});
+  INFO(run.stderr_text);
+  REQUIRE(run.exit_code == 0);
+  auto line = ParseJson(run.stdout_text.substr(0, run.stdout_text.find('\n')));
+  REQUIRE(line.ok());
+  CHECK((*line)["env"] == "rollout_lab");
+  CHECK((*line)["passed"] == 3);
+  CHECK((*line)["outcomes"] == Json{{"submitted", 3}});
+  auto show = Envforge({"traj", "show", store, (*line)["episodes"][0]["id"].get<std::string>()});
+  CHECK(show.exit_code == 0);
+  CHECK(show.stdout_text.find("4211") != std::string::npos);
+
+  struct Case {
+    std::vector<std::string> args;
+    int exit_code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--url", url, "--all"}, 2, "--url needs --env NAME"},
+      {{f.bundle, "--url", url, "--env", "rollout_lab", "--all"}, 2, "not both"},
+      {{f.bundle, "--env", "rollout_lab", "--all"}, 2, "--env and --token go with --url"},
+      {{"--all"}, 2, "give the environment"},
+      {{"--url", url, "--env", "rollout_lab", "--all"}, 2, "unauthorized"},
+      {{"--url", url, "--token", "sesame", "--env", "nowhere", "--all"}, 2, "unknown environment 'nowhere'"},
+      {{"--url", "http://127.0.0.1:9", "--env", "rollout_lab", "--all"}, 3, "http://127.0.0.1:9"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"rollout", "--backend", "scripted:" + f.script};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    auto failed = Envforge(args);
+    INFO(failed.stderr_text);
+    CHECK(failed.exit_code == c.exit_code);
+    CHECK(failed.stderr_text.find(c.message) != std::string::npos);
+  }
 }
 
 }  // namespace

@@ -12,8 +12,10 @@ max < 2e-2 here; a wrong token alignment or temperature moves the mean by more t
 import json
 import os
 import pathlib
+import sqlite3
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -89,6 +91,42 @@ def test_weights_change_and_the_checkpoint_rolls_out(smoke_run, envs):
                                max_turns=4, max_tokens_per_turn=128)
     assert figures["scored"] + figures["outcomes"].get("infra_error", 0) == 2
     assert figures["outcomes"].get("infra_error", 0) == 0
+
+
+def test_the_loop_trains_on_a_served_environment_over_rpc(envs, tmp_path):
+    """--url: the training tasks, sessions, tools and verifiers are a running `envforge serve`'s,
+    reached over JSON-RPC; the model, the recorded episodes and the update stay here."""
+    train, evaluation = envs
+    packed = rollouts.pack_sources(str(BUILD_DIR / "bin" / "envforge"), str(train), str(tmp_path / "served"))
+    port_file = tmp_path / "port"
+    server = subprocess.Popen([str(BUILD_DIR / "bin" / "envforge"), "serve", "--envs", packed, "--port", "0",
+                               "--port-file", str(port_file), "--token", "sesame"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert server.poll() is None, server.stderr.read().decode()
+            assert time.time() < deadline, "envforge serve did not report its port"
+            time.sleep(0.05)
+        url = "http://127.0.0.1:%s" % port_file.read_text().strip()
+        out = tmp_path / "run"
+        done = subprocess.run([sys.executable, str(SCRIPT), "--policy", str(POLICY), "--url", url, "--token", "sesame",
+                               "--eval-envs", str(evaluation), "--out", str(out), "--steps", "1", "--group", "4",
+                               "--tasks-per-step", "3", "--eval-n", "0", "--lr", "2e-3", "--threads", "1",
+                               "--build", str(BUILD_DIR), "--json"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert server.poll() is None
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(metrics) == 1 and metrics[0]["episodes"] == 12 and not metrics[0]["dropped"]
+    summary = json.loads(done.stdout)
+    assert summary["args"]["url"] == url and summary["episodes"] == 12
+    with sqlite3.connect(str(out / "trajectories.db")) as db:
+        rows = db.execute("SELECT env_name, count(*) FROM episodes GROUP BY env_name").fetchall()
+        routed = db.execute("SELECT count(*) FROM model_turns WHERE routing IS NOT NULL").fetchone()[0]
+    assert rows == [("shop_301", 12)] and routed > 0
 
 
 @pytest.fixture(scope="module")
@@ -195,9 +233,36 @@ def test_bad_arguments_name_what_is_wrong(tmp_path, envs):
             str(tmp_path / "run"), "--build", str(BUILD_DIR)]
     done = subprocess.run(base + ["--group", "1"], capture_output=True, text=True)
     assert done.returncode == 2 and "--group must be at least 2" in done.stderr
+    done = subprocess.run(base + ["--url", "http://127.0.0.1:9"], capture_output=True, text=True)
+    assert done.returncode == 2 and "exactly one of --train-envs DIR and --url URL" in done.stderr
     done = subprocess.run(base + ["--policy", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 2 and "holds no config.json" in done.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     done = subprocess.run(base[:3] + [str(empty)] + base[4:] + ["--steps", "1"], capture_output=True, text=True)
     assert done.returncode == 2 and "holds no environment" in done.stderr
+
+
+def test_the_reward_is_the_verdict_less_the_optional_length_penalty():
+    def episode(outcome, passed, generated):
+        return {"outcome": outcome, "verdict": {"passed": passed} if outcome == "submitted" else None,
+                "model_turns": [{"output_tokens": [7] * generated}]}
+    assert grpo.reward_of(episode("submitted", True, 500)) == 1.0
+    assert grpo.reward_of(episode("submitted", False, 10)) == 0.0
+    assert grpo.reward_of(episode("max_turns", False, 10)) == 0.0
+    assert grpo.reward_of(episode("submitted", True, 200), length_penalty=0.5, length_free=256) == 1.0
+    assert grpo.reward_of(episode("submitted", True, 384), length_penalty=0.5, length_free=256) == pytest.approx(0.75)
+    assert grpo.reward_of(episode("submitted", False, 100000), length_penalty=0.5, length_free=256) == -1.0
+
+
+def test_evaluation_rows_are_tiers_and_templates_never_trained_on():
+    per_task = [{"env": "a", "task": "p0", "difficulty": 1, "template": "price", "scored": 10, "passed": 3},
+                {"env": "a", "task": "p1", "difficulty": 1, "template": "price", "scored": 10, "passed": 5},
+                {"env": "a", "task": "s0", "difficulty": 2, "template": "phone", "scored": 10, "passed": 1},
+                {"env": "a", "task": "x0", "difficulty": 3, "template": "cheap", "scored": 0, "passed": 0}]
+    result = rollouts.summarize(per_task, {"price", "cheap"})
+    rows = {r["row"]: r for r in result["rows"]}
+    assert list(rows) == ["tier 1", "tier 3", "held-out phone"]
+    assert rows["tier 1"]["pass@1"] == pytest.approx(0.4) and rows["tier 1"]["tasks"] == 2
+    assert rows["held-out phone"]["pass@10"] == pytest.approx(1.0)
+    assert rows["tier 3"]["pass@1"] is None  # every episode an infra_error: no figure, not 0

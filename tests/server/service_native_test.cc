@@ -122,6 +122,14 @@ TEST_SUITE("server.service") {
     REQUIRE(tasks.size() == 2);
     CHECK(tasks[0]["id"] == kBrokenVerifierTask);
     CHECK(tasks[1]["id"] == "sum_task");
+    // Each task names its own version beside the verifier's, as session/create's "versions" do
+    // (a remote rollout records them: server/remote_session_host.h).
+    const sandbox::EnvBundle* bundle = f.service->manager().FindEnvironment(id);
+    Json versions = f.Create()["versions"];
+    CHECK(tasks[1]["task_version"] == sandbox::TaskVersion(id, *bundle->FindTask("sum_task")));
+    CHECK(tasks[1]["task_version"] == versions["task"]);
+    CHECK(tasks[1]["version"] == versions["verifier"]);
+    CHECK(f.Ok("envs/get", {{"env", id}})["tasks"] == tasks);
     CHECK(f.Ok("tools/list", {{"env", "manager_fixture"}})["tools"].size() > 2);
     Json stats = f.Ok("server/stats");
     CHECK(stats["envs"] == 1);

@@ -35,3 +35,12 @@ envforge_add_test(server_fleet_test
   LABELS integration
   TIMEOUT 300)
 add_dependencies(server_fleet_test envforge envforge-worker)
+
+# The rollout loop on a server's sessions (server/remote_session_host.h): scripted and shipped-policy
+# episodes over HTTP and WebSocket compared with local ones; expired sessions and a stopped server.
+envforge_add_test(server_remote_rollout_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/transport_remote_rollout_test.cc
+  LIBS envforge_server envforge_agents
+  LABELS integration
+  TIMEOUT 600)
+add_dependencies(server_remote_rollout_test envforge-worker)
