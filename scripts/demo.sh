@@ -128,12 +128,12 @@ print(passing[0] if passing else "")')
   mkdir -p "$GRPO_DIR/train" "$GRPO_DIR/eval"
   for seed in 311 312; do
     /usr/bin/python3 scripts/policy_envs.py --seed "$seed" --out "$GRPO_DIR/train/shop_$seed" --instances 4 \
-      --templates price_lookup,stock_lookup,supplier_city,cheapest_in_category >/dev/null
+      --templates price_lookup,stock_lookup,supplier_city >/dev/null
   done
   ln -s "$PWD/data/envs/shop_eval_a" "$GRPO_DIR/eval/shop_eval_a"
   /usr/bin/python3 scripts/train_grpo.py --policy data/models/policy-small --train-envs "$GRPO_DIR/train" \
-    --eval-envs "$GRPO_DIR/eval" --out "$GRPO_DIR/run" --steps "${GRPO_STEPS:-6}" --group 8 --tasks-per-step 4 \
-    --eval-n 10 --lr 3e-5 --beta 0.05 --build "$BUILD_DIR"
+    --eval-envs "$GRPO_DIR/eval" --out "$GRPO_DIR/run" --steps "${GRPO_STEPS:-10}" --group 8 --tasks-per-step 8 \
+    --eval-n 10 --lr 5e-5 --beta 0.02 --build "$BUILD_DIR"
 fi
 echo
 echo "== bench rollout: 64 episodes at once vs one after another; recompute ratio"

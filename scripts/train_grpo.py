@@ -40,6 +40,8 @@ def parse_args(argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--policy", default=os.path.join(ROOT, "data", "models", "policy-small"),
                         help="the starting checkpoint (an exported model directory)")
+    parser.add_argument("--reference", help="the KL reference policy (default: --policy); give the original policy "
+                                            "when --policy is a checkpoint of an earlier run being continued")
     parser.add_argument("--train-envs", help="directory of training environments (played in this process)")
     parser.add_argument("--url", help="play the training tasks on this `envforge serve` instead (every task of every "
                                       "environment it serves), over JSON-RPC; the model stays in this process")
@@ -85,7 +87,9 @@ def parse_args(argv):
         parser.error("--eval-n must be 0 or more")
     if (args.train_envs is None) == (args.url is None):
         parser.error("give exactly one of --train-envs DIR and --url URL")
-    for flag, path in (("--policy", args.policy), ("--train-envs", args.train_envs), ("--eval-envs", args.eval_envs)):
+    args.reference = args.reference or args.policy
+    for flag, path in (("--policy", args.policy), ("--reference", args.reference), ("--train-envs", args.train_envs),
+                       ("--eval-envs", args.eval_envs)):
         if path is not None and not os.path.isdir(path):
             parser.error("%s %s is not a directory" % (flag, path))
     if args.before_eval and not os.path.isfile(args.before_eval):

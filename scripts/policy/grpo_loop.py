@@ -40,7 +40,7 @@ class Trainer:
 
     def __init__(self, policy_dir, args):
         self.policy = export.load(policy_dir)
-        self.reference = export.load(policy_dir)
+        self.reference = export.load(getattr(args, "reference", None) or policy_dir)
         for p in self.reference.parameters():
             p.requires_grad_(False)
         c = self.policy.config
@@ -93,7 +93,9 @@ class Trainer:
         for part in parts:
             if not part:
                 continue
-            chosen = [samples[i] for i in part]
+            # a task's episodes side by side and by length: a micro-batch then shares the longest
+            # prefix (system, tools and the task's prompt are computed once) and pads the least
+            chosen = sorted((samples[i] for i in part), key=lambda s: (s.key, sum(len(g.ids) for g in s.segments)))
             self.optimizer.zero_grad(set_to_none=True)
             for indices in self._micro_batches(chosen):
                 packed = self._pack(chosen, indices)
