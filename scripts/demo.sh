@@ -132,7 +132,7 @@ print(passing[0] if passing else "")')
   done
   ln -s "$PWD/data/envs/shop_eval_a" "$GRPO_DIR/eval/shop_eval_a"
   /usr/bin/python3 scripts/train_grpo.py --policy data/models/policy-small --train-envs "$GRPO_DIR/train" \
-    --eval-envs "$GRPO_DIR/eval" --out "$GRPO_DIR/run" --steps "${GRPO_STEPS:-10}" --group 8 --tasks-per-step 8 \
+    --eval-envs "$GRPO_DIR/eval" --out "$GRPO_DIR/run" --steps "${GRPO_STEPS:-8}" --group 8 --tasks-per-step 8 \
     --eval-n 10 --lr 5e-5 --beta 0.02 --build "$BUILD_DIR"
 fi
 echo
