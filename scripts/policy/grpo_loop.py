@@ -259,7 +259,7 @@ def run(args, envforge, log):
                "episodes_per_s": episodes_total / max(timings["rollout"], 1e-9),
                "trained_tokens_per_s": tokens_total / max(timings["update"], 1e-9),
                "stabilisers": {name: bool(getattr(args, name)) for name in grpo.STABILISERS},
-               "args": {k: v for k, v in vars(args).items()}}
+               "args": {k: ("(set)" if k == "token" and v else v) for k, v in vars(args).items()}}  # no secrets in files
     if before is not None:
         evaluation = {"before": before, "after": after}
         with open(os.path.join(args.out, "eval.json"), "w") as out:

@@ -123,6 +123,7 @@ def test_the_loop_trains_on_a_served_environment_over_rpc(envs, tmp_path):
     assert len(metrics) == 1 and metrics[0]["episodes"] == 12 and not metrics[0]["dropped"]
     summary = json.loads(done.stdout)
     assert summary["args"]["url"] == url and summary["episodes"] == 12
+    assert "sesame" not in (out / "run.json").read_text()  # the token is not written down
     with sqlite3.connect(str(out / "trajectories.db")) as db:
         rows = db.execute("SELECT env_name, count(*) FROM episodes GROUP BY env_name").fetchall()
         routed = db.execute("SELECT count(*) FROM model_turns WHERE routing IS NOT NULL").fetchone()[0]
