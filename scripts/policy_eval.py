@@ -20,7 +20,6 @@ every figure, per task included.
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -32,6 +31,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import policy_envs  # noqa: E402
+from policy import rollouts  # noqa: E402
+
+pass_at_k = rollouts.pass_at_k  # the unbiased estimator, shared with the GRPO trainer's evaluation
 DEFAULT_ENVS = ["data/envs/shop_eval_a", "data/envs/shop_eval_b"]
 BEGIN, END = "<!-- eval:begin -->", "<!-- eval:end -->"
 
@@ -51,11 +53,7 @@ def task_table(source):
 
 def pack(envforge_bin, source, directory):
     name = os.path.basename(os.path.normpath(source))
-    target = os.path.join(directory, name + ".envdb")
-    done = subprocess.run([envforge_bin, "env", "pack", source, "-o", target], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError("envforge env pack %s: %s" % (source, done.stderr.strip()))
-    return target
+    return rollouts.pack_source(envforge_bin, source, os.path.join(directory, name + ".envdb"))
 
 
 def rollout(envforge_bin, bundle, model, args, dense):
@@ -95,13 +93,6 @@ def summarize(per_task, n):
                       "mean_turns": sum(e["mean_turns"] for e in entries) / len(entries),
                       "well_formed_turns": 1.0 - invalid / turns if turns else None})
     return table
-
-
-def pass_at_k(n, c, k):
-    """The unbiased estimator 1 - C(n-c, k) / C(n, k) of n scored episodes, c passed; None when k > n."""
-    if k > n or n <= 0:
-        return None
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 def per_task_entries(results, tasks, n):

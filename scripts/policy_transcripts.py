@@ -32,7 +32,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +42,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import policy_envs  # noqa: E402
+from policy import rollouts  # noqa: E402
 
 
 def parse_seeds(text):
@@ -189,11 +189,7 @@ def pack_all(envforge_bin, envs, work, progress):
         target = os.path.join(packed_dir, name + ".envdb")
         if os.path.exists(target):
             return
-        scratch = target + ".tmp"
-        done = subprocess.run([envforge_bin, "env", "pack", source, "-o", scratch], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError("envforge env pack %s failed: %s" % (source, done.stderr.strip()))
-        os.replace(scratch, target)
+        rollouts.pack_source(envforge_bin, source, target)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         for count, _ in enumerate(pool.map(pack, envs), 1):

@@ -26,9 +26,7 @@ A progress line per step on stderr: mean reward, pass@1 of the batch, KL, tokens
 import argparse
 import json
 import os
-import random
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -30,6 +30,15 @@ def envs_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def shop_dir(tmp_path_factory):
+    """data/envs/shop_eval_a packed (the held-out shop the shipped policy is measured on)."""
+    directory = tmp_path_factory.mktemp("shop")
+    subprocess.run([str(ENVFORGE), "env", "pack", str(SOURCE_DIR / "data" / "envs" / "shop_eval_a"),
+                    "-o", str(directory / "shop_eval_a.envdb")], check=True, capture_output=True)
+    return directory
+
+
+@pytest.fixture(scope="session")
 def lab_dir(tmp_path_factory):
     """tests/fixtures/envs/rollout_lab packed: a lookup tool (dict results), read_manual (text)."""
     directory = tmp_path_factory.mktemp("lab")

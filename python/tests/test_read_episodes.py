@@ -3,29 +3,20 @@
 import os
 import shutil
 import sqlite3
-import subprocess
 
 import pytest
 
 import envforge
+from conftest import SOURCE_DIR
 
-SOURCE_DIR = os.environ.get("ENVFORGE_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
-BUILD_DIR = os.environ.get("ENVFORGE_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
-POLICY = os.path.join(SOURCE_DIR, "data", "models", "policy-small")
+POLICY = str(SOURCE_DIR / "data" / "models" / "policy-small")
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
+def store(shop_dir, tmp_path_factory):
     """(store path, rollout figures) of 3 episodes of the shipped policy on a held-out shop task."""
-    work = tmp_path_factory.mktemp("read-episodes")
-    envs = work / "envs"
-    envs.mkdir()
-    subprocess.run([os.path.join(BUILD_DIR, "bin", "envforge"), "env", "pack",
-                    os.path.join(SOURCE_DIR, "data", "envs", "shop_eval_a"), "-o", str(envs / "shop.envdb")],
-                   check=True, capture_output=True)
-    path = str(work / "t.db")
-    figures = envforge.rollout(str(envs), "shop_eval_a", "price_lookup_00", backend="embedded:" + POLICY, n=3,
+    path = str(tmp_path_factory.mktemp("read-episodes") / "t.db")
+    figures = envforge.rollout(str(shop_dir), "shop_eval_a", "price_lookup_00", backend="embedded:" + POLICY, n=3,
                                seed=2, max_turns=3, max_tokens_per_turn=96, trajectories=path)
     return path, figures
 

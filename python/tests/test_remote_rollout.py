@@ -5,15 +5,13 @@ on a real server over HTTP; its episodes, token segments and verdicts are record
 a local rollout with the same seed. Errors name what is wrong; a session the server loses
 mid-episode (expired, the server killed) ends that episode infra_error.
 """
-import json
-import subprocess
 import threading
 import time
 
 import pytest
 
 import envforge
-from conftest import ENVFORGE, SOURCE_DIR, start_server, stop_server, write_script
+from conftest import SOURCE_DIR, start_server, stop_server, write_script
 
 POLICY = str(SOURCE_DIR / "data" / "models" / "policy-small")
 TASK = "price_lookup_00"
@@ -21,14 +19,6 @@ COMMON = dict(backend="embedded:" + POLICY, n=3, seed=2, max_turns=3, max_tokens
 
 LOOKUP = {"tool_calls": [{"name": "lookup", "arguments": {"name": "alpha"}}]}
 SUBMIT = {"tool_calls": [{"name": "submit_result", "arguments": {"answer_text": "{\"code\": 4211}"}}]}
-
-
-@pytest.fixture(scope="module")
-def shop_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("shop")
-    subprocess.run([str(ENVFORGE), "env", "pack", str(SOURCE_DIR / "data" / "envs" / "shop_eval_a"),
-                    "-o", str(directory / "shop_eval_a.envdb")], check=True, capture_output=True)
-    return directory
 
 
 @pytest.fixture(scope="module")

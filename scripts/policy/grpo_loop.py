@@ -126,13 +126,13 @@ class Trainer:
 
 
 def collect(source, model_dir, chosen, args, step):
-    """Plays every chosen task G times; returns (episode dicts, rollout figures per task)."""
-    figures = []
+    """Plays every chosen task G times; returns the recorded episodes (dicts)."""
+    ids = []
     for task in chosen:
-        figures.append(source.play(model_dir, task["env"], task["task"], args.group,
-                                   args.seed * 1_000_003 + step, training_options(args)))
-    ids = [e["id"] for f in figures for e in f["episodes"] if e.get("id")]
-    return source.episodes(ids), figures
+        figures = source.play(model_dir, task["env"], task["task"], args.group, args.seed * 1_000_003 + step,
+                              training_options(args))
+        ids += [e["id"] for e in figures["episodes"] if e.get("id")]
+    return source.episodes(ids)
 
 
 def score(episodes, args):
@@ -219,7 +219,7 @@ def run(args, envforge, log):
     for step in range(args.steps):
         chosen = rng.sample(train_tasks, min(args.tasks_per_step, len(train_tasks)))
         t0 = time.time()
-        episodes, _ = collect(source, current, chosen, args, step)
+        episodes = collect(source, current, chosen, args, step)
         t1 = time.time()
         samples, dropped = score(episodes, args)
         trainable, groups, skipped = grpo.assign_advantages(samples, args.std_normalize)

@@ -18,6 +18,17 @@ import subprocess
 import time
 
 
+def pack_source(envforge_bin, source, target):
+    """`envforge env pack source -o target`, written beside target and renamed into place (no
+    half-written bundle); RuntimeError with envforge's message when it fails."""
+    scratch = target + ".tmp"
+    done = subprocess.run([envforge_bin, "env", "pack", source, "-o", scratch], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError("envforge env pack %s: %s" % (source, done.stderr.strip()))
+    os.replace(scratch, target)
+    return target
+
+
 def pack_sources(envforge_bin, directory, out_dir):
     """Every environment under `directory` as an *.envdb in out_dir: bundles are linked, source
     directories (holding env.json) packed with `envforge env pack`. Returns out_dir."""
@@ -31,10 +42,7 @@ def pack_sources(envforge_bin, directory, out_dir):
                 os.symlink(os.path.abspath(path), target)
             found += 1
         elif os.path.isfile(os.path.join(path, "env.json")):
-            target = os.path.join(out_dir, name + ".envdb")
-            done = subprocess.run([envforge_bin, "env", "pack", path, "-o", target], capture_output=True, text=True)
-            if done.returncode != 0:
-                raise RuntimeError("envforge env pack %s: %s" % (path, done.stderr.strip()))
+            pack_source(envforge_bin, path, os.path.join(out_dir, name + ".envdb"))
             found += 1
     if not found:
         raise RuntimeError("%s holds no environment (*.envdb files or source directories with env.json)" % directory)
@@ -97,6 +105,7 @@ class RemoteRollouts(InProcessRollouts):
 
 
 def pass_at_k(n, c, k):
+    """The unbiased estimator 1 - C(n-c, k) / C(n, k) of n scored episodes, c passed; None when k > n."""
     if k > n or n <= 0:
         return None
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
