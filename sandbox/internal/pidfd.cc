@@ -1,5 +1,6 @@
 #include "sandbox/internal/pidfd.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -34,6 +35,17 @@ bool IsPidfdOf(int fd, pid_t pid) {
   size_t at = info->find("\nPid:\t");
   if (at == std::string::npos) return false;
   return std::strtol(info->c_str() + at + 6, nullptr, 10) == static_cast<long>(pid);
+}
+
+bool PidfdExited(int pidfd) {
+  pollfd entry{pidfd, POLLIN, 0};
+  int ready;
+  do {
+    ready = ::poll(&entry, 1, 0);
+  } while (ready < 0 && errno == EINTR);
+  // A poll that fails says nothing about the process; only a closed or invalid pidfd makes it
+  // fail, and then there is nothing left to wait on either.
+  return ready != 0;
 }
 
 std::string SignalName(int sig) {

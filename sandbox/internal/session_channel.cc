@@ -69,7 +69,12 @@ void SessionChannel::WatchPidfd() {
   pidfd_.async_wait(asio::posix::descriptor_base::wait_read,
                     [weak = weak_from_this()](const boost::system::error_code& ec) {
                       if (ec) return;
-                      if (auto self = weak.lock()) self->OnProcessExited();
+                      auto self = weak.lock();
+                      if (!self || !self->pidfd_.is_open()) return;
+                      // A completion is not proof of an exit (PidfdExited, pidfd.h): acting on a
+                      // false one killed healthy sessions ("exited with code 0").
+                      if (!PidfdExited(self->pidfd_.native_handle())) return self->WatchPidfd();
+                      self->OnProcessExited();
                     });
 }
 

@@ -134,11 +134,20 @@ void ZygoteProcess::Start() {
       [weak](const Status& why) {
         if (auto self = weak.lock()) self->OnControlClosed(why);
       });
-  pidfd_.async_wait(asio::posix::descriptor_base::wait_read, [weak](const boost::system::error_code& ec) {
-    if (ec) return;
-    if (auto self = weak.lock()) self->OnProcessExited();
-  });
+  WatchPidfd();
   ArmWatchdog();
+}
+
+void ZygoteProcess::WatchPidfd() {
+  pidfd_.async_wait(asio::posix::descriptor_base::wait_read,
+                    [weak = weak_from_this()](const boost::system::error_code& ec) {
+                      if (ec) return;
+                      auto self = weak.lock();
+                      if (!self || !self->pidfd_.is_open()) return;
+                      // Not proof of an exit by itself (PidfdExited, pidfd.h).
+                      if (!PidfdExited(self->pidfd_.native_handle())) return self->WatchPidfd();
+                      self->OnProcessExited();
+                    });
 }
 
 void ZygoteProcess::Spawn(uint64_t id, const std::string& task_id, const Json& limits, UniqueFd session_end,

@@ -115,6 +115,8 @@ class ZygoteProcess : public std::enable_shared_from_this<ZygoteProcess> {
   void Start();
   void OnFrame(const std::string& payload);
   void OnControlClosed(const Status& why);
+  // Waits for the zygote's exit on its pidfd (again after a completion that was not one).
+  void WatchPidfd();
   void ArmWatchdog();
   void OnWatchdog();
   // Something went wrong: stop talking, let the process exit (SIGKILL after `wait`), then
