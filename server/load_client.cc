@@ -363,7 +363,9 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
   }
 
   void Create() {
-    Send("session/create", Json{{"env", run_.options.env}, {"task", run_.options.task}}, false, [this](Reply reply) {
+    Json params = {{"env", run_.options.env}, {"task", run_.options.task}};
+    if (!run_.options.create_with_tools) params["tools"] = false;
+    Send("session/create", std::move(params), false, [this](Reply reply) {
       if (reply.ok()) {
         episode_->created = true;
         episode_->handle = StringMember(reply.result(), "session");

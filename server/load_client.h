@@ -63,6 +63,7 @@ struct LoadOptions {
   std::string tool;                 // the tool of every tools/call (required)
   Json arguments = Json::object();  // its arguments
   std::string answer = "0";         // what session/submit sends
+  bool create_with_tools = true;    // false: session/create sends "tools": false (no tool list back)
   size_t sessions = 1000;           // episodes in all
   size_t steps = 20;                // tools/call per episode
   size_t concurrency = 256;         // clients (connections); at most `sessions` are started

@@ -207,7 +207,8 @@ Result<agents::HostedEnv> RemoteSessionHost::DescribeEnvironment(const std::stri
 
 Result<std::unique_ptr<agents::HostedSession>> RemoteSessionHost::CreateSession(
     const agents::HostedEnv& env, const agents::HostedTask& task, const agents::HostedSessionOptions& options) {
-  Json params = {{"env", env.id}, {"task", task.id}};
+  // The tools came with envs/get (DescribeEnvironment): no need for them on every create.
+  Json params = {{"env", env.id}, {"task", task.id}, {"tools", false}};
   if (options.limits) params["limits"] = sandbox::ToJson(*options.limits);
   ENVFORGE_ASSIGN_OR_RETURN(std::unique_ptr<RpcClient> client, pool_->Take());
   RpcReply reply = client->CallDetailed("session/create", std::move(params));

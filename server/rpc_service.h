@@ -24,8 +24,9 @@
 //       "version" (the verifier's, as submit_result's verdict names it), "task_version" (the
 //       task's: sandbox::TaskVersion; added for remote rollouts, which record it), ...}]}
 //   tasks/list {env} -> {"tasks": [...]} (the same task objects)
-//   session/create {env, task, seed?, limits?} -> {"session", "prompt", "tools", "versions":
-//       {"env", "task", "verifier"}, "trajectory"}
+//   session/create {env, task, seed?, limits?, tools?} -> {"session", "prompt", "tools", "versions":
+//       {"env", "task", "verifier"}, "trajectory"}; tools false leaves "tools" out of the answer
+//       (a client that has them from envs/get: about 8 KB less per create, on both ends)
 //   tools/list {session} -> {"tools": [ToolSpec]}
 //   tools/call {session, name, arguments} -> toolsets::ToolResult JSON (typed outcome; arguments
 //       nested deeper than kMaxJsonValueDepth = 100 levels answer invalid_call, a tool result

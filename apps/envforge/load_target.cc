@@ -14,7 +14,10 @@ std::vector<OptionDecl> LoadTargetOptions() {
           {.name = "--task", .metavar = "T", .help = "the task of every session", .required = true},
           {.name = "--transport", .metavar = "ws|http", .help = "WebSocket or HTTP keep-alive", .default_text = "ws"},
           {.name = "--io-threads", .metavar = "N", .help = "threads running the clients (1..16)", .default_text = "1"},
-          {.name = "--token", .metavar = "T", .help = "the server's bearer token (or ENVFORGE_SERVE_TOKEN)"}};
+          {.name = "--token", .metavar = "T", .help = "the server's bearer token (or ENVFORGE_SERVE_TOKEN)"},
+          {.name = "--without-tools",
+           .help = "session/create asks for no tool list (params.tools false), as a trainer that read them once "
+                   "from envs/get does"}};
 }
 
 std::vector<OptionDecl> WithLoadTarget(std::vector<OptionDecl> own) {
@@ -35,6 +38,7 @@ Status LoadTargetFrom(const ParsedArgs& parsed, server::LoadOptions* load) {
   }
   ENVFORGE_ASSIGN_OR_RETURN(long long io_threads, parsed.IntOption("--io-threads", 1, 16));
   load->io_threads = static_cast<int>(io_threads);
+  load->create_with_tools = !parsed.Has("--without-tools");
   return Status::Ok();
 }
 

@@ -10,13 +10,14 @@
 
 namespace envforge::cli {
 
-// --url (required), --env (required), --task (required), --transport, --io-threads, --token.
+// --url (required), --env (required), --task (required), --transport, --io-threads, --token,
+// --without-tools.
 std::vector<OptionDecl> LoadTargetOptions();
 // LoadTargetOptions() followed by a command's own options.
 std::vector<OptionDecl> WithLoadTarget(std::vector<OptionDecl> own);
 
 // Fills `load`'s transport (server::ParseLoadUrl of --url and --transport), env, task, token (the
-// option, else ENVFORGE_SERVE_TOKEN) and io_threads. InvalidArgument naming the option.
+// option, else ENVFORGE_SERVE_TOKEN), io_threads and create_with_tools. InvalidArgument naming the option.
 Status LoadTargetFrom(const ParsedArgs& parsed, server::LoadOptions* load);
 
 }  // namespace envforge::cli

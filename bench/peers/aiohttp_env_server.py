@@ -361,11 +361,13 @@ class EnvService:
         handle = "p%d" % next(self.handles)
         self.sessions[handle] = Session(handle, env, task)
         self.sessions_created += 1
-        return {"session": handle, "env": {"id": env.id, "name": env.name},
-                "task": task.id if task else None, "prompt": task.prompt if task else None,
-                "tools": env.specs,
-                "versions": {"env": env.id, "verifier": task.version if task else None},
-                "trajectory": None}
+        created = {"session": handle, "env": {"id": env.id, "name": env.name},
+                   "task": task.id if task else None, "prompt": task.prompt if task else None,
+                   "versions": {"env": env.id, "verifier": task.version if task else None},
+                   "trajectory": None}
+        if params.get("tools") is not False:  # envforge's session/create: tools false leaves them out
+            created["tools"] = env.specs
+        return created
 
     def _session(self, params):
         handle = _string_param(params, "session")

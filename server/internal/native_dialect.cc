@@ -123,7 +123,7 @@ void NativeDialect::EnvsGet(Json& params, const RequestContext&, Reply reply) {
              {"description", manifest.description},
              {"provenance", manifest.provenance},
              {"version", manifest.content_hash},
-             {"tools", ToolSpecs(**bundle)},
+             {"tools", sessions_.ToolSpecsOf(**bundle)},
              {"tasks", TasksJson(**bundle)}});
 }
 
@@ -141,6 +141,7 @@ void NativeDialect::SessionCreate(Json& params, const RequestContext& context, R
   if (auto error = OptionalString(params, "task", &request.task)) return reply(*error);
   if (auto error = OptionalInteger(params, "seed", &request.seed)) return reply(*error);
   if (auto error = OptionalObject(params, "limits", &request.limits)) return reply(*error);
+  if (auto error = OptionalBool(params, "tools", &request.with_tools)) return reply(*error);
   sessions_.Create(std::move(request), context.peer, std::move(reply));
 }
 
@@ -161,7 +162,7 @@ void NativeDialect::ToolsList(Json& params, const RequestContext&, Reply reply) 
   } else {
     return reply(InvalidParams("session", "params.session is required (a string; or params.env)"));
   }
-  reply(Json{{"tools", ToolSpecs(*bundle)}});
+  reply(Json{{"tools", sessions_.ToolSpecsOf(*bundle)}});
 }
 
 void NativeDialect::ToolsCall(Json& params, const RequestContext&, Reply reply) {

@@ -142,6 +142,16 @@ std::optional<RpcError> OptionalObject(const Json& params, std::string_view fiel
   return std::nullopt;
 }
 
+std::optional<RpcError> OptionalBool(const Json& params, std::string_view field, bool* out) {
+  auto it = params.find(field);
+  if (it == params.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) {
+    return InvalidParams(field, "params." + std::string(field) + " must be a boolean, not " + TypeName(*it));
+  }
+  *out = it->get<bool>();
+  return std::nullopt;
+}
+
 std::optional<RpcError> TakeOptionalObject(Json& params, std::string_view field, Json* out) {
   auto it = params.find(field);
   if (it == params.end() || it->is_null()) return std::nullopt;

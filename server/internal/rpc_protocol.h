@@ -70,5 +70,7 @@ std::optional<RpcError> OptionalObject(const Json& params, std::string_view fiel
 // As OptionalObject, but moves the field's value out of `params` (left null there).
 std::optional<RpcError> TakeOptionalObject(Json& params, std::string_view field, Json* out);
 std::optional<RpcError> OptionalInteger(const Json& params, std::string_view field, std::optional<int64_t>* out);
+// A boolean field; `out` keeps its value when the field is absent or null.
+std::optional<RpcError> OptionalBool(const Json& params, std::string_view field, bool* out);
 
 }  // namespace envforge::server::internal

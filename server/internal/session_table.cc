@@ -31,20 +31,22 @@ void AddServerId(const std::string& server_id, Json& answer) {
   if (!server_id.empty()) answer["server"] = server_id;
 }
 
-Json CreatedJson(const SessionEntry& entry, const EnvBundle& bundle, const TaskRecord* task) {
+// `tools`: null leaves the member out (the client asked for no tool list).
+Json CreatedJson(const SessionEntry& entry, const EnvBundle& bundle, const TaskRecord* task, const Json* tools) {
   Json task_version = task ? Json(sandbox::TaskVersion(bundle.manifest.content_hash, *task)) : Json(nullptr);
-  return Json{
+  Json created{
       {"session", entry.handle},
       {"env", {{"id", bundle.manifest.content_hash}, {"name", bundle.manifest.name}}},
       {"task", task ? Json(task->id) : Json(nullptr)},
       {"prompt", task ? Json(task->prompt) : Json(nullptr)},
-      {"tools", ToolSpecs(bundle)},
       {"versions",
        {{"env", bundle.manifest.content_hash},
         {"task", std::move(task_version)},
         {"verifier", task ? Json(task->version) : Json(nullptr)}}},
       {"trajectory", entry.episode_id.empty() ? Json(nullptr) : Json(entry.episode_id)},
   };
+  if (tools != nullptr) created["tools"] = *tools;
+  return created;
 }
 
 Json ManagerStatsJson(const sandbox::ManagerStats& stats) {
@@ -144,6 +146,7 @@ Status SessionTable::OpenEnvironments() {
     auto id = manager_->OpenEnvironment(path);
     if (!id.ok()) return id.status().WithContext("opening environment " + path);
     if (std::find(env_ids_.begin(), env_ids_.end(), *id) == env_ids_.end()) env_ids_.push_back(*id);
+    tool_specs_[*id] = ToolSpecs(*manager_->FindEnvironment(*id));
   }
   std::sort(env_ids_.begin(), env_ids_.end(), [this](const std::string& a, const std::string& b) {
     const auto& name_a = manager_->FindEnvironment(a)->manifest.name;
@@ -232,6 +235,10 @@ void SessionTable::CloseAllAndWait(std::chrono::milliseconds grace) {
 
 const EnvBundle* SessionTable::Environment(const std::string& id) const { return manager_->FindEnvironment(id); }
 
+const Json& SessionTable::ToolSpecsOf(const EnvBundle& bundle) const {
+  return tool_specs_.at(bundle.manifest.content_hash);
+}
+
 Result<const EnvBundle*> SessionTable::ResolveEnv(const std::string& key) const {
   if (key.empty()) return InvalidArgumentError("params.env must not be empty");
   if (const EnvBundle* exact = manager_->FindEnvironment(key)) return exact;
@@ -300,22 +307,24 @@ void SessionTable::Create(CreateRequest request, const std::string& client, Repl
     session_options.limits = *limits;
   }
   if (auto full = Reserve()) return reply(std::move(*full));
-  auto on_created = [this, reply, bundle, task, seed = request.seed, client](Result<SessionId> id) {
-    FinishCreate(std::move(id), *bundle, task, seed, client, reply);
+  auto on_created = [this, reply, bundle, task, seed = request.seed, client,
+                     with_tools = request.with_tools](Result<SessionId> id) {
+    FinishCreate(std::move(id), *bundle, task, seed, client, with_tools, reply);
   };
   manager_->CreateSessionAsync(bundle->manifest.content_hash, std::move(session_options),
                                Guard(reply, std::move(on_created)));
 }
 
 void SessionTable::FinishCreate(Result<SessionId> id, const EnvBundle& bundle, const TaskRecord* task,
-                                std::optional<int64_t> seed, const std::string& client, const Reply& reply) {
+                                std::optional<int64_t> seed, const std::string& client, bool with_tools,
+                                const Reply& reply) {
   if (!id.ok()) {
     registry_.CancelReservation();
     return reply(ErrorFromStatus(id.status()));
   }
   auto entry = Register(*id, bundle, task, seed, client, "", 0);
   if (!entry) return reply(ShuttingDownError());
-  Json created = CreatedJson(*entry, bundle, task);
+  Json created = CreatedJson(*entry, bundle, task, with_tools ? &ToolSpecsOf(bundle) : nullptr);
   AddServerId(options_.server_id, created);
   reply(std::move(created));
 }
@@ -365,7 +374,7 @@ void SessionTable::Reset(const std::string& handle, const std::string& client, R
   const EnvBundle* bundle = manager_->FindEnvironment(old->env_id);
   const TaskRecord* task = old->task_id.empty() ? nullptr : bundle->FindTask(old->task_id);
   auto on_reset = [this, reply, bundle, task, seed = old->seed, client](Result<SessionId> id) {
-    FinishCreate(std::move(id), *bundle, task, seed, client, reply);
+    FinishCreate(std::move(id), *bundle, task, seed, client, true, reply);
   };
   manager_->ResetSessionAsync(old->manager_id, Guard(reply, std::move(on_reset)));
 }

@@ -28,6 +28,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -74,6 +75,9 @@ struct CreateRequest {
   std::string task;  // empty: no task (a session on the environment alone)
   std::optional<int64_t> seed;
   Json limits;  // null: the manager's defaults
+  // false: the answer leaves out "tools" (a client that read them from envs/get once saves
+  // about 8 KB per create, on both ends).
+  bool with_tools = true;
 };
 
 class SessionTable {
@@ -93,10 +97,13 @@ class SessionTable {
   // `key` as an id, else as a unique name, else as a unique id prefix. InvalidArgument when
   // empty; NotFound naming the known environments, or the candidates when ambiguous.
   Result<const sandbox::EnvBundle*> ResolveEnv(const std::string& key) const;
+  // ToolSpecs of an environment this table opened, built once when it was opened (every create
+  // answers with them: about 8 KB of JSON for a dozen tools).
+  const Json& ToolSpecsOf(const sandbox::EnvBundle& bundle) const;
 
-  // session/create: replies {"session", "env", "task", "prompt", "tools", "versions",
-  // "trajectory"} and "server" on a server with an id; -32006 once StopCreating ran. Bad limits are -32602 naming
-  // params.limits; an unknown env or task -32002.
+  // session/create: replies {"session", "env", "task", "prompt", "tools" (unless
+  // request.with_tools is false), "versions", "trajectory"} and "server" on a server with an id; -32006 once
+  // StopCreating ran. Bad limits are -32602 naming params.limits; an unknown env or task -32002.
   void Create(CreateRequest request, const std::string& client, Reply reply);
   // session/reset: the old handle goes, a new session of the same task replies as Create does.
   void Reset(const std::string& handle, const std::string& client, Reply reply);
@@ -143,7 +150,7 @@ class SessionTable {
   // The reply of a create or reset whose manager call finished with `id`.
   void FinishCreate(Result<sandbox::SessionManager::SessionId> id, const sandbox::EnvBundle& bundle,
                     const sandbox::TaskRecord* task, std::optional<int64_t> seed, const std::string& client,
-                    const Reply& reply);
+                    bool with_tools, const Reply& reply);
   void FinishFork(Result<sandbox::SessionManager::SessionId> id, const Lease& parent, const std::string& client,
                   const Reply& reply);
   int64_t RecordToolResult(SessionEntry& entry, const std::string& tool, const Json& arguments,
@@ -161,7 +168,8 @@ class SessionTable {
   RpcMetrics& metrics_;
   std::unique_ptr<sandbox::SessionManager> manager_;
   std::unique_ptr<agents::TrajectoryStore> store_;
-  std::vector<std::string> env_ids_;  // sorted by name, then id
+  std::vector<std::string> env_ids_;        // sorted by name, then id
+  std::map<std::string, Json> tool_specs_;  // by environment id; fixed once the table is open
   SessionRegistry registry_;
 
   std::atomic<bool> draining_{false};

@@ -79,6 +79,20 @@ TEST_SUITE("server.service") {
     CHECK(f.service->manager().Stats().sessions_open == 0);
   }
 
+  TEST_CASE("session/create with tools false leaves the tool list out of the answer, nothing else" *
+            doctest::timeout(60)) {
+    ServiceFixture f;
+    Json full = f.Create();
+    Json lean = f.Ok("session/create", {{"env", "manager_fixture"}, {"task", "sum_task"}, {"tools", false}});
+    CHECK_FALSE(lean.contains("tools"));
+    CHECK(lean["versions"] == full["versions"]);
+    CHECK(lean["prompt"] == full["prompt"]);
+    CHECK(f.CallTool(lean["session"], "add", {{"a", 1}, {"b", 1}})["content"] == 2);
+    CHECK(f.Ok("session/create", {{"env", "manager_fixture"}, {"task", "sum_task"}, {"tools", true}})["tools"] ==
+          full["tools"]);
+    CHECK(f.Ok("envs/get", {{"env", "manager_fixture"}})["tools"] == full["tools"]);
+  }
+
   TEST_CASE("a wrong answer is a verdict, not an error; submitting through tools/call records it too" *
             doctest::timeout(60)) {
     ServiceFixture f;
@@ -168,6 +182,7 @@ TEST_SUITE("server.service") {
         {"session/create", {{"env", 7}}, "params.env"},
         {"session/create", {{"env", "manager_fixture"}, {"task", true}}, "params.task"},
         {"session/create", {{"env", "manager_fixture"}, {"seed", "x"}}, "params.seed"},
+        {"session/create", {{"env", "manager_fixture"}, {"tools", "no"}}, "params.tools"},
         {"session/create", {{"env", "manager_fixture"}, {"limits", {{"wall_time_ms", -5}}}}, "params.limits"},
         {"tools/call", {{"name", "echo"}}, "params.session"},
         {"tools/call", {{"session", ghost}}, "params.name"},
