@@ -611,6 +611,22 @@ struct SynthRun::Impl {
             {"tasks", tasks}};
   }
 
+  // The kept environment's source, written in the work directory and moved to
+  // out_dir/sources/<name>/ (replacing an earlier run's): the bundle's provenance names it, and
+  // `envforge env pack` rebuilds the same bundle from it.
+  Result<std::string> KeptSource(const std::vector<const TaskDraft*>& drafts, const Json& provenance) {
+    const fs::path staged = work / "kept";
+    ENVFORGE_RETURN_IF_ERROR(WriteEnvironmentSource(staged.string(), env, toolset, drafts, provenance));
+    const fs::path sources = fs::path(run.options_.out_dir) / "sources";
+    const fs::path target = sources / env.name;
+    std::error_code error;
+    fs::create_directories(sources, error);
+    if (!error) fs::remove_all(target, error);
+    if (!error) fs::rename(staged, target, error);
+    if (error) return ErrnoError("moving the kept source to " + target.string(), error.value());
+    return fs::absolute(target, error).string();
+  }
+
   // Stage 8: re-validate the kept tasks on the final toolset, then pack them into out_dir.
   Status Keep(std::vector<Candidate>& all) {
     std::vector<Candidate*> kept;
@@ -643,8 +659,7 @@ struct SynthRun::Impl {
     if (!kept.empty()) {
       std::vector<const TaskDraft*> drafts;
       for (Candidate* c : kept) drafts.push_back(&c->draft);
-      const std::string source = (work / "kept").string();
-      ENVFORGE_RETURN_IF_ERROR(WriteEnvironmentSource(source, env, toolset, drafts, Provenance(kept)));
+      ENVFORGE_ASSIGN_OR_RETURN(std::string source, KeptSource(drafts, Provenance(kept)));
       const std::string output = (fs::path(run.options_.out_dir) / (env.name + ".envdb")).string();
       ENVFORGE_RETURN_IF_ERROR(sandbox::PackEnvironment(source, output).WithContext("writing " + output));
       env_record.output = output;

@@ -90,6 +90,20 @@ def test_kept_bundles_carry_provenance_and_pass_env_check(every_category):
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_kept_sources_stay_beside_the_bundles_and_pack_to_the_same_version(every_category, tmp_path):
+    out, _ = every_category
+    for path in sorted(glob.glob(os.path.join(out, "*.envdb"))):
+        shown = bundle_json(path)
+        name = shown["manifest"]["name"]
+        source = shown["manifest"]["provenance"]["source_dir"]
+        assert source == os.path.join(os.path.realpath(out), "sources", name), source
+        assert os.path.isfile(os.path.join(source, "env.json")), source
+        repacked = tmp_path / (name + ".envdb")
+        packed = run("env", "pack", source, "-o", str(repacked))
+        assert packed.returncode == 0, packed.stderr
+        assert bundle_json(str(repacked))["hash"] == shown["hash"], name
+
+
 def test_valid_answers_get_rarer_as_the_level_rises(every_category):
     _, funnel = every_category
     rows = funnel_rows(funnel)
