@@ -38,6 +38,7 @@ class RpcClientPool {
   // A client whose last call failed reconnects on its next one (RpcClient), so every client is
   // worth keeping.
   void Give(std::unique_ptr<RpcClient> client) {
+    if (client != nullptr) client->PinSession("");  // its next session may live on any server
     std::lock_guard lock(mutex_);
     if (client != nullptr && idle_.size() < options_.max_idle_connections) idle_.push_back(std::move(client));
   }
@@ -222,6 +223,9 @@ Result<std::unique_ptr<agents::HostedSession>> RemoteSessionHost::CreateSession(
     pool_->Give(std::move(client));
     return handle.status();
   }
+  // Behind a balancer a reconnect (after the client's idle limit, say, while the model thinks)
+  // must reach the server that owns the session.
+  client->PinSession(*handle);
   auto session = std::make_unique<RemoteSession>(pool_, std::move(client), *handle);
   Status versions = CheckVersions(created, env, task);
   if (!versions.ok()) return versions;  // the session's destructor closes it

@@ -12,6 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
+#include <cctype>
 #include <cerrno>
 #include <functional>
 #include <map>
@@ -160,7 +161,8 @@ class RpcClient::Impl {
     ws_->auto_fragment(false);
     websocket::response_type response;
     beast::get_lowest_layer(*ws_).expires_at(deadline);
-    ec = RunOp([&](auto handler) { ws_->async_handshake(response, url_.host_header, url_.path, handler); });
+    const std::string target = pinned_session_.empty() ? url_.path : url_.path + "?session=" + pinned_session_;
+    ec = RunOp([&](auto handler) { ws_->async_handshake(response, url_.host_header, target, handler); });
     if (ec) {
       ws_.reset();
       if (response.result() == http::status::unauthorized) {
@@ -177,6 +179,21 @@ class RpcClient::Impl {
     buffer_.clear();
     last_activity_ = Clock::now();
     return Status::Ok();
+  }
+
+  void PinSession(const std::string& handle) {
+    // Handles are "s-" and hex digits; anything else is percent-encoded all the same.
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    pinned_session_.clear();
+    for (unsigned char ch : handle) {
+      if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+        pinned_session_ += static_cast<char>(ch);
+      } else {
+        pinned_session_ += '%';
+        pinned_session_ += kHex[ch >> 4];
+        pinned_session_ += kHex[ch & 15];
+      }
+    }
   }
 
   void Close() {
@@ -411,6 +428,7 @@ class RpcClient::Impl {
   bool server_closes_ = false;
   int64_t next_id_ = 1;
   Clock::time_point last_activity_;
+  std::string pinned_session_;  // percent-encoded; empty: none (PinSession)
 };
 
 Result<std::unique_ptr<RpcClient>> RpcClient::Connect(const std::string& url, RpcClientOptions options) {
@@ -471,6 +489,7 @@ Result<std::optional<std::string>> RpcClient::SendRaw(const std::string& payload
   }
 }
 
+void RpcClient::PinSession(const std::string& handle) { impl_->PinSession(handle); }
 void RpcClient::Close() { impl_->Close(); }
 bool RpcClient::websocket() const { return impl_->websocket(); }
 const std::string& RpcClient::url() const { return impl_->url(); }

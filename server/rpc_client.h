@@ -91,6 +91,12 @@ class RpcClient {
   // answer would block until the timeout, so only send ones that are answered.
   Result<std::optional<std::string>> SendRaw(const std::string& payload);
 
+  // Names the session this client's calls are for: a WebSocket connection opened from now on
+  // (a reconnect: the idle limit, a lost connection) asks for PATH?session=HANDLE, which a
+  // balancer routes to the session's owner (server/README.md "A fleet behind HAProxy"); the
+  // connection open now is kept. Empty: plain PATH again. HTTP routes by the request body and
+  // ignores it.
+  void PinSession(const std::string& handle);
   // Closes the connection (the next call reconnects).
   void Close();
   bool websocket() const;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "base/subprocess.h"
@@ -317,6 +318,34 @@ TEST_SUITE("server.transport.fleet") {
     CHECK(report["episode_ends"].value("submitted", 0) + report["episode_ends"].value("infra_error", 0) ==
           report["sessions"]["created"]);
     CHECK(report["sessions"]["created"].get<int>() >= 990);  // creates in flight at the kill may be lost
+  }
+
+  TEST_CASE("a WebSocket client pinned to its session reconnects to the session's owner through HAProxy") {
+    ENVFORGE_SKIP_WITHOUT_HAPROXY();
+    Fleet fleet;
+    // Each client makes its session, then drops its connection before every call (as the
+    // client's idle limit does while a model thinks); the reconnect asks for /ws?session=HANDLE,
+    // which HAProxy routes to the owner, not to the least loaded server.
+    std::set<std::string> owners;
+    for (int client_index = 0; client_index < 4; ++client_index) {
+      CAPTURE(client_index);
+      auto client = RpcClient::Connect(fleet.Url("ws"));
+      REQUIRE(client.ok());
+      Json created = MustCall(**client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
+      const std::string session = created["session"];
+      owners.insert(created["server"].get<std::string>());
+      (*client)->PinSession(session);
+      for (int call = 0; call < 6; ++call) {
+        CAPTURE(call);
+        (*client)->Close();
+        auto answer = (*client)->Call("tools/call", Json{{"session", session}, {"name", "incr"}});
+        REQUIRE_MESSAGE(answer.ok(), answer.status().ToString());
+        CHECK((*answer)["outcome"] == "ok");
+        CHECK((*answer)["content"] == call + 1);
+      }
+      MustCall(**client, "session/close", Json{{"session", session}});
+    }
+    CHECK(owners.size() >= 2);  // the sessions were spread: a reconnect had somewhere else to go
   }
 
   TEST_CASE(
