@@ -1,7 +1,9 @@
 // `envforge serve` and `envforge bench serve` as a user runs them: the real binary on an
 // ephemeral port, SIGTERM draining, and a small chaos run whose reconciliation loses nothing.
 #include <doctest/doctest.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -294,6 +296,70 @@ TEST_SUITE("server.transport.cli") {
     auto exit_code = serve.child->Wait(std::chrono::seconds(60));
     REQUIRE(exit_code.has_value());
     CHECK(*exit_code == 0);
+  }
+
+  TEST_CASE("10,000 idle connections: the server bounds what they hold while an authorized load runs untouched") {
+    // Up to 10,000, within the descriptor limit the server and the bench inherit (raised to the
+    // hard limit here): each idle connection costs the bench a descriptor, and the server one
+    // until it closes it.
+    rlimit files{};
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &files) == 0);
+    files.rlim_cur = files.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &files);
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &files) == 0);
+    const long long idle = std::min<long long>(10'000, static_cast<long long>(files.rlim_cur) - 1'000);
+    if (idle < 2'000) {
+      MESSAGE("skipped: a descriptor limit of " << files.rlim_cur << " leaves too few for the flood");
+      return;
+    }
+    const long long max_connections = idle + 2'000;
+    ServeProcess serve({"--max-connections", std::to_string(max_connections)});
+    CommandOptions options;
+    options.timeout = std::chrono::seconds(240);
+    auto bench = RunCommand({Envforge(),
+                             "bench",
+                             "serve",
+                             "--url",
+                             serve.Url(),
+                             "--env",
+                             "manager_fixture",
+                             "--task",
+                             "sum_task",
+                             "--tool",
+                             "incr",
+                             "--answer",
+                             "5",
+                             "--sessions",
+                             "60",
+                             "--steps",
+                             "5",
+                             "--concurrency",
+                             "12",
+                             "--idle-connections",
+                             std::to_string(idle),
+                             "--idle-peers",
+                             "40",
+                             "--trajectories",
+                             serve.trajectories,
+                             "--json"},
+                            options);
+    REQUIRE(bench.ok());
+    INFO(bench->stderr_text, bench->stdout_text, serve.child->StderrText());
+    REQUIRE(bench->exit_code == 0);
+    Json report = ParseJson(bench->stdout_text).value();
+    // The authorized clients: every episode submitted, nothing lost.
+    CHECK(report["errors"].empty());
+    CHECK(report["lost"] == 0);
+    CHECK(report["episode_ends"].value("submitted", 0) == 60);
+    const Json& flood = report["idle_flood"];
+    CHECK(flood["flood_before_load"]["connected"] == idle);
+    // The server keeps at most max_connections / 4 unauthenticated connections (the oldest go):
+    // its descriptors stay bounded however many the flood opened.
+    const long long kept = max_connections / 4;
+    CHECK(flood["flood_before_load"]["closed_by_server"].get<long long>() >= idle - kept);
+    CHECK(flood["server_with_idle"]["fds"].get<long long>() <= kept + 500);
+    CHECK(flood["server_with_idle"]["rss_kb"].get<long long>() <
+          flood["server_before"]["rss_kb"].get<long long>() + 200 * 1024);
   }
 
   TEST_CASE("bench burst: every round's creates answered, the sessions closed, warm sessions used") {
