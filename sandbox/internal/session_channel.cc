@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "sandbox/internal/frame_channel.h"
 #include "sandbox/internal/pidfd.h"
+#include "sandbox/internal/pidfd_watch.h"
 #include "sandbox/internal/stderr_capture.h"
 
 namespace envforge::sandbox::internal {
@@ -66,16 +67,9 @@ void SessionChannel::SetPid(int pid) {
 }
 
 void SessionChannel::WatchPidfd() {
-  pidfd_.async_wait(asio::posix::descriptor_base::wait_read,
-                    [weak = weak_from_this()](const boost::system::error_code& ec) {
-                      if (ec) return;
-                      auto self = weak.lock();
-                      if (!self || !self->pidfd_.is_open()) return;
-                      // A completion is not proof of an exit (PidfdExited, pidfd.h): acting on a
-                      // false one killed healthy sessions ("exited with code 0").
-                      if (!PidfdExited(self->pidfd_.native_handle())) return self->WatchPidfd();
-                      self->OnProcessExited();
-                    });
+  // Not on the completion alone: acting on one that was no exit killed healthy sessions ("exited
+  // with code 0"; pidfd.h).
+  WatchForExit(shared_from_this(), &SessionChannel::pidfd_, &SessionChannel::OnProcessExited);
 }
 
 void SessionChannel::OnFrame(std::string payload, std::vector<UniqueFd> fds) {

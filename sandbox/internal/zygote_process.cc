@@ -13,6 +13,7 @@
 #include "base/subprocess.h"
 #include "sandbox/internal/frame_channel.h"
 #include "sandbox/internal/pidfd.h"
+#include "sandbox/internal/pidfd_watch.h"
 #include "sandbox/internal/stderr_capture.h"
 #include "sandbox/internal/wire.h"
 
@@ -139,15 +140,8 @@ void ZygoteProcess::Start() {
 }
 
 void ZygoteProcess::WatchPidfd() {
-  pidfd_.async_wait(asio::posix::descriptor_base::wait_read,
-                    [weak = weak_from_this()](const boost::system::error_code& ec) {
-                      if (ec) return;
-                      auto self = weak.lock();
-                      if (!self || !self->pidfd_.is_open()) return;
-                      // Not proof of an exit by itself (PidfdExited, pidfd.h).
-                      if (!PidfdExited(self->pidfd_.native_handle())) return self->WatchPidfd();
-                      self->OnProcessExited();
-                    });
+  // OnProcessExited blocks in waitpid: it must run for a real exit only (pidfd.h).
+  WatchForExit(shared_from_this(), &ZygoteProcess::pidfd_, &ZygoteProcess::OnProcessExited);
 }
 
 void ZygoteProcess::Spawn(uint64_t id, const std::string& task_id, const Json& limits, UniqueFd session_end,
