@@ -897,7 +897,9 @@ Status PackInto(const std::string& source_dir, const fs::path& root, const std::
 
   Json provenance = sources.env.value("provenance", Json::object());
   for (const auto& [key, value] : options.provenance.items()) provenance[key] = value;
-  provenance["source_dir"] = fs::absolute(root).lexically_normal().string();
+  if (!options.provenance.contains("source_dir")) {
+    provenance["source_dir"] = fs::absolute(root).lexically_normal().string();
+  }
   ENVFORGE_RETURN_IF_ERROR(WithBudget(FillReservedTables(db, sources, tools, provenance), handle, budget, source_dir,
                                       "storing the sources, tools, tasks and files/ in the bundle"));
   ENVFORGE_RETURN_IF_ERROR(db.Exec("COMMIT"));

@@ -65,7 +65,8 @@
 // previous bundle).
 //
 // Provenance (_env.provenance): env.json's "provenance" object, then PackOptions::provenance
-// on top (its keys win), then "source_dir": the absolute path of the source directory. The
+// on top (its keys win), then "source_dir": the absolute path of the source directory, unless
+// PackOptions::provenance names one itself (null for a source that is not kept). The
 // content hash leaves source_dir out, so packing the same sources from two checkouts gives the
 // same version; every other provenance key is part of the hash.
 //
@@ -90,7 +91,8 @@ namespace envforge::sandbox {
 
 struct PackOptions {
   // Merged over env.json's "provenance" (keys here win), e.g. {"generator": "envsynth",
-  // "model": "deepseek-v3.2", "seed": 7}. Must be an object.
+  // "model": "deepseek-v3.2", "seed": 7}. Must be an object. A "source_dir" here replaces the
+  // packed directory's path (null: a temporary source, gone once packed).
   Json provenance = Json::object();
   // The envforge-worker executable to run `analyze` with; empty: FindWorkerExecutable().
   std::string worker_path;

@@ -347,7 +347,7 @@ Status PackSearchEnvironmentInto(const std::string& source_dir, const std::strin
   }
   Json merged = sources.env.value("provenance", Json::object());
   for (const auto& [key, value] : provenance.items()) merged[key] = value;
-  merged["source_dir"] = fs::absolute(root).lexically_normal().string();
+  if (!provenance.contains("source_dir")) merged["source_dir"] = fs::absolute(root).lexically_normal().string();
 
   ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::Open(bundle_path, Database::Mode::kReadWrite));
   ENVFORGE_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode = MEMORY; PRAGMA synchronous = OFF; BEGIN"));

@@ -60,7 +60,8 @@ inline constexpr const char* kCorpusFilePath = "search/corpus.sqlite";
 bool IsSearchEnvironmentSource(const std::string& source_dir);
 
 // Fills the empty SQLite file bundle_path (created by PackEnvironment) from a search source
-// directory. provenance is laid over env.json's (its keys win); "source_dir" is added. Checks
+// directory. provenance is laid over env.json's (its keys win); "source_dir" is added unless
+// provenance has one. Checks
 // everything before writing; InvalidArgument lists every problem ("cannot pack DIR: N problems"
 // then one "path: message" a line): env.json's fields, search.json (ParseSearchConfig's message),
 // a corpus that is missing, not a corpus, empty, or larger than max_bytes, task ids, task.json's

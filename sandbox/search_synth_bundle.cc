@@ -81,7 +81,8 @@ Status PackSynthesizedSearchEnvironment(const std::vector<search::SynthQuestion>
   Status status = WriteSynthesizedSearchSource(questions, synth_options, corpus_path, source, options);
   if (status.ok()) {
     PackOptions pack;
-    pack.provenance = {{"synth_seed", synth_options.seed}};
+    // The source is removed once packed: the corpus and seed in the provenance reproduce it.
+    pack.provenance = {{"synth_seed", synth_options.seed}, {"source_dir", nullptr}};
     status = PackEnvironment(source, output_path, pack);
   }
   fs::remove_all(source, ec);

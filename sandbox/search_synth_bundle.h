@@ -29,8 +29,9 @@ Status WriteSynthesizedSearchSource(const std::vector<search::SynthQuestion>& qu
 
 // Writes the source next to `output_path` ("<output>.source.<pid>"), packs it to `output_path`
 // (replaced only when packing succeeds: PackEnvironment writes a temporary file and renames it)
-// and removes the source. Errors: InvalidArgument for an empty question set; NotFound when the
-// output's directory does not exist; those of writing and of PackEnvironment.
+// and removes the source (provenance's source_dir is null; its corpus and seeds reproduce it). Errors: InvalidArgument
+// for an empty question set; NotFound when the output's directory does not exist; those of writing and of
+// PackEnvironment.
 Status PackSynthesizedSearchEnvironment(const std::vector<search::SynthQuestion>& questions,
                                         const search::QaSynthOptions& synth_options, const std::string& corpus_path,
                                         const std::string& output_path, const SynthBundleOptions& options = {});

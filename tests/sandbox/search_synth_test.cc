@@ -57,6 +57,11 @@ TEST_SUITE("sandbox.search_synth") {
     Result<EnvBundle> bundle = EnvBundle::Load(envdb);
     REQUIRE_MESSAGE(bundle.ok(), bundle.status().ToString());
     CHECK(bundle->manifest.kind == "search");
+    // The removed source is not named; what reproduces the bundle is.
+    const Json& provenance = bundle->manifest.provenance;
+    CHECK(provenance.at("source_dir").is_null());
+    CHECK(provenance.at("corpus") == fs::absolute(corpus).lexically_normal().string());
+    CHECK(provenance.at("synth_seed") == options.seed);
     REQUIRE(bundle->tasks.size() == 8);
     Result<SearchBundle> search = LoadSearchBundle(envdb);
     REQUIRE_MESSAGE(search.ok(), search.status().ToString());
