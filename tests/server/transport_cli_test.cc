@@ -354,11 +354,12 @@ TEST_SUITE("server.transport.cli") {
     const Json& flood = report["idle_flood"];
     CHECK(flood["flood_before_load"]["connected"] == idle);
     // The server keeps at most max_connections / 4 unauthenticated connections (the oldest go):
-    // its descriptors stay bounded however many the flood opened.
+    // its descriptors stay bounded however many the flood opened. Read after the load, so that a
+    // slow machine has had time to sort the flood out.
     const long long kept = max_connections / 4;
-    CHECK(flood["flood_before_load"]["closed_by_server"].get<long long>() >= idle - kept);
-    CHECK(flood["server_with_idle"]["fds"].get<long long>() <= kept + 500);
-    CHECK(flood["server_with_idle"]["rss_kb"].get<long long>() <
+    CHECK(flood["flood_after_load"]["closed_by_server"].get<long long>() >= idle - kept);
+    CHECK(flood["server_after_load"]["fds"].get<long long>() <= kept + 500);
+    CHECK(flood["server_after_load"]["rss_kb"].get<long long>() <
           flood["server_before"]["rss_kb"].get<long long>() + 200 * 1024);
   }
 
