@@ -26,6 +26,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -85,15 +86,37 @@ struct ToolResultView {
   }
 };
 
+// Each environment's tool list, read once per connection (envs/get) for the sessions created
+// without one (session/create's "tools": false: about 8 KB less per create).
+class ToolListCache {
+ public:
+  Json Of(Endpoint& endpoint, const std::string& env_id) {
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = by_env_.find(env_id); it != by_env_.end()) return it->second;
+    }
+    Json tools = CallOrRaise(endpoint, "envs/get", {{"env", env_id}}).value("tools", Json::array());
+    std::lock_guard lock(mutex_);
+    return by_env_.emplace(env_id, std::move(tools)).first->second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, Json> by_env_;  // guarded by mutex_
+};
+
 class Session {
  public:
-  Session(std::shared_ptr<Endpoint> endpoint, Json created)
-      : endpoint_(std::move(endpoint)), created_(std::move(created)) {
+  Session(std::shared_ptr<Endpoint> endpoint, std::shared_ptr<ToolListCache> tool_lists, Json created)
+      : endpoint_(std::move(endpoint)), tool_lists_(std::move(tool_lists)), created_(std::move(created)) {
     id_ = created_.value("session", "");
   }
   const std::string& id() const { return id_; }
   py::object prompt() const { return JsonToPython(created_.value("prompt", Json())); }
-  py::object tools() const { return JsonToPython(created_.value("tools", Json::array())); }
+  py::object tools() const {
+    if (auto tools = created_.find("tools"); tools != created_.end()) return JsonToPython(*tools);
+    return JsonToPython(tool_lists_->Of(*endpoint_, created_.value("env", Json::object()).value("id", "")));
+  }
   py::object versions() const { return JsonToPython(created_.value("versions", Json::object())); }
   py::object trajectory() const { return JsonToPython(created_.value("trajectory", Json())); }
   bool closed() const { return closed_; }
@@ -122,13 +145,13 @@ class Session {
     Json created = created_;
     created["session"] = forked.value("session", "");
     created["trajectory"] = forked.value("trajectory", Json());
-    return Session(endpoint_, std::move(created));
+    return Session(endpoint_, tool_lists_, std::move(created));
   }
   Session Reset() {
     CheckOpen();
     Json created = CallOrRaise(*endpoint_, "session/reset", {{"session", id_}});
     closed_ = true;  // the old handle is gone
-    return Session(endpoint_, std::move(created));
+    return Session(endpoint_, tool_lists_, std::move(created));
   }
   void Close() {
     if (closed_) return;
@@ -141,6 +164,7 @@ class Session {
     if (closed_) throw py::value_error("session " + id_ + " is closed");
   }
   std::shared_ptr<Endpoint> endpoint_;
+  std::shared_ptr<ToolListCache> tool_lists_;
   Json created_;
   std::string id_;
   bool closed_ = false;
@@ -158,9 +182,9 @@ class Connection {
     return JsonToPython(CallOrRaise(*endpoint_, "tasks/list", {{"env", env}}).value("tasks", Json::array()));
   }
   Session CreateSession(const std::string& env, const std::string& task, std::optional<int64_t> seed) {
-    Json params = {{"env", env}, {"task", task}};
+    Json params = {{"env", env}, {"task", task}, {"tools", false}};  // Session.tools reads them once per env
     if (seed) params["seed"] = *seed;
-    return Session(endpoint_, CallOrRaise(*endpoint_, "session/create", std::move(params)));
+    return Session(endpoint_, tool_lists_, CallOrRaise(*endpoint_, "session/create", std::move(params)));
   }
   py::object Stats() { return JsonToPython(CallOrRaise(*endpoint_, "server/stats", Json::object())); }
   // A raw JSON-RPC call, for methods without a wrapper.
@@ -174,6 +198,7 @@ class Connection {
 
  private:
   std::shared_ptr<Endpoint> endpoint_;
+  std::shared_ptr<ToolListCache> tool_lists_ = std::make_shared<ToolListCache>();
 };
 
 Connection MakeRuntime(const std::string& envs_dir, std::optional<std::string> trajectories, size_t max_sessions,

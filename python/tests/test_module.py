@@ -27,6 +27,23 @@ def test_runtime_full_episode(envs_dir):
         assert session.closed
 
 
+def test_session_tools_are_the_environments_read_once(envs_dir):
+    # Creates ask for no tool list; Session.tools reads the environment's once per connection.
+    with envforge.Runtime(str(envs_dir)) as runtime:
+        expected = runtime.env("trip_planning")["tools"]
+        with runtime.create_session("trip_planning", "cheapest_rated_hotel") as session:
+            created = runtime.call("session/create", {"env": "trip_planning", "task": "cheapest_rated_hotel",
+                                                      "tools": False})
+            assert "tools" not in created
+            runtime.call("session/close", {"session": created["session"]})
+            assert session.tools == expected
+            with session.fork() as copy:
+                assert copy.tools == expected
+        assert session.closed and session.tools == expected
+        with runtime.create_session("trip_planning", "cheapest_rated_hotel") as again:
+            assert again.tools == expected
+
+
 def test_wrong_answer_fails_and_typed_outcomes(envs_dir):
     with envforge.Runtime(str(envs_dir)) as runtime:
         with runtime.create_session("trip_planning", "cheapest_rated_hotel") as session:
