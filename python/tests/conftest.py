@@ -21,30 +21,29 @@ ENVFORGE = BUILD_DIR / "bin" / "envforge"
 sys.path.insert(0, str(BUILD_DIR / "python"))
 
 
+def _packed(tmp_path_factory, source, name):
+    """`envforge env pack SOURCE -o DIR/NAME.envdb` into a fresh temporary directory; returns DIR."""
+    directory = tmp_path_factory.mktemp(name)
+    subprocess.run([str(ENVFORGE), "env", "pack", str(source), "-o", str(directory / (name + ".envdb"))],
+                   check=True, capture_output=True)
+    return directory
+
+
 @pytest.fixture(scope="session")
 def envs_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("envs")
-    subprocess.run([str(ENVFORGE), "env", "pack", str(SOURCE_DIR / "data" / "envs" / "trip_planning"),
-                    "-o", str(directory / "trip_planning.envdb")], check=True, capture_output=True)
-    return directory
+    return _packed(tmp_path_factory, SOURCE_DIR / "data" / "envs" / "trip_planning", "trip_planning")
 
 
 @pytest.fixture(scope="session")
 def shop_dir(tmp_path_factory):
     """data/envs/shop_eval_a packed (the held-out shop the shipped policy is measured on)."""
-    directory = tmp_path_factory.mktemp("shop")
-    subprocess.run([str(ENVFORGE), "env", "pack", str(SOURCE_DIR / "data" / "envs" / "shop_eval_a"),
-                    "-o", str(directory / "shop_eval_a.envdb")], check=True, capture_output=True)
-    return directory
+    return _packed(tmp_path_factory, SOURCE_DIR / "data" / "envs" / "shop_eval_a", "shop_eval_a")
 
 
 @pytest.fixture(scope="session")
 def lab_dir(tmp_path_factory):
     """tests/fixtures/envs/rollout_lab packed: a lookup tool (dict results), read_manual (text)."""
-    directory = tmp_path_factory.mktemp("lab")
-    subprocess.run([str(ENVFORGE), "env", "pack", str(SOURCE_DIR / "tests" / "fixtures" / "envs" / "rollout_lab"),
-                    "-o", str(directory / "rollout_lab.envdb")], check=True, capture_output=True)
-    return directory
+    return _packed(tmp_path_factory, SOURCE_DIR / "tests" / "fixtures" / "envs" / "rollout_lab", "rollout_lab")
 
 
 def write_script(path, scripts):

@@ -247,33 +247,9 @@ TEST_SUITE("server.transport.cli") {
     ServeProcess serve;
     CommandOptions options;
     options.timeout = std::chrono::seconds(240);
-    auto bench = RunCommand({Envforge(),
-                             "bench",
-                             "serve",
-                             "--url",
-                             serve.Url(),
-                             "--env",
-                             "manager_fixture",
-                             "--task",
-                             "sum_task",
-                             "--sessions",
-                             "20",
-                             "--steps",
-                             "5",
-                             "--concurrency",
-                             "8",
-                             "--tool",
-                             "incr",
-                             "--answer",
-                             "5",
-                             "--chaos",
-                             "--chaos-interval-ms",
-                             "20",
-                             "--chaos-drop-rate",
-                             "100",
-                             "--trajectories",
-                             serve.trajectories,
-                             "--json"},
+    auto bench = RunCommand(BenchServeFixture(serve.Url(), 20, 5, 8,
+                                              {"--chaos", "--chaos-interval-ms", "20", "--chaos-drop-rate", "100",
+                                               "--trajectories", serve.trajectories}),
                             options);
     REQUIRE(bench.ok());
     INFO(bench->stderr_text, bench->stdout_text, serve.child->StderrText());
@@ -316,32 +292,9 @@ TEST_SUITE("server.transport.cli") {
     ServeProcess serve({"--max-connections", std::to_string(max_connections)});
     CommandOptions options;
     options.timeout = std::chrono::seconds(240);
-    auto bench = RunCommand({Envforge(),
-                             "bench",
-                             "serve",
-                             "--url",
-                             serve.Url(),
-                             "--env",
-                             "manager_fixture",
-                             "--task",
-                             "sum_task",
-                             "--tool",
-                             "incr",
-                             "--answer",
-                             "5",
-                             "--sessions",
-                             "60",
-                             "--steps",
-                             "5",
-                             "--concurrency",
-                             "12",
-                             "--idle-connections",
-                             std::to_string(idle),
-                             "--idle-peers",
-                             "40",
-                             "--trajectories",
-                             serve.trajectories,
-                             "--json"},
+    auto bench = RunCommand(BenchServeFixture(serve.Url(), 60, 5, 12,
+                                              {"--idle-connections", std::to_string(idle), "--idle-peers", "40",
+                                               "--trajectories", serve.trajectories}),
                             options);
     REQUIRE(bench.ok());
     INFO(bench->stderr_text, bench->stdout_text, serve.child->StderrText());

@@ -154,35 +154,9 @@ Result<CommandOutput> BenchThroughFleet(const Fleet& fleet, const std::string& t
                                         const std::vector<std::string>& servers) {
   CommandOptions options;
   options.timeout = std::chrono::seconds(240);
-  return RunCommand({Envforge(),
-                     "bench",
-                     "serve",
-                     "--url",
-                     fleet.Url(transport),
-                     "--transport",
-                     transport,
-                     "--env",
-                     "manager_fixture",
-                     "--task",
-                     "sum_task",
-                     "--tool",
-                     "incr",
-                     "--answer",
-                     "5",
-                     "--sessions",
-                     std::to_string(sessions),
-                     "--steps",
-                     "5",
-                     "--concurrency",
-                     "48",
-                     "--chaos",
-                     "--chaos-drop-rate",
-                     "20",
-                     "--chaos-interval-ms",
-                     "100",
-                     "--trajectories",
-                     fleet.Stores(servers),
-                     "--json"},
+  return RunCommand(BenchServeFixture(fleet.Url(transport), sessions, 5, 48,
+                                      {"--transport", transport, "--chaos", "--chaos-drop-rate", "20",
+                                       "--chaos-interval-ms", "100", "--trajectories", fleet.Stores(servers)}),
                     options);
 }
 

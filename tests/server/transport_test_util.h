@@ -298,6 +298,34 @@ class ChildProcess {
 
 inline std::string Envforge() { return ExecutableDirectory() + "/envforge"; }
 
+// `envforge bench serve` at `url` on the fixture bundle's episodes (sum_task: `steps` incr calls,
+// then the answer 5, --json), `extra` options after them.
+inline std::vector<std::string> BenchServeFixture(const std::string& url, int sessions, int steps, int concurrency,
+                                                  const std::vector<std::string>& extra) {
+  std::vector<std::string> command = {Envforge(),
+                                      "bench",
+                                      "serve",
+                                      "--url",
+                                      url,
+                                      "--env",
+                                      "manager_fixture",
+                                      "--task",
+                                      "sum_task",
+                                      "--tool",
+                                      "incr",
+                                      "--answer",
+                                      "5",
+                                      "--sessions",
+                                      std::to_string(sessions),
+                                      "--steps",
+                                      std::to_string(steps),
+                                      "--concurrency",
+                                      std::to_string(concurrency),
+                                      "--json"};
+  command.insert(command.end(), extra.begin(), extra.end());
+  return command;
+}
+
 // `envforge serve` over a directory holding the fixture environment, on an ephemeral port.
 class ServeProcess {
  public:
