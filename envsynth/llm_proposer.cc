@@ -1,17 +1,12 @@
 #include "envsynth/llm_proposer.h"
 
 #include <cctype>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "envsynth/embedded_prompts.h"
+#include "envsynth/prompt_template.h"
 
 namespace envforge::envsynth {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr const char* kSystemPrompt =
     "You write environments for training tool-using agents: SQLite data, Python tools, tasks with a gold solution, a "
@@ -21,40 +16,18 @@ struct Prompts {
   std::string environment, task, repair_task, repair_environment;
 };
 
-Result<std::string> ReadPrompt(const fs::path& dir, const char* name) {
-  std::ifstream in(dir / name, std::ios::binary);
-  if (!in) return NotFoundError("no prompt " + (dir / name).string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 Result<Prompts> LoadPrompts(const std::string& configured) {
-  std::string dir = configured;
-  if (dir.empty()) {
-    if (const char* from_env = std::getenv("ENVFORGE_SYNTH_PROMPTS"); from_env != nullptr && *from_env != '\0')
-      dir = from_env;
-  }
+  const std::string dir = PromptsDirectory(configured);
   if (dir.empty()) {
     return Prompts{embedded::kSynthEnvironment, embedded::kSynthTask, embedded::kSynthRepairTask,
                    embedded::kSynthRepairEnvironment};
   }
   Prompts prompts;
-  ENVFORGE_ASSIGN_OR_RETURN(prompts.environment, ReadPrompt(dir, "synth_environment.md"));
-  ENVFORGE_ASSIGN_OR_RETURN(prompts.task, ReadPrompt(dir, "synth_task.md"));
-  ENVFORGE_ASSIGN_OR_RETURN(prompts.repair_task, ReadPrompt(dir, "synth_repair_task.md"));
-  ENVFORGE_ASSIGN_OR_RETURN(prompts.repair_environment, ReadPrompt(dir, "synth_repair_environment.md"));
+  ENVFORGE_ASSIGN_OR_RETURN(prompts.environment, ReadPromptFile(dir, "synth_environment.md"));
+  ENVFORGE_ASSIGN_OR_RETURN(prompts.task, ReadPromptFile(dir, "synth_task.md"));
+  ENVFORGE_ASSIGN_OR_RETURN(prompts.repair_task, ReadPromptFile(dir, "synth_repair_task.md"));
+  ENVFORGE_ASSIGN_OR_RETURN(prompts.repair_environment, ReadPromptFile(dir, "synth_repair_environment.md"));
   return prompts;
-}
-
-std::string Fill(std::string text, const std::map<std::string, std::string>& fields) {
-  for (const auto& [name, value] : fields) {
-    const std::string marker = "{{" + name + "}}";
-    for (size_t at = text.find(marker); at != std::string::npos; at = text.find(marker, at + value.size())) {
-      text.replace(at, marker.size(), value);
-    }
-  }
-  return text;
 }
 
 std::string Sanitize(const std::string& text) {
@@ -114,17 +87,18 @@ class LlmProposer final : public Proposer {
   }
 
   Result<EnvironmentDraft> ProposeEnvironment(const std::string& category, uint64_t seed) override {
-    const std::string prompt = Fill(prompts_.environment, {{"category", category}, {"seed", std::to_string(seed)}});
+    const std::string prompt =
+        FillTemplate(prompts_.environment, {{"category", category}, {"seed", std::to_string(seed)}});
     ENVFORGE_ASSIGN_OR_RETURN(auto files, Ask(prompt, {"env.json", "schema.sql", "tools.py"}, SeedFor(seed, -1, 0, 0)));
     return MakeEnvironment(category, seed, files);
   }
 
   Result<EnvironmentDraft> RepairEnvironment(const EnvironmentDraft& env, const RepairRequest& repair) override {
     const std::string prompt =
-        Fill(prompts_.repair_environment, {{"category", env.category},
-                                           {"attribution", repair.attribution},
-                                           {"reasons", Joined(repair.reasons)},
-                                           {"environment_files", EnvironmentFiles(env, env.preamble)}});
+        FillTemplate(prompts_.repair_environment, {{"category", env.category},
+                                                   {"attribution", repair.attribution},
+                                                   {"reasons", Joined(repair.reasons)},
+                                                   {"environment_files", EnvironmentFiles(env, env.preamble)}});
     ENVFORGE_ASSIGN_OR_RETURN(
         auto files, Ask(prompt, {"env.json", "schema.sql", "tools.py"}, SeedFor(env.seed, -1, 0, env.attempt + 1)));
     return MakeEnvironment(env.category, env.seed, files);
@@ -134,25 +108,25 @@ class LlmProposer final : public Proposer {
                                 const RepairRequest* repair) override {
     std::string prompt;
     if (repair != nullptr && repair->previous != nullptr) {
-      prompt = Fill(prompts_.repair_task, {{"lineage", std::to_string(lineage)},
-                                           {"level", std::to_string(level)},
-                                           {"stage", repair->stage.empty() ? "validation" : repair->stage},
-                                           {"attribution", repair->attribution},
-                                           {"reasons", Joined(repair->reasons)},
-                                           {"task_files", TaskFiles(*repair->previous)}});
+      prompt = FillTemplate(prompts_.repair_task, {{"lineage", std::to_string(lineage)},
+                                                   {"level", std::to_string(level)},
+                                                   {"stage", repair->stage.empty() ? "validation" : repair->stage},
+                                                   {"attribution", repair->attribution},
+                                                   {"reasons", Joined(repair->reasons)},
+                                                   {"task_files", TaskFiles(*repair->previous)}});
     } else {
       auto previous = last_by_lineage_.find(env.name + "/" + std::to_string(lineage));
       std::string previous_text;
       if (previous != last_by_lineage_.end()) {
         previous_text = "The previous level of this task, to be made harder:\n\n" + TaskFiles(previous->second) + "\n";
       }
-      prompt = Fill(prompts_.task, {{"env_name", env.name},
-                                    {"category", env.category},
-                                    {"schema_sql", env.schema_sql},
-                                    {"tools_py", ToolsText(env)},
-                                    {"previous_task", previous_text},
-                                    {"lineage", std::to_string(lineage)},
-                                    {"level", std::to_string(level)}});
+      prompt = FillTemplate(prompts_.task, {{"env_name", env.name},
+                                            {"category", env.category},
+                                            {"schema_sql", env.schema_sql},
+                                            {"tools_py", ToolsText(env)},
+                                            {"previous_task", previous_text},
+                                            {"lineage", std::to_string(lineage)},
+                                            {"level", std::to_string(level)}});
     }
     ENVFORGE_ASSIGN_OR_RETURN(auto files, Ask(prompt, {"task.json", "solution.py", "verifier.py"},
                                               SeedFor(env.seed, lineage, level, attempt)));

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "base/json.h"
@@ -74,6 +75,94 @@ TEST_SUITE("apps.search_synth") {
     }
   }
 
+  TEST_CASE("search synth --backend: a model writes the questions, answer agents and a verifier review them" *
+            doctest::timeout(300)) {
+    TempDir dir;
+    const std::string corpus = FixtureCorpus(dir);
+    // One line per stage: every question written alike, every answer agent wrong, every wrong
+    // answer refuted and every ground truth confirmed by the verifier.
+    const std::string script = dir / "model.jsonl";
+    {
+      std::ofstream out(script);
+      out << Json{{"when", "Proposal:"}, {"content", R"({"question": "MARK: which entry do the clues point at?"})"}}
+                 .dump()
+          << "\n"
+          << Json{{"when", "Question under review:"},
+                  {"content",
+                   R"({"ground_truth": "correct", "candidates": [{"answer": "zzzq", "verdict": "incorrect"}]})"}}
+                 .dump()
+          << "\n"
+          << Json{{"when", "MARK:"},
+                  {"tool_calls", Json::array({{{"name", "submit_result"}, {"arguments", {{"answer_text", "zzzq"}}}}})}}
+                 .dump()
+          << "\n"
+          << Json{{"content", "no line matched"}}.dump() << "\n";
+    }
+    auto help = Envforge({"search", "synth", "--help"});
+    CHECK(Contains(help.stdout_text, "--backend SPEC"));
+    CHECK(Contains(help.stdout_text, "--require-unsolved"));
+
+    const std::string envdb = dir / "reviewed.envdb";
+    const std::string reviews = dir / "reviews.jsonl";
+    auto synth = Envforge({"search",
+                           "synth",
+                           "--corpus",
+                           corpus,
+                           "--questions",
+                           "1",
+                           "--hops",
+                           "1..2",
+                           "--proposals",
+                           "2",
+                           "--backend",
+                           "scripted:" + script,
+                           "--answer-agents",
+                           "2",
+                           "--verify-passes",
+                           "1",
+                           "--reviews",
+                           reviews,
+                           "-o",
+                           envdb,
+                           "--json"});
+    INFO(synth.stderr_text);
+    REQUIRE(synth.exit_code == 0);
+    CHECK(Contains(synth.stderr_text, "review: verify 4/4"));  // progress of each stage
+    auto summary = ParseJson(synth.stdout_text);
+    REQUIRE(summary.ok());
+    CHECK((*summary)["questions"] == 2);  // --questions 1 per hop count of the 4 kept
+    CHECK((*summary)["review"]["proposals"] == 4);
+    CHECK((*summary)["review"]["kept"] == 4);
+    CHECK((*summary)["review"]["answer_episodes"] == 8);
+    CHECK((*summary)["review"]["model_requests"] == 8);  // 4 writer + 4 verifier requests
+    std::ifstream review_lines(reviews);
+    int lines = 0;
+    for (std::string line; std::getline(review_lines, line); ++lines) {
+      auto review = ParseJson(line);
+      REQUIRE(review.ok());
+      CHECK((*review)["kept"] == true);
+      CHECK((*review)["candidates"][0]["answer"] == "zzzq");
+    }
+    CHECK(lines == 4);
+
+    auto show = Envforge({"env", "show", envdb, "--json"});
+    REQUIRE(show.exit_code == 0);
+    auto bundle = ParseJson(show.stdout_text);
+    REQUIRE(bundle.ok());
+    REQUIRE((*bundle)["tasks"].size() == 2);
+    for (const Json& task : (*bundle)["tasks"]) {
+      CHECK(task["prompt"] == "MARK: which entry do the clues point at?");
+      CHECK(task["knobs"]["answer_agents"] == 2);
+      CHECK(task["knobs"]["answer_agents_solved"] == 0);
+      CHECK(task["knobs"]["distractors"].dump().find("zzzq") != std::string::npos);
+      auto solved = Envforge({"session", "solve", envdb, "--task", task["id"].get<std::string>(), "--json"});
+      INFO(solved.stdout_text << solved.stderr_text);
+      CHECK(solved.exit_code == 0);  // the solution path still finds the answer
+    }
+    CHECK((*bundle)["manifest"]["provenance"]["backend"] == "scripted:" + script);
+    CHECK((*bundle)["manifest"]["provenance"]["review"]["kept"] == 4);
+  }
+
   TEST_CASE("bad input exits 2 with a clear message and writes nothing") {
     TempDir dir;
     const std::string corpus = FixtureCorpus(dir);
@@ -95,6 +184,19 @@ TEST_SUITE("apps.search_synth") {
       auto run = Envforge({"search", "synth", "--corpus", corpus, "--questions", "100", "--hops", "1..4", "-o", envdb});
       CHECK(run.exit_code == 2);
       CHECK(Contains(run.stderr_text, "yields only"));
+    }
+    SUBCASE("review options without --backend, too few proposals, a backend that does not open") {
+      auto alone = Envforge({"search", "synth", "--corpus", corpus, "--answer-agents", "2", "-o", envdb});
+      CHECK(alone.exit_code == 2);
+      CHECK(Contains(alone.stderr_text, "--answer-agents needs --backend"));
+      auto few = Envforge({"search", "synth", "--corpus", corpus, "--questions", "3", "--proposals", "2", "--backend",
+                           "scripted:" + (dir / "absent.jsonl"), "-o", envdb});
+      CHECK(few.exit_code == 2);
+      CHECK(Contains(few.stderr_text, "--proposals (2) must be at least --questions (3)"));
+      auto absent = Envforge(
+          {"search", "synth", "--corpus", corpus, "--backend", "scripted:" + (dir / "absent.jsonl"), "-o", envdb});
+      CHECK(absent.exit_code == 2);
+      CHECK(Contains(absent.stderr_text, "absent.jsonl"));
     }
     SUBCASE("a missing option") {
       auto run = Envforge({"search", "synth", "--corpus", corpus, "--questions", "1"});

@@ -421,18 +421,7 @@ class Synthesizer {
     return distractors;
   }
 
-  // True when the prompt names the answer, an alias, or a document of the chain.
-  static bool LeaksAName(const SynthQuestion& question) {
-    const std::string normal_prompt = NormalizeAnswer(question.prompt);
-    std::vector<std::string> names = {question.key.answer};
-    names.insert(names.end(), question.key.aliases.begin(), question.key.aliases.end());
-    for (const ChainStep& step : question.chain) {
-      names.push_back(AnswerFromTitle(step.title));
-      for (const std::string& part : AliasesFromTitle(step.title)) names.push_back(part);
-    }
-    return std::any_of(names.begin(), names.end(),
-                       [&](const std::string& name) { return ContainsPhrase(normal_prompt, name); });
-  }
+  static bool LeaksAName(const SynthQuestion& question) { return PromptNamesTheChain(question, question.prompt); }
 
   // The solution path (a search for the seed's clue words, then the chain's opens), kept only when
   // its replay through the session's tool code finds an answer the key accepts; a wider search
@@ -533,17 +522,31 @@ Json SynthQuestion::Knobs(const QaSynthOptions& options) const {
     relations.push_back(chain[step].relation.empty() ? "cross-reference" : chain[step].relation);
   int64_t clue_words = 0;
   for (const ChainStep& step : chain) clue_words += static_cast<int64_t>(step.clue_words.size());
-  return {{"hops", hops},
-          {"breadth", options.breadth},
-          {"rarity", rarity},
-          {"answer_inlinks", answer_inlinks},
-          {"obfuscation", ObfuscationName(options.obfuscation)},
-          {"relations", std::move(relations)},
-          {"clue_words", clue_words},
-          {"candidates", candidates},
-          {"distractors", distractors},
-          {"source", source},
-          {"seed", options.seed}};
+  Json knobs = {{"hops", hops},
+                {"breadth", options.breadth},
+                {"rarity", rarity},
+                {"answer_inlinks", answer_inlinks},
+                {"obfuscation", ObfuscationName(options.obfuscation)},
+                {"relations", std::move(relations)},
+                {"clue_words", clue_words},
+                {"candidates", candidates},
+                {"distractors", distractors},
+                {"source", source},
+                {"seed", options.seed}};
+  for (const auto& [name, value] : extra_knobs.items()) knobs[name] = value;
+  return knobs;
+}
+
+bool PromptNamesTheChain(const SynthQuestion& question, const std::string& prompt) {
+  const std::string normal_prompt = NormalizeAnswer(prompt);
+  std::vector<std::string> names = {question.key.answer};
+  names.insert(names.end(), question.key.aliases.begin(), question.key.aliases.end());
+  for (const ChainStep& step : question.chain) {
+    names.push_back(AnswerFromTitle(step.title));
+    for (const std::string& part : AliasesFromTitle(step.title)) names.push_back(part);
+  }
+  return std::any_of(names.begin(), names.end(),
+                     [&](const std::string& name) { return ContainsPhrase(normal_prompt, name); });
 }
 
 std::string ObfuscationName(int level) {

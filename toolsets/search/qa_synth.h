@@ -91,8 +91,12 @@ struct SynthQuestion {
   int64_t answer_inlinks = 0;            // documents linking to the answer
   std::string source;                    // the answer document's source ("wordnet", "gcide", ...)
   SolutionPath solution;
+  // Knobs a later stage adds (envsynth/search_agents.h: the writer, the answer agents' record);
+  // they never name the answer or a title either.
+  Json extra_knobs = Json::object();
   // The task's knobs: {"hops", "breadth", "rarity", "answer_inlinks", "obfuscation", "relations",
-  // "clue_words", "candidates", "distractors", "source", "seed"}. Never the answer or a title.
+  // "clue_words", "candidates", "distractors", "source", "seed"} and extra_knobs. Never the answer
+  // or a title.
   Json Knobs(const QaSynthOptions& options) const;
 };
 
@@ -127,6 +131,11 @@ struct QaSynthResult {
 // questions with H hops: ..."), so a caller never writes a partial set.
 Result<QaSynthResult> SynthesizeQuestions(const std::string& corpus_path, const QaSynthOptions& options,
                                           const std::function<void(const QaSynthProgress&)>& on_progress = nullptr);
+
+// True when `prompt` names the question's answer, one of its aliases or a document of its chain
+// (its title or a part of it), as whole words of the normalised text: the check every synthesized
+// prompt passes, the rewritten ones of envsynth/search_agents.h too.
+bool PromptNamesTheChain(const SynthQuestion& question, const std::string& prompt);
 
 // "quote", "keywords", "sparse"; ObfuscationLevel is the inverse (InvalidArgument otherwise; a
 // digit 0..2 is accepted too).
