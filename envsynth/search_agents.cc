@@ -158,7 +158,7 @@ Result<StageReply> AskForObject(inference::Backend& backend, const std::string& 
     }
     if (completion->choices.empty()) return DataLossError("the model's answer has no choice");
     const std::string content = completion->choices[0].message.content;
-    auto object = ReplyObject(content);
+    auto object = inference::ReplyJsonObject(content);
     reply.problem = object.ok() ? check(*object) : object.status().message();
     if (reply.problem.empty()) {
       reply.object = std::move(*object);
@@ -505,17 +505,6 @@ class Review {
 };
 
 }  // namespace
-
-Result<Json> ReplyObject(const std::string& content) {
-  const size_t open = content.find('{');
-  const size_t close = content.rfind('}');
-  if (open == std::string::npos || close == std::string::npos || close < open)
-    return InvalidArgumentError("the reply holds no JSON object");
-  auto parsed = ParseJson(std::string_view(content).substr(open, close - open + 1), "the reply's JSON object");
-  if (!parsed.ok()) return parsed.status();
-  if (!parsed->is_object()) return InvalidArgumentError("the reply's JSON is not an object");
-  return std::move(*parsed);
-}
 
 Json ToJson(const ProposalReview& review) {
   Json candidates = Json::array();

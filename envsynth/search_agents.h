@@ -126,10 +126,6 @@ Result<SearchAgentResult> ReviewWithAgents(
     const SearchAgentOptions& options, const std::string& work_dir,
     const std::function<void(const SearchAgentProgress&)>& on_progress = nullptr);
 
-// The JSON object of a model's reply: the whole content, or the span from its first '{' to its last
-// '}' (prose or a code fence around it). InvalidArgument when there is none or it does not parse.
-Result<Json> ReplyObject(const std::string& content);
-
 // {"id", "kept", "drop_reason", "written_prompt", "ground_truth_verdicts", "answer_agents_solved",
 //  "answer_agents_submitted", "candidates": [{"answer", "agents", "solves", "verdicts"}]}
 Json ToJson(const ProposalReview& review);

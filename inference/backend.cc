@@ -38,4 +38,14 @@ OrderedJson ToOpenAiTools(const OrderedJson& tools) {
   return out;
 }
 
+Result<Json> ReplyJsonObject(std::string_view content) {
+  const size_t open = content.find('{');
+  const size_t close = content.rfind('}');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open)
+    return InvalidArgumentError("the reply holds no JSON object");
+  ENVFORGE_ASSIGN_OR_RETURN(Json parsed, ParseJson(content.substr(open, close - open + 1), "the reply's JSON object"));
+  if (!parsed.is_object()) return InvalidArgumentError("the reply's JSON is not an object");
+  return parsed;
+}
+
 }  // namespace envforge::inference

@@ -186,6 +186,11 @@ struct BackendOptions {
 // URL is not contacted here).
 Result<std::unique_ptr<Backend>> OpenBackend(std::string_view spec, const BackendOptions& options);
 
+// The JSON object a model was asked to reply with: the whole content, or the span from its first
+// '{' to its last '}' (prose or a code fence around it). InvalidArgument when there is none, it
+// does not parse (depth-limited, base/json.h) or it is not an object.
+Result<Json> ReplyJsonObject(std::string_view content);
+
 // The OpenAI function-tool form of MCP-style specs, and back (either form is accepted by both).
 OrderedJson ToOpenAiTools(const OrderedJson& tools);
 

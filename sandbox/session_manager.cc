@@ -1044,12 +1044,17 @@ void SessionManager::Impl::SubmitSearch(Session& session, toolsets::ToolCall cal
   ++session.calls;
   const auto sent = std::chrono::steady_clock::now();
   std::string answer = answer_text->get<std::string>();
-  SearchRunnerOf(session).Post([this, env = session.env, key, version = task->version, answer = std::move(answer),
+  SearchRunnerOf(session).Post([this, env = session.env, key, task, answer = std::move(answer),
                                 call_id = std::move(call.id), done = std::move(done),
                                 sent](search::SearchToolbox*) mutable {
     ToolResult result;
-    result.call_id = std::move(call_id);
-    result.content = SearchVerdictJson(search::MatchAnswer(answer, *key), version);
+    auto verdict = search::JudgeAnswer(answer, *key, task->prompt, options_.search_answer_judge.get());
+    if (verdict.ok()) {
+      result.call_id = std::move(call_id);
+      result.content = SearchVerdictJson(*verdict, task->version);
+    } else {
+      result = ToolResult::Error(Outcome::kInfraError, verdict.status().message(), std::move(call_id));
+    }
     result.duration_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count();
     return [this, result = std::move(result), done = std::move(done)]() mutable {
       Post([this, result = std::move(result), done = std::move(done)]() mutable {
@@ -1063,17 +1068,22 @@ void SessionManager::Impl::SubmitSearch(Session& session, toolsets::ToolCall cal
 void SessionManager::Impl::JudgeInSearch(Session& session, std::vector<std::string> answers,
                                          std::function<void(Result<std::vector<JudgeVerdict>>)> done) {
   const search::AnswerKey* key = session.env->search->FindAnswer(session.task_id);
-  if (key == nullptr) return done(InternalError("task '" + session.task_id + "' has no answer key"));
-  SearchRunnerOf(session).Post([this, env = session.env, key, answers = std::move(answers),
+  const TaskRecord* task = session.env->bundle.FindTask(session.task_id);
+  if (key == nullptr || task == nullptr) return done(InternalError("task '" + session.task_id + "' has no answer key"));
+  SearchRunnerOf(session).Post([this, env = session.env, key, task, answers = std::move(answers),
                                 done = std::move(done)](search::SearchToolbox*) mutable {
-    std::vector<JudgeVerdict> verdicts;
+    Result<std::vector<JudgeVerdict>> verdicts = std::vector<JudgeVerdict>();
     for (const std::string& answer : answers) {
-      search::AnswerVerdict matched = search::MatchAnswer(answer, *key);
+      auto matched = search::JudgeAnswer(answer, *key, task->prompt, options_.search_answer_judge.get());
+      if (!matched.ok()) {
+        verdicts = matched.status();
+        break;
+      }
       JudgeVerdict verdict;
-      verdict.passed = matched.passed;
-      verdict.score = matched.score;
-      verdict.reasons = std::move(matched.reasons);
-      verdicts.push_back(std::move(verdict));
+      verdict.passed = matched->passed;
+      verdict.score = matched->score;
+      verdict.reasons = std::move(matched->reasons);
+      verdicts->push_back(std::move(verdict));
     }
     return [this, verdicts = std::move(verdicts), done = std::move(done)]() mutable {
       Post([verdicts = std::move(verdicts), done = std::move(done)]() mutable { done(std::move(verdicts)); });

@@ -65,7 +65,8 @@
 // the task's verifier; limit "wall_time" when it ran out of time), session_alive unchanged.
 // Search environments (kind "search") are the exception that proves the rule: their tasks have no
 // verifier code; submit_result and JudgeAsync compare the answer with the task's answer key by
-// normalised exact match (toolsets/search/answer_match.h) in the manager, on the session's search
+// normalised exact match (toolsets/search/answer_match.h; ManagerOptions::search_answer_judge adds a
+// rubric judge for near misses) in the manager, on the session's search
 // thread, which also answers search/open/find (toolsets/search_tools.h) -- never the session
 // process, never the io thread.
 //
@@ -105,6 +106,7 @@
 #include "base/status.h"
 #include "sandbox/env_bundle.h"
 #include "sandbox/sandbox_limits.h"
+#include "toolsets/search/answer_judge.h"
 #include "toolsets/search/search_toolbox.h"
 #include "toolsets/tool_protocol.h"
 
@@ -168,6 +170,11 @@ struct ManagerOptions {
   // environment run on as many cores; a fork goes to its parent's zygote. Each is one more
   // process holding the environment's image (about 30 MB resident for a small environment).
   size_t zygotes_per_environment = 1;
+  // Search environments: a rubric judge (toolsets/search/answer_judge.h; agents/rubric_judge.h asks
+  // a model) for answers the exact match rejects that are near misses of the key. It runs on the
+  // session's search thread, for submit_result and JudgeAsync alike; when it cannot decide, the
+  // call answers infra_error naming it. Null: exact match only.
+  std::shared_ptr<search::AnswerJudge> search_answer_judge;
 };
 
 struct SessionOptions {

@@ -17,6 +17,7 @@
 #include "apps/envforge/cli_args.h"
 #include "apps/envforge/commands.h"
 #include "apps/envforge/progress.h"
+#include "apps/envforge/search_judge_option.h"
 #include "apps/envforge/solve_task.h"
 #include "base/cleanup_registry.h"
 #include "inference/backend.h"
@@ -44,6 +45,11 @@ Status CheckWhere(const ParsedArgs& parsed) {
     return InvalidArgumentError("give the environment: X.envdb, or --url URL --env NAME (a running envforge serve)");
   if (remote && !parsed.Option("--env"))
     return InvalidArgumentError("--url needs --env NAME (the server's environment)");
+  ENVFORGE_RETURN_IF_ERROR(CheckSearchJudgeOptions(parsed));
+  if (remote && parsed.Given("--search-judge"))
+    return InvalidArgumentError(
+        "--search-judge judges answers in this process's sessions; with --url give it to "
+        "envforge serve");
   if (!remote && (parsed.Option("--env") || parsed.Option("--token")))
     return InvalidArgumentError("--env and --token go with --url (X.envdb names the environment itself)");
   return Status::Ok();
@@ -61,7 +67,9 @@ Result<Sessions> OpenSessions(const ParsedArgs& parsed) {
     sessions.where = " on " + *url;
     return sessions;
   }
-  ENVFORGE_ASSIGN_OR_RETURN(sessions.manager, sandbox::SessionManager::Create(sandbox::ManagerOptions{}));
+  sandbox::ManagerOptions manager_options;
+  ENVFORGE_ASSIGN_OR_RETURN(manager_options.search_answer_judge, SearchJudgeFrom(parsed));
+  ENVFORGE_ASSIGN_OR_RETURN(sessions.manager, sandbox::SessionManager::Create(std::move(manager_options)));
   ENVFORGE_ASSIGN_OR_RETURN(sessions.env, sessions.manager->OpenEnvironment(parsed.positional[0]));
   sessions.host = std::make_unique<agents::LocalSessionHost>(*sessions.manager);
   return sessions;
@@ -224,6 +232,13 @@ int Rollout(const ParsedArgs& parsed) {
   return kExitOk;
 }
 
+// The declared options followed by the search judge's.
+std::vector<OptionDecl> WithSearchJudge(std::vector<OptionDecl> options) {
+  const std::vector<OptionDecl> judge = SearchJudgeOptions("search environments (X.envdb)");
+  options.insert(options.end(), judge.begin(), judge.end());
+  return options;
+}
+
 }  // namespace
 
 std::vector<Command> RolloutCommands() {
@@ -243,7 +258,7 @@ std::vector<Command> RolloutCommands() {
                    "Exit 0 done, 2 bad input (unknown backend, a model that does not load, unknown environment or "
                    "task, N < 1), 3 infrastructure (the server cannot be reached, or every episode failed on the "
                    "backend or the runtime).",
-        .options =
+        .options = WithSearchJudge(
             {{.name = "--backend",
               .metavar = "SPEC",
               .help = "embedded:MODEL_DIR (the embedded DSA engine; episodes batched, KV caches kept across turns) | "
@@ -318,7 +333,7 @@ std::vector<Command> RolloutCommands() {
              {.name = "--record-kept-sets",
               .help = "embedded, with --trajectories: record each token's top-k/top-p kept set when it is smaller "
                       "than the vocabulary (keep sampling mask; tokens[].kept)"},
-             JsonOption("one JSON object per task on stdout")},
+             JsonOption("one JSON object per task on stdout")}),
         .min_positional = 0,
         .max_positional = 1},
        Rollout},

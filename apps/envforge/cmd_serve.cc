@@ -30,6 +30,7 @@
 
 #include "apps/envforge/cli_args.h"
 #include "apps/envforge/commands.h"
+#include "apps/envforge/search_judge_option.h"
 #include "apps/envforge/solve_task.h"
 #include "base/fd.h"
 #include "base/log.h"
@@ -122,6 +123,7 @@ Result<RpcServiceOptions> ServiceOptionsFrom(const ParsedArgs& parsed) {
   options.manager.kernel_pool_size = static_cast<size_t>(kernel_pool);
   ENVFORGE_ASSIGN_OR_RETURN(long long ready_copies, parsed.IntOption("--code-ready-copies", 0, 4096));
   options.manager.code_ready_copies = static_cast<size_t>(ready_copies);
+  ENVFORGE_ASSIGN_OR_RETURN(options.manager.search_answer_judge, SearchJudgeFrom(parsed));
   options.trajectories_path = parsed.OptionOr("--trajectories");
   options.server_id = parsed.OptionOr("--server-id");
   ENVFORGE_RETURN_IF_ERROR(server::ValidateServerId(options.server_id).WithContext("--server-id"));
@@ -535,6 +537,8 @@ std::vector<OptionDecl> ServeOptions() {
        .default_text = "256",
        .section = v1}};
   options.insert(options.end(), rest.begin(), rest.end());
+  const std::vector<OptionDecl> judge = SearchJudgeOptions("search environments");
+  options.insert(options.end(), judge.begin(), judge.end());
   return options;
 }
 

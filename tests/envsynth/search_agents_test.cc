@@ -93,14 +93,6 @@ const ProposalReview& ReviewOf(const SearchAgentResult& result, const std::strin
 }
 
 TEST_SUITE("envsynth.search_agents") {
-  TEST_CASE("ReplyObject finds the object in prose and fences and refuses what is not one") {
-    CHECK((*ReplyObject(R"({"question": "q"})"))["question"] == "q");
-    CHECK((*ReplyObject("Sure.\n```json\n{\"a\": {\"b\": 1}}\n```\nDone."))["a"]["b"] == 1);
-    CHECK(ReplyObject("no object here").status().code() == StatusCode::kInvalidArgument);
-    CHECK(ReplyObject("{\"a\": }").status().code() == StatusCode::kInvalidArgument);
-    CHECK(ReplyObject("} backwards {").status().code() == StatusCode::kInvalidArgument);
-  }
-
   TEST_CASE("the review keeps a verified question and drops each kind of bad one, saying why" * doctest::timeout(300)) {
     Fixture fixture;
     auto backend = inference::OpenBackend("scripted:" + fixture.Script(), {});

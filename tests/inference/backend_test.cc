@@ -96,6 +96,17 @@ void CheckKeptSets(const Completion& choice, const FullPrefill& full, int64_t vo
 }
 
 TEST_SUITE("inference.backend") {
+  TEST_CASE("ReplyJsonObject finds the object in prose and fences and refuses what is not one") {
+    CHECK((*ReplyJsonObject(R"({"question": "q"})"))["question"] == "q");
+    CHECK((*ReplyJsonObject("Sure.\n```json\n{\"a\": {\"b\": 1}}\n```\nDone."))["a"]["b"] == 1);
+    for (const char* bad : {"no object here", "{\"a\": }", "} backwards {"}) {
+      auto refused = ReplyJsonObject(bad);
+      CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+    }
+    CHECK(ReplyJsonObject(std::string(200, '{') + std::string(200, '}')).status().code() ==
+          StatusCode::kInvalidArgument);  // nested past the depth limit
+  }
+
   TEST_CASE("backend specs: unknown schemes and malformed specs are refused by name") {
     for (const char* spec : {"nonsense", "grpc:host", "embedded:", ":x"}) {
       auto backend = OpenBackend(spec, {});

@@ -1,6 +1,6 @@
 // The verdict of a search task: normalised exact match of a submitted answer against the task's
 // answer and its alias set (real-envs.md 4.4, "normalised EM + alias list"). Deterministic and
-// offline; a model judge may come later beside it, never instead of it.
+// offline; a rubric judge (answer_judge.h) may decide near misses beside it, never instead of it.
 //
 // Normalisation (NormalizeAnswer), in order:
 //   1. A submitted text that is a JSON string ("\"Paris\"") is unwrapped first (MatchAnswer only).
