@@ -30,7 +30,7 @@ class ModelAnswerJudge final : public search::AnswerJudge {
   ModelAnswerJudge(std::unique_ptr<inference::Backend> backend, RubricJudgeOptions options)
       : backend_(std::move(backend)), options_(options) {
     const inference::BackendInfo info = backend_->info();
-    name_ = "model " + info.model + " (" + info.spec + ")";
+    name_ = info.model.empty() ? "model " + info.spec : "model " + info.model + " (" + info.spec + ")";
   }
 
   std::string name() const override { return name_; }
