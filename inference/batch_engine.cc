@@ -2,6 +2,7 @@
 #include "inference/batch_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <span>
 
@@ -79,7 +80,10 @@ Json EngineStats::ToJson() const {
           {"prompt_cache_hits", prompt_cache_hits},
           {"shared_prefills", shared_prefills},
           {"requests", requests},
-          {"live_choices", live_choices}};
+          {"live_choices", live_choices},
+          {"prefill_seconds", prefill_seconds},
+          {"decode_seconds", decode_seconds},
+          {"decode_steps", decode_steps}};
 }
 
 BatchEngine::BatchEngine(Model& model, EngineOptions options) : model_(model), options_(options) {
@@ -193,15 +197,22 @@ Status BatchEngine::ForwardInParts(std::span<const SequenceInput> batch, size_t 
                                    std::vector<float>* logits, std::vector<int16_t>* routing) {
   logits->clear();
   if (routing != nullptr) routing->clear();
+  forward_seconds_[0] = forward_seconds_[1] = 0;
   if (batch.empty()) return Status::Ok();
   ForwardOptions options;
   options.record_routing = routing;
-  if (prefill_rows == 0 || prefill_rows == batch.size()) return model_.Forward(batch, logits, options);
+  auto timed_forward = [&](std::span<const SequenceInput> rows, std::vector<float>* out, int part) {
+    const auto start = std::chrono::steady_clock::now();
+    Status status = model_.Forward(rows, out, options);
+    forward_seconds_[part] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return status;
+  };
+  if (prefill_rows == 0 || prefill_rows == batch.size()) return timed_forward(batch, logits, prefill_rows == 0 ? 1 : 0);
   std::vector<float> decode_logits;
   std::vector<int16_t> decode_routing;
-  ENVFORGE_RETURN_IF_ERROR(model_.Forward(batch.first(prefill_rows), logits, options));
+  ENVFORGE_RETURN_IF_ERROR(timed_forward(batch.first(prefill_rows), logits, 0));
   if (routing != nullptr) options.record_routing = &decode_routing;
-  ENVFORGE_RETURN_IF_ERROR(model_.Forward(batch.subspan(prefill_rows), &decode_logits, options));
+  ENVFORGE_RETURN_IF_ERROR(timed_forward(batch.subspan(prefill_rows), &decode_logits, 1));
   logits->insert(logits->end(), decode_logits.begin(), decode_logits.end());
   if (routing != nullptr) routing->insert(routing->end(), decode_routing.begin(), decode_routing.end());
   return Status::Ok();
@@ -425,6 +436,9 @@ void BatchEngine::Step() {
   stats_.max_batch = std::max<int64_t>(stats_.max_batch, static_cast<int64_t>(batch.size()));
   stats_.prompt_cache_hits += static_cast<int64_t>(hits.size());
   stats_.live_choices = live;
+  stats_.prefill_seconds += forward_seconds_[0];
+  stats_.decode_seconds += forward_seconds_[1];
+  stats_.decode_steps += rows.size() > prefill_rows ? 1 : 0;
 }
 
 }  // namespace envforge::inference

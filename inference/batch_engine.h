@@ -122,6 +122,12 @@ struct EngineStats {
   int64_t shared_prefills = 0;  // fresh requests served by another request's prefill in a step
   int64_t requests = 0;
   int64_t live_choices = 0;  // now
+  // Where the engine thread's time goes: seconds in Model::Forward for the prefill rows and for
+  // the decode rows of steps, and the steps that had decode rows (decode_tokens / decode_steps is
+  // the mean decode batch).
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+  int64_t decode_steps = 0;
   Json ToJson() const;
 };
 
@@ -153,6 +159,8 @@ class BatchEngine {
   void KeepPrompt(const Active& active, KvCache& cache, std::span<const float> row);
   void TrimPromptCache();
   int64_t AnswerFinished();
+  // Runs the step's prefill rows (the first prefill_rows) and its decode rows as two Forward calls,
+  // adding the seconds of each to forward_seconds_ (prefill, decode).
   Status ForwardInParts(std::span<const SequenceInput> batch, size_t prefill_rows, std::vector<float>* logits,
                         std::vector<int16_t>* routing);
   void FailAll(const Status& status);
@@ -167,6 +175,7 @@ class BatchEngine {
   // Engine thread only.
   std::vector<std::unique_ptr<Active>> active_;
   std::deque<std::unique_ptr<PromptEntry>> prompt_cache_;  // most recent first
+  double forward_seconds_[2] = {0, 0};                     // the step's prefill and decode Forward time
   std::thread thread_;
 };
 

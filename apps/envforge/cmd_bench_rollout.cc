@@ -66,6 +66,23 @@ Result<RunFigures> PlayOnce(sandbox::SessionManager& manager, const std::string&
   return figures;
 }
 
+// Generated tokens per second of the engine's decode Forward calls alone.
+double DecodeTokensPerSecond(const Json& engine) {
+  const double seconds = engine.value("decode_seconds", 0.0);
+  return seconds > 0 ? engine.value("decode_tokens", int64_t{0}) / seconds : 0;
+}
+
+// Where a run's engine time went: prefill and decode Forward seconds, tokens/s and the mean batch.
+void PrintEngineTime(const char* run, const Json& engine) {
+  const double prefill_seconds = engine.value("prefill_seconds", 0.0);
+  const auto prefill_tokens = engine.value("prefill_tokens", int64_t{0});
+  const auto decode_steps = std::max<int64_t>(engine.value("decode_steps", int64_t{0}), 1);
+  std::printf("%s engine: prefill %.2f s (%.0f tokens/s), decode %.2f s (%.0f tokens/s, mean batch %.1f)\n", run,
+              prefill_seconds, prefill_seconds > 0 ? prefill_tokens / prefill_seconds : 0.0,
+              engine.value("decode_seconds", 0.0), DecodeTokensPerSecond(engine),
+              static_cast<double>(engine.value("decode_tokens", int64_t{0})) / static_cast<double>(decode_steps));
+}
+
 int BenchRollout(const ParsedArgs& parsed) {
   const char* kCommand = "envforge bench rollout";
   auto model_dir = parsed.Option("--model");
@@ -112,6 +129,8 @@ int BenchRollout(const ParsedArgs& parsed) {
     report["sequential"] = sequential->ToJson();
     report["speedup_tokens_per_s"] = (static_cast<double>(concurrent->generated_tokens) / concurrent->seconds) /
                                      (static_cast<double>(sequential->generated_tokens) / sequential->seconds);
+    report["speedup_decode_tokens_per_s"] =
+        DecodeTokensPerSecond(concurrent->engine) / std::max(DecodeTokensPerSecond(sequential->engine), 1e-9);
   }
   if (parsed.Has("--json")) {
     std::printf("%s\n", report.dump(2).c_str());
@@ -128,6 +147,12 @@ int BenchRollout(const ParsedArgs& parsed) {
     }
     std::printf("recompute ratio (prefill tokens / unique context tokens): %.3f\n",
                 report["recompute_ratio"].get<double>());
+    PrintEngineTime("concurrent", concurrent->engine);
+    if (report.contains("sequential")) {
+      PrintEngineTime("sequential", report["sequential"]["engine"]);
+      std::printf("decode only: concurrent/sequential tokens/s = %.2fx\n",
+                  report["speedup_decode_tokens_per_s"].get<double>());
+    }
   }
   return kExitOk;
 }

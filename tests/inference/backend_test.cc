@@ -226,6 +226,11 @@ TEST_SUITE("inference.backend") {
     const int64_t prompt = together[0].prompt_tokens;
     CHECK(prompt > 10);
     CHECK(stats["prefill_tokens"].get<int64_t>() == prompt);
+    // Where the engine's time went: both parts ran, a decode step per token at least.
+    CHECK(stats["prefill_seconds"].get<double>() > 0);
+    CHECK(stats["decode_seconds"].get<double>() > 0);
+    CHECK(stats["decode_steps"].get<int64_t>() >= 9);  // 10 tokens each; the first comes from the prefill
+    CHECK(stats["decode_steps"].get<int64_t>() <= stats["decode_tokens"].get<int64_t>());
     for (int i = 0; i < 8; ++i) {
       REQUIRE(together[static_cast<size_t>(i)].choices.size() == 1);
       CompletionRequest alone = ChatRequest("Find the cheapest hotel in Paris.");
