@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "base/json.h"
 #include "tests/run_envforge.h"
@@ -19,6 +20,16 @@ using testing::Envforge;
 using testing::TempDir;
 
 bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The first JSON line `envforge ARGS` prints (a rollout's first task), which must exit 0.
+Json FirstLineOf(const std::vector<std::string>& args) {
+  auto run = Envforge(args);
+  INFO(run.stderr_text);
+  REQUIRE(run.exit_code == 0);
+  auto line = ParseJson(run.stdout_text.substr(0, run.stdout_text.find('\n')));
+  REQUIRE(line.ok());
+  return *line;
+}
 
 TEST_SUITE("apps.search_judge") {
   TEST_CASE("rollout --search-judge turns a near miss the judge accepts into a pass" * doctest::timeout(300)) {
@@ -39,22 +50,13 @@ TEST_SUITE("apps.search_judge") {
 
     const std::vector<std::string> rollout = {
         "rollout", envdb, "--task", "second-lightest-element", "--backend", "scripted:" + policy, "-n", "2", "--json"};
-    auto alone = Envforge(rollout);
-    INFO(alone.stderr_text);
-    REQUIRE(alone.exit_code == 0);
-    auto exact = ParseJson(alone.stdout_text.substr(0, alone.stdout_text.find('\n')));
-    REQUIRE(exact.ok());
-    CHECK((*exact)["passed"] == 0);
-
-    std::vector<std::string> judged_args = rollout;
-    judged_args.insert(judged_args.end(), {"--search-judge", "scripted:" + judge});
-    auto judged = Envforge(judged_args);
-    INFO(judged.stderr_text);
-    REQUIRE(judged.exit_code == 0);
-    auto with_judge = ParseJson(judged.stdout_text.substr(0, judged.stdout_text.find('\n')));
-    REQUIRE(with_judge.ok());
-    CHECK((*with_judge)["passed"] == 2);
-    CHECK((*with_judge)["outcomes"] == Json{{"submitted", 2}});
+    const Json exact = FirstLineOf(rollout);
+    CHECK(exact["passed"] == 0);
+    std::vector<std::string> judged = rollout;
+    judged.insert(judged.end(), {"--search-judge", "scripted:" + judge});
+    const Json with_judge = FirstLineOf(judged);
+    CHECK(with_judge["passed"] == 2);
+    CHECK(with_judge["outcomes"] == Json{{"submitted", 2}});
   }
 
   TEST_CASE("the judge's options need --search-judge, and --url leaves judging to the server") {
