@@ -33,6 +33,8 @@ std::string SourceDir() {
 }
 
 using ::envforge::testing::Envforge;
+using ::envforge::testing::StartEnvforge;
+using ::envforge::testing::WaitUntil;
 
 struct TempDir {
   fs::path path;
@@ -344,39 +346,6 @@ TEST_CASE("env check fails a task whose oracle rejects the gold answer, with the
 }
 
 // ---- Tooling that ends: budgets, hangs and signals ------------------------------------------------
-
-// Starts the envforge binary with `args` in the background, output discarded, with the default
-// disposition of every signal (a shell's background job would ignore SIGINT).
-pid_t StartEnvforge(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {ExecutableDirectory() + "/envforge"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> pointers;
-  for (auto& arg : argv) pointers.push_back(arg.data());
-  pointers.push_back(nullptr);
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1);
-    ::dup2(null, 2);
-    for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) ::signal(signal_number, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execv(pointers[0], pointers.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// Polls `ready` for up to a minute.
-bool WaitUntil(const std::function<bool()>& ready) {
-  for (int i = 0; i < 1200; ++i) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return ready();
-}
 
 // The pid of a child that has exited and been reaped: a process that no longer exists.
 pid_t DeadPid() {

@@ -1,12 +1,19 @@
 // `envforge search synth` from the command line (the real binary): --help, the --json summary,
 // the bundle it writes solved by `envforge session solve` and audited sound by `envforge audit`,
-// and bad input -- a missing corpus, hops out of range, a corpus too small for what was asked --
-// exiting 2 with a clear message and no bundle, complete or partial.
+// the model review (--backend) with a scripted model, a review ended by SIGTERM leaving nothing
+// behind, and bad input -- a missing corpus, hops out of range, a corpus too small for what was
+// asked, review options without a backend -- exiting 2 with a clear message and no bundle,
+// complete or partial.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "base/json.h"
 #include "tests/run_envforge.h"
@@ -161,6 +168,37 @@ TEST_SUITE("apps.search_synth") {
     }
     CHECK((*bundle)["manifest"]["provenance"]["backend"] == "scripted:" + script);
     CHECK((*bundle)["manifest"]["provenance"]["review"]["kept"] == 4);
+  }
+
+  TEST_CASE("a review ended by SIGTERM while its answer agents play leaves no bundle and no work directory" *
+            doctest::timeout(120)) {
+    TempDir dir;
+    const std::string corpus = FixtureCorpus(dir);
+    const std::string script = dir / "model.jsonl";
+    std::ofstream(script) << Json{{"when", "Proposal:"},
+                                  {"content", R"({"question": "MARK: which entry do the clues point at?"})"}}
+                                 .dump()
+                          << "\n"
+                          << Json{{"when", "MARK:"}, {"content", "thinking"}, {"sleep_ms", 60'000}}.dump() << "\n"
+                          << Json{{"content", "no line matched"}}.dump() << "\n";
+    const std::string envdb = dir / "reviewed.envdb";
+    pid_t pid = testing::StartEnvforge({"search", "synth", "--corpus", corpus, "--questions", "1", "--proposals", "2",
+                                        "--backend", "scripted:" + script, "-o", envdb});
+    auto agents_playing = [&] {  // the answer agents' environment is packed in the work directory
+      for (const auto& entry : fs::directory_iterator(dir.path()))
+        if (fs::exists(entry.path() / "answer_agents.envdb")) return true;
+      return false;
+    };
+    REQUIRE(testing::WaitUntil(agents_playing));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE(::kill(pid, SIGTERM) == 0);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status));
+    std::vector<std::string> left;
+    for (const auto& entry : fs::directory_iterator(dir.path())) left.push_back(entry.path().filename().string());
+    std::sort(left.begin(), left.end());
+    CHECK(left == std::vector<std::string>{"corpus.sqlite", "model.jsonl"});
   }
 
   TEST_CASE("bad input exits 2 with a clear message and writes nothing") {
