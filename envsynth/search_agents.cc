@@ -335,29 +335,51 @@ class Review {
     ENVFORGE_ASSIGN_OR_RETURN(std::string env_id, manager->OpenEnvironment(envdb));
     std::vector<std::string> task_ids;
     for (const auto& question : written) task_ids.push_back(question.id);
-    const int64_t total = options_.answer_agents * static_cast<int64_t>(written.size());
+    int64_t total = options_.answer_agents * static_cast<int64_t>(written.size());
     int64_t done = 0;
-    for (int agent = 0; agent < options_.answer_agents; ++agent) {
-      agents::RolloutOptions episode;
-      episode.n = 1;
-      episode.first_sample = agent;
-      episode.max_turns = options_.max_turns;
-      episode.max_tokens_per_turn = options_.max_tokens_per_turn;
-      episode.max_tokens = options_.max_turns * options_.max_tokens_per_turn;
-      episode.system_prompt = kAnswerAgentPrompts[agent % 3];
-      episode.sampling.temperature = kAnswerAgentTemperatures[agent % 3];
-      episode.sampling.seed = StageSeed(options_.seed, 0, 100 + agent);
-      episode.concurrency = options_.concurrency;
-      episode.on_episode = [&](int64_t, int64_t) { Progress("answer", done, total); };
-      agents::RolloutRunner runner(*manager, answerer_, episode);
+    for (int agent = 0; agent < options_.answer_agents; ++agent)
+      ENVFORGE_RETURN_IF_ERROR(PlayAgent(*manager, env_id, task_ids, agent, index_of, done, total));
+    return Status::Ok();
+  }
+
+  agents::RolloutOptions AgentOptions(int agent) const {
+    agents::RolloutOptions episode;
+    episode.n = 1;
+    episode.first_sample = agent;
+    episode.max_turns = options_.max_turns;
+    episode.max_tokens_per_turn = options_.max_tokens_per_turn;
+    episode.max_tokens = options_.max_turns * options_.max_tokens_per_turn;
+    episode.system_prompt = kAnswerAgentPrompts[agent % 3];
+    episode.sampling.temperature = kAnswerAgentTemperatures[agent % 3];
+    episode.sampling.seed = StageSeed(options_.seed, 0, 100 + agent);
+    episode.concurrency = options_.concurrency;
+    return episode;
+  }
+
+  // Answer agent `agent` plays each task once. A task whose episode ended infra_error (a flaky
+  // model server, past the backend's own retries) is played once more; a second infra_error fails
+  // the review.
+  Status PlayAgent(sandbox::SessionManager& manager, const std::string& env_id, std::vector<std::string> task_ids,
+                   int agent, const std::map<std::string, size_t>& index_of, int64_t& done, int64_t& total) {
+    agents::RolloutOptions episode = AgentOptions(agent);
+    episode.on_episode = [&](int64_t, int64_t) { Progress("answer", done, total); };
+    for (int attempt = 0; !task_ids.empty(); ++attempt) {
+      agents::RolloutRunner runner(manager, answerer_, episode);
       ENVFORGE_ASSIGN_OR_RETURN(std::vector<agents::TaskRollout> rollouts, runner.Run(env_id, task_ids));
+      task_ids.clear();
       for (const agents::TaskRollout& rollout : rollouts) {
         for (const agents::EpisodeResult& result : rollout.episodes) {
           ++result_.stats.answer_episodes;
-          if (result.outcome == agents::RolloutOutcome::kInfraError)
+          if (result.outcome != agents::RolloutOutcome::kInfraError) {
+            AddCandidate(index_of.at(rollout.task_id), agent, result);
+          } else if (attempt == 0) {
+            task_ids.push_back(rollout.task_id);
+            ++result_.stats.answer_retries;
+            ++total;
+          } else {
             return UnavailableError("answer agent " + std::to_string(agent) + " on " + rollout.task_id +
-                                    " failed: " + result.detail);
-          AddCandidate(index_of.at(rollout.task_id), agent, result);
+                                    " failed twice: " + result.detail);
+          }
         }
       }
     }

@@ -17,7 +17,8 @@
 // 2. ANSWER AGENTS: the written questions are packed as a search environment (in work_dir) and
 //    played by answer_agents agents through agents::RolloutRunner, one episode each, with the
 //    search tools in sandboxed sessions. Agent k uses the k-th of three system prompts (careful,
-//    quick, sceptical) and temperature 0.6 / 0.8 / 1.0 in turn. A submitted answer is a
+//    quick, sceptical) and temperature 0.6 / 0.8 / 1.0 in turn; an episode that ends infra_error is
+//    played once more (a second infra_error fails the review). A submitted answer is a
 //    CANDIDATE; an agent that did not submit gives none. A candidate SOLVES the question when the
 //    task's verdict (normalised exact match with aliases) passes.
 // 3. VERIFIER (data/prompts/search_verify.md), verify_passes times with different seeds: the model
@@ -96,7 +97,8 @@ struct SearchAgentStats {
   int64_t kept = 0;
   std::map<std::string, int64_t> dropped;  // "writer", "ground_truth", "ambiguous", "solved", "refused"
   int64_t model_requests = 0;
-  int64_t answer_episodes = 0;
+  int64_t answer_episodes = 0;  // retries included
+  int64_t answer_retries = 0;   // episodes played again after an infra_error
   double writer_seconds = 0;
   double answer_seconds = 0;
   double verify_seconds = 0;

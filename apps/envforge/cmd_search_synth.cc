@@ -170,6 +170,7 @@ Json ReviewJson(const envsynth::SearchAgentStats& stats, const AgentReview& revi
           {"verify_passes", review.options.verify_passes},
           {"model_requests", stats.model_requests},
           {"answer_episodes", stats.answer_episodes},
+          {"answer_retries", stats.answer_retries},
           {"writer_seconds", stats.writer_seconds},
           {"answer_seconds", stats.answer_seconds},
           {"verify_seconds", stats.verify_seconds}};

@@ -74,6 +74,8 @@ struct Fixture {
         Line("MARK-A", Submit(answer_a)),
         Line("MARK-A", Submit("Wrong-A")),
         Line("MARK-A", Submit("wrong-a")),
+        // MARK-C's model server fails every other request: each agent's episode is played again.
+        Line("MARK-C", {{"error", "unavailable"}, {"message", "flaky"}}),
         Line("MARK-C", Submit("zzzq")),
         Line("MARK-D", Submit("zzzq")),
         Content("no line matched"),
@@ -146,7 +148,9 @@ TEST_SUITE("envsynth.search_agents") {
     CHECK(result->stats.kept == 1);
     CHECK(result->stats.dropped ==
           std::map<std::string, int64_t>{{"writer", 1}, {"ground_truth", 1}, {"ambiguous", 1}});
-    CHECK(result->stats.answer_episodes == 9);
+    CHECK(result->stats.answer_episodes == 12);  // 9, and MARK-C's 3 played again
+    CHECK(result->stats.answer_retries == 3);
+    CHECK(ReviewOf(*result, proposals[2].id).answer_agents_submitted == 3);
     // 5 writer requests (one retry), 6 verifier passes.
     CHECK(result->stats.model_requests == 11);
     CHECK(ToJson(d)["candidates"][0]["answer"] == "zzzq");
@@ -177,6 +181,26 @@ TEST_SUITE("envsynth.search_agents") {
                                     fixture.dir.path().string());
     CHECK(missing.status().code() == StatusCode::kNotFound);
     CHECK(missing.status().message().find("search_question.md") != std::string::npos);
+  }
+
+  TEST_CASE("an answer agent whose episode fails twice fails the review" * doctest::timeout(120)) {
+    Fixture fixture;
+    const std::string script = fixture.dir / "agents_down.jsonl";
+    {
+      std::ofstream out(script);
+      out << Line("Proposal:", Question("MARK-X: which entry do these clues point at?")).dump() << "\n"
+          << Line("MARK-X", {{"error", "unavailable"}, {"message", "the model server is down"}}).dump() << "\n"
+          << Content("no line matched").dump() << "\n";
+    }
+    auto backend = inference::OpenBackend("scripted:" + script, {});
+    REQUIRE(backend.ok());
+    SearchAgentOptions options;
+    options.answer_agents = 1;
+    auto result = ReviewWithAgents(fixture.proposals, fixture.synth, fixture.corpus, **backend, **backend, options,
+                                   fixture.dir.path().string());
+    CHECK(result.status().code() == StatusCode::kUnavailable);
+    CHECK(result.status().message().find("answer agent 0 on") != std::string::npos);
+    CHECK(result.status().message().find("failed twice") != std::string::npos);
   }
 
   TEST_CASE("a backend that fails fails the review instead of keeping a question") {
