@@ -62,27 +62,21 @@ class ModelAnswerJudge final : public search::AnswerJudge {
     request.max_tokens = options_.max_tokens;
     request.sampling.temperature = options_.votes == 1 ? 0.0 : 0.7;
     request.sampling.seed = options_.seed + static_cast<uint64_t>(vote);
-    std::string problem;
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      ENVFORGE_ASSIGN_OR_RETURN(inference::CompletionResult result, backend_->Complete(request));
-      if (result.choices.empty()) return DataLossError("the model's answer has no choice");
-      const std::string content = result.choices[0].message.content;
-      auto object = inference::ReplyJsonObject(content);
-      if (object.ok() && object->contains("verdict") && (*object)["verdict"].is_string()) {
-        const std::string verdict = (*object)["verdict"].get<std::string>();
-        if (verdict == "equivalent" || verdict == "different") {
-          const Json reason = object->value("reason", Json(""));
-          return search::JudgeOpinion{verdict == "equivalent", reason.is_string() ? reason.get<std::string>() : ""};
-        }
-      }
-      problem = object.ok() ? "its \"verdict\" is not \"equivalent\" or \"different\"" : object.status().message();
-      request.messages.push_back({"assistant", content});
-      request.messages.push_back({"user", "Answer to grade: \"" + std::string(submitted) +
-                                              "\". That reply was not usable: " + problem +
-                                              ". Reply with the JSON object only: {\"verdict\": \"equivalent\" | "
-                                              "\"different\", \"reason\": \"...\"}"});
-    }
-    return DataLossError("the judge's reply is not a verdict: " + problem);
+    auto is_verdict = [](const Json& object) -> std::string {
+      const Json verdict = object.value("verdict", Json());
+      if (verdict == "equivalent" || verdict == "different") return "";
+      return "its \"verdict\" is not \"equivalent\" or \"different\"";
+    };
+    auto retry = [&](const std::string& problem) {
+      return "Answer to grade: \"" + std::string(submitted) + "\". That reply was not usable: " + problem +
+             ". Reply with the JSON object only: {\"verdict\": \"equivalent\" | \"different\", \"reason\": \"...\"}";
+    };
+    ENVFORGE_ASSIGN_OR_RETURN(inference::ObjectReply reply,
+                              inference::CompleteForObject(*backend_, std::move(request), 1, is_verdict, retry));
+    if (!reply.object) return DataLossError("the judge's reply is not a verdict: " + reply.problem);
+    const Json reason = reply.object->value("reason", Json(""));
+    return search::JudgeOpinion{(*reply.object)["verdict"] == "equivalent",
+                                reason.is_string() ? reason.get<std::string>() : ""};
   }
 
   std::unique_ptr<inference::Backend> backend_;

@@ -133,10 +133,9 @@ bool IsRefusal(const Status& status) {
   return status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kResourceExhausted;
 }
 
-// Asks `backend` for a JSON object: `check` says what is wrong with one ("" when acceptable); a
-// reply without an acceptable object is answered in the same conversation, starting with `header`
-// (the prompt's first line, so the model and a script know which item it is), at most `retries`
-// times. Infrastructure failures of the backend are errors.
+// Asks `backend` for a JSON object that `check` accepts (inference::CompleteForObject); the
+// retries start with `header` (the prompt's first line, so the model and a script know which item
+// it is). A refused request is a reply (refused); other failures of the backend are errors.
 Result<StageReply> AskForObject(inference::Backend& backend, const std::string& header, const std::string& prompt,
                                 const SearchAgentOptions& options, uint64_t seed, int64_t retries,
                                 const std::function<std::string(const Json&)>& check) {
@@ -147,28 +146,20 @@ Result<StageReply> AskForObject(inference::Backend& backend, const std::string& 
   request.sampling.temperature = options.temperature;
   request.sampling.seed = seed;
   StageReply reply;
-  for (int64_t attempt = 0; attempt <= retries; ++attempt) {
-    ++reply.requests;
-    auto completion = backend.Complete(request);
-    if (!completion.ok()) {
-      if (!IsRefusal(completion.status())) return completion.status();
-      reply.refused = true;
-      reply.problem = completion.status().message();
-      return reply;
-    }
-    if (completion->choices.empty()) return DataLossError("the model's answer has no choice");
-    const std::string content = completion->choices[0].message.content;
-    auto object = inference::ReplyJsonObject(content);
-    reply.problem = object.ok() ? check(*object) : object.status().message();
-    if (reply.problem.empty()) {
-      reply.object = std::move(*object);
-      return reply;
-    }
-    request.messages.push_back({"assistant", content});
-    request.messages.push_back({"user", header + "\nYour reply was not usable: " + reply.problem +
-                                            ". Reply with the JSON object only, as asked."});
-    request.sampling.seed = seed + static_cast<uint64_t>(attempt) + 1;
+  auto asked = inference::CompleteForObject(
+      backend, std::move(request), retries, check,
+      [&](const std::string& problem) {
+        return header + "\nYour reply was not usable: " + problem + ". Reply with the JSON object only, as asked.";
+      },
+      &reply.requests);
+  if (!asked.ok()) {
+    if (!IsRefusal(asked.status())) return asked.status();
+    reply.refused = true;
+    reply.problem = asked.status().message();
+    return reply;
   }
+  reply.object = std::move(asked->object);
+  reply.problem = std::move(asked->problem);
   return reply;
 }
 

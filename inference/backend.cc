@@ -48,4 +48,27 @@ Result<Json> ReplyJsonObject(std::string_view content) {
   return parsed;
 }
 
+Result<ObjectReply> CompleteForObject(Backend& backend, CompletionRequest request, int64_t retries,
+                                      const std::function<std::string(const Json&)>& check,
+                                      const std::function<std::string(const std::string&)>& retry_message,
+                                      int64_t* requests) {
+  ObjectReply reply;
+  for (int64_t attempt = 0; attempt <= retries; ++attempt) {
+    if (requests != nullptr) ++*requests;
+    ENVFORGE_ASSIGN_OR_RETURN(CompletionResult completion, backend.Complete(request));
+    if (completion.choices.empty()) return DataLossError("the model's answer has no choice");
+    const std::string content = completion.choices[0].message.content;
+    auto object = ReplyJsonObject(content);
+    reply.problem = object.ok() ? check(*object) : object.status().message();
+    if (reply.problem.empty()) {
+      reply.object = std::move(*object);
+      return reply;
+    }
+    request.messages.push_back({"assistant", content});
+    request.messages.push_back({"user", retry_message(reply.problem)});
+    request.sampling.seed += 1;
+  }
+  return reply;
+}
+
 }  // namespace envforge::inference

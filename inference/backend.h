@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -190,6 +191,22 @@ Result<std::unique_ptr<Backend>> OpenBackend(std::string_view spec, const Backen
 // '{' to its last '}' (prose or a code fence around it). InvalidArgument when there is none, it
 // does not parse (depth-limited, base/json.h) or it is not an object.
 Result<Json> ReplyJsonObject(std::string_view content);
+
+// A JSON object asked of a model until a check accepts it (CompleteForObject).
+struct ObjectReply {
+  std::optional<Json> object;  // the accepted object; empty when no reply was accepted
+  std::string problem;         // what was wrong with the last reply, when there is no object
+};
+
+// Sends `request` and reads choice 0's JSON object (ReplyJsonObject); `check` says what is wrong
+// with one ("" when it is acceptable). A reply without an acceptable object is answered in the
+// same conversation (the reply, then a user message `retry_message(problem)`) and asked again
+// with the next sampling seed, at most `retries` more times. *requests (when set) counts every
+// request sent, failed ones included. Errors: Complete's, and DataLoss for an answer with no choice.
+Result<ObjectReply> CompleteForObject(Backend& backend, CompletionRequest request, int64_t retries,
+                                      const std::function<std::string(const Json&)>& check,
+                                      const std::function<std::string(const std::string&)>& retry_message,
+                                      int64_t* requests = nullptr);
 
 // The OpenAI function-tool form of MCP-style specs, and back (either form is accepted by both).
 OrderedJson ToOpenAiTools(const OrderedJson& tools);
