@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "agents/rollout.h"
+#include "base/rng.h"
 #include "envsynth/embedded_prompts.h"
 #include "envsynth/prompt_template.h"
 #include "sandbox/search_synth_bundle.h"
@@ -179,13 +180,6 @@ std::vector<std::string> ForbiddenNames(const search::SynthQuestion& question) {
   return names;
 }
 
-uint64_t StageSeed(uint64_t seed, size_t proposal, int64_t pass) {
-  uint64_t h = (seed + 1) * 0x9e3779b97f4a7c15ULL;
-  h = (h ^ (proposal + 1)) * 0xbf58476d1ce4e5b9ULL;
-  h = (h ^ static_cast<uint64_t>(pass + 1)) * 0x94d049bb133111ebULL;
-  return h >> 1;
-}
-
 std::string VerdictWord(const Json& value) {
   if (!value.is_string()) return "unsure";
   std::string word = value.get<std::string>();
@@ -291,9 +285,9 @@ class Review {
                Quoted(ForbiddenNames(proposal));
       return "";
     };
-    ENVFORGE_ASSIGN_OR_RETURN(StageReply reply,
-                              AskForObject(writer_, header, prompt, options_, StageSeed(options_.seed, i, 0),
-                                           options_.format_retries, check));
+    ENVFORGE_ASSIGN_OR_RETURN(StageReply reply, AskForObject(writer_, header, prompt, options_,
+                                                             DeriveSeed(options_.seed, "writer/" + proposal.id),
+                                                             options_.format_retries, check));
     CountRequests(reply.requests);
     if (reply.refused) {
       Drop(i, "refused", "model refused: " + reply.problem);
@@ -342,7 +336,7 @@ class Review {
     episode.max_tokens = options_.max_turns * options_.max_tokens_per_turn;
     episode.system_prompt = kAnswerAgentPrompts[agent % 3];
     episode.sampling.temperature = kAnswerAgentTemperatures[agent % 3];
-    episode.sampling.seed = StageSeed(options_.seed, 0, 100 + agent);
+    episode.sampling.seed = DeriveSeed(options_.seed, "agent/" + std::to_string(agent));
     episode.concurrency = options_.concurrency;
     return episode;
   }
@@ -425,9 +419,10 @@ class Review {
       if (object.contains("candidates") && !object["candidates"].is_array()) return "\"candidates\" is not an array";
       return "";
     };
-    ENVFORGE_ASSIGN_OR_RETURN(StageReply reply,
-                              AskForObject(writer_, header, prompt, options_, StageSeed(options_.seed, i, 1 + pass),
-                                           options_.format_retries, check));
+    ENVFORGE_ASSIGN_OR_RETURN(
+        StageReply reply, AskForObject(writer_, header, prompt, options_,
+                                       DeriveSeed(options_.seed, "verify/" + proposal.id + "/" + std::to_string(pass)),
+                                       options_.format_retries, check));
     CountRequests(reply.requests);
     std::lock_guard guard(lock);
     if (reply.refused) {
