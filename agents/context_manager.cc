@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "base/json.h"
+
 namespace envforge::agents {
 namespace {
 
@@ -59,7 +61,7 @@ int64_t EstimateTokens(const inference::Backend& backend, const std::vector<Chat
   for (const ChatMessage& message : messages) {
     tokens += 4 + backend.CountTokens(message.content) + backend.CountTokens(message.reasoning_content);
     for (const inference::ChatToolCall& call : message.tool_calls) {
-      tokens += 8 + backend.CountTokens(call.name) + backend.CountTokens(call.arguments.dump());
+      tokens += 8 + backend.CountTokens(call.name) + backend.CountTokens(DumpJson(call.arguments));
     }
   }
   return tokens;

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "agents/context_manager.h"
+#include "base/json.h"
 
 namespace envforge::agents {
 namespace {
@@ -390,10 +391,12 @@ class EpisodeRun {
 }  // namespace
 
 std::string ToolMessageText(const toolsets::ToolResult& result) {
-  if (result.ok()) return result.content.is_string() ? result.content.get<std::string>() : result.content.dump();
+  // DumpJson: a message may quote what the model wrote (an unknown tool's name), which need not be
+  // valid UTF-8; a strict dump would throw out of the episode.
+  if (result.ok()) return result.content.is_string() ? result.content.get<std::string>() : DumpJson(result.content);
   Json error = {{"outcome", std::string(toolsets::OutcomeName(result.outcome))}, {"message", result.message}};
   if (!result.limit.empty()) error["limit"] = result.limit;
-  return error.dump();
+  return DumpJson(error);
 }
 
 uint64_t TurnSeed(uint64_t run_seed, const std::string& task_id, int64_t sample_index, int64_t turn) {

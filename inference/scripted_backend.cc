@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/fd.h"
+#include "base/json.h"
 
 namespace envforge::inference {
 namespace {
@@ -121,7 +122,7 @@ class ScriptedBackend final : public Backend {
     for (const ChatMessage& message : request.messages) {
       tokens += CountTokens(message.content) + CountTokens(message.reasoning_content) + 4;
       for (const ChatToolCall& call : message.tool_calls)
-        tokens += CountTokens(call.name) + CountTokens(call.arguments.dump());
+        tokens += CountTokens(call.name) + CountTokens(DumpJson(call.arguments));
     }
     return tokens;
   }

@@ -150,7 +150,7 @@ Status WriteReviews(const std::string& path, const std::vector<envsynth::Proposa
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    for (const envsynth::ProposalReview& review : reviews) out << envsynth::ToJson(review).dump() << "\n";
+    for (const envsynth::ProposalReview& review : reviews) out << DumpJson(envsynth::ToJson(review)) << "\n";
     out.flush();
     if (!out) return InternalError("cannot write " + temporary);
   }

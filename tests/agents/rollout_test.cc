@@ -7,9 +7,11 @@
 #include <fstream>
 #include <memory>
 
+#include "agents/context_manager.h"
 #include "agents/episode.h"
 #include "agents/replay.h"
 #include "agents/rollout.h"
+#include "base/json.h"
 #include "base/sqlite.h"
 #include "base/subprocess.h"
 #include "inference/backend.h"
@@ -204,6 +206,29 @@ TEST_SUITE("agents.rollout") {
       TaskRollout task = lab.Run(*backend, options);
       CHECK(task.episodes[0].outcome == RolloutOutcome::kInvalidCalls);
     }
+  }
+
+  TEST_CASE("a model's bytes that are not UTF-8 reach its tool messages replaced, never as an exception") {
+    // Seen with policy-small sampling "\xecget_product" as a tool name: the unknown-tool message
+    // quotes it, and the strict dump of that message ended the whole rollout process.
+    toolsets::ToolResult unknown;
+    unknown.outcome = toolsets::Outcome::kInvalidCall;
+    unknown.message = "unknown tool '\xecget_product'; tools: lookup";
+    std::string text = ToolMessageText(unknown);
+    auto parsed = ParseJson(text);
+    REQUIRE(parsed.ok());
+    CHECK((*parsed)["outcome"] == "invalid_call");
+    CHECK((*parsed)["message"] == "unknown tool '\xef\xbf\xbdget_product'; tools: lookup");
+    toolsets::ToolResult ok;
+    ok.content = Json{{"name", "Li\xecro"}};
+    CHECK(ToolMessageText(ok) == "{\"name\":\"Li\xef\xbf\xbdro\"}");
+
+    Lab lab;
+    auto backend = lab.Scripted(Lines({kSubmitRight}));
+    inference::ChatMessage call_turn;
+    call_turn.role = "assistant";
+    call_turn.tool_calls.push_back({"call_0", "\xecget_product", Json{{"name", "\xec"}}});
+    CHECK(EstimateTokens(*backend, {call_turn}) > 8);
   }
 
   TEST_CASE("context management: each strategy frees the window and the episode goes on") {
