@@ -46,6 +46,8 @@ Prompts quote the names and categories they mention ('the price of "Bito Lamp"')
 tokenizes the same as the tool-call argument and the JSON string it is copied into or from
 (a word after a space is a different token from the same word after a quote or a '>'), so a small
 model learns to copy it with one attention pattern.
+The price and stock look-ups are worded apart from their first word on (LOOKUP_PROMPTS says why):
+the one choice a look-up makes, the field to select, is then told by the prompt's shape.
 Everything is kept short on purpose: the tool specs are in every prompt of every episode.
 
 The output is a pure function of the arguments: only random.Random(seed) draws, no iteration
@@ -343,11 +345,24 @@ def _pick(rng, pool, k):
     return out
 
 
+# The two look-up prompts differ from their first word and in length, and end alike (the name
+# 10 tokens before the assistant turn, where the copy at 40 needs it). With one wording a word
+# apart ("What is the price/stock of ...") the shipped recipe's model chose the field by a coin
+# flip: P(select) 0.50/0.50 on training and held-out transcripts alike, the gradient from that
+# choice to the prompt's field word ~1e-3 of the gradient to the tokens it does attend to, and
+# 60 more steps on look-ups alone moved nothing; with these wordings 100 more steps of that model
+# took it to 0.7, and the retrained model passes 89% of held-out tier-1 episodes.
+LOOKUP_PROMPTS = {
+    "price_lookup": ("price", 'What is the price of "%s"? Submit {"price": <integer>}.'),
+    "stock_lookup": ("stock", 'Stock check: how many units of "%s"? Submit {"stock": <integer>}.'),
+}
+
+
 def _task_lookup(template, product):
     x = product["name"]
-    key, what = {"price_lookup": ("price", "price"), "stock_lookup": ("stock", "stock")}[template]
+    key, prompt = LOOKUP_PROMPTS[template]
     return {
-        "prompt": 'What is the %s of "%s"? Submit {"%s": <integer>}.' % (what, x, key),
+        "prompt": prompt % x,
         "schema": _schema(key, "integer"),
         "knobs": {"product": x},
         "consts": {"KEY": key, "PRODUCT": x},

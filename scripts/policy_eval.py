@@ -2,7 +2,7 @@
 """Measures a policy model on the evaluation environments with `envforge rollout`, per tier.
 
     policy_eval.py --model DIR [--envs data/envs/shop_eval_a,data/envs/shop_eval_b] [-n 100]
-                   [--modes dsa,dense] [--seed S] [--max-turns T] [--json OUT.json]
+                   [--modes dsa,dense] [--seed S] [--max-turns T] [--top-p P] [--json OUT.json]
                    [--readme DIR/README.md] [--build DIR]
 
 Every environment source is packed (`envforge env pack`), then `envforge rollout X.envdb --all
@@ -59,7 +59,7 @@ def pack(envforge_bin, source, directory):
 def rollout(envforge_bin, bundle, model, args, dense):
     command = [envforge_bin, "rollout", bundle, "--all", "--backend", "embedded:" + model, "-n", str(args.n), "--json",
                "--seed", str(args.seed), "--max-turns", str(args.max_turns), "--max-tokens-per-turn", str(args.max_tokens_per_turn),
-               "--temperature", str(args.temperature)]
+               "--temperature", str(args.temperature), "--top-p", str(args.top_p)]
     if dense:
         command.append("--dense")
     print("policy_eval: %s" % " ".join(command), file=sys.stderr, flush=True)
@@ -157,6 +157,8 @@ def main(argv=None):
     parser.add_argument("--max-turns", type=int, default=8)
     parser.add_argument("--max-tokens-per-turn", type=int, default=128)
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-p", type=float, default=1.0,
+                        help="nucleus sampling (DeepSeek-V3.2's recommended setting is 0.95)")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--readme", help="put the table into this markdown file")
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -166,9 +168,12 @@ def main(argv=None):
         parser.error("--modes takes dsa and/or dense")
     if args.n < 1:
         parser.error("-n must be at least 1")
+    if not 0.0 < args.top_p <= 1.0:
+        parser.error("--top-p must be in (0, 1]")
     envforge_bin = os.path.join(args.build, "bin", "envforge")
     sources = [os.path.join(ROOT, s) if not os.path.isabs(s) else s for s in args.envs.split(",") if s.strip()]
-    report = {"model": args.model, "n": args.n, "seed": args.seed, "temperature": args.temperature, "modes": {}}
+    report = {"model": args.model, "n": args.n, "seed": args.seed, "temperature": args.temperature,
+              "top_p": args.top_p, "modes": {}}
     tables = {}
     try:
         with tempfile.TemporaryDirectory(prefix="policy-eval-") as scratch:
@@ -190,8 +195,9 @@ def main(argv=None):
         with open(args.json, "w") as out:
             json.dump(report, out, indent=1)
     if args.readme:
-        update_readme(args.readme, "Measured by `/usr/bin/python3 scripts/policy_eval.py --model %s -n %d --seed %d` "
-                                   "(temperature %g):\n\n%s" % (args.model, args.n, args.seed, args.temperature, block))
+        update_readme(args.readme, "Measured by `/usr/bin/python3 scripts/policy_eval.py --model %s -n %d --seed %d "
+                                   "--top-p %g` (temperature %g):\n\n%s"
+                      % (args.model, args.n, args.seed, args.top_p, args.temperature, block))
     return 0
 
 

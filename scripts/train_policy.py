@@ -62,7 +62,7 @@ SIZES = {
                      v_head_dim=32, index_n_heads=2, index_head_dim=128, index_topk=128,
                      n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=2, n_shared_experts=1,
                      moe_intermediate_size=256, intermediate_size=768, routed_scaling_factor=1.0),
-        "tie_embeddings": True, "vocab_size": 1024, "batch_tokens": 8192, "steps": (450, 50, 150), "lr": (2e-3, 1e-3, 5e-4),
+        "tie_embeddings": True, "vocab_size": 1024, "batch_tokens": 8192, "steps": (700, 50, 150), "lr": (2e-3, 1e-3, 5e-4),
         "short_steps": 150, "short_batch_tokens": 4096,
         "copy_steps": 150, "copy_batch_tokens": 4096, "copy_half": 40, "lookup_records": 0,
         "value_weight": 10.0,
