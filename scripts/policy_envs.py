@@ -347,11 +347,12 @@ def _pick(rng, pool, k):
 
 # The two look-up prompts differ from their first word and in length, and end alike (the name
 # 10 tokens before the assistant turn, where the copy at 40 needs it). With one wording a word
-# apart ("What is the price/stock of ...") the shipped recipe's model chose the field by a coin
-# flip: P(select) 0.50/0.50 on training and held-out transcripts alike, the gradient from that
-# choice to the prompt's field word ~1e-3 of the gradient to the tokens it does attend to, and
-# 60 more steps on look-ups alone moved nothing; with these wordings 100 more steps of that model
-# took it to 0.7, and the retrained model passes 89% of held-out tier-1 episodes.
+# apart ("What is the price/stock of ...") the previous checkpoint chose the field by a coin flip:
+# P("price") 0.47-0.49 for price and stock questions alike, on training and held-out transcripts;
+# the gradient from that choice to the prompt's field word was ~1e-3 of the gradient to the
+# tokens it does attend to, and 60 more steps on look-ups alone moved nothing. With these
+# wordings 100 more steps of that model took it to 0.7, and the retrained model passes 89% of
+# held-out tier-1 episodes.
 LOOKUP_PROMPTS = {
     "price_lookup": ("price", 'What is the price of "%s"? Submit {"price": <integer>}.'),
     "stock_lookup": ("stock", 'Stock check: how many units of "%s"? Submit {"stock": <integer>}.'),
