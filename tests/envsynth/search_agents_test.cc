@@ -85,6 +85,11 @@ struct Fixture {
     for (const Json& line : lines) out << line.dump() << "\n";
     return path;
   }
+
+  // The review of the proposals with one backend as writer, answer agents and verifier.
+  Result<SearchAgentResult> Review(inference::Backend& backend, const SearchAgentOptions& options) const {
+    return ReviewWithAgents(proposals, synth, corpus, backend, backend, options, dir.path().string());
+  }
 };
 
 const ProposalReview& ReviewOf(const SearchAgentResult& result, const std::string& id) {
@@ -102,8 +107,7 @@ TEST_SUITE("envsynth.search_agents") {
     SearchAgentOptions options;
     options.answer_agents = 3;
     options.verify_passes = 2;
-    auto result = ReviewWithAgents(fixture.proposals, fixture.synth, fixture.corpus, **backend, **backend, options,
-                                   fixture.dir.path().string());
+    auto result = fixture.Review(**backend, options);
     REQUIRE_MESSAGE(result.ok(), result.status().ToString());
     const auto& proposals = fixture.proposals;
 
@@ -157,8 +161,7 @@ TEST_SUITE("envsynth.search_agents") {
 
     SUBCASE("require_unsolved drops the question an answer agent solved") {
       options.require_unsolved = true;
-      auto strict = ReviewWithAgents(fixture.proposals, fixture.synth, fixture.corpus, **backend, **backend, options,
-                                     fixture.dir.path().string());
+      auto strict = fixture.Review(**backend, options);
       REQUIRE(strict.ok());
       CHECK(strict->kept.empty());
       CHECK(ReviewOf(*strict, proposals[0].id).drop_reason == "solved by 1 answer agent(s)");
@@ -171,14 +174,12 @@ TEST_SUITE("envsynth.search_agents") {
     REQUIRE(backend.ok());
     SearchAgentOptions options;
     options.answer_agents = 0;
-    auto refused = ReviewWithAgents(fixture.proposals, fixture.synth, fixture.corpus, **backend, **backend, options,
-                                    fixture.dir.path().string());
+    auto refused = fixture.Review(**backend, options);
     CHECK(refused.status().code() == StatusCode::kInvalidArgument);
     CHECK(refused.status().message().find("answer_agents must be in 1..16, got 0") != std::string::npos);
     options.answer_agents = 1;
     options.prompts_dir = fixture.dir / "no_prompts";
-    auto missing = ReviewWithAgents(fixture.proposals, fixture.synth, fixture.corpus, **backend, **backend, options,
-                                    fixture.dir.path().string());
+    auto missing = fixture.Review(**backend, options);
     CHECK(missing.status().code() == StatusCode::kNotFound);
     CHECK(missing.status().message().find("search_question.md") != std::string::npos);
   }
@@ -196,8 +197,7 @@ TEST_SUITE("envsynth.search_agents") {
     REQUIRE(backend.ok());
     SearchAgentOptions options;
     options.answer_agents = 1;
-    auto result = ReviewWithAgents(fixture.proposals, fixture.synth, fixture.corpus, **backend, **backend, options,
-                                   fixture.dir.path().string());
+    auto result = fixture.Review(**backend, options);
     CHECK(result.status().code() == StatusCode::kUnavailable);
     CHECK(result.status().message().find("answer agent 0 on") != std::string::npos);
     CHECK(result.status().message().find("failed twice") != std::string::npos);
@@ -210,8 +210,7 @@ TEST_SUITE("envsynth.search_agents") {
                           << "\n";
     auto backend = inference::OpenBackend("scripted:" + script, {});
     REQUIRE(backend.ok());
-    auto result = ReviewWithAgents(fixture.proposals, fixture.synth, fixture.corpus, **backend, **backend, {},
-                                   fixture.dir.path().string());
+    auto result = fixture.Review(**backend, SearchAgentOptions{});
     CHECK(result.status().code() == StatusCode::kUnavailable);
     CHECK(result.status().message().find("the model server is down") != std::string::npos);
   }
