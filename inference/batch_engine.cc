@@ -21,8 +21,10 @@ struct BatchEngine::Active {
   EngineRequest request;
   std::promise<Result<EngineResult>> promise;
   EngineResult result;
-  bool started = false;      // choices are sampling (prefill done or served from a cache)
-  Active* leader = nullptr;  // an identical fresh feed prefilled by another request this step
+  bool started = false;  // choices are sampling (prefill done or served from a cache)
+  // An identical fresh feed prefilled by another request this step; cleared when the choices
+  // start, so that a request allocated later at a finished leader's address never restarts them.
+  Active* leader = nullptr;
   std::vector<SampleStream> streams;
   std::vector<int16_t> feed_routing;  // record_routing: the prefill's routing, until the choices start
   std::vector<char> live;
@@ -287,12 +289,13 @@ void BatchEngine::StartChoices(Active& active, KvCache& source, std::unique_ptr<
     if (active.request.record_routing) choice.routing.assign(feed_routing.begin(), feed_routing.end());
   }
   active.started = true;
+  active.leader = nullptr;
   for (size_t i = 0; i < n; ++i) SampleNext(active, i, row);
 }
 
 void BatchEngine::StartFollowers(const Active* leader, KvCache& source, std::span<const float> row) {
   for (auto& other : active_) {
-    if (other->leader != leader) continue;
+    if (other->started || other->leader != leader) continue;
     StartChoices(*other, source, nullptr, row, leader->feed_routing);
     std::lock_guard lock(mutex_);
     stats_.shared_prefills += 1;
@@ -420,7 +423,7 @@ void BatchEngine::Step() {
   }
   for (auto [active, entry] : hits) {
     for (auto& other : active_) {  // the hit and the requests that followed it
-      if (other.get() != active && other->leader != active) continue;
+      if (other->started || (other.get() != active && other->leader != active)) continue;
       other->result.prompt_cache_hit = true;
       StartChoices(*other, *entry->cache, nullptr, entry->logits, entry->routing);
     }

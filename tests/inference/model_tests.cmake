@@ -35,9 +35,10 @@ else()
 endif()
 
 # The Backend seam: scripted scripts, and the embedded backend's batching, prompt sharing,
-# multi-turn cache reuse, stop strings and streaming on the tiny model.
+# multi-turn cache reuse, stop strings and streaming on the tiny model; the batch engine's
+# bookkeeping of followed prefills under churn.
 envforge_add_test(inference_backend_test
-  SOURCES backend_test.cc
+  SOURCES backend_test.cc batch_engine_test.cc
   LIBS envforge_inference
   LABELS unit python
   TIMEOUT 300)
