@@ -41,7 +41,15 @@ transcripts of held-out seeds; thinking mode puts a reasoning line in between):
     tokens away, and tier-1 answers were 2 of 11 right where names were 15 of 15);
   - the supplier in a result -> the next call: the tool is `get_supplier_by_name`, whose
     two extra tokens move that copy from 38 to 40 (at 38: 0 of 4 right).
-The list tiers (3-5) still read whole rows, which is part of what makes them harder.
+The list tiers (3-4) follow the same rule as far as a list allows: list_products lists a
+category most expensive first, and each row's keys come out sorted (price, rating, stock, title),
+so the cheapest product's name is the last thing in the result; the answer is that name as plain
+text, after a one-word remark in the gold answer turn (SUBMIT_REMARKS), which puts it 40 tokens
+from the last row's title, and the prompts end alike after the category, 40 tokens before the
+call's argument. Tier 3 is then two copies at 40 like tier 1. Tier 4's answer is never the last
+row (its constraints exclude the cheapest): it sits 19, 38 or more tokens further back, at
+distances the copy stage does not teach, so tier 4 needs the content-based choice the model
+lacks.
 Prompts quote the names and categories they mention ('the price of "Bito Lamp"'): a quoted name
 tokenizes the same as the tool-call argument and the JSON string it is copied into or from
 (a word after a space is a different token from the same word after a quote or a '>'), so a small
@@ -237,9 +245,9 @@ def get_product(name: str, select: str = "") -> dict:
 
 
 def list_products(category: str) -> list:
-    """List the products in a category."""
-    rows = db.query("SELECT name, price, stock, rating FROM products WHERE category = ?"  # noqa: F821
-                    " ORDER BY name", (category,))
+    """List a category's products, most expensive first; title is the product's name."""
+    rows = db.query("SELECT name AS title, price, stock, rating FROM products"  # noqa: F821
+                    " WHERE category = ? ORDER BY price DESC, name", (category,))
     if not rows:
         raise ValueError("unknown category %r" % (category,))
     return rows
@@ -268,6 +276,10 @@ def _no(reason):
 
 
 def verify(answer, db):
+    if KEY is None:  # the answer is a name, as plain text
+        if not isinstance(answer, str):
+            return _no("answer must be the name as plain text")
+        return {"passed": True, "score": 1.0, "reasons": []} if answer.strip() == _expected(db) else _no("wrong name")
     if isinstance(answer, str):
         try:
             answer = json.loads(answer)
@@ -390,31 +402,44 @@ def _task_supplier(template, product):
     }
 
 
+# The list tiers' prompts end alike, after the category, so that the category sits 40 tokens
+# before the list_products call's argument; their answer is the name as plain text, and the gold
+# answer turn says one word first (SUBMIT_REMARKS): together they put the last row's title 40 tokens
+# before the answer (a JSON object or a quoted string costs 2 or 0 tokens: the recipe's tokenizer
+# merges any constant punctuation into the '">' before it, but not a word).
+NAME_ANSWER = "Submit the name alone, as text."
+SUBMIT_REMARKS = {"cheapest_in_category": "Cheapest", "cheapest_in_stock_rated": "Cheapest"}
+
+
+def _name_schema():
+    return {"type": "string", "description": "the product's name alone, as plain text"}
+
+
 def _task_cheapest(category):
     return {
-        "prompt": 'Which product in category "%s" is the cheapest? Submit {"product": "<name>"}.' % category,
-        "schema": _schema("product", "string"),
+        "prompt": 'Which is the cheapest product in category "%s"? %s' % (category, NAME_ANSWER),
+        "schema": _name_schema(),
         "knobs": {"category": category},
-        "consts": {"KEY": "product", "CATEGORY": category},
+        "consts": {"KEY": None, "CATEGORY": category},
         "solution": ('def solve(tools):\n    rows = tools.list_products(%s)\n'
-                     '    best = min(rows, key=lambda r: (r["price"], r["name"]))\n'
-                     '    return {"product": best["name"]}\n' % json.dumps(category)),
+                     '    best = min(rows, key=lambda r: (r["price"], r["title"]))\n'
+                     '    return best["title"]\n' % json.dumps(category)),
     }
 
 
 def _task_cheapest_rated(category, min_stock, min_r10):
     r = _rating(min_r10)
     return {
-        "prompt": ('Which product in category "%s" with stock >= %d and rating >= %s is the cheapest? '
-                   'Submit {"product": "<name>"}.' % (category, min_stock, r)),
-        "schema": _schema("product", "string"),
+        "prompt": ('With stock >= %d and rating >= %s, which is the cheapest product in category "%s"? %s'
+                   % (min_stock, r, category, NAME_ANSWER)),
+        "schema": _name_schema(),
         "knobs": {"category": category, "min_stock": min_stock, "min_rating": float(r)},
-        "consts": {"KEY": "product", "CATEGORY": category, "MIN_STOCK": min_stock,
+        "consts": {"KEY": None, "CATEGORY": category, "MIN_STOCK": min_stock,
                    "MIN_RATING_TENTHS": min_r10},
         "solution": ('def solve(tools):\n    rows = tools.list_products(%s)\n'
                      '    ok = [r for r in rows if r["stock"] >= %d and round(r["rating"] * 10) >= %d]\n'
-                     '    best = min(ok, key=lambda r: (r["price"], r["name"]))\n'
-                     '    return {"product": best["name"]}\n' % (json.dumps(category), min_stock, min_r10)),
+                     '    best = min(ok, key=lambda r: (r["price"], r["title"]))\n'
+                     '    return best["title"]\n' % (json.dumps(category), min_stock, min_r10)),
     }
 
 
@@ -477,7 +502,8 @@ def make_tasks(seed, data, instances, templates):
 
 
 def _verifier_py(template, consts):
-    lines = ["%s = %s" % (k, json.dumps(consts[k])) for k in sorted(consts)]
+    # JSON literals are Python literals, except null
+    lines = ["%s = %s" % (k, "None" if consts[k] is None else json.dumps(consts[k])) for k in sorted(consts)]
     return VERIFIER_HEAD + "\n".join(lines) + "\n\n" + _EXPECTED[template] + VERIFIER_TAIL
 
 

@@ -13,7 +13,8 @@ the answer is submitted to the real verifier: a transcript whose answer does not
 The conversation is the one the rollout loop (agents/episode.cc) builds: the default system
 prompt, the task prompt as the user message, one assistant turn per tool call, each result as a
 tool message (ToolResult.message_text: the loop's own rule), and a last assistant turn calling
-submit_result with the answer's JSON text. It is rendered by envforge.encode_chat, the engine's
+submit_result with the answer's JSON text (the list tiers' turn says a word first:
+policy_envs.SUBMIT_REMARKS). It is rendered by envforge.encode_chat, the engine's
 DSV32 encoder, with the session's tool specs, so training sees the bytes inference will see.
 A fraction of the transcripts (chosen per task by --seed) is in thinking mode, with a short
 reasoning before each call.
@@ -136,8 +137,9 @@ def compact(arguments):
     return ", ".join("%s=%s" % (key, json.dumps(value)) for key, value in arguments.items())
 
 
-def conversation(envforge, prompt, calls, answer_text, thinking):
-    """The rollout loop's messages for a gold run: assistant turn per call, then submit_result."""
+def conversation(envforge, prompt, calls, answer_text, thinking, remark=""):
+    """The rollout loop's messages for a gold run: assistant turn per call, then submit_result,
+    whose turn says `remark` first (policy_envs.SUBMIT_REMARKS says why)."""
     messages = [{"role": "system", "content": envforge.DEFAULT_SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
     for name, arguments, _view, message_text in calls:
         turn = {"role": "assistant", "content": "", "tool_calls": [{"name": name, "arguments": arguments}]}
@@ -145,7 +147,7 @@ def conversation(envforge, prompt, calls, answer_text, thinking):
             turn["reasoning_content"] = "Next I call %s with %s." % (name, compact(arguments))
         messages.append(turn)
         messages.append({"role": "tool", "content": message_text})
-    submit = {"role": "assistant", "content": "",
+    submit = {"role": "assistant", "content": remark,
               "tool_calls": [{"name": "submit_result", "arguments": {"answer_text": answer_text}}]}
     if thinking:
         submit["reasoning_content"] = "The answer is %s." % answer_text
@@ -231,7 +233,8 @@ def transcripts_of_env(envforge, connection, seed, name, source, choice_seed, th
             verdict = session.submit(answer_text)
             if not verdict.get("passed"):
                 raise RuntimeError("%s/%s: the gold answer %s did not pass its verifier: %s" % (name, task_id, answer_text, verdict))
-            messages = conversation(envforge, session.prompt, tools.calls, answer_text, thinking)
+            remark = policy_envs.SUBMIT_REMARKS.get(task.get("knobs", {}).get("template"), "")
+            messages = conversation(envforge, session.prompt, tools.calls, answer_text, thinking, remark)
             text, spans = render(envforge, messages, session.tools, thinking)
         finally:
             session.close()

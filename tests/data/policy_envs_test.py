@@ -115,10 +115,35 @@ def _wrong_values(db, key, want):
     """Wrong answers of the right type: a near number, or another real value of the column."""
     if isinstance(want, int):
         return [want + 1, want - 1]
-    column = {"city": "SELECT city AS v FROM suppliers", "phone": "SELECT phone AS v FROM suppliers",
-              "product": "SELECT name AS v FROM products"}[key]
+    column = {"city": "SELECT city AS v FROM suppliers", "phone": "SELECT phone AS v FROM suppliers"}[key]
     others = sorted({r["v"] for r in db.query(column)} - {want})
     return others[:2] + [want + " ", " " + want] + ([want.lower()] if want.lower() != want else [])
+
+
+def _check_object_answer(task, answer, ok, db):
+    """{key: value} answers: JSON text of the object passes; wrong values, wrong types, extra keys
+    and non-objects fail."""
+    assert ok(json.dumps(answer))
+    (key, want), = answer.items()
+    assert key in task["answer_schema"]["required"] and key in task["prompt"]
+    for wrong in _wrong_values(db, key, want):
+        assert not ok({key: wrong}), wrong
+        assert not ok(json.dumps({key: wrong})), wrong
+    assert not ok({key: str(want)} if isinstance(want, int) else {key: 0})
+    assert not ok(dict(answer, extra=1))
+    assert not ok({}) and not ok([answer]) and not ok("not json") and not ok(json.dumps(want))
+
+
+def _check_name_answer(task, answer, ok, db):
+    """Plain-text name answers (tiers 3-4): surrounding whitespace is no error; another product,
+    another case, the name inside JSON and non-strings fail."""
+    assert task["answer_schema"]["type"] == "string" and task["prompt"].endswith(policy_envs.NAME_ANSWER)
+    assert ok(" %s\n" % answer)
+    others = sorted({r["v"] for r in db.query("SELECT name AS v FROM products")} - {answer})
+    for wrong in others[:2] + [answer.lower(), answer.upper(), json.dumps(answer),
+                               json.dumps({"product": answer}), answer + "s", ""]:
+        assert not ok(wrong), wrong
+    assert not ok({"product": answer}) and not ok([answer]) and not ok(None)
 
 
 def _tasks(src):
@@ -230,21 +255,16 @@ def test_sources_in_process(envs, seed):
         verify = _module(os.path.join(d, "verifier.py"))["verify"]
         ok = lambda a: verify(a, db)["passed"]  # noqa: E731
         assert ok(answer), task_id
-        assert ok(json.dumps(answer)), task_id  # JSON text of the object
-        (key, want), = answer.items()
-        assert key in task["answer_schema"]["required"] and key in task["prompt"]
-        for wrong in _wrong_values(db, key, want):
-            assert not ok({key: wrong}), (task_id, wrong)
-            assert not ok(json.dumps({key: wrong})), (task_id, wrong)
-        assert not ok({key: str(want)} if isinstance(want, int) else {key: 0}), task_id
-        assert not ok(dict(answer, extra=1)), task_id
-        assert not ok({}) and not ok([answer]) and not ok("not json") and not ok(json.dumps(want))
+        if isinstance(answer, str):
+            _check_name_answer(task, answer, ok, db)
+        else:
+            _check_object_answer(task, answer, ok, db)
         if template == "cheapest_in_stock_rated":
             # The constraints matter: the category's unconstrained cheapest is not the answer.
             cheapest = db.query("SELECT name FROM products WHERE category = ? ORDER BY price LIMIT 1",
                                 (task["knobs"]["category"],))[0]["name"]
-            assert cheapest != want, task_id
-            assert not ok({"product": cheapest}), task_id
+            assert cheapest != answer, task_id
+            assert not ok(cheapest), task_id
     assert seen == set(policy_envs.TEMPLATE_NAMES)
 
 
@@ -317,9 +337,13 @@ def test_solve_and_wrong_answers_in_sessions(packed, seed, tmp_path):
             verdict = json.loads(_run("session", "solve", bundle, "--task", task_id, "--json").stdout)
             assert verdict["passed"] and verdict["score"] == 1.0, (task_id, verdict)
         answer = _module(os.path.join(d, "solution.py"))["solve"](_Tools(tools_ns))
-        (key, want), = answer.items()
         # Several submissions in one session: each wrong answer is judged wrong, the gold one right.
-        texts = [json.dumps({key: w}) for w in _wrong_values(db, key, want)] + [json.dumps(answer)]
+        if isinstance(answer, str):  # a plain-text name
+            others = sorted({r["v"] for r in db.query("SELECT name AS v FROM products")} - {answer})
+            texts = others[:2] + [answer.lower(), json.dumps({"product": answer}), answer]
+        else:
+            (key, want), = answer.items()
+            texts = [json.dumps({key: w}) for w in _wrong_values(db, key, want)] + [json.dumps(answer)]
         calls = tmp_path / ("%s.jsonl" % task_id)
         calls.write_text("".join(json.dumps({"name": "submit_result", "arguments": {"answer_text": t}}) + "\n"
                                  for t in texts))

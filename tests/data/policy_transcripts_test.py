@@ -73,6 +73,8 @@ def test_the_rollout_loop_rebuilds_the_same_conversation_and_passes(generated, t
             for message in record["messages"]:
                 if message["role"] == "assistant":
                     line = {"tool_calls": message["tool_calls"]}
+                    if message["content"]:  # the list tiers' one-word remark before submitting
+                        line["content"] = message["content"]
                     if message.get("reasoning_content"):
                         line["reasoning_content"] = message["reasoning_content"]
                     out.write(json.dumps(line) + "\n")

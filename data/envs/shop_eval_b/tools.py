@@ -22,9 +22,9 @@ def get_product(name: str, select: str = "") -> dict:
 
 
 def list_products(category: str) -> list:
-    """List the products in a category."""
-    rows = db.query("SELECT name, price, stock, rating FROM products WHERE category = ?"  # noqa: F821
-                    " ORDER BY name", (category,))
+    """List a category's products, most expensive first; title is the product's name."""
+    rows = db.query("SELECT name AS title, price, stock, rating FROM products"  # noqa: F821
+                    " WHERE category = ? ORDER BY price DESC, name", (category,))
     if not rows:
         raise ValueError("unknown category %r" % (category,))
     return rows

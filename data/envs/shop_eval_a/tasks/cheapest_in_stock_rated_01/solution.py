@@ -1,5 +1,5 @@
 def solve(tools):
     rows = tools.list_products("lighting")
     ok = [r for r in rows if r["stock"] >= 30 and round(r["rating"] * 10) >= 30]
-    best = min(ok, key=lambda r: (r["price"], r["name"]))
-    return {"product": best["name"]}
+    best = min(ok, key=lambda r: (r["price"], r["title"]))
+    return best["title"]
