@@ -19,7 +19,9 @@ def verify(answer, db):
     if KEY is None:  # the answer is a name, as plain text
         if not isinstance(answer, str):
             return _no("answer must be the name as plain text")
-        return {"passed": True, "score": 1.0, "reasons": []} if answer.strip() == _expected(db) else _no("wrong name")
+        if answer.strip() != _expected(db):
+            return _no("wrong name")
+        return {"passed": True, "score": 1.0, "reasons": []}
     if isinstance(answer, str):
         try:
             answer = json.loads(answer)
