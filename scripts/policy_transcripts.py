@@ -2,7 +2,8 @@
 """Training transcripts for the policy model: gold solutions played in real sandbox sessions.
 
     policy_transcripts.py --out F.jsonl --seeds A-B [--instances K] [--templates train|all|a,b]
-                          [--thinking-fraction P] [--work DIR] [--build DIR] [--seed S]
+                          [--thinking-fraction P] [--recovery-fraction R] [--work DIR] [--build DIR]
+                          [--seed S]
 
 For every seed in A..B, scripts/policy_envs.py writes one environment source, `envforge env pack`
 packs it, and an in-process runtime (the envforge Python module) serves all of them. For every
@@ -17,10 +18,12 @@ submit_result with the answer's JSON text (the list tiers' turn says a word firs
 policy_envs.SUBMIT_REMARKS). It is rendered by envforge.encode_chat, the engine's
 DSV32 encoder, with the session's tool specs, so training sees the bytes inference will see.
 A fraction of the transcripts (chosen per task by --seed) is in thinking mode, with a short
-reasoning before each call.
+reasoning before each call. With --recovery-fraction P, a fraction P (chosen per task too) shows a
+mistaken first call (another name or category, played in a fresh session of the task, its real
+error message back) before the gold turns; the mistake is context only, outside the spans.
 
 One JSON object per line:
-  {"env", "seed", "task", "template", "tier", "thinking", "calls", "text",
+  {"env", "seed", "task", "template", "tier", "thinking", "recovery", "calls", "text",
    "spans": [[start, end], ...], "messages": [the conversation, as encode_chat takes it]}
 spans are Python str offsets into text of what the model generates: each assistant turn from the
 end of the prompt the engine would have rendered before it up to and including its EOS token.
@@ -213,7 +216,42 @@ def chunk_dir(packed_dir, work, first, chunk):
     return directory
 
 
-def transcripts_of_env(envforge, connection, seed, name, source, choice_seed, thinking_fraction):
+def wrong_first_call(session, rng, name, arguments):
+    """(name, arguments, message_text) of a call like the gold's first one with its name or category
+    mistaken, played in the session and answered with an error; None when no such mistake errs.
+    A name keeps its item noun and gets another lexicon word ("Mita Brush" for "Pola Brush"), a
+    category becomes another known category: the slips a small policy makes when a copy fails."""
+    if "name" in arguments:
+        key, words = "name", arguments["name"].split(" ")
+        candidates = [" ".join([w] + words[1:]) for w in policy_envs.LEXICON if w != words[0]]
+    elif "category" in arguments:
+        key = "category"
+        candidates = [c for c, _ in policy_envs.CATEGORIES if c != arguments["category"]]
+    else:
+        return None
+    rng.shuffle(candidates)
+    for candidate in candidates[:8]:  # a shop has 5-6 of the 9 categories: 8 tries always find one it lacks
+        wrong = dict(arguments, **{key: candidate})
+        result = session.call_with(name, wrong)
+        if not result.ok:
+            return name, wrong, result.message_text
+    return None
+
+
+def with_recovery(envforge, messages, tools, thinking, mistake):
+    """The conversation with `mistake` (a wrong call and its error) before the gold's first call,
+    rendered, and the spans of the gold turns only: the mistake is context, never a target."""
+    name, arguments, message_text = mistake
+    turn = {"role": "assistant", "content": "", "tool_calls": [{"name": name, "arguments": arguments}]}
+    if thinking:
+        turn["reasoning_content"] = "Next I call %s with %s." % (name, compact(arguments))
+    messages = messages[:2] + [turn, {"role": "tool", "content": message_text}] + messages[2:]
+    text, spans = render(envforge, messages, tools, thinking)
+    return messages, text, spans[1:]
+
+
+def transcripts_of_env(envforge, connection, seed, name, source, choice_seed, thinking_fraction,
+                       recovery_fraction=0.0):
     parameters = tool_parameter_order(os.path.join(source, "tools.py"))
     for task_id in sorted(os.listdir(os.path.join(source, "tasks"))):
         task_dir = os.path.join(source, "tasks", task_id)
@@ -223,6 +261,8 @@ def transcripts_of_env(envforge, connection, seed, name, source, choice_seed, th
             solution_source = handle.read()
         # Chosen per task, so that adding seeds or templates does not move the other choices.
         thinking = random.Random("%d/%s/%s" % (choice_seed, name, task_id)).random() < thinking_fraction
+        recovery_rng = random.Random("%d/%s/%s/recovery" % (choice_seed, name, task_id))
+        recover = recovery_rng.random() < recovery_fraction
         session = connection.create_session(name, task_id)
         try:
             tools = RecordingTools(session, parameters)
@@ -236,11 +276,21 @@ def transcripts_of_env(envforge, connection, seed, name, source, choice_seed, th
             remark = policy_envs.SUBMIT_REMARKS.get(task.get("knobs", {}).get("template"), "")
             messages = conversation(envforge, session.prompt, tools.calls, answer_text, thinking, remark)
             text, spans = render(envforge, messages, session.tools, thinking)
+            mistake = None
+            if recover and tools.calls:  # played in a fresh session: the state the mistake would meet
+                probe = connection.create_session(name, task_id)
+                try:
+                    mistake = wrong_first_call(probe, recovery_rng, *tools.calls[0][:2])
+                finally:
+                    probe.close()
+            if mistake is not None:
+                messages, text, spans = with_recovery(envforge, messages, session.tools, thinking, mistake)
         finally:
             session.close()
         knobs = task.get("knobs", {})
         yield {"env": name, "seed": seed, "task": task_id, "template": knobs.get("template", task_id),
-               "tier": task.get("difficulty", 0), "thinking": thinking, "calls": len(tools.calls) + 1,
+               "tier": task.get("difficulty", 0), "thinking": thinking, "recovery": mistake is not None,
+               "calls": len(tools.calls) + 1,
                "text": text, "spans": spans, "messages": messages}
 
 
@@ -278,7 +328,7 @@ def write_transcripts(args):
                 with envforge.Runtime(chunk_dir(packed_dir, work, first, chunk)) as connection:
                     for number, (seed, name, source) in enumerate(chunk, first + 1):
                         for record in transcripts_of_env(envforge, connection, seed, name, source, args.seed,
-                                                         args.thinking_fraction):
+                                                         args.thinking_fraction, args.recovery_fraction):
                             out.write(json.dumps(record, ensure_ascii=False) + "\n")
                             count += 1
                         progress("played", number, len(envs))
@@ -301,7 +351,9 @@ def main(argv=None):
     parser.add_argument("--instances", type=int, default=4, help="tasks per template per environment")
     parser.add_argument("--templates", default="train", help='"train" (the templates trained on), "all", or a comma list')
     parser.add_argument("--thinking-fraction", type=float, default=0.25)
-    parser.add_argument("--seed", type=int, default=0, help="seed of the thinking-mode choice")
+    parser.add_argument("--recovery-fraction", type=float, default=0.0,
+                        help="share of transcripts whose first call is mistaken once (an error back) before the gold's")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the thinking-mode and recovery choices")
     parser.add_argument("--work", help="keep generated sources and packed envs here (reused when present)")
     parser.add_argument("--keep-work", action="store_true")
     parser.add_argument("--build", default=os.path.join(ROOT, "build"), help="the CMake build directory")
@@ -309,8 +361,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.instances < 1:
         parser.error("--instances must be at least 1")
-    if not 0.0 <= args.thinking_fraction <= 1.0:
-        parser.error("--thinking-fraction must lie in [0, 1]")
+    for option in ("thinking_fraction", "recovery_fraction"):
+        if not 0.0 <= getattr(args, option) <= 1.0:
+            parser.error("--%s must lie in [0, 1]" % option.replace("_", "-"))
     try:
         report = write_transcripts(args)
     except (ValueError, RuntimeError, GoldToolError) as error:

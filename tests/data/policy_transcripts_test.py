@@ -37,6 +37,18 @@ def generated(tmp_path_factory):
     return work, records
 
 
+@pytest.fixture(scope="module")
+def recovered(generated):
+    """The same tasks with --recovery-fraction 1: each first call mistaken once before the gold's."""
+    work, _records = generated
+    out = work / "r.jsonl"
+    code = policy_transcripts.main(["--out", str(out), "--seeds", "7", "--instances", "1", "--templates", "all",
+                                    "--thinking-fraction", "0.5", "--recovery-fraction", "1", "--seed", "0",
+                                    "--work", str(work / "work"), "--build", BUILD, "--quiet"])
+    assert code == 0
+    return work, [json.loads(line) for line in open(out)]
+
+
 def test_one_transcript_per_task_with_tiers_and_both_modes(generated):
     _work, records = generated
     templates = {record["template"] for record in records}
@@ -65,7 +77,31 @@ def test_spans_are_whole_model_turns_that_parse_into_the_gold_calls(generated):
 
 
 def test_the_rollout_loop_rebuilds_the_same_conversation_and_passes(generated, tmp_path):
-    work, records = generated
+    _replay_and_compare(*generated, tmp_path)
+
+
+def test_a_recovery_transcript_shows_a_mistaken_first_call_and_its_error_but_trains_on_the_gold_turns(
+        generated, recovered, tmp_path):
+    plain = {record["task"]: record for record in generated[1]}
+    records = recovered[1]
+    assert sum(record["recovery"] for record in records) == len(records) == 7
+    for record in records:
+        gold = plain[record["task"]]
+        wrong, error = record["messages"][2], record["messages"][3]
+        (wrong_call,), (gold_call,) = wrong["tool_calls"], gold["messages"][2]["tool_calls"]
+        assert wrong_call["name"] == gold_call["name"] and wrong_call["arguments"] != gold_call["arguments"]
+        assert error["role"] == "tool" and json.loads(error["content"])["outcome"] == "tool_error"
+        assert record["messages"][:2] + record["messages"][4:] == gold["messages"]
+        # The mistake is context only: the spans are the gold turns', the same text as without it.
+        assert record["thinking"] == gold["thinking"] and len(record["spans"]) == len(gold["spans"])
+        for (a, b), (c, d) in zip(record["spans"], gold["spans"]):
+            assert record["text"][a:b] == gold["text"][c:d]
+        mistaken = next(v for k, v in wrong_call["arguments"].items() if gold_call["arguments"][k] != v)
+        assert record["text"].index(">%s<" % mistaken) < record["spans"][0][0]
+    _replay_and_compare(*recovered, tmp_path)
+
+
+def _replay_and_compare(work, records, tmp_path):
     envs_dir = str(work / "work" / "envs")
     for record in records:
         script = tmp_path / ("%s.jsonl" % record["task"])
