@@ -295,7 +295,7 @@ void BatchEngine::StartChoices(Active& active, KvCache& source, std::unique_ptr<
 
 void BatchEngine::StartFollowers(const Active* leader, KvCache& source, std::span<const float> row) {
   for (auto& other : active_) {
-    if (other->started || other->leader != leader) continue;
+    if (other->leader != leader) continue;
     StartChoices(*other, source, nullptr, row, leader->feed_routing);
     std::lock_guard lock(mutex_);
     stats_.shared_prefills += 1;
@@ -423,7 +423,7 @@ void BatchEngine::Step() {
   }
   for (auto [active, entry] : hits) {
     for (auto& other : active_) {  // the hit and the requests that followed it
-      if (other->started || (other.get() != active && other->leader != active)) continue;
+      if (other.get() != active && other->leader != active) continue;
       other->result.prompt_cache_hit = true;
       StartChoices(*other, *entry->cache, nullptr, entry->logits, entry->routing);
     }

@@ -217,8 +217,9 @@ def chunk_dir(packed_dir, work, first, chunk):
 
 
 def wrong_first_call(session, rng, name, arguments):
-    """(name, arguments, message_text) of a call like the gold's first one with its name or category
-    mistaken, played in the session and answered with an error; None when no such mistake errs.
+    """A call like the gold's first one with its name or category mistaken, played in the session
+    and answered with an error, as RecordingTools keeps calls (name, arguments, view, message_text);
+    None when no such mistake errs.
     A name keeps its item noun and gets another lexicon word ("Mita Brush" for "Pola Brush"), a
     category becomes another known category: the slips a small policy makes when a copy fails."""
     if "name" in arguments:
@@ -234,20 +235,8 @@ def wrong_first_call(session, rng, name, arguments):
         wrong = dict(arguments, **{key: candidate})
         result = session.call_with(name, wrong)
         if not result.ok:
-            return name, wrong, result.message_text
+            return name, wrong, result.to_dict(), result.message_text
     return None
-
-
-def with_recovery(envforge, messages, tools, thinking, mistake):
-    """The conversation with `mistake` (a wrong call and its error) before the gold's first call,
-    rendered, and the spans of the gold turns only: the mistake is context, never a target."""
-    name, arguments, message_text = mistake
-    turn = {"role": "assistant", "content": "", "tool_calls": [{"name": name, "arguments": arguments}]}
-    if thinking:
-        turn["reasoning_content"] = "Next I call %s with %s." % (name, compact(arguments))
-    messages = messages[:2] + [turn, {"role": "tool", "content": message_text}] + messages[2:]
-    text, spans = render(envforge, messages, tools, thinking)
-    return messages, text, spans[1:]
 
 
 def transcripts_of_env(envforge, connection, seed, name, source, choice_seed, thinking_fraction,
@@ -259,6 +248,7 @@ def transcripts_of_env(envforge, connection, seed, name, source, choice_seed, th
             task = json.load(handle)
         with open(os.path.join(task_dir, "solution.py")) as handle:
             solution_source = handle.read()
+        knobs = task.get("knobs", {})
         # Chosen per task, so that adding seeds or templates does not move the other choices.
         thinking = random.Random("%d/%s/%s" % (choice_seed, name, task_id)).random() < thinking_fraction
         recovery_rng = random.Random("%d/%s/%s/recovery" % (choice_seed, name, task_id))
@@ -273,9 +263,6 @@ def transcripts_of_env(envforge, connection, seed, name, source, choice_seed, th
             verdict = session.submit(answer_text)
             if not verdict.get("passed"):
                 raise RuntimeError("%s/%s: the gold answer %s did not pass its verifier: %s" % (name, task_id, answer_text, verdict))
-            remark = policy_envs.SUBMIT_REMARKS.get(task.get("knobs", {}).get("template"), "")
-            messages = conversation(envforge, session.prompt, tools.calls, answer_text, thinking, remark)
-            text, spans = render(envforge, messages, session.tools, thinking)
             mistake = None
             if recover and tools.calls:  # played in a fresh session: the state the mistake would meet
                 probe = connection.create_session(name, task_id)
@@ -283,11 +270,14 @@ def transcripts_of_env(envforge, connection, seed, name, source, choice_seed, th
                     mistake = wrong_first_call(probe, recovery_rng, *tools.calls[0][:2])
                 finally:
                     probe.close()
-            if mistake is not None:
-                messages, text, spans = with_recovery(envforge, messages, session.tools, thinking, mistake)
+            # A mistake is a call before the gold's: context only, so its turn's span is dropped.
+            context = [mistake] if mistake is not None else []
+            remark = policy_envs.SUBMIT_REMARKS.get(knobs.get("template"), "")
+            messages = conversation(envforge, session.prompt, context + tools.calls, answer_text, thinking, remark)
+            text, spans = render(envforge, messages, session.tools, thinking)
+            spans = spans[len(context):]
         finally:
             session.close()
-        knobs = task.get("knobs", {})
         yield {"env": name, "seed": seed, "task": task_id, "template": knobs.get("template", task_id),
                "tier": task.get("difficulty", 0), "thinking": thinking, "recovery": mistake is not None,
                "calls": len(tools.calls) + 1,

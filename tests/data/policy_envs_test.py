@@ -120,6 +120,10 @@ def _wrong_values(db, key, want):
     return others[:2] + [want + " ", " " + want] + ([want.lower()] if want.lower() != want else [])
 
 
+def _other_products(db, name):
+    return sorted({r["v"] for r in db.query("SELECT name AS v FROM products")} - {name})
+
+
 def _check_object_answer(task, answer, ok, db):
     """{key: value} answers: JSON text of the object passes; wrong values, wrong types, extra keys
     and non-objects fail."""
@@ -139,7 +143,7 @@ def _check_name_answer(task, answer, ok, db):
     another case, the name inside JSON and non-strings fail."""
     assert task["answer_schema"]["type"] == "string" and task["prompt"].endswith(policy_envs.NAME_ANSWER)
     assert ok(" %s\n" % answer)
-    others = sorted({r["v"] for r in db.query("SELECT name AS v FROM products")} - {answer})
+    others = _other_products(db, answer)
     for wrong in others[:2] + [answer.lower(), answer.upper(), json.dumps(answer),
                                json.dumps({"product": answer}), answer + "s", ""]:
         assert not ok(wrong), wrong
@@ -339,7 +343,7 @@ def test_solve_and_wrong_answers_in_sessions(packed, seed, tmp_path):
         answer = _module(os.path.join(d, "solution.py"))["solve"](_Tools(tools_ns))
         # Several submissions in one session: each wrong answer is judged wrong, the gold one right.
         if isinstance(answer, str):  # a plain-text name
-            others = sorted({r["v"] for r in db.query("SELECT name AS v FROM products")} - {answer})
+            others = _other_products(db, answer)
             texts = others[:2] + [answer.lower(), json.dumps({"product": answer}), answer]
         else:
             (key, want), = answer.items()
