@@ -1,7 +1,8 @@
 """scripts/train_policy.py: a smoke training (--size smoke, about a minute) through the three DSA
-stages on transcripts of the real shape, its export loaded by the engine, and the engine's logits
-against the training forward in eval mode; plus the invariants the training relies on (packed
-batches, loss masks, atomic export).
+stages and the indexers' realignment on transcripts of the real shape, its export loaded by the
+engine, and the engine's logits against the training forward in eval mode; plus the invariants
+the training relies on (packed batches, loss masks, atomic export, a realignment that moves the
+indexers alone).
 
 Logits tolerance: max over positions of max |engine - training| / max |engine logit| < 1e-3 on a
 sequence longer than index_topk (measured ~1e-6: fp32 summation order; an FP8-boundary or
@@ -60,7 +61,7 @@ def trained(tmp_path_factory):
 def test_each_stage_runs_and_the_loss_falls(trained):
     _, report, stderr = trained
     stages = report["stages"]
-    assert list(stages) == ["copy", "short", "dense", "warmup", "sparse"]
+    assert list(stages) == ["copy", "short", "dense", "warmup", "sparse", "realign"]
     for name, stage in stages.items():
         assert stage["steps"] > 0 and len(stage["losses"]) == stage["steps"], name
         assert stage["tokens"] > 0 and stage["seconds"] > 0, name
@@ -72,9 +73,11 @@ def test_each_stage_runs_and_the_loss_falls(trained):
     sparse = stages["sparse"]
     assert sparse["loss_last_10pct"] < 0.5 * stages["short"]["loss_first"]
     assert sparse["kl_first"] > 0
+    realign = stages["realign"]
+    assert realign["kl_last_10pct"] < realign["kl_first"], realign["losses"]
     # progress lines: stage, step, loss, throughput, ETA
     assert "[copy] step" in stderr and "[short] step" in stderr and "[dense] step" in stderr and "[warmup] step" in stderr
-    assert "[sparse] step" in stderr
+    assert "[sparse] step" in stderr and "[realign] step" in stderr
     # --eval-every: the periodic evaluation, and the final one, report exact arguments per tier
     assert "[dense] step 8: eval loss" in stderr and "exact arguments by tier" in stderr
     exact = report["evaluation"]["dense"]["argument_exact_by_tier"]
@@ -82,6 +85,23 @@ def test_each_stage_runs_and_the_loss_falls(trained):
     assert "tok/s" in stderr and "ETA" in stderr
     recall = report["evaluation"]["dense"]["topk_recall"]
     assert 0 < recall["mean"] <= 1 and len(recall["per_layer"]) == report["config"]["num_hidden_layers"]
+
+
+def test_realignment_moves_the_indexers_alone(trained):
+    """The realign stage (a warm-up after sparse training) may not move the main model: the
+    dense figures of the model it realigns must stay what they were."""
+    out, _, _ = trained
+    model = export.load(out)
+    tokenizer = tokenizer_lib.Tokenizer.load(out)
+    dataset = data.Dataset(tokenizer, data.synthetic_transcripts(24, seed=31))
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    record = train.run_stage(model, dataset, "warmup", 3, 2048, 2e-3, np.random.default_rng(0), log_every=1e9,
+                             label="realign")
+    assert len(record["kl"]) == 3 and all(np.isfinite(record["kl"]))
+    after = model.state_dict()
+    moved = {name for name in before if not torch.equal(before[name], after[name])}
+    assert moved and all(".indexer." in name for name in moved), sorted(moved)
+    assert all(p.requires_grad for p in model.parameters())  # the stage unfreezes what it froze
 
 
 def small_tokenizer():
