@@ -9,7 +9,10 @@
 // micro-kernel 6 at a time. Every micro-kernel row and column is an independent fp32 accumulation
 // over dim in the same order, so a (query, key) score is bitwise the same on either route.
 // On AVX-512 CPUs both routes run the 24-row zmm micro-kernel instead (twice the FMA width); its
-// accumulations are the same chains, so the scores are bitwise the AVX2 ones.
+// accumulations are the same chains, so the scores are bitwise the AVX2 ones. With AVX512_BF16
+// (and dim % 16 == 0) the dot products run as VDPBF16PS on swapped bf16 pairs (bf16_pair_kernels.h:
+// FP8 operands make those the same chains again), twice the products per instruction on half the
+// bytes; the head sums are shared, so these scores too are bitwise the AVX2 ones.
 #include "kernels/cpu/indexer_scores.h"
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "kernels/cpu/float_formats.h"
+#include "kernels/cpu/internal/bf16_pair_kernels.h"
 #include "kernels/cpu/internal/cpu_features.h"
 #include "kernels/cpu/internal/gemm_kernels.h"
 #include "kernels/cpu/internal/gemm_kernels_avx512.h"
@@ -115,6 +119,22 @@ ENVFORGE_TARGET_AVX512 inline __m512 Relu512(__m512 v, __m512 zero) {
   return _mm512_maskz_max_ps(static_cast<__mmask16>(0xffff), v, zero);
 }
 
+// sum_j weights[j] * relu(z[j * 16 + lane]) over the heads in order, 16 keys (lanes) at once: each
+// lane does ScoreKeysAvx2's operations in its order.
+ENVFORGE_TARGET_AVX512 inline __m512 WeightedReluSum512(const float* weights, const float* z, int64_t heads) {
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < heads; ++j) {
+    sum = _mm512_fmadd_ps(_mm512_set1_ps(weights[j]), Relu512(_mm512_loadu_ps(z + j * kKeysPerBlock), zero), sum);
+  }
+  return sum;
+}
+
+// Writes key_scale * sums for keys [s0, s0 + count).
+inline void StoreScaled(const IndexerScoresArgs& a, const float* sums, int64_t s0, int64_t count, float* out) {
+  for (int64_t r = 0; r < count; ++r) out[r] = a.key_scale[s0 + r] * sums[r];
+}
+
 // The AVX-512 route of ScoreKeysAvx2: all heads of a key block in one RunMicroKernel512 call
 // (one zmm of 16 keys per head), then the same ReLU-weighted head sum in head order, 16 lanes at
 // once. Each lane does the operations of the AVX2 route in the same order: bitwise the same scores.
@@ -129,18 +149,54 @@ ENVFORGE_TARGET_AVX512 void ScoreKeysAvx512(const IndexerScoresArgs& a, int64_t 
   float* z = z_buffer.Get(static_cast<size_t>(a.heads * kKeysPerBlock));
   q_packed.resize(static_cast<size_t>(a.heads * dim));
   internal::PackRowsKMajor(q, a.heads, dim, dim, q_packed.data(), a.heads);
-  const __m512 zero = _mm512_setzero_ps();
   alignas(64) float sums[kKeysPerBlock];
   for (int64_t s0 = begin; s0 < end; s0 += kKeysPerBlock) {
     const int64_t count = std::min(kKeysPerBlock, end - s0);
     DecodeKeyBlock(a, s0, end, keys, transposed);
     internal::RunMicroKernel512(a.heads, q_packed.data(), a.heads, transposed, dim, z);
-    __m512 sum = _mm512_setzero_ps();
-    for (int64_t j = 0; j < a.heads; ++j) {
-      sum = _mm512_fmadd_ps(_mm512_set1_ps(weights[j]), Relu512(_mm512_loadu_ps(z + j * kKeysPerBlock), zero), sum);
+    _mm512_store_ps(sums, WeightedReluSum512(weights, z, a.heads));
+    StoreScaled(a, sums, s0, count, out + s0);
+  }
+}
+
+// Decodes keys [s0, min(s0 + 16, end)) to swapped bf16 pairs (zero rows past end) and transposes
+// them to [dim / 2][16] words (dim % 16 == 0).
+ENVFORGE_TARGET_AVX512BF16 void DecodeKeyBlockPairs(const IndexerScoresArgs& a, int64_t s0, int64_t end,
+                                                    uint32_t* words, uint32_t* transposed) {
+  const int64_t half = a.dim / 2;
+  const int64_t count = std::min(kKeysPerBlock, end - s0);
+  for (int64_t r = 0; r < kKeysPerBlock; ++r) {
+    uint32_t* key = words + r * half;
+    if (r < count) {
+      const uint8_t* codes = a.keys + (s0 + r) * a.dim;
+      for (int64_t d = 0; d < a.dim; d += 16) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(key + d / 2), internal::Fp8x16ToSwappedPairs(codes + d));
+      }
+    } else {
+      std::fill(key, key + half, 0u);
     }
-    _mm512_store_ps(sums, sum);
-    for (int64_t r = 0; r < count; ++r) out[s0 + r] = a.key_scale[s0 + r] * sums[r];
+  }
+  internal::TransposeRows16(reinterpret_cast<const float*>(words), half, half, reinterpret_cast<float*>(transposed));
+}
+
+// ScoreKeysAvx512 with the dot products on swapped bf16 pairs (bitwise the same scores).
+ENVFORGE_TARGET_AVX512BF16 void ScoreKeysBf16(const IndexerScoresArgs& a, int64_t t, int64_t begin, int64_t end,
+                                              float* out) {
+  const int64_t half = a.dim / 2;
+  const float* weights = a.head_weight + t * a.heads;
+  thread_local std::vector<uint32_t> words, transposed, q_pairs;
+  thread_local internal::AlignedFloats z_buffer;
+  words.resize(static_cast<size_t>(kKeysPerBlock * half));
+  transposed.resize(words.size());
+  q_pairs.resize(static_cast<size_t>(a.heads * half));
+  float* z = z_buffer.Get(static_cast<size_t>(a.heads * kKeysPerBlock));
+  internal::PackFp8RowsAsPairs(a.q + t * a.heads * a.dim, a.heads, a.dim, q_pairs.data(), a.heads);
+  alignas(64) float sums[kKeysPerBlock];
+  for (int64_t s0 = begin; s0 < end; s0 += kKeysPerBlock) {
+    DecodeKeyBlockPairs(a, s0, end, words.data(), transposed.data());
+    internal::RunMicroKernelBf16(a.heads, q_pairs.data(), a.heads, transposed.data(), half, z);
+    _mm512_store_ps(sums, WeightedReluSum512(weights, z, a.heads));
+    StoreScaled(a, sums, s0, std::min(kKeysPerBlock, end - s0), out + s0);
   }
 }
 
@@ -181,45 +237,74 @@ ENVFORGE_TARGET_AVX2 void ScoreTileAvx2(const IndexerScoresArgs& a, const float*
   }
 }
 
-// ScoreTileAvx2 with AVX-512: every (query, head) row of the tile through RunMicroKernel512, then
-// the per-query head sums 16 lanes at once, in the same order (bitwise the AVX2 tile).
-// q_packed: every query's heads packed k-major (PackRowsKMajor, stride queries * heads).
-ENVFORGE_TARGET_AVX512 void ScoreTileAvx512(const IndexerScoresArgs& a, const float* q_packed, const float* transposed,
-                                            int64_t s0, int64_t t0, int64_t t1, float* scores) {
-  const int64_t rows = (t1 - t0) * a.heads;
+// The per-query head sums of a z tile (queries [t0, t1), each query's head rows back to back) into
+// the score rows at key block s0, 16 lanes at once in head order (bitwise the AVX2 tile's sums);
+// keys at or past a query's key end get -inf.
+ENVFORGE_TARGET_AVX512 void StoreTileSums512(const IndexerScoresArgs& a, const float* z, int64_t s0, int64_t t0,
+                                             int64_t t1, float* scores) {
   const int64_t count = std::min(kKeysPerBlock, a.keys_count - s0);
-  thread_local internal::AlignedFloats z_buffer;
-  float* z = z_buffer.Get(static_cast<size_t>(rows * kKeysPerBlock));
-  internal::RunMicroKernel512(rows, q_packed + t0 * a.heads, a.queries * a.heads, transposed, a.dim, z);
-  const __m512 zero = _mm512_setzero_ps();
   alignas(64) float sums[kKeysPerBlock];
   for (int64_t t = t0; t < t1; ++t) {
-    const float* weights = a.head_weight + t * a.heads;
-    const float* zt = z + (t - t0) * a.heads * kKeysPerBlock;
-    __m512 sum = _mm512_setzero_ps();
-    for (int64_t j = 0; j < a.heads; ++j) {
-      sum = _mm512_fmadd_ps(_mm512_set1_ps(weights[j]), Relu512(_mm512_loadu_ps(zt + j * kKeysPerBlock), zero), sum);
-    }
-    _mm512_store_ps(sums, sum);
+    _mm512_store_ps(sums,
+                    WeightedReluSum512(a.head_weight + t * a.heads, z + (t - t0) * a.heads * kKeysPerBlock, a.heads));
     float* row = scores + t * a.keys_count + s0;
     const int64_t visible = std::min(count, KeyEnd(a, t) - s0);
-    for (int64_t r = 0; r < visible; ++r) row[r] = a.key_scale[s0 + r] * sums[r];
+    StoreScaled(a, sums, s0, visible, row);
     std::fill(row + visible, row + count, kNegInf);
   }
 }
 
-// Key blocks [block_begin, block_end) against every query; q holds all queries' decoded heads, and
-// q_packed, when not null, the same k-major for the AVX-512 tiles. Queries whose key end is at or
-// before a block's start get -inf there without being scored.
-ENVFORGE_TARGET_AVX2 void ScoreBlocksAvx2(const IndexerScoresArgs& a, const float* q, const float* q_packed,
-                                          int64_t block_begin, int64_t block_end, float* scores) {
+// ScoreTileAvx2 with AVX-512: every (query, head) row of the tile through RunMicroKernel512, then
+// StoreTileSums512. q_packed: every query's heads packed k-major (PackRowsKMajor, stride
+// queries * heads).
+ENVFORGE_TARGET_AVX512 void ScoreTileAvx512(const IndexerScoresArgs& a, const float* q_packed, const float* transposed,
+                                            int64_t s0, int64_t t0, int64_t t1, float* scores) {
+  const int64_t rows = (t1 - t0) * a.heads;
+  thread_local internal::AlignedFloats z_buffer;
+  float* z = z_buffer.Get(static_cast<size_t>(rows * kKeysPerBlock));
+  internal::RunMicroKernel512(rows, q_packed + t0 * a.heads, a.queries * a.heads, transposed, a.dim, z);
+  StoreTileSums512(a, z, s0, t0, t1, scores);
+}
+
+// ScoreTileAvx512 on swapped bf16 pairs (PackFp8RowsAsPairs, stride queries * heads; the key block
+// from DecodeKeyBlockPairs): bitwise the same scores.
+ENVFORGE_TARGET_AVX512BF16 void ScoreTileBf16(const IndexerScoresArgs& a, const uint32_t* q_pairs,
+                                              const uint32_t* transposed, int64_t s0, int64_t t0, int64_t t1,
+                                              float* scores) {
+  const int64_t rows = (t1 - t0) * a.heads;
+  thread_local internal::AlignedFloats z_buffer;
+  float* z = z_buffer.Get(static_cast<size_t>(rows * kKeysPerBlock));
+  internal::RunMicroKernelBf16(rows, q_pairs + t0 * a.heads, a.queries * a.heads, transposed, a.dim / 2, z);
+  StoreTileSums512(a, z, s0, t0, t1, scores);
+}
+
+// The queries of a multi-query call in the layout of the widest tile this CPU runs: decoded rows
+// (AVX2 tiles), packed k-major (AVX-512 tiles) or swapped bf16 pairs k-major (AVX512_BF16 tiles).
+struct QueryPanels {
+  const float* decoded = nullptr;
+  const float* packed = nullptr;
+  const uint32_t* pairs = nullptr;
+};
+
+// Key blocks [block_begin, block_end) against every query, each block decoded (and transposed)
+// once for all of them. Queries whose key end is at or before a block's start get -inf there
+// without being scored.
+void ScoreBlocks(const IndexerScoresArgs& a, const QueryPanels& q, int64_t block_begin, int64_t block_end,
+                 float* scores) {
   thread_local internal::AlignedFloats key_buffer, transposed_buffer;
+  // Floats, or (the pair route) half as many 32-bit words in the same buffers.
   float* keys = key_buffer.Get(static_cast<size_t>(kKeysPerBlock * a.dim));
   float* transposed = transposed_buffer.Get(static_cast<size_t>(kKeysPerBlock * a.dim));
+  auto* key_words = reinterpret_cast<uint32_t*>(keys);
+  auto* transposed_words = reinterpret_cast<uint32_t*>(transposed);
   for (int64_t block = block_begin; block < block_end; ++block) {
     const int64_t s0 = block * kKeysPerBlock;
     const int64_t count = std::min(kKeysPerBlock, a.keys_count - s0);
-    DecodeKeyBlock(a, s0, a.keys_count, keys, transposed);
+    if (q.pairs != nullptr) {
+      DecodeKeyBlockPairs(a, s0, a.keys_count, key_words, transposed_words);
+    } else {
+      DecodeKeyBlock(a, s0, a.keys_count, keys, transposed);
+    }
     int64_t t = 0;
     while (t < a.queries) {
       if (KeyEnd(a, t) <= s0) {
@@ -230,35 +315,44 @@ ENVFORGE_TARGET_AVX2 void ScoreBlocksAvx2(const IndexerScoresArgs& a, const floa
       // A run of consecutive queries that see this block, at most one tile.
       int64_t t1 = t + 1;
       while (t1 < a.queries && t1 - t < kQueriesPerTile && KeyEnd(a, t1) > s0) ++t1;
-      if (q_packed != nullptr) {
-        ScoreTileAvx512(a, q_packed, transposed, s0, t, t1, scores);
+      if (q.pairs != nullptr) {
+        ScoreTileBf16(a, q.pairs, transposed_words, s0, t, t1, scores);
+      } else if (q.packed != nullptr) {
+        ScoreTileAvx512(a, q.packed, transposed, s0, t, t1, scores);
       } else {
-        ScoreTileAvx2(a, q, transposed, s0, t, t1, scores);
+        ScoreTileAvx2(a, q.decoded, transposed, s0, t, t1, scores);
       }
       t = t1;
     }
   }
 }
 
+bool UseBf16For(const IndexerScoresArgs& a) { return internal::UseAvx512Bf16() && a.dim % 16 == 0; }
+
 // The multi-query route (see the file comment): queries decoded once, threads over key blocks.
 void ScoreQueriesByKeyBlocks(const IndexerScoresArgs& a, float* scores) {
-  thread_local std::vector<float> q;
-  q.resize(static_cast<size_t>(a.queries * a.heads * a.dim));
-  DecodeCodes(a.q, a.queries * a.heads * a.dim, q.data());
+  const int64_t rows = a.queries * a.heads;
+  thread_local std::vector<float> q, q_packed;
+  thread_local std::vector<uint32_t> q_pairs;
+  QueryPanels panels;
+  if (UseBf16For(a)) {
+    q_pairs.resize(static_cast<size_t>(rows * a.dim / 2));
+    internal::PackFp8RowsAsPairs(a.q, rows, a.dim, q_pairs.data(), rows);
+    panels.pairs = q_pairs.data();
+  } else {
+    q.resize(static_cast<size_t>(rows * a.dim));
+    DecodeCodes(a.q, rows * a.dim, q.data());
+    panels.decoded = q.data();
+    if (internal::UseAvx512()) {
+      q_packed.resize(static_cast<size_t>(rows * a.dim));
+      internal::PackRowsKMajor(q.data(), rows, a.dim, a.dim, q_packed.data(), rows);
+      panels.packed = q_packed.data();
+    }
+  }
   const int64_t blocks = (a.keys_count + kKeysPerBlock - 1) / kKeysPerBlock;
   // About 256 (query, key) scores per chunk at least, so tiny calls stay inline.
   const int64_t grain = std::max<int64_t>(1, 16 / a.queries);
-  const float* decoded = q.data();
-  const float* packed = nullptr;
-  thread_local std::vector<float> q_packed;
-  if (internal::UseAvx512()) {
-    const int64_t rows = a.queries * a.heads;
-    q_packed.resize(static_cast<size_t>(rows * a.dim));
-    internal::PackRowsKMajor(decoded, rows, a.dim, a.dim, q_packed.data(), rows);
-    packed = q_packed.data();
-  }
-  ParallelFor(blocks, grain,
-              [&](int64_t begin, int64_t end) { ScoreBlocksAvx2(a, decoded, packed, begin, end, scores); });
+  ParallelFor(blocks, grain, [&](int64_t begin, int64_t end) { ScoreBlocks(a, panels, begin, end, scores); });
 }
 
 #endif  // ENVFORGE_KERNELS_X86
@@ -267,10 +361,17 @@ bool UseAvx2For(const IndexerScoresArgs& a) { return internal::UseAvx2() && a.di
 
 // Query t, keys [begin, end): scores inside its causal range, -inf beyond it.
 void ScoreRange(const IndexerScoresArgs& a, int64_t t, int64_t begin, int64_t end, float* row) {
+  const int64_t visible_end = std::clamp(KeyEnd(a, t), begin, end);
+#if ENVFORGE_KERNELS_X86
+  if (UseAvx2For(a) && UseBf16For(a)) {  // reads the query's codes itself
+    ScoreKeysBf16(a, t, begin, visible_end, row);
+    std::fill(row + visible_end, row + end, kNegInf);
+    return;
+  }
+#endif
   thread_local std::vector<float> q;
   q.resize(static_cast<size_t>(a.heads * a.dim));
   DecodeCodes(a.q + t * a.heads * a.dim, a.heads * a.dim, q.data());
-  const int64_t visible_end = std::clamp(KeyEnd(a, t), begin, end);
 #if ENVFORGE_KERNELS_X86
   if (UseAvx2For(a) && internal::UseAvx512()) {
     ScoreKeysAvx512(a, t, q.data(), begin, visible_end, row);

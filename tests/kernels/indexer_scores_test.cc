@@ -155,6 +155,33 @@ TEST_SUITE("kernels.indexer_scores") {
     }
   }
 
+  // VDPBF16PS on swapped pairs runs the fp32 FMA chains exactly for FP8 operands, over the whole
+  // E4M3 range (subnormals, 448, zeros of both signs; not NaN, which the quantiser never writes), so a CPU with
+  // AVX512_BF16 selects the keys any other x86 CPU selects.
+  TEST_CASE("AVX512_BF16 indexer scores equal AVX-512 fp32 scores bitwise, over the whole E4M3 range") {
+    if (!internal::CpuHasAvx512Bf16()) {
+      MESSAGE("skipped: this CPU has no AVX512_BF16");
+      return;
+    }
+    for (int64_t queries : {1, 7, 100}) {
+      for (int64_t heads : {4, 64}) {
+        CAPTURE(queries);
+        CAPTURE(heads);
+        IndexerCase c = MakeCase(queries, heads, 128, 1037, queries > 1, 31);
+        c.q = testing::RandomFp8Codes(c.q.size(), 41);  // every code but NaN, uncapped
+        c.keys = testing::RandomFp8Codes(c.keys.size(), 42);
+        c.args.q = c.q.data();
+        c.args.keys = c.keys.data();
+        std::vector<float> pairs(static_cast<size_t>(queries * 1037)), fp32(pairs.size());
+        IndexerScores(c.args, pairs.data());
+        internal::TEST_ForceNoBf16(true);
+        IndexerScores(c.args, fp32.data());
+        internal::TEST_ForceNoBf16(false);
+        CHECK(std::memcmp(pairs.data(), fp32.data(), pairs.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+
   TEST_CASE("the score is key_scale * sum_j w_j * relu(q_j . k)") {
     // One query, two heads of dim 2, two keys; fp8 codes of small exact values.
     const uint8_t one = FloatToFp8E4M3(1.0f), two = FloatToFp8E4M3(2.0f), minus_one = FloatToFp8E4M3(-1.0f);

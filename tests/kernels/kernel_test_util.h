@@ -52,14 +52,21 @@ inline double RelativeError(const std::vector<float>& a, const std::vector<float
   return RelativeError(a.data(), b.data(), a.size());
 }
 
-// Runs check() on the AVX-512 path of the ops that have one (when the CPU has it), on the AVX2 path
-// (when the CPU has it) and on the portable path.
+// Runs check() on the AVX512_BF16 and AVX-512 paths of the ops that have them (when the CPU has
+// them), on the AVX2 path (when the CPU has it) and on the portable path.
 template <typename Check>
 void OnEveryPath(const Check& check) {
+  if (internal::CpuHasAvx512Bf16()) {
+    INFO("AVX512_BF16 path");
+    internal::TEST_ForcePortable(false);
+    check();
+  }
   if (internal::CpuHasAvx512F()) {
     INFO("AVX-512 path");
     internal::TEST_ForcePortable(false);
+    internal::TEST_ForceNoBf16(true);
     check();
+    internal::TEST_ForceNoBf16(false);
   }
   if (internal::CpuHasAvx2Fma()) {
     INFO("AVX2 path");

@@ -102,6 +102,41 @@ TEST_SUITE("kernels.topk") {
     CHECK(out[static_cast<size_t>(3 * k)] == -1);
   }
 
+  // Rows of every shape the routes meet: distinct values, heavy ties, -inf / NaN / signed zeros,
+  // ascending (every entry enters the heap) and descending, lengths around the 16-lane blocks.
+  std::vector<float> ScoresOfKind(int kind, int64_t n, uint32_t seed) {
+    std::vector<float> scores = testing::RandomFloats(static_cast<size_t>(n), seed);
+    const float specials[] = {-kInf, std::numeric_limits<float>::quiet_NaN(), 0.0f, -0.0f, kInf, 1.0f};
+    for (int64_t i = 0; i < n; ++i) {
+      float& v = scores[static_cast<size_t>(i)];
+      if (kind == 1) v = std::round(v * 3.0f);                        // a handful of values
+      if (kind == 2 && i % 3 == 0) v = specials[(i / 3 + seed) % 6];  // specials among the rest
+      if (kind == 3) v = static_cast<float>(i);                       // ascending
+      if (kind == 4) v = static_cast<float>(n - i);                   // descending
+    }
+    return scores;
+  }
+
+  TEST_CASE("the threshold route writes the radix select's array exactly, on every path") {
+    testing::OnEveryPath([&] {
+      for (int kind = 0; kind < 5; ++kind) {
+        for (int64_t n : {4, 17, 64, 1000, 1037, 5000}) {
+          for (int64_t k : {1, 3, 16, 128, 256}) {
+            CAPTURE(kind);
+            CAPTURE(n);
+            CAPTURE(k);
+            const std::vector<float> scores = ScoresOfKind(kind, n, static_cast<uint32_t>(n * 31 + k));
+            std::vector<int32_t> radix(static_cast<size_t>(k), -7), threshold(radix.size(), -9);
+            internal::TopKRadix(scores.data(), n, k, radix.data());
+            internal::TopKByThreshold(scores.data(), n, k, threshold.data());
+            CHECK(threshold == radix);
+            if (n > k) CHECK(Set(radix) == Set(Ref(scores, k)));
+          }
+        }
+      }
+    });
+  }
+
 }  // TEST_SUITE
 
 }  // namespace
