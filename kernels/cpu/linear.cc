@@ -4,10 +4,13 @@
 //   m <= 8 (decode): a GEMV that streams every weight row from memory once. Tiles of NR weight
 //     rows x MR activation rows decode 8 weights at a time straight into AVX2 registers; the
 //     activation rows (at most 8 x cols floats) stay in L1/L2 while the weights stream by.
-//   m > 8 (prefill): a cache-blocked GEMM. Per block of 128 weight rows and 256 columns of k, the
-//     weights are decoded once to fp32 and transposed into 16-wide panels (the "packed B" of
-//     GotoBLAS), then a 6x16 register-blocked AVX2 micro-kernel runs over every 6 rows of x.
-// Both thread over blocks of weight rows, so each thread writes its own columns of y.
+//   m > 8 (prefill, batched decode): a cache-blocked GEMM. Per block of 128 weight rows and 256
+//     columns of k, the weights are decoded once to fp32 and transposed into 16-wide panels (the
+//     "packed B" of GotoBLAS), then a 6x16 register-blocked AVX2 micro-kernel runs over every 6
+//     rows of x; on AVX-512 CPUs a 24x16 one over every 24 rows, packed k-major (bitwise the
+//     same y: the same chains per k block, added in the same order).
+// Both thread over blocks of weight rows (and over chunks of x's rows when the blocks are too few
+// to keep every thread busy), so each thread writes its own part of y.
 // FP8 weights: x is fake-quantized once (W8A8, see linear.h), then multiplied like any dtype;
 // the 128x128 block scale is applied per 128-column block of a weight row.
 #include "kernels/cpu/linear.h"
@@ -21,6 +24,7 @@
 #include "kernels/cpu/internal/cpu_features.h"
 #include "kernels/cpu/internal/fp8_round.h"
 #include "kernels/cpu/internal/gemm_kernels.h"
+#include "kernels/cpu/internal/gemm_kernels_avx512.h"
 #include "kernels/cpu/internal/simd.h"
 #include "kernels/cpu/parallel.h"
 
@@ -241,33 +245,120 @@ ENVFORGE_TARGET_AVX2 void PackPanel(const WeightMatrix& w, int64_t n0, int64_t k
   internal::TransposeRows16(staging, kc, kc, packed);
 }
 
+// The GEMM's work items: blocks of kNc weight rows, times chunks of token rows when the weight
+// blocks alone are fewer than two per thread (a small model's 128-row matrix is one block, and a
+// 100-row batch would otherwise run on one thread). Chunks are whole multiples of 24 rows (the
+// AVX-512 micro-kernel's height), so splitting never changes which rows a kernel call holds.
+struct GemmItems {
+  int64_t row_blocks = 0, token_chunks = 1, chunk_rows = 0;
+  int64_t count() const { return row_blocks * token_chunks; }
+};
+
+GemmItems PlanGemm(int64_t m, const WeightMatrix& w) {
+  constexpr int64_t kChunkAlign = 24;
+  GemmItems items;
+  items.row_blocks = (w.rows + kNc - 1) / kNc;
+  const int64_t wanted = 2 * static_cast<int64_t>(ThreadCount());
+  const int64_t most_chunks = std::max<int64_t>(1, m / kChunkAlign);
+  items.token_chunks = std::clamp<int64_t>((wanted + items.row_blocks - 1) / items.row_blocks, 1, most_chunks);
+  const int64_t rows = (m + items.token_chunks - 1) / items.token_chunks;
+  items.chunk_rows = (rows + kChunkAlign - 1) / kChunkAlign * kChunkAlign;
+  items.token_chunks = (m + items.chunk_rows - 1) / items.chunk_rows;
+  return items;
+}
+
+// Runs item(n_begin, n_count, i_begin, i_end) for every work item, threads over items.
+template <typename Item>
+void ForEachGemmItem(int64_t m, const WeightMatrix& w, const Item& item) {
+  const GemmItems plan = PlanGemm(m, w);
+  ParallelFor(plan.count(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t index = begin; index < end; ++index) {
+      const int64_t block = index / plan.token_chunks, chunk = index % plan.token_chunks;
+      const int64_t n_begin = block * kNc;
+      item(n_begin, std::min(kNc, w.rows - n_begin), chunk * plan.chunk_rows,
+           std::min(m, (chunk + 1) * plan.chunk_rows));
+    }
+  });
+}
+
 template <DType D>
 void GemmAvx2(const float* x, int64_t m, const WeightMatrix& w, float* y) {
-  const int64_t row_blocks = (w.rows + kNc - 1) / kNc;
-  ParallelFor(row_blocks, 1, [&](int64_t begin, int64_t end) {
+  ForEachGemmItem(m, w, [&](int64_t n_begin, int64_t n_count, int64_t i_begin, int64_t i_end) {
     thread_local internal::AlignedFloats packed_buffer, staging_buffer;
     float* packed = packed_buffer.Get(static_cast<size_t>(kNc * kKc));
     float* staging = staging_buffer.Get(static_cast<size_t>(kNr * kKc));
-    for (int64_t block = begin; block < end; ++block) {
-      const int64_t n_begin = block * kNc;
-      const int64_t n_count = std::min(kNc, w.rows - n_begin);
-      const int64_t panels = (n_count + kNr - 1) / kNr;
-      for (int64_t k0 = 0; k0 < w.cols; k0 += kKc) {
-        const int64_t kc = std::min(kKc, w.cols - k0);
-        for (int64_t p = 0; p < panels; ++p) PackPanel<D>(w, n_begin + p * kNr, k0, kc, staging, packed + p * kNr * kc);
-        for (int64_t i0 = 0; i0 < m; i0 += kMr) {
-          const int64_t mr = std::min<int64_t>(kMr, m - i0);
-          for (int64_t p = 0; p < panels; ++p) {
-            internal::RunMicroKernel(mr, x + i0 * w.cols + k0, w.cols, packed + p * kNr * kc, kNr, kc,
-                                     y + i0 * w.rows + n_begin + p * kNr, w.rows,
-                                     std::min<int64_t>(kNr, n_count - p * kNr), k0 > 0);
-          }
+    const int64_t panels = (n_count + kNr - 1) / kNr;
+    for (int64_t k0 = 0; k0 < w.cols; k0 += kKc) {
+      const int64_t kc = std::min(kKc, w.cols - k0);
+      for (int64_t p = 0; p < panels; ++p) PackPanel<D>(w, n_begin + p * kNr, k0, kc, staging, packed + p * kNr * kc);
+      for (int64_t i0 = i_begin; i0 < i_end; i0 += kMr) {
+        const int64_t mr = std::min<int64_t>(kMr, i_end - i0);
+        for (int64_t p = 0; p < panels; ++p) {
+          internal::RunMicroKernel(mr, x + i0 * w.cols + k0, w.cols, packed + p * kNr * kc, kNr, kc,
+                                   y + i0 * w.rows + n_begin + p * kNr, w.rows,
+                                   std::min<int64_t>(kNr, n_count - p * kNr), k0 > 0);
         }
       }
-      if (w.cols == 0) {
-        for (int64_t i = 0; i < m; ++i) std::fill(y + i * w.rows + n_begin, y + i * w.rows + n_begin + n_count, 0.0f);
+    }
+    if (w.cols == 0) {
+      for (int64_t i = i_begin; i < i_end; ++i)
+        std::fill(y + i * w.rows + n_begin, y + i * w.rows + n_begin + n_count, 0.0f);
+    }
+  });
+}
+
+// Adds (k0 > 0) or stores a micro-kernel tile z[rows][16] into y's columns [n0, n0 + ncols) of
+// token rows [i0, i0 + rows), as the AVX2 micro-kernel does (tile + previous, in that order).
+ENVFORGE_TARGET_AVX512 void StoreGemmTile(const float* z, int64_t rows, int64_t ncols, bool accumulate, float* y,
+                                          int64_t ldy) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* out = y + i * ldy;
+    const float* tile = z + i * kNr;
+    if (ncols == kNr) {
+      __m512 v = _mm512_loadu_ps(tile);
+      if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(out));
+      _mm512_storeu_ps(out, v);
+    } else {
+      for (int64_t j = 0; j < ncols; ++j) out[j] = (accumulate ? out[j] : 0.0f) + tile[j];
+    }
+  }
+}
+
+// GemmAvx2 with the 24-row AVX-512 micro-kernel: x's rows packed k-major per k block, each output
+// the same fp32 chain per k block added in the same order, so y is bitwise GemmAvx2's.
+template <DType D>
+ENVFORGE_TARGET_AVX512 void GemmAvx512Block(const float* x, const WeightMatrix& w, float* y, int64_t n_begin,
+                                            int64_t n_count, int64_t i_begin, int64_t i_end) {
+  constexpr int64_t kRows = internal::kMicroRows512;
+  thread_local internal::AlignedFloats packed_buffer, staging_buffer, a_buffer, z_buffer;
+  float* packed = packed_buffer.Get(static_cast<size_t>(kNc * kKc));
+  float* staging = staging_buffer.Get(static_cast<size_t>(kNr * kKc));
+  float* a_packed = a_buffer.Get(static_cast<size_t>(kRows * kKc));
+  float* z = z_buffer.Get(static_cast<size_t>(kRows * kNr));
+  const int64_t panels = (n_count + kNr - 1) / kNr;
+  for (int64_t k0 = 0; k0 < w.cols; k0 += kKc) {
+    const int64_t kc = std::min(kKc, w.cols - k0);
+    for (int64_t p = 0; p < panels; ++p) PackPanel<D>(w, n_begin + p * kNr, k0, kc, staging, packed + p * kNr * kc);
+    for (int64_t i0 = i_begin; i0 < i_end; i0 += kRows) {
+      const int64_t rows = std::min(kRows, i_end - i0);
+      internal::PackRowsKMajor(x + i0 * w.cols + k0, rows, w.cols, kc, a_packed, rows);
+      for (int64_t p = 0; p < panels; ++p) {
+        internal::RunMicroKernel512(rows, a_packed, rows, packed + p * kNr * kc, kc, z);
+        StoreGemmTile(z, rows, std::min<int64_t>(kNr, n_count - p * kNr), k0 > 0, y + i0 * w.rows + n_begin + p * kNr,
+                      w.rows);
       }
     }
+  }
+}
+
+template <DType D>
+void GemmAvx512(const float* x, int64_t m, const WeightMatrix& w, float* y) {
+  if (w.cols == 0) {
+    GemmAvx2<D>(x, m, w, y);  // writes the zeros
+    return;
+  }
+  ForEachGemmItem(m, w, [&](int64_t n_begin, int64_t n_count, int64_t i_begin, int64_t i_end) {
+    GemmAvx512Block<D>(x, w, y, n_begin, n_count, i_begin, i_end);
   });
 }
 
@@ -275,6 +366,8 @@ template <DType D>
 void LinearAvx2(const float* x, int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 8) {
     GemvAvx2<D>(x, m, w, y);
+  } else if (internal::UseAvx512()) {
+    GemmAvx512<D>(x, m, w, y);
   } else {
     GemmAvx2<D>(x, m, w, y);
   }

@@ -2,6 +2,8 @@
 // weight dtype, odd shapes and partial fp8 blocks, on both the AVX2 and the portable path.
 #include <doctest/doctest.h>
 
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/float_formats.h"
@@ -73,9 +75,37 @@ TEST_SUITE("kernels.linear") {
       for (int64_t m : {1, 2, 3, 5, 8, 9, 13, 20}) CheckFastMatchesRef(dtype, m, 37, 45);
       CheckFastMatchesRef(dtype, 1, 200, 300);  // fp8: partial 128 blocks in both directions
       CheckFastMatchesRef(dtype, 7, 200, 300);
-      CheckFastMatchesRef(dtype, 19, 200, 300);  // GEMM: 3 full micro-tiles of 6 + 1 row
-      CheckFastMatchesRef(dtype, 12, 130, 520);  // k crosses a 256 block, rows a 128 block
-      CheckFastMatchesRef(dtype, 4, 1, 7);       // one output, fewer columns than a vector
+      CheckFastMatchesRef(dtype, 19, 200, 300);   // GEMM: 3 full micro-tiles of 6 + 1 row
+      CheckFastMatchesRef(dtype, 12, 130, 520);   // k crosses a 256 block, rows a 128 block
+      CheckFastMatchesRef(dtype, 4, 1, 7);        // one output, fewer columns than a vector
+      CheckFastMatchesRef(dtype, 100, 130, 300);  // token rows split into chunks across threads
+    }
+  }
+
+  // The AVX-512 GEMM runs the AVX2 GEMM's fp32 chains (per k block, added in the same order), so
+  // a machine's choice of ISA never changes a logit; the token-row chunks change nothing either.
+  TEST_CASE("the AVX-512 GEMM equals the AVX2 GEMM bitwise") {
+    if (!internal::CpuHasAvx512F()) {
+      MESSAGE("skipped: this CPU has no AVX-512F");
+      return;
+    }
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
+      for (int64_t m : {9, 31, 100, 257}) {
+        for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 45}, {130, 520}, {300, 256}}) {
+          CAPTURE(DTypeName(dtype));
+          CAPTURE(m);
+          CAPTURE(rows);
+          CAPTURE(cols);
+          TestWeights w = MakeWeights(dtype, rows, cols, static_cast<uint32_t>(rows + cols + m));
+          const std::vector<float> x = testing::RandomFloats(static_cast<size_t>(m * cols), static_cast<uint32_t>(m));
+          std::vector<float> wide(static_cast<size_t>(m * rows), -1.0f), narrow(wide.size(), -2.0f);
+          Linear(x.data(), m, w.matrix, wide.data());
+          internal::TEST_ForceAvx2(true);
+          Linear(x.data(), m, w.matrix, narrow.data());
+          internal::TEST_ForceAvx2(false);
+          CHECK(std::memcmp(wide.data(), narrow.data(), wide.size() * sizeof(float)) == 0);
+        }
+      }
     }
   }
 
