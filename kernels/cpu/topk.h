@@ -19,8 +19,8 @@ void TopKRows(const float* scores, int64_t rows, int64_t n, int64_t stride, cons
               int32_t* out);  // row_len[r] (may be nullptr = n) limits row r
 
 namespace internal {
-// TopK's two routes, both exposed for the tests: the radix select, and (for small k, TopK's
-// choice up to k = 256 when n >= 4k) a scan that keeps the k best in a heap. They write the same
+// TopK's two routes, both exposed for the tests: the radix select, and (TopK's choice for
+// k <= 16) a scan that keeps the k best in a heap. They write the same
 // array: the radix select's order (the pass that took an entry, then its index) and its ties
 // (the lowest indices).
 void TopKRadix(const float* scores, int64_t n, int64_t k, int32_t* out);
