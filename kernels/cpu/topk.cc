@@ -51,9 +51,13 @@ struct Candidate {
   int32_t index;
 };
 
-// Writes 0..n-1 then -1 padding (the n <= k case).
-void AllThenPadding(int64_t n, int64_t k, int32_t* out) {
+// The cases every route answers alike: k <= 0 writes nothing, n <= k writes 0..n-1 then -1
+// padding. Returns whether (n, k) was one of them.
+bool AnsweredTrivially(int64_t n, int64_t k, int32_t* out) {
+  if (k <= 0) return true;
+  if (n > k) return false;
   for (int64_t i = 0; i < k; ++i) out[i] = i < n ? static_cast<int32_t>(i) : -1;
+  return true;
 }
 
 // One radix pass over candidates: selects every candidate whose digit is above the k-th one
@@ -208,20 +212,12 @@ constexpr int64_t kThresholdMaxK = 16;
 namespace internal {
 
 void TopKRadix(const float* scores, int64_t n, int64_t k, int32_t* out) {
-  if (k <= 0) return;
-  if (n <= k) {
-    AllThenPadding(n, k, out);
-    return;
-  }
+  if (AnsweredTrivially(n, k, out)) return;
   RadixSelect(scores, n, k, out);
 }
 
 void TopKByThreshold(const float* scores, int64_t n, int64_t k, int32_t* out) {
-  if (k <= 0) return;
-  if (n <= k) {
-    AllThenPadding(n, k, out);
-    return;
-  }
+  if (AnsweredTrivially(n, k, out)) return;
   SelectByThreshold(scores, n, k, out);
 }
 
@@ -248,11 +244,7 @@ void TopKRows(const float* scores, int64_t rows, int64_t n, int64_t stride, cons
 namespace ref {
 
 void TopK(const float* scores, int64_t n, int64_t k, int32_t* out) {
-  if (k <= 0) return;
-  if (n <= k) {
-    AllThenPadding(n, k, out);
-    return;
-  }
+  if (AnsweredTrivially(n, k, out)) return;
   auto value = [&](int64_t i) {
     const float v = scores[i];
     return v != v ? -std::numeric_limits<float>::infinity() : v;
