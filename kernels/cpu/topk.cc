@@ -204,7 +204,7 @@ void SelectByThreshold(const float* scores, int64_t n, int64_t k, int32_t* out) 
 // scores in no particular order, and a sort of k at the end; the radix select about four cheap
 // passes over n. Measured per row on this project's 2-core machine (normal scores): k = 16 the
 // threshold route wins at every n tried (n 100: 0.5 vs 1.3 us, 1,000: 1.3 vs 3.0, 5,000: 3.8 vs
-// 9.9); k = 24 only up to n ~ 300; k = 64 and 128 it loses 4-7x.
+// 9.9); k = 24 only up to n ~ 300; k = 64 and 128 it loses 2-7x.
 constexpr int64_t kThresholdMaxK = 16;
 
 }  // namespace
