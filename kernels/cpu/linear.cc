@@ -307,8 +307,9 @@ void GemmAvx2(const float* x, int64_t m, const WeightMatrix& w, float* y) {
   });
 }
 
-// Adds (k0 > 0) or stores a micro-kernel tile z[rows][16] into y's columns [n0, n0 + ncols) of
-// token rows [i0, i0 + rows), as the AVX2 micro-kernel does (tile + previous, in that order).
+// Adds (accumulate: a later k block) or stores a micro-kernel tile z[rows][16] into y, which
+// points at the tile's first row and column (row stride ldy; ncols <= 16 columns written), as the
+// AVX2 micro-kernel does (tile + previous, in that order).
 ENVFORGE_TARGET_AVX512 void StoreGemmTile(const float* z, int64_t rows, int64_t ncols, bool accumulate, float* y,
                                           int64_t ldy) {
   for (int64_t i = 0; i < rows; ++i) {
