@@ -277,9 +277,10 @@ class SessionManager::Impl {
   void SubmitSearch(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
   void JudgeInSearch(Session& session, std::vector<std::string> answers,
                      std::function<void(Result<std::vector<JudgeVerdict>>)> done);
-  // Judges `answers` in a judge process: a fresh fork of the environment's zygote that runs
-  // nothing but this one "judge" request, then is closed. Not a session of the caller's (no id,
-  // not counted in max_sessions); at most max_sessions of them at once (ResourceExhausted).
+  // Judges `answers` in a judge process: a fork of the environment's zygote that runs nothing but
+  // "judge" requests of `task_id` (a kept one when there is, else a fresh one). Not a session of
+  // the caller's (no id, not counted in max_sessions); at most max_sessions of them at once
+  // (ResourceExhausted).
   void JudgeInFreshProcess(const std::shared_ptr<const Environment>& env, const std::string& task_id,
                            const SandboxLimits& limits, Judge judge, std::vector<std::string> answers,
                            std::function<void(Result<std::vector<JudgeVerdict>>)> done);
@@ -329,9 +330,18 @@ class SessionManager::Impl {
   // is killed, and its calls answer why.
   static void AssignTask(Session& session, const std::string& task_id);
   void SendPendingBind(Session& session);
-  // Sends a ready judge process its one "judge" request; it is closed once it answered.
+  // Sends a ready judge process a "judge" request; once it answered it is kept (KeepJudge) or
+  // closed.
   void RunJudgement(const std::shared_ptr<Session>& process, Judge judge, const SandboxLimits& limits,
                     std::vector<std::string> answers, std::function<void(Result<std::vector<JudgeVerdict>>)> finish);
+  // Kept judge processes (ManagerOptions::judgements_per_judge_process): whether judgements of
+  // `env` under `limits` may use one; whether `process` may judge again after a batch whose
+  // verdicts were `verdicts`; parking it (closing the environment's least recently used past
+  // idle_judges_per_environment); a live kept process of `task_id`, or null.
+  bool JudgeKeepable(const Environment& env, const SandboxLimits& limits) const;
+  bool MayJudgeAgain(const Session& process, const Result<std::vector<JudgeVerdict>>& verdicts) const;
+  void KeepJudge(const std::shared_ptr<Session>& process);
+  std::shared_ptr<Session> TakeKeptJudge(const std::shared_ptr<const Environment>& env, const std::string& task_id);
   // Interpreter sessions: takes a kernel from the environment's pool, beside the worker's start;
   // whichever of the two finishes last completes the create.
   void StartKernel(const std::shared_ptr<Session>& session);
@@ -396,6 +406,8 @@ class SessionManager::Impl {
     std::unique_ptr<asio::steady_timer> refill_timer;  // ScheduleRefill's
   };
   std::map<std::string, WarmPool> warm_pools_;  // by environment id
+  // Idle judge processes, by environment id, least recently used first (KeepJudge).
+  std::map<std::string, std::deque<std::shared_ptr<Session>>> kept_judges_;
   ManagerStats stats_;
   bool shutting_down_ = false;
 };
@@ -414,7 +426,11 @@ struct SessionManager::Impl::Session {
   SessionId parent = 0;
   pid_t pid = 0;
   uint64_t calls = 0;
-  bool judge = false;         // a judge process (JudgeInFreshProcess), never a caller's session
+  bool judge = false;  // a judge process (JudgeInFreshProcess), never a caller's session
+  // A judge process's judgements so far, and the wall time they took (a bound on the CPU time
+  // its RLIMIT_CPU counts: the process is single-threaded).
+  size_t judgements = 0;
+  std::chrono::steady_clock::duration judging{};
   bool warm = false;          // started ahead of demand: starting or waiting in its pool
   bool bind_pending = false;  // taken from a pool: its task is bound before its first request
   bool live = true;           // counted in live_
@@ -1277,6 +1293,13 @@ void SessionManager::Impl::JudgeInFreshProcess(const std::shared_ptr<const Envir
     --judges_;
     done(std::move(verdicts));
   };
+  if (JudgeKeepable(*env, limits)) {
+    if (std::shared_ptr<Session> kept = TakeKeptJudge(env, task_id)) {
+      ++judges_;
+      ++stats_.judgements_in_kept_process;
+      return RunJudgement(kept, judge, limits, std::move(answers), std::move(finish));
+    }
+  }
   if (Warmable(*env, limits)) {
     std::shared_ptr<Session> warm = TakeWarm(env);
     ScheduleRefill(env);
@@ -1315,15 +1338,69 @@ void SessionManager::Impl::RunJudgement(const std::shared_ptr<Session>& process,
       {"op", "judge"}, {"judge", judge == Judge::kOracle ? "oracle" : "verifier"}, {"answers", std::move(answers)}};
   std::weak_ptr<Session> weak = process;
   SendPendingBind(*process);
+  auto started = std::chrono::steady_clock::now();
   process->channel->Request(std::move(request), deadline, {},
-                            [this, weak, expected, finish = std::move(finish)](SessionReply reply) mutable {
-                              // One judgement per process: it goes as soon as it answered (outside the
-                              // channel's callback).
-                              Post([this, weak] {
-                                if (auto p = weak.lock(); p && !p->closing) Forget(p, nullptr);
+                            [this, weak, expected, started, finish = std::move(finish)](SessionReply reply) mutable {
+                              Result<std::vector<JudgeVerdict>> verdicts =
+                                  VerdictsFromReply(std::move(reply), expected);
+                              bool again = false;
+                              if (auto p = weak.lock()) {
+                                ++p->judgements;
+                                p->judging += std::chrono::steady_clock::now() - started;
+                                again = MayJudgeAgain(*p, verdicts);
+                              }
+                              // Kept or closed outside the channel's callback.
+                              Post([this, weak, again] {
+                                auto p = weak.lock();
+                                if (!p || p->closing) return;
+                                if (again) return KeepJudge(p);
+                                Forget(p, nullptr);
                               });
-                              finish(VerdictsFromReply(std::move(reply), expected));
+                              finish(std::move(verdicts));
                             });
+}
+
+bool SessionManager::Impl::JudgeKeepable(const Environment& env, const SandboxLimits& limits) const {
+  return options_.judgements_per_judge_process > 1 && options_.idle_judges_per_environment > 0 && !env.kernels &&
+         !IsCode(env) && !IsSearch(env) && limits == options_.limits;
+}
+
+bool SessionManager::Impl::MayJudgeAgain(const Session& process,
+                                         const Result<std::vector<JudgeVerdict>>& verdicts) const {
+  if (shutting_down_ || !verdicts.ok() || !process.channel->alive()) return false;
+  if (!JudgeKeepable(*process.env, process.limits)) return false;
+  // A verifier stopped at a limit may have left its interpreter half way through anything.
+  for (const JudgeVerdict& verdict : *verdicts) {
+    if (!verdict.limit.empty()) return false;
+  }
+  auto cpu_budget = std::chrono::seconds(process.limits.cpu_seconds) / 2;
+  return process.judgements < options_.judgements_per_judge_process && process.judging < cpu_budget;
+}
+
+void SessionManager::Impl::KeepJudge(const std::shared_ptr<Session>& process) {
+  std::deque<std::shared_ptr<Session>>& kept = kept_judges_[process->env->id];
+  kept.push_back(process);
+  while (kept.size() > options_.idle_judges_per_environment) {
+    std::shared_ptr<Session> oldest = std::move(kept.front());
+    kept.pop_front();
+    if (!oldest->closing) Forget(oldest, nullptr);
+  }
+}
+
+std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeKeptJudge(
+    const std::shared_ptr<const Environment>& env, const std::string& task_id) {
+  auto found = kept_judges_.find(env->id);
+  if (found == kept_judges_.end()) return nullptr;
+  std::deque<std::shared_ptr<Session>>& kept = found->second;
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    if ((*it)->task_id != task_id) continue;
+    std::shared_ptr<Session> process = *it;
+    kept.erase(std::next(it).base());
+    if (process->channel->alive() && !process->closing) return process;
+    if (!process->closing) Forget(process, nullptr);  // killed or crashed while it waited
+    return nullptr;
+  }
+  return nullptr;
 }
 
 bool SessionManager::Impl::Warmable(const Environment& env, const SandboxLimits& limits) const {
@@ -1579,7 +1656,8 @@ ManagerStats SessionManager::Impl::DoStats() const {
 
 void SessionManager::Impl::BeginShutdown(std::function<void()> done) {
   shutting_down_ = true;
-  warm_pools_.clear();  // their sessions are in sessions_, aborted below
+  warm_pools_.clear();   // their sessions are in sessions_, aborted below
+  kept_judges_.clear();  // so are these judge processes
   // Sessions first: every pending callback gets its error now, every process is killed. They
   // stay registered until the destructor detaches them.
   std::vector<std::shared_ptr<Session>> all;

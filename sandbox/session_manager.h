@@ -53,7 +53,12 @@
 // replays) never run in the episode's session: code there (a tool, a solution, an agent's code
 // in a code environment) could have rewritten its runtime. Each verdict is computed in a JUDGE
 // PROCESS: a fresh spawn of the environment's zygote, with the session's task and limits, that
-// runs nothing but one {"op":"judge"} request (sandbox/internal/wire.h) and is closed after it.
+// runs nothing but {"op":"judge"} requests (sandbox/internal/wire.h) of that one task: never a
+// tool, a solution or an agent's code. Such a process may judge several batches of its task, one
+// after another (ManagerOptions::judgements_per_judge_process): each batch runs the verifier's
+// module afresh in a new restricted namespace on the read-only view of the pristine data, so a
+// later verdict depends on an earlier answer no more than the answers of one batch already do on
+// each other (worker/README.md, "Verdicts").
 // The manager validates its reply as untrusted input and caps its texts. Judge processes are no
 // sessions of the caller's: they have no id, do not count against max_sessions, and at most
 // max_sessions of them run at once (beyond: ResourceExhausted / infra_error, retryable).
@@ -170,6 +175,15 @@ struct ManagerOptions {
   // environment run on as many cores; a fork goes to its parent's zygote. Each is one more
   // process holding the environment's image (about 30 MB resident for a small environment).
   size_t zygotes_per_environment = 1;
+  // Judge processes (see "Verdicts" above): how many judgements one may serve, all of the task it
+  // was bound to, before it is closed (1: a fresh process per judgement). A process is kept for
+  // the next judgement only when its batch came back whole with no verdict at a limit, while its
+  // judgements' wall time stays under half of limits.cpu_seconds (its RLIMIT_CPU), for plain
+  // environments under the default limits. Each new process costs a fork and its copy-on-write
+  // faults, about as much as a session's whole life (the audit judges thousands of batches).
+  size_t judgements_per_judge_process = 64;
+  // Idle judge processes kept per environment, the least recently used closed first.
+  size_t idle_judges_per_environment = 8;
   // Search environments: a rubric judge (toolsets/search/answer_judge.h; agents/rubric_judge.h asks
   // a model) for answers the exact match rejects that are near misses of the key. It runs on the
   // session's search thread, for submit_result and JudgeAsync alike; when it cannot decide, the
@@ -242,9 +256,10 @@ struct ManagerStats {
   uint64_t calls = 0;          // tool calls sent to a session (answered, timed out or failed)
   uint64_t zygote_starts = 0;
   size_t zygotes_running = 0;
-  size_t warm_ready = 0;     // warm sessions waiting in their pools (ManagerOptions::warm_sessions)
-  uint64_t warm_taken = 0;   // creates and judgements served by a warm session
-  uint64_t warm_missed = 0;  // ... that found their pool empty and forked
+  size_t warm_ready = 0;                    // warm sessions waiting in their pools (ManagerOptions::warm_sessions)
+  uint64_t warm_taken = 0;                  // creates and judgements served by a warm session
+  uint64_t warm_missed = 0;                 // ... that found their pool empty and forked
+  uint64_t judgements_in_kept_process = 0;  // judgements served by a judge process that had judged before
 };
 
 class SessionManager {

@@ -60,7 +60,8 @@ Json ManagerStatsJson(const sandbox::ManagerStats& stats) {
               {"zygotes_running", stats.zygotes_running},
               {"warm_ready", stats.warm_ready},
               {"warm_taken", stats.warm_taken},
-              {"warm_missed", stats.warm_missed}};
+              {"warm_missed", stats.warm_missed},
+              {"judgements_in_kept_process", stats.judgements_in_kept_process}};
 }
 
 // The outcome that ends an episode after this tool result, if any (the header's "Recording").

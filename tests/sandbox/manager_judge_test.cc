@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -192,6 +193,68 @@ def verify(answer, db):
   auto submitted = manager->CallTool(session, Submit("check"));
   REQUIRE(submitted.ok());
   CHECK(submitted.content["passed"] == true);
+}
+
+TEST_CASE("a judge process judges its task's later batches afresh, and is closed after a limit or a budget") {
+  PackedMini mini;
+  // `seen` lives as long as the verifier's module namespace: a batch's answers share it, batches
+  // do not.
+  REQUIRE(WriteFileAtomically(mini.source + "/tasks/oldest_book/verifier.py", R"PY(
+seen = []
+
+
+def verify(answer, db):
+    seen.append(answer)
+    if answer == "spin":
+        while True:
+            pass
+    return {"passed": True, "reasons": ["seen %d" % len(seen)]}
+)PY")
+              .ok());
+  mini.Pack();
+  ManagerOptions options;
+  options.limits.wall_time = std::chrono::milliseconds(300);
+  options.idle_judges_per_environment = 1;
+  auto manager = SessionManager::Create(options).value();
+  std::string env = manager->OpenEnvironment(mini.bundle).value();
+  auto session = manager->CreateSession(env, "oldest_book").value();
+  auto reasons = [&](const std::vector<std::string>& answers) {
+    auto judged = manager->JudgeAnswers(session, Judge::kVerifier, answers);
+    REQUIRE(judged.ok());
+    std::vector<std::string> out;
+    for (const JudgeVerdict& verdict : *judged) out.push_back(verdict.defect ? verdict.limit : verdict.reasons.at(0));
+    return out;
+  };
+  auto kept = [&] { return manager->Stats().judgements_in_kept_process; };
+
+  CHECK(reasons({"a", "b"}) == std::vector<std::string>{"seen 1", "seen 2"});
+  CHECK(kept() == 0);
+  CHECK(reasons({"c"}) == std::vector<std::string>{"seen 1"});  // the same process, a fresh namespace
+  CHECK(kept() == 1);
+  // A verdict at a limit: that process judges no more.
+  CHECK(reasons({"spin"}) == std::vector<std::string>{"wall_time"});
+  CHECK(kept() == 2);
+  CHECK(reasons({"d"}) == std::vector<std::string>{"seen 1"});
+  CHECK(kept() == 2);
+  CHECK(reasons({"e"}) == std::vector<std::string>{"seen 1"});
+  CHECK(kept() == 3);
+
+  SUBCASE("another task's judgement never takes it; one idle process per environment here") {
+    auto other = manager->CreateSession(env, "count_books").value();
+    REQUIRE(manager->JudgeAnswers(other, Judge::kVerifier, {"1"}).ok());
+    CHECK(kept() == 3);
+    CHECK(reasons({"f"}) == std::vector<std::string>{"seen 1"});  // oldest_book's was closed for it
+    CHECK(kept() == 3);
+  }
+  SUBCASE("a budget of one judgement per process: every judgement forks") {
+    ManagerOptions fresh = options;
+    fresh.judgements_per_judge_process = 1;
+    auto each_fresh = SessionManager::Create(fresh).value();
+    std::string fresh_env = each_fresh->OpenEnvironment(mini.bundle).value();
+    auto fresh_session = each_fresh->CreateSession(fresh_env, "oldest_book").value();
+    for (int i = 0; i < 3; ++i) REQUIRE(each_fresh->JudgeAnswers(fresh_session, Judge::kVerifier, {"x"}).ok());
+    CHECK(each_fresh->Stats().judgements_in_kept_process == 0);
+  }
 }
 
 TEST_CASE("the manager takes a judge's reply as untrusted input") {
