@@ -119,6 +119,8 @@ Result<RpcServiceOptions> ServiceOptionsFrom(const ParsedArgs& parsed) {
   options.manager.warm_sessions = static_cast<size_t>(warm_sessions);
   ENVFORGE_ASSIGN_OR_RETURN(long long zygotes, parsed.IntOption("--zygotes-per-env", 1, 64));
   options.manager.zygotes_per_environment = static_cast<size_t>(zygotes);
+  ENVFORGE_ASSIGN_OR_RETURN(long long judgements, parsed.IntOption("--judgements-per-judge", 1, 100'000));
+  options.manager.judgements_per_judge_process = static_cast<size_t>(judgements);
   ENVFORGE_ASSIGN_OR_RETURN(long long kernel_pool, parsed.IntOption("--kernel-pool", 0, 1024));
   options.manager.kernel_pool_size = static_cast<size_t>(kernel_pool);
   ENVFORGE_ASSIGN_OR_RETURN(long long ready_copies, parsed.IntOption("--code-ready-copies", 0, 4096));
@@ -431,6 +433,12 @@ std::vector<OptionDecl> ServeOptions() {
        .metavar = "N",
        .help = "per environment, sessions forked and isolated ahead of demand (from its first create; about "
                "one session's memory each): a create or a verdict takes one instead of forking; 0: none",
+       .default_text = "64",
+       .section = service},
+      {.name = "--judgements-per-judge",
+       .metavar = "N",
+       .help = "verdicts one judge process gives (all of one task, each batch's verifier run afresh) before it "
+               "closes; 1: a fresh process per verdict",
        .default_text = "64",
        .section = service},
       {.name = "--session-ttl",

@@ -316,6 +316,32 @@ TEST_SUITE("server.transport.cli") {
           flood["server_before"]["rss_kb"].get<long long>() + 200 * 1024);
   }
 
+  TEST_CASE("served verdicts come from judge processes kept per task; --judgements-per-judge 1 forks one each") {
+    for (bool fresh : {false, true}) {
+      CAPTURE(fresh);
+      ServeProcess serve(fresh ? std::vector<std::string>{"--judgements-per-judge", "1"} : std::vector<std::string>{});
+      CommandOptions options;
+      options.timeout = std::chrono::seconds(120);
+      auto bench =
+          RunCommand(BenchServeFixture(serve.Url(), 30, 2, 6, {"--trajectories", serve.trajectories}), options);
+      REQUIRE(bench.ok());
+      INFO(bench->stderr_text, bench->stdout_text, serve.child->StderrText());
+      REQUIRE(bench->exit_code == 0);
+      Json report = ParseJson(bench->stdout_text).value();
+      CHECK(report["lost"] == 0);
+      CHECK(report["episode_ends"].value("submitted", 0) == 30);
+      auto stats = ProbeStats(serve.port);
+      REQUIRE(stats.has_value());
+      int kept = (*stats)["manager"]["judgements_in_kept_process"].get<int>();
+      // 30 verdicts of one task, 6 at a time: at most 6 of them need a process of their own.
+      if (fresh) {
+        CHECK(kept == 0);
+      } else {
+        CHECK(kept >= 24);
+      }
+    }
+  }
+
   TEST_CASE("bench burst: every round's creates answered, the sessions closed, warm sessions used") {
     ServeProcess serve;
     CommandOptions options;
