@@ -93,6 +93,11 @@ size_t SessionRegistry::size() const {
   return slots_.size();
 }
 
+size_t SessionRegistry::reservations() const {
+  std::lock_guard lock(mutex_);
+  return reservations_;
+}
+
 std::string SessionRegistry::NewHandle(const std::string& server_id) {
   static constexpr char kHex[] = "0123456789abcdef";
   thread_local std::random_device device;

@@ -76,6 +76,8 @@ class SessionRegistry {
   std::vector<std::shared_ptr<SessionEntry>> SealAndTakeAll();
 
   size_t size() const;
+  // Creates reserved and not yet committed or cancelled (sessions starting).
+  size_t reservations() const;
 
   // "s-" + 24 lowercase hex digits from std::random_device; with a server id "s-ID-" + 24 hex.
   static std::string NewHandle(const std::string& server_id = "");

@@ -520,6 +520,7 @@ Json SessionTable::StatsJson() const {
               {"creating", !creating_stopped_.load() && !draining_.load()},
               {"sessions",
                {{"live", registry_.size()},
+                {"starting", registry_.reservations()},
                 {"max", options_.max_sessions},
                 {"created", sessions_created_.load()},
                 {"closed", sessions_closed_.load()},

@@ -130,8 +130,8 @@ class SessionTable {
   bool creating() const { return !creating_stopped_.load() && !draining_.load(); }
   Status Shutdown(std::chrono::milliseconds grace);
 
-  // {"server_id": ID or null, "creating": bool, "sessions": {live, max, created, closed, expired,
-  // ttl_ms}, "manager": {...}, "calls",
+  // {"server_id": ID or null, "creating": bool, "sessions": {live, starting (creates accepted and
+  // not yet answered), max, created, closed, expired, ttl_ms}, "manager": {...}, "calls",
   // "outcomes": {name: count}, "trajectories": {enabled, path?, queue_depth?, ...}}.
   Json StatsJson() const;
   size_t size() const { return registry_.size(); }

@@ -178,10 +178,12 @@ std::optional<int> DrainAndReplaceS2(Fleet& fleet) {
   FleetServer& s2 = *fleet.servers.at("s2");
   fleet.Admin("set server envforge/s2 state drain");
   s2.child->Signal(SIGUSR1);
+  // Creates that reached it before SIGUSR1 may still be starting ("starting"): those sessions
+  // are the drain's too.
   WaitFor(
       [&] {
         auto stats = s2.Stats();
-        return stats && (*stats)["sessions"].value("live", 1) == 0;
+        return stats && (*stats)["sessions"].value("live", 1) == 0 && (*stats)["sessions"].value("starting", 1) == 0;
       },
       std::chrono::seconds(30));
   s2.child->Signal(SIGTERM);
