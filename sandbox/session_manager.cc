@@ -281,7 +281,7 @@ class SessionManager::Impl {
   // "judge" requests of `task_id` (a kept one when there is, else a fresh one). Not a session of
   // the caller's (no id, not counted in max_sessions); at most max_sessions of them at once
   // (ResourceExhausted).
-  void JudgeInFreshProcess(const std::shared_ptr<const Environment>& env, const std::string& task_id,
+  void JudgeInJudgeProcess(const std::shared_ptr<const Environment>& env, const std::string& task_id,
                            const SandboxLimits& limits, Judge judge, std::vector<std::string> answers,
                            std::function<void(Result<std::vector<JudgeVerdict>>)> done);
   void DoFork(SessionId id, std::function<void(Result<SessionId>)> done);
@@ -426,7 +426,7 @@ struct SessionManager::Impl::Session {
   SessionId parent = 0;
   pid_t pid = 0;
   uint64_t calls = 0;
-  bool judge = false;  // a judge process (JudgeInFreshProcess), never a caller's session
+  bool judge = false;  // a judge process (JudgeInJudgeProcess), never a caller's session
   // A judge process's judgements so far, and the wall time they took (a bound on the CPU time
   // its RLIMIT_CPU counts: the process is single-threaded).
   size_t judgements = 0;
@@ -1231,7 +1231,7 @@ void SessionManager::Impl::DoJudge(SessionId id, Judge judge, std::vector<std::s
   }
   if (answers.empty()) return done(std::vector<JudgeVerdict>{});
   if (IsSearch(*session->env)) return JudgeInSearch(*session, std::move(answers), std::move(done));
-  JudgeInFreshProcess(session->env, session->task_id, session->limits, judge, std::move(answers), std::move(done));
+  JudgeInJudgeProcess(session->env, session->task_id, session->limits, judge, std::move(answers), std::move(done));
 }
 
 void SessionManager::Impl::DoSubmit(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
@@ -1247,7 +1247,7 @@ void SessionManager::Impl::DoSubmit(Session& session, toolsets::ToolCall call, s
   std::string version = task != nullptr ? task->version : "";
   auto start = std::chrono::steady_clock::now();
   std::weak_ptr<Session> weak = sessions_.at(session.id);
-  JudgeInFreshProcess(session.env, session.task_id, session.limits, Judge::kVerifier, {std::move(answer)},
+  JudgeInJudgeProcess(session.env, session.task_id, session.limits, Judge::kVerifier, {std::move(answer)},
                       [this, weak, start, version = std::move(version), call_id = std::move(call.id),
                        done = std::move(done)](Result<std::vector<JudgeVerdict>> judged) mutable {
                         ++stats_.calls;
@@ -1280,7 +1280,7 @@ void SessionManager::Impl::DoSubmit(Session& session, toolsets::ToolCall call, s
                       });
 }
 
-void SessionManager::Impl::JudgeInFreshProcess(const std::shared_ptr<const Environment>& env,
+void SessionManager::Impl::JudgeInJudgeProcess(const std::shared_ptr<const Environment>& env,
                                                const std::string& task_id, const SandboxLimits& limits, Judge judge,
                                                std::vector<std::string> answers,
                                                std::function<void(Result<std::vector<JudgeVerdict>>)> done) {
