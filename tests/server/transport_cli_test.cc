@@ -316,10 +316,10 @@ TEST_SUITE("server.transport.cli") {
           flood["server_before"]["rss_kb"].get<long long>() + 200 * 1024);
   }
 
-  TEST_CASE("served verdicts come from judge processes kept per task; --judgements-per-judge 1 forks one each") {
+  TEST_CASE("served verdicts: a fresh judge process each by default; --judgements-per-judge 64 keeps them per task") {
     for (bool fresh : {false, true}) {
       CAPTURE(fresh);
-      ServeProcess serve(fresh ? std::vector<std::string>{"--judgements-per-judge", "1"} : std::vector<std::string>{});
+      ServeProcess serve(fresh ? std::vector<std::string>{} : std::vector<std::string>{"--judgements-per-judge", "64"});
       CommandOptions options;
       options.timeout = std::chrono::seconds(120);
       auto bench =
