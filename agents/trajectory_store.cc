@@ -1074,6 +1074,19 @@ class TrajectoryStore::Impl {
     return DeadlineExceededError(std::move(message));
   }
 
+  void WhenCommitted(std::function<void(Status)> committed) {
+    {
+      std::lock_guard lock(mu_);
+      if (processed_ < enqueued_) {
+        commit_waiters_.push_back(
+            {enqueued_, std::chrono::steady_clock::now() + options_.flush_deadline, std::move(committed)});
+        committed = nullptr;
+      }
+    }
+    if (committed) return committed(Status::Ok());
+    work_cv_.notify_all();
+  }
+
   TrajectoryStoreStats Stats() const {
     std::lock_guard lock(mu_);
     TrajectoryStoreStats stats;
@@ -1100,7 +1113,8 @@ class TrajectoryStore::Impl {
         if (queue_.empty()) return;  // stopping with nothing left
         // Let the batch fill up (one transaction per batch) unless someone waits for it.
         work_cv_.wait_for(lock, options_.flush_interval, [&] {
-          return stopping_ || flush_waiters_ > 0 || queue_.size() >= options_.batch_max_records;
+          return stopping_ || flush_waiters_ > 0 || !commit_waiters_.empty() ||
+                 queue_.size() >= options_.batch_max_records;
         });
         size_t take = std::min(queue_.size(), options_.batch_max_records);
         batch.reserve(take);
@@ -1126,8 +1140,10 @@ class TrajectoryStore::Impl {
         batch.clear();
         backoff = kFirstBackoff;
         consecutive_failures = 0;
+        auto committed = TakeWaiters([&](const CommitWaiter& waiter) { return waiter.target <= processed_; });
         lock.unlock();
         done_cv_.notify_all();
+        Answer(committed, Status::Ok());
         continue;
       }
       ++write_errors_;
@@ -1142,7 +1158,20 @@ class TrajectoryStore::Impl {
       if (stopping_) {
         ENVFORGE_LOG(kError) << "trajectory store " << path_ << ": closing with " << batch.size() + queue_.size()
                              << " records not written: " << status.message();
+        auto abandoned = TakeWaiters([](const CommitWaiter&) { return true; });
+        lock.unlock();
+        Answer(abandoned,
+               UnavailableError("trajectory store " + path_ + " closed before committing: " + status.message()));
         return;
+      }
+      auto now = std::chrono::steady_clock::now();
+      auto overdue = TakeWaiters([&](const CommitWaiter& waiter) { return waiter.deadline <= now; });
+      if (!overdue.empty()) {
+        lock.unlock();
+        Answer(overdue, DeadlineExceededError("trajectory store " + path_ + ": records not committed after " +
+                                              std::to_string(options_.flush_deadline.count()) +
+                                              " ms; last write error: " + status.message()));
+        lock.lock();
       }
       if (status.code() != StatusCode::kUnavailable) {
         conn_.reset();            // reopen on the next attempt
@@ -1151,6 +1180,32 @@ class TrajectoryStore::Impl {
       work_cv_.wait_for(lock, backoff, [&] { return stopping_; });
       backoff = std::min(backoff * 2, kMaxBackoff);
     }
+  }
+
+  struct CommitWaiter {
+    uint64_t target;  // committed once processed_ reaches it
+    std::chrono::steady_clock::time_point deadline;
+    std::function<void(Status)> committed;
+  };
+
+  // Removes the waiters `due` selects (caller holds mu_), in the order they came.
+  template <typename Predicate>
+  std::vector<CommitWaiter> TakeWaiters(Predicate due) {
+    std::vector<CommitWaiter> taken;
+    for (auto it = commit_waiters_.begin(); it != commit_waiters_.end();) {
+      if (!due(*it)) {
+        ++it;
+        continue;
+      }
+      taken.push_back(std::move(*it));
+      it = commit_waiters_.erase(it);
+    }
+    return taken;
+  }
+
+  // Runs the callbacks without mu_ held: they reply to clients.
+  static void Answer(std::vector<CommitWaiter>& waiters, const Status& status) {
+    for (CommitWaiter& waiter : waiters) waiter.committed(status);
   }
 
   // One transaction for the whole batch. Records that cannot apply are described in
@@ -1314,6 +1369,7 @@ class TrajectoryStore::Impl {
   uint64_t write_errors_ = 0;
   std::string last_error_;
   uint64_t flush_waiters_ = 0;
+  std::deque<CommitWaiter> commit_waiters_;  // by target, ascending (targets only grow)
   bool stopping_ = false;
   std::thread writer_;  // last: started once everything above exists
 };
@@ -1369,6 +1425,9 @@ void TrajectoryStore::RecordContextEvent(const std::string& episode_id, ContextE
 }
 
 Status TrajectoryStore::Flush() { return impl_->Flush(); }
+void TrajectoryStore::WhenCommitted(std::function<void(Status)> committed) {
+  impl_->WhenCommitted(std::move(committed));
+}
 TrajectoryStoreStats TrajectoryStore::Stats() const { return impl_->Stats(); }
 const std::string& TrajectoryStore::path() const { return impl_->path(); }
 

@@ -65,6 +65,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -276,6 +277,14 @@ class TrajectoryStore {
   // Waits until every record enqueued before the call is committed. DeadlineExceeded (with the
   // last write error) past flush_deadline.
   Status Flush();
+  // Flush without blocking: calls `committed` once every record enqueued before this call is
+  // committed (Ok), or with DeadlineExceeded (and the last write error) when writes keep failing
+  // past flush_deadline, or with Unavailable when the store closes without writing them. Called
+  // exactly once: inline when there is nothing to wait for, else on the writer thread, so it
+  // must be short and must not call Flush() or WhenCommitted(). A waiter wakes the writer at once
+  // (its batch does not wait for flush_interval). The server answers a call that ends an episode
+  // through it, so a trainer never holds a verdict the store could still lose.
+  void WhenCommitted(std::function<void(Status)> committed);
   TrajectoryStoreStats Stats() const;
   const std::string& path() const;
 

@@ -439,7 +439,7 @@ std::vector<OptionDecl> ServeOptions() {
        .metavar = "N",
        .help = "verdicts one judge process gives (all of one task, each batch's verifier run afresh) before it "
                "closes; 1: a fresh process per verdict (about half the calls/s at 20 calls per episode)",
-       .default_text = "1",
+       .default_text = "64",
        .section = service},
       {.name = "--session-ttl",
        .metavar = "SECONDS",

@@ -425,8 +425,8 @@ void SessionTable::Close(const std::string& handle, Reply reply) {
   if (!entry) return reply(UnknownSessionError(handle));
   SessionGone(*entry, agents::EpisodeOutcome::kClosed, "closed");
   // NotFound here only means the manager forgot it already; the handle is gone either way.
-  manager_->CloseSessionAsync(entry->manager_id, Guard(reply, [reply, handle](Status) {
-                                reply(Json{{"closed", true}, {"session", handle}});
+  manager_->CloseSessionAsync(entry->manager_id, Guard(reply, [this, reply, handle](Status) {
+                                AfterCommit([reply, handle] { reply(Json{{"closed", true}, {"session", handle}}); });
                               }));
 }
 
@@ -462,14 +462,16 @@ void SessionTable::CallTool(std::shared_ptr<Lease> lease, toolsets::ToolCall cal
     tool_calls_++;
     outcomes_[static_cast<size_t>(result.outcome)]++;
     metrics_.CountToolCall(result.outcome, static_cast<double>(duration_us) / 1e6);
-    int64_t step = RecordToolResult(*lease->entry(), tool, arguments, result, started_at_us, duration_us);
-    then(std::move(result), step);
+    RecordedCall recorded = RecordToolResult(*lease->entry(), tool, arguments, result, started_at_us, duration_us);
+    if (!recorded.ended_episode) return then(std::move(result), recorded.step);
+    AfterCommit([then, result = std::move(result), step = recorded.step]() mutable { then(std::move(result), step); });
   };
   manager_->CallToolAsync(manager_id, std::move(call), std::move(record));
 }
 
-int64_t SessionTable::RecordToolResult(SessionEntry& entry, const std::string& tool, const Json& arguments,
-                                       const ToolResult& result, int64_t started_at_us, int64_t duration_us) {
+SessionTable::RecordedCall SessionTable::RecordToolResult(SessionEntry& entry, const std::string& tool,
+                                                          const Json& arguments, const ToolResult& result,
+                                                          int64_t started_at_us, int64_t duration_us) {
   bool is_submit = tool == toolsets::kSubmitResultTool;
   std::optional<agents::EpisodeOutcome> ends = EndingOutcome(is_submit, result);
   std::lock_guard lock(entry.mutex);
@@ -485,9 +487,9 @@ int64_t SessionTable::RecordToolResult(SessionEntry& entry, const std::string& t
     record_step.duration_us = duration_us;
     store_->RecordStep(entry.episode_id, std::move(record_step));
   }
-  if (!ends || entry.episode_ended) return step;
+  if (!ends || entry.episode_ended) return {step, false};
   entry.episode_ended = true;
-  if (!record) return step;
+  if (!record) return {step, false};
   if (*ends == agents::EpisodeOutcome::kSubmitted) {
     const Json* answer =
         arguments.is_object() && arguments.contains("answer_text") ? &arguments["answer_text"] : nullptr;
@@ -495,7 +497,18 @@ int64_t SessionTable::RecordToolResult(SessionEntry& entry, const std::string& t
                          result.content);
   }
   store_->EndEpisode(entry.episode_id, *ends);
-  return step;
+  return {step, true};
+}
+
+void SessionTable::AfterCommit(std::function<void()> then) {
+  if (!store_) return then();
+  store_->WhenCommitted([then = std::move(then)](Status committed) {
+    // The answer goes out regardless: the trainer needs its verdict; the store logged the error.
+    if (!committed.ok()) {
+      ENVFORGE_LOG(kError) << "answering before the episode is recorded: " << committed.message();
+    }
+    then();
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

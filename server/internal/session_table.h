@@ -12,7 +12,10 @@
 // Recording: every tool call is one step of its episode; a successful submit_result, a crash, a
 // timeout that killed the session, or an infra_error that killed it (or came from the verifier)
 // ends the episode. Close, reset, expiry and shutdown end it with their own outcome. An episode
-// ends once.
+// ends once. The answer of a tool call that ends its episode (a verdict above all) and of a close
+// is sent only once the store has committed the episode's end and every step before it: a server
+// killed (even SIGKILL) after answering has the episode on disk. Other calls answer at once and
+// their steps are committed within the store's flush interval.
 //
 // Lifetime: Open starts the TTL sweeper. Shutdown (idempotent; also run by the destructor) stops
 // it, closes every session (recorded as "shutdown") and flushes the store. The destructor then
@@ -153,8 +156,16 @@ class SessionTable {
                     bool with_tools, const Reply& reply);
   void FinishFork(Result<sandbox::SessionManager::SessionId> id, const Lease& parent, const std::string& client,
                   const Reply& reply);
-  int64_t RecordToolResult(SessionEntry& entry, const std::string& tool, const Json& arguments,
-                           const toolsets::ToolResult& result, int64_t started_at_us, int64_t duration_us);
+  // Records the call as the episode's next step (and its end, when the call ends it).
+  struct RecordedCall {
+    int64_t step = 0;
+    bool ended_episode = false;  // this call ended a recorded episode
+  };
+  RecordedCall RecordToolResult(SessionEntry& entry, const std::string& tool, const Json& arguments,
+                                const toolsets::ToolResult& result, int64_t started_at_us, int64_t duration_us);
+  // Runs `then` once the store has committed everything recorded so far (at once without a
+  // store), so a reply that ends an episode is never ahead of its record.
+  void AfterCommit(std::function<void()> then);
   void EndEpisode(SessionEntry& entry, agents::EpisodeOutcome outcome);
   void SessionGone(SessionEntry& entry, agents::EpisodeOutcome outcome, std::string_view reason);
   void CloseAllAndWait(std::chrono::milliseconds grace);

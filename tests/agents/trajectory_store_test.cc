@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <tuple>
 #include <set>
 #include <string>
@@ -405,6 +408,98 @@ TEST_SUITE("agents.trajectory_store") {
     REQUIRE_MESSAGE(episode.ok(), episode.status().ToString());
     CHECK(episode->steps.size() == 10);
     CHECK(episode->summary.outcome == EpisodeOutcome::kClosed);
+  }
+
+  TEST_CASE("WhenCommitted answers once what came before it is on disk: at once, after a batch, or late") {
+    TempDir dir;
+    const std::string path = dir / "traj.sqlite";
+    // A one-minute flush interval: a waiter has to wake the writer itself.
+    auto store = OpenStore(
+        path, {.flush_interval = std::chrono::milliseconds(60'000), .flush_deadline = std::chrono::milliseconds(400)});
+    struct Answer {
+      std::mutex mutex;
+      std::vector<Status> statuses;
+      std::vector<bool> on_caller_thread;
+      std::vector<int64_t> steps_on_disk;  // what a separate reader saw when the answer came
+    };
+    auto answer = std::make_shared<Answer>();
+    auto wait_for = [&](std::string episode_id) {
+      auto caller = std::this_thread::get_id();
+      store->WhenCommitted([answer, caller, path, episode_id](Status status) {
+        int64_t steps = -1;
+        if (auto reader = TrajectoryReader::Open(path); reader.ok()) {
+          if (auto episode = (*reader)->Get(episode_id); episode.ok() && episode->summary.outcome.has_value()) {
+            steps = static_cast<int64_t>(episode->steps.size());
+          }
+        }
+        std::lock_guard lock(answer->mutex);
+        answer->statuses.push_back(status);
+        answer->on_caller_thread.push_back(std::this_thread::get_id() == caller);
+        answer->steps_on_disk.push_back(steps);
+      });
+    };
+    auto answers = [&] {
+      std::lock_guard lock(answer->mutex);
+      return answer->statuses.size();
+    };
+
+    SUBCASE("nothing queued: inline, on the caller's thread") {
+      wait_for("none");
+      REQUIRE(answers() == 1);
+      CHECK(answer->statuses[0].ok());
+      CHECK(answer->on_caller_thread[0]);
+    }
+    SUBCASE("queued records: on the writer thread, with the episode's end and steps readable") {
+      std::string id = store->BeginEpisode(Start("env", "task"));
+      for (int i = 0; i < 5; ++i) store->RecordStep(id, OkStep(i, "tool", Json::object(), Json(i)));
+      store->EndEpisode(id, EpisodeOutcome::kSubmitted);
+      wait_for(id);
+      // Far below the flush interval: the waiter woke the writer.
+      REQUIRE(WaitFor([&] { return answers() == 1; }));
+      CHECK(answer->statuses[0].ok());
+      CHECK(!answer->on_caller_thread[0]);
+      CHECK(answer->steps_on_disk[0] == 5);
+      CHECK(store->Stats().queue_depth == 0);
+    }
+    SUBCASE("writes blocked past the flush deadline: DeadlineExceeded naming the write error, then nothing more") {
+      std::string before = store->BeginEpisode(Start("env", "before"));
+      REQUIRE(store->Flush().ok());
+      auto locker = Database::Open(path, Database::Mode::kReadWrite);
+      REQUIRE(locker.ok());
+      REQUIRE(locker->Exec("BEGIN EXCLUSIVE").ok());
+      std::string id = store->BeginEpisode(Start("env", "during"));
+      store->EndEpisode(id, EpisodeOutcome::kSubmitted);
+      wait_for(id);
+      REQUIRE(WaitFor([&] { return answers() == 1; }));
+      CHECK(answer->statuses[0].code() == StatusCode::kDeadlineExceeded);
+      CHECK(answer->statuses[0].message().find("last write error") != std::string::npos);
+      CHECK(answer->steps_on_disk[0] == -1);
+      REQUIRE(locker->Exec("COMMIT").ok());
+      for (int attempt = 0; attempt < 50 && !store->Flush().ok(); ++attempt) {
+      }
+      CHECK(store->Stats().queue_depth == 0);
+      CHECK(answers() == 1);  // answered exactly once
+    }
+  }
+
+  TEST_CASE("a store closed while its writes fail answers each waiter once, with an error") {
+    TempDir dir;
+    const std::string path = dir / "traj.sqlite";
+    auto store = OpenStore(path, {.flush_deadline = std::chrono::milliseconds(200)});
+    REQUIRE(store->Flush().ok());
+    auto locker = Database::Open(path, Database::Mode::kReadWrite);
+    REQUIRE(locker.ok());
+    REQUIRE(locker->Exec("BEGIN EXCLUSIVE").ok());
+    store->BeginEpisode(Start("env", "task"));
+    auto statuses = std::make_shared<std::vector<Status>>();
+    store->WhenCommitted([statuses](Status committed) { statuses->push_back(committed); });
+    REQUIRE(WaitFor([&] { return store->Stats().write_errors > 0; }));
+    store.reset();  // flushes for 200 ms, then gives up: the writer is gone when this returns
+    REQUIRE(statuses->size() == 1);
+    // Past its deadline while the writer retried, or abandoned at the close: either way not Ok.
+    CHECK(
+        ((*statuses)[0].code() == StatusCode::kDeadlineExceeded || (*statuses)[0].code() == StatusCode::kUnavailable));
+    REQUIRE(locker->Exec("COMMIT").ok());
   }
 
   TEST_CASE("EpisodeToJson carries the summary, versions, fork link and every step with its typed result") {

@@ -316,10 +316,54 @@ TEST_SUITE("server.transport.cli") {
           flood["server_before"]["rss_kb"].get<long long>() + 200 * 1024);
   }
 
-  TEST_CASE("served verdicts: a fresh judge process each by default; --judgements-per-judge 64 keeps them per task") {
+  TEST_CASE("SIGKILL right after the answers: every answered verdict and close is on disk, steps and all") {
+    ServeProcess serve;
+    auto client = RpcClient::Connect(serve.Url() + "/rpc");
+    REQUIRE(client.ok());
+    struct Played {
+      std::string trajectory;
+      bool submitted = false;  // else closed
+      bool passed = false;
+    };
+    std::vector<Played> played;
+    for (int episode = 0; episode < 6; ++episode) {
+      Json created = MustCall(**client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
+      const std::string session = created["session"];
+      Played one{created["trajectory"], episode % 3 != 2};
+      MustCall(**client, "tools/call", Json{{"session", session}, {"name", "echo"}, {"arguments", {{"text", "a"}}}});
+      MustCall(**client, "tools/call", Json{{"session", session}, {"name", "echo"}, {"arguments", {{"text", "b"}}}});
+      if (one.submitted) {
+        Json verdict =
+            MustCall(**client, "session/submit", Json{{"session", session}, {"answer", episode % 2 ? "5" : "4"}});
+        one.passed = verdict["passed"].get<bool>();
+      } else {
+        CHECK(MustCall(**client, "session/close", Json{{"session", session}})["closed"] == true);
+      }
+      played.push_back(one);
+    }
+    // The store's flush interval is 50 ms: without the commit before the answer, the last episode
+    // at least would still be in its queue now.
+    serve.child->Signal(SIGKILL);
+    REQUIRE(serve.child->Wait(std::chrono::seconds(30)).has_value());
+    for (const Played& one : played) {
+      CAPTURE(one.trajectory);
+      agents::Episode episode = serve.Episode(one.trajectory);
+      REQUIRE(episode.summary.outcome.has_value());
+      CHECK(episode.steps.size() == (one.submitted ? 3u : 2u));
+      if (one.submitted) {
+        CHECK(*episode.summary.outcome == agents::EpisodeOutcome::kSubmitted);
+        REQUIRE(episode.summary.verdict.has_value());
+        CHECK((*episode.summary.verdict)["passed"] == one.passed);
+      } else {
+        CHECK(*episode.summary.outcome == agents::EpisodeOutcome::kClosed);
+      }
+    }
+  }
+
+  TEST_CASE("served verdicts: judge processes kept per task by default; --judgements-per-judge 1: a fresh one each") {
     for (bool fresh : {false, true}) {
       CAPTURE(fresh);
-      ServeProcess serve(fresh ? std::vector<std::string>{} : std::vector<std::string>{"--judgements-per-judge", "64"});
+      ServeProcess serve(fresh ? std::vector<std::string>{"--judgements-per-judge", "1"} : std::vector<std::string>{});
       CommandOptions options;
       options.timeout = std::chrono::seconds(120);
       auto bench =
