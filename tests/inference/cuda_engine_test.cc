@@ -52,9 +52,12 @@ using model_testing::PromptTokens;
 using model_testing::TinyModel;
 
 constexpr int kPromptLength = 40;
+// Hundreds of pages of the tiny models: every test's sequences fit. Kept small because the
+// emulator fills each allocation with its garbage pattern (touching every page) at every load.
+constexpr int64_t kTestPoolBytes = int64_t{32} << 20;
 
 Result<std::unique_ptr<Model>> TryLoad(const std::string& dir, const std::string& device, bool dense = false,
-                                       int64_t pool_bytes = int64_t{256} << 20) {
+                                       int64_t pool_bytes = kTestPoolBytes) {
   ModelOptions options;
   options.device = device;
   options.dense_attention = dense;
@@ -63,7 +66,7 @@ Result<std::unique_ptr<Model>> TryLoad(const std::string& dir, const std::string
 }
 
 std::unique_ptr<Model> Load(const std::string& dir, const std::string& device, bool dense = false,
-                            int64_t pool_bytes = int64_t{256} << 20) {
+                            int64_t pool_bytes = kTestPoolBytes) {
   auto model = TryLoad(dir, device, dense, pool_bytes);
   INFO(model.status().ToString());
   REQUIRE(model.ok());
