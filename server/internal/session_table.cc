@@ -457,14 +457,16 @@ void SessionTable::CallTool(std::shared_ptr<Lease> lease, toolsets::ToolCall cal
                             std::function<void(ToolResult result, int64_t step)> then) {
   uint64_t manager_id = lease->entry()->manager_id;
   auto record = [this, lease, tool = call.name, arguments = call.arguments, started_at_us = UnixMicrosNow(),
-                 start = Clock::now(), then = std::move(then)](ToolResult result) {
+                 start = Clock::now(), then = std::move(then)](ToolResult result) mutable {
     auto duration_us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
     tool_calls_++;
     outcomes_[static_cast<size_t>(result.outcome)]++;
     metrics_.CountToolCall(result.outcome, static_cast<double>(duration_us) / 1e6);
     RecordedCall recorded = RecordToolResult(*lease->entry(), tool, arguments, result, started_at_us, duration_us);
     if (!recorded.ended_episode) return then(std::move(result), recorded.step);
-    AfterCommit([then, result = std::move(result), step = recorded.step]() mutable { then(std::move(result), step); });
+    AfterCommit([then = std::move(then), result = std::move(result), step = recorded.step]() mutable {
+      then(std::move(result), step);
+    });
   };
   manager_->CallToolAsync(manager_id, std::move(call), std::move(record));
 }

@@ -45,6 +45,23 @@ void Insert(Database& db, const std::string& sql, const std::vector<SqlValue>& v
   REQUIRE_MESSAGE(run.ok(), run.ToString());
 }
 
+// A second connection holding SQLite's write lock (BEGIN EXCLUSIVE) until it runs COMMIT.
+Database HoldWriteLock(const std::string& path) {
+  auto locker = Database::Open(path, Database::Mode::kReadWrite);
+  REQUIRE(locker.ok());
+  REQUIRE(locker->Exec("BEGIN EXCLUSIVE").ok());
+  return std::move(*locker);
+}
+
+// Flush, retried up to 50 times (each waits up to the store's flush deadline): the writer's
+// backoff after failed writes is at most 1 s between attempts.
+bool FlushPatiently(TrajectoryStore& store) {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    if (store.Flush().ok()) return true;
+  }
+  return false;
+}
+
 TEST_SUITE("agents.trajectory_store") {
   TEST_CASE("8 threads x 2000 steps are all committed, in order, and survive reopening") {
     TempDir dir;
@@ -370,9 +387,7 @@ TEST_SUITE("agents.trajectory_store") {
     std::string before = store->BeginEpisode(Start("env", "before"));
     REQUIRE(store->Flush().ok());
 
-    auto locker = Database::Open(path, Database::Mode::kReadWrite);
-    REQUIRE(locker.ok());
-    REQUIRE(locker->Exec("BEGIN EXCLUSIVE").ok());
+    Database locker = HoldWriteLock(path);
     std::string id = store->BeginEpisode(Start("env", "during"));
     for (int i = 0; i < 10; ++i) store->RecordStep(id, OkStep(i, "tool", Json::object(), Json(i)));
     store->EndEpisode(id, EpisodeOutcome::kClosed);
@@ -391,15 +406,8 @@ TEST_SUITE("agents.trajectory_store") {
     CHECK(counts->episodes == 1);
     CHECK(store->Get(before).ok());
 
-    REQUIRE(locker->Exec("COMMIT").ok());
-    // Backoff is at most 1 s between attempts; give the writer a generous deadline now.
-    auto patient = [&] {
-      for (int attempt = 0; attempt < 50; ++attempt) {
-        if (store->Flush().ok()) return true;
-      }
-      return false;
-    };
-    REQUIRE(patient());
+    REQUIRE(locker.Exec("COMMIT").ok());
+    REQUIRE(FlushPatiently(*store));
     stats = store->Stats();
     CHECK(stats.queue_depth == 0);
     CHECK(stats.last_error.empty());
@@ -423,7 +431,7 @@ TEST_SUITE("agents.trajectory_store") {
       std::vector<int64_t> steps_on_disk;  // what a separate reader saw when the answer came
     };
     auto answer = std::make_shared<Answer>();
-    auto wait_for = [&](std::string episode_id) {
+    auto await_commit = [&](std::string episode_id) {
       auto caller = std::this_thread::get_id();
       store->WhenCommitted([answer, caller, path, episode_id](Status status) {
         int64_t steps = -1;
@@ -444,7 +452,7 @@ TEST_SUITE("agents.trajectory_store") {
     };
 
     SUBCASE("nothing queued: inline, on the caller's thread") {
-      wait_for("none");
+      await_commit("none");
       REQUIRE(answers() == 1);
       CHECK(answer->statuses[0].ok());
       CHECK(answer->on_caller_thread[0]);
@@ -453,7 +461,7 @@ TEST_SUITE("agents.trajectory_store") {
       std::string id = store->BeginEpisode(Start("env", "task"));
       for (int i = 0; i < 5; ++i) store->RecordStep(id, OkStep(i, "tool", Json::object(), Json(i)));
       store->EndEpisode(id, EpisodeOutcome::kSubmitted);
-      wait_for(id);
+      await_commit(id);
       // Far below the flush interval: the waiter woke the writer.
       REQUIRE(WaitFor([&] { return answers() == 1; }));
       CHECK(answer->statuses[0].ok());
@@ -462,21 +470,16 @@ TEST_SUITE("agents.trajectory_store") {
       CHECK(store->Stats().queue_depth == 0);
     }
     SUBCASE("writes blocked past the flush deadline: DeadlineExceeded naming the write error, then nothing more") {
-      std::string before = store->BeginEpisode(Start("env", "before"));
-      REQUIRE(store->Flush().ok());
-      auto locker = Database::Open(path, Database::Mode::kReadWrite);
-      REQUIRE(locker.ok());
-      REQUIRE(locker->Exec("BEGIN EXCLUSIVE").ok());
+      Database locker = HoldWriteLock(path);
       std::string id = store->BeginEpisode(Start("env", "during"));
       store->EndEpisode(id, EpisodeOutcome::kSubmitted);
-      wait_for(id);
+      await_commit(id);
       REQUIRE(WaitFor([&] { return answers() == 1; }));
       CHECK(answer->statuses[0].code() == StatusCode::kDeadlineExceeded);
       CHECK(answer->statuses[0].message().find("last write error") != std::string::npos);
       CHECK(answer->steps_on_disk[0] == -1);
-      REQUIRE(locker->Exec("COMMIT").ok());
-      for (int attempt = 0; attempt < 50 && !store->Flush().ok(); ++attempt) {
-      }
+      REQUIRE(locker.Exec("COMMIT").ok());
+      FlushPatiently(*store);
       CHECK(store->Stats().queue_depth == 0);
       CHECK(answers() == 1);  // answered exactly once
     }
@@ -487,9 +490,7 @@ TEST_SUITE("agents.trajectory_store") {
     const std::string path = dir / "traj.sqlite";
     auto store = OpenStore(path, {.flush_deadline = std::chrono::milliseconds(200)});
     REQUIRE(store->Flush().ok());
-    auto locker = Database::Open(path, Database::Mode::kReadWrite);
-    REQUIRE(locker.ok());
-    REQUIRE(locker->Exec("BEGIN EXCLUSIVE").ok());
+    Database locker = HoldWriteLock(path);
     store->BeginEpisode(Start("env", "task"));
     auto statuses = std::make_shared<std::vector<Status>>();
     store->WhenCommitted([statuses](Status committed) { statuses->push_back(committed); });
@@ -499,7 +500,7 @@ TEST_SUITE("agents.trajectory_store") {
     // Past its deadline while the writer retried, or abandoned at the close: either way not Ok.
     CHECK(
         ((*statuses)[0].code() == StatusCode::kDeadlineExceeded || (*statuses)[0].code() == StatusCode::kUnavailable));
-    REQUIRE(locker->Exec("COMMIT").ok());
+    REQUIRE(locker.Exec("COMMIT").ok());
   }
 
   TEST_CASE("EpisodeToJson carries the summary, versions, fork link and every step with its typed result") {
