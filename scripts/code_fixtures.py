@@ -666,9 +666,12 @@ Roman.toRoman(1994);  // "MCMLXXXXIV", expected "MCMXCIV"
 anyone expects to see on a clock face or a copyright line.
 '''),
     "install": "",
+    # Both JVMs short-lived: the client compiler alone and the serial collector (a run's CPU time
+    # 3.4-4.0 s -> 2.2 s here).
     "test_command": ('out="${TMPDIR:-/tmp}/classes" && rm -rf "$out" && mkdir -p "$out" && '
-                     'javac -nowarn -encoding UTF-8 -d "$out" -cp ' + JAVA_CP + ' $(find src -name "*.java" | sort) && '
-                     'java -XX:-UsePerfData -Djava.io.tmpdir="${TMPDIR:-/tmp}" '
+                     'javac -J-XX:TieredStopAtLevel=1 -J-XX:+UseSerialGC -nowarn -encoding UTF-8 -d "$out" '
+                     '-cp ' + JAVA_CP + ' $(find src -name "*.java" | sort) && '
+                     'java -XX:-UsePerfData -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.io.tmpdir="${TMPDIR:-/tmp}" '
                      '-jar /usr/share/java/junit-platform-console-standalone.jar --disable-banner '
                      '--details=tree --disable-ansi-colors -cp "$out" --scan-classpath "$out" '
                      '--include-engine=junit-jupiter '
@@ -2448,12 +2451,14 @@ Expected `a` (value 10) to survive and `b` to be evicted; `Keys()` after `Put("a
 list `a` first. `Get` already refreshes an entry; `Put` should too.
 '''),
     "install": "",
+    # -vet=off: go test's vet pass analyses every imported standard package again in each fresh
+    # $HOME's build cache (2.2 s of a 3 s run here); the tests themselves are what grading needs.
     "test_command": ('GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=readonly '
-                     'gotestsum --junitfile "$ENVFORGE_JUNIT_DIR/go.xml" --format standard-verbose -- ./...'),
+                     'gotestsum --junitfile "$ENVFORGE_JUNIT_DIR/go.xml" --format standard-verbose -- -vet=off ./...'),
     # TestIds are package::TestName[/subtest]: -run selects the top-level tests (a subtest runs
     # with its parent's others; the answer is restricted to the ids asked for).
     "test_subset_command": ('GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-mod=readonly '
-                            'gotestsum --junitfile "$ENVFORGE_JUNIT_DIR/go.xml" --format standard-verbose -- '
+                            'gotestsum --junitfile "$ENVFORGE_JUNIT_DIR/go.xml" --format standard-verbose -- -vet=off '
                             '-run "^($(sed \'s/.*:://; s/\\/.*//\' "$ENVFORGE_TESTS_FILE" | sort -u | paste -sd\'|\'))\\$" ./...'),
     "FAIL_TO_PASS": [
         "envforge.dev/fixtures/lru::TestKeysOrder",
