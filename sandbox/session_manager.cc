@@ -15,9 +15,12 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 
+#include "base/cleanup_registry.h"
 #include "base/log.h"
 #include "base/sqlite.h"
 #include "sandbox/code/code_grading.h"
@@ -1683,6 +1686,37 @@ void SessionManager::Impl::BeginShutdown(std::function<void()> done) {
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+constexpr std::string_view kOwnScratchPrefix = "envforge-scratch-";
+
+// The pid of "envforge-scratch-<pid>-<n>" (or of the older "envforge-scratch-<pid>"); nullopt
+// for any other name.
+std::optional<pid_t> OwnScratchRootOwner(std::string_view name) {
+  if (!name.starts_with(kOwnScratchPrefix)) return std::nullopt;
+  std::string_view rest = name.substr(kOwnScratchPrefix.size());
+  auto pid = LeadingPid(rest);
+  if (!pid) return std::nullopt;
+  std::string_view after = rest.substr(std::to_string(*pid).size());
+  bool counter =
+      after.size() >= 2 && after[0] == '-' && after.find_first_not_of("0123456789", 1) == std::string_view::npos;
+  if (!after.empty() && !counter) return std::nullopt;
+  return pid;
+}
+
+// /tmp/envforge-scratch-<pid>-<n>, n counting this process's managers: two managers alive at once
+// in one process never share a root (each numbers its zygotes' and code pools' directories from 1
+// and removes its whole root when destroyed). The roots of processes that no longer exist (a
+// SIGKILLed server cannot remove its own, code environments' working copies included) are swept
+// first.
+std::string NewOwnScratchRoot() {
+  static std::atomic<uint64_t> managers{0};
+  SweepDeadProcessEntries("/tmp", OwnScratchRootOwner);
+  return "/tmp/" + std::string(kOwnScratchPrefix) + std::to_string(::getpid()) + "-" + std::to_string(++managers);
+}
+
+}  // namespace
+
 SessionManager::SessionManager(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SessionManager::~SessionManager() = default;
 
@@ -1699,7 +1733,7 @@ Result<std::unique_ptr<SessionManager>> SessionManager::Create(ManagerOptions op
     return NotFoundError("envforge-worker not executable: " + options.worker_path);
   }
   bool owns_scratch_root = options.scratch_root.empty();
-  if (owns_scratch_root) options.scratch_root = "/tmp/envforge-scratch-" + std::to_string(::getpid());
+  if (owns_scratch_root) options.scratch_root = NewOwnScratchRoot();
   std::error_code ec;
   std::filesystem::create_directories(options.scratch_root, ec);
   if (ec) return InternalError("cannot create the scratch root " + options.scratch_root + ": " + ec.message());

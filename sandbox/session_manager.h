@@ -124,13 +124,14 @@ struct ManagerOptions {
   // session N works in <scratch_root>/eZ/fN/sN (fN is its family's directory), a fork M of it
   // in <scratch_root>/eZ/fN/sM, starting as a copy of its parent's. The zygote creates them
   // (owned by the session's uid) and removes each when its session is reaped. Empty: a fresh
-  // /tmp/envforge-scratch-<pid>, removed by the destructor (otherwise the destructor removes
-  // only the eZ directories). Each zygote mounts its own tmpfs on its eZ inside its private
-  // mount namespace (isolation "zygote_scratch"): session files exist only there, not on the
-  // host's file system (read them from the host as /proc/<zygote pid>/root<scratch_dir>), and
-  // each family's directory is a tmpfs of its limits.disk_bytes. The zygote's Landlock domain
-  // grants its eZ only, so even without that mount namespace a zygote reaches no other
-  // environment's files, nor the code and search directories kept beside them.
+  // /tmp/envforge-scratch-<pid>-<n> (n: this process's nth manager), removed by the destructor
+  // (otherwise the destructor removes only the eZ directories); Create first removes the roots
+  // that processes no longer alive left behind (a SIGKILLed server cannot remove its own). Each zygote mounts its own
+  // tmpfs on its eZ inside its private mount namespace (isolation "zygote_scratch"): session files exist only there,
+  // not on the host's file system (read them from the host as /proc/<zygote pid>/root<scratch_dir>), and each family's
+  // directory is a tmpfs of its limits.disk_bytes. The zygote's Landlock domain grants its eZ only, so even without
+  // that mount namespace a zygote reaches no other environment's files, nor the code and search directories kept beside
+  // them.
   std::string scratch_root;
   // Sessions alive or starting at once (closed ones no longer count, even while their processes
   // exit); creating or forking beyond it is ResourceExhausted (retryable).

@@ -3,6 +3,10 @@
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include "tests/sandbox/manager_test_util.h"
 
@@ -245,6 +249,50 @@ TEST_SUITE("sandbox.manager.faults") {
     f.manager.reset();
     CHECK(std::filesystem::exists(dir / "root"));  // not the manager's to remove
     CHECK_FALSE(std::filesystem::exists(info->scratch_dir));
+  }
+
+  TEST_CASE("the default scratch roots: one per manager, removed with it; a dead process's left behind are swept" *
+            doctest::timeout(60)) {
+    // A pid no process has now: a child that has exited and been reaped.
+    pid_t dead = ::fork();
+    REQUIRE(dead >= 0);
+    if (dead == 0) ::_exit(0);
+    REQUIRE(::waitpid(dead, nullptr, 0) == dead);
+    const std::filesystem::path left = "/tmp/envforge-scratch-" + std::to_string(dead) + "-1";
+    const std::filesystem::path older = "/tmp/envforge-scratch-" + std::to_string(dead);         // before the -<n>
+    const std::filesystem::path alive = "/tmp/envforge-scratch-1-7";                             // init's: alive
+    const std::filesystem::path other = "/tmp/envforge-scratch-" + std::to_string(dead) + "-x";  // not a root
+    for (const auto& root : {left, older, alive, other}) {
+      std::filesystem::create_directories(root / "code-copies-1" / "repo");
+      std::ofstream(root / "code-copies-1" / "repo" / "file.txt") << "left behind";
+    }
+    ManagerFixture first;
+    ManagerFixture second;
+    const std::string first_root = first.manager->options().scratch_root;
+    const std::string second_root = second.manager->options().scratch_root;
+    CHECK_FALSE(std::filesystem::exists(left));
+    CHECK_FALSE(std::filesystem::exists(older));
+    CHECK(std::filesystem::exists(alive / "code-copies-1" / "repo" / "file.txt"));
+    CHECK(std::filesystem::exists(other / "code-copies-1" / "repo" / "file.txt"));
+    std::filesystem::remove_all(alive);
+    std::filesystem::remove_all(other);
+    // Two managers alive at once in one process: a root each, and the first one's going leaves
+    // the second's sessions their files.
+    CHECK(first_root.rfind("/tmp/envforge-scratch-" + std::to_string(::getpid()) + "-", 0) == 0);
+    CHECK(second_root.rfind("/tmp/envforge-scratch-" + std::to_string(::getpid()) + "-", 0) == 0);
+    CHECK(first_root != second_root);
+    SessionId id = second.NewSession();
+    auto info = second.manager->GetSessionInfo(id);
+    REQUIRE(info.ok());
+    first.manager.reset();
+    CHECK_FALSE(std::filesystem::exists(first_root));
+    REQUIRE(std::filesystem::exists(second_root));
+    ToolResult wrote =
+        second.manager->CallTool(id, Call("write_file", {{"path", info->scratch_dir + "/x.txt"}, {"text", "abc"}}));
+    CHECK(wrote.content == 3);
+    CHECK(second.manager->CallTool(id, Call("read_file", {{"path", info->scratch_dir + "/x.txt"}})).content == "abc");
+    second.manager.reset();
+    CHECK_FALSE(std::filesystem::exists(second_root));
   }
 
   TEST_CASE(
