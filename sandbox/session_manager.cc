@@ -344,6 +344,10 @@ class SessionManager::Impl {
   bool JudgeKeepable(const Environment& env, const SandboxLimits& limits) const;
   bool MayJudgeAgain(const Session& process, const Result<std::vector<JudgeVerdict>>& verdicts) const;
   void KeepJudge(const std::shared_ptr<Session>& process);
+  // ManagerOptions::idle_judge_timeout: the environment's timer set for its longest-idle judge
+  // process, and what it does when it fires (closes those idle that long, sets it again).
+  void ScheduleKeptJudgeExpiry(const std::string& env_id);
+  void CloseIdleJudges(const std::string& env_id);
   std::shared_ptr<Session> TakeKeptJudge(const std::shared_ptr<const Environment>& env, const std::string& task_id);
   // Interpreter sessions: takes a kernel from the environment's pool, beside the worker's start;
   // whichever of the two finishes last completes the create.
@@ -409,8 +413,10 @@ class SessionManager::Impl {
     std::unique_ptr<asio::steady_timer> refill_timer;  // ScheduleRefill's
   };
   std::map<std::string, WarmPool> warm_pools_;  // by environment id
-  // Idle judge processes, by environment id, least recently used first (KeepJudge).
+  // Idle judge processes, by environment id, least recently used first (KeepJudge), and each
+  // environment's timer for the first of them to outstay ManagerOptions::idle_judge_timeout.
   std::map<std::string, std::deque<std::shared_ptr<Session>>> kept_judges_;
+  std::map<std::string, std::unique_ptr<asio::steady_timer>> kept_judge_timers_;
   ManagerStats stats_;
   bool shutting_down_ = false;
 };
@@ -434,10 +440,11 @@ struct SessionManager::Impl::Session {
   // its RLIMIT_CPU counts: the process is single-threaded).
   size_t judgements = 0;
   std::chrono::steady_clock::duration judging{};
-  bool warm = false;          // started ahead of demand: starting or waiting in its pool
-  bool bind_pending = false;  // taken from a pool: its task is bound before its first request
-  bool live = true;           // counted in live_
-  bool created = false;       // handed to the caller
+  std::chrono::steady_clock::time_point kept_at{};  // when KeepJudge last put it among the idle
+  bool warm = false;                                // started ahead of demand: starting or waiting in its pool
+  bool bind_pending = false;                        // taken from a pool: its task is bound before its first request
+  bool live = true;                                 // counted in live_
+  bool created = false;                             // handed to the caller
   bool closing = false;
   // Pending creation (fresh or fork).
   std::function<void(Result<SessionId>)> on_created;
@@ -1382,12 +1389,39 @@ bool SessionManager::Impl::MayJudgeAgain(const Session& process,
 
 void SessionManager::Impl::KeepJudge(const std::shared_ptr<Session>& process) {
   std::deque<std::shared_ptr<Session>>& kept = kept_judges_[process->env->id];
+  process->kept_at = std::chrono::steady_clock::now();
   kept.push_back(process);
   while (kept.size() > options_.idle_judges_per_environment) {
     std::shared_ptr<Session> oldest = std::move(kept.front());
     kept.pop_front();
     if (!oldest->closing) Forget(oldest, nullptr);
   }
+  ScheduleKeptJudgeExpiry(process->env->id);
+}
+
+void SessionManager::Impl::ScheduleKeptJudgeExpiry(const std::string& env_id) {
+  if (options_.idle_judge_timeout.count() <= 0 || shutting_down_) return;
+  const std::deque<std::shared_ptr<Session>>& kept = kept_judges_[env_id];
+  if (kept.empty()) return;  // a pending wait finds nothing to close
+  std::unique_ptr<asio::steady_timer>& timer = kept_judge_timers_[env_id];
+  if (!timer) timer = std::make_unique<asio::steady_timer>(io_);
+  timer->expires_at(kept.front()->kept_at + options_.idle_judge_timeout);  // cancels a pending wait
+  timer->async_wait([this, env_id](const boost::system::error_code& ec) {
+    if (!ec) CloseIdleJudges(env_id);
+  });
+}
+
+void SessionManager::Impl::CloseIdleJudges(const std::string& env_id) {
+  if (shutting_down_) return;
+  std::deque<std::shared_ptr<Session>>& kept = kept_judges_[env_id];
+  const auto now = std::chrono::steady_clock::now();
+  while (!kept.empty() && kept.front()->kept_at + options_.idle_judge_timeout <= now) {
+    std::shared_ptr<Session> idle = std::move(kept.front());
+    kept.pop_front();
+    ++stats_.idle_judges_closed;
+    if (!idle->closing) Forget(idle, nullptr);
+  }
+  ScheduleKeptJudgeExpiry(env_id);
 }
 
 std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeKeptJudge(
@@ -1654,6 +1688,7 @@ ManagerStats SessionManager::Impl::DoStats() const {
   stats.sessions_open = DoList().size();
   stats.zygotes_running = DoZygotes().size();
   for (const auto& [env_id, pool] : warm_pools_) stats.warm_ready += pool.ready.size();
+  for (const auto& [env_id, kept] : kept_judges_) stats.idle_judges += kept.size();
   return stats;
 }
 
@@ -1661,6 +1696,7 @@ void SessionManager::Impl::BeginShutdown(std::function<void()> done) {
   shutting_down_ = true;
   warm_pools_.clear();   // their sessions are in sessions_, aborted below
   kept_judges_.clear();  // so are these judge processes
+  kept_judge_timers_.clear();
   // Sessions first: every pending callback gets its error now, every process is killed. They
   // stay registered until the destructor detaches them.
   std::vector<std::shared_ptr<Session>> all;

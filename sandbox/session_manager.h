@@ -185,6 +185,10 @@ struct ManagerOptions {
   size_t judgements_per_judge_process = 64;
   // Idle judge processes kept per environment, the least recently used closed first.
   size_t idle_judges_per_environment = 8;
+  // An idle judge process not taken for this long is closed (its memory back to the machine); a
+  // server of many environments otherwise holds up to idle_judges_per_environment processes for
+  // each environment ever judged. Zero or less: kept until taken, pushed out or shut down.
+  std::chrono::milliseconds idle_judge_timeout = std::chrono::seconds(60);
   // Search environments: a rubric judge (toolsets/search/answer_judge.h; agents/rubric_judge.h asks
   // a model) for answers the exact match rejects that are near misses of the key. It runs on the
   // session's search thread, for submit_result and JudgeAsync alike; when it cannot decide, the
@@ -261,6 +265,8 @@ struct ManagerStats {
   uint64_t warm_taken = 0;                  // creates and judgements served by a warm session
   uint64_t warm_missed = 0;                 // ... that found their pool empty and forked
   uint64_t judgements_in_kept_process = 0;  // judgements served by a judge process that had judged before
+  size_t idle_judges = 0;                   // judge processes kept idle for their task's next judgement
+  uint64_t idle_judges_closed = 0;          // ... closed after idle_judge_timeout
 };
 
 class SessionManager {

@@ -121,6 +121,8 @@ Result<RpcServiceOptions> ServiceOptionsFrom(const ParsedArgs& parsed) {
   options.manager.zygotes_per_environment = static_cast<size_t>(zygotes);
   ENVFORGE_ASSIGN_OR_RETURN(long long judgements, parsed.IntOption("--judgements-per-judge", 1, 100'000));
   options.manager.judgements_per_judge_process = static_cast<size_t>(judgements);
+  ENVFORGE_ASSIGN_OR_RETURN(long long idle_judge_seconds, parsed.IntOption("--idle-judge-seconds", 0, 86'400));
+  options.manager.idle_judge_timeout = std::chrono::seconds(idle_judge_seconds);
   ENVFORGE_ASSIGN_OR_RETURN(long long kernel_pool, parsed.IntOption("--kernel-pool", 0, 1024));
   options.manager.kernel_pool_size = static_cast<size_t>(kernel_pool);
   ENVFORGE_ASSIGN_OR_RETURN(long long ready_copies, parsed.IntOption("--code-ready-copies", 0, 4096));
@@ -440,6 +442,12 @@ std::vector<OptionDecl> ServeOptions() {
        .help = "verdicts one judge process gives (all of one task, each batch's verifier run afresh) before it "
                "closes; 1: a fresh process per verdict (about half the calls/s at 20 calls per episode)",
        .default_text = "64",
+       .section = service},
+      {.name = "--idle-judge-seconds",
+       .metavar = "SECONDS",
+       .help = "a kept judge process no verdict took for this long is closed (up to 8 per environment wait "
+               "otherwise); 0: kept until needed",
+       .default_text = "60",
        .section = service},
       {.name = "--session-ttl",
        .metavar = "SECONDS",

@@ -61,7 +61,9 @@ Json ManagerStatsJson(const sandbox::ManagerStats& stats) {
               {"warm_ready", stats.warm_ready},
               {"warm_taken", stats.warm_taken},
               {"warm_missed", stats.warm_missed},
-              {"judgements_in_kept_process", stats.judgements_in_kept_process}};
+              {"judgements_in_kept_process", stats.judgements_in_kept_process},
+              {"idle_judges", stats.idle_judges},
+              {"idle_judges_closed", stats.idle_judges_closed}};
 }
 
 // The outcome that ends an episode after this tool result, if any (the header's "Recording").

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/fd.h"
@@ -254,6 +255,49 @@ def verify(answer, db):
     auto fresh_session = each_fresh->CreateSession(fresh_env, "oldest_book").value();
     for (int i = 0; i < 3; ++i) REQUIRE(each_fresh->JudgeAnswers(fresh_session, Judge::kVerifier, {"x"}).ok());
     CHECK(each_fresh->Stats().judgements_in_kept_process == 0);
+  }
+}
+
+TEST_CASE("an idle judge process is closed after idle_judge_timeout, and the next judgement forks") {
+  PackedMini mini;
+  mini.Pack();
+  ManagerOptions options;
+  options.idle_judge_timeout = std::chrono::milliseconds(1000);
+  auto manager = SessionManager::Create(options).value();
+  std::string env = manager->OpenEnvironment(mini.bundle).value();
+  auto session = manager->CreateSession(env, "oldest_book").value();
+  auto judge = [&] { REQUIRE(manager->JudgeAnswers(session, Judge::kVerifier, {R"({"title": "x"})"}).ok()); };
+  auto stats = [&] { return manager->Stats(); };
+  auto idle_for_a_while = [&](size_t expected) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (stats().idle_judges != expected && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return stats().idle_judges;
+  };
+
+  judge();
+  CHECK(stats().idle_judges == 1);
+  judge();  // taken at once: the same process
+  CHECK(stats().judgements_in_kept_process == 1);
+  CHECK(idle_for_a_while(0) == 0);
+  CHECK(stats().idle_judges_closed == 1);
+  judge();  // a fresh process
+  CHECK(stats().judgements_in_kept_process == 1);
+  CHECK(stats().idle_judges == 1);
+
+  SUBCASE("without a timeout it waits for its next judgement") {
+    ManagerOptions forever = options;
+    forever.idle_judge_timeout = std::chrono::milliseconds(0);
+    auto keeping = SessionManager::Create(forever).value();
+    std::string keeping_env = keeping->OpenEnvironment(mini.bundle).value();
+    auto keeping_session = keeping->CreateSession(keeping_env, "oldest_book").value();
+    REQUIRE(keeping->JudgeAnswers(keeping_session, Judge::kVerifier, {"1"}).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past the other manager's timeout
+    CHECK(keeping->Stats().idle_judges == 1);
+    REQUIRE(keeping->JudgeAnswers(keeping_session, Judge::kVerifier, {"2"}).ok());
+    CHECK(keeping->Stats().judgements_in_kept_process == 1);
+    CHECK(keeping->Stats().idle_judges_closed == 0);
   }
 }
 

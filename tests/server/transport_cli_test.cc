@@ -360,10 +360,13 @@ TEST_SUITE("server.transport.cli") {
     }
   }
 
-  TEST_CASE("served verdicts: judge processes kept per task by default; --judgements-per-judge 1: a fresh one each") {
+  TEST_CASE(
+      "served verdicts: judge processes kept per task by default, closed when idle; --judgements-per-judge 1: a "
+      "fresh one each") {
     for (bool fresh : {false, true}) {
       CAPTURE(fresh);
-      ServeProcess serve(fresh ? std::vector<std::string>{"--judgements-per-judge", "1"} : std::vector<std::string>{});
+      ServeProcess serve(fresh ? std::vector<std::string>{"--judgements-per-judge", "1"}
+                               : std::vector<std::string>{"--idle-judge-seconds", "1"});
       CommandOptions options;
       options.timeout = std::chrono::seconds(120);
       auto bench =
@@ -380,8 +383,18 @@ TEST_SUITE("server.transport.cli") {
       // 30 verdicts of one task, 6 at a time: at most 6 of them need a process of their own.
       if (fresh) {
         CHECK(kept == 0);
+        CHECK((*stats)["manager"]["idle_judges"] == 0);
       } else {
         CHECK(kept >= 24);
+        // Idle for a second: every kept judge process closes.
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while ((*stats)["manager"]["idle_judges"] != 0 && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          stats = ProbeStats(serve.port);
+          REQUIRE(stats.has_value());
+        }
+        CHECK((*stats)["manager"]["idle_judges"] == 0);
+        CHECK((*stats)["manager"]["idle_judges_closed"].get<int>() >= 1);
       }
     }
   }
