@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <string>
 
 namespace envforge {
 namespace {
@@ -160,6 +161,18 @@ std::optional<pid_t> LeadingPid(std::string_view text) {
   }
   if (digits == 0 || value <= 0) return std::nullopt;
   return static_cast<pid_t>(value);
+}
+
+std::optional<pid_t> PidOfProcessName(std::string_view name, std::string_view prefix, bool bare_pid_too) {
+  if (!name.starts_with(prefix)) return std::nullopt;
+  std::string_view rest = name.substr(prefix.size());
+  auto pid = LeadingPid(rest);
+  if (!pid) return std::nullopt;
+  std::string_view after = rest.substr(std::to_string(*pid).size());
+  if (after.empty()) return bare_pid_too ? pid : std::nullopt;
+  bool counter =
+      after.size() >= 2 && after[0] == '-' && after.find_first_not_of("0123456789", 1) == std::string_view::npos;
+  return counter ? pid : std::nullopt;
 }
 
 size_t SweepDeadProcessEntries(const std::string& dir,

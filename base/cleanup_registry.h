@@ -80,4 +80,8 @@ size_t SweepDeadProcessEntries(const std::string& dir,
 // none or it does not fit a pid. A helper for owner_of functions.
 std::optional<pid_t> LeadingPid(std::string_view text);
 
+// The pid of a per-process name "<prefix><pid>-<n>" (n: decimal digits) and, with `bare_pid_too`,
+// of "<prefix><pid>" as well; nullopt for any other name. An owner_of for SweepDeadProcessEntries.
+std::optional<pid_t> PidOfProcessName(std::string_view name, std::string_view prefix, bool bare_pid_too = false);
+
 }  // namespace envforge

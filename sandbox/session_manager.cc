@@ -1729,15 +1729,7 @@ constexpr std::string_view kOwnScratchPrefix = "envforge-scratch-";
 // The pid of "envforge-scratch-<pid>-<n>" (or of the older "envforge-scratch-<pid>"); nullopt
 // for any other name.
 std::optional<pid_t> OwnScratchRootOwner(std::string_view name) {
-  if (!name.starts_with(kOwnScratchPrefix)) return std::nullopt;
-  std::string_view rest = name.substr(kOwnScratchPrefix.size());
-  auto pid = LeadingPid(rest);
-  if (!pid) return std::nullopt;
-  std::string_view after = rest.substr(std::to_string(*pid).size());
-  bool counter =
-      after.size() >= 2 && after[0] == '-' && after.find_first_not_of("0123456789", 1) == std::string_view::npos;
-  if (!after.empty() && !counter) return std::nullopt;
-  return pid;
+  return PidOfProcessName(name, kOwnScratchPrefix, /*bare_pid_too=*/true);
 }
 
 // /tmp/envforge-scratch-<pid>-<n>, n counting this process's managers: two managers alive at once

@@ -34,17 +34,7 @@ namespace {
 constexpr std::string_view kScratchPrefix = "envforge-audit-";
 
 // The pid of an audit scratch root "envforge-audit-<pid>-<n>" of /tmp; nullopt for anything else.
-std::optional<pid_t> ScratchOwner(std::string_view name) {
-  if (!name.starts_with(kScratchPrefix)) return std::nullopt;
-  std::string_view rest = name.substr(kScratchPrefix.size());
-  auto pid = LeadingPid(rest);
-  if (!pid) return std::nullopt;
-  std::string_view after = rest.substr(std::to_string(*pid).size());
-  bool counter =
-      after.size() >= 2 && after[0] == '-' && after.find_first_not_of("0123456789", 1) == std::string_view::npos;
-  if (!counter) return std::nullopt;
-  return pid;
-}
+std::optional<pid_t> ScratchOwner(std::string_view name) { return PidOfProcessName(name, kScratchPrefix); }
 
 }  // namespace
 

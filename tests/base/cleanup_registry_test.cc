@@ -107,6 +107,13 @@ TEST_SUITE("base.cleanup_registry") {
     CHECK(LeadingPid("0") == std::nullopt);
     CHECK(LeadingPid("12x") == pid_t{12});
     CHECK(LeadingPid("99999999999") == std::nullopt);
+    CHECK(PidOfProcessName("tmp-12-3", "tmp-") == pid_t{12});
+    CHECK(PidOfProcessName("tmp-12", "tmp-") == std::nullopt);
+    CHECK(PidOfProcessName("tmp-12", "tmp-", /*bare_pid_too=*/true) == pid_t{12});
+    CHECK(PidOfProcessName("tmp-12-", "tmp-", true) == std::nullopt);
+    CHECK(PidOfProcessName("tmp-12-3x", "tmp-", true) == std::nullopt);
+    CHECK(PidOfProcessName("tmp-12x", "tmp-", true) == std::nullopt);
+    CHECK(PidOfProcessName("other-12-3", "tmp-", true) == std::nullopt);
   }
 
 }  // TEST_SUITE
