@@ -17,7 +17,7 @@ PACKAGES=(
   python3-torch
   # An optimized BLAS behind libblas.so.3 (Debian's alternatives pick it over the reference BLAS,
   # which python3-torch and python3-numpy link): torch's products on one core go from 4 to about
-  # 30 GFLOP/s here. The OpenMP build, so torch.set_num_threads bounds its threads too.
+  # 30 GFLOP/s here. The OpenMP build, the runtime torch already uses.
   libopenblas0-openmp
   libzmq3-dev cppzmq-dev bubblewrap python3-ipykernel python3-nbformat
   libpugixml-dev
