@@ -344,11 +344,29 @@ class SessionManager::Impl {
   bool JudgeKeepable(const Environment& env, const SandboxLimits& limits) const;
   bool MayJudgeAgain(const Session& process, const Result<std::vector<JudgeVerdict>>& verdicts) const;
   void KeepJudge(const std::shared_ptr<Session>& process);
-  // ManagerOptions::idle_judge_timeout: the environment's timer set for its longest-idle judge
-  // process, and what it does when it fires (closes those idle that long, sets it again).
-  void ScheduleKeptJudgeExpiry(const std::string& env_id);
-  void CloseIdleJudges(const std::string& env_id);
   std::shared_ptr<Session> TakeKeptJudge(const std::shared_ptr<const Environment>& env, const std::string& task_id);
+  // Processes kept idle for reuse (judge processes, recycled sessions) of one environment, least
+  // recently used first, and the timer set for the first of them to outstay
+  // ManagerOptions::idle_judge_timeout.
+  struct IdlePool {
+    std::deque<std::shared_ptr<Session>> idle;
+    std::unique_ptr<asio::steady_timer> timer;
+  };
+  // Parks `process` last in `pool`, closing the least recently used past `cap`; the pool's timer
+  // and what it does when it fires (closes those idle that long, counted in `*closed`).
+  void Park(IdlePool& pool, const std::shared_ptr<Session>& process, size_t cap, uint64_t* closed);
+  void ScheduleIdleExpiry(IdlePool& pool, uint64_t* closed);
+  void CloseIdle(IdlePool& pool, uint64_t* closed);
+  // Recycled sessions (ManagerOptions::episodes_per_session_process): whether sessions of `env`
+  // under `limits` may come from its recycled processes; whether `session`, closed by its caller,
+  // may serve another episode; the worker's "recycle", after which the process waits in its
+  // environment's pool under a new id (or is closed, when it refused); a live recycled process,
+  // the most recently parked, or null.
+  bool Recyclable(const Environment& env, const SandboxLimits& limits) const;
+  bool MayRecycle(const Session& session) const;
+  void Recycle(const std::shared_ptr<Session>& session);
+  void FinishRecycle(const std::shared_ptr<Session>& session, bool recycled, const std::string& why);
+  std::shared_ptr<Session> TakeRecycled(const std::shared_ptr<const Environment>& env);
   // Interpreter sessions: takes a kernel from the environment's pool, beside the worker's start;
   // whichever of the two finishes last completes the create.
   void StartKernel(const std::shared_ptr<Session>& session);
@@ -413,10 +431,10 @@ class SessionManager::Impl {
     std::unique_ptr<asio::steady_timer> refill_timer;  // ScheduleRefill's
   };
   std::map<std::string, WarmPool> warm_pools_;  // by environment id
-  // Idle judge processes, by environment id, least recently used first (KeepJudge), and each
-  // environment's timer for the first of them to outstay ManagerOptions::idle_judge_timeout.
-  std::map<std::string, std::deque<std::shared_ptr<Session>>> kept_judges_;
-  std::map<std::string, std::unique_ptr<asio::steady_timer>> kept_judge_timers_;
+  // Idle judge processes (KeepJudge) and idle recycled sessions (Recycle), by environment id.
+  // Entries are never erased before BeginShutdown: their timers' callbacks hold their address.
+  std::map<std::string, IdlePool> kept_judges_;
+  std::map<std::string, IdlePool> recycled_;
   ManagerStats stats_;
   bool shutting_down_ = false;
 };
@@ -435,7 +453,14 @@ struct SessionManager::Impl::Session {
   SessionId parent = 0;
   pid_t pid = 0;
   uint64_t calls = 0;
-  bool judge = false;  // a judge process (JudgeInJudgeProcess), never a caller's session
+  // Recycling (MayRecycle): the episodes this process served before the current one, the wall
+  // time of its calls (a bound on the CPU time its RLIMIT_CPU counts), and what rules it out.
+  size_t episodes_before = 0;
+  std::chrono::steady_clock::duration busy{};
+  bool limit_hit = false;  // a call stopped at a limit: the interpreter may be half way through anything
+  bool forked = false;     // has copies: its family's uid is not its own alone
+  bool solved = false;     // ran the gold solution
+  bool judge = false;      // a judge process (JudgeInJudgeProcess), never a caller's session
   // A judge process's judgements so far, and the wall time they took (a bound on the CPU time
   // its RLIMIT_CPU counts: the process is single-threaded).
   size_t judgements = 0;
@@ -819,6 +844,12 @@ void SessionManager::Impl::DoCreate(const std::string& env_id, SessionOptions op
     return done(ResourceExhaustedError("session limit reached: " + std::to_string(live_) + " of max_sessions " +
                                        std::to_string(options_.max_sessions) + " are live; retry after closing one"));
   }
+  if (Recyclable(*env, limits)) {
+    if (std::shared_ptr<Session> recycled = TakeRecycled(env)) {
+      ++stats_.recycled_taken;
+      return HandOutWarm(recycled, options.task_id, std::move(done));
+    }
+  }
   if (Warmable(*env, limits)) {
     std::shared_ptr<Session> warm = TakeWarm(env);
     ScheduleRefill(env);
@@ -904,13 +935,19 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
   Json request = {{"op", "call"}, {"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}};
   std::weak_ptr<Session> weak = sessions_.at(id);
   SendPendingBind(*session);
-  session->channel->Request(
-      std::move(request), HardDeadline(session->limits), {},
-      [this, weak, call_id = std::move(call.id), done = std::move(done)](SessionReply reply) mutable {
-        if (auto s = weak.lock(); s && !reply.failure) ++s->calls;
-        ++stats_.calls;
-        done(ResultFromReply(std::move(reply), std::move(call_id)));
-      });
+  session->channel->Request(std::move(request), HardDeadline(session->limits), {},
+                            [this, weak, started = std::chrono::steady_clock::now(), call_id = std::move(call.id),
+                             done = std::move(done)](SessionReply reply) mutable {
+                              const bool answered = !reply.failure;
+                              ToolResult result = ResultFromReply(std::move(reply), std::move(call_id));
+                              if (auto s = weak.lock()) {
+                                if (answered) ++s->calls;
+                                s->busy += std::chrono::steady_clock::now() - started;
+                                if (!result.limit.empty()) s->limit_hit = true;
+                              }
+                              ++stats_.calls;
+                              done(std::move(result));
+                            });
 }
 
 void SessionManager::Impl::CallKernel(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
@@ -1141,6 +1178,7 @@ void SessionManager::Impl::DoSolve(SessionId id, std::function<void(Result<Solve
   if (session->kernel) return SolveInKernel(*session, std::move(done));
   if (session->code) return SolveInCode(*session, std::move(done));
   if (IsSearch(*session->env)) return SolveInSearch(*session, std::move(done));
+  session->solved = true;
   SendPendingBind(*session);
   session->channel->Request(Json{{"op", "solve"}}, HardDeadline(session->limits), {},
                             [done = std::move(done)](SessionReply reply) {
@@ -1388,47 +1426,14 @@ bool SessionManager::Impl::MayJudgeAgain(const Session& process,
 }
 
 void SessionManager::Impl::KeepJudge(const std::shared_ptr<Session>& process) {
-  std::deque<std::shared_ptr<Session>>& kept = kept_judges_[process->env->id];
-  process->kept_at = std::chrono::steady_clock::now();
-  kept.push_back(process);
-  while (kept.size() > options_.idle_judges_per_environment) {
-    std::shared_ptr<Session> oldest = std::move(kept.front());
-    kept.pop_front();
-    if (!oldest->closing) Forget(oldest, nullptr);
-  }
-  ScheduleKeptJudgeExpiry(process->env->id);
-}
-
-void SessionManager::Impl::ScheduleKeptJudgeExpiry(const std::string& env_id) {
-  if (options_.idle_judge_timeout.count() <= 0 || shutting_down_) return;
-  const std::deque<std::shared_ptr<Session>>& kept = kept_judges_[env_id];
-  if (kept.empty()) return;  // a pending wait finds nothing to close
-  std::unique_ptr<asio::steady_timer>& timer = kept_judge_timers_[env_id];
-  if (!timer) timer = std::make_unique<asio::steady_timer>(io_);
-  timer->expires_at(kept.front()->kept_at + options_.idle_judge_timeout);  // cancels a pending wait
-  timer->async_wait([this, env_id](const boost::system::error_code& ec) {
-    if (!ec) CloseIdleJudges(env_id);
-  });
-}
-
-void SessionManager::Impl::CloseIdleJudges(const std::string& env_id) {
-  if (shutting_down_) return;
-  std::deque<std::shared_ptr<Session>>& kept = kept_judges_[env_id];
-  const auto now = std::chrono::steady_clock::now();
-  while (!kept.empty() && kept.front()->kept_at + options_.idle_judge_timeout <= now) {
-    std::shared_ptr<Session> idle = std::move(kept.front());
-    kept.pop_front();
-    ++stats_.idle_judges_closed;
-    if (!idle->closing) Forget(idle, nullptr);
-  }
-  ScheduleKeptJudgeExpiry(env_id);
+  Park(kept_judges_[process->env->id], process, options_.idle_judges_per_environment, &stats_.idle_judges_closed);
 }
 
 std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeKeptJudge(
     const std::shared_ptr<const Environment>& env, const std::string& task_id) {
   auto found = kept_judges_.find(env->id);
   if (found == kept_judges_.end()) return nullptr;
-  std::deque<std::shared_ptr<Session>>& kept = found->second;
+  std::deque<std::shared_ptr<Session>>& kept = found->second.idle;
   for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
     if ((*it)->task_id != task_id) continue;
     std::shared_ptr<Session> process = *it;
@@ -1436,6 +1441,123 @@ std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeKeptJud
     if (process->channel->alive() && !process->closing) return process;
     if (!process->closing) Forget(process, nullptr);  // killed or crashed while it waited
     return nullptr;
+  }
+  return nullptr;
+}
+
+void SessionManager::Impl::Park(IdlePool& pool, const std::shared_ptr<Session>& process, size_t cap, uint64_t* closed) {
+  process->kept_at = std::chrono::steady_clock::now();
+  pool.idle.push_back(process);
+  while (pool.idle.size() > cap) {
+    std::shared_ptr<Session> oldest = std::move(pool.idle.front());
+    pool.idle.pop_front();
+    if (!oldest->closing) Forget(oldest, nullptr);
+  }
+  ScheduleIdleExpiry(pool, closed);
+}
+
+void SessionManager::Impl::ScheduleIdleExpiry(IdlePool& pool, uint64_t* closed) {
+  if (options_.idle_judge_timeout.count() <= 0 || shutting_down_) return;
+  if (pool.idle.empty()) return;  // a pending wait finds nothing to close
+  if (!pool.timer) pool.timer = std::make_unique<asio::steady_timer>(io_);
+  pool.timer->expires_at(pool.idle.front()->kept_at + options_.idle_judge_timeout);  // cancels a pending wait
+  pool.timer->async_wait([this, pool = &pool, closed](const boost::system::error_code& ec) {
+    if (!ec) CloseIdle(*pool, closed);
+  });
+}
+
+void SessionManager::Impl::CloseIdle(IdlePool& pool, uint64_t* closed) {
+  if (shutting_down_) return;
+  const auto now = std::chrono::steady_clock::now();
+  while (!pool.idle.empty() && pool.idle.front()->kept_at + options_.idle_judge_timeout <= now) {
+    std::shared_ptr<Session> idle = std::move(pool.idle.front());
+    pool.idle.pop_front();
+    ++*closed;
+    if (!idle->closing) Forget(idle, nullptr);
+  }
+  ScheduleIdleExpiry(pool, closed);
+}
+
+bool SessionManager::Impl::Recyclable(const Environment& env, const SandboxLimits& limits) const {
+  return options_.episodes_per_session_process > 1 && !shutting_down_ && !env.kernels && !IsCode(env) &&
+         !IsSearch(env) && limits == options_.limits;
+}
+
+bool SessionManager::Impl::MayRecycle(const Session& session) const {
+  if (!Recyclable(*session.env, session.limits)) return false;
+  if (session.judge || session.parent != 0 || session.forked || session.solved || session.limit_hit) return false;
+  if (!session.ready || session.closing || !session.channel->alive()) return false;
+  if (session.episodes_before + 1 >= options_.episodes_per_session_process) return false;
+  return session.busy < std::chrono::seconds(session.limits.cpu_seconds) / 2;
+}
+
+void SessionManager::Impl::Recycle(const std::shared_ptr<Session>& session) {
+  session->created = false;  // its id is unknown to callers from now on
+  if (session->live) {
+    session->live = false;
+    --live_;
+  }
+  std::weak_ptr<Session> weak = session;
+  session->channel->Request(
+      Json{{"op", "recycle"}}, HardDeadline(session->limits), {}, [this, weak](SessionReply reply) {
+        bool recycled = !reply.failure && reply.frame.value("outcome", "") == "ok";
+        std::string why = reply.failure ? reply.failure->message : reply.frame.value("message", std::string());
+        Post([this, weak, recycled, why = std::move(why)] {
+          if (auto s = weak.lock()) FinishRecycle(s, recycled, why);
+        });
+      });
+}
+
+namespace {
+
+// Threads of process `pid` (entries of /proc/<pid>/task); 0 when it cannot be read.
+size_t ThreadsOf(pid_t pid) {
+  std::error_code error;
+  size_t threads = 0;
+  for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/task", error), end;
+       !error && it != end; it.increment(error)) {
+    ++threads;
+  }
+  return error ? 0 : threads;
+}
+
+}  // namespace
+
+void SessionManager::Impl::FinishRecycle(const std::shared_ptr<Session>& session, bool recycled,
+                                         const std::string& why) {
+  if (session->closing) return;
+  if (!recycled) {
+    ++stats_.recycles_refused;
+    ENVFORGE_LOG(kDebug) << "session " << session->id << " of " << session->env->label << " not recycled: " << why;
+  }
+  if (recycled && ThreadsOf(session->pid) != 1) {
+    ++stats_.recycles_refused;
+    ENVFORGE_LOG(kDebug) << "session " << session->id << " of " << session->env->label
+                         << " not recycled: a thread of its episode still runs";
+    recycled = false;
+  }
+  if (!recycled || shutting_down_ || !session->channel->alive()) return Forget(session, nullptr);
+  sessions_.erase(session->id);
+  session->id = next_id_++;
+  sessions_[session->id] = session;
+  session->task_id.clear();
+  session->bind_pending = false;
+  session->calls = 0;
+  ++session->episodes_before;
+  ++stats_.sessions_recycled;
+  Park(recycled_[session->env->id], session, options_.recycled_sessions_per_environment, &stats_.recycled_idle_closed);
+}
+
+std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeRecycled(
+    const std::shared_ptr<const Environment>& env) {
+  auto found = recycled_.find(env->id);
+  if (found == recycled_.end()) return nullptr;
+  std::deque<std::shared_ptr<Session>>& idle = found->second.idle;
+  while (!idle.empty()) {
+    std::shared_ptr<Session> process = std::move(idle.back());
+    idle.pop_back();
+    if (process->channel->alive() && !process->closing) return process;
+    if (!process->closing) Forget(process, nullptr);  // killed or crashed while it waited
   }
   return nullptr;
 }
@@ -1569,6 +1691,7 @@ void SessionManager::Impl::DoFork(SessionId id, std::function<void(Result<Sessio
   if (!created.ok()) return done(created.status());
   std::shared_ptr<Session> child = *created;
   child->on_created = std::move(done);
+  parent->forked = true;
   if (parent->code) StartCodeFork(*parent, child);
   std::weak_ptr<Session> weak_child = child;
   std::weak_ptr<ZygoteProcess> weak_zygote = zygote;
@@ -1607,6 +1730,10 @@ void SessionManager::Impl::DoClose(SessionId id, std::function<void(Status)> don
   auto it = sessions_.find(id);
   if (it == sessions_.end() || !it->second->created)
     return done(NotFoundError("unknown session " + std::to_string(id)));
+  if (MayRecycle(*it->second)) {
+    Recycle(it->second);
+    return done(Status::Ok());
+  }
   Forget(it->second, [done = std::move(done)] { done(Status::Ok()); });
 }
 
@@ -1617,7 +1744,11 @@ void SessionManager::Impl::DoReset(SessionId id, std::function<void(Result<Sessi
   std::shared_ptr<Session> old = it->second;
   SessionOptions options{old->task_id, old->limits};
   std::string env_id = old->env->id;
-  Forget(old, nullptr);  // the old process exits (and is reaped) while the new one starts
+  if (MayRecycle(*old)) {
+    Recycle(old);  // ready for a later create, not this one: that waits for no recycle
+  } else {
+    Forget(old, nullptr);  // the old process exits (and is reaped) while the new one starts
+  }
   DoCreate(env_id, std::move(options), std::move(done));
 }
 
@@ -1688,7 +1819,8 @@ ManagerStats SessionManager::Impl::DoStats() const {
   stats.sessions_open = DoList().size();
   stats.zygotes_running = DoZygotes().size();
   for (const auto& [env_id, pool] : warm_pools_) stats.warm_ready += pool.ready.size();
-  for (const auto& [env_id, kept] : kept_judges_) stats.idle_judges += kept.size();
+  for (const auto& [env_id, kept] : kept_judges_) stats.idle_judges += kept.idle.size();
+  for (const auto& [env_id, recycled] : recycled_) stats.recycled_idle += recycled.idle.size();
   return stats;
 }
 
@@ -1696,7 +1828,7 @@ void SessionManager::Impl::BeginShutdown(std::function<void()> done) {
   shutting_down_ = true;
   warm_pools_.clear();   // their sessions are in sessions_, aborted below
   kept_judges_.clear();  // so are these judge processes
-  kept_judge_timers_.clear();
+  recycled_.clear();     // and these recycled sessions
   // Sessions first: every pending callback gets its error now, every process is killed. They
   // stay registered until the destructor detaches them.
   std::vector<std::shared_ptr<Session>> all;

@@ -185,10 +185,31 @@ struct ManagerOptions {
   size_t judgements_per_judge_process = 64;
   // Idle judge processes kept per environment, the least recently used closed first.
   size_t idle_judges_per_environment = 8;
-  // An idle judge process not taken for this long is closed (its memory back to the machine); a
-  // server of many environments otherwise holds up to idle_judges_per_environment processes for
-  // each environment ever judged. Zero or less: kept until taken, pushed out or shut down.
+  // An idle judge process (or recycled session, below) not taken for this long is closed (its
+  // memory back to the machine); a server of many environments otherwise holds up to
+  // idle_judges_per_environment processes for each environment ever judged. Zero or less: kept
+  // until taken, pushed out or shut down.
   std::chrono::milliseconds idle_judge_timeout = std::chrono::seconds(60);
+  // Recycled sessions: how many episodes one session process may serve, one after another (1: a
+  // fresh process per session, as forks always were). A session its caller closes (or resets) is
+  // recycled instead of killed when it is a plain worker session (not interpreter, code or
+  // search) under the default limits, was created (not forked) and never forked, never ran the
+  // gold solution, no call of it stopped at a limit, its calls' wall time stays under half of
+  // limits.cpu_seconds (its RLIMIT_CPU counts on), and it has served fewer episodes than this.
+  // The worker then checks that nothing of the episode runs (no other thread; no process of the
+  // family's uid, so only sessions that switched to one recycle), empties the scratch directory
+  // and puts the interpreter back to the zygote's state (sandbox/worker/python_host.h
+  // RecycleInterpreter: the data copied back from the pristine image; tools.py's globals, lru
+  // caches, default arguments and class attributes; random, decimal, environ, signal handlers,
+  // umask; it refuses after a PRAGMA was set or a TEMP object created). The process then waits,
+  // under a new id, for a create of its environment with the default limits, which takes it
+  // before a warm session (its task bound with its first request, as a warm one's). A recycled
+  // process never judges. What recycling cannot undo: state tools.py keeps inside closures or in
+  // other modules it changed; leave this at 1 for environments whose tools do that. The cost it
+  // saves is a fork and its copy-on-write faults per episode (`envforge bench serve`).
+  size_t episodes_per_session_process = 1;
+  // Idle recycled session processes kept per environment, the least recently used closed first.
+  size_t recycled_sessions_per_environment = 256;
   // Search environments: a rubric judge (toolsets/search/answer_judge.h; agents/rubric_judge.h asks
   // a model) for answers the exact match rejects that are near misses of the key. It runs on the
   // session's search thread, for submit_result and JudgeAsync alike; when it cannot decide, the
@@ -267,6 +288,11 @@ struct ManagerStats {
   uint64_t judgements_in_kept_process = 0;  // judgements served by a judge process that had judged before
   size_t idle_judges = 0;                   // judge processes kept idle for their task's next judgement
   uint64_t idle_judges_closed = 0;          // ... closed after idle_judge_timeout
+  uint64_t sessions_recycled = 0;           // closed sessions whose process waits for another episode
+  uint64_t recycles_refused = 0;            // ... whose worker refused (something of the episode ran on)
+  uint64_t recycled_taken = 0;              // creates served by a recycled process
+  size_t recycled_idle = 0;                 // recycled processes waiting for a create
+  uint64_t recycled_idle_closed = 0;        // ... closed after idle_judge_timeout
 };
 
 class SessionManager {

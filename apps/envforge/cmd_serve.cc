@@ -123,6 +123,8 @@ Result<RpcServiceOptions> ServiceOptionsFrom(const ParsedArgs& parsed) {
   options.manager.judgements_per_judge_process = static_cast<size_t>(judgements);
   ENVFORGE_ASSIGN_OR_RETURN(long long idle_judge_seconds, parsed.IntOption("--idle-judge-seconds", 0, 86'400));
   options.manager.idle_judge_timeout = std::chrono::seconds(idle_judge_seconds);
+  ENVFORGE_ASSIGN_OR_RETURN(long long episodes, parsed.IntOption("--episodes-per-session", 1, 100'000));
+  options.manager.episodes_per_session_process = static_cast<size_t>(episodes);
   ENVFORGE_ASSIGN_OR_RETURN(long long kernel_pool, parsed.IntOption("--kernel-pool", 0, 1024));
   options.manager.kernel_pool_size = static_cast<size_t>(kernel_pool);
   ENVFORGE_ASSIGN_OR_RETURN(long long ready_copies, parsed.IntOption("--code-ready-copies", 0, 4096));
@@ -445,9 +447,17 @@ std::vector<OptionDecl> ServeOptions() {
        .section = service},
       {.name = "--idle-judge-seconds",
        .metavar = "SECONDS",
-       .help = "a kept judge process no verdict took for this long is closed (up to 8 per environment wait "
-               "otherwise); 0: kept until needed",
+       .help = "a kept judge process (or recycled session process) nothing took for this long is closed (up "
+               "to 8 judges and 256 sessions per environment wait otherwise); 0: kept until needed",
        .default_text = "60",
+       .section = service},
+      {.name = "--episodes-per-session",
+       .metavar = "N",
+       .help = "episodes one session process serves, one after another: a closed session's process is put "
+               "back to the zygote's state (data, scratch files, tools.py's globals; refused when a thread, a "
+               "process, a PRAGMA or a TEMP object of the episode remains) and serves the next create; 1: a "
+               "fresh process per session. 1 for tools that keep state in closures or other modules",
+       .default_text = "64",
        .section = service},
       {.name = "--session-ttl",
        .metavar = "SECONDS",

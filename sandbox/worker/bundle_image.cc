@@ -7,13 +7,12 @@
 #include <cstring>
 
 #include "base/json.h"
+#include "sandbox/worker/db_module.h"
 
 namespace envforge::sandbox::worker {
 namespace {
 
 constexpr int kFormatVersion = 1;
-// Room for a session's writes beyond the pristine image. Untouched, it costs address space only.
-constexpr size_t kMinGrowthReserve = size_t{256} << 20;
 
 // Hardening shared by both connections: no extension loading, no fts3_tokenizer() pointer
 // tricks (Debian builds with SQLITE_ENABLE_FTS3_TOKENIZER), no schema corruption by tools.
@@ -98,7 +97,7 @@ Status ReadReservedTables(Database& db, const std::string& path, RuntimeEnvironm
 // A writable in-memory database over a copy of `image` with room to grow in place (see header).
 Result<Database> OpenSessionDatabase(const std::string& image) {
   ENVFORGE_ASSIGN_OR_RETURN(Database db, Database::OpenInMemory());
-  size_t capacity = image.size() + std::max(kMinGrowthReserve, image.size());
+  size_t capacity = SessionDatabaseCapacity(image.size());
   auto* buffer = static_cast<unsigned char*>(sqlite3_malloc64(capacity));
   if (buffer == nullptr) return ResourceExhaustedError("out of memory for the session database");
   std::memcpy(buffer, image.data(), image.size());

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -18,6 +19,9 @@ namespace py = pybind11;
 
 namespace envforge::sandbox::worker {
 namespace {
+
+// Room for a session's writes beyond the pristine image. Untouched, it costs address space only.
+constexpr size_t kMinGrowthReserve = size_t{256} << 20;
 
 // Exception classes, created when the module is imported (before any Db exists).
 PyObject* g_database_error = nullptr;
@@ -34,11 +38,6 @@ PyObject* g_programming_error = nullptr;
 // raises, the statement is interrupted and the exception propagates from query()/execute().
 int ProgressHandler(void*) { return PyErr_CheckSignals() != 0 ? 1 : 0; }
 
-// Tools may read and write their own copy of the data, never other files.
-int Authorizer(void*, int action, const char*, const char*, const char*, const char*) {
-  return (action == SQLITE_ATTACH || action == SQLITE_DETACH) ? SQLITE_DENY : SQLITE_OK;
-}
-
 // Introspection pragmas that read the schema and change nothing.
 bool IsSchemaPragma(const char* name) {
   if (name == nullptr) return false;
@@ -47,6 +46,27 @@ bool IsSchemaPragma(const char* name) {
     if (sqlite3_stricmp(name, allowed) == 0) return true;
   }
   return false;
+}
+
+// Whether a statement may change the connection beyond the main database (which RestoreFrom
+// replaces): a PRAGMA that sets something, or a TEMP object (a TEMP view shadows a main table).
+bool ChangesConnection(int action, const char* arg1, const char* arg2) {
+  switch (action) {
+    case SQLITE_PRAGMA: return arg2 != nullptr && !IsSchemaPragma(arg1);
+    case SQLITE_CREATE_TEMP_INDEX:
+    case SQLITE_CREATE_TEMP_TABLE:
+    case SQLITE_CREATE_TEMP_TRIGGER:
+    case SQLITE_CREATE_TEMP_VIEW: return true;
+    default: return false;
+  }
+}
+
+// Tools may read and write their own copy of the data, never other files. `changed` (a bool of
+// the Db) records statements that change the connection itself (see ChangesConnection).
+int Authorizer(void* changed, int action, const char* arg1, const char* arg2, const char*, const char*) {
+  if (action == SQLITE_ATTACH || action == SQLITE_DETACH) return SQLITE_DENY;
+  if (ChangesConnection(action, arg1, arg2)) *static_cast<bool*>(changed) = true;
+  return SQLITE_OK;
 }
 
 // The verifiers' view: reads only. Every write, schema change (TEMP objects included, which
@@ -68,12 +88,49 @@ class Db {
  public:
   Db(sqlite3* db, bool read_only) : db_(db), read_only_(read_only) {
     sqlite3_progress_handler(db_, 1000, &ProgressHandler, nullptr);
-    sqlite3_set_authorizer(db_, read_only_ ? &ReadOnlyAuthorizer : &Authorizer, nullptr);
+    InstallAuthorizer();
   }
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
   ~Db() {
-    for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+    ForgetStatements();
+    // buffer_ is freed with the process: it may hold the live database.
+  }
+
+  // See db_module.h. Raises PermissionError on the read-only view, RuntimeError naming the cause
+  // when the connection cannot be restored (the session must then not serve another episode).
+  void RestoreFrom(const Db& pristine) {
+    if (read_only_) Raise(PyExc_PermissionError, "the verifier's view is never restored");
+    if (connection_changed_) {
+      Raise(PyExc_RuntimeError, "a PRAGMA or a TEMP object changed the connection beyond its data");
+    }
+    ForgetStatements();
+    sqlite3_int64 size = 0;
+    unsigned char* image = sqlite3_serialize(pristine.db_, "main", &size, SQLITE_SERIALIZE_NOCOPY);
+    if (image == nullptr) Raise(PyExc_RuntimeError, "the pristine database has no contiguous image");
+    const size_t capacity = SessionDatabaseCapacity(static_cast<size_t>(size));
+    // The deserializes run "ATTACH", which the tools' authorizer refuses; an open transaction is
+    // rolled back first (deserialize fails on a busy connection).
+    sqlite3_set_authorizer(db_, nullptr, nullptr);
+    if (sqlite3_get_autocommit(db_) == 0) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    // An empty database first lets go of the buffer in use: the zygote's copy (freed, which makes
+    // room under RLIMIT_DATA for this process's own) or this process's own (kept and refilled, so
+    // after the first restore no page of it is new).
+    static unsigned char empty[1];
+    int rc = sqlite3_deserialize(db_, "main", empty, 0, 0, 0);
+    if (rc == SQLITE_OK && capacity_ < capacity) {
+      sqlite3_free(buffer_);
+      buffer_ = static_cast<unsigned char*>(sqlite3_malloc64(capacity));
+      capacity_ = buffer_ != nullptr ? capacity : 0;
+      if (buffer_ == nullptr) rc = SQLITE_NOMEM;
+    }
+    if (rc == SQLITE_OK) {
+      std::memcpy(buffer_, image, static_cast<size_t>(size));
+      rc = sqlite3_deserialize(db_, "main", buffer_, size, static_cast<sqlite3_int64>(capacity_), 0);
+    }
+    InstallAuthorizer();
+    if (rc != SQLITE_OK) Raise(PyExc_RuntimeError, std::string("cannot restore the data: ") + sqlite3_errstr(rc));
+    sqlite3_set_last_insert_rowid(db_, 0);
   }
 
   py::list Query(const std::string& sql, py::handle params) {
@@ -257,6 +314,19 @@ class Db {
     Raise(ErrorType(rc), message);
   }
 
+  void InstallAuthorizer() {
+    if (read_only_) {
+      sqlite3_set_authorizer(db_, &ReadOnlyAuthorizer, nullptr);
+    } else {
+      sqlite3_set_authorizer(db_, &Authorizer, &connection_changed_);
+    }
+  }
+
+  void ForgetStatements() {
+    for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+    cache_.clear();
+  }
+
   static PyObject* ErrorType(int rc) {
     switch (rc & 0xff) {
       case SQLITE_CONSTRAINT: return g_integrity_error;
@@ -270,7 +340,10 @@ class Db {
 
   sqlite3* db_;
   bool read_only_;
+  bool connection_changed_ = false;
   std::unordered_map<std::string, sqlite3_stmt*> cache_;
+  unsigned char* buffer_ = nullptr;  // this process's copy of the data, once restored (see RestoreFrom)
+  size_t capacity_ = 0;
 };
 
 int g_pids_events_fd = -1;
@@ -297,6 +370,8 @@ PyObject* NewException(py::module_& m, const char* name, PyObject* base) {
 
 }  // namespace
 
+size_t SessionDatabaseCapacity(size_t image_bytes) { return image_bytes + std::max(kMinGrowthReserve, image_bytes); }
+
 void SetPidsEventsFd(int fd) {
   if (g_pids_events_fd >= 0 && g_pids_events_fd != fd) close(g_pids_events_fd);
   g_pids_events_fd = fd;
@@ -320,6 +395,7 @@ PYBIND11_EMBEDDED_MODULE(_envforge, m) {
       .def("query", &Db::Query, py::arg("sql"), py::arg("params") = py::tuple())
       .def("execute", &Db::Execute, py::arg("sql"), py::arg("params") = py::tuple())
       .def("last_insert_rowid", &Db::LastInsertRowId)
+      .def("_restore_from", &Db::RestoreFrom, py::arg("pristine"))
       .def_property_readonly("read_only", &Db::read_only);
   m.def("pids_limit_hits", &w::PidsLimitHits);
   // runtime.py holds tool results and answers to base/json.h's value bound with this (a linear C++

@@ -135,6 +135,16 @@ Status StartSession(const SessionSettings& settings) {
   }
 }
 
+Status RecycleInterpreter() {
+  try {
+    py::object why = py::module_::import("_envforge_runtime").attr("recycle")();
+    if (why.is_none()) return Status::Ok();
+    return FailedPreconditionError(py::str(why).cast<std::string>());
+  } catch (py::error_already_set& error) {
+    return FailedPreconditionError("recycle failed: " + DescribePythonError(error));
+  }
+}
+
 std::string ErrorReply(std::string_view id_json, std::string_view outcome, std::string_view message) {
   Json reply = {{"outcome", outcome}, {"message", message}};
   auto id = ParseJson(id_json);
@@ -153,6 +163,7 @@ FrameAction HandleFrame(std::string_view frame) {
     PyObject* payload = PyTuple_GET_ITEM(result, 1);
     action.kind = kind == 1   ? FrameAction::Kind::kFork
                   : kind == 2 ? FrameAction::Kind::kClose
+                  : kind == 3 ? FrameAction::Kind::kRecycle
                               : FrameAction::Kind::kReply;
     action.payload.assign(PyBytes_AS_STRING(payload), static_cast<size_t>(PyBytes_GET_SIZE(payload)));
     Py_DECREF(result);

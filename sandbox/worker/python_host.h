@@ -73,10 +73,16 @@ struct SessionSettings {
 };
 Status StartSession(const SessionSettings& settings);
 
-// One frame from the manager. kReply: payload is the reply frame. kFork: payload is the request
-// (JSON text) for the C++ side to carry out. kClose: exit.
+// Puts the interpreter back to the zygote's state for a new episode (runtime.py's recycle(): the
+// data, tools.py's globals, random, environ, signal handlers, ...), after the session's C++ side
+// checked that nothing else of the episode runs. FailedPrecondition naming why when it cannot:
+// the process must then not serve another episode.
+Status RecycleInterpreter();
+
+// One frame from the manager. kReply: payload is the reply frame. kFork, kRecycle: payload is
+// the request (JSON text) for the C++ side to carry out. kClose: exit.
 struct FrameAction {
-  enum class Kind { kReply, kFork, kClose } kind = Kind::kReply;
+  enum class Kind { kReply, kFork, kClose, kRecycle } kind = Kind::kReply;
   std::string payload;
 };
 FrameAction HandleFrame(std::string_view frame);

@@ -135,6 +135,30 @@ Status CopyTree(const std::string& from, const std::string& to, int max_depth) {
   return CopyContents(from_dir.get(), to_dir.get(), 0, max_depth);
 }
 
+Status EmptyDirectory(const std::string& path, mode_t mode) {
+  UniqueFd dir(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir.valid()) return ErrnoError("open " + path, errno);
+  if (fchmod(dir.get(), mode) != 0) return ErrnoError("chmod " + path, errno);
+  RemoveContents(dir.get(), 0);
+  int listing = dup(dir.get());
+  DIR* stream = listing < 0 ? nullptr : fdopendir(listing);
+  if (stream == nullptr) {
+    if (listing >= 0) close(listing);
+    return ErrnoError("list " + path, errno);
+  }
+  rewinddir(stream);
+  std::string left;
+  while (dirent* entry = readdir(stream)) {
+    std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    left = name;
+    break;
+  }
+  closedir(stream);
+  if (!left.empty()) return FailedPreconditionError("cannot remove " + path + "/" + left);
+  return Status::Ok();
+}
+
 void RemoveTree(const std::string& path) {
   if (unlink(path.c_str()) == 0) return;  // a file or a symlink: removed itself
   UniqueFd dir(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));

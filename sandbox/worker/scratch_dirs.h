@@ -19,6 +19,10 @@ Status CopyTree(const std::string& from, const std::string& to, int max_depth = 
 // rm -rf that works through directory descriptors opened with O_NOFOLLOW: a symlink swapped in
 // for a directory is removed itself, its target is never touched. Best effort.
 void RemoveTree(const std::string& path);
+// Removes everything inside directory `path` (as RemoveTree does) and sets its mode to `mode`.
+// FailedPrecondition naming the first entry left (one the caller may not remove), or the error
+// of opening it.
+Status EmptyDirectory(const std::string& path, mode_t mode);
 // "/a/b/c" -> "/a/b". Absolute, normalised paths only (see IsCleanAbsolutePath).
 std::string ParentDir(const std::string& path);
 // Absolute, no "." or ".." components, no empty components, no trailing slash, not "/".

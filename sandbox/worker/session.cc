@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -214,6 +215,37 @@ int ForkSession(int fd, UniqueFd new_fd, const std::string& request) {
   return fd;
 }
 
+// Whether a process the episode started still runs. The session is its descendants' subreaper,
+// so every one of them that lives is, or has an ancestor that is, a child of this process; exited
+// children are reaped on the way. Ok when none runs. Threads are the manager's check: /proc is
+// outside a session's Landlock domain.
+Status CheckNoProcessLeft() {
+  for (;;) {
+    pid_t reaped = waitpid(-1, nullptr, WNOHANG);
+    if (reaped > 0) continue;
+    if (reaped == 0) return FailedPreconditionError("a process the episode started is still there");
+    if (errno == EINTR) continue;
+    if (errno == ECHILD) return Status::Ok();
+    return ErrnoError("waitpid", errno);
+  }
+}
+
+// "recycle": makes this session process ready for a new episode (python_host.h
+// RecycleInterpreter), or says why it cannot be (the manager then closes it).
+void RecycleProcess(int fd, const std::string& request) {
+  auto parsed = ParseJson(request);
+  Json id = parsed.ok() && parsed->is_object() ? parsed->value("id", Json()) : Json();
+  Status recycled = CheckNoProcessLeft();
+  if (recycled.ok()) recycled = EmptyDirectory(g_scratch_dir, 0700);
+  if (recycled.ok() && chdir(g_scratch_dir.c_str()) != 0) recycled = ErrnoError("chdir " + g_scratch_dir, errno);
+  if (recycled.ok()) recycled = RecycleInterpreter();
+  if (!recycled.ok()) {
+    (void)wire::WriteFrame(fd, ErrorReply(DumpJson(id), "invalid_call", "recycle refused: " + recycled.message()));
+    return;
+  }
+  (void)wire::WriteFrame(fd, DumpJson(Json{{"id", id}, {"outcome", "ok"}}));
+}
+
 [[noreturn]] void Serve(int fd) {
   auto reader = std::make_unique<FrameReader>(fd);
   std::string frame;
@@ -225,6 +257,7 @@ int ForkSession(int fd, UniqueFd new_fd, const std::string& request) {
         if (!wire::WriteFrame(fd, action.payload).ok()) _exit(0);
         break;
       case FrameAction::Kind::kClose: _exit(0);
+      case FrameAction::Kind::kRecycle: RecycleProcess(fd, action.payload); break;
       case FrameAction::Kind::kFork: {
         int next = ForkSession(fd, reader->TakeFd(), action.payload);
         if (next != fd) {  // the copy: serve its own socket from a clean reader
@@ -317,6 +350,10 @@ void RunWarmChild(WarmChildContext context) {
     if (!limited.ok()) Fatal(fd, "cannot set the session's cgroup limits: " + limited.message());
   }
   setsid();  // no controlling terminal: no TIOCSTI injection into the manager's tty
+  // Orphans of the session's processes come back to it, not to the zygote: a recycle can then
+  // see that nothing of an episode runs on (CheckNoProcessLeft). The zygote still kills and
+  // reaps what is left of a family when the session ends.
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   const Isolation& isolation = *context.isolation;
   if (Status s = isolation.ApplyRlimits(*limits, context.data_base, context.slot.has_value()); !s.ok())
     Fatal(fd, s.message());

@@ -63,7 +63,12 @@ Json ManagerStatsJson(const sandbox::ManagerStats& stats) {
               {"warm_missed", stats.warm_missed},
               {"judgements_in_kept_process", stats.judgements_in_kept_process},
               {"idle_judges", stats.idle_judges},
-              {"idle_judges_closed", stats.idle_judges_closed}};
+              {"idle_judges_closed", stats.idle_judges_closed},
+              {"sessions_recycled", stats.sessions_recycled},
+              {"recycles_refused", stats.recycles_refused},
+              {"recycled_taken", stats.recycled_taken},
+              {"recycled_idle", stats.recycled_idle},
+              {"recycled_idle_closed", stats.recycled_idle_closed}};
 }
 
 // The outcome that ends an episode after this tool result, if any (the header's "Recording").

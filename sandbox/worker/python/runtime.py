@@ -8,9 +8,13 @@ Kept lean on purpose: one json.loads, one dict lookup, the call, one encode per 
 import _string as _string_module
 import ast
 import builtins
+import copy
+import decimal
 import gc
 import inspect
 import json
+import os
+import random
 import signal
 import sys
 import types
@@ -124,6 +128,7 @@ _memory_bytes = 0
 _disk_bytes = 0  # the session family's tmpfs size: ENOSPC in its scratch directory is that budget
 _fired = False
 _touched = False     # a tool or a solution ran here: this process may no longer judge
+_recycled = False    # served an episode before recycle(): never judges, whatever _touched says
 _context = "solution"
 _violations = []
 _safe_builtins = {}
@@ -368,7 +373,7 @@ def _judge(cid, msg):
     task = _task
     if task is None:
         return _reply(cid, "invalid_call", "judge: this session has no task")
-    if _touched:
+    if _touched or _recycled:
         return _reply(cid, "invalid_call", "judge: this session already ran episode code (a tool "
                       "or a solution); verdicts come only from a fresh session")
     which = msg.get("judge")
@@ -519,6 +524,8 @@ def handle(frame):
             return 0, _encode(_bind(msg.get("id"), msg))
         if op == "fork":
             return 1, frame
+        if op == "recycle":
+            return 3, frame
         if op == "close":
             return 2, b""
         return 0, _encode(_reply(msg.get("id"), "infra_error", "unknown op %r" % (op,)))
@@ -835,6 +842,7 @@ def load(bundle_path, tools_source, tools, tasks, session_db, verifier_db):
                 "tasks/%s/oracle.py" % task_id, oracle, "oracle")
         _tasks[task_id] = task
     signal.signal(signal.SIGALRM, _on_alarm)
+    _snapshot_pristine(module)
     _out.take()
     # Everything allocated so far is shared copy-on-write by every session: move it out of the
     # collector's reach so a session's collections never write to (and so copy) those pages.
@@ -856,6 +864,142 @@ def start_session(task_id, wall_ms, max_output, memory_bytes=0, disk_bytes=0):
     _out.limit = min(_max_output, _STDOUT_LIMIT)
     _memory_bytes = int(memory_bytes)
     _disk_bytes = int(disk_bytes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Recycling: one session process serving several episodes of its environment, one after another.
+# What an episode can leave behind in this interpreter, and how recycle() undoes it:
+#   the data                        the main database copied back from the pristine image
+#   tools.py's module globals       rebound as load() left them; mutable values deep-copied
+#                                   from copies taken at load; lru caches cleared; functions'
+#                                   default arguments and tools.py classes' plain attributes too
+#   decimal, environ, signal        put back to the zygote's state
+#   handlers, umask, recursion
+#   limit
+#   random                          reseeded from the system, as random's after-fork hook does
+#                                   in a fresh fork (other at-fork hooks do not run)
+#   the runtime's episode state     task, touched, output, violations
+# Not undone (recycle() cannot see them): state inside closures, in objects reached only through
+# other objects' attributes, or in other modules that tools.py changed. The manager recycles only
+# when asked to (ManagerOptions::episodes_per_session_process), and never lets such a process
+# judge.
+
+_pristine = None
+
+
+class _Pristine:
+    __slots__ = ("module", "bindings", "values", "caches", "defaults", "class_attributes",
+                 "decimal_context", "environ", "handlers", "umask",
+                 "recursion_limit", "unrecyclable")
+
+
+def _is_code_like(value):
+    return isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+                              types.MethodType, type, _envforge.Db))
+
+
+def _plain_class_attributes(cls):
+    return {name: value for name, value in vars(cls).items()
+            if not name.startswith("__") and not _is_code_like(value)
+            and not isinstance(value, (staticmethod, classmethod, property))}
+
+
+def _snapshot_pristine(module):
+    """At the end of load(), in the zygote: what recycle() restores (see above)."""
+    global _pristine
+    p = _Pristine()
+    p.module = module
+    p.bindings = dict(module.__dict__)
+    p.values = {}
+    p.caches = []
+    p.defaults = []
+    p.class_attributes = []
+    p.unrecyclable = ""
+    try:
+        for name, value in p.bindings.items():
+            if callable(getattr(value, "cache_clear", None)):
+                p.caches.append(value)
+            if isinstance(value, types.FunctionType) and value.__globals__ is module.__dict__:
+                p.defaults.append((value, copy.deepcopy(value.__defaults__),
+                                   copy.deepcopy(value.__kwdefaults__)))
+            elif isinstance(value, type) and value.__module__ == "tools":
+                p.class_attributes.append((value, copy.deepcopy(_plain_class_attributes(value))))
+            elif not _is_code_like(value) and not name.startswith("__"):
+                p.values[name] = copy.deepcopy(value)
+    except Exception as exc:  # a lock, a generator, a file: its state cannot be copied back
+        p.unrecyclable = "tools.py keeps a module-level value that cannot be copied (%s)" % _describe(exc)
+    p.decimal_context = decimal.getcontext().copy()
+    p.environ = dict(os.environ)
+    p.handlers = {}
+    for number in signal.valid_signals():
+        try:
+            p.handlers[number] = signal.getsignal(number)
+        except (ValueError, OSError):
+            pass
+    p.umask = os.umask(0o077)
+    os.umask(p.umask)
+    p.recursion_limit = sys.getrecursionlimit()
+    _pristine = p
+
+
+def _restore_signal_handlers(handlers):
+    for number, handler in handlers.items():
+        if handler is None or signal.getsignal(number) is handler:
+            continue
+        try:
+            signal.signal(number, handler)
+        except (ValueError, OSError, TypeError):
+            pass
+
+
+def recycle():
+    """After the C++ side's checks (one thread, no child process, scratch directory emptied): puts
+    the interpreter back to the zygote's state for a new episode (see above). Returns None, or
+    why this process must not serve another episode."""
+    global _task, _touched, _recycled, _fired, _context
+    _disarm()
+    p = _pristine
+    if p is None:
+        return "the environment was not loaded"
+    if p.unrecyclable:
+        return p.unrecyclable
+    try:
+        _session_db._restore_from(_verifier_db)
+        module_globals = p.module.__dict__
+        module_globals.clear()
+        module_globals.update(p.bindings)
+        for name, value in p.values.items():
+            module_globals[name] = copy.deepcopy(value)
+        for cached in p.caches:
+            cached.cache_clear()
+        for fn, defaults, kwdefaults in p.defaults:
+            fn.__defaults__ = copy.deepcopy(defaults)
+            fn.__kwdefaults__ = copy.deepcopy(kwdefaults)
+        for cls, attributes in p.class_attributes:
+            for name in list(_plain_class_attributes(cls)):
+                if name not in attributes:
+                    delattr(cls, name)
+            for name, value in attributes.items():
+                setattr(cls, name, copy.deepcopy(value))
+        random.seed()  # as a fork does (random's after-fork hook): no two episodes share a stream
+        decimal.setcontext(p.decimal_context.copy())
+        if os.environ != p.environ:
+            os.environ.clear()
+            os.environ.update(p.environ)
+        _restore_signal_handlers(p.handlers)
+        os.umask(p.umask)
+        sys.setrecursionlimit(p.recursion_limit)
+    except BaseException as exc:
+        return "restoring the session failed: %s" % _describe(exc)
+    sys.stdout = sys.stderr = _out
+    _out.take()
+    del _violations[:]
+    _context = "solution"
+    _fired = False
+    _task = None
+    _touched = False
+    _recycled = True
+    return None
 
 
 def has_task(task_id):
