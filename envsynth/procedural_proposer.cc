@@ -5,6 +5,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "base/cleanup_registry.h"
 #include "base/subprocess.h"
 #include "envsynth/embedded_generators.h"
 #include "sandbox/code/scoped_directory.h"
@@ -180,7 +181,12 @@ Result<std::unique_ptr<Proposer>> OpenProceduralProposer(const ProceduralOptions
     }
     return std::unique_ptr<Proposer>(new ProceduralProposer(options.python, dir, false));
   }
-  fs::path scratch = sandbox::code::UniqueScratchPath(fs::temp_directory_path(), "envforge-synth-generators");
+  // The generators of runs that were SIGKILLed (their destructor never ran) are swept first.
+  constexpr std::string_view kScratchPrefix = "envforge-synth-generators";
+  SweepDeadProcessEntries(fs::temp_directory_path().string(), [&](std::string_view name) {
+    return PidOfProcessName(name, std::string(kScratchPrefix) + "-");
+  });
+  fs::path scratch = sandbox::code::UniqueScratchPath(fs::temp_directory_path(), std::string(kScratchPrefix));
   ENVFORGE_RETURN_IF_ERROR(WriteEmbedded(scratch));
   return std::unique_ptr<Proposer>(new ProceduralProposer(options.python, scratch, true));
 }

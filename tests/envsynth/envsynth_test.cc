@@ -1,13 +1,18 @@
 // envsynth's parts without the sandbox: the band decisions (exact and early), the run database
 // (create, reopen, replace, versions), pack-problem attribution, options round trip and checks,
-// environment seeds.
+// environment seeds; the procedural proposer's sweep of dead runs' generator directories.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <set>
 
 #include "base/sqlite.h"
 #include "envsynth/band_filter.h"
 #include "envsynth/funnel.h"
+#include "envsynth/procedural_proposer.h"
 #include "envsynth/run_store.h"
 #include "envsynth/synth_run.h"
 #include "envsynth/task_validation.h"
@@ -275,6 +280,25 @@ TEST_SUITE("envsynth") {
     CHECK(seen.size() == 200);
     CHECK(DeriveEnvironmentSeed(1, "logistics", 0) != DeriveEnvironmentSeed(2, "logistics", 0));
     CHECK(DeriveEnvironmentSeed(1, "logistics", 0) != DeriveEnvironmentSeed(1, "calendar", 0));
+  }
+
+  TEST_CASE("procedural proposer: the generators written out by SIGKILLed runs are swept, a live run's kept") {
+    namespace fs = std::filesystem;
+    // A pid no process has now: a child that has exited and been reaped.
+    pid_t dead = ::fork();
+    if (dead == 0) ::_exit(0);
+    REQUIRE(dead > 0);
+    REQUIRE(::waitpid(dead, nullptr, 0) == dead);
+    const fs::path tmp = fs::temp_directory_path();
+    const fs::path left = tmp / ("envforge-synth-generators-" + std::to_string(dead) + "-0");
+    const fs::path alive = tmp / ("envforge-synth-generators-" + std::to_string(::getppid()) + "-7");
+    fs::create_directories(left / "nested");
+    fs::create_directories(alive);
+    auto proposer = OpenProceduralProposer();
+    REQUIRE(proposer.ok());
+    CHECK_FALSE(fs::exists(left));
+    CHECK(fs::exists(alive));  // its owner (this test's parent) runs
+    fs::remove_all(alive);
   }
 
 }  // TEST_SUITE

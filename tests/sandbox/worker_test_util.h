@@ -558,12 +558,21 @@ class Zygote {
   std::deque<Json> pending_;
 };
 
-// The bundle path for this test process (written once).
+// The bundle path for this test process (written once, removed when the process exits; a child
+// that exits through exit() leaves it to its parent).
 inline const std::string& FixtureBundle() {
-  static const std::string path = [] {
+  struct OwnedDir {
     std::string dir = std::filesystem::temp_directory_path() / ("envforge_worker_test_" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir);
-    std::string file = dir + "/fixture.envdb";
+    pid_t owner = getpid();
+    ~OwnedDir() {
+      std::error_code ignored;
+      if (getpid() == owner) std::filesystem::remove_all(dir, ignored);
+    }
+  };
+  static const OwnedDir owned;
+  static const std::string path = [] {
+    std::filesystem::create_directories(owned.dir);
+    std::string file = owned.dir + "/fixture.envdb";
     WriteFixtureBundle(file);
     return file;
   }();
