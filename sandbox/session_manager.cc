@@ -348,9 +348,17 @@ class SessionManager::Impl {
   // Processes kept idle for reuse (judge processes, recycled sessions) of one environment, least
   // recently used first, and the timer set for the first of them to outstay
   // ManagerOptions::idle_judge_timeout.
+  struct WaitingCreate {
+    std::string task_id;
+    std::function<void(Result<SessionId>)> done;
+  };
   struct IdlePool {
     std::deque<std::shared_ptr<Session>> idle;
     std::unique_ptr<asio::steady_timer> timer;
+    // Recycled sessions only: recycles under way, and the creates waiting for one of them (never
+    // more than those under way; the first recycle to finish takes the first waiting create).
+    size_t in_flight = 0;
+    std::deque<WaitingCreate> waiting;
   };
   // Parks `process` last in `pool`, closing the least recently used past `cap`; the pool's timer
   // and what it does when it fires (closes those idle that long, counted in `*closed`).
@@ -367,6 +375,11 @@ class SessionManager::Impl {
   void Recycle(const std::shared_ptr<Session>& session);
   void FinishRecycle(const std::shared_ptr<Session>& session, bool recycled, const std::string& why);
   std::shared_ptr<Session> TakeRecycled(const std::shared_ptr<const Environment>& env);
+  // Creates waiting beyond the recycles still under way go on without one (CreateProcess).
+  void ReleaseWaitingCreates(const std::shared_ptr<const Environment>& env);
+  // The rest of a create once no recycled process serves it: a warm session, else a fresh spawn.
+  void CreateProcess(const std::shared_ptr<const Environment>& env, SessionOptions options, const SandboxLimits& limits,
+                     std::function<void(Result<SessionId>)> done);
   // Interpreter sessions: takes a kernel from the environment's pool, beside the worker's start;
   // whichever of the two finishes last completes the create.
   void StartKernel(const std::shared_ptr<Session>& session);
@@ -849,7 +862,19 @@ void SessionManager::Impl::DoCreate(const std::string& env_id, SessionOptions op
       ++stats_.recycled_taken;
       return HandOutWarm(recycled, options.task_id, std::move(done));
     }
+    // A recycle under way ends within a few milliseconds; a warm session taken instead is
+    // replaced by a fork, which under load costs far more. So the create waits for the recycle.
+    IdlePool& pool = recycled_[env->id];
+    if (pool.waiting.size() < pool.in_flight) {
+      pool.waiting.push_back(WaitingCreate{options.task_id, std::move(done)});
+      return;
+    }
   }
+  CreateProcess(env, std::move(options), limits, std::move(done));
+}
+
+void SessionManager::Impl::CreateProcess(const std::shared_ptr<const Environment>& env, SessionOptions options,
+                                         const SandboxLimits& limits, std::function<void(Result<SessionId>)> done) {
   if (Warmable(*env, limits)) {
     std::shared_ptr<Session> warm = TakeWarm(env);
     ScheduleRefill(env);
@@ -1497,6 +1522,7 @@ void SessionManager::Impl::Recycle(const std::shared_ptr<Session>& session) {
     session->live = false;
     --live_;
   }
+  ++recycled_[session->env->id].in_flight;
   std::weak_ptr<Session> weak = session;
   session->channel->Request(
       Json{{"op", "recycle"}}, HardDeadline(session->limits), {}, [this, weak](SessionReply reply) {
@@ -1525,7 +1551,9 @@ size_t ThreadsOf(pid_t pid) {
 
 void SessionManager::Impl::FinishRecycle(const std::shared_ptr<Session>& session, bool recycled,
                                          const std::string& why) {
-  if (session->closing) return;
+  IdlePool& pool = recycled_[session->env->id];
+  if (pool.in_flight > 0) --pool.in_flight;
+  if (session->closing) return ReleaseWaitingCreates(session->env);
   if (!recycled) {
     ++stats_.recycles_refused;
     ENVFORGE_LOG(kDebug) << "session " << session->id << " of " << session->env->label << " not recycled: " << why;
@@ -1536,7 +1564,10 @@ void SessionManager::Impl::FinishRecycle(const std::shared_ptr<Session>& session
                          << " not recycled: a thread of its episode still runs";
     recycled = false;
   }
-  if (!recycled || shutting_down_ || !session->channel->alive()) return Forget(session, nullptr);
+  if (!recycled || shutting_down_ || !session->channel->alive()) {
+    Forget(session, nullptr);
+    return ReleaseWaitingCreates(session->env);
+  }
   sessions_.erase(session->id);
   session->id = next_id_++;
   sessions_[session->id] = session;
@@ -1545,7 +1576,30 @@ void SessionManager::Impl::FinishRecycle(const std::shared_ptr<Session>& session
   session->calls = 0;
   ++session->episodes_before;
   ++stats_.sessions_recycled;
-  Park(recycled_[session->env->id], session, options_.recycled_sessions_per_environment, &stats_.recycled_idle_closed);
+  if (!pool.waiting.empty() && live_ < options_.max_sessions) {
+    WaitingCreate next = std::move(pool.waiting.front());
+    pool.waiting.pop_front();
+    ++stats_.recycled_taken;
+    return HandOutWarm(session, next.task_id, std::move(next.done));
+  }
+  Park(pool, session, options_.recycled_sessions_per_environment, &stats_.recycled_idle_closed);
+  ReleaseWaitingCreates(session->env);
+}
+
+void SessionManager::Impl::ReleaseWaitingCreates(const std::shared_ptr<const Environment>& env) {
+  IdlePool& pool = recycled_[env->id];
+  while (pool.waiting.size() > pool.in_flight) {
+    WaitingCreate create = std::move(pool.waiting.back());
+    pool.waiting.pop_back();
+    if (shutting_down_) {
+      create.done(UnavailableError("the session manager is shutting down"));
+    } else if (live_ >= options_.max_sessions) {
+      create.done(ResourceExhaustedError("session limit reached: " + std::to_string(live_) + " of max_sessions " +
+                                         std::to_string(options_.max_sessions) + " are live; retry after closing one"));
+    } else {
+      CreateProcess(env, SessionOptions{create.task_id, {}, {}}, options_.limits, std::move(create.done));
+    }
+  }
 }
 
 std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeRecycled(
@@ -1828,7 +1882,10 @@ void SessionManager::Impl::BeginShutdown(std::function<void()> done) {
   shutting_down_ = true;
   warm_pools_.clear();   // their sessions are in sessions_, aborted below
   kept_judges_.clear();  // so are these judge processes
-  recycled_.clear();     // and these recycled sessions
+  for (auto& [env_id, pool] : recycled_) {
+    for (WaitingCreate& create : pool.waiting) create.done(UnavailableError("the session manager is shutting down"));
+  }
+  recycled_.clear();  // and these recycled sessions
   // Sessions first: every pending callback gets its error now, every process is killed. They
   // stay registered until the destructor detaches them.
   std::vector<std::shared_ptr<Session>> all;

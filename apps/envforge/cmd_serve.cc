@@ -121,6 +121,8 @@ Result<RpcServiceOptions> ServiceOptionsFrom(const ParsedArgs& parsed) {
   options.manager.zygotes_per_environment = static_cast<size_t>(zygotes);
   ENVFORGE_ASSIGN_OR_RETURN(long long judgements, parsed.IntOption("--judgements-per-judge", 1, 100'000));
   options.manager.judgements_per_judge_process = static_cast<size_t>(judgements);
+  ENVFORGE_ASSIGN_OR_RETURN(long long idle_judges, parsed.IntOption("--idle-judges", 0, 100'000));
+  options.manager.idle_judges_per_environment = static_cast<size_t>(idle_judges);
   ENVFORGE_ASSIGN_OR_RETURN(long long idle_judge_seconds, parsed.IntOption("--idle-judge-seconds", 0, 86'400));
   options.manager.idle_judge_timeout = std::chrono::seconds(idle_judge_seconds);
   ENVFORGE_ASSIGN_OR_RETURN(long long episodes, parsed.IntOption("--episodes-per-session", 1, 100'000));
@@ -445,10 +447,16 @@ std::vector<OptionDecl> ServeOptions() {
                "closes; 1: a fresh process per verdict (about half the calls/s at 20 calls per episode)",
        .default_text = "64",
        .section = service},
+      {.name = "--idle-judges",
+       .metavar = "N",
+       .help = "judge processes kept per environment between verdicts (the least recently used closed past "
+               "it): a verdict that finds none idle forks one; 0: none kept",
+       .default_text = "64",
+       .section = service},
       {.name = "--idle-judge-seconds",
        .metavar = "SECONDS",
        .help = "a kept judge process (or recycled session process) nothing took for this long is closed (up "
-               "to 8 judges and 256 sessions per environment wait otherwise); 0: kept until needed",
+               "to --idle-judges judges and 256 sessions per environment wait otherwise); 0: kept until needed",
        .default_text = "60",
        .section = service},
       {.name = "--episodes-per-session",

@@ -8,7 +8,9 @@
 #
 # Environment: CLIENTS (default "64 256"), SESSIONS (episodes per run, default 1000), STEPS (tool
 # calls per episode, default 20), TRANSPORT (ws or http, default ws), JSON=1 for the JSON reports,
-# SERVE_ARGS (more envforge serve options, e.g. "--warm-sessions 256").
+# SERVE_ARGS (more envforge serve options, e.g. "--warm-sessions 256"), WARMUP (episodes each
+# server plays, unmeasured, at each client count before its measured run: the figures of a server
+# that has been running, as a trainer's does; default 0: from a cold start).
 set -euo pipefail
 BUILD_DIR=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -19,6 +21,7 @@ SESSIONS=${SESSIONS:-1000}
 STEPS=${STEPS:-20}
 TRANSPORT=${TRANSPORT:-ws}
 SERVE_ARGS=${SERVE_ARGS:-}
+WARMUP=${WARMUP:-0}
 
 [[ -x "$ENVFORGE" ]] || { echo "compare.sh: no $ENVFORGE (build it first: make build)" >&2; exit 2; }
 "$PYTHON" -c 'import aiohttp' 2>/dev/null ||
@@ -64,6 +67,13 @@ url() {  # url PORT: the server's URL for the transport
 }
 
 for clients in $CLIENTS; do
+  if ((WARMUP > 0)); then
+    echo "== warm-up: $WARMUP episodes on each server at $clients clients (not measured)"
+    "$ENVFORGE" bench serve --url "$(url "$SERVE_PORT")" --compare "$(url "$PEER_PORT")" \
+      --transport "$TRANSPORT" --env trip_planning --task cheapest_rated_hotel --tool get_all_cities \
+      --sessions "$WARMUP" --steps "$STEPS" --concurrency "$clients" >/dev/null 2>"$WORK/bench.log" ||
+      { echo "compare.sh: the warm-up failed:" >&2; cat "$WORK/bench.log" >&2; exit 1; }
+  fi
   echo "== $clients clients over $TRANSPORT: $SESSIONS episodes of $STEPS get_all_cities calls (trip_planning," \
     "cheapest_rated_hotel)"
   if ! "$ENVFORGE" bench serve --url "$(url "$SERVE_PORT")" --compare "$(url "$PEER_PORT")" \

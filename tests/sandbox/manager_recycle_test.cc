@@ -212,6 +212,27 @@ TEST_CASE("a recycled session's next episode sees nothing of the one before") {
   CHECK(fixture.manager->Solve(second).value().answer_text == "5");
 }
 
+TEST_CASE("a create right after a close waits for that recycle instead of forking; so does a reset") {
+  if (::geteuid() != 0) return;
+  RecycleFixture fixture;
+  SessionManager::SessionId first = fixture.NewSession();
+  const pid_t pid = fixture.PidOf(first);
+  fixture.Ok(first, "incr");
+  REQUIRE(fixture.manager->CloseSession(first).ok());
+  SessionManager::SessionId second = fixture.NewSession();  // the recycle is still under way
+  CHECK(fixture.PidOf(second) == pid);
+  CHECK(fixture.Ok(second, "incr") == 1);  // module state as the zygote left it
+  auto reset = fixture.manager->ResetSession(second);
+  REQUIRE(reset.ok());
+  CHECK(*reset != second);
+  CHECK(fixture.PidOf(*reset) == pid);
+  CHECK(fixture.Ok(*reset, "incr") == 1);
+  ManagerStats stats = fixture.manager->Stats();
+  CHECK(stats.recycled_taken == 2);
+  CHECK(stats.sessions_recycled == 2);
+  CHECK(stats.zygote_starts == 1);
+}
+
 TEST_CASE("what recycling cannot undo makes the worker refuse, and the next create forks") {
   if (::geteuid() != 0) return;
   RecycleFixture fixture;
