@@ -373,10 +373,12 @@ class SessionManager::Impl {
   bool Recyclable(const Environment& env, const SandboxLimits& limits) const;
   bool MayRecycle(const Session& session) const;
   void Recycle(const std::shared_ptr<Session>& session);
-  void FinishRecycle(const std::shared_ptr<Session>& session, bool recycled, const std::string& why);
+  void FinishRecycle(const std::shared_ptr<Session>& session, bool recycled, std::string why);
   std::shared_ptr<Session> TakeRecycled(const std::shared_ptr<const Environment>& env);
   // Creates waiting beyond the recycles still under way go on without one (CreateProcess).
   void ReleaseWaitingCreates(const std::shared_ptr<const Environment>& env);
+  // ResourceExhausted for a create or fork past ManagerOptions::max_sessions.
+  Status SessionLimitReached() const;
   // The rest of a create once no recycled process serves it: a warm session, else a fresh spawn.
   void CreateProcess(const std::shared_ptr<const Environment>& env, SessionOptions options, const SandboxLimits& limits,
                      std::function<void(Result<SessionId>)> done);
@@ -854,8 +856,7 @@ void SessionManager::Impl::DoCreate(const std::string& env_id, SessionOptions op
   SandboxLimits limits = options.limits.value_or(options_.limits);
   if (Status valid = ValidateLimits(limits); !valid.ok()) return done(valid);
   if (live_ >= options_.max_sessions) {
-    return done(ResourceExhaustedError("session limit reached: " + std::to_string(live_) + " of max_sessions " +
-                                       std::to_string(options_.max_sessions) + " are live; retry after closing one"));
+    return done(SessionLimitReached());
   }
   if (Recyclable(*env, limits)) {
     if (std::shared_ptr<Session> recycled = TakeRecycled(env)) {
@@ -1549,20 +1550,18 @@ size_t ThreadsOf(pid_t pid) {
 
 }  // namespace
 
-void SessionManager::Impl::FinishRecycle(const std::shared_ptr<Session>& session, bool recycled,
-                                         const std::string& why) {
+void SessionManager::Impl::FinishRecycle(const std::shared_ptr<Session>& session, bool recycled, std::string why) {
   IdlePool& pool = recycled_[session->env->id];
   if (pool.in_flight > 0) --pool.in_flight;
   if (session->closing) return ReleaseWaitingCreates(session->env);
+  // The worker cannot see its threads (/proc is outside its Landlock domain); the manager can.
+  if (recycled && ThreadsOf(session->pid) != 1) {
+    recycled = false;
+    why = "a thread of its episode still runs";
+  }
   if (!recycled) {
     ++stats_.recycles_refused;
     ENVFORGE_LOG(kDebug) << "session " << session->id << " of " << session->env->label << " not recycled: " << why;
-  }
-  if (recycled && ThreadsOf(session->pid) != 1) {
-    ++stats_.recycles_refused;
-    ENVFORGE_LOG(kDebug) << "session " << session->id << " of " << session->env->label
-                         << " not recycled: a thread of its episode still runs";
-    recycled = false;
   }
   if (!recycled || shutting_down_ || !session->channel->alive()) {
     Forget(session, nullptr);
@@ -1586,6 +1585,11 @@ void SessionManager::Impl::FinishRecycle(const std::shared_ptr<Session>& session
   ReleaseWaitingCreates(session->env);
 }
 
+Status SessionManager::Impl::SessionLimitReached() const {
+  return ResourceExhaustedError("session limit reached: " + std::to_string(live_) + " of max_sessions " +
+                                std::to_string(options_.max_sessions) + " are live; retry after closing one");
+}
+
 void SessionManager::Impl::ReleaseWaitingCreates(const std::shared_ptr<const Environment>& env) {
   IdlePool& pool = recycled_[env->id];
   while (pool.waiting.size() > pool.in_flight) {
@@ -1594,8 +1598,7 @@ void SessionManager::Impl::ReleaseWaitingCreates(const std::shared_ptr<const Env
     if (shutting_down_) {
       create.done(UnavailableError("the session manager is shutting down"));
     } else if (live_ >= options_.max_sessions) {
-      create.done(ResourceExhaustedError("session limit reached: " + std::to_string(live_) + " of max_sessions " +
-                                         std::to_string(options_.max_sessions) + " are live; retry after closing one"));
+      create.done(SessionLimitReached());
     } else {
       CreateProcess(env, SessionOptions{create.task_id, {}, {}}, options_.limits, std::move(create.done));
     }
@@ -1736,8 +1739,7 @@ void SessionManager::Impl::DoFork(SessionId id, std::function<void(Result<Sessio
     return done(UnavailableError("cannot fork session " + std::to_string(id) + ": its zygote is gone"));
   }
   if (live_ >= options_.max_sessions) {
-    return done(ResourceExhaustedError("session limit reached: " + std::to_string(live_) + " of max_sessions " +
-                                       std::to_string(options_.max_sessions) + " are live; retry after closing one"));
+    return done(SessionLimitReached());
   }
   UniqueFd worker_end;
   Result<std::shared_ptr<Session>> created =

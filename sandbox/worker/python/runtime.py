@@ -953,9 +953,10 @@ def _restore_signal_handlers(handlers):
 
 
 def recycle():
-    """After the C++ side's checks (one thread, no child process, scratch directory emptied): puts
-    the interpreter back to the zygote's state for a new episode (see above). Returns None, or
-    why this process must not serve another episode."""
+    """After the C++ side's checks (no process of the episode left, scratch directory emptied;
+    the manager counts the threads once this answered): puts the interpreter back to the zygote's
+    state for a new episode (see above). Returns None, or why this process must not serve another
+    episode."""
     global _task, _touched, _recycled, _fired, _context
     _disarm()
     p = _pristine
