@@ -49,7 +49,8 @@ struct CompletionRequest {
   // OrderedJson: the prompt (and a model server's request) shows them in the order given.
   OrderedJson tools = OrderedJson::array();
   // "auto", "none" (tools are not offered), "required" (a completion without a tool call is a
-  // failed choice: finish_reason stays, parse_error says so), or a function name.
+  // failed choice: finish_reason stays, parse_error says so), or a function name. The embedded
+  // backend decodes "required" and a name under the tool-call grammar (embedded_backend.h).
   std::string tool_choice = "auto";
   int64_t n = 1;
   int64_t max_tokens = 512;       // per choice

@@ -26,6 +26,7 @@ struct BatchEngine::Active {
   // start, so that a request allocated later at a finished leader's address never restarts them.
   Active* leader = nullptr;
   std::vector<SampleStream> streams;
+  std::vector<std::unique_ptr<TokenConstraint>> constraints;  // per choice, when the request has one
   std::vector<int16_t> feed_routing;  // record_routing: the prefill's routing, until the choices start
   std::vector<char> live;
   int64_t live_count = 0;
@@ -163,8 +164,10 @@ void BatchEngine::StartRequests(std::vector<std::unique_ptr<Active>>& incoming) 
     if (request.stop_tokens.empty()) request.stop_tokens.push_back(static_cast<int32_t>(config.eos_token_id));
     const size_t n = request.choices.size();
     active.result.choices.resize(n);
-    for (size_t i = 0; i < n; ++i)
+    for (size_t i = 0; i < n; ++i) {
       active.streams.emplace_back(request.choices[i].sampling.seed, request.choices[i].stream_id);
+      if (request.constraint) active.constraints.push_back(request.constraint->Clone());
+    }
     active.live.assign(n, 1);
     active.live_count = static_cast<int64_t>(n);
     const int64_t base = request.cache ? request.cache->length() : 0;
@@ -254,10 +257,39 @@ BatchEngine::PromptEntry* BatchEngine::FindPrompt(const std::vector<int32_t>& fe
   return prompt_cache_.front().get();
 }
 
+// The logits row with every token the choice's constraint disallows at -inf (masked_), or false
+// when it allows none.
+bool BatchEngine::MaskRow(const TokenConstraint& constraint, std::span<const float> row) {
+  allowed_.assign(row.size(), 0);
+  constraint.Allow(allowed_);
+  masked_.assign(row.begin(), row.end());
+  bool any = false;
+  for (size_t t = 0; t < row.size(); ++t) {
+    if (allowed_[t] == 0) {
+      masked_[t] = -INFINITY;
+    } else {
+      any = true;
+    }
+  }
+  return any;
+}
+
 void BatchEngine::SampleNext(Active& active, size_t i, std::span<const float> row) {
   EngineChoice& choice = active.result.choices[i];
-  SampledToken token = Sample(row, active.request.choices[i].sampling, active.streams[i],
-                              active.request.record_kept_sets ? &choice.kept_ids : nullptr);
+  TokenConstraint* constraint = active.constraints.empty() ? nullptr : active.constraints[i].get();
+  if (constraint != nullptr && !MaskRow(*constraint, row)) {
+    choice.constraint_exhausted = true;
+    active.live[i] = 0;
+    active.live_count -= 1;
+    return;
+  }
+  SampledToken token =
+      Sample(constraint != nullptr ? std::span<const float>(masked_) : row, active.request.choices[i].sampling,
+             active.streams[i], active.request.record_kept_sets ? &choice.kept_ids : nullptr);
+  if (constraint != nullptr) {
+    constraint->Accept(token.token);
+    token.raw_logprob = RawLogprob(row, token.token);  // the model's, not the masked distribution's
+  }
   choice.tokens.push_back(token.token);
   choice.logprobs.push_back(token.logprob);
   choice.raw_logprobs.push_back(token.raw_logprob);

@@ -52,6 +52,7 @@
 #include "inference/kv_cache.h"
 #include "inference/model.h"
 #include "inference/sampler.h"
+#include "inference/token_constraint.h"
 
 namespace envforge::inference {
 
@@ -75,6 +76,11 @@ struct EngineRequest {
   std::function<bool(int64_t choice, int32_t token)> on_token;
   bool record_routing = false;    // fill EngineChoice::routing
   bool record_kept_sets = false;  // fill EngineChoice::kept_ids
+  // Constrained decoding (token_constraint.h): each choice samples under its own clone of this
+  // constraint, every token it disallows masked out before the sampling parameters apply (so
+  // logprobs and kept sets describe the masked distribution; raw_logprobs and top_logprobs stay
+  // the model's). A choice whose constraint allows no token finishes (constraint_exhausted).
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 struct EngineAlternative {
@@ -90,7 +96,8 @@ struct EngineChoice {
   std::vector<std::vector<EngineAlternative>> top_logprobs;
   bool stopped_by_token = false;  // ended on a stop token (kept as the last token)
   bool stopped_by_callback = false;
-  std::unique_ptr<KvCache> cache;  // holds the feed and tokens[0 .. size-1)
+  bool constraint_exhausted = false;  // the constraint allowed no token (never with a sound grammar)
+  std::unique_ptr<KvCache> cache;     // holds the feed and tokens[0 .. size-1)
   // record_routing: ModelConfig::routing_width() expert ids (ForwardOptions::record_routing's
   // layout) per position fed for this choice: the feed, then tokens[0 .. size-1), from
   // EngineResult::routing_start on. Empty when not recorded.
@@ -152,6 +159,7 @@ class BatchEngine {
   std::vector<Active*> CollectPrefills();
   PromptEntry* FindPrompt(const std::vector<int32_t>& feed, bool need_routing);
   void SampleNext(Active& active, size_t choice, std::span<const float> row);
+  bool MaskRow(const TokenConstraint& constraint, std::span<const float> row);
   void StartChoices(Active& active, KvCache& source, std::unique_ptr<KvCache> own, std::span<const float> row,
                     std::span<const int16_t> feed_routing);
   void StartFollowers(const Active* leader, KvCache& source, std::span<const float> row);
@@ -176,6 +184,8 @@ class BatchEngine {
   std::vector<std::unique_ptr<Active>> active_;
   std::deque<std::unique_ptr<PromptEntry>> prompt_cache_;  // most recent first
   double forward_seconds_[2] = {0, 0};                     // the step's prefill and decode Forward time
+  std::vector<uint8_t> allowed_;                           // constrained choices: the token mask
+  std::vector<float> masked_;                              // and the masked logits
   std::thread thread_;
 };
 

@@ -9,6 +9,8 @@
 
 #include "inference/batch_engine.h"
 #include "inference/model.h"
+#include "inference/token_constraint.h"
+#include "inference/tool_call_grammar.h"
 
 namespace envforge::inference {
 namespace {
@@ -146,6 +148,7 @@ class EmbeddedBackend final : public Backend {
     return request.tool_choice == "none" ? "none" : request.tools.dump();
   }
   Result<PreparedPrompt> Prepare(const CompletionRequest& request);
+  Result<std::shared_ptr<const TokenConstraint>> ToolCallConstraintFor(const CompletionRequest& request);
   bool Continue(const CompletionRequest& request, HandleState& state, PreparedPrompt& prepared) const;
   Completion MakeChoice(const CompletionRequest& request, EngineChoice& choice, TextWatcher& watcher,
                         const PreparedPrompt& prepared, int64_t prefilled);
@@ -163,7 +166,25 @@ class EmbeddedBackend final : public Backend {
   uint64_t next_handle_ = 0;
   int64_t continuations_reused_ = 0;
   int64_t continuations_missed_ = 0;
+  std::once_flag trie_once_;
+  std::shared_ptr<const VocabTrie> trie_;  // built by the first constrained request
 };
+
+// tool_choice "required" or a tool's name: the completion is decoded under the DSML tool-call
+// grammar (tool_call_grammar.h), so it always parses into calls of offered tools.
+Result<std::shared_ptr<const TokenConstraint>> EmbeddedBackend::ToolCallConstraintFor(
+    const CompletionRequest& request) {
+  ToolCallGrammarOptions options;
+  options.thinking = request.thinking;
+  if (request.tool_choice != "required") options.only_tool = request.tool_choice;
+  auto grammar = ToolCallGrammar::Build(request.tools, options);
+  if (!grammar.ok()) {
+    return InvalidArgumentError("tool_choice \"" + request.tool_choice + "\": " + grammar.status().message());
+  }
+  std::call_once(trie_once_, [this] { trie_ = VocabTrie::Build(*model_->tokenizer()); });
+  return std::shared_ptr<const TokenConstraint>(std::make_shared<ToolCallConstraint>(
+      std::move(*grammar), trie_, static_cast<int32_t>(model_->config().eos_token_id)));
+}
 
 bool EmbeddedBackend::Continue(const CompletionRequest& request, HandleState& state, PreparedPrompt& prepared) const {
   if (state.thinking != request.thinking || state.tools_key != ToolsKey(request)) return false;
@@ -335,6 +356,10 @@ Result<CompletionResult> EmbeddedBackend::Complete(const CompletionRequest& requ
   if (request.max_tokens < 0) return InvalidArgumentError("max_tokens must be >= 0");
   if (request.top_logprobs < 0 || request.top_logprobs > 20)
     return InvalidArgumentError("top_logprobs must be in 0..20");
+  std::shared_ptr<const TokenConstraint> constraint;
+  if (!request.raw && request.tool_choice != "auto" && request.tool_choice != "none") {
+    ENVFORGE_ASSIGN_OR_RETURN(constraint, ToolCallConstraintFor(request));
+  }
   ENVFORGE_ASSIGN_OR_RETURN(PreparedPrompt prepared, Prepare(request));
   const int64_t window = ContextWindow();
   const auto prompt_tokens = static_cast<int64_t>(prepared.context.size());
@@ -354,6 +379,7 @@ Result<CompletionResult> EmbeddedBackend::Complete(const CompletionRequest& requ
   engine_request.top_logprobs = request.logprobs ? request.top_logprobs : 0;
   engine_request.record_routing = request.record_routing;
   engine_request.record_kept_sets = request.record_kept_sets;
+  engine_request.constraint = std::move(constraint);
   std::vector<TextWatcher> watchers(static_cast<size_t>(request.n));
   size_t max_stop = 0;
   for (const std::string& stop : request.stop) max_stop = std::max(max_stop, stop.size());

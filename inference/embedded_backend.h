@@ -6,6 +6,13 @@
 // DSML tool calls; malformed DSML is the choice's parse_error). Raw requests complete
 // prompt_text as it is (BOS prepended unless present).
 //
+// tool_choice "required" or a tool's name decodes under the DSML tool-call grammar
+// (tool_call_grammar.h; token_constraint.h masks every token that would leave it), as vLLM's
+// guided decoding does for JSON: such a choice always parses into at least one call of an offered
+// tool (that tool only, when named) with the properties its schema lists, required ones included,
+// unless max_tokens cuts it. InvalidArgument when the tools are not usable for the grammar (none
+// offered, a named tool that is not among them). "auto" decodes freely.
+//
 // Multi-turn reuse (what keeps an agent episode from re-prefilling its conversation): a chat choice
 // that ended on EOS or on max_tokens (not on a stop string) gets a cache_handle holding its KV
 // cache, its token context and the text it was generated from. A request with continue_from = that handle whose

@@ -137,4 +137,16 @@ SampledToken Sample(std::span<const float> logits, const SamplingParams& params,
   return result;
 }
 
+double RawLogprob(std::span<const float> logits, int32_t token) {
+  float best = -std::numeric_limits<float>::infinity();
+  for (float v : logits) best = std::max(best, Finite(v));
+  if (best == -std::numeric_limits<float>::infinity()) return 0;
+  double sum = 0;
+  for (float v : logits) {
+    const float f = Finite(v);
+    if (f != -std::numeric_limits<float>::infinity()) sum += std::exp(static_cast<double>(f - best));
+  }
+  return static_cast<double>(Finite(logits[static_cast<size_t>(token)])) - best - std::log(sum);
+}
+
 }  // namespace envforge::inference

@@ -59,4 +59,8 @@ struct SampledToken {
 SampledToken Sample(std::span<const float> logits, const SamplingParams& params, SampleStream& stream,
                     std::vector<int32_t>* kept_ids = nullptr);
 
+// log softmax(logits)(token) at T = 1 (non-finite logits count as -inf): the raw model logprob of
+// a token drawn from masked logits (constrained decoding samples from a copy with -inf holes).
+double RawLogprob(std::span<const float> logits, int32_t token);
+
 }  // namespace envforge::inference

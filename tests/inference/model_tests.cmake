@@ -38,7 +38,7 @@ endif()
 # multi-turn cache reuse, stop strings and streaming on the tiny model; the batch engine's
 # bookkeeping of followed prefills under churn.
 envforge_add_test(inference_backend_test
-  SOURCES backend_test.cc batch_engine_test.cc
+  SOURCES backend_test.cc batch_engine_test.cc constrained_decoding_test.cc
   LIBS envforge_inference
   LABELS unit python
   TIMEOUT 300)

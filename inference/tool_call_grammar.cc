@@ -1,0 +1,663 @@
+// The DSML tool-call grammar as a byte automaton: literal tables matched as sorted ranges, free
+// text watched through a short tail for its terminator and the special tokens, and a
+// pushdown JSON recognizer for string="false" values.
+#include "inference/tool_call_grammar.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "inference/backend.h"
+#include "inference/chat_format.h"
+
+namespace envforge::inference {
+namespace {
+
+constexpr std::string_view kBlockClose = "</｜DSML｜function_calls>";
+constexpr std::string_view kInvokeOpen = "<｜DSML｜invoke name=\"";
+constexpr std::string_view kInvokeClose = "</｜DSML｜invoke>";
+constexpr std::string_view kParamOpen = "<｜DSML｜parameter name=\"";
+constexpr std::string_view kParamClose = "</｜DSML｜parameter>";
+constexpr std::string_view kBlockLead = "\n\n<｜DSML｜function_calls>";
+constexpr std::string_view kFunctionCallsRest = "function_calls>";
+constexpr std::string_view kParameterRest = "parameter>";
+constexpr std::string_view kSpecialTokens[] = {kBosToken,       kEosToken,   kUserToken,
+                                               kAssistantToken, kThinkStart, kThinkEnd};
+constexpr int kMaxGapWhitespace = 8;
+constexpr int64_t kMaxFreeNameBytes = 64;
+constexpr uint8_t kMaxIntegerDigits = 18, kMaxFractionDigits = 17, kMaxExponentDigits = 2;
+
+// Top-level JSON kinds (Param::json_kinds).
+constexpr uint8_t kObject = 1, kArray = 2, kString = 4, kNumber = 8, kBoolean = 16, kNull = 32;
+constexpr uint8_t kAnyKind = 0x3F;
+
+// JSON recognizer states (State::json).
+enum Json : uint8_t {
+  kJValue,         // a value is due (whitespace first)
+  kJValueOrClose,  // after '[': a value or ']'
+  kJKeyOrClose,    // after '{': a key or '}'
+  kJKey,           // after ',' in an object: a key
+  kJColon,         // after a key: ':'
+  kJString,
+  kJEscape,
+  kJHex,
+  kJMinus,    // after '-': a digit
+  kJZero,     // a leading 0 (complete)
+  kJInt,      // integer digits (complete)
+  kJDot,      // after '.': a digit
+  kJFrac,     // fraction digits (complete)
+  kJExpMark,  // after 'e': a sign or a digit
+  kJExpSign,  // after the sign: a digit
+  kJExp,      // exponent digits (complete)
+  kJLiteral,
+  kJAfter,  // a value ended: ',' or a close (nested), or the closing tag (top level)
+};
+constexpr std::string_view kLiterals[] = {"true", "false", "null"};
+
+bool IsSpace(uint8_t byte) { return byte == ' ' || byte == '\n' || byte == '\t' || byte == '\r'; }
+bool IsDigit(uint8_t byte) { return byte >= '0' && byte <= '9'; }
+bool IsHex(uint8_t byte) { return IsDigit(byte) || (byte >= 'a' && byte <= 'f') || (byte >= 'A' && byte <= 'F'); }
+
+bool EndsWith(const ToolCallGrammar::State& state, std::string_view text) {
+  return state.tail_length >= text.size() &&
+         std::memcmp(state.tail + state.tail_length - text.size(), text.data(), text.size()) == 0;
+}
+
+void PushTail(ToolCallGrammar::State& state, uint8_t byte) {
+  constexpr size_t kTail = sizeof(state.tail);
+  if (state.tail_length == kTail) {
+    std::memmove(state.tail, state.tail + 1, kTail - 1);
+    state.tail_length -= 1;
+  }
+  state.tail[state.tail_length++] = static_cast<char>(byte);
+}
+
+// One byte of UTF-8 (RFC 3629: no overlongs, no surrogates, at most U+10FFFF).
+bool Utf8Step(ToolCallGrammar::State& state, uint8_t byte) {
+  if (state.utf8_due > 0) {
+    if (byte < state.utf8_lo || byte > state.utf8_hi) return false;
+    state.utf8_due -= 1;
+    state.utf8_lo = 0x80;
+    state.utf8_hi = 0xBF;
+    return true;
+  }
+  if (byte < 0x80) return true;
+  if (byte >= 0xC2 && byte <= 0xDF) {
+    state.utf8_due = 1;
+  } else if (byte >= 0xE0 && byte <= 0xEF) {
+    state.utf8_due = 2;
+    if (byte == 0xE0) state.utf8_lo = 0xA0;
+    if (byte == 0xED) state.utf8_hi = 0x9F;
+  } else if (byte >= 0xF0 && byte <= 0xF4) {
+    state.utf8_due = 3;
+    if (byte == 0xF0) state.utf8_lo = 0x90;
+    if (byte == 0xF4) state.utf8_hi = 0x8F;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool HasSpecialToken(const ToolCallGrammar::State& state, bool allow_think_end) {
+  for (std::string_view token : kSpecialTokens) {
+    if (allow_think_end && token == kThinkEnd) continue;
+    if (EndsWith(state, token)) return true;
+  }
+  return false;
+}
+
+uint8_t KindOf(const std::string& type, bool* integer) {
+  if (type == "object") return kObject;
+  if (type == "array") return kArray;
+  if (type == "string") return kString;
+  if (type == "number") return kNumber;
+  if (type == "integer") {
+    *integer = true;
+    return kNumber;
+  }
+  if (type == "boolean") return kBoolean;
+  if (type == "null") return kNull;
+  return kAnyKind;
+}
+
+// A property's flags and JSON kinds from its schema (the file comment of the header).
+ToolCallGrammar::Param ReadParam(const std::string& name, const OrderedJson& schema) {
+  ToolCallGrammar::Param param;
+  param.name = name;
+  std::vector<std::string> types;
+  if (schema.is_object() && schema.contains("type")) {
+    const OrderedJson& type = schema["type"];
+    if (type.is_string()) types.push_back(type.get<std::string>());
+    if (type.is_array()) {
+      for (const auto& each : type) {
+        if (each.is_string()) types.push_back(each.get<std::string>());
+      }
+    }
+  }
+  if (types.empty()) return param;  // untyped: either flag, any JSON
+  bool has_string = false, has_number = false, has_integer = false;
+  uint8_t kinds = 0;
+  for (const std::string& type : types) {
+    bool integer = false;
+    uint8_t kind = KindOf(type, &integer);
+    if (kind == kString) {
+      has_string = true;
+      continue;
+    }
+    kinds |= kind;
+    (integer ? has_integer : has_number) |= kind == kNumber;
+  }
+  param.allow_text = has_string;
+  param.allow_json = kinds != 0;
+  param.json_kinds = kinds;
+  param.integer = has_integer && !has_number;
+  return param;
+}
+
+}  // namespace
+
+int ToolCallGrammar::AddTable(TableKind kind, std::vector<Entry> entries) {
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.text < b.text; });
+  entries.erase(
+      std::unique(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.text == b.text; }),
+      entries.end());
+  tables_.push_back({kind, std::move(entries)});
+  return static_cast<int>(tables_.size()) - 1;
+}
+
+Result<std::shared_ptr<const ToolCallGrammar>> ToolCallGrammar::Build(const OrderedJson& tools,
+                                                                      const ToolCallGrammarOptions& options) {
+  std::shared_ptr<ToolCallGrammar> grammar(new ToolCallGrammar());
+  grammar->options_ = options;
+  // Entries may be JSON text (chat_format.h's ChatEncodeOptions::tools).
+  OrderedJson objects = OrderedJson::array();
+  if (tools.is_array()) {
+    for (const OrderedJson& tool : tools) {
+      if (!tool.is_string()) {
+        objects.push_back(tool);
+        continue;
+      }
+      ENVFORGE_ASSIGN_OR_RETURN(OrderedJson parsed,
+                                ParseOrderedJson(tool.get<std::string>(), "tool-call grammar: a tool"));
+      objects.push_back(std::move(parsed));
+    }
+  }
+  const OrderedJson specs = ToOpenAiTools(objects);
+  if (!specs.is_array() || specs.empty()) return InvalidArgumentError("tool-call grammar: no tools offered");
+  std::vector<Entry> names;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const OrderedJson* function =
+        specs[i].is_object() && specs[i].contains("function") ? &specs[i]["function"] : nullptr;
+    if (function == nullptr || !function->is_object() || !function->contains("name") ||
+        !(*function)["name"].is_string() || (*function)["name"].get<std::string>().empty()) {
+      return InvalidArgumentError("tool-call grammar: tools[" + std::to_string(i) + "] has no name");
+    }
+    Tool tool;
+    tool.name = (*function)["name"].get<std::string>();
+    if (!seen.insert(tool.name).second) {
+      return InvalidArgumentError("tool-call grammar: two tools are named '" + tool.name + "'");
+    }
+    const OrderedJson parameters = function->contains("parameters") ? (*function)["parameters"] : OrderedJson::object();
+    const bool closed = parameters.is_object() && parameters.contains("additionalProperties") &&
+                        parameters["additionalProperties"] == false;
+    if (parameters.is_object() && parameters.contains("properties") && parameters["properties"].is_object()) {
+      for (auto it = parameters["properties"].begin(); it != parameters["properties"].end(); ++it) {
+        tool.params.push_back(ReadParam(it.key(), it.value()));
+        const OrderedJson& schema = it.value();
+        if (tool.params.back().allow_text && schema.is_object() && schema.contains("enum") &&
+            schema["enum"].is_array()) {
+          std::vector<Entry> values;
+          for (const auto& value : schema["enum"]) {
+            if (value.is_string()) values.push_back({value.get<std::string>() + std::string(kParamClose), 0});
+          }
+          if (!values.empty()) tool.params.back().table = grammar->AddTable(TableKind::kValueEnd, std::move(values));
+        }
+      }
+    } else {
+      tool.open_params = !closed;
+    }
+    if (parameters.is_object() && parameters.contains("required") && parameters["required"].is_array()) {
+      for (const auto& name : parameters["required"]) {
+        for (size_t p = 0; p < tool.params.size() && p < kTrackedParams; ++p) {
+          if (name.is_string() && tool.params[p].name == name.get<std::string>())
+            tool.required.push_back(static_cast<int>(p));
+        }
+      }
+    }
+    std::vector<Entry> heads;
+    for (size_t p = 0; p < tool.params.size(); ++p) {
+      const std::string head = tool.params[p].name + "\" string=\"";
+      const int index = static_cast<int>(p);
+      if (tool.params[p].allow_text) heads.push_back({head + "true\">", index * 2 + 1});
+      if (tool.params[p].allow_json) heads.push_back({head + "false\">", index * 2});
+    }
+    tool.head_table = grammar->AddTable(TableKind::kHeads, std::move(heads));
+    if (options.only_tool.empty() || options.only_tool == tool.name) {
+      names.push_back({tool.name + "\">", static_cast<int32_t>(grammar->tools_.size())});
+    }
+    grammar->tools_.push_back(std::move(tool));
+  }
+  if (names.empty()) {
+    return InvalidArgumentError("tool-call grammar: tool_choice names '" + options.only_tool +
+                                "', which is not among the tools offered");
+  }
+  grammar->names_ = grammar->AddTable(TableKind::kNames, std::move(names));
+  grammar->block_first_ = grammar->AddTable(TableKind::kBlock, {{std::string(kInvokeOpen), 0}});
+  grammar->block_next_ =
+      grammar->AddTable(TableKind::kBlock, {{std::string(kInvokeOpen), 0}, {std::string(kBlockClose), 1}});
+  grammar->invoke_both_ =
+      grammar->AddTable(TableKind::kInvoke, {{std::string(kParamOpen), 0}, {std::string(kInvokeClose), 1}});
+  grammar->invoke_params_ = grammar->AddTable(TableKind::kInvoke, {{std::string(kParamOpen), 0}});
+  grammar->invoke_close_ = grammar->AddTable(TableKind::kInvoke, {{std::string(kInvokeClose), 1}});
+  grammar->free_flags_ =
+      grammar->AddTable(TableKind::kFreeFlags, {{"\" string=\"true\">", 1}, {"\" string=\"false\">", 0}});
+  grammar->value_end_ = grammar->AddTable(TableKind::kValueEnd, {{std::string(kParamClose), 0}});
+  grammar->forced_open_ = grammar->AddTable(TableKind::kOpen, {{std::string(kBlockLead), 0}});
+  grammar->block_rest_ = grammar->AddTable(TableKind::kOpen, {{std::string(kFunctionCallsRest), 0}});
+  grammar->value_rest_ = grammar->AddTable(TableKind::kValueEnd, {{std::string(kParameterRest), 0}});
+  return std::shared_ptr<const ToolCallGrammar>(std::move(grammar));
+}
+
+ToolCallGrammar::State ToolCallGrammar::Start() const {
+  State state;
+  StartFreeText(state, options_.thinking ? Phase::kReasoning : Phase::kContent);
+  return state;
+}
+
+void ToolCallGrammar::StartFreeText(State& state, Phase phase) const {
+  state.phase = phase;
+  state.tail_length = 0;
+  state.bytes = 0;
+  state.utf8_due = 0;
+  state.utf8_lo = 0x80;
+  state.utf8_hi = 0xBF;
+}
+
+void ToolCallGrammar::EnterChoice(State& state, int table) const {
+  state.phase = Phase::kChoice;
+  state.table = static_cast<uint16_t>(table);
+  state.lo = 0;
+  state.hi = static_cast<uint16_t>(tables_[static_cast<size_t>(table)].entries.size());
+  state.matched = 0;
+  state.gap = false;
+  state.whitespace = 0;
+}
+
+void ToolCallGrammar::EnterGap(State& state, int table) const {
+  EnterChoice(state, table);
+  state.gap = true;
+}
+
+int ToolCallGrammar::InvokeGapTable(const State& state) const {
+  const Tool& tool = tools_[static_cast<size_t>(state.tool)];
+  for (int required : tool.required) {
+    if (!state.given[static_cast<size_t>(required)]) return invoke_params_;
+  }
+  if (tool.open_params) return invoke_both_;
+  for (size_t p = 0; p < tool.params.size(); ++p) {
+    if (p >= kTrackedParams || !state.given[p]) return invoke_both_;
+  }
+  return invoke_close_;
+}
+
+bool ToolCallGrammar::AnyLive(const State& state) const {
+  const Table& table = tables_[state.table];
+  if (table.kind != TableKind::kHeads) return state.lo < state.hi;
+  for (uint16_t i = state.lo; i < state.hi; ++i) {
+    const auto param = static_cast<size_t>(table.entries[i].value / 2);
+    if (param >= kTrackedParams || !state.given[param]) return true;
+  }
+  return false;
+}
+
+void ToolCallGrammar::StartParamValue(State& state, int param, bool text) const {
+  state.param = param;
+  const Param* spec =
+      param >= 0 ? &tools_[static_cast<size_t>(state.tool)].params[static_cast<size_t>(param)] : nullptr;
+  if (text) {
+    if (spec != nullptr && spec->table >= 0) {
+      EnterChoice(state, spec->table);
+    } else {
+      StartFreeText(state, Phase::kTextValue);
+    }
+    return;
+  }
+  state.phase = Phase::kJsonValue;
+  state.bytes = 0;
+  state.json = kJValue;
+  state.json_depth = 0;
+  state.json_objects = 0;
+  state.json_kinds = spec != nullptr ? spec->json_kinds : kAnyKind;
+  state.json_integer = spec != nullptr && spec->integer;
+  state.json_surrogate = 0;
+  state.utf8_due = 0;
+  state.utf8_lo = 0x80;
+  state.utf8_hi = 0xBF;
+}
+
+bool ToolCallGrammar::Complete(State& state, const Entry& entry) const {
+  switch (tables_[state.table].kind) {
+    case TableKind::kBlock:
+      if (entry.value == 0) {
+        EnterChoice(state, names_);
+      } else {
+        state.phase = Phase::kAfterBlock;
+        state.whitespace = 0;
+      }
+      return true;
+    case TableKind::kNames:
+      state.tool = entry.value;
+      state.given.reset();
+      EnterGap(state, InvokeGapTable(state));
+      return true;
+    case TableKind::kInvoke:
+      if (entry.value == 1) {
+        state.invokes += 1;
+        EnterGap(state, block_next_);
+      } else if (tools_[static_cast<size_t>(state.tool)].open_params) {
+        StartFreeText(state, Phase::kFreeName);
+      } else {
+        EnterChoice(state, tools_[static_cast<size_t>(state.tool)].head_table);
+      }
+      return true;
+    case TableKind::kHeads: {
+      const int param = entry.value / 2;
+      if (static_cast<size_t>(param) < kTrackedParams) {
+        if (state.given[static_cast<size_t>(param)]) return false;
+        state.given.set(static_cast<size_t>(param));
+      }
+      StartParamValue(state, param, entry.value % 2 == 1);
+      return true;
+    }
+    case TableKind::kFreeFlags: StartParamValue(state, -1, entry.value == 1); return true;
+    case TableKind::kValueEnd: EnterGap(state, InvokeGapTable(state)); return true;
+    case TableKind::kOpen: EnterGap(state, block_first_); return true;
+  }
+  return false;
+}
+
+bool ToolCallGrammar::FeedChoice(State& state, uint8_t byte) const {
+  if (state.gap && state.matched == 0 && IsSpace(byte)) return ++state.whitespace <= kMaxGapWhitespace;
+  const std::vector<Entry>& entries = tables_[state.table].entries;
+  const size_t at = state.matched;
+  uint16_t lo = state.lo;
+  while (lo < state.hi && entries[lo].text[at] != static_cast<char>(byte)) ++lo;
+  uint16_t hi = lo;
+  while (hi < state.hi && entries[hi].text[at] == static_cast<char>(byte)) ++hi;
+  state.lo = lo;
+  state.hi = hi;
+  state.matched += 1;
+  if (!AnyLive(state)) return false;
+  // Entries share the matched prefix and none is a prefix of another: a complete one is alone.
+  if (entries[lo].text.size() == state.matched) return Complete(state, entries[lo]);
+  return true;
+}
+
+bool ToolCallGrammar::FeedFreeText(State& state, uint8_t byte) const {
+  const bool continuation = state.utf8_due > 0;
+  if (!Utf8Step(state, byte)) return false;
+  PushTail(state, byte);
+  state.bytes += 1;
+  switch (state.phase) {
+    case Phase::kReasoning:
+      if (EndsWith(state, kThinkEnd)) {
+        StartFreeText(state, Phase::kContent);
+        return true;
+      }
+      return !HasSpecialToken(state, true);
+    case Phase::kContent:
+      if (HasSpecialToken(state, false)) return false;
+      // The DSML marker only as the block's opening, at the start or after "\n\n": content
+      // never holds markup, and a model that starts writing it is led into the block.
+      if (EndsWith(state, kDsmlMarker)) {
+        const std::string_view opening = kBlockLead.substr(0, kBlockLead.size() - kFunctionCallsRest.size());
+        const bool at_start = state.bytes == static_cast<int64_t>(opening.size()) - 2;
+        if (!EndsWith(state, opening) && !(at_start && EndsWith(state, opening.substr(2)))) return false;
+        EnterChoice(state, block_rest_);
+        return true;
+      }
+      if (state.bytes >= options_.max_content_bytes && state.utf8_due == 0) EnterChoice(state, forced_open_);
+      return true;
+    case Phase::kTextValue:
+      if (HasSpecialToken(state, false)) return false;
+      // Likewise a text value holds no markup but its closing tag.
+      if (EndsWith(state, kDsmlMarker)) {
+        if (!EndsWith(state, "</" + std::string(kDsmlMarker))) return false;
+        EnterChoice(state, value_rest_);
+        return true;
+      }
+      if (options_.max_value_bytes > 0 && state.bytes >= options_.max_value_bytes && state.utf8_due == 0) {
+        EnterChoice(state, value_end_);
+      }
+      return true;
+    case Phase::kFreeName:
+      if (byte == '\n' || byte == '<') return false;
+      if (byte == '"') {
+        if (state.bytes == 1) return false;  // an empty name
+        EnterChoice(state, free_flags_);
+        return FeedChoice(state, byte);
+      }
+      return state.bytes < kMaxFreeNameBytes || continuation;  // a character begun is finished
+    default: return false;
+  }
+}
+
+// One hex digit of a \u escape. A high surrogate (D800-DBFF) must be followed by "\\u" and a low
+// one (DC00-DFFF), checked digit by digit so that no prefix leads nowhere; a lone low one is refused.
+bool ToolCallGrammar::FeedEscapeHex(State& state, uint8_t byte) const {
+  if (!IsHex(byte)) return false;
+  const int digit = IsDigit(byte) ? byte - '0' : (byte | 0x20) - 'a' + 10;
+  const int index = 4 - state.json_hex_due;
+  if (state.json_surrogate == 3 && ((index == 0 && digit != 0xD) || (index == 1 && digit < 0xC))) return false;
+  if (state.json_surrogate != 3 && index == 1 && state.json_code == 0xD && digit >= 0xC) return false;
+  state.json_code = static_cast<uint16_t>(state.json_code * 16 + digit);
+  if (--state.json_hex_due > 0) return true;
+  state.json = kJString;
+  const uint16_t code = state.json_code;
+  if (state.json_surrogate == 3) {
+    state.json_surrogate = 0;
+    return true;
+  }
+  if (code >= 0xDC00 && code <= 0xDFFF) return false;
+  if (code >= 0xD800 && code <= 0xDBFF) state.json_surrogate = 1;
+  return true;
+}
+
+// Opens a value with its first byte: the top level's kind must be allowed.
+bool ToolCallGrammar::StartJsonValue(State& state, uint8_t byte) const {
+  uint8_t kind = 0;
+  if (byte == '{') kind = kObject;
+  if (byte == '[') kind = kArray;
+  if (byte == '"') kind = kString;
+  if (byte == '-' || IsDigit(byte)) kind = kNumber;
+  if (byte == 't' || byte == 'f') kind = kBoolean;
+  if (byte == 'n') kind = kNull;
+  if (kind == 0 || (state.json_depth == 0 && (state.json_kinds & kind) == 0)) return false;
+  if (byte == '{' || byte == '[') {
+    if (state.json_depth >= kMaxJsonDepth) return false;
+    const uint64_t bit = uint64_t{1} << state.json_depth;
+    state.json_objects = byte == '{' ? (state.json_objects | bit) : (state.json_objects & ~bit);
+    state.json_depth += 1;
+    state.json = byte == '{' ? kJKeyOrClose : kJValueOrClose;
+  } else if (byte == '"') {
+    state.json = kJString;
+    state.json_key = false;
+  } else if (byte == '-') {
+    state.json = kJMinus;
+  } else if (IsDigit(byte)) {
+    state.json = byte == '0' ? kJZero : kJInt;
+    state.json_digits = 1;
+  } else {
+    state.json = kJLiteral;
+    state.json_literal = byte == 't' ? 0 : byte == 'f' ? 1 : 2;
+    state.json_literal_at = 1;
+  }
+  return true;
+}
+
+// Strings and their escapes. In closing mode a string only closes (an escape or a UTF-8 sequence
+// begun is finished, a surrogate pair completed).
+bool ToolCallGrammar::FeedJsonString(State& state, uint8_t byte, bool closing) const {
+  if (state.json == kJHex) return FeedEscapeHex(state, byte);
+  if (state.json == kJEscape) {
+    if (byte == 'u') {
+      if (closing && state.json_surrogate != 2) return false;
+      state.json = kJHex;
+      state.json_hex_due = 4;
+      state.json_code = 0;
+      if (state.json_surrogate == 2) state.json_surrogate = 3;
+      return true;
+    }
+    if (state.json_surrogate == 2 || byte == 0 || std::strchr("\"\\/bfnrt", byte) == nullptr) return false;
+    state.json = kJString;
+    return true;
+  }
+  if (state.json_surrogate == 1) {
+    if (byte != '\\') return false;
+    state.json_surrogate = 2;
+    state.json = kJEscape;
+    return true;
+  }
+  if (state.utf8_due == 0 && byte == '"') {
+    state.json = state.json_key ? kJColon : kJAfter;
+    return true;
+  }
+  if (closing && state.utf8_due == 0) return false;
+  if (state.utf8_due == 0 && byte == '\\') {
+    state.json = kJEscape;
+    return true;
+  }
+  return byte >= 0x20 && Utf8Step(state, byte);
+}
+
+// Numbers (RFC 8259 with bounded digit counts). kEnded: the byte does not continue a complete
+// number, which ended before it (the caller feeds the byte again as what follows the value).
+ToolCallGrammar::NumberStep ToolCallGrammar::FeedJsonNumber(State& state, uint8_t byte, bool closing) const {
+  auto first_digit = [&](Json next) {
+    if (!IsDigit(byte)) return NumberStep::kRefused;
+    state.json = next;
+    state.json_digits = 1;
+    return NumberStep::kTaken;
+  };
+  auto next_digit = [&](uint8_t limit) {
+    if (closing || !IsDigit(byte) || state.json_digits >= limit) return false;
+    state.json_digits += 1;
+    return true;
+  };
+  auto go = [&](Json next) {
+    state.json = next;
+    return NumberStep::kTaken;
+  };
+  const bool fraction_allowed = !closing && !(state.json_depth == 0 && state.json_integer);
+  const bool exponent_mark = (byte == 'e' || byte == 'E') && fraction_allowed;
+  switch (state.json) {
+    case kJMinus: return first_digit(byte == '0' ? kJZero : kJInt);
+    case kJDot: return first_digit(kJFrac);
+    case kJExpMark:
+      if (byte == '+' || byte == '-') return go(kJExpSign);
+      return first_digit(kJExp);
+    case kJExpSign: return first_digit(kJExp);
+    case kJInt:
+      if (next_digit(kMaxIntegerDigits)) return NumberStep::kTaken;
+      [[fallthrough]];
+    case kJZero:
+      if (byte == '.' && fraction_allowed) return go(kJDot);
+      if (exponent_mark) return go(kJExpMark);
+      break;
+    case kJFrac:
+      if (next_digit(kMaxFractionDigits)) return NumberStep::kTaken;
+      if (exponent_mark) return go(kJExpMark);
+      break;
+    case kJExp:
+      if (next_digit(kMaxExponentDigits)) return NumberStep::kTaken;
+      break;
+    default: return NumberStep::kRefused;
+  }
+  state.json = kJAfter;
+  return NumberStep::kEnded;
+}
+
+bool ToolCallGrammar::FeedJson(State& state, uint8_t byte) const {
+  state.bytes += 1;
+  const bool closing = options_.max_value_bytes > 0 && state.bytes > options_.max_value_bytes;
+  const bool top = state.json_depth == 0;
+  const bool in_object = !top && ((state.json_objects >> (state.json_depth - 1)) & 1) != 0;
+  auto close_container = [&]() {
+    if (top || byte != (in_object ? '}' : ']')) return false;
+    state.json_depth -= 1;
+    state.json = kJAfter;
+    return true;
+  };
+  switch (state.json) {
+    case kJValue:
+      if (IsSpace(byte)) return !closing;
+      return StartJsonValue(state, byte);
+    case kJValueOrClose:
+      if (byte == ']') return close_container();
+      if (IsSpace(byte)) return !closing;
+      return !closing && StartJsonValue(state, byte);
+    case kJKeyOrClose:
+    case kJKey:
+      if (byte == '}' && state.json == kJKeyOrClose) return close_container();
+      if (IsSpace(byte)) return !closing;
+      if (byte != '"' || (closing && state.json == kJKeyOrClose)) return false;
+      state.json = kJString;
+      state.json_key = true;
+      return true;
+    case kJColon:
+      if (IsSpace(byte)) return !closing;
+      if (byte != ':') return false;
+      state.json = kJValue;
+      return true;
+    case kJString:
+    case kJEscape:
+    case kJHex: return FeedJsonString(state, byte, closing);
+    case kJLiteral: {
+      std::string_view literal = kLiterals[state.json_literal];
+      if (byte != static_cast<uint8_t>(literal[state.json_literal_at])) return false;
+      if (++state.json_literal_at == literal.size()) state.json = kJAfter;
+      return true;
+    }
+    case kJAfter:
+      if (IsSpace(byte)) return !closing;
+      if (top) {
+        if (byte != '<') return false;
+        EnterChoice(state, value_end_);
+        return FeedChoice(state, byte);
+      }
+      if (byte == ',' && !closing) {
+        state.json = in_object ? kJKey : kJValue;
+        return true;
+      }
+      return close_container();
+    default: {
+      NumberStep step = FeedJsonNumber(state, byte, closing);
+      if (step != NumberStep::kEnded) return step == NumberStep::kTaken;
+      state.bytes -= 1;  // fed again as what follows the number
+      return FeedJson(state, byte);
+    }
+  }
+}
+
+bool ToolCallGrammar::FeedByte(State& state, uint8_t byte) const {
+  switch (state.phase) {
+    case Phase::kReasoning:
+    case Phase::kContent:
+    case Phase::kTextValue:
+    case Phase::kFreeName: return FeedFreeText(state, byte);
+    case Phase::kChoice: return FeedChoice(state, byte);
+    case Phase::kJsonValue: return FeedJson(state, byte);
+    case Phase::kAfterBlock: return false;  // EOS only
+  }
+  return false;
+}
+
+bool ToolCallGrammar::Feed(State& state, std::string_view bytes) const {
+  for (char byte : bytes) {
+    if (!FeedByte(state, static_cast<uint8_t>(byte))) return false;
+  }
+  return true;
+}
+
+}  // namespace envforge::inference

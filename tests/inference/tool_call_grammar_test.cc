@@ -1,0 +1,324 @@
+// The DSML tool-call grammar (constrained decoding): it accepts what the encoder renders for the
+// offered tools, refuses what would not parse or would call a tool wrongly, and every text a random
+// walk through it reaches an end with parses into calls of offered tools with well-typed arguments;
+// the token mask over a real tokenizer's vocabulary allows exactly the tokens whose bytes the
+// grammar accepts.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "inference/chat_format.h"
+#include "inference/token_constraint.h"
+#include "inference/tokenizer.h"
+#include "inference/tool_call_grammar.h"
+
+namespace envforge::inference {
+namespace {
+
+const std::string kEos(kEosToken);
+
+OrderedJson Tools() {
+  return OrderedJson::parse(R"([
+    {"name": "get_product", "description": "One product by name.",
+     "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}, "fields": {"type": "array"}},
+                     "required": ["name"]}},
+    {"name": "list_products",
+     "inputSchema": {"type": "object", "additionalProperties": false, "required": ["category"],
+                     "properties": {"category": {"type": "string", "enum": ["garden", "kitchen", "kitchenware"]},
+                                    "limit": {"type": "integer"}, "max_price": {"type": "number"},
+                                    "in_stock": {"type": "boolean"}, "filter": {"type": "object"},
+                                    "note": {"type": ["string", "null"]}}}},
+    {"name": "submit_result", "inputSchema": {"type": "object", "properties": {"answer": {}}, "required": ["answer"]}},
+    {"type": "function", "function": {"name": "free_form", "parameters": {"type": "object"}}},
+    {"name": "ping", "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false}}
+  ])");
+}
+
+std::shared_ptr<const ToolCallGrammar> MustBuild(const ToolCallGrammarOptions& options = {}) {
+  auto grammar = ToolCallGrammar::Build(Tools(), options);
+  INFO(grammar.status().ToString());
+  REQUIRE(grammar.ok());
+  return *grammar;
+}
+
+// Whether the whole text is accepted and may end there.
+bool AcceptsWhole(const ToolCallGrammar& grammar, const std::string& text) {
+  auto state = grammar.Start();
+  return grammar.Feed(state, text) && grammar.CanEnd(state);
+}
+
+// Whether the text stays inside the grammar (not necessarily at an end).
+bool AcceptsPrefix(const ToolCallGrammar& grammar, const std::string& text) {
+  auto state = grammar.Start();
+  return grammar.Feed(state, text);
+}
+
+ChatToolCall Call(std::string name, Json arguments) {
+  ChatToolCall call;
+  call.name = std::move(name);
+  call.arguments = std::move(arguments);
+  return call;
+}
+
+std::string Invoke(const std::string& tool, const std::string& params) {
+  return "<｜DSML｜invoke name=\"" + tool + "\">\n" + params + "</｜DSML｜invoke>\n";
+}
+std::string Param(const std::string& name, bool text, const std::string& value) {
+  return "<｜DSML｜parameter name=\"" + name + "\" string=\"" + (text ? "true" : "false") + "\">" + value +
+         "</｜DSML｜parameter>\n";
+}
+std::string Block(const std::string& invokes) {
+  return "\n\n<｜DSML｜function_calls>\n" + invokes + "</｜DSML｜function_calls>";
+}
+
+TEST_SUITE("inference.tool_call_grammar") {
+  TEST_CASE("the encoder's renderings of calls to the offered tools are accepted, content and reasoning first") {
+    auto grammar = MustBuild();
+    const std::vector<ChatToolCall> calls = {
+        Call("get_product", {{"name", "Pola Brush"}, {"fields", Json::array({"price", 3})}}),
+        Call("list_products", {{"category", "kitchen"},
+                               {"limit", 5},
+                               {"max_price", -12.5e-1},
+                               {"in_stock", true},
+                               {"filter", {{"a", {{"b", Json::array({nullptr, false, "x\"y\\u00e9"})}}}}},
+                               {"note", nullptr}}),
+        Call("submit_result", {{"answer", "Ärger ✓ 🚀"}}), Call("free_form", {{"anything", 1}, {"else", "text"}}),
+        Call("ping", Json::object())};
+    for (const ChatToolCall& call : calls) {
+      CAPTURE(call.name);
+      const std::string rendered = RenderToolCalls({call});
+      CHECK(AcceptsWhole(*grammar, rendered.substr(2)));               // the tag first
+      CHECK(AcceptsWhole(*grammar, "Cheapest:" + rendered));           // after content
+      CHECK_FALSE(AcceptsPrefix(*grammar, "Done." + rendered + " "));  // EOS right after the block
+      CHECK_FALSE(AcceptsWhole(*grammar, "Done." + rendered.substr(0, rendered.size() - 3)));
+    }
+    CHECK(AcceptsWhole(*grammar, "Two at once." + RenderToolCalls(calls)));
+    auto thinking = MustBuild({.thinking = true});
+    CHECK(AcceptsWhole(*thinking, "I look it up.</think>" + RenderToolCalls({calls[0]})));
+    CHECK(AcceptsWhole(*thinking, "</think>" + RenderToolCalls({calls[2]}).substr(2)));
+    CHECK_FALSE(AcceptsWhole(*thinking, RenderToolCalls({calls[0]})));  // the block is reasoning until </think>
+  }
+
+  TEST_CASE("names, parameters, flags, enums, required properties and repeats are held to the tools offered") {
+    auto grammar = MustBuild();
+    const std::string name = Param("name", true, "Pola Brush");
+    CHECK(AcceptsWhole(*grammar, Block(Invoke("get_product", name))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("get_produc", name))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("delete_everything", name))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("get_product", Param("colour", true, "red")))));  // not a property
+    CHECK_FALSE(
+        AcceptsPrefix(*grammar, Block(Invoke("get_product", Param("name", false, "\"x\"")))));  // a string is text
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("get_product", ""))));                     // name is required
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("get_product", name + name))));            // given twice
+    CHECK(AcceptsWhole(*grammar, Block(Invoke("get_product", name) + Invoke("get_product", name))));  // two invokes
+    const std::string category = Param("category", true, "kitchen");
+    CHECK(AcceptsWhole(*grammar, Block(Invoke("list_products", category + Param("limit", false, "3")))));
+    CHECK(AcceptsWhole(*grammar, Block(Invoke("list_products", Param("category", true, "kitchenware")))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("list_products", Param("category", true, "kitch")))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("list_products", Param("category", true, "toys")))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("list_products", category + Param("limit", false, "3.5")))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("list_products", category + Param("limit", false, "1e3")))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("list_products", category + Param("limit", false, "\"3\"")))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("list_products", category + Param("limit", true, "3")))));
+    CHECK(AcceptsWhole(*grammar, Block(Invoke("list_products", category + Param("max_price", false, "-0.5E+2")))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("list_products", category + Param("max_price", false, "01")))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("list_products", category + Param("in_stock", false, "yes")))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("list_products", category + Param("filter", false, "[1]")))));
+    CHECK(AcceptsWhole(*grammar, Block(Invoke("list_products", category + Param("note", true, "any text")))));
+    CHECK(AcceptsWhole(*grammar, Block(Invoke("list_products", category + Param("note", false, "null")))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("list_products", category + Param("note", false, "1")))));
+    const std::string answer =
+        "<｜DSML｜invoke name=\"submit_result\">\n<｜DSML｜parameter name=\"answer\" string=\"false\">";
+    CHECK(AcceptsPrefix(*grammar, Block("").substr(0, 28) + answer + "\"\\ud83d\\ude80\"</"));       // a surrogate pair
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block("").substr(0, 28) + answer + "\"\\ude80"));            // a lone low one
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block("").substr(0, 28) + answer + "\"\\ud83dx"));           // a high one alone
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block("").substr(0, 28) + answer + "1234567890123456789"));  // 19 digits
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block("").substr(0, 28) + answer + "1e100"));  // 3 exponent digits
+    CHECK(AcceptsWhole(*grammar, Block(Invoke("ping", ""))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("ping", Param("x", true, "1")))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("free_form", Param("", true, "1")))));  // an empty name
+
+    // A named tool_choice allows that tool only.
+    auto only = MustBuild({.only_tool = "submit_result"});
+    CHECK(AcceptsWhole(*only, Block(Invoke("submit_result", Param("answer", true, "42")))));
+    CHECK_FALSE(AcceptsPrefix(*only, Block(Invoke("get_product", name))));
+    auto unknown = ToolCallGrammar::Build(Tools(), {.only_tool = "launch"});
+    REQUIRE_FALSE(unknown.ok());
+    CHECK(unknown.status().message().find("'launch'") != std::string::npos);
+    CHECK_FALSE(ToolCallGrammar::Build(OrderedJson::array(), {}).ok());
+    CHECK_FALSE(ToolCallGrammar::Build(OrderedJson::parse(R"([{"name": "a"}, {"name": "a"}])"), {}).ok());
+  }
+
+  TEST_CASE("the block's structure: no empty block, no end before it closes, no special token in text, valid UTF-8") {
+    auto grammar = MustBuild();
+    const std::string call = Invoke("submit_result", Param("answer", true, "x"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, "\n\n<｜DSML｜function_calls>\n</｜DSML｜function_calls>"));
+    CHECK_FALSE(AcceptsWhole(*grammar, "I am done."));                             // no call: the end is not allowed
+    CHECK_FALSE(AcceptsWhole(*grammar, "\n\n<｜DSML｜function_calls>\n" + call));  // not closed
+    CHECK_FALSE(AcceptsPrefix(*grammar, "Hi" + kEos));
+    CHECK_FALSE(AcceptsPrefix(*grammar, "Hi<｜User｜>"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("submit_result", Param("answer", true, "a" + kEos)))));
+    CHECK_FALSE(AcceptsPrefix(*grammar, "bad \xC3\x28 byte"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, "surrogate \xED\xA0\x80"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, Block(call) + "after"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, "\n\n<｜DSML｜function_calls>         "));  // at most 8 whitespace bytes
+    // Markup in content only as the block's opening after "\n\n" or first (the parser reads a tag
+    // after one newline as content); once begun, the opening is the only way on.
+    CHECK_FALSE(AcceptsPrefix(*grammar, "x\n<｜DSML｜"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, "x｜DSML｜"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, "x\n\n<｜DSML｜invoke"));
+    CHECK(AcceptsPrefix(*grammar, "x\n\n<｜DSML｜function_calls>"));
+    CHECK(AcceptsPrefix(*grammar, "<｜DSML｜function_calls>"));
+    // A text value holds no markup but its closing tag.
+    const std::string value_head =
+        "<｜DSML｜function_calls><｜DSML｜invoke name=\"submit_result\">"
+        "<｜DSML｜parameter name=\"answer\" string=\"true\">";
+    CHECK_FALSE(AcceptsPrefix(*grammar, value_head + "a</｜DSML｜invoke>"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, value_head + "a<｜DSML｜"));
+    CHECK(AcceptsPrefix(*grammar, value_head + "a </ b</｜DSML｜parameter>"));
+  }
+
+  TEST_CASE("bounds: long content forces the block open, long values close at once") {
+    auto grammar = MustBuild({.max_content_bytes = 16, .max_value_bytes = 12});
+    auto state = grammar->Start();
+    REQUIRE(grammar->Feed(state, std::string(16, 'a')));
+    auto more = state;
+    CHECK_FALSE(grammar->FeedByte(more, 'a'));
+    CHECK(grammar->Feed(state, "\n\n<｜DSML｜function_calls>"));
+    const std::string head =
+        "<｜DSML｜invoke name=\"submit_result\">\n<｜DSML｜parameter name=\"answer\" string=\"false\">";
+    REQUIRE(grammar->Feed(state, head + "[[{\"k\": \"abc"));
+    for (char refused : std::string("d \\,1")) {
+      auto next = state;
+      CAPTURE(refused);
+      CHECK_FALSE(grammar->FeedByte(next, static_cast<uint8_t>(refused)));
+    }
+    CHECK(grammar->Feed(state, "\"}]]</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>"));
+    CHECK(grammar->CanEnd(state));
+  }
+
+  // A random walk: at every step a byte the grammar accepts, drawn uniformly, until an end (taken
+  // with probability 1/4 where allowed). Every such text must parse into offered, well-typed calls.
+  TEST_CASE("every text a random walk brings to an end parses into calls of the offered tools") {
+    for (bool thinking : {false, true}) {
+      auto grammar = MustBuild({.thinking = thinking, .max_content_bytes = 12, .max_value_bytes = 24});
+      std::mt19937_64 rng(thinking ? 7 : 11);
+      int calls_seen = 0;
+      for (int walk = 0; walk < 400; ++walk) {
+        auto state = grammar->Start();
+        std::string text;
+        bool ended = false;
+        for (int step = 0; step < 20000 && !ended; ++step) {
+          if (grammar->CanEnd(state) && rng() % 4 == 0) {
+            ended = true;
+            break;
+          }
+          std::vector<uint8_t> next;
+          for (int byte = 1; byte < 256; ++byte) {
+            auto copy = state;
+            if (grammar->FeedByte(copy, static_cast<uint8_t>(byte))) next.push_back(static_cast<uint8_t>(byte));
+          }
+          if (next.empty() && grammar->CanEnd(state)) {
+            ended = true;
+            break;
+          }
+          REQUIRE_MESSAGE(!next.empty(), "dead end after: " << text);
+          // In reasoning, take the way out now and then so walks end.
+          uint8_t byte = next[rng() % next.size()];
+          if (state.phase == ToolCallGrammar::Phase::kReasoning && state.utf8_due == 0 && rng() % 8 == 0) {
+            for (char c : std::string(kThinkEnd)) REQUIRE(grammar->FeedByte(state, static_cast<uint8_t>(c)));
+            text += kThinkEnd;
+            continue;
+          }
+          REQUIRE(grammar->FeedByte(state, byte));
+          text.push_back(static_cast<char>(byte));
+        }
+        REQUIRE_MESSAGE(ended, "no end within 20000 bytes: " << text.substr(0, 400));
+        auto parsed = ParseCompletion(text + kEos, thinking);
+        INFO(text);
+        REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
+        CHECK(parsed->finished);
+        const auto& message = parsed->message;
+        REQUIRE_FALSE(message.tool_calls.empty());
+        CHECK_NOTHROW((void)Json(message.content).dump());
+        for (const ChatToolCall& call : message.tool_calls) {
+          ++calls_seen;
+          const Json& args = call.arguments;
+          for (auto it = args.begin(); it != args.end(); ++it) CHECK_NOTHROW((void)it.value().dump());
+          if (call.name == "get_product") {
+            REQUIRE(args.contains("name"));
+            CHECK(args["name"].is_string());
+            if (args.contains("fields")) CHECK(args["fields"].is_array());
+          } else if (call.name == "list_products") {
+            REQUIRE(args.contains("category"));
+            const std::string category = args["category"].get<std::string>();
+            CHECK((category == "garden" || category == "kitchen" || category == "kitchenware"));
+            for (auto it = args.begin(); it != args.end(); ++it) {
+              const std::string& key = it.key();
+              CHECK((key == "category" || key == "limit" || key == "max_price" || key == "in_stock" ||
+                     key == "filter" || key == "note"));
+            }
+            if (args.contains("limit")) CHECK(args["limit"].is_number_integer());
+            if (args.contains("max_price")) CHECK(args["max_price"].is_number());
+            if (args.contains("in_stock")) CHECK(args["in_stock"].is_boolean());
+            if (args.contains("filter")) CHECK(args["filter"].is_object());
+            if (args.contains("note")) CHECK((args["note"].is_string() || args["note"].is_null()));
+          } else if (call.name == "submit_result") {
+            CHECK(args.contains("answer"));
+          } else if (call.name == "ping") {
+            CHECK(args.empty());
+          } else {
+            CHECK(call.name == "free_form");
+          }
+        }
+      }
+      CHECK(calls_seen >= 400);
+    }
+  }
+
+  TEST_CASE("the token mask over policy-small's vocabulary allows exactly the tokens whose bytes the grammar takes") {
+    auto tokenizer =
+        Tokenizer::Load(std::string(ENVFORGE_TEST_SOURCE_DIR) + "/data/models/policy-small/tokenizer.json");
+    REQUIRE(tokenizer.ok());
+    auto trie = VocabTrie::Build(**tokenizer);
+    const int32_t eos = *(*tokenizer)->eos_id();
+    auto grammar = MustBuild();
+    const std::string text =
+        "Cheapest:" + RenderToolCalls({Call("list_products", {{"category", "garden"}, {"limit", 2}})}) + kEos;
+    const std::vector<int32_t> tokens = (*tokenizer)->Encode(text);
+    REQUIRE(tokens.back() == eos);
+    ToolCallConstraint constraint(grammar, trie, eos);
+    const auto vocab = static_cast<size_t>((*tokenizer)->vocab_size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      CAPTURE(i);
+      std::vector<uint8_t> allowed(vocab, 0);
+      constraint.Allow(allowed);
+      // The mask agrees with feeding each token's bytes to a copy of the state.
+      for (size_t id = 0; id < vocab; ++id) {
+        const auto token = static_cast<int32_t>(id);
+        bool expected = false;
+        if (token == eos) {
+          expected = grammar->CanEnd(constraint.state());
+        } else if (!(*tokenizer)->IsSpecial(token)) {
+          auto copy = constraint.state();
+          expected = grammar->Feed(copy, trie->bytes(token));
+        }
+        if (static_cast<bool>(allowed[id]) != expected) {
+          FAIL("token " << id << " (" << Json(trie->bytes(token)).dump() << ") allowed " << int(allowed[id]));
+        }
+      }
+      CHECK(allowed[static_cast<size_t>(tokens[i])] == 1);
+      REQUIRE(constraint.Accept(tokens[i]));
+    }
+    std::vector<uint8_t> after(vocab, 0);
+    constraint.Allow(after);
+    CHECK(std::count(after.begin(), after.end(), 1) == 0);
+  }
+}
+
+}  // namespace
+}  // namespace envforge::inference
