@@ -192,6 +192,7 @@ class EpisodeRun {
     inference::CompletionRequest request;
     request.model = backend_.info().model;
     request.tools = tools_;
+    request.tool_choice = options_.tool_choice;
     request.thinking = options_.thinking;
     request.sampling = options_.sampling;
     request.max_tokens = options_.max_tokens_per_turn;

@@ -27,6 +27,9 @@ Status CheckOptions(const RolloutOptions& options) {
   if (options.max_tokens < 1) return InvalidArgumentError("--max-tokens must be at least 1");
   if (options.max_tokens_per_turn < 1) return InvalidArgumentError("max tokens per turn must be at least 1");
   if (options.max_invalid_calls < 1) return InvalidArgumentError("--max-invalid-calls must be at least 1");
+  if (options.tool_choice != "auto" && options.tool_choice != "required") {
+    return InvalidArgumentError("--tool-choice must be auto or required, got '" + options.tool_choice + "'");
+  }
   if (!(options.sampling.temperature >= 0)) return InvalidArgumentError("--temperature must be >= 0");
   if (!(options.sampling.top_p > 0 && options.sampling.top_p <= 1))
     return InvalidArgumentError("--top-p must be in (0, 1]");

@@ -85,6 +85,11 @@ struct RolloutOptions {
   int64_t context_window = 0;  // tokens; 0: the backend's (none known: no context management)
   double context_threshold = 0.8;
   int64_t max_invalid_calls = 3;  // consecutive malformed calls that end an episode
+  // Every model turn's tool_choice: "auto" (the model may answer without a call, a malformed
+  // turn), or "required" (the embedded engine decodes under the tool-call grammar, so every turn
+  // is a call of an offered tool with its required arguments unless max tokens cut it; an openai
+  // server gets tool_choice "required", which vLLM and SGLang honour with guided decoding).
+  std::string tool_choice = "auto";
   std::chrono::milliseconds episode_timeout{600'000};
   int64_t concurrency = 0;                                      // episodes at once; 0: min(all episodes, 256)
   std::string system_prompt;                                    // empty: kDefaultSystemPrompt

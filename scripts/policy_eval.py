@@ -2,7 +2,8 @@
 """Measures a policy model on the evaluation environments with `envforge rollout`, per tier.
 
     policy_eval.py --model DIR [--envs data/envs/shop_eval_a,data/envs/shop_eval_b] [-n 100]
-                   [--modes dsa,dense] [--seed S] [--max-turns T] [--top-p P] [--json OUT.json]
+                   [--modes dsa,dense] [--seed S] [--max-turns T] [--top-p P] [--tool-choice auto|required]
+                   [--json OUT.json]
                    [--readme DIR/README.md] [--build DIR]
 
 Every environment source is packed (`envforge env pack`), then `envforge rollout X.envdb --all
@@ -11,7 +12,9 @@ and once with `--dense` (the same weights, dense attention). Tasks are grouped b
 (task.json "difficulty"; held-out templates are reported as their own rows). Per row and mode:
 tasks, mean pass@1, pass@10, pass@N (the unbiased estimator per task, averaged; "-" when N is
 smaller), mean turns, and the fraction of model turns that were well-formed tool calls
-(1 - invalid calls / turns).
+(1 - invalid calls / turns). With --tool-choice required every turn is decoded under the
+tool-call grammar (inference/tool_call_grammar.h), so a turn is malformed only when its token
+budget cuts it or the session refuses its arguments.
 
 --readme replaces the block between "<!-- eval:begin -->" and "<!-- eval:end -->" in that file
 with the table (the block is appended when absent). Progress goes to stderr; --json writes
@@ -59,7 +62,7 @@ def pack(envforge_bin, source, directory):
 def rollout(envforge_bin, bundle, model, args, dense):
     command = [envforge_bin, "rollout", bundle, "--all", "--backend", "embedded:" + model, "-n", str(args.n), "--json",
                "--seed", str(args.seed), "--max-turns", str(args.max_turns), "--max-tokens-per-turn", str(args.max_tokens_per_turn),
-               "--temperature", str(args.temperature), "--top-p", str(args.top_p)]
+               "--temperature", str(args.temperature), "--top-p", str(args.top_p), "--tool-choice", args.tool_choice]
     if dense:
         command.append("--dense")
     print("policy_eval: %s" % " ".join(command), file=sys.stderr, flush=True)
@@ -157,6 +160,8 @@ def main(argv=None):
     parser.add_argument("--max-turns", type=int, default=8)
     parser.add_argument("--max-tokens-per-turn", type=int, default=128)
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--tool-choice", default="auto", choices=["auto", "required"],
+                        help="required: every turn decoded under the tool-call grammar (well-formed by construction)")
     parser.add_argument("--top-p", type=float, default=1.0,
                         help="nucleus sampling (DeepSeek-V3.2's recommended setting is 0.95)")
     parser.add_argument("--json", help="write every figure here")
@@ -173,7 +178,7 @@ def main(argv=None):
     envforge_bin = os.path.join(args.build, "bin", "envforge")
     sources = [os.path.join(ROOT, s) if not os.path.isabs(s) else s for s in args.envs.split(",") if s.strip()]
     report = {"model": args.model, "n": args.n, "seed": args.seed, "temperature": args.temperature,
-              "top_p": args.top_p, "modes": {}}
+              "top_p": args.top_p, "tool_choice": args.tool_choice, "modes": {}}
     tables = {}
     try:
         with tempfile.TemporaryDirectory(prefix="policy-eval-") as scratch:
@@ -196,8 +201,8 @@ def main(argv=None):
             json.dump(report, out, indent=1)
     if args.readme:
         update_readme(args.readme, "Measured by `/usr/bin/python3 scripts/policy_eval.py --model %s -n %d --seed %d "
-                                   "--top-p %g` (temperature %g):\n\n%s"
-                      % (args.model, args.n, args.seed, args.top_p, args.temperature, block))
+                                   "--top-p %g --tool-choice %s` (temperature %g):\n\n%s"
+                      % (args.model, args.n, args.seed, args.top_p, args.tool_choice, args.temperature, block))
     return 0
 
 

@@ -108,6 +108,7 @@ Status ReadOptions(const ParsedArgs& args, agents::RolloutOptions& options) {
   ENVFORGE_ASSIGN_OR_RETURN(options.context_strategy,
                             agents::ParseContextStrategy(args.OptionOr("--context-strategy")));
   options.thinking = args.Has("--thinking");
+  options.tool_choice = args.OptionOr("--tool-choice");
   options.record_routing = args.Has("--record-routing");
   options.record_kept_sets = args.Has("--record-kept-sets");
   if (auto limits = args.Option("--limits")) {
@@ -286,6 +287,10 @@ std::vector<Command> RolloutCommands() {
               .default_text = "cpu"},
              {.name = "--dense", .help = "embedded: dense attention instead of DSA's top-k (same weights)"},
              {.name = "--thinking", .help = "thinking mode (reasoning kept across tool results)"},
+             {.name = "--tool-choice",
+              .metavar = "auto|required",
+              .help = "required: every turn calls a tool (embedded: decoded under the tool-call grammar)",
+              .default_text = "auto"},
              {.name = "--max-turns", .metavar = "T", .help = "model turns per episode", .default_text = "32"},
              {.name = "--max-tokens", .metavar = "M", .help = "generated tokens per episode", .default_text = "16384"},
              {.name = "--max-tokens-per-turn",

@@ -82,6 +82,8 @@ TEST_CASE("bad input exits 2 with a message naming what was wrong") {
        "unknown context strategy 'forget'"},
       {{"--all", "--backend", "scripted:" + f.dir / "missing.jsonl"}, "missing.jsonl"},
       {{"--all", "--backend", "scripted:" + f.script, "--dense"}, "--dense applies to the embedded backend only"},
+      {{"--all", "--backend", "scripted:" + f.script, "--tool-choice", "sometimes"},
+       "--tool-choice must be auto or required, got 'sometimes'"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"rollout", f.bundle};
@@ -156,6 +158,32 @@ TEST_CASE("--dense plays the embedded model with dense attention and records it"
   auto listing = Envforge({"traj", "ls", store, "--json"});
   REQUIRE(listing.exit_code == 0);
   CHECK(listing.stdout_text.find("(dense attention)") != std::string::npos);
+}
+
+TEST_CASE("--tool-choice required: policy-small's every turn is a call of a shop tool with its arguments") {
+  TempDir dir;
+  const std::string bundle = dir / "shop_eval_a.envdb";
+  auto packed = Envforge({"env", "pack", SourceDir() + "/data/envs/shop_eval_a", "-o", bundle});
+  REQUIRE(packed.exit_code == 0);
+  // A held-out template and the tier beyond training: free decoding writes broken markup there.
+  for (const char* task : {"supplier_phone_00", "category_stock_value_00", "price_lookup_00"}) {
+    CAPTURE(task);
+    auto run = Envforge({"rollout", bundle, "--task", task, "--backend",
+                         "embedded:" + SourceDir() + "/data/models/policy-small", "-n", "8", "--max-turns", "4",
+                         "--seed", "5", "--tool-choice", "required", "--json"});
+    INFO(run.stderr_text);
+    REQUIRE(run.exit_code == 0);
+    auto result = ParseJson(run.stdout_text.substr(run.stdout_text.find('{')));
+    REQUIRE(result.ok());
+    int64_t turns = 0, invalid = 0;
+    for (const Json& episode : (*result)["episodes"]) {
+      turns += episode["turns"].get<int64_t>();
+      invalid += episode["invalid_calls"].get<int64_t>();
+      CHECK(episode["outcome"] != "invalid_calls");
+    }
+    CHECK(turns >= 8);
+    CHECK(invalid == 0);
+  }
 }
 
 // `envforge serve` as a child process, killed when the test ends.
