@@ -143,6 +143,7 @@ Json SynthOptions::ToJson() const {
           {"max_turns", max_turns},
           {"max_tokens", max_tokens},
           {"temperature", temperature},
+          {"tool_choice", tool_choice},
           {"shard", {shard_index, shard_count}}};
 }
 
@@ -170,6 +171,7 @@ Result<SynthOptions> SynthOptions::FromJson(const Json& json) {
     o.max_turns = json.at("max_turns").get<int64_t>();
     o.max_tokens = json.at("max_tokens").get<int64_t>();
     o.temperature = json.at("temperature").get<double>();
+    o.tool_choice = json.value("tool_choice", "auto");  // runs begun before the option: auto
     o.shard_index = json.at("shard").at(0).get<int64_t>();
     o.shard_count = json.at("shard").at(1).get<int64_t>();
   } catch (const Json::exception& error) {
@@ -192,6 +194,9 @@ Status SynthOptions::Validate() const {
   if (proposer == "llm" && proposer_backend.empty())
     return InvalidArgumentError("--proposer llm needs --backend SPEC (the model that writes)");
   if (audit_lanes < 1 || audit_lanes > 16) return InvalidArgumentError("--audit-lanes must be 1..16");
+  if (tool_choice != "auto" && tool_choice != "required") {
+    return InvalidArgumentError("--tool-choice must be auto or required, got '" + tool_choice + "'");
+  }
   if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count) {
     return InvalidArgumentError("--shard I/N needs 0 <= I < N, got " + std::to_string(shard_index) + "/" +
                                 std::to_string(shard_count));
@@ -558,6 +563,7 @@ struct SynthRun::Impl {
     episode.max_tokens = run.options_.max_tokens;
     episode.max_tokens_per_turn = std::min<int64_t>(run.options_.max_tokens, 2048);
     episode.sampling.temperature = run.options_.temperature;
+    episode.tool_choice = run.options_.tool_choice;
     episode.sampling.seed = run.options_.seed;
     std::vector<std::string> ids;
     for (Candidate* c : pending) ids.push_back(c->draft.id);

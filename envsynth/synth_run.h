@@ -75,6 +75,9 @@ struct SynthOptions {
   int64_t max_turns = 16;   // filter episodes
   int64_t max_tokens = 4096;
   double temperature = 1.0;
+  // The filter episodes' tool_choice (agents::RolloutOptions): "required" decodes every policy
+  // turn under the tool-call grammar, so pass@k measures the tasks rather than the markup.
+  std::string tool_choice = "auto";
   int64_t shard_index = 0, shard_count = 1;  // this run makes environments i with i % count == index
 
   Json ToJson() const;                                     // what the run database stores as its config

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <span>
+#include <utility>
 
 namespace envforge::inference {
 
@@ -86,7 +87,9 @@ Json EngineStats::ToJson() const {
           {"live_choices", live_choices},
           {"prefill_seconds", prefill_seconds},
           {"decode_seconds", decode_seconds},
-          {"decode_steps", decode_steps}};
+          {"decode_steps", decode_steps},
+          {"constrained_tokens", constrained_tokens},
+          {"constraint_seconds", constraint_seconds}};
 }
 
 BatchEngine::BatchEngine(Model& model, EngineOptions options) : model_(model), options_(options) {
@@ -260,6 +263,7 @@ BatchEngine::PromptEntry* BatchEngine::FindPrompt(const std::vector<int32_t>& fe
 // The logits row with every token the choice's constraint disallows at -inf (masked_), or false
 // when it allows none.
 bool BatchEngine::MaskRow(const TokenConstraint& constraint, std::span<const float> row) {
+  const auto started = std::chrono::steady_clock::now();
   allowed_.assign(row.size(), 0);
   constraint.Allow(allowed_);
   masked_.assign(row.begin(), row.end());
@@ -271,6 +275,8 @@ bool BatchEngine::MaskRow(const TokenConstraint& constraint, std::span<const flo
       any = true;
     }
   }
+  step_constrained_tokens_ += 1;
+  step_constraint_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return any;
 }
 
@@ -474,6 +480,8 @@ void BatchEngine::Step() {
   stats_.prefill_seconds += forward_seconds_[0];
   stats_.decode_seconds += forward_seconds_[1];
   stats_.decode_steps += rows.size() > prefill_rows ? 1 : 0;
+  stats_.constrained_tokens += std::exchange(step_constrained_tokens_, 0);
+  stats_.constraint_seconds += std::exchange(step_constraint_seconds_, 0.0);
 }
 
 }  // namespace envforge::inference

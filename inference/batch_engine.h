@@ -135,6 +135,10 @@ struct EngineStats {
   double prefill_seconds = 0;
   double decode_seconds = 0;
   int64_t decode_steps = 0;
+  // Constrained decoding: the tokens sampled under a constraint and the seconds spent computing
+  // their masks (on the engine thread, between Forward calls).
+  int64_t constrained_tokens = 0;
+  double constraint_seconds = 0;
   Json ToJson() const;
 };
 
@@ -186,6 +190,8 @@ class BatchEngine {
   double forward_seconds_[2] = {0, 0};                     // the step's prefill and decode Forward time
   std::vector<uint8_t> allowed_;                           // constrained choices: the token mask
   std::vector<float> masked_;                              // and the masked logits
+  int64_t step_constrained_tokens_ = 0;                    // this step's, added to stats_ at its end
+  double step_constraint_seconds_ = 0;
   std::thread thread_;
 };
 

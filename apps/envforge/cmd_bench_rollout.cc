@@ -81,6 +81,12 @@ void PrintEngineTime(const char* run, const Json& engine) {
               prefill_seconds, prefill_seconds > 0 ? prefill_tokens / prefill_seconds : 0.0,
               engine.value("decode_seconds", 0.0), DecodeTokensPerSecond(engine),
               static_cast<double>(engine.value("decode_tokens", int64_t{0})) / static_cast<double>(decode_steps));
+  const auto constrained = engine.value("constrained_tokens", int64_t{0});
+  if (constrained > 0) {
+    const double seconds = engine.value("constraint_seconds", 0.0);
+    std::printf("%s tool-call grammar: %lld tokens masked in %.2f s (%.1f us per token)\n", run,
+                static_cast<long long>(constrained), seconds, 1e6 * seconds / static_cast<double>(constrained));
+  }
 }
 
 int BenchRollout(const ParsedArgs& parsed) {
@@ -102,6 +108,7 @@ int BenchRollout(const ParsedArgs& parsed) {
   options.max_tokens_per_turn = *per_turn;
   options.max_tokens = *max_turns * *per_turn;
   options.sampling.seed = static_cast<uint64_t>(*seed);
+  options.tool_choice = parsed.OptionOr("--tool-choice");
 
   RaiseFileLimit();
   InstallCleanupSignalHandlers();
@@ -119,6 +126,7 @@ int BenchRollout(const ParsedArgs& parsed) {
                  {"n", *n},
                  {"max_turns", *max_turns},
                  {"max_tokens_per_turn", *per_turn},
+                 {"tool_choice", options.tool_choice},
                  {"concurrent", concurrent->ToJson()}};
   report["recompute_ratio"] = static_cast<double>(concurrent->prefilled_tokens) /
                               static_cast<double>(std::max<int64_t>(concurrent->unique_context_tokens, 1));
@@ -181,6 +189,10 @@ std::vector<Command> BenchRolloutCommands() {
                      .default_text = "64"},
                     {.name = "--seed", .metavar = "S", .help = "the sampling seed", .default_text = "0"},
                     {.name = "--skip-sequential", .help = "only the concurrent run"},
+                    {.name = "--tool-choice",
+                     .metavar = "auto|required",
+                     .help = "required: turns decoded under the tool-call grammar (its mask time is reported)",
+                     .default_text = "auto"},
                     JsonOption("the figures as JSON")}},
        BenchRollout},
   };

@@ -83,6 +83,7 @@ Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
   o.seed = static_cast<uint64_t>(seed);
   o.band.chunk = std::min<int64_t>(20, o.band.k);
   ENVFORGE_ASSIGN_OR_RETURN(o.temperature, args.DoubleOption("--temperature"));
+  o.tool_choice = args.OptionOr("--tool-choice");
   ENVFORGE_ASSIGN_OR_RETURN(auto band, ParseBand(args.OptionOr("--band")));
   o.band.lo = band.first;
   o.band.hi = band.second;
@@ -372,6 +373,11 @@ std::vector<Command> SynthCommands() {
               .metavar = "X",
               .help = "sampling temperature (also the llm proposer's)",
               .default_text = "1.0",
+              .section = filter},
+             {.name = "--tool-choice",
+              .metavar = "auto|required",
+              .help = "required: the policy's turns decoded under the tool-call grammar (embedded)",
+              .default_text = "auto",
               .section = filter},
              {.name = "--model", .metavar = "NAME", .help = model.help, .section = filter},
              {.name = "--api-key-env", .metavar = "VAR", .help = api_key.help, .section = filter},

@@ -262,6 +262,8 @@ def task(seed, lineage, level, attempt):
     (["--categories", "calendar", "--no-filter", "--shard", "3/2"], "--shard"),
     (["--categories", "calendar", "--no-filter", "--proposer", "llm"], "--proposer llm needs --backend SPEC"),
     (["--categories", "calendar", "--no-filter", "--proposer", "magic"], "unknown --proposer 'magic'"),
+    (["--categories", "calendar", "--no-filter", "--tool-choice", "often"],
+     "--tool-choice must be auto or required, got 'often'"),
     (["--categories", "Bad-Id", "--no-filter", "--proposer", "llm", "--backend", "scripted:/dev/null"],
      "--backend scripted:/dev/null"),
 ])
