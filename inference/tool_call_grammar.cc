@@ -165,11 +165,8 @@ int ToolCallGrammar::AddTable(TableKind kind, std::vector<Entry> entries) {
   return static_cast<int>(tables_.size()) - 1;
 }
 
-Result<std::shared_ptr<const ToolCallGrammar>> ToolCallGrammar::Build(const OrderedJson& tools,
-                                                                      const ToolCallGrammarOptions& options) {
-  std::shared_ptr<ToolCallGrammar> grammar(new ToolCallGrammar());
-  grammar->options_ = options;
-  // Entries may be JSON text (chat_format.h's ChatEncodeOptions::tools).
+// Entries may be JSON text (chat_format.h's ChatEncodeOptions::tools); the specs in OpenAI form.
+static Result<OrderedJson> FunctionSpecs(const OrderedJson& tools) {
   OrderedJson objects = OrderedJson::array();
   if (tools.is_array()) {
     for (const OrderedJson& tool : tools) {
@@ -182,57 +179,80 @@ Result<std::shared_ptr<const ToolCallGrammar>> ToolCallGrammar::Build(const Orde
       objects.push_back(std::move(parsed));
     }
   }
-  const OrderedJson specs = ToOpenAiTools(objects);
+  return ToOpenAiTools(objects);
+}
+
+// One tool's properties (with their enum tables), required ones and parameter heads.
+Result<ToolCallGrammar::Tool> ToolCallGrammar::ReadTool(const OrderedJson& spec, size_t index) {
+  const OrderedJson* function = spec.is_object() && spec.contains("function") ? &spec["function"] : nullptr;
+  if (function == nullptr || !function->is_object() || !function->contains("name") ||
+      !(*function)["name"].is_string() || (*function)["name"].get<std::string>().empty()) {
+    return InvalidArgumentError("tool-call grammar: tools[" + std::to_string(index) + "] has no name");
+  }
+  Tool tool;
+  tool.name = (*function)["name"].get<std::string>();
+  const OrderedJson parameters = function->contains("parameters") ? (*function)["parameters"] : OrderedJson::object();
+  const bool listed =
+      parameters.is_object() && parameters.contains("properties") && parameters["properties"].is_object();
+  tool.open_params = !listed && !(parameters.is_object() && parameters.value("additionalProperties", true) == false);
+  if (listed) {
+    for (auto it = parameters["properties"].begin(); it != parameters["properties"].end(); ++it) {
+      Param param = ReadParam(it.key(), it.value());
+      if (param.allow_text && it.value().is_object() && it.value().contains("enum") && it.value()["enum"].is_array()) {
+        std::vector<Entry> values;
+        for (const auto& value : it.value()["enum"]) {
+          if (value.is_string()) values.push_back({value.get<std::string>() + std::string(kParamClose), 0});
+        }
+        if (!values.empty()) param.table = AddTable(TableKind::kValueEnd, std::move(values));
+      }
+      tool.params.push_back(std::move(param));
+    }
+  }
+  if (parameters.is_object() && parameters.contains("required") && parameters["required"].is_array()) {
+    for (const auto& name : parameters["required"]) {
+      for (size_t p = 0; p < tool.params.size() && p < kTrackedParams; ++p) {
+        if (name.is_string() && tool.params[p].name == name.get<std::string>()) {
+          tool.required.push_back(static_cast<int>(p));
+        }
+      }
+    }
+  }
+  std::vector<Entry> heads;
+  for (size_t p = 0; p < tool.params.size(); ++p) {
+    const std::string head = tool.params[p].name + "\" string=\"";
+    if (tool.params[p].allow_text) heads.push_back({head + "true\">", static_cast<int32_t>(p) * 2 + 1});
+    if (tool.params[p].allow_json) heads.push_back({head + "false\">", static_cast<int32_t>(p) * 2});
+  }
+  tool.head_table = AddTable(TableKind::kHeads, std::move(heads));
+  return tool;
+}
+
+void ToolCallGrammar::AddFixedTables() {
+  block_first_ = AddTable(TableKind::kBlock, {{std::string(kInvokeOpen), 0}});
+  block_next_ = AddTable(TableKind::kBlock, {{std::string(kInvokeOpen), 0}, {std::string(kBlockClose), 1}});
+  invoke_both_ = AddTable(TableKind::kInvoke, {{std::string(kParamOpen), 0}, {std::string(kInvokeClose), 1}});
+  invoke_params_ = AddTable(TableKind::kInvoke, {{std::string(kParamOpen), 0}});
+  invoke_close_ = AddTable(TableKind::kInvoke, {{std::string(kInvokeClose), 1}});
+  free_flags_ = AddTable(TableKind::kFreeFlags, {{"\" string=\"true\">", 1}, {"\" string=\"false\">", 0}});
+  value_end_ = AddTable(TableKind::kValueEnd, {{std::string(kParamClose), 0}});
+  forced_open_ = AddTable(TableKind::kOpen, {{std::string(kBlockLead), 0}});
+  block_rest_ = AddTable(TableKind::kOpen, {{std::string(kFunctionCallsRest), 0}});
+  value_rest_ = AddTable(TableKind::kValueEnd, {{std::string(kParameterRest), 0}});
+}
+
+Result<std::shared_ptr<const ToolCallGrammar>> ToolCallGrammar::Build(const OrderedJson& tools,
+                                                                      const ToolCallGrammarOptions& options) {
+  std::shared_ptr<ToolCallGrammar> grammar(new ToolCallGrammar());
+  grammar->options_ = options;
+  ENVFORGE_ASSIGN_OR_RETURN(const OrderedJson specs, FunctionSpecs(tools));
   if (!specs.is_array() || specs.empty()) return InvalidArgumentError("tool-call grammar: no tools offered");
   std::vector<Entry> names;
   std::set<std::string> seen;
   for (size_t i = 0; i < specs.size(); ++i) {
-    const OrderedJson* function =
-        specs[i].is_object() && specs[i].contains("function") ? &specs[i]["function"] : nullptr;
-    if (function == nullptr || !function->is_object() || !function->contains("name") ||
-        !(*function)["name"].is_string() || (*function)["name"].get<std::string>().empty()) {
-      return InvalidArgumentError("tool-call grammar: tools[" + std::to_string(i) + "] has no name");
-    }
-    Tool tool;
-    tool.name = (*function)["name"].get<std::string>();
+    ENVFORGE_ASSIGN_OR_RETURN(Tool tool, grammar->ReadTool(specs[i], i));
     if (!seen.insert(tool.name).second) {
       return InvalidArgumentError("tool-call grammar: two tools are named '" + tool.name + "'");
     }
-    const OrderedJson parameters = function->contains("parameters") ? (*function)["parameters"] : OrderedJson::object();
-    const bool closed = parameters.is_object() && parameters.contains("additionalProperties") &&
-                        parameters["additionalProperties"] == false;
-    if (parameters.is_object() && parameters.contains("properties") && parameters["properties"].is_object()) {
-      for (auto it = parameters["properties"].begin(); it != parameters["properties"].end(); ++it) {
-        tool.params.push_back(ReadParam(it.key(), it.value()));
-        const OrderedJson& schema = it.value();
-        if (tool.params.back().allow_text && schema.is_object() && schema.contains("enum") &&
-            schema["enum"].is_array()) {
-          std::vector<Entry> values;
-          for (const auto& value : schema["enum"]) {
-            if (value.is_string()) values.push_back({value.get<std::string>() + std::string(kParamClose), 0});
-          }
-          if (!values.empty()) tool.params.back().table = grammar->AddTable(TableKind::kValueEnd, std::move(values));
-        }
-      }
-    } else {
-      tool.open_params = !closed;
-    }
-    if (parameters.is_object() && parameters.contains("required") && parameters["required"].is_array()) {
-      for (const auto& name : parameters["required"]) {
-        for (size_t p = 0; p < tool.params.size() && p < kTrackedParams; ++p) {
-          if (name.is_string() && tool.params[p].name == name.get<std::string>())
-            tool.required.push_back(static_cast<int>(p));
-        }
-      }
-    }
-    std::vector<Entry> heads;
-    for (size_t p = 0; p < tool.params.size(); ++p) {
-      const std::string head = tool.params[p].name + "\" string=\"";
-      const int index = static_cast<int>(p);
-      if (tool.params[p].allow_text) heads.push_back({head + "true\">", index * 2 + 1});
-      if (tool.params[p].allow_json) heads.push_back({head + "false\">", index * 2});
-    }
-    tool.head_table = grammar->AddTable(TableKind::kHeads, std::move(heads));
     if (options.only_tool.empty() || options.only_tool == tool.name) {
       names.push_back({tool.name + "\">", static_cast<int32_t>(grammar->tools_.size())});
     }
@@ -243,19 +263,13 @@ Result<std::shared_ptr<const ToolCallGrammar>> ToolCallGrammar::Build(const Orde
                                 "', which is not among the tools offered");
   }
   grammar->names_ = grammar->AddTable(TableKind::kNames, std::move(names));
-  grammar->block_first_ = grammar->AddTable(TableKind::kBlock, {{std::string(kInvokeOpen), 0}});
-  grammar->block_next_ =
-      grammar->AddTable(TableKind::kBlock, {{std::string(kInvokeOpen), 0}, {std::string(kBlockClose), 1}});
-  grammar->invoke_both_ =
-      grammar->AddTable(TableKind::kInvoke, {{std::string(kParamOpen), 0}, {std::string(kInvokeClose), 1}});
-  grammar->invoke_params_ = grammar->AddTable(TableKind::kInvoke, {{std::string(kParamOpen), 0}});
-  grammar->invoke_close_ = grammar->AddTable(TableKind::kInvoke, {{std::string(kInvokeClose), 1}});
-  grammar->free_flags_ =
-      grammar->AddTable(TableKind::kFreeFlags, {{"\" string=\"true\">", 1}, {"\" string=\"false\">", 0}});
-  grammar->value_end_ = grammar->AddTable(TableKind::kValueEnd, {{std::string(kParamClose), 0}});
-  grammar->forced_open_ = grammar->AddTable(TableKind::kOpen, {{std::string(kBlockLead), 0}});
-  grammar->block_rest_ = grammar->AddTable(TableKind::kOpen, {{std::string(kFunctionCallsRest), 0}});
-  grammar->value_rest_ = grammar->AddTable(TableKind::kValueEnd, {{std::string(kParameterRest), 0}});
+  grammar->AddFixedTables();
+  // State holds table indices and entry ranges in 16 bits.
+  for (const Table& table : grammar->tables_) {
+    if (grammar->tables_.size() > UINT16_MAX || table.entries.size() > UINT16_MAX) {
+      return InvalidArgumentError("tool-call grammar: too many tools, properties or enum values (at most 65535)");
+    }
+  }
   return std::shared_ptr<const ToolCallGrammar>(std::move(grammar));
 }
 

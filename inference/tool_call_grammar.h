@@ -170,6 +170,8 @@ class ToolCallGrammar {
   int InvokeGapTable(const State& state) const;
   bool AnyLive(const State& state) const;
   int AddTable(TableKind kind, std::vector<Entry> entries);
+  Result<Tool> ReadTool(const OrderedJson& spec, size_t index);
+  void AddFixedTables();
   void StartFreeText(State& state, Phase phase) const;
   void StartParamValue(State& state, int param, bool text) const;
 
