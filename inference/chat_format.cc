@@ -10,13 +10,6 @@ namespace {
 // everything rendered goes through OrderedJson: tools and response formats arrive as OrderedJson
 // (the client's order) or as JSON text (its own order); tool-call arguments are Json (sorted).
 
-constexpr std::string_view kFunctionCallsOpen = "<｜DSML｜function_calls>";
-constexpr std::string_view kFunctionCallsClose = "</｜DSML｜function_calls>";
-constexpr std::string_view kInvokeOpen = "<｜DSML｜invoke name=\"";
-constexpr std::string_view kInvokeClose = "</｜DSML｜invoke>";
-constexpr std::string_view kParameterOpen = "<｜DSML｜parameter name=\"";
-constexpr std::string_view kParameterClose = "</｜DSML｜parameter>";
-
 // The tools block of the reference encoder (its TOOLS_SYSTEM_TEMPLATE with the DSML marker and
 // think tokens filled in), split around the tool schemas.
 constexpr std::string_view kToolsBlockHead =

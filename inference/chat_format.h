@@ -32,6 +32,13 @@ inline constexpr std::string_view kAssistantToken = "<｜Assistant｜>";
 inline constexpr std::string_view kThinkStart = "<think>";
 inline constexpr std::string_view kThinkEnd = "</think>";
 inline constexpr std::string_view kDsmlMarker = "｜DSML｜";
+// The DSML tool-call block's tags (the parser's and the tool-call grammar's).
+inline constexpr std::string_view kFunctionCallsOpen = "<｜DSML｜function_calls>";
+inline constexpr std::string_view kFunctionCallsClose = "</｜DSML｜function_calls>";
+inline constexpr std::string_view kInvokeOpen = "<｜DSML｜invoke name=\"";
+inline constexpr std::string_view kInvokeClose = "</｜DSML｜invoke>";
+inline constexpr std::string_view kParameterOpen = "<｜DSML｜parameter name=\"";
+inline constexpr std::string_view kParameterClose = "</｜DSML｜parameter>";
 
 struct ChatToolCall {
   std::string id;  // OpenAI's tool-call id (tool messages answer it); not rendered by DSV32

@@ -13,11 +13,6 @@
 namespace envforge::inference {
 namespace {
 
-constexpr std::string_view kBlockClose = "</｜DSML｜function_calls>";
-constexpr std::string_view kInvokeOpen = "<｜DSML｜invoke name=\"";
-constexpr std::string_view kInvokeClose = "</｜DSML｜invoke>";
-constexpr std::string_view kParamOpen = "<｜DSML｜parameter name=\"";
-constexpr std::string_view kParamClose = "</｜DSML｜parameter>";
 constexpr std::string_view kBlockLead = "\n\n<｜DSML｜function_calls>";
 constexpr std::string_view kFunctionCallsRest = "function_calls>";
 constexpr std::string_view kParameterRest = "parameter>";
@@ -72,13 +67,19 @@ void PushTail(ToolCallGrammar::State& state, uint8_t byte) {
   state.tail[state.tail_length++] = static_cast<char>(byte);
 }
 
+void ResetUtf8(ToolCallGrammar::State& state) {
+  state.utf8_due = 0;
+  state.utf8_lo = 0x80;
+  state.utf8_hi = 0xBF;
+}
+
 // One byte of UTF-8 (RFC 3629: no overlongs, no surrogates, at most U+10FFFF).
 bool Utf8Step(ToolCallGrammar::State& state, uint8_t byte) {
   if (state.utf8_due > 0) {
     if (byte < state.utf8_lo || byte > state.utf8_hi) return false;
-    state.utf8_due -= 1;
-    state.utf8_lo = 0x80;
-    state.utf8_hi = 0xBF;
+    const uint8_t due = state.utf8_due - 1;
+    ResetUtf8(state);
+    state.utf8_due = due;
     return true;
   }
   if (byte < 0x80) return true;
@@ -201,7 +202,7 @@ Result<ToolCallGrammar::Tool> ToolCallGrammar::ReadTool(const OrderedJson& spec,
       if (param.allow_text && it.value().is_object() && it.value().contains("enum") && it.value()["enum"].is_array()) {
         std::vector<Entry> values;
         for (const auto& value : it.value()["enum"]) {
-          if (value.is_string()) values.push_back({value.get<std::string>() + std::string(kParamClose), 0});
+          if (value.is_string()) values.push_back({value.get<std::string>() + std::string(kParameterClose), 0});
         }
         if (!values.empty()) param.table = AddTable(TableKind::kValueEnd, std::move(values));
       }
@@ -229,12 +230,12 @@ Result<ToolCallGrammar::Tool> ToolCallGrammar::ReadTool(const OrderedJson& spec,
 
 void ToolCallGrammar::AddFixedTables() {
   block_first_ = AddTable(TableKind::kBlock, {{std::string(kInvokeOpen), 0}});
-  block_next_ = AddTable(TableKind::kBlock, {{std::string(kInvokeOpen), 0}, {std::string(kBlockClose), 1}});
-  invoke_both_ = AddTable(TableKind::kInvoke, {{std::string(kParamOpen), 0}, {std::string(kInvokeClose), 1}});
-  invoke_params_ = AddTable(TableKind::kInvoke, {{std::string(kParamOpen), 0}});
+  block_next_ = AddTable(TableKind::kBlock, {{std::string(kInvokeOpen), 0}, {std::string(kFunctionCallsClose), 1}});
+  invoke_both_ = AddTable(TableKind::kInvoke, {{std::string(kParameterOpen), 0}, {std::string(kInvokeClose), 1}});
+  invoke_params_ = AddTable(TableKind::kInvoke, {{std::string(kParameterOpen), 0}});
   invoke_close_ = AddTable(TableKind::kInvoke, {{std::string(kInvokeClose), 1}});
   free_flags_ = AddTable(TableKind::kFreeFlags, {{"\" string=\"true\">", 1}, {"\" string=\"false\">", 0}});
-  value_end_ = AddTable(TableKind::kValueEnd, {{std::string(kParamClose), 0}});
+  value_end_ = AddTable(TableKind::kValueEnd, {{std::string(kParameterClose), 0}});
   forced_open_ = AddTable(TableKind::kOpen, {{std::string(kBlockLead), 0}});
   block_rest_ = AddTable(TableKind::kOpen, {{std::string(kFunctionCallsRest), 0}});
   value_rest_ = AddTable(TableKind::kValueEnd, {{std::string(kParameterRest), 0}});
@@ -283,9 +284,7 @@ void ToolCallGrammar::StartFreeText(State& state, Phase phase) const {
   state.phase = phase;
   state.tail_length = 0;
   state.bytes = 0;
-  state.utf8_due = 0;
-  state.utf8_lo = 0x80;
-  state.utf8_hi = 0xBF;
+  ResetUtf8(state);
 }
 
 void ToolCallGrammar::EnterChoice(State& state, int table) const {
@@ -345,9 +344,7 @@ void ToolCallGrammar::StartParamValue(State& state, int param, bool text) const 
   state.json_kinds = spec != nullptr ? spec->json_kinds : kAnyKind;
   state.json_integer = spec != nullptr && spec->integer;
   state.json_surrogate = 0;
-  state.utf8_due = 0;
-  state.utf8_lo = 0x80;
-  state.utf8_hi = 0xBF;
+  ResetUtf8(state);
 }
 
 bool ToolCallGrammar::Complete(State& state, const Entry& entry) const {
