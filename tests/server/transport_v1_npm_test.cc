@@ -95,5 +95,62 @@ TEST_CASE("v1 npm: the openai package talks to envforge serve") {
   CHECK(result["bad_key"] == Json{{"api_error", true}, {"status", 401}});
 }
 
+// tool_choice "required" and a named tool against the embedded policy-small: the engine decodes
+// under the tool-call grammar, so every choice the client reads is a call with JSON arguments.
+constexpr const char* kRequiredScript = R"JS(
+import OpenAI from "openai";
+
+const [baseURL] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey: "unused", maxRetries: 0 });
+const tools = [
+  { type: "function", function: { name: "get_product", description: "One product by name.",
+    parameters: { type: "object", properties: { name: { type: "string" } }, required: ["name"] } } },
+  { type: "function", function: { name: "submit_result", description: "The final answer.",
+    parameters: { type: "object", properties: { answer_text: { type: "string" } }, required: ["answer_text"] } } }];
+const out = [];
+for (const tool_choice of ["required", { type: "function", function: { name: "submit_result" } }]) {
+  const reply = await client.chat.completions.create({
+    model: "policy-small", n: 6, seed: 4, max_tokens: 300, tools, tool_choice,
+    messages: [{ role: "user", content: "Stock check: how many units of the Pola Brush are there?" }] });
+  for (const choice of reply.choices) {
+    out.push({ finish_reason: choice.finish_reason,
+               calls: (choice.message.tool_calls ?? []).map((c) => ({ name: c.function.name,
+                                                                      arguments: JSON.parse(c.function.arguments) })) });
+  }
+}
+console.log(JSON.stringify(out));
+)JS";
+
+TEST_CASE("v1 npm: tool_choice required from the openai package gets calls decoded under the grammar") {
+  if (auto missing = NodeClientsMissing({"openai"})) {
+    MESSAGE("skipped: " << *missing);
+    return;
+  }
+  NodeScriptDir scripts;
+  std::string script = scripts.Write("required.mjs", kRequiredScript);
+  V1Server server({"--model", std::string(ENVFORGE_TEST_SOURCE_DIR) + "/data/models/policy-small"});
+  CommandOptions run_options;
+  run_options.timeout = std::chrono::seconds(120);
+  auto run = RunCommand({"node", script, server.Url() + "/v1"}, run_options);
+  REQUIRE(run.ok());
+  INFO("stdout: " << run->stdout_text << "\nstderr: " << run->stderr_text);
+  REQUIRE(run->exit_code == 0);
+  auto out = ParseJson(run->stdout_text, "client output");
+  REQUIRE(out.ok());
+  REQUIRE(out->size() == 12);
+  for (size_t i = 0; i < out->size(); ++i) {
+    const Json& choice = (*out)[i];
+    CAPTURE(choice.dump());
+    CHECK(choice["finish_reason"] == "tool_calls");
+    REQUIRE_FALSE(choice["calls"].empty());
+    for (const Json& call : choice["calls"]) {
+      if (i >= 6) CHECK(call["name"] == "submit_result");
+      if (call["name"] == "get_product") CHECK(call["arguments"]["name"].is_string());
+      if (call["name"] == "submit_result") CHECK(call["arguments"]["answer_text"].is_string());
+      CHECK((call["name"] == "get_product" || call["name"] == "submit_result"));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace envforge::server::testing
