@@ -124,7 +124,8 @@ void DefineRollout(py::module_& module) {
          int64_t max_tokens, int64_t max_tokens_per_turn, double temperature, double top_p, int64_t top_k,
          uint64_t seed, const std::string& context_strategy, int64_t context_window, int64_t max_invalid_calls,
          double episode_timeout, int64_t concurrency, std::optional<std::string> trajectories, bool record_routing,
-         bool record_kept_sets, std::optional<std::string> url, std::optional<std::string> token) {
+         bool record_kept_sets, std::optional<std::string> url, std::optional<std::string> token,
+         const std::string& tool_choice) {
         RolloutArgs args{envs_dir,
                          env,
                          backend,
@@ -151,6 +152,7 @@ void DefineRollout(py::module_& module) {
         o.concurrency = concurrency;
         o.record_routing = record_routing;
         o.record_kept_sets = record_kept_sets;
+        o.tool_choice = tool_choice;
         Json result;
         {
           py::gil_scoped_release release;
@@ -165,6 +167,7 @@ void DefineRollout(py::module_& module) {
       py::arg("context_window") = 0, py::arg("max_invalid_calls") = 3, py::arg("episode_timeout") = 600.0,
       py::arg("concurrency") = 0, py::arg("trajectories") = py::none(), py::arg("record_routing") = false,
       py::arg("record_kept_sets") = false, py::arg("url") = py::none(), py::arg("token") = py::none(),
+      py::arg("tool_choice") = "auto",
       "Plays a task (or every task) n times with a backend (embedded:DIR, openai:URL, scripted:FILE); returns pass@k, "
       "mean turns and tokens, outcomes and the episode ids. With url (a running envforge serve, http://HOST:PORT or "
       "ws://HOST:PORT/ws; token its bearer token) the sessions run on that server and env/task name its environment "
@@ -172,7 +175,8 @@ void DefineRollout(py::module_& module) {
       "backend): "
       "every model turn records the routed experts of the positions it ran and the kept top-k/top-p sets of its "
       "tokens (the DeepSeek-V3.2 paper's keep routing and keep sampling mask) into the trajectories store, where "
-      "the episode's token segments expose them as \"routing\" and \"kept\".");
+      "the episode's token segments expose them as \"routing\" and \"kept\". tool_choice \"required\": every turn "
+      "asks for a tool call (the embedded engine decodes it under the DSML tool-call grammar).");
 }
 
 }  // namespace envforge::python

@@ -166,6 +166,28 @@ def test_rescoring_the_sampled_tokens_gives_the_engine_logprobs(recorded):
     assert full["mean_abs"] > 10 * kept_and_routed["mean_abs"]
 
 
+def test_episodes_decoded_under_the_tool_call_grammar_rescore_exactly_with_their_kept_sets(envs, tmp_path):
+    """tool_choice "required": the engine samples from the grammar-masked distribution and records
+    each draw's allowed set as its kept set, so the trainer's masked softmax reproduces the
+    engine's logprobs; the full softmax does not."""
+    train, _ = envs
+    packed = rollouts.pack_sources(str(BUILD_DIR / "bin" / "envforge"), str(train), str(tmp_path / "envs"))
+    figures = envforge.rollout(packed, "shop_301", "price_lookup_00", backend="embedded:" + str(POLICY), n=3,
+                               seed=6, max_turns=4, max_tokens_per_turn=128, trajectories=str(tmp_path / "t.db"),
+                               record_routing=True, record_kept_sets=True, tool_choice="required")
+    assert all(e["invalid_calls"] == 0 for e in figures["episodes"]), figures["episodes"]
+    episodes = envforge.read_episodes(str(tmp_path / "t.db"), [e["id"] for e in figures["episodes"]])
+    samples = [s for s in (grpo.sample_from_episode(e)[0] for e in episodes) if s is not None]
+    assert samples and all(any(s.segments[0].kept) for s in samples)
+    masked = grpo_loop.Trainer(str(POLICY), Switches()).rescore(samples)
+    assert masked["tokens"] > 20
+    assert masked["mean_abs"] < 1e-4 and masked["max_abs"] < 2e-2, masked
+    full = grpo_loop.Trainer(str(POLICY), Switches(keep_sampling_mask=False)).rescore(samples)
+    assert full["mean_abs"] > 10 * masked["mean_abs"], (full, masked)
+    with pytest.raises(Exception, match="--tool-choice must be auto or required"):
+        envforge.rollout(packed, "shop_301", "price_lookup_00", backend="embedded:" + str(POLICY), tool_choice="often")
+
+
 def test_keep_routing_enforces_the_recorded_experts(recorded):
     trainer = grpo_loop.Trainer(str(POLICY), Switches())
     packed = trainer._pack(recorded, [0])
