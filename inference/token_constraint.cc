@@ -1,53 +1,86 @@
 // The vocabulary trie and the tool-call constraint's walk over it.
 #include "inference/token_constraint.h"
 
+#include <algorithm>
 #include <map>
 
 namespace envforge::inference {
 
-std::shared_ptr<const VocabTrie> VocabTrie::Build(const Tokenizer& tokenizer) {
-  auto trie = std::shared_ptr<VocabTrie>(new VocabTrie());
-  const int32_t vocab = tokenizer.vocab_size();
-  trie->bytes_.resize(static_cast<size_t>(vocab));
-  // A map-based trie first, flattened breadth-first below so each node's edges are contiguous.
+namespace {
+
+// Whether `bytes` is whole UTF-8 characters (RFC 3629) without '>' or 0xEF: such a token can end
+// no chat marker (they end in '>' or in "｜", EF BD 9C) and cut no character.
+bool IsPlainText(const std::string& bytes) {
+  ToolCallGrammar::State utf8;
+  for (char c : bytes) {
+    const auto byte = static_cast<uint8_t>(c);
+    if (byte == '>' || byte == 0xEF || !Utf8Byte(utf8, byte)) return false;
+  }
+  return utf8.utf8_due == 0;
+}
+
+}  // namespace
+
+// A map-based trie of `ids`, flattened breadth-first after the nodes already there (each node's
+// edges contiguous); returns its root.
+uint32_t VocabTrie::AddTrie(const std::vector<int32_t>& ids) {
   struct Building {
     std::map<uint8_t, size_t> children;
     std::vector<int32_t> tokens;
   };
   std::vector<Building> building(1);
-  for (int32_t id = 0; id < vocab; ++id) {
-    if (tokenizer.IsSpecial(id)) continue;
-    std::string bytes = tokenizer.TokenBytes(id);
-    if (bytes.empty()) continue;
+  for (int32_t id : ids) {
     size_t node = 0;
-    for (char c : bytes) {
+    for (char c : bytes_[static_cast<size_t>(id)]) {
       auto [it, added] = building[node].children.try_emplace(static_cast<uint8_t>(c), building.size());
       if (added) building.emplace_back();
       node = it->second;
     }
     building[node].tokens.push_back(id);
-    trie->bytes_[static_cast<size_t>(id)] = std::move(bytes);
   }
-  // Node i of `building` becomes node order_index[i]; the root stays 0.
+  const auto base = static_cast<uint32_t>(nodes_.size());
   std::vector<size_t> order = {0};
-  std::vector<uint32_t> index(building.size(), 0);
+  std::vector<uint32_t> index(building.size(), base);
   for (size_t at = 0; at < order.size(); ++at) {
     for (const auto& [byte, child] : building[order[at]].children) {
-      index[child] = static_cast<uint32_t>(order.size());
+      index[child] = base + static_cast<uint32_t>(order.size());
       order.push_back(child);
     }
   }
-  trie->nodes_.resize(order.size());
+  nodes_.resize(base + order.size());
   for (size_t at = 0; at < order.size(); ++at) {
     const Building& from = building[order[at]];
-    Node& node = trie->nodes_[at];
-    node.first_edge = static_cast<uint32_t>(trie->edges_.size());
+    Node& node = nodes_[base + at];
+    node.first_edge = static_cast<uint32_t>(edges_.size());
     node.edge_count = static_cast<uint32_t>(from.children.size());
-    for (const auto& [byte, child] : from.children) trie->edges_.push_back({byte, index[child]});
-    node.first_token = static_cast<uint32_t>(trie->tokens_.size());
+    for (const auto& [byte, child] : from.children) edges_.push_back({byte, index[child]});
+    node.first_token = static_cast<uint32_t>(tokens_.size());
     node.token_count = static_cast<uint32_t>(from.tokens.size());
-    trie->tokens_.insert(trie->tokens_.end(), from.tokens.begin(), from.tokens.end());
+    tokens_.insert(tokens_.end(), from.tokens.begin(), from.tokens.end());
   }
+  return base;
+}
+
+std::shared_ptr<const VocabTrie> VocabTrie::Build(const Tokenizer& tokenizer) {
+  auto trie = std::shared_ptr<VocabTrie>(new VocabTrie());
+  const int32_t vocab = tokenizer.vocab_size();
+  trie->bytes_.resize(static_cast<size_t>(vocab));
+  std::vector<int32_t> all, rest;
+  for (int32_t id = 0; id < vocab; ++id) {
+    if (tokenizer.IsSpecial(id)) continue;
+    std::string bytes = tokenizer.TokenBytes(id);
+    if (bytes.empty()) continue;
+    all.push_back(id);
+    if (IsPlainText(bytes)) {
+      trie->plain_.push_back(id);
+      trie->longest_plain_ = std::max(trie->longest_plain_, static_cast<int64_t>(bytes.size()));
+    } else {
+      rest.push_back(id);
+    }
+    trie->bytes_[static_cast<size_t>(id)] = std::move(bytes);
+  }
+  trie->AddTrie(all);
+  trie->rest_root_ = trie->AddTrie(rest);
   return trie;
 }
 
@@ -79,7 +112,15 @@ void ToolCallConstraint::Walk(uint32_t node_index, const ToolCallGrammar::State&
 
 void ToolCallConstraint::Allow(std::vector<uint8_t>& allowed) const {
   if (ended_) return;
-  Walk(0, state_, allowed);
+  if (grammar_->TakesPlainText(state_, trie_->longest_plain())) {
+    // Free text: every plain token is allowed as it is; only the others need the grammar.
+    for (int32_t token : trie_->plain()) {
+      if (static_cast<size_t>(token) < allowed.size()) allowed[static_cast<size_t>(token)] = 1;
+    }
+    Walk(trie_->rest_root(), state_, allowed);
+  } else {
+    Walk(0, state_, allowed);
+  }
   if (grammar_->CanEnd(state_) && eos_token_ >= 0 && static_cast<size_t>(eos_token_) < allowed.size()) {
     allowed[static_cast<size_t>(eos_token_)] = 1;
   }

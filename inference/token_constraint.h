@@ -6,7 +6,10 @@
 // finds its allowed tokens by walking the trie once with copies of its state, cutting every
 // subtree whose prefix it rejects (the cost is the part of the trie still viable, not the
 // vocabulary times the token length). Special tokens are left out: a constraint allows the end
-// of sequence by id when its grammar may end, and no other special token.
+// of sequence by id when its grammar may end, and no other special token. In free text (content,
+// reasoning, text values; ToolCallGrammar::TakesPlainText) most of a vocabulary is allowed as it
+// is: the "plain" tokens (whole UTF-8 characters without '>' or the byte 0xEF, so that they end no
+// chat marker) are set at once, and only a second trie of the other tokens is walked.
 //
 // ToolCallConstraint applies ToolCallGrammar (tool_call_grammar.h) to one choice's tokens.
 // Thread safety: a trie and a grammar are immutable and shared; a constraint is one choice's.
@@ -53,12 +56,21 @@ class VocabTrie {
   // The bytes of an ordinary token (empty for special tokens and ids out of range).
   const std::string& bytes(int32_t token) const;
   int32_t vocab_size() const { return static_cast<int32_t>(bytes_.size()); }
+  // The plain tokens, their longest length in bytes, and the root of the trie of the others.
+  const std::vector<int32_t>& plain() const { return plain_; }
+  int64_t longest_plain() const { return longest_plain_; }
+  uint32_t rest_root() const { return rest_root_; }
 
  private:
-  std::vector<Node> nodes_;  // nodes_[0] is the root
+  uint32_t AddTrie(const std::vector<int32_t>& ids);
+
+  std::vector<Node> nodes_;  // nodes_[0] is the root of every ordinary token's trie
   std::vector<Edge> edges_;
   std::vector<int32_t> tokens_;
   std::vector<std::string> bytes_;
+  std::vector<int32_t> plain_;
+  int64_t longest_plain_ = 0;
+  uint32_t rest_root_ = 0;
 };
 
 class ToolCallConstraint : public TokenConstraint {

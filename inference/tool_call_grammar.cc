@@ -67,6 +67,8 @@ void PushTail(ToolCallGrammar::State& state, uint8_t byte) {
   state.tail[state.tail_length++] = static_cast<char>(byte);
 }
 
+}  // namespace
+
 void ResetUtf8(ToolCallGrammar::State& state) {
   state.utf8_due = 0;
   state.utf8_lo = 0x80;
@@ -74,7 +76,7 @@ void ResetUtf8(ToolCallGrammar::State& state) {
 }
 
 // One byte of UTF-8 (RFC 3629: no overlongs, no surrogates, at most U+10FFFF).
-bool Utf8Step(ToolCallGrammar::State& state, uint8_t byte) {
+bool Utf8Byte(ToolCallGrammar::State& state, uint8_t byte) {
   if (state.utf8_due > 0) {
     if (byte < state.utf8_lo || byte > state.utf8_hi) return false;
     const uint8_t due = state.utf8_due - 1;
@@ -98,6 +100,8 @@ bool Utf8Step(ToolCallGrammar::State& state, uint8_t byte) {
   }
   return true;
 }
+
+namespace {
 
 bool HasSpecialToken(const ToolCallGrammar::State& state, bool allow_think_end) {
   for (std::string_view token : kSpecialTokens) {
@@ -231,6 +235,7 @@ Result<ToolCallGrammar::Tool> ToolCallGrammar::ReadTool(const OrderedJson& spec,
 void ToolCallGrammar::AddFixedTables() {
   block_first_ = AddTable(TableKind::kBlock, {{std::string(kInvokeOpen), 0}});
   block_next_ = AddTable(TableKind::kBlock, {{std::string(kInvokeOpen), 0}, {std::string(kFunctionCallsClose), 1}});
+  block_last_ = AddTable(TableKind::kBlock, {{std::string(kFunctionCallsClose), 1}});
   invoke_both_ = AddTable(TableKind::kInvoke, {{std::string(kParameterOpen), 0}, {std::string(kInvokeClose), 1}});
   invoke_params_ = AddTable(TableKind::kInvoke, {{std::string(kParameterOpen), 0}});
   invoke_close_ = AddTable(TableKind::kInvoke, {{std::string(kInvokeClose), 1}});
@@ -295,6 +300,21 @@ void ToolCallGrammar::EnterChoice(State& state, int table) const {
   state.matched = 0;
   state.gap = false;
   state.whitespace = 0;
+}
+
+// A free text at its bound: the table's one literal must follow, continuing the part of it the
+// text already ends with (a bound hit inside "</｜" completes that tag rather than starting anew).
+void ToolCallGrammar::EnterForced(State& state, int table) const {
+  const std::string& literal = tables_[static_cast<size_t>(table)].entries.front().text;
+  size_t begun = 0;
+  for (size_t length = std::min<size_t>(state.tail_length, literal.size() - 1); length > 0; --length) {
+    if (EndsWith(state, std::string_view(literal).substr(0, length))) {
+      begun = length;
+      break;
+    }
+  }
+  EnterChoice(state, table);
+  state.matched = static_cast<uint16_t>(begun);
 }
 
 void ToolCallGrammar::EnterGap(State& state, int table) const {
@@ -365,7 +385,8 @@ bool ToolCallGrammar::Complete(State& state, const Entry& entry) const {
     case TableKind::kInvoke:
       if (entry.value == 1) {
         state.invokes += 1;
-        EnterGap(state, block_next_);
+        const bool last = options_.max_invokes > 0 && state.invokes >= options_.max_invokes;
+        EnterGap(state, last ? block_last_ : block_next_);
       } else if (tools_[static_cast<size_t>(state.tool)].open_params) {
         StartFreeText(state, Phase::kFreeName);
       } else {
@@ -407,7 +428,7 @@ bool ToolCallGrammar::FeedChoice(State& state, uint8_t byte) const {
 
 bool ToolCallGrammar::FeedFreeText(State& state, uint8_t byte) const {
   const bool continuation = state.utf8_due > 0;
-  if (!Utf8Step(state, byte)) return false;
+  if (!Utf8Byte(state, byte)) return false;
   PushTail(state, byte);
   state.bytes += 1;
   switch (state.phase) {
@@ -428,7 +449,7 @@ bool ToolCallGrammar::FeedFreeText(State& state, uint8_t byte) const {
         EnterChoice(state, block_rest_);
         return true;
       }
-      if (state.bytes >= options_.max_content_bytes && state.utf8_due == 0) EnterChoice(state, forced_open_);
+      if (state.bytes >= options_.max_content_bytes && state.utf8_due == 0) EnterForced(state, forced_open_);
       return true;
     case Phase::kTextValue:
       if (HasSpecialToken(state, false)) return false;
@@ -439,7 +460,7 @@ bool ToolCallGrammar::FeedFreeText(State& state, uint8_t byte) const {
         return true;
       }
       if (options_.max_value_bytes > 0 && state.bytes >= options_.max_value_bytes && state.utf8_due == 0) {
-        EnterChoice(state, value_end_);
+        EnterForced(state, value_end_);
       }
       return true;
     case Phase::kFreeName:
@@ -539,7 +560,7 @@ bool ToolCallGrammar::FeedJsonString(State& state, uint8_t byte, bool closing) c
     state.json = kJEscape;
     return true;
   }
-  return byte >= 0x20 && Utf8Step(state, byte);
+  return byte >= 0x20 && Utf8Byte(state, byte);
 }
 
 // Numbers (RFC 8259 with bounded digit counts). kEnded: the byte does not continue a complete
@@ -662,6 +683,16 @@ bool ToolCallGrammar::FeedByte(State& state, uint8_t byte) const {
     case Phase::kAfterBlock: return false;  // EOS only
   }
   return false;
+}
+
+bool ToolCallGrammar::TakesPlainText(const State& state, int64_t max_bytes) const {
+  if (state.utf8_due != 0) return false;
+  switch (state.phase) {
+    case Phase::kReasoning: return true;
+    case Phase::kContent: return state.bytes + max_bytes < options_.max_content_bytes;
+    case Phase::kTextValue: return options_.max_value_bytes <= 0 || state.bytes + max_bytes < options_.max_value_bytes;
+    default: return false;
+  }
 }
 
 bool ToolCallGrammar::Feed(State& state, std::string_view bytes) const {

@@ -54,6 +54,9 @@ struct ToolCallGrammarOptions {
   bool thinking = false;  // the completion starts with reasoning up to "</think>"
   std::string only_tool;  // non-empty: the only tool that may be invoked (tool_choice names it)
   int64_t max_content_bytes = 1024;
+  // Calls per completion, 0: any (1 would be OpenAI's parallel_tool_calls false, which no backend
+  // passes on yet).
+  int64_t max_invokes = 0;
   int64_t max_value_bytes = 0;  // 0: unbounded (a file's contents may be long); max_tokens bounds it
 };
 
@@ -120,6 +123,9 @@ class ToolCallGrammar {
   bool Feed(State& state, std::string_view bytes) const;
   // Whether the completion may end here (EOS): after the block's closing tag.
   bool CanEnd(const State& state) const { return state.phase == Phase::kAfterBlock; }
+  // Whether any run of at most `max_bytes` bytes of whole UTF-8 characters without '>' and 0xEF
+  // is accepted from here (free text away from its bounds): the token mask's shortcut.
+  bool TakesPlainText(const State& state, int64_t max_bytes) const;
 
   struct Param {
     std::string name;
@@ -160,6 +166,7 @@ class ToolCallGrammar {
   bool Complete(State& state, const Entry& entry) const;
   void EnterChoice(State& state, int table) const;
   void EnterGap(State& state, int table) const;
+  void EnterForced(State& state, int table) const;
   bool FeedFreeText(State& state, uint8_t byte) const;
   enum class NumberStep : uint8_t { kTaken, kRefused, kEnded };
   bool FeedJson(State& state, uint8_t byte) const;
@@ -180,6 +187,7 @@ class ToolCallGrammar {
   std::vector<Table> tables_;
   int block_first_ = -1;    // "<｜DSML｜invoke name=\""
   int block_next_ = -1;     // that or "</｜DSML｜function_calls>"
+  int block_last_ = -1;     // "</｜DSML｜function_calls>" only (max_invokes reached)
   int names_ = -1;          // tool names + "\">"
   int invoke_both_ = -1;    // parameter opening or "</｜DSML｜invoke>"
   int invoke_params_ = -1;  // parameter opening only (a required property is missing)
@@ -190,5 +198,10 @@ class ToolCallGrammar {
   int block_rest_ = -1;     // "function_calls>" (content wrote "\n\n<｜DSML｜")
   int value_rest_ = -1;     // "parameter>" (a text value wrote "</｜DSML｜")
 };
+
+// One byte of UTF-8 (RFC 3629: no overlongs, no surrogates, at most U+10FFFF) on the state's
+// utf8_* fields; false when it cannot come next. ResetUtf8: at a character boundary.
+bool Utf8Byte(ToolCallGrammar::State& state, uint8_t byte);
+void ResetUtf8(ToolCallGrammar::State& state);
 
 }  // namespace envforge::inference

@@ -58,7 +58,8 @@ TEST_SUITE("inference.constrained_decoding") {
     encode.tools = ShopTools();
     auto prompt = EncodeChat(ShopConversation(), encode);
     REQUIRE(prompt.ok());
-    auto grammar = ToolCallGrammar::Build(ShopTools(), {.max_content_bytes = 24, .max_value_bytes = 24});
+    auto grammar =
+        ToolCallGrammar::Build(ShopTools(), {.max_content_bytes = 24, .max_invokes = 2, .max_value_bytes = 24});
     REQUIRE(grammar.ok());
     auto trie = VocabTrie::Build(tokenizer);
     auto constraint = std::make_shared<ToolCallConstraint>(*grammar, trie, eos);
@@ -86,10 +87,10 @@ TEST_SUITE("inference.constrained_decoding") {
     }
     CHECK(free_calls == 0);
     for (const EngineChoice& choice : result.choices) {
-      CHECK_FALSE(choice.constraint_exhausted);
-      REQUIRE(choice.stopped_by_token);
       const std::string text = tokenizer.Decode(choice.tokens);
       INFO(text);
+      CHECK_FALSE(choice.constraint_exhausted);
+      REQUIRE(choice.stopped_by_token);
       auto parsed = ParseCompletion(text, false);
       REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
       CHECK(parsed->finished);

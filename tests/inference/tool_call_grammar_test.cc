@@ -115,6 +115,9 @@ TEST_SUITE("inference.tool_call_grammar") {
     CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("get_product", ""))));                     // name is required
     CHECK_FALSE(AcceptsPrefix(*grammar, Block(Invoke("get_product", name + name))));            // given twice
     CHECK(AcceptsWhole(*grammar, Block(Invoke("get_product", name) + Invoke("get_product", name))));  // two invokes
+    auto single = MustBuild({.max_invokes = 1});
+    CHECK(AcceptsWhole(*single, Block(Invoke("get_product", name))));
+    CHECK_FALSE(AcceptsPrefix(*single, Block(Invoke("get_product", name) + Invoke("get_product", name))));
     const std::string category = Param("category", true, "kitchen");
     CHECK(AcceptsWhole(*grammar, Block(Invoke("list_products", category + Param("limit", false, "3")))));
     CHECK(AcceptsWhole(*grammar, Block(Invoke("list_products", Param("category", true, "kitchenware")))));
@@ -286,37 +289,50 @@ TEST_SUITE("inference.tool_call_grammar") {
     REQUIRE(tokenizer.ok());
     auto trie = VocabTrie::Build(**tokenizer);
     const int32_t eos = *(*tokenizer)->eos_id();
-    auto grammar = MustBuild();
-    const std::string text =
-        "Cheapest:" + RenderToolCalls({Call("list_products", {{"category", "garden"}, {"limit", 2}})}) + kEos;
-    const std::vector<int32_t> tokens = (*tokenizer)->Encode(text);
-    REQUIRE(tokens.back() == eos);
-    ToolCallConstraint constraint(grammar, trie, eos);
     const auto vocab = static_cast<size_t>((*tokenizer)->vocab_size());
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      CAPTURE(i);
-      std::vector<uint8_t> allowed(vocab, 0);
-      constraint.Allow(allowed);
-      // The mask agrees with feeding each token's bytes to a copy of the state.
-      for (size_t id = 0; id < vocab; ++id) {
-        const auto token = static_cast<int32_t>(id);
-        bool expected = false;
-        if (token == eos) {
-          expected = grammar->CanEnd(constraint.state());
-        } else if (!(*tokenizer)->IsSpecial(token)) {
-          auto copy = constraint.state();
-          expected = grammar->Feed(copy, trie->bytes(token));
+    CHECK(trie->plain().size() > vocab / 2);  // most tokens skip the walk in free text
+    int shortcuts = 0, walks = 0;
+    for (bool thinking : {false, true}) {
+      CAPTURE(thinking);
+      // Small bounds: content and values run into them within the text.
+      auto grammar = MustBuild({.thinking = thinking, .max_content_bytes = 40, .max_value_bytes = 30});
+      const std::string calls = RenderToolCalls(
+          {Call("list_products", {{"category", "garden"}, {"limit", 2}, {"note", "ça coûte > 3 € ｜ cher"}})});
+      const std::string text =
+          (thinking ? "I list the garden > first.</think>" : "") + std::string("Cheapest:") + calls + kEos;
+      const std::vector<int32_t> tokens = (*tokenizer)->Encode(text);
+      REQUIRE(tokens.back() == eos);
+      ToolCallConstraint constraint(grammar, trie, eos);
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        CAPTURE(i);
+        (grammar->TakesPlainText(constraint.state(), trie->longest_plain()) ? shortcuts : walks) += 1;
+        std::vector<uint8_t> allowed(vocab, 0);
+        constraint.Allow(allowed);
+        // The mask agrees with feeding each token's bytes to a copy of the state.
+        for (size_t id = 0; id < vocab; ++id) {
+          const auto token = static_cast<int32_t>(id);
+          bool expected = false;
+          if (token == eos) {
+            expected = grammar->CanEnd(constraint.state());
+          } else if (!(*tokenizer)->IsSpecial(token)) {
+            auto copy = constraint.state();
+            expected = grammar->Feed(copy, trie->bytes(token));
+          }
+          if (static_cast<bool>(allowed[id]) != expected) {
+            FAIL("token " << id << " (" << Json(trie->bytes(token)).dump() << ") allowed " << int(allowed[id]));
+          }
         }
-        if (static_cast<bool>(allowed[id]) != expected) {
-          FAIL("token " << id << " (" << Json(trie->bytes(token)).dump() << ") allowed " << int(allowed[id]));
-        }
+        CHECK(allowed[static_cast<size_t>(tokens[i])] == 1);
+        INFO("token: " << Json(trie->bytes(tokens[i])).dump() << " after "
+                       << Json((*tokenizer)->Decode(std::vector<int32_t>(tokens.begin(), tokens.begin() + i))).dump());
+        REQUIRE(constraint.Accept(tokens[i]));
       }
-      CHECK(allowed[static_cast<size_t>(tokens[i])] == 1);
-      REQUIRE(constraint.Accept(tokens[i]));
+      std::vector<uint8_t> after(vocab, 0);
+      constraint.Allow(after);
+      CHECK(std::count(after.begin(), after.end(), 1) == 0);
     }
-    std::vector<uint8_t> after(vocab, 0);
-    constraint.Allow(after);
-    CHECK(std::count(after.begin(), after.end(), 1) == 0);
+    CHECK(shortcuts > 5);
+    CHECK(walks > 20);
   }
 }
 
