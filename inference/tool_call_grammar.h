@@ -63,7 +63,7 @@ struct ToolCallGrammarOptions {
 class ToolCallGrammar {
  public:
   // Largest number of properties per tool whose repetition is tracked; further properties may
-  // repeat (the session rejects a repeated argument).
+  // repeat (the parser then keeps the last value given).
   static constexpr size_t kTrackedParams = 128;
   static constexpr int kMaxJsonDepth = 32;
 

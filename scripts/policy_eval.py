@@ -200,9 +200,10 @@ def main(argv=None):
         with open(args.json, "w") as out:
             json.dump(report, out, indent=1)
     if args.readme:
+        tool_choice = "" if args.tool_choice == "auto" else " --tool-choice " + args.tool_choice
         update_readme(args.readme, "Measured by `/usr/bin/python3 scripts/policy_eval.py --model %s -n %d --seed %d "
-                                   "--top-p %g --tool-choice %s` (temperature %g):\n\n%s"
-                      % (args.model, args.n, args.seed, args.top_p, args.tool_choice, args.temperature, block))
+                                   "--top-p %g%s` (temperature %g):\n\n%s"
+                      % (args.model, args.n, args.seed, args.top_p, tool_choice, args.temperature, block))
     return 0
 
 
