@@ -168,22 +168,38 @@ class EmbeddedBackend final : public Backend {
   int64_t continuations_missed_ = 0;
   std::once_flag trie_once_;
   std::shared_ptr<const VocabTrie> trie_;  // built by the first constrained request
+  // Grammars by (thinking, tool_choice, tools): an episode's turns share one (under mutex_).
+  std::map<std::string, std::shared_ptr<const ToolCallGrammar>> grammars_;
 };
+
+constexpr size_t kMaxGrammars = 64;
 
 // tool_choice "required" or a tool's name: the completion is decoded under the DSML tool-call
 // grammar (tool_call_grammar.h), so it always parses into calls of offered tools.
 Result<std::shared_ptr<const TokenConstraint>> EmbeddedBackend::ToolCallConstraintFor(
     const CompletionRequest& request) {
-  ToolCallGrammarOptions options;
-  options.thinking = request.thinking;
-  if (request.tool_choice != "required") options.only_tool = request.tool_choice;
-  auto grammar = ToolCallGrammar::Build(request.tools, options);
-  if (!grammar.ok()) {
-    return InvalidArgumentError("tool_choice \"" + request.tool_choice + "\": " + grammar.status().message());
+  const std::string key = std::string(request.thinking ? "t" : "f") + request.tool_choice + "\n" + ToolsKey(request);
+  std::shared_ptr<const ToolCallGrammar> grammar;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = grammars_.find(key); it != grammars_.end()) grammar = it->second;
+  }
+  if (grammar == nullptr) {
+    ToolCallGrammarOptions options;
+    options.thinking = request.thinking;
+    if (request.tool_choice != "required") options.only_tool = request.tool_choice;
+    auto built = ToolCallGrammar::Build(request.tools, options);
+    if (!built.ok()) {
+      return InvalidArgumentError("tool_choice \"" + request.tool_choice + "\": " + built.status().message());
+    }
+    grammar = *built;
+    std::lock_guard lock(mutex_);
+    if (grammars_.size() >= kMaxGrammars) grammars_.clear();  // a bound, not an LRU: tool sets rarely vary
+    grammars_.emplace(key, grammar);
   }
   std::call_once(trie_once_, [this] { trie_ = VocabTrie::Build(*model_->tokenizer()); });
-  return std::shared_ptr<const TokenConstraint>(std::make_shared<ToolCallConstraint>(
-      std::move(*grammar), trie_, static_cast<int32_t>(model_->config().eos_token_id)));
+  return std::shared_ptr<const TokenConstraint>(
+      std::make_shared<ToolCallConstraint>(grammar, trie_, static_cast<int32_t>(model_->config().eos_token_id)));
 }
 
 bool EmbeddedBackend::Continue(const CompletionRequest& request, HandleState& state, PreparedPrompt& prepared) const {

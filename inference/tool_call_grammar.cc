@@ -374,7 +374,6 @@ bool ToolCallGrammar::Complete(State& state, const Entry& entry) const {
         EnterChoice(state, names_);
       } else {
         state.phase = Phase::kAfterBlock;
-        state.whitespace = 0;
       }
       return true;
     case TableKind::kNames:
