@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -1460,15 +1461,17 @@ std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeKeptJud
   auto found = kept_judges_.find(env->id);
   if (found == kept_judges_.end()) return nullptr;
   std::deque<std::shared_ptr<Session>>& kept = found->second.idle;
-  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
-    if ((*it)->task_id != task_id) continue;
-    std::shared_ptr<Session> process = *it;
-    kept.erase(std::next(it).base());
+  // The newest first; one that died while it waited is closed and the next one tried, so a dead
+  // process never costs a fork while a live one of the task waits.
+  for (;;) {
+    auto match = std::find_if(kept.rbegin(), kept.rend(),
+                              [&](const std::shared_ptr<Session>& idle) { return idle->task_id == task_id; });
+    if (match == kept.rend()) return nullptr;
+    std::shared_ptr<Session> process = *match;
+    kept.erase(std::next(match).base());
     if (process->channel->alive() && !process->closing) return process;
     if (!process->closing) Forget(process, nullptr);  // killed or crashed while it waited
-    return nullptr;
   }
-  return nullptr;
 }
 
 void SessionManager::Impl::Park(IdlePool& pool, const std::shared_ptr<Session>& process, size_t cap, uint64_t* closed) {

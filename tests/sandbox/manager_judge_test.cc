@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -12,6 +14,7 @@
 #include "base/fd.h"
 #include "sandbox/env_pack.h"
 #include "sandbox/session_manager.h"
+#include "tests/sandbox/manager_test_util.h"
 
 namespace envforge::sandbox {
 namespace {
@@ -299,6 +302,58 @@ TEST_CASE("an idle judge process is closed after idle_judge_timeout, and the nex
     CHECK(keeping->Stats().judgements_in_kept_process == 1);
     CHECK(keeping->Stats().idle_judges_closed == 0);
   }
+}
+
+TEST_CASE("a kept judge process that died while it waited is passed over for a live one of its task") {
+  PackedMini mini;
+  REQUIRE(WriteFileAtomically(mini.source + "/tasks/oldest_book/verifier.py", R"PY(
+def verify(answer, db):
+    if answer == "slow":
+        total = 0
+        for i in range(10000000):
+            total += i
+    return {"passed": True, "reasons": [answer]}
+)PY")
+              .ok());
+  mini.Pack();
+  ManagerOptions options;
+  options.idle_judges_per_environment = 4;
+  auto manager = SessionManager::Create(options).value();
+  std::string env = manager->OpenEnvironment(mini.bundle).value();
+  auto first = manager->CreateSession(env, "oldest_book").value();
+  auto second = manager->CreateSession(env, "oldest_book").value();
+  // Two judge processes of the task at once; the slow one is kept last, so it is the newest.
+  std::thread slow([&] { CHECK(manager->JudgeAnswers(second, Judge::kVerifier, {"slow"}).ok()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(manager->JudgeAnswers(first, Judge::kVerifier, {"quick"}).ok());
+  slow.join();
+  REQUIRE(manager->Stats().idle_judges == 2);
+
+  // The slow judge process is the zygote's child that spent the CPU (the sessions and the other
+  // judge process spent next to none).
+  pid_t newest = 0;
+  long most = -1, next_most = -1;
+  for (const ZygoteInfo& zygote : manager->Zygotes()) {
+    for (pid_t child : testing::ChildrenOf(zygote.pid)) {
+      long ticks = testing::ProcessCpuTicks(child);
+      if (ticks > most) {
+        next_most = most;
+        most = ticks;
+        newest = child;
+      } else {
+        next_most = std::max(next_most, ticks);
+      }
+    }
+  }
+  INFO("cpu ticks: " << most << " against " << next_most);
+  REQUIRE(most > next_most + 10);
+  REQUIRE(::kill(newest, SIGKILL) == 0);
+  REQUIRE(testing::WaitFor([&] { return !testing::ProcessExists(newest); }));
+
+  auto judged = manager->JudgeAnswers(first, Judge::kVerifier, {"again"});
+  REQUIRE(judged.ok());
+  CHECK(judged->front().reasons.at(0) == "again");
+  CHECK(manager->Stats().judgements_in_kept_process == 1);  // the live one, not a fresh fork
 }
 
 TEST_CASE("the manager takes a judge's reply as untrusted input") {

@@ -327,6 +327,22 @@ inline std::string ProcessState(pid_t pid) {
   return text.substr(paren + 2, 1);
 }
 
+// Clock ticks of CPU time `pid` has used (utime + stime of /proc/<pid>/stat); -1 when gone.
+inline long ProcessCpuTicks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto paren = text.rfind(')');
+  if (paren == std::string::npos) return -1;
+  std::istringstream fields(text.substr(paren + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int index = 3; index <= 15 && fields >> field; ++index) {  // field 3 is the state
+    if (index == 14) utime = std::stol(field);
+    if (index == 15) stime = std::stol(field);
+  }
+  return utime + stime;
+}
+
 // Children of `pid`, from /proc/<pid>/task/*/children.
 inline std::vector<pid_t> ChildrenOf(pid_t pid) {
   std::vector<pid_t> children;
