@@ -45,7 +45,9 @@ enum Json : uint8_t {
   kJExpSign,  // after the sign: a digit
   kJExp,      // exponent digits (complete)
   kJLiteral,
-  kJAfter,  // a value ended: ',' or a close (nested), or the closing tag (top level)
+  kJAfter,       // a value ended: ',' or a close (nested), or the closing tag (top level)
+  kJKeyChoice,   // an object key matched against its object's table (Table kJsonKeys)
+  kJEnumChoice,  // a string matched against its enum's table (Table kJsonEnum)
 };
 constexpr std::string_view kLiterals[] = {"true", "false", "null"};
 
@@ -111,6 +113,20 @@ bool HasSpecialToken(const ToolCallGrammar::State& state, bool allow_think_end) 
   return false;
 }
 
+// The names of a schema's "type" (a name or a list); empty when it has none.
+std::vector<std::string> TypeNames(const OrderedJson& schema) {
+  std::vector<std::string> types;
+  if (!schema.is_object() || !schema.contains("type")) return types;
+  const OrderedJson& type = schema["type"];
+  if (type.is_string()) types.push_back(type.get<std::string>());
+  if (type.is_array()) {
+    for (const auto& each : type) {
+      if (each.is_string()) types.push_back(each.get<std::string>());
+    }
+  }
+  return types;
+}
+
 uint8_t KindOf(const std::string& type, bool* integer) {
   if (type == "object") return kObject;
   if (type == "array") return kArray;
@@ -125,39 +141,25 @@ uint8_t KindOf(const std::string& type, bool* integer) {
   return kAnyKind;
 }
 
-// A property's flags and JSON kinds from its schema (the file comment of the header).
+// A property's flags from its schema's type (either flag when it has none).
 ToolCallGrammar::Param ReadParam(const std::string& name, const OrderedJson& schema) {
   ToolCallGrammar::Param param;
   param.name = name;
-  std::vector<std::string> types;
-  if (schema.is_object() && schema.contains("type")) {
-    const OrderedJson& type = schema["type"];
-    if (type.is_string()) types.push_back(type.get<std::string>());
-    if (type.is_array()) {
-      for (const auto& each : type) {
-        if (each.is_string()) types.push_back(each.get<std::string>());
-      }
-    }
-  }
-  if (types.empty()) return param;  // untyped: either flag, any JSON
-  bool has_string = false, has_number = false, has_integer = false;
-  uint8_t kinds = 0;
+  std::vector<std::string> types = TypeNames(schema);
+  if (types.empty()) return param;
+  bool has_string = false, has_other = false;
   for (const std::string& type : types) {
     bool integer = false;
-    uint8_t kind = KindOf(type, &integer);
-    if (kind == kString) {
-      has_string = true;
-      continue;
-    }
-    kinds |= kind;
-    (integer ? has_integer : has_number) |= kind == kNumber;
+    (KindOf(type, &integer) == kString ? has_string : has_other) = true;
   }
   param.allow_text = has_string;
-  param.allow_json = kinds != 0;
-  param.json_kinds = kinds;
-  param.integer = has_integer && !has_number;
+  param.allow_json = has_other;
   return param;
 }
+
+// A JSON string literal as the grammar matches it after its opening quote: the escaped text and
+// the closing quote.
+std::string QuotedRest(const std::string& text) { return OrderedJson(text).dump().substr(1); }
 
 }  // namespace
 
@@ -168,6 +170,67 @@ int ToolCallGrammar::AddTable(TableKind kind, std::vector<Entry> entries) {
       entries.end());
   tables_.push_back({kind, std::move(entries)});
   return static_cast<int>(tables_.size()) - 1;
+}
+
+// The node of a schema (the header's file comment says which keywords narrow it); -1 when nothing
+// does, the schema is a $ref (draft-07 ignores its siblings) or it lies kTypedDepth levels deep.
+int ToolCallGrammar::CompileNode(const OrderedJson& schema, int depth) {
+  if (!schema.is_object() || depth >= kTypedDepth || schema.contains("$ref")) return -1;
+  JsonNode node;
+  bool has_integer = false, has_number = false;
+  std::vector<std::string> types = TypeNames(schema);
+  if (!types.empty()) {
+    node.kinds = 0;
+    for (const std::string& type : types) {
+      bool integer = false;
+      const uint8_t kind = KindOf(type, &integer);
+      node.kinds |= kind;
+      (integer ? has_integer : has_number) |= kind == kNumber;
+    }
+  }
+  node.integer = has_integer && !has_number;
+  std::vector<Entry> strings;
+  if (schema.contains("const") && schema["const"].is_string()) {
+    strings.push_back({QuotedRest(schema["const"].get<std::string>()), 0});
+  } else if (schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty()) {
+    for (const auto& value : schema["enum"]) {
+      if (!value.is_string()) {
+        strings.clear();  // a mixed enum narrows nothing here
+        break;
+      }
+      strings.push_back({QuotedRest(value.get<std::string>()), 0});
+    }
+  }
+  if (!strings.empty() && (node.kinds & kString) != 0) {
+    node.kinds = kString;
+    node.strings = AddTable(TableKind::kJsonEnum, std::move(strings));
+  }
+  if (schema.contains("properties") && schema["properties"].is_object()) {
+    std::vector<Entry> keys;
+    std::vector<std::string> names;
+    for (auto it = schema["properties"].begin(); it != schema["properties"].end(); ++it) {
+      keys.push_back({QuotedRest(it.key()), static_cast<int32_t>(node.properties.size())});
+      names.push_back(it.key());
+      node.properties.push_back(CompileNode(it.value(), depth + 1));
+    }
+    if (schema.contains("required") && schema["required"].is_array()) {
+      for (const auto& name : schema["required"]) {
+        for (size_t p = 0; p < names.size() && p < 64; ++p) {
+          if (name.is_string() && names[p] == name.get<std::string>()) node.required |= uint64_t{1} << p;
+        }
+      }
+    }
+    if (!keys.empty()) node.keys = AddTable(TableKind::kJsonKeys, std::move(keys));
+  }
+  // patternProperties admits keys of its own beside the listed ones.
+  node.closed = schema.contains("additionalProperties") && schema["additionalProperties"] == false &&
+                !schema.contains("patternProperties");
+  if (schema.contains("items") && schema["items"].is_object()) node.items = CompileNode(schema["items"], depth + 1);
+  const bool narrows =
+      node.kinds != kAnyKind || node.integer || node.strings >= 0 || node.keys >= 0 || node.closed || node.items >= 0;
+  if (!narrows) return -1;
+  nodes_.push_back(std::move(node));
+  return static_cast<int>(nodes_.size()) - 1;
 }
 
 // Entries may be JSON text (chat_format.h's ChatEncodeOptions::tools); the specs in OpenAI form.
@@ -187,6 +250,37 @@ static Result<OrderedJson> FunctionSpecs(const OrderedJson& tools) {
   return ToOpenAiTools(objects);
 }
 
+// One property: its flags, the enum table of its text, and the schema nodes of its JSON.
+ToolCallGrammar::Param ToolCallGrammar::ReadProperty(const std::string& name, const OrderedJson& schema) {
+  Param param = ReadParam(name, schema);
+  if (!schema.is_object()) return param;
+  if (param.allow_text) {
+    std::vector<Entry> values;
+    auto add = [&](const OrderedJson& value) {
+      if (value.is_string()) values.push_back({value.get<std::string>() + std::string(kParameterClose), 0});
+    };
+    if (schema.contains("const")) add(schema["const"]);
+    if (schema.contains("enum") && schema["enum"].is_array())
+      std::for_each(schema["enum"].begin(), schema["enum"].end(), add);
+    if (!values.empty()) param.table = AddTable(TableKind::kValueEnd, std::move(values));
+  }
+  if (param.allow_text && param.table < 0 && schema.value("contentMediaType", "") == "application/json") {
+    param.text_json = true;
+    if (schema.contains("contentSchema")) param.content_node = CompileNode(schema["contentSchema"], 0);
+  }
+  if (param.allow_json) {
+    param.node = CompileNode(schema, 0);
+    // A string goes as text (string="true") when the type allows one; JSON is then the rest.
+    if (param.node >= 0 && param.allow_text) {
+      JsonNode& node = nodes_[static_cast<size_t>(param.node)];
+      node.kinds &= static_cast<uint8_t>(~kString);
+      node.strings = -1;
+      if (node.kinds == 0) param.allow_json = false;
+    }
+  }
+  return param;
+}
+
 // One tool's properties (with their enum tables), required ones and parameter heads.
 Result<ToolCallGrammar::Tool> ToolCallGrammar::ReadTool(const OrderedJson& spec, size_t index) {
   const OrderedJson* function = spec.is_object() && spec.contains("function") ? &spec["function"] : nullptr;
@@ -202,15 +296,7 @@ Result<ToolCallGrammar::Tool> ToolCallGrammar::ReadTool(const OrderedJson& spec,
   tool.open_params = !listed && !(parameters.is_object() && parameters.value("additionalProperties", true) == false);
   if (listed) {
     for (auto it = parameters["properties"].begin(); it != parameters["properties"].end(); ++it) {
-      Param param = ReadParam(it.key(), it.value());
-      if (param.allow_text && it.value().is_object() && it.value().contains("enum") && it.value()["enum"].is_array()) {
-        std::vector<Entry> values;
-        for (const auto& value : it.value()["enum"]) {
-          if (value.is_string()) values.push_back({value.get<std::string>() + std::string(kParameterClose), 0});
-        }
-        if (!values.empty()) param.table = AddTable(TableKind::kValueEnd, std::move(values));
-      }
-      tool.params.push_back(std::move(param));
+      tool.params.push_back(ReadProperty(it.key(), it.value()));
     }
   }
   if (parameters.is_object() && parameters.contains("required") && parameters["required"].is_array()) {
@@ -270,6 +356,9 @@ Result<std::shared_ptr<const ToolCallGrammar>> ToolCallGrammar::Build(const Orde
   }
   grammar->names_ = grammar->AddTable(TableKind::kNames, std::move(names));
   grammar->AddFixedTables();
+  if (grammar->nodes_.size() > static_cast<size_t>(INT16_MAX)) {
+    return InvalidArgumentError("tool-call grammar: the tools' schemas are too large (at most 32767 typed nodes)");
+  }
   // State holds table indices and entry ranges in 16 bits.
   for (const Table& table : grammar->tables_) {
     if (grammar->tables_.size() > UINT16_MAX || table.entries.size() > UINT16_MAX) {
@@ -348,21 +437,26 @@ void ToolCallGrammar::StartParamValue(State& state, int param, bool text) const 
   state.param = param;
   const Param* spec =
       param >= 0 ? &tools_[static_cast<size_t>(state.tool)].params[static_cast<size_t>(param)] : nullptr;
-  if (text) {
+  if (text && spec != nullptr && spec->text_json) {
+    StartJson(state, spec->content_node);
+  } else if (text) {
     if (spec != nullptr && spec->table >= 0) {
       EnterChoice(state, spec->table);
     } else {
       StartFreeText(state, Phase::kTextValue);
     }
-    return;
+  } else {
+    StartJson(state, spec != nullptr ? spec->node : -1);
   }
+}
+
+void ToolCallGrammar::StartJson(State& state, int node) const {
   state.phase = Phase::kJsonValue;
   state.bytes = 0;
   state.json = kJValue;
   state.json_depth = 0;
   state.json_objects = 0;
-  state.json_kinds = spec != nullptr ? spec->json_kinds : kAnyKind;
-  state.json_integer = spec != nullptr && spec->integer;
+  state.json_next = static_cast<int16_t>(node);
   state.json_surrogate = 0;
   ResetUtf8(state);
 }
@@ -404,6 +498,8 @@ bool ToolCallGrammar::Complete(State& state, const Entry& entry) const {
     case TableKind::kFreeFlags: StartParamValue(state, -1, entry.value == 1); return true;
     case TableKind::kValueEnd: EnterGap(state, InvokeGapTable(state)); return true;
     case TableKind::kOpen: EnterGap(state, block_first_); return true;
+    case TableKind::kJsonKeys:
+    case TableKind::kJsonEnum: return false;  // matched inside JSON values (FeedJsonChoice)
   }
   return false;
 }
@@ -495,7 +591,32 @@ bool ToolCallGrammar::FeedEscapeHex(State& state, uint8_t byte) const {
   return true;
 }
 
-// Opens a value with its first byte: the top level's kind must be allowed.
+const ToolCallGrammar::JsonNode* ToolCallGrammar::Container(const State& state) const {
+  const int index = state.json_depth - 1;
+  if (index < 0 || index >= kTypedDepth || state.json_containers[index] < 0) return nullptr;
+  return &nodes_[static_cast<size_t>(state.json_containers[index])];
+}
+
+namespace {
+
+// Required properties of the innermost object not given yet.
+uint64_t MissingRequired(const ToolCallGrammar::JsonNode* object, const ToolCallGrammar::State& state) {
+  if (object == nullptr) return 0;
+  return object->required & ~state.json_given[state.json_depth - 1];
+}
+
+void StartJsonChoice(ToolCallGrammar::State& state, int table, size_t entries) {
+  state.table = static_cast<uint16_t>(table);
+  state.lo = 0;
+  state.hi = static_cast<uint16_t>(entries);
+  state.matched = 0;
+  state.json_escaped = false;
+  ResetUtf8(state);
+}
+
+}  // namespace
+
+// Opens a value with its first byte, which must be of a kind its schema node allows.
 bool ToolCallGrammar::StartJsonValue(State& state, uint8_t byte) const {
   uint8_t kind = 0;
   if (byte == '{') kind = kObject;
@@ -504,21 +625,36 @@ bool ToolCallGrammar::StartJsonValue(State& state, uint8_t byte) const {
   if (byte == '-' || IsDigit(byte)) kind = kNumber;
   if (byte == 't' || byte == 'f') kind = kBoolean;
   if (byte == 'n') kind = kNull;
-  if (kind == 0 || (state.json_depth == 0 && (state.json_kinds & kind) == 0)) return false;
+  const JsonNode* node = state.json_next >= 0 ? &nodes_[static_cast<size_t>(state.json_next)] : nullptr;
+  if (kind == 0 || (node != nullptr && (node->kinds & kind) == 0)) return false;
   if (byte == '{' || byte == '[') {
     if (state.json_depth >= kMaxJsonDepth) return false;
+    if (state.json_depth < kTypedDepth) {
+      state.json_containers[state.json_depth] = state.json_next;
+      state.json_given[state.json_depth] = 0;
+    }
     const uint64_t bit = uint64_t{1} << state.json_depth;
     state.json_objects = byte == '{' ? (state.json_objects | bit) : (state.json_objects & ~bit);
     state.json_depth += 1;
     state.json = byte == '{' ? kJKeyOrClose : kJValueOrClose;
+    state.json_next = static_cast<int16_t>(byte == '[' && node != nullptr ? node->items : -1);
   } else if (byte == '"') {
-    state.json = kJString;
     state.json_key = false;
-  } else if (byte == '-') {
-    state.json = kJMinus;
-  } else if (IsDigit(byte)) {
-    state.json = byte == '0' ? kJZero : kJInt;
-    state.json_digits = 1;
+    state.tail_length = 0;
+    if (node != nullptr && node->strings >= 0) {
+      StartJsonChoice(state, node->strings, tables_[static_cast<size_t>(node->strings)].entries.size());
+      state.json = kJEnumChoice;
+    } else {
+      state.json = kJString;
+    }
+  } else if (byte == '-' || IsDigit(byte)) {
+    state.json_integer = node != nullptr && node->integer;
+    if (byte == '-') {
+      state.json = kJMinus;
+    } else {
+      state.json = byte == '0' ? kJZero : kJInt;
+      state.json_digits = 1;
+    }
   } else {
     state.json = kJLiteral;
     state.json_literal = byte == 't' ? 0 : byte == 'f' ? 1 : 2;
@@ -527,9 +663,98 @@ bool ToolCallGrammar::StartJsonValue(State& state, uint8_t byte) const {
   return true;
 }
 
+// A key's opening quote. A typed object matches its keys against its table (only listed ones
+// when it is closed); in closing mode a key is due only while a required one is missing, and it
+// must be a listed one not given yet, so the object ends within bounded bytes.
+bool ToolCallGrammar::OpenKey(State& state, bool closing) const {
+  const JsonNode* object = Container(state);
+  const bool missing = MissingRequired(object, state) != 0;
+  if (closing && state.json == kJKeyOrClose && !missing) return false;
+  // A ',' taken before the bound with nothing required left: the shortest key, a free one (in an
+  // open object), closes it.
+  const bool shortest_free = closing && !missing && (object == nullptr || !object->closed);
+  state.tail_length = 0;
+  if (object != nullptr && object->keys >= 0 && !shortest_free) {
+    StartJsonChoice(state, object->keys, tables_[static_cast<size_t>(object->keys)].entries.size());
+    state.json = kJKeyChoice;
+    return true;
+  }
+  if (object != nullptr && object->closed) return false;  // "{}" only
+  state.json = kJString;
+  state.json_key = true;
+  state.json_next = -1;
+  return true;
+}
+
+// Whether a ',' may open another key of the innermost object: a closed one needs a listed key not
+// given yet (otherwise the ',' would lead nowhere).
+bool ToolCallGrammar::MoreKeys(const State& state) const {
+  const JsonNode* object = Container(state);
+  if (object == nullptr || !object->closed) return true;
+  const uint64_t given = state.json_given[state.json_depth - 1];
+  for (size_t p = 0; p < object->properties.size(); ++p) {
+    if (p >= 64 || ((given >> p) & 1) == 0) return true;
+  }
+  return false;
+}
+
+// One byte of a key or an enum string matched against its table. An open object's key that no
+// listed key continues goes on as a free key (untyped value), unless an escape was matched; a
+// listed key given before cannot be given again.
+bool ToolCallGrammar::FeedJsonChoice(State& state, uint8_t byte, bool closing) const {
+  const bool key = state.json == kJKeyChoice;
+  const JsonNode* object = key ? Container(state) : nullptr;
+  const bool free_allowed = key && !object->closed && !closing;
+  const uint64_t given = key ? state.json_given[state.json_depth - 1] : 0;
+  auto taken = [&](const Entry& entry) { return key && entry.value < 64 && ((given >> entry.value) & 1) != 0; };
+  const std::vector<Entry>& entries = tables_[state.table].entries;
+  const size_t at = state.matched;
+  uint16_t lo = state.lo;
+  while (lo < state.hi && entries[lo].text[at] != static_cast<char>(byte)) ++lo;
+  uint16_t hi = lo;
+  while (hi < state.hi && entries[hi].text[at] == static_cast<char>(byte)) ++hi;
+  bool live = false;
+  for (uint16_t i = lo; i < hi && !live; ++i) live = !taken(entries[i]);
+  if (lo < hi && (live || free_allowed)) {
+    if (!Utf8Byte(state, byte)) return false;
+    if (byte == '\\') state.json_escaped = true;
+    state.lo = lo;
+    state.hi = hi;
+    state.matched += 1;
+    const Entry& entry = entries[lo];
+    if (entry.text.size() != state.matched) return true;
+    // Complete (the closing quote): alone in its range, as no entry is a prefix of another.
+    if (!key) {
+      state.json = kJAfter;
+      return true;
+    }
+    if (taken(entry)) return false;
+    if (entry.value < 64) state.json_given[state.json_depth - 1] |= uint64_t{1} << entry.value;
+    state.json_next = static_cast<int16_t>(object->properties[static_cast<size_t>(entry.value)]);
+    state.json = kJColon;
+    return true;
+  }
+  if (!free_allowed || state.json_escaped) return false;
+  // A free key from here: the matched prefix is its text so far (for the markup watch).
+  const std::string& prefix = entries[state.lo].text;
+  for (size_t i = 0; i < at; ++i) PushTail(state, static_cast<uint8_t>(prefix[i]));
+  state.json = kJString;
+  state.json_key = true;
+  state.json_next = -1;
+  return FeedJsonString(state, byte, closing);
+}
+
 // Strings and their escapes. In closing mode a string only closes (an escape or a UTF-8 sequence
-// begun is finished, a surrogate pair completed).
+// begun is finished, a surrogate pair completed). The raw bytes never spell DSML markup or a
+// special token, which the DSML parser would take for the value's end.
 bool ToolCallGrammar::FeedJsonString(State& state, uint8_t byte, bool closing) const {
+  if (!FeedJsonStringByte(state, byte, closing)) return false;
+  if (state.json != kJString && state.json != kJEscape && state.json != kJHex) return true;  // it closed
+  PushTail(state, byte);
+  return !EndsWith(state, kDsmlMarker) && !HasSpecialToken(state, false);
+}
+
+bool ToolCallGrammar::FeedJsonStringByte(State& state, uint8_t byte, bool closing) const {
   if (state.json == kJHex) return FeedEscapeHex(state, byte);
   if (state.json == kJEscape) {
     if (byte == 'u') {
@@ -580,7 +805,7 @@ ToolCallGrammar::NumberStep ToolCallGrammar::FeedJsonNumber(State& state, uint8_
     state.json = next;
     return NumberStep::kTaken;
   };
-  const bool fraction_allowed = !closing && !(state.json_depth == 0 && state.json_integer);
+  const bool fraction_allowed = !closing && !state.json_integer;
   const bool exponent_mark = (byte == 'e' || byte == 'E') && fraction_allowed;
   switch (state.json) {
     case kJMinus: return first_digit(byte == '0' ? kJZero : kJInt);
@@ -609,33 +834,35 @@ ToolCallGrammar::NumberStep ToolCallGrammar::FeedJsonNumber(State& state, uint8_
   return NumberStep::kEnded;
 }
 
+bool ToolCallGrammar::CloseContainer(State& state, uint8_t byte) const {
+  if (state.json_depth == 0) return false;
+  const bool in_object = ((state.json_objects >> (state.json_depth - 1)) & 1) != 0;
+  if (byte != (in_object ? '}' : ']')) return false;
+  if (in_object && MissingRequired(Container(state), state) != 0) return false;
+  state.json_depth -= 1;
+  state.json = kJAfter;
+  return true;
+}
+
 bool ToolCallGrammar::FeedJson(State& state, uint8_t byte) const {
   state.bytes += 1;
   const bool closing = options_.max_value_bytes > 0 && state.bytes > options_.max_value_bytes;
   const bool top = state.json_depth == 0;
   const bool in_object = !top && ((state.json_objects >> (state.json_depth - 1)) & 1) != 0;
-  auto close_container = [&]() {
-    if (top || byte != (in_object ? '}' : ']')) return false;
-    state.json_depth -= 1;
-    state.json = kJAfter;
-    return true;
-  };
   switch (state.json) {
     case kJValue:
       if (IsSpace(byte)) return !closing;
       return StartJsonValue(state, byte);
     case kJValueOrClose:
-      if (byte == ']') return close_container();
+      if (byte == ']') return CloseContainer(state, byte);
       if (IsSpace(byte)) return !closing;
       return !closing && StartJsonValue(state, byte);
     case kJKeyOrClose:
     case kJKey:
-      if (byte == '}' && state.json == kJKeyOrClose) return close_container();
+      if (byte == '}' && state.json == kJKeyOrClose) return CloseContainer(state, byte);
       if (IsSpace(byte)) return !closing;
-      if (byte != '"' || (closing && state.json == kJKeyOrClose)) return false;
-      state.json = kJString;
-      state.json_key = true;
-      return true;
+      if (byte != '"') return false;
+      return OpenKey(state, closing);
     case kJColon:
       if (IsSpace(byte)) return !closing;
       if (byte != ':') return false;
@@ -644,6 +871,8 @@ bool ToolCallGrammar::FeedJson(State& state, uint8_t byte) const {
     case kJString:
     case kJEscape:
     case kJHex: return FeedJsonString(state, byte, closing);
+    case kJKeyChoice:
+    case kJEnumChoice: return FeedJsonChoice(state, byte, closing);
     case kJLiteral: {
       std::string_view literal = kLiterals[state.json_literal];
       if (byte != static_cast<uint8_t>(literal[state.json_literal_at])) return false;
@@ -657,11 +886,20 @@ bool ToolCallGrammar::FeedJson(State& state, uint8_t byte) const {
         EnterChoice(state, value_end_);
         return FeedChoice(state, byte);
       }
-      if (byte == ',' && !closing) {
-        state.json = in_object ? kJKey : kJValue;
+      if (byte == ',') {
+        if (in_object) {
+          // In closing mode only toward a missing required key.
+          if (closing ? MissingRequired(Container(state), state) == 0 : !MoreKeys(state)) return false;
+          state.json = kJKey;
+        } else {
+          if (closing) return false;
+          const JsonNode* array = Container(state);
+          state.json = kJValue;
+          state.json_next = static_cast<int16_t>(array != nullptr ? array->items : -1);
+        }
         return true;
       }
-      return close_container();
+      return CloseContainer(state, byte);
     default: {
       NumberStep step = FeedJsonNumber(state, byte, closing);
       if (step != NumberStep::kEnded) return step == NumberStep::kTaken;

@@ -16,18 +16,28 @@
 //     comes only once every `required` property was given;
 //   - FLAG is "true" for a property of type "string" and "false" for one of another type (either,
 //     when the schema gives no single type);
-//   - VALUE with FLAG "true" is text (one of the `enum` strings when the property lists them);
-//     with "false" it is one JSON value (RFC 8259, nesting at most 32 deep) whose top-level kind
-//     matches the property's "type" (integer: no fraction or exponent); numbers have at most 18
-//     integer digits, 17 fraction digits and 2 exponent digits, so every one parses to a finite
-//     double; \u escapes pair their surrogates (as strict JSON parsers require);
+//   - VALUE with FLAG "true" is text (one of the `enum` strings when the property lists them), or
+//     one JSON value of its `contentSchema` when the property says `"contentMediaType":
+//     "application/json"` (JSON Schema 2019-09's keywords for JSON carried in a string); with
+//     "false" it is one JSON value (RFC 8259, nesting at most 32 deep) typed by the property's
+//     schema (below); numbers have at most 18 integer digits, 17 fraction digits and 2 exponent
+//     digits, so every one parses to a finite double; \u escapes pair their surrogates (as strict
+//     JSON parsers require); JSON strings hold neither DSML markup nor the chat's special tokens;
 //   - reasoning, content and text values are valid UTF-8 without the chat's special tokens;
 //     content and text values hold no DSML markup ("｜DSML｜") but the block's opening and the
 //     value's closing tag: once content has written "\n\n<｜DSML｜" (or "<｜DSML｜" first) the
 //     block opening is the only way on, and likewise "</｜DSML｜" in a value closes it;
 //   - ws is at most 8 whitespace bytes (the parser skips any; a bound keeps a model from idling).
-// Only the top level of a JSON value is typed; nested schemas are not enforced (the session still
-// validates the arguments).
+//
+// JSON values are typed by their schema down to kTypedDepth levels of nesting: `type` (a name or
+// a list; "integer": no fraction or exponent), string `enum` and `const` (written as the schema
+// spells them, JSON-escaped), and for objects `properties`, `required` (an object closes only
+// once its first 64 properties' required ones were given) and `additionalProperties: false`
+// (then only listed keys, each once; listed keys are written as the schema spells them). An
+// array's `items` types its elements. A schema with `anyOf`, `oneOf`, `allOf`, `not`, `if` or
+// `$ref` is left untyped, as is everything deeper; the rest of JSON Schema (bounds, patterns,
+// formats) is not enforced: what the grammar takes is a superset of what validates, narrowed
+// only where the schema says so, and the session still validates the arguments.
 //
 // Bounds: content longer than max_content_bytes continues only with the block opening. With
 // max_value_bytes > 0, a text value longer than that continues only with its closing tag and a
@@ -66,6 +76,8 @@ class ToolCallGrammar {
   // repeat (the parser then keeps the last value given).
   static constexpr size_t kTrackedParams = 128;
   static constexpr int kMaxJsonDepth = 32;
+  // Nesting levels of a JSON value typed by its schema (the top level is 0).
+  static constexpr int kTypedDepth = 6;
 
   enum class Phase : uint8_t {
     kReasoning,
@@ -107,9 +119,14 @@ class ToolCallGrammar {
     uint16_t json_code = 0;      // the \u escape being read
     uint8_t json_surrogate = 0;  // after a high surrogate: 1 '\\' due, 2 'u' due, 3 reading the low one
     uint8_t json_digits = 0;     // digits of the number part being read (bounded: no overflow)
-    uint8_t json_kinds = 0;      // the kinds allowed for the top-level value
     bool json_key = false;       // the string being read is an object key
-    bool json_integer = false;   // the property is an integer: no fraction or exponent at the top
+    bool json_integer = false;   // the number being read is an integer: no fraction or exponent
+    bool json_escaped = false;   // the key being matched against its object's table had an escape
+    // Schema nodes (JsonNode): of the value due or being read, and of each open container down
+    // to kTypedDepth (-1: untyped); per open object, its properties given (the first 64).
+    int16_t json_next = -1;
+    int16_t json_containers[kTypedDepth] = {};
+    uint64_t json_given[kTypedDepth] = {};
   };
 
   // tools: MCP or OpenAI tool specs (backend.h's CompletionRequest::tools). InvalidArgument for
@@ -129,11 +146,23 @@ class ToolCallGrammar {
 
   struct Param {
     std::string name;
-    bool allow_text = true;     // string="true"
-    bool allow_json = true;     // string="false"
-    uint8_t json_kinds = 0xFF;  // allowed top-level JSON kinds (bits: tool_call_grammar.cc)
-    bool integer = false;
-    int table = -1;  // enum: the table of its values (each followed by the closing tag)
+    bool allow_text = true;  // string="true"
+    bool allow_json = true;  // string="false"
+    int node = -1;           // string="false": the value's schema node (-1: any JSON)
+    int table = -1;          // enum: the table of its values (each followed by the closing tag)
+    bool text_json = false;  // string="true" holds JSON (contentMediaType application/json)
+    int content_node = -1;   // ... of this contentSchema node (-1: any JSON)
+  };
+  // A schema compiled for the JSON recognizer (the file comment says which keywords count).
+  struct JsonNode {
+    uint8_t kinds = 0x3F;         // allowed kinds (bits: tool_call_grammar.cc)
+    bool integer = false;         // numbers without fraction or exponent
+    int items = -1;               // array: its elements' node
+    int keys = -1;                // object with properties: the table of their keys (value: property index)
+    std::vector<int> properties;  // node of each property
+    uint64_t required = 0;        // required properties among the first 64
+    bool closed = false;          // only listed keys (additionalProperties false)
+    int strings = -1;             // string enum: the table of its values
   };
   struct Tool {
     std::string name;
@@ -154,6 +183,8 @@ class ToolCallGrammar {
     kFreeFlags,  // 1: string="true", 0: string="false" (a name of an open schema)
     kValueEnd,   // an enum value with its closing tag, or the closing tag alone
     kOpen,       // the block opening forced after long content
+    kJsonKeys,   // an object's keys, JSON-escaped, each with its closing quote (a property index)
+    kJsonEnum,   // a string enum's values, likewise
   };
   struct Table {
     TableKind kind;
@@ -171,20 +202,30 @@ class ToolCallGrammar {
   enum class NumberStep : uint8_t { kTaken, kRefused, kEnded };
   bool FeedJson(State& state, uint8_t byte) const;
   bool StartJsonValue(State& state, uint8_t byte) const;
+  bool FeedJsonChoice(State& state, uint8_t byte, bool closing) const;
+  bool OpenKey(State& state, bool closing) const;
+  bool CloseContainer(State& state, uint8_t byte) const;
+  bool MoreKeys(const State& state) const;
+  const JsonNode* Container(const State& state) const;
+  int CompileNode(const OrderedJson& schema, int depth);
   bool FeedJsonString(State& state, uint8_t byte, bool closing) const;
+  bool FeedJsonStringByte(State& state, uint8_t byte, bool closing) const;
   NumberStep FeedJsonNumber(State& state, uint8_t byte, bool closing) const;
   bool FeedEscapeHex(State& state, uint8_t byte) const;
   int InvokeGapTable(const State& state) const;
   bool AnyLive(const State& state) const;
   int AddTable(TableKind kind, std::vector<Entry> entries);
   Result<Tool> ReadTool(const OrderedJson& spec, size_t index);
+  Param ReadProperty(const std::string& name, const OrderedJson& schema);
   void AddFixedTables();
   void StartFreeText(State& state, Phase phase) const;
   void StartParamValue(State& state, int param, bool text) const;
+  void StartJson(State& state, int node) const;
 
   ToolCallGrammarOptions options_;
   std::vector<Tool> tools_;
   std::vector<Table> tables_;
+  std::vector<JsonNode> nodes_;
   int block_first_ = -1;    // "<｜DSML｜invoke name=\""
   int block_next_ = -1;     // that or "</｜DSML｜function_calls>"
   int block_last_ = -1;     // "</｜DSML｜function_calls>" only (max_invokes reached)

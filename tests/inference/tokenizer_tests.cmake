@@ -2,4 +2,4 @@
 envforge_add_test(inference_tokenizer_test SOURCES tokenizer_bpe_test.cc LIBS envforge_inference LABELS inference TIMEOUT 120)
 envforge_add_test(inference_tokenizer_regex_test SOURCES tokenizer_regex_test.cc LIBS envforge_inference LABELS inference TIMEOUT 60)
 envforge_add_test(inference_chat_format_test SOURCES chat_format_test.cc LIBS envforge_inference LABELS inference TIMEOUT 60)
-envforge_add_test(inference_tool_call_grammar_test SOURCES tool_call_grammar_test.cc LIBS envforge_inference LABELS inference TIMEOUT 120)
+envforge_add_test(inference_tool_call_grammar_test SOURCES tool_call_grammar_test.cc LIBS envforge_inference envforge_toolsets LABELS inference TIMEOUT 120)

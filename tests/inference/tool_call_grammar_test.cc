@@ -2,7 +2,8 @@
 // offered tools, refuses what would not parse or would call a tool wrongly, and every text a random
 // walk through it reaches an end with parses into calls of offered tools with well-typed arguments;
 // the token mask over a real tokenizer's vocabulary allows exactly the tokens whose bytes the
-// grammar accepts.
+// grammar accepts. Nested JSON values follow their schemas: every argument a walk writes
+// validates against its tool's schema (toolsets/json_schema.h, the sessions' validator).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "inference/token_constraint.h"
 #include "inference/tokenizer.h"
 #include "inference/tool_call_grammar.h"
+#include "toolsets/json_schema.h"
 
 namespace envforge::inference {
 namespace {
@@ -73,6 +75,46 @@ std::string Param(const std::string& name, bool text, const std::string& value) 
 }
 std::string Block(const std::string& invokes) {
   return "\n\n<｜DSML｜function_calls>\n" + invokes + "</｜DSML｜function_calls>";
+}
+
+// A tool whose JSON arguments are typed below the top level, and one whose text carries JSON
+// (contentMediaType + contentSchema, as envforge's submit_result does with a task's answer schema).
+OrderedJson NestedTools() {
+  return OrderedJson::parse(R"([
+    {"name": "book", "inputSchema": {"type": "object", "additionalProperties": false, "required": ["trip"],
+      "properties": {
+        "trip": {"type": "object", "additionalProperties": false, "required": ["city", "nights"],
+                 "properties": {"city": {"type": "string", "enum": ["Oslo", "Å \"x\""]},
+                                "nights": {"type": "integer"},
+                                "rooms": {"type": "array", "items": {"type": "object", "required": ["beds"],
+                                                                     "properties": {"beds": {"type": "integer"}}}}}},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "mode": {"const": "fast"}}}},
+    {"name": "submit_result", "inputSchema": {"type": "object", "required": ["answer_text"], "properties": {
+      "answer_text": {"type": "string", "contentMediaType": "application/json",
+                      "contentSchema": {"type": "object", "additionalProperties": false, "required": ["price"],
+                                        "properties": {"price": {"type": "integer"},
+                                                       "notes": {"type": ["array", "null"], "items": {"type": "number"}}}}}}}}
+  ])");
+}
+
+// Control bytes as '.', so a failure's text shows on one line.
+std::string Printable(std::string text) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20) c = '.';
+  }
+  return text;
+}
+
+std::string BookTrip(const std::string& trip_json) {
+  return "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"book\">\n"
+         "<｜DSML｜parameter name=\"trip\" string=\"false\">" +
+         trip_json;
+}
+std::string SubmitAnswer(const std::string& answer) {
+  return "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"submit_result\">\n"
+         "<｜DSML｜parameter name=\"answer_text\" string=\"true\">" +
+         answer;
 }
 
 TEST_SUITE("inference.tool_call_grammar") {
@@ -280,6 +322,128 @@ TEST_SUITE("inference.tool_call_grammar") {
         }
       }
       CHECK(calls_seen >= 400);
+    }
+  }
+
+  TEST_CASE("nested JSON follows its schema: types, enums, required and closed objects, items, JSON in text") {
+    auto built = ToolCallGrammar::Build(NestedTools(), {});
+    INFO(built.status().ToString());
+    REQUIRE(built.ok());
+    const ToolCallGrammar& grammar = **built;
+    const std::string close = "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>";
+    CHECK(AcceptsWhole(grammar, BookTrip(R"({"city": "Oslo", "nights": 3})") + close));
+    CHECK(AcceptsWhole(grammar,
+                       BookTrip(R"({"nights": 3, "city": "Å \"x\"", "rooms": [{"beds": 2, "x": [1]}]})") + close));
+    // A free key of an open object may share a listed key's prefix.
+    CHECK(
+        AcceptsWhole(grammar, BookTrip(R"({"city": "Oslo", "nights": 1, "rooms": [{"be": "?", "beds": 1}]})") + close));
+    for (const char* refused : {
+             R"({"city": "Bergen)",                                            // not in the enum
+             R"({"city": "Oslo", "nights": 3.)",                               // an integer
+             R"({"city": "Oslo", "nights": "3)",                               // not a string
+             R"({"city": "Oslo"})",                                            // nights is required
+             R"({"city": "Oslo", "city")",                                     // a key given twice
+             R"({"citizen)",                                                   // not a listed key (closed object)
+             R"({"city": "Oslo", "nights": 3, "rooms": [{}])",                 // beds is required
+             R"({"city": "Oslo", "nights": 3, "rooms": [{"beds": 1, "beds")",  // twice, open object
+             R"({"city": "Oslo", "nights": 3, "rooms": {)",                    // an array
+             R"({"city": "Oslo", "nights": 3, "rooms": [{"beds": 2.5)",
+             R"({"city": "Oslo", "nights": 3}, )",  // one value only
+         }) {
+      CAPTURE(refused);
+      CHECK_FALSE(AcceptsPrefix(grammar, BookTrip(refused)));
+    }
+    const std::string tags = "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"book\">\n";
+    CHECK(AcceptsPrefix(grammar, tags + "<｜DSML｜parameter name=\"tags\" string=\"false\">[\"a\", \"b\""));
+    CHECK_FALSE(AcceptsPrefix(grammar, tags + "<｜DSML｜parameter name=\"tags\" string=\"false\">[\"a\", 1"));
+    // A const string goes as text, spelled as the schema has it.
+    CHECK(AcceptsPrefix(grammar, tags + "<｜DSML｜parameter name=\"mode\" string=\"true\">fast<"));
+    CHECK_FALSE(AcceptsPrefix(grammar, tags + "<｜DSML｜parameter name=\"mode\" string=\"true\">slow"));
+    CHECK_FALSE(AcceptsPrefix(grammar, tags + "<｜DSML｜parameter name=\"mode\" string=\"false\">"));
+
+    // JSON carried in a text value: the answer the task's schema asks for, nothing else.
+    CHECK(AcceptsWhole(grammar, SubmitAnswer(R"( {"price": 68})") + close));
+    CHECK(AcceptsWhole(grammar, SubmitAnswer(R"({"notes": [1.5, -2e3], "price": -7})") + close));
+    CHECK(AcceptsWhole(grammar, SubmitAnswer(R"({"price": 0, "notes": null})") + close));
+    for (const char* refused : {R"({"price":Reda)", R"({"price": 6.8)", R"({"price": 68, "x)", R"({})", R"("68)",
+                                R"(68)", R"({"price": 68} x)", R"({"notes": ["a)"}) {
+      CAPTURE(refused);
+      CHECK_FALSE(AcceptsPrefix(grammar, SubmitAnswer(refused)));
+    }
+  }
+
+  TEST_CASE("a JSON string never spells DSML markup or a special token, which would end the value early") {
+    auto grammar = MustBuild();
+    const std::string head =
+        "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"submit_result\">\n"
+        "<｜DSML｜parameter name=\"answer\" string=\"false\">";
+    CHECK(AcceptsPrefix(*grammar, head + "{\"a\": \"x｜DSM"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, head + "{\"a\": \"x｜DSML｜"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, head + "{\"k｜DSML｜"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, head + "[\"" + kEos));
+    CHECK(AcceptsPrefix(*grammar, head + "[\"<｜end"));
+  }
+
+  // Random walks through the nested tools: every call's arguments, and every answer_text parsed as
+  // JSON, validate against their schemas with the sessions' own validator.
+  TEST_CASE("every argument a random walk writes validates against its schema, nested and in text") {
+    const OrderedJson tools = NestedTools();
+    const Json book_schema = Json::parse(tools[0]["inputSchema"].dump());
+    const Json answer_schema =
+        Json::parse(tools[1]["inputSchema"]["properties"]["answer_text"]["contentSchema"].dump());
+    for (int64_t bound : {int64_t{24}, int64_t{64}}) {
+      auto built = ToolCallGrammar::Build(tools, {.max_content_bytes = 8, .max_value_bytes = bound});
+      REQUIRE(built.ok());
+      const ToolCallGrammar& grammar = **built;
+      std::mt19937_64 rng(static_cast<uint64_t>(bound) + 3);
+      int answers = 0, books = 0;
+      for (int walk = 0; walk < 300; ++walk) {
+        auto state = grammar.Start();
+        std::string text;
+        bool ended = false;
+        for (int step = 0; step < 20000 && !ended; ++step) {
+          if (grammar.CanEnd(state)) {
+            ended = true;
+            break;
+          }
+          std::vector<uint8_t> next;
+          for (int byte = 1; byte < 256; ++byte) {
+            auto copy = state;
+            if (grammar.FeedByte(copy, static_cast<uint8_t>(byte))) next.push_back(static_cast<uint8_t>(byte));
+          }
+          REQUIRE_MESSAGE(!next.empty(), "dead end after: " << text);
+          // Toward structure: prefer the bytes that end strings and containers half of the time.
+          std::vector<uint8_t> closers;
+          for (uint8_t byte : next) {
+            if (byte == '"' || byte == '}' || byte == ']' || byte == '<') closers.push_back(byte);
+          }
+          const auto& pool = !closers.empty() && rng() % 2 == 0 ? closers : next;
+          const uint8_t byte = pool[rng() % pool.size()];
+          REQUIRE(grammar.FeedByte(state, byte));
+          text.push_back(static_cast<char>(byte));
+        }
+        REQUIRE_MESSAGE(ended, "no end within 20000 bytes: " << Printable(text.substr(text.size() - 300)));
+        auto parsed = ParseCompletion(text + kEos, false);
+        INFO(text);
+        REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
+        for (const ChatToolCall& call : parsed->message.tool_calls) {
+          if (call.name == "book") {
+            ++books;
+            auto violations = toolsets::Validate(book_schema, call.arguments);
+            CHECK_MESSAGE(violations.empty(), call.arguments.dump() << ": " << violations.front().message);
+          } else {
+            REQUIRE(call.name == "submit_result");
+            ++answers;
+            REQUIRE(call.arguments["answer_text"].is_string());
+            auto answer = ParseJson(call.arguments["answer_text"].get<std::string>(), "answer_text");
+            REQUIRE_MESSAGE(answer.ok(), answer.status().ToString());
+            auto violations = toolsets::Validate(answer_schema, *answer);
+            CHECK_MESSAGE(violations.empty(), answer->dump() << ": " << violations.front().message);
+          }
+        }
+      }
+      CHECK(answers >= 50);
+      CHECK(books >= 50);
     }
   }
 
