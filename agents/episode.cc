@@ -193,6 +193,7 @@ class EpisodeRun {
     request.model = backend_.info().model;
     request.tools = tools_;
     request.tool_choice = options_.tool_choice;
+    request.answer_schema = spec_.task->answer_schema;
     request.thinking = options_.thinking;
     request.sampling = options_.sampling;
     request.max_tokens = options_.max_tokens_per_turn;

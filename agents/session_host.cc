@@ -45,7 +45,8 @@ HostedEnv DescribeBundle(const sandbox::EnvBundle& bundle) {
   for (const sandbox::ToolRecord& tool : bundle.tools) env.tools.push_back(toolsets::ToJson(tool.spec));
   env.tasks.reserve(bundle.tasks.size());
   for (const sandbox::TaskRecord& task : bundle.tasks) {
-    env.tasks.push_back({task.id, task.prompt, sandbox::TaskVersion(bundle.manifest.content_hash, task), task.version});
+    env.tasks.push_back({task.id, task.prompt, sandbox::TaskVersion(bundle.manifest.content_hash, task), task.version,
+                         task.answer_schema});
   }
   return env;
 }

@@ -48,6 +48,7 @@ struct HostedTask {
   std::string prompt;            // the user message that opens an episode
   std::string version;           // the task's version: sandbox::TaskVersion(env hash, task)
   std::string verifier_version;  // the bundle's _tasks.version, which submit_result's verdict names
+  Json answer_schema;            // the schema of its answer (null when the host does not say)
 };
 
 // One environment as the loop uses it.

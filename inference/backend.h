@@ -52,6 +52,10 @@ struct CompletionRequest {
   // failed choice: finish_reason stays, parse_error says so), or a function name. The embedded
   // backend decodes "required" and a name under the tool-call grammar (embedded_backend.h).
   std::string tool_choice = "auto";
+  // envforge's episodes: the task's answer schema (null: none). The embedded backend, decoding
+  // under the tool-call grammar, writes submit_result's answer_text as one JSON value of it when
+  // the schema admits no string (tool_call_grammar.h's answer_schema); other backends ignore it.
+  Json answer_schema;
   int64_t n = 1;
   int64_t max_tokens = 512;       // per choice
   SamplingParams sampling;        // temperature, top_p, top_k, seed

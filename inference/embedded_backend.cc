@@ -168,7 +168,8 @@ class EmbeddedBackend final : public Backend {
   int64_t continuations_missed_ = 0;
   std::once_flag trie_once_;
   std::shared_ptr<const VocabTrie> trie_;  // built by the first constrained request
-  // Grammars by (thinking, tool_choice, tools): an episode's turns share one (under mutex_).
+  // Grammars by (thinking, tool_choice, answer schema, tools): an episode's turns share one, and
+  // the tasks of one answer schema do (under mutex_).
   std::map<std::string, std::shared_ptr<const ToolCallGrammar>> grammars_;
 };
 
@@ -178,7 +179,9 @@ constexpr size_t kMaxGrammars = 64;
 // grammar (tool_call_grammar.h), so it always parses into calls of offered tools.
 Result<std::shared_ptr<const TokenConstraint>> EmbeddedBackend::ToolCallConstraintFor(
     const CompletionRequest& request) {
-  const std::string key = std::string(request.thinking ? "t" : "f") + request.tool_choice + "\n" + ToolsKey(request);
+  const std::string answer = request.answer_schema.is_null() ? std::string() : DumpJson(request.answer_schema);
+  const std::string key =
+      std::string(request.thinking ? "t" : "f") + request.tool_choice + "\n" + answer + "\n" + ToolsKey(request);
   std::shared_ptr<const ToolCallGrammar> grammar;
   {
     std::lock_guard lock(mutex_);
@@ -188,6 +191,7 @@ Result<std::shared_ptr<const TokenConstraint>> EmbeddedBackend::ToolCallConstrai
     ToolCallGrammarOptions options;
     options.thinking = request.thinking;
     if (request.tool_choice != "required") options.only_tool = request.tool_choice;
+    if (!request.answer_schema.is_null()) options.answer_schema = OrderedJson::parse(answer);
     auto built = ToolCallGrammar::Build(request.tools, options);
     if (!built.ok()) {
       return InvalidArgumentError("tool_choice \"" + request.tool_choice + "\": " + built.status().message());

@@ -281,6 +281,15 @@ ToolCallGrammar::Param ToolCallGrammar::ReadProperty(const std::string& name, co
   return param;
 }
 
+void ToolCallGrammar::ApplyAnswerSchema(Param& param) {
+  if (options_.answer_schema.is_null() || !param.allow_text) return;
+  const int node = CompileNode(options_.answer_schema, 0);
+  if (node < 0 || (nodes_[static_cast<size_t>(node)].kinds & kString) != 0) return;
+  param.text_json = true;
+  param.content_node = node;
+  param.table = -1;
+}
+
 // One tool's properties (with their enum tables), required ones and parameter heads.
 Result<ToolCallGrammar::Tool> ToolCallGrammar::ReadTool(const OrderedJson& spec, size_t index) {
   const OrderedJson* function = spec.is_object() && spec.contains("function") ? &spec["function"] : nullptr;
@@ -297,6 +306,7 @@ Result<ToolCallGrammar::Tool> ToolCallGrammar::ReadTool(const OrderedJson& spec,
   if (listed) {
     for (auto it = parameters["properties"].begin(); it != parameters["properties"].end(); ++it) {
       tool.params.push_back(ReadProperty(it.key(), it.value()));
+      if (tool.name == "submit_result" && it.key() == "answer_text") ApplyAnswerSchema(tool.params.back());
     }
   }
   if (parameters.is_object() && parameters.contains("required") && parameters["required"].is_array()) {

@@ -68,6 +68,11 @@ struct ToolCallGrammarOptions {
   // passes on yet).
   int64_t max_invokes = 0;
   int64_t max_value_bytes = 0;  // 0: unbounded (a file's contents may be long); max_tokens bounds it
+  // envforge's episodes: the task's answer schema (null: none). When it admits no string (a
+  // structured answer), submit_result's answer_text is one JSON value of it, as a property with
+  // contentMediaType application/json and this contentSchema would be. A string answer stays
+  // free text, which the verifier takes as it is.
+  OrderedJson answer_schema;
 };
 
 class ToolCallGrammar {
@@ -217,6 +222,7 @@ class ToolCallGrammar {
   int AddTable(TableKind kind, std::vector<Entry> entries);
   Result<Tool> ReadTool(const OrderedJson& spec, size_t index);
   Param ReadProperty(const std::string& name, const OrderedJson& schema);
+  void ApplyAnswerSchema(Param& param);
   void AddFixedTables();
   void StartFreeText(State& state, Phase phase) const;
   void StartParamValue(State& state, int param, bool text) const;

@@ -100,6 +100,8 @@ Result<agents::HostedTask> TaskFromJson(const Json& json, const std::string& wha
                                    ": the server predates remote rollouts (envs/get tasks[].task_version); upgrade it");
   }
   task.version = *std::move(version);
+  if (auto schema = json.find("answer_schema"); schema != json.end() && schema->is_object())
+    task.answer_schema = *schema;
   return task;
 }
 

@@ -289,7 +289,8 @@ std::vector<Command> RolloutCommands() {
              {.name = "--thinking", .help = "thinking mode (reasoning kept across tool results)"},
              {.name = "--tool-choice",
               .metavar = "auto|required",
-              .help = "required: every turn calls a tool (embedded: decoded under the tool-call grammar)",
+              .help = "required: every turn calls a tool (embedded: decoded under the tool-call grammar, a "
+                      "structured answer as JSON of the task's answer_schema)",
               .default_text = "auto"},
              {.name = "--max-turns", .metavar = "T", .help = "model turns per episode", .default_text = "32"},
              {.name = "--max-tokens", .metavar = "M", .help = "generated tokens per episode", .default_text = "16384"},

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <thread>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -166,11 +167,15 @@ TEST_CASE("--tool-choice required: policy-small's every turn is a call of a shop
   auto packed = Envforge({"env", "pack", SourceDir() + "/data/envs/shop_eval_a", "-o", bundle});
   REQUIRE(packed.exit_code == 0);
   // A held-out template and the tier beyond training: free decoding writes broken markup there.
-  for (const char* task : {"supplier_phone_00", "category_stock_value_00", "price_lookup_00"}) {
+  // Each answer is JSON of the task's answer schema ({"phone": string}, {"total": integer}, ...).
+  const std::vector<std::pair<std::string, std::string>> tasks = {
+      {"supplier_phone_00", "phone"}, {"category_stock_value_00", "total"}, {"price_lookup_00", "price"}};
+  for (const auto& [task, answer_key] : tasks) {
     CAPTURE(task);
+    const std::string store = dir / (task + ".sqlite");
     auto run = Envforge({"rollout", bundle, "--task", task, "--backend",
                          "embedded:" + SourceDir() + "/data/models/policy-small", "-n", "8", "--max-turns", "4",
-                         "--seed", "5", "--tool-choice", "required", "--json"});
+                         "--seed", "5", "--tool-choice", "required", "--json", "--trajectories", store});
     INFO(run.stderr_text);
     REQUIRE(run.exit_code == 0);
     auto result = ParseJson(run.stdout_text.substr(run.stdout_text.find('{')));
@@ -183,6 +188,29 @@ TEST_CASE("--tool-choice required: policy-small's every turn is a call of a shop
     }
     CHECK(turns >= 8);
     CHECK(invalid == 0);
+    auto exported = Envforge({"traj", "export", store});
+    REQUIRE(exported.exit_code == 0);
+    int answers = 0;
+    std::istringstream lines(exported.stdout_text);
+    for (std::string line; std::getline(lines, line);) {
+      auto episode = ParseJson(line);
+      REQUIRE(episode.ok());
+      for (const Json& message : (*episode)["messages"]) {
+        if (!message.contains("tool_calls")) continue;
+        for (const Json& call : message["tool_calls"]) {
+          if (call["name"] != "submit_result") continue;
+          ++answers;
+          auto answer = ParseJson(call["arguments"]["answer_text"].get<std::string>());
+          INFO(call.dump());
+          REQUIRE(answer.ok());
+          CHECK(answer->size() == 1);
+          CHECK(answer->contains(answer_key));
+          CHECK(((*answer)[answer_key].is_string() == (answer_key == "phone")));
+          CHECK(((*answer)[answer_key].is_number_integer() == (answer_key != "phone")));
+        }
+      }
+    }
+    CHECK(answers >= 4);
   }
 }
 

@@ -2,7 +2,8 @@
 // the tool-call constraint always ends in a block of calls that parses (the same seeds without it
 // never do), each token drawn from exactly the set the grammar allows (the recorded kept sets and
 // logprobs are the masked distribution's); policy-small under tool_choice "required" or a named
-// tool calls offered tools every time, and an unusable tool_choice is refused by name.
+// tool calls offered tools every time (its answer_text JSON of the task's answer schema when one
+// is given), and an unusable tool_choice is refused by name.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -30,6 +31,16 @@ OrderedJson ShopTools() {
                      "required": ["category"]}},
     {"name": "submit_result", "description": "The final answer.",
      "inputSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}
+  ])");
+}
+
+// envforge's own submit_result, as sessions offer it.
+OrderedJson AnswerTools() {
+  return OrderedJson::parse(R"([
+    {"name": "get_product", "description": "One product by name.",
+     "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+    {"name": "submit_result", "description": "The final answer.",
+     "inputSchema": {"type": "object", "properties": {"answer_text": {"type": "string"}}, "required": ["answer_text"]}}
   ])");
 }
 
@@ -148,6 +159,32 @@ TEST_SUITE("inference.constrained_decoding") {
         }
       }
     }
+    // The task's answer schema: a structured answer is written as JSON of it; a string one stays text.
+    request.tools = AnswerTools();
+    request.tool_choice = "submit_result";
+    request.answer_schema = Json::parse(
+        R"({"type": "object", "properties": {"price": {"type": "integer"}}, "required": ["price"],
+            "additionalProperties": false})");
+    auto answered = (*backend)->Complete(request);
+    REQUIRE(answered.ok());
+    for (const Completion& completion : answered->choices) {
+      INFO(completion.text);
+      REQUIRE(completion.parse_error.empty());
+      for (const ChatToolCall& call : completion.message.tool_calls) {
+        auto answer = ParseJson(call.arguments["answer_text"].get<std::string>());
+        REQUIRE(answer.ok());
+        REQUIRE(answer->is_object());
+        CHECK(answer->size() == 1);
+        CHECK((*answer)["price"].is_number_integer());
+      }
+    }
+    request.answer_schema = Json::parse(R"({"type": "string"})");
+    auto text = (*backend)->Complete(request);
+    REQUIRE(text.ok());
+    for (const Completion& completion : text->choices) CHECK(completion.parse_error.empty());
+
+    request.tools = ShopTools();
+    request.answer_schema = Json();
     request.tool_choice = "launch_rocket";
     auto refused = (*backend)->Complete(request);
     REQUIRE_FALSE(refused.ok());
