@@ -468,6 +468,7 @@ void ToolCallGrammar::StartJson(State& state, int node) const {
   state.json_objects = 0;
   state.json_next = static_cast<int16_t>(node);
   state.json_surrogate = 0;
+  state.whitespace = 0;
   ResetUtf8(state);
 }
 
@@ -854,27 +855,32 @@ bool ToolCallGrammar::CloseContainer(State& state, uint8_t byte) const {
   return true;
 }
 
+// Whether whitespace may come here between a JSON value's tokens: not in closing mode, and at most
+// 4 + 4 * depth bytes in a row (enough to pretty-print with 4-space indents; a model cannot idle).
+static bool TakesJsonSpace(ToolCallGrammar::State& state, bool closing) {
+  return !closing && ++state.whitespace <= 4 + 4 * state.json_depth;
+}
+
 bool ToolCallGrammar::FeedJson(State& state, uint8_t byte) const {
   state.bytes += 1;
   const bool closing = options_.max_value_bytes > 0 && state.bytes > options_.max_value_bytes;
   const bool top = state.json_depth == 0;
   const bool in_object = !top && ((state.json_objects >> (state.json_depth - 1)) & 1) != 0;
+  const bool structural = state.json == kJValue || state.json == kJValueOrClose || state.json == kJKeyOrClose ||
+                          state.json == kJKey || state.json == kJColon || state.json == kJAfter;
+  if (structural && IsSpace(byte)) return TakesJsonSpace(state, closing);
+  if (structural) state.whitespace = 0;
   switch (state.json) {
-    case kJValue:
-      if (IsSpace(byte)) return !closing;
-      return StartJsonValue(state, byte);
+    case kJValue: return StartJsonValue(state, byte);
     case kJValueOrClose:
       if (byte == ']') return CloseContainer(state, byte);
-      if (IsSpace(byte)) return !closing;
       return !closing && StartJsonValue(state, byte);
     case kJKeyOrClose:
     case kJKey:
       if (byte == '}' && state.json == kJKeyOrClose) return CloseContainer(state, byte);
-      if (IsSpace(byte)) return !closing;
       if (byte != '"') return false;
       return OpenKey(state, closing);
     case kJColon:
-      if (IsSpace(byte)) return !closing;
       if (byte != ':') return false;
       state.json = kJValue;
       return true;
@@ -890,7 +896,6 @@ bool ToolCallGrammar::FeedJson(State& state, uint8_t byte) const {
       return true;
     }
     case kJAfter:
-      if (IsSpace(byte)) return !closing;
       if (top) {
         if (byte != '<') return false;
         EnterChoice(state, value_end_);

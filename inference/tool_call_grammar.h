@@ -27,7 +27,9 @@
 //     content and text values hold no DSML markup ("｜DSML｜") but the block's opening and the
 //     value's closing tag: once content has written "\n\n<｜DSML｜" (or "<｜DSML｜" first) the
 //     block opening is the only way on, and likewise "</｜DSML｜" in a value closes it;
-//   - ws is at most 8 whitespace bytes (the parser skips any; a bound keeps a model from idling).
+//   - ws is at most 8 whitespace bytes (the parser skips any; a bound keeps a model from idling);
+//     likewise between a JSON value's tokens at most 4 + 4 * depth in a row (pretty-printing with
+//     4-space indents fits).
 //
 // JSON values are typed by their schema down to kTypedDepth levels of nesting: `type` (a name or
 // a list; "integer": no fraction or exponent), string `enum` and `const` (written as the schema
@@ -101,7 +103,7 @@ class ToolCallGrammar {
     uint16_t lo = 0, hi = 0;
     uint16_t matched = 0;
     bool gap = false;                   // kChoice: whitespace may come before the first byte
-    uint8_t whitespace = 0;             // whitespace bytes in the current gap
+    uint8_t whitespace = 0;             // whitespace bytes in the current gap (or JSON run)
     int32_t tool = -1;                  // the tool being invoked
     int32_t invokes = 0;                // invokes completed
     std::bitset<kTrackedParams> given;  // properties given in this invoke

@@ -10,10 +10,12 @@
 
 #include "inference/batch_engine.h"
 #include "tests/inference/model_test_util.h"
+#include "tests/inference/engine_test_util.h"
 
 namespace envforge::inference {
 namespace {
 
+using engine_testing::MustAnswer;
 using model_testing::TinyModel;
 
 constexpr int32_t kNeverStop = -1;  // no sampled token equals it: choices run to max_tokens
@@ -37,14 +39,6 @@ std::vector<int32_t> Feed(int32_t first, int length) {
 }
 
 // The answer within a minute (a request the engine lost would block for ever).
-EngineResult MustAnswer(std::future<Result<EngineResult>>& future) {
-  REQUIRE(future.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
-  Result<EngineResult> result = future.get();
-  INFO(result.status().ToString());
-  REQUIRE(result.ok());
-  return std::move(*result);
-}
-
 TEST_CASE("followers of a finished leader run to their own end with the tokens they sample alone") {
   auto model = Model::Load(TinyModel("bf16"));
   REQUIRE(model.ok());

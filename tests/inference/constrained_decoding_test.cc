@@ -16,10 +16,12 @@
 #include "inference/token_constraint.h"
 #include "inference/tool_call_grammar.h"
 #include "tests/inference/model_test_util.h"
+#include "tests/inference/engine_test_util.h"
 
 namespace envforge::inference {
 namespace {
 
+using engine_testing::MustAnswer;
 using model_testing::TinyModel;
 
 OrderedJson ShopTools() {
@@ -47,14 +49,6 @@ OrderedJson AnswerTools() {
 std::vector<ChatMessage> ShopConversation() {
   return {{"system", "You answer questions about a shop's database with its tools."},
           {"user", "What is the price of the Pola Brush?"}};
-}
-
-EngineResult MustAnswer(std::future<Result<EngineResult>> future) {
-  REQUIRE(future.wait_for(std::chrono::seconds(120)) == std::future_status::ready);
-  Result<EngineResult> result = future.get();
-  INFO(result.status().ToString());
-  REQUIRE(result.ok());
-  return std::move(*result);
 }
 
 TEST_SUITE("inference.constrained_decoding") {

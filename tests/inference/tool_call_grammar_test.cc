@@ -325,7 +325,9 @@ TEST_SUITE("inference.tool_call_grammar") {
     }
   }
 
-  TEST_CASE("nested JSON follows its schema: types, enums, required and closed objects, items, JSON in text") {
+  TEST_CASE(
+      "nested JSON follows its schema: types, enums, required and closed objects, items, JSON in text, bounded "
+      "whitespace") {
     auto built = ToolCallGrammar::Build(NestedTools(), {});
     INFO(built.status().ToString());
     REQUIRE(built.ok());
@@ -360,6 +362,14 @@ TEST_SUITE("inference.tool_call_grammar") {
     CHECK(AcceptsPrefix(grammar, tags + "<｜DSML｜parameter name=\"mode\" string=\"true\">fast<"));
     CHECK_FALSE(AcceptsPrefix(grammar, tags + "<｜DSML｜parameter name=\"mode\" string=\"true\">slow"));
     CHECK_FALSE(AcceptsPrefix(grammar, tags + "<｜DSML｜parameter name=\"mode\" string=\"false\">"));
+
+    // Pretty-printed JSON fits the whitespace bound (4 + 4 per level); idling past it does not.
+    CHECK(AcceptsWhole(grammar, BookTrip("{\n    \"city\": \"Oslo\",\n    \"nights\": 2,\n    \"rooms\": [\n"
+                                         "        {\n            \"beds\": 1\n        }\n    ]\n}") +
+                                    close));
+    CHECK(AcceptsPrefix(grammar, SubmitAnswer("{\"price\":" + std::string(8, ' ') + "1" + std::string(8, '\n'))));
+    CHECK_FALSE(AcceptsPrefix(grammar, SubmitAnswer("{\"price\":" + std::string(9, ' '))));
+    CHECK_FALSE(AcceptsPrefix(grammar, SubmitAnswer(std::string(5, '\n'))));
 
     // JSON carried in a text value: the answer the task's schema asks for, nothing else.
     CHECK(AcceptsWhole(grammar, SubmitAnswer(R"( {"price": 68})") + close));
