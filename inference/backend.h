@@ -56,6 +56,10 @@ struct CompletionRequest {
   // under the tool-call grammar, writes submit_result's answer_text as one JSON value of it when
   // the schema admits no string (tool_call_grammar.h's answer_schema); other backends ignore it.
   Json answer_schema;
+  // false: at most one tool call per choice (OpenAI's parallel_tool_calls). The embedded backend
+  // decodes so under the tool-call grammar and marks a freely decoded choice with more calls
+  // (parse_error); openai sends it on.
+  bool parallel_tool_calls = true;
   int64_t n = 1;
   int64_t max_tokens = 512;       // per choice
   SamplingParams sampling;        // temperature, top_p, top_k, seed

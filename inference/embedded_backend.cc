@@ -168,7 +168,7 @@ class EmbeddedBackend final : public Backend {
   int64_t continuations_missed_ = 0;
   std::once_flag trie_once_;
   std::shared_ptr<const VocabTrie> trie_;  // built by the first constrained request
-  // Grammars by (thinking, tool_choice, answer schema, tools): an episode's turns share one, and
+  // Grammars by (thinking, parallel calls, tool_choice, answer schema, tools): an episode's turns share one, and
   // the tasks of one answer schema do (under mutex_).
   std::map<std::string, std::shared_ptr<const ToolCallGrammar>> grammars_;
 };
@@ -180,8 +180,8 @@ constexpr size_t kMaxGrammars = 64;
 Result<std::shared_ptr<const TokenConstraint>> EmbeddedBackend::ToolCallConstraintFor(
     const CompletionRequest& request) {
   const std::string answer = request.answer_schema.is_null() ? std::string() : DumpJson(request.answer_schema);
-  const std::string key =
-      std::string(request.thinking ? "t" : "f") + request.tool_choice + "\n" + answer + "\n" + ToolsKey(request);
+  const std::string key = std::string(request.thinking ? "t" : "f") + (request.parallel_tool_calls ? "p" : "1") +
+                          request.tool_choice + "\n" + answer + "\n" + ToolsKey(request);
   std::shared_ptr<const ToolCallGrammar> grammar;
   {
     std::lock_guard lock(mutex_);
@@ -192,6 +192,7 @@ Result<std::shared_ptr<const TokenConstraint>> EmbeddedBackend::ToolCallConstrai
     options.thinking = request.thinking;
     if (request.tool_choice != "required") options.only_tool = request.tool_choice;
     if (!request.answer_schema.is_null()) options.answer_schema = OrderedJson::parse(answer);
+    if (!request.parallel_tool_calls) options.max_invokes = 1;
     auto built = ToolCallGrammar::Build(request.tools, options);
     if (!built.ok()) {
       return InvalidArgumentError("tool_choice \"" + request.tool_choice + "\": " + built.status().message());
@@ -337,6 +338,10 @@ Completion EmbeddedBackend::MakeChoice(const CompletionRequest& request, EngineC
   }
   if (request.tool_choice == "required" && completion.parse_error.empty() && completion.message.tool_calls.empty()) {
     completion.parse_error = "tool_choice is \"required\" but the completion calls no tool";
+  }
+  if (!request.parallel_tool_calls && completion.parse_error.empty() && completion.message.tool_calls.size() > 1) {
+    completion.parse_error = "parallel_tool_calls is false but the completion calls " +
+                             std::to_string(completion.message.tool_calls.size()) + " tools";
   }
   for (size_t i = 0; i < completion.message.tool_calls.size(); ++i) {
     completion.message.tool_calls[i].id = "call_" + std::to_string(i);

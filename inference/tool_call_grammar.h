@@ -66,8 +66,7 @@ struct ToolCallGrammarOptions {
   bool thinking = false;  // the completion starts with reasoning up to "</think>"
   std::string only_tool;  // non-empty: the only tool that may be invoked (tool_choice names it)
   int64_t max_content_bytes = 1024;
-  // Calls per completion, 0: any (1 would be OpenAI's parallel_tool_calls false, which no backend
-  // passes on yet).
+  // Calls per completion, 0: any (1: OpenAI's parallel_tool_calls false).
   int64_t max_invokes = 0;
   int64_t max_value_bytes = 0;  // 0: unbounded (a file's contents may be long); max_tokens bounds it
   // envforge's episodes: the task's answer schema (null: none). When it admits no string (a

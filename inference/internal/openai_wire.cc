@@ -150,6 +150,7 @@ Status AddTools(const CompletionRequest& request, OrderedJson& body) {
   } else {
     body["tool_choice"] = OrderedJson{{"type", "function"}, {"function", {{"name", choice}}}};
   }
+  if (!request.parallel_tool_calls) body["parallel_tool_calls"] = false;
   return Status::Ok();
 }
 

@@ -307,6 +307,7 @@ void ReadChat(const Json& body, V1Request& request) {
   for (size_t i = 0; i < messages->size(); ++i) completion.messages.push_back(ReadMessage((*messages)[i], i));
   std::vector<std::string> tool_names = ReadTools(body, &completion.tools);
   completion.tool_choice = ReadToolChoice(body, tool_names);
+  completion.parallel_tool_calls = OptBool(body, "parallel_tool_calls").value_or(true);
   completion.thinking = ReadThinking(body);
   completion.logprobs = OptBool(body, "logprobs").value_or(false);
   completion.top_logprobs = OptInteger(body, "top_logprobs", 0, 20).value_or(0);

@@ -221,6 +221,12 @@ TEST_CASE("openai: thinking off sends no reasoning; tool_choice none drops the t
   body = Echoed(named->choices[0])["body"];
   CHECK(body["tool_choice"] == Json{{"type", "function"}, {"function", {{"name", "search"}}}});
   CHECK(body["tools"][0]["function"]["parameters"] == Json{{"type", "object"}});
+  CHECK_FALSE(body.contains("parallel_tool_calls"));  // OpenAI's default (true) goes unsaid
+  request.parallel_tool_calls = false;
+  Result<CompletionResult> single = Complete(*backend, request);
+  REQUIRE(single.ok());
+  CHECK(Echoed(single->choices[0])["body"]["parallel_tool_calls"] == false);
+  request.parallel_tool_calls = true;
   // The echo made no call to "search": the choice stays, marked.
   CHECK(Contains(named->choices[0].parse_error, "'search'"));
 

@@ -96,7 +96,8 @@ TEST_CASE("v1 npm: the openai package talks to envforge serve") {
 }
 
 // tool_choice "required" and a named tool against the embedded policy-small: the engine decodes
-// under the tool-call grammar, so every choice the client reads is a call with JSON arguments.
+// under the tool-call grammar, so every choice the client reads is a call with JSON arguments
+// (exactly one with parallel_tool_calls false).
 constexpr const char* kRequiredScript = R"JS(
 import OpenAI from "openai";
 
@@ -108,9 +109,11 @@ const tools = [
   { type: "function", function: { name: "submit_result", description: "The final answer.",
     parameters: { type: "object", properties: { answer_text: { type: "string" } }, required: ["answer_text"] } } }];
 const out = [];
-for (const tool_choice of ["required", { type: "function", function: { name: "submit_result" } }]) {
+const requests = [{ tool_choice: "required" }, { tool_choice: { type: "function", function: { name: "submit_result" } } },
+                  { tool_choice: "required", parallel_tool_calls: false }];
+for (const extra of requests) {
   const reply = await client.chat.completions.create({
-    model: "policy-small", n: 6, seed: 4, max_tokens: 300, tools, tool_choice,
+    model: "policy-small", n: 6, seed: 4, max_tokens: 300, tools, ...extra,
     messages: [{ role: "user", content: "Stock check: how many units of the Pola Brush are there?" }] });
   for (const choice of reply.choices) {
     out.push({ finish_reason: choice.finish_reason,
@@ -137,18 +140,19 @@ TEST_CASE("v1 npm: tool_choice required from the openai package gets calls decod
   REQUIRE(run->exit_code == 0);
   auto out = ParseJson(run->stdout_text, "client output");
   REQUIRE(out.ok());
-  REQUIRE(out->size() == 12);
+  REQUIRE(out->size() == 18);
   for (size_t i = 0; i < out->size(); ++i) {
     const Json& choice = (*out)[i];
     CAPTURE(choice.dump());
     CHECK(choice["finish_reason"] == "tool_calls");
     REQUIRE_FALSE(choice["calls"].empty());
     for (const Json& call : choice["calls"]) {
-      if (i >= 6) CHECK(call["name"] == "submit_result");
+      if (i >= 6 && i < 12) CHECK(call["name"] == "submit_result");
       if (call["name"] == "get_product") CHECK(call["arguments"]["name"].is_string());
       if (call["name"] == "submit_result") CHECK(call["arguments"]["answer_text"].is_string());
       CHECK((call["name"] == "get_product" || call["name"] == "submit_result"));
     }
+    if (i >= 12) CHECK(choice["calls"].size() == 1);  // parallel_tool_calls: false
   }
 }
 
