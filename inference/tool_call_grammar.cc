@@ -515,14 +515,20 @@ bool ToolCallGrammar::Complete(State& state, const Entry& entry) const {
   return false;
 }
 
+// The entries of the sorted range [lo, hi) whose byte at `at` is `byte` (they share the bytes
+// before it, so they are contiguous).
+std::pair<uint16_t, uint16_t> ToolCallGrammar::Narrow(const std::vector<Entry>& entries, uint16_t lo, uint16_t hi,
+                                                      size_t at, uint8_t byte) {
+  while (lo < hi && entries[lo].text[at] != static_cast<char>(byte)) ++lo;
+  uint16_t end = lo;
+  while (end < hi && entries[end].text[at] == static_cast<char>(byte)) ++end;
+  return {lo, end};
+}
+
 bool ToolCallGrammar::FeedChoice(State& state, uint8_t byte) const {
   if (state.gap && state.matched == 0 && IsSpace(byte)) return ++state.whitespace <= kMaxGapWhitespace;
   const std::vector<Entry>& entries = tables_[state.table].entries;
-  const size_t at = state.matched;
-  uint16_t lo = state.lo;
-  while (lo < state.hi && entries[lo].text[at] != static_cast<char>(byte)) ++lo;
-  uint16_t hi = lo;
-  while (hi < state.hi && entries[hi].text[at] == static_cast<char>(byte)) ++hi;
+  const auto [lo, hi] = Narrow(entries, state.lo, state.hi, state.matched, byte);
   state.lo = lo;
   state.hi = hi;
   state.matched += 1;
@@ -720,10 +726,7 @@ bool ToolCallGrammar::FeedJsonChoice(State& state, uint8_t byte, bool closing) c
   auto taken = [&](const Entry& entry) { return key && entry.value < 64 && ((given >> entry.value) & 1) != 0; };
   const std::vector<Entry>& entries = tables_[state.table].entries;
   const size_t at = state.matched;
-  uint16_t lo = state.lo;
-  while (lo < state.hi && entries[lo].text[at] != static_cast<char>(byte)) ++lo;
-  uint16_t hi = lo;
-  while (hi < state.hi && entries[hi].text[at] == static_cast<char>(byte)) ++hi;
+  const auto [lo, hi] = Narrow(entries, state.lo, state.hi, at, byte);
   bool live = false;
   for (uint16_t i = lo; i < hi && !live; ++i) live = !taken(entries[i]);
   if (lo < hi && (live || free_allowed)) {

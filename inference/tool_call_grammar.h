@@ -55,6 +55,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/json.h"
@@ -200,6 +201,8 @@ class ToolCallGrammar {
  private:
   ToolCallGrammar() = default;
   bool FeedChoice(State& state, uint8_t byte) const;
+  static std::pair<uint16_t, uint16_t> Narrow(const std::vector<Entry>& entries, uint16_t lo, uint16_t hi, size_t at,
+                                              uint8_t byte);
   bool Complete(State& state, const Entry& entry) const;
   void EnterChoice(State& state, int table) const;
   void EnterGap(State& state, int table) const;
