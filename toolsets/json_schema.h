@@ -18,6 +18,7 @@
 //   containers   $defs, definitions (schemas reachable by $ref; each is checked even if unused)
 // Accepted annotations (no effect on validation): title, description, default, examples,
 // $schema, $id, $comment, readOnly, writeOnly, deprecated, contentEncoding, contentMediaType,
+// contentSchema (2019-09's schema of the JSON a string carries; the tool-call grammar decodes by it),
 // OpenAPI's discriminator (Pydantic emits it beside the oneOf of a tagged union, which is what
 // validates), and any keyword starting with "x-" (e.g. "x-domain": "hotels.name").
 //

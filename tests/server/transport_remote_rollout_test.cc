@@ -368,6 +368,9 @@ TEST_CASE("connecting and describing name what is wrong: unreachable, token, env
   CHECK(described->tools.size() >= 3);  // lookup, read_manual, self_destruct, submit_result
   REQUIRE(described->FindTask("vault_code") != nullptr);
   CHECK_FALSE(described->FindTask("vault_code")->version.empty());
+  // The answer schema comes along (the embedded engine decodes a structured answer by it).
+  CHECK(described->FindTask("vault_code")->answer_schema.is_object());
+  CHECK(described->FindTask("vault_code")->answer_schema["required"] == Json::array({"code"}));
   auto unknown = host->DescribeEnvironment("nowhere");
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.status().code() == StatusCode::kNotFound);

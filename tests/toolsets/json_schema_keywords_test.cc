@@ -324,6 +324,12 @@ TEST_SUITE("toolsets.json_schema.keywords") {
     CHECK(SchemaError(R"({"contentMediaType": 1})") == "/contentMediaType: must be a string");
     CHECK(Valid(R"({"readOnly": true, "contentEncoding": "base64"})", "12"));
     CHECK(SchemaError(R"({"discriminator": "kind"})") == "/discriminator: must be an object");
+    // contentSchema describes the JSON inside a string; the string itself is what validates.
+    const char* json_text = R"({"type": "string", "contentMediaType": "application/json",
+                                "contentSchema": {"type": "object", "required": ["price"]}})";
+    CHECK(SchemaError(json_text) == "");
+    CHECK(Valid(json_text, R"("not even JSON")"));
+    CHECK(SchemaError(R"({"contentSchema": 5})") == "/contentSchema: must be a schema (an object or a boolean)");
   }
 
   TEST_CASE("a Pydantic tagged union: oneOf with $refs and a discriminator") {

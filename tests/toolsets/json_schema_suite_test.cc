@@ -85,7 +85,8 @@ const std::set<std::string, std::less<>> kSupported = {"type",
                                                        "writeOnly",
                                                        "deprecated",
                                                        "contentEncoding",
-                                                       "contentMediaType"};
+                                                       "contentMediaType",
+                                                       "contentSchema"};
 
 // Why `schema` is outside the supported subset ("" when it is inside): an unknown keyword, a
 // $ref that is not a local JSON pointer, or a $ref below a nested $id.

@@ -66,6 +66,7 @@ bool IsAnnotation(std::string_view keyword) {
       "deprecated",
       "contentEncoding",
       "contentMediaType",
+      "contentSchema",  // the schema of the JSON a string carries (tool_call_grammar.h decodes by it)
       // OpenAPI's hint for a tagged union, which Pydantic emits next to oneOf; oneOf validates.
       "discriminator",
   };
@@ -84,6 +85,9 @@ Status CheckAnnotation(std::string_view keyword, const Json& value, const std::s
   }
   if (keyword == "examples" && !value.is_array()) return Error(at, "must be an array");
   if (keyword == "discriminator" && !value.is_object()) return Error(at, "must be an object");
+  if (keyword == "contentSchema" && !value.is_object() && !value.is_boolean()) {
+    return Error(at, "must be a schema (an object or a boolean)");
+  }
   return Status::Ok();
 }
 
