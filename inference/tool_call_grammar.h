@@ -36,10 +36,12 @@
 // spells them, JSON-escaped), and for objects `properties`, `required` (an object closes only
 // once its first 64 properties' required ones were given) and `additionalProperties: false`
 // (then only listed keys, each once; listed keys are written as the schema spells them). An
-// array's `items` types its elements. A schema with `anyOf`, `oneOf`, `allOf`, `not`, `if` or
-// `$ref` is left untyped, as is everything deeper; the rest of JSON Schema (bounds, patterns,
+// array's `items` types its elements. A schema with `$ref` is left untyped (draft-07 ignores its
+// siblings), as is everything deeper; `anyOf`, `oneOf`, `allOf`, `not` and `if` narrow nothing
+// here (their sibling keywords still do), and the rest of JSON Schema (bounds, patterns,
 // formats) is not enforced: what the grammar takes is a superset of what validates, narrowed
-// only where the schema says so, and the session still validates the arguments.
+// only where the schema says so, and the session still validates the arguments. `patternProperties`
+// keeps an object open.
 //
 // Bounds: content longer than max_content_bytes continues only with the block opening. With
 // max_value_bytes > 0, a text value longer than that continues only with its closing tag and a
