@@ -136,7 +136,24 @@ def pick_thresholds(rng, rows, dims, lo, hi, satisfies):
     themselves, so that between lo and hi rows qualify (satisfies(row, constraints)) and every
     constraint binds (dropping one admits more rows); falls back to the smallest non-empty
     count. Thresholds from the data make every task solvable by construction."""
+    if not rows:
+        raise ValueError("pick_thresholds: no rows to draw thresholds from (dims %r)" % (dims,))
     cands = [sorted(set(r[k] for r in rows)) for k, _ in dims]
+    good, fallback = _threshold_candidates(rows, dims, cands, lo, hi, satisfies)
+    if not fallback:
+        # Every row shares the extreme value of a strict dimension (all tickets free, "< 0"
+        # admits none): one step past the data's range admits them all.
+        cands = [values + [values[-1] + 1] if op in ("<", "<=") else [values[0] - 1] + values
+                 for values, (_, op) in zip(cands, dims)]
+        good, fallback = _threshold_candidates(rows, dims, cands, lo, hi, satisfies)
+    if good:
+        return rng.choice(good)
+    fallback.sort(key=lambda t: (t[0], repr(t[1])))
+    return fallback[0][1]
+
+
+def _threshold_candidates(rows, dims, cands, lo, hi, satisfies):
+    """(good, fallback) of pick_thresholds over the candidate values `cands` per dimension."""
     good, fallback = [], []
     for values in itertools.product(*cands):
         cons = [(k, op, v) for (k, op), v in zip(dims, values)]
@@ -148,10 +165,7 @@ def pick_thresholds(rng, rows, dims, lo, hi, satisfies):
         if lo <= n <= hi and binding:
             good.append(cons)
         fallback.append((n, cons))
-    if good:
-        return rng.choice(good)
-    fallback.sort(key=lambda t: (t[0], repr(t[1])))
-    return fallback[0][1]
+    return good, fallback
 
 
 def band_limits(shares, size, prev=None):
