@@ -4,6 +4,12 @@
     policy_transcripts.py --out F.jsonl --seeds A-B [--instances K] [--templates train|all|a,b]
                           [--thinking-fraction P] [--recovery-fraction R] [--work DIR] [--build DIR]
                           [--seed S]
+    policy_transcripts.py --out F.jsonl --seeds A-B --categories C1,C2,... [--levels L]
+                          [--lineages M] [...]
+
+With --categories, the environments are those of `envforge synth`'s procedural generators
+(envsynth/procedural/propose.py build) instead of the shop's: per seed and category one
+environment with M lineages of levels 1..L (the tier of a transcript is its task's level).
 
 For every seed in A..B, scripts/policy_envs.py writes one environment source, `envforge env pack`
 packs it, and an in-process runtime (the envforge Python module) serves all of them. For every
@@ -36,6 +42,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -173,6 +180,28 @@ def render(envforge, messages, tools, thinking):
     return text, spans
 
 
+PROPOSE_PY = os.path.join(ROOT, "envsynth", "procedural", "propose.py")
+
+
+def synth_sources(seeds, categories, lineages, levels, work):
+    """One procedural synth environment per seed and category (propose.py build), named
+    <category>_<seed>; returns [(seed, env name, source dir)]."""
+    envs = []
+    for category in categories:
+        for seed in seeds:
+            source = os.path.join(work, "sources", "%s_%d" % (category, seed))
+            if not os.path.isdir(source):
+                command = [sys.executable, PROPOSE_PY, "build", "--category", category, "--seed", str(seed),
+                           "--lineages", str(lineages), "--levels", str(levels), "--out", source]
+                done = subprocess.run(command, capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise RuntimeError("propose.py build --category %s --seed %d failed: %s"
+                                       % (category, seed, done.stderr.strip()[-400:]))
+            with open(os.path.join(source, "env.json")) as handle:
+                envs.append((seed, json.load(handle)["name"], source))
+    return envs
+
+
 def generate_sources(seeds, instances, templates, work):
     """Writes and packs one environment per seed; returns [(seed, env name, source dir)]."""
     envs = []
@@ -278,8 +307,12 @@ def transcripts_of_env(envforge, connection, seed, name, source, choice_seed, th
             spans = spans[len(context):]
         finally:
             session.close()
-        yield {"env": name, "seed": seed, "task": task_id, "template": knobs.get("template", task_id),
-               "tier": task.get("difficulty", 0), "thinking": thinking, "recovery": mistake is not None,
+        # A synth task's template is named by its category too (templates repeat across categories).
+        template = knobs.get("template", task_id)
+        if "level" in knobs:
+            template = "%s/%s" % (name.rsplit("_", 1)[0], template)
+        yield {"env": name, "seed": seed, "task": task_id, "template": template,
+               "tier": task.get("difficulty", knobs.get("level", 0)), "thinking": thinking, "recovery": mistake is not None,
                "calls": len(tools.calls) + 1,
                "text": text, "spans": spans, "messages": messages}
 
@@ -304,7 +337,11 @@ def write_transcripts(args):
     envforge_bin = os.path.join(args.build, "bin", "envforge")
     work = args.work or tempfile.mkdtemp(prefix="policy-transcripts-")
     progress = make_progress(args.quiet)
-    envs = generate_sources(seeds, args.instances, templates, work)
+    if args.categories:
+        categories = [c.strip() for c in args.categories.split(",") if c.strip()]
+        envs = synth_sources(seeds, categories, args.lineages, args.levels, work)
+    else:
+        envs = generate_sources(seeds, args.instances, templates, work)
     packed_dir = pack_all(envforge_bin, envs, work, progress)
     directory = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(directory, exist_ok=True)
@@ -344,6 +381,9 @@ def main(argv=None):
     parser.add_argument("--recovery-fraction", type=float, default=0.0,
                         help="share of transcripts whose first call is mistaken once (an error back) before the gold's")
     parser.add_argument("--seed", type=int, default=0, help="seed of the thinking-mode and recovery choices")
+    parser.add_argument("--categories", help="synth categories (envsynth/procedural) instead of the shop environments")
+    parser.add_argument("--levels", type=int, default=2, help="with --categories: levels 1..L of each lineage")
+    parser.add_argument("--lineages", type=int, default=2, help="with --categories: lineages per environment")
     parser.add_argument("--work", help="keep generated sources and packed envs here (reused when present)")
     parser.add_argument("--keep-work", action="store_true")
     parser.add_argument("--build", default=os.path.join(ROOT, "build"), help="the CMake build directory")
@@ -351,6 +391,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.instances < 1:
         parser.error("--instances must be at least 1")
+    if args.levels < 1 or args.lineages < 1:
+        parser.error("--levels and --lineages must be at least 1")
     for option in ("thinking_fraction", "recovery_fraction"):
         if not 0.0 <= getattr(args, option) <= 1.0:
             parser.error("--%s must lie in [0, 1]" % option.replace("_", "-"))

@@ -139,3 +139,29 @@ def test_bad_arguments_are_refused_with_a_message(tmp_path, capsys):
     with pytest.raises(SystemExit):
         policy_transcripts.main(["--out", str(tmp_path / "x.jsonl"), "--seeds", "1", "--instances", "0"])
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_synth_categories_give_transcripts_by_level_that_replay_and_pass(tmp_path):
+    """--categories: the procedural synth generators' environments (envsynth/procedural), one per
+    seed and category, lineages x levels tasks each, replayed through the rollout loop."""
+    out = tmp_path / "s.jsonl"
+    code = policy_transcripts.main(["--out", str(out), "--seeds", "3", "--categories", "e_commerce,inventory",
+                                    "--lineages", "2", "--levels", "2", "--thinking-fraction", "0.5",
+                                    "--work", str(tmp_path / "work"), "--build", BUILD, "--quiet"])
+    assert code == 0
+    records = [json.loads(line) for line in open(out)]
+    assert sorted({record["env"] for record in records}) == ["e_commerce_3", "inventory_3"]
+    assert len(records) == 8 and {record["tier"] for record in records} == {1, 2}
+    assert all(record["template"].split("/")[0] == record["env"].rsplit("_", 1)[0] for record in records)
+    for record in records:
+        assistant = [m for m in record["messages"] if m["role"] == "assistant"]
+        assert len(record["spans"]) == len(assistant) == record["calls"]
+        assert assistant[-1]["tool_calls"][0]["name"] == "submit_result"
+    _replay_and_compare(tmp_path, records, tmp_path)
+
+
+def test_an_unknown_synth_category_is_refused_with_its_name(tmp_path, capsys):
+    assert policy_transcripts.main(["--out", str(tmp_path / "x.jsonl"), "--seeds", "1", "--categories", "no_such",
+                                    "--work", str(tmp_path / "work"), "--build", BUILD, "--quiet"]) == 2
+    assert "--category no_such" in capsys.readouterr().err
+    assert not (tmp_path / "x.jsonl").exists()
