@@ -5,7 +5,7 @@
         [--eval-transcripts G.jsonl] [--steps N] [--seed S] [--size small|smoke] [--threads 2]
         [--copy-steps K --short-steps S --dense-steps A --warmup-steps B --sparse-steps C]
         [--realign-steps R] [--vocab-size V]
-        [--batch-tokens T] [--eval-every N] [--value-weight W]
+        [--batch-tokens T] [--eval-every N] [--value-weight W] [--init MODEL_DIR --lr-scale F]
 
 Steps (scripts/policy/ holds the parts):
   1. tokenizer: a byte-level BPE in DeepSeek-V3's structure trained on the transcripts' text
@@ -46,6 +46,12 @@ Steps (scripts/policy/ holds the parts):
      weights (dense and sparse LM loss, token and turn accuracy on the spans, per tier the
      fraction of tool-call argument values predicted exactly, the indexer's top-k recall of the
      dense attention mass per layer); --eval-every N prints that evaluation during training.
+
+--init MODEL_DIR continues from an exported checkpoint instead of a fresh one: its tokenizer and
+weights are kept (no tokenizer is trained, its tokenizer files are copied into DIR), the copy and
+short stages default to 0 steps, and --lr-scale F (default 1) scales the size's learning rates.
+It is how the shipped checkpoint learnt the synth categories on top of the shops (the model's
+README, "Synth categories").
 
 The process re-executes itself once with glibc malloc tunables that keep freed memory in the
 heap: PyTorch allocates many tensors of tens of MB per step, and glibc otherwise maps and unmaps
@@ -154,6 +160,8 @@ def parse_args(argv):
     parser.add_argument("--value-weight", type=float, help="loss weight of the tokens of tool-call argument "
                         "values (names, categories, answers) against 1 for the other generated tokens "
                         "(default: the size's)")
+    parser.add_argument("--init", help="continue from this exported model directory (its tokenizer and weights)")
+    parser.add_argument("--lr-scale", type=float, default=1.0, help="factor on the size's learning rates")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--vocab-size", type=int, help="tokenizer vocabulary (default: the size's)")
@@ -165,6 +173,13 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 3:
         parser.error("--steps must be at least 3 (one per stage)")
+    if args.init and not os.path.isfile(os.path.join(args.init, "model.safetensors")):
+        parser.error("--init %s: no model.safetensors there" % args.init)
+    if not args.lr_scale > 0:
+        parser.error("--lr-scale must be positive")
+    if args.init:  # a trained checkpoint already copies and knows the turns' form
+        args.copy_steps = 0 if args.copy_steps is None else args.copy_steps
+        args.short_steps = 0 if args.short_steps is None else args.short_steps
     return args
 
 
@@ -222,12 +237,16 @@ def main(argv=None):
         eval_source = "held out of the training transcripts (%d)" % holdout
 
     t0 = time.time()
-    vocab_size = args.vocab_size or size["vocab_size"]
-    # Digits merge like any other symbol: a two-digit price or stock is then one token, like a
-    # name's word, and is copied at the same distance as a name (scripts/policy_envs.py).
-    vocab, merges = tokenizer_lib.train_bpe(tokenizer_lib.bpe_corpus([r["text"] for r in records]), vocab_size,
-                                            split_digits=False)
-    tok = tokenizer_lib.Tokenizer(vocab, merges)
+    if args.init:
+        tok = tokenizer_lib.Tokenizer.load(args.init)
+        merges = tok.merges
+    else:
+        vocab_size = args.vocab_size or size["vocab_size"]
+        # Digits merge like any other symbol: a two-digit price or stock is then one token, like a
+        # name's word, and is copied at the same distance as a name (scripts/policy_envs.py).
+        vocab, merges = tokenizer_lib.train_bpe(tokenizer_lib.bpe_corpus([r["text"] for r in records]), vocab_size,
+                                                split_digits=False)
+        tok = tokenizer_lib.Tokenizer(vocab, merges)
     value_weight = size["value_weight"] if args.value_weight is None else args.value_weight
     mark_values = value_weight != 1.0
     dataset = data.Dataset(tok, records, mark_values=mark_values)
@@ -239,9 +258,14 @@ def main(argv=None):
            100.0 * sum(int((m > 0).sum()) for m in dataset.masks) / dataset.total_tokens, len(eval_set)))
 
     # Model
-    config = export.make_config(size["dims"], tok.vocab_size)
-    model = model_lib.DeepseekV32(config, tie_embeddings=size["tie_embeddings"])
-    model.init_weights(args.seed)
+    if args.init:
+        model = export.load(args.init)
+        config = model.config
+    else:
+        config = export.make_config(size["dims"], tok.vocab_size)
+        model = model_lib.DeepseekV32(config, tie_embeddings=size["tie_embeddings"])
+        model.init_weights(args.seed)
+    lrs = [lr * args.lr_scale for lr in size["lr"]]
     parameters = sum(p.numel() for p in model.parameters())
     indexer_parameters = sum(p.numel() for p in model.indexer_parameters())
     log("model: %.2fM parameters (%.2fM in the indexers); stages: dense %d, warm-up %d, sparse %d steps"
@@ -269,7 +293,7 @@ def main(argv=None):
             lookup_ids, lookup_masks = data.lookup_sequences(tok, lookups, size["lookup_records"], seed=args.seed + 1)
         copy_set = data.Dataset.from_sequences(tok, copy_ids + lookup_ids, copy_masks + lookup_masks)
         stages["copy"] = train.run_stage(model, copy_set, "dense", copy_steps, size["copy_batch_tokens"],
-                                         size["lr"][0], rng, log_every=args.log_every, label="copy")
+                                         lrs[0], rng, log_every=args.log_every, label="copy")
         log("stage copy: %d steps, %d tokens in %.0fs" % (copy_steps, stages["copy"]["tokens"],
                                                           stages["copy"]["seconds"]))
     short_steps = size["short_steps"] if args.short_steps is None else args.short_steps
@@ -277,13 +301,13 @@ def main(argv=None):
         short_set = data.Dataset(tok, [data.without_system_prompt(r) for r in dataset.records],
                                  mark_values=mark_values)
         stages["short"] = train.run_stage(model, short_set, "dense", short_steps, size["short_batch_tokens"],
-                                          size["lr"][0], rng,
+                                          lrs[0], rng,
                                           log_every=args.log_every, checkpoint=checkpoint,
                                           checkpoint_every=args.eval_every, label="short",
                                           value_weight=value_weight)
         log("stage short: %d steps, %d tokens in %.0fs" % (short_steps, stages["short"]["tokens"],
                                                            stages["short"]["seconds"]))
-    for stage, count, lr in zip(train.STAGES, steps, size["lr"]):
+    for stage, count, lr in zip(train.STAGES, steps, lrs):
         stages[stage] = train.run_stage(model, dataset, stage, count, batch_tokens, lr, rng, log_every=args.log_every,
                                         checkpoint=checkpoint, checkpoint_every=args.eval_every,
                                         value_weight=value_weight)
@@ -291,7 +315,7 @@ def main(argv=None):
         log("stage %s: %d steps, %d tokens in %.0fs" % (stage, count, record["tokens"], record["seconds"]))
     realign_steps = size["realign_steps"] if args.realign_steps is None else args.realign_steps
     if realign_steps:
-        stages["realign"] = train.run_stage(model, dataset, "warmup", realign_steps, batch_tokens, size["lr"][1], rng,
+        stages["realign"] = train.run_stage(model, dataset, "warmup", realign_steps, batch_tokens, lrs[1], rng,
                                             log_every=args.log_every, label="realign")
         log("stage realign: %d steps, %d tokens in %.0fs" % (realign_steps, stages["realign"]["tokens"],
                                                              stages["realign"]["seconds"]))
@@ -316,7 +340,8 @@ def main(argv=None):
 
     report = {
         "command": " ".join(["scripts/train_policy.py"] + (argv if argv is not None else sys.argv[1:])),
-        "size": args.size, "seed": args.seed, "threads": args.threads, "torch": torch.__version__,
+        "size": args.size, "seed": args.seed, "init": os.path.abspath(args.init) if args.init else None,
+        "lr_scale": args.lr_scale, "threads": args.threads, "torch": torch.__version__,
         "parameters": parameters, "indexer_parameters": indexer_parameters,
         "config": config, "vocab_size": tok.vocab_size, "merges": len(merges),
         "data": {"train": source, "train_transcripts": len(dataset), "train_tokens": dataset.total_tokens,
@@ -327,9 +352,14 @@ def main(argv=None):
     }
     report["wall_seconds"] = round(time.time() - started, 1)
     with_tokenizer = {}
-    tokenizer_text, tokenizer_config_text = tokenizer_lib.tokenizer_json(vocab, merges)
-    with_tokenizer["tokenizer.json"] = tokenizer_text
-    with_tokenizer["tokenizer_config.json"] = tokenizer_config_text
+    if args.init:
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            with open(os.path.join(args.init, name), encoding="utf-8") as handle:
+                with_tokenizer[name] = handle.read()
+    else:
+        tokenizer_text, tokenizer_config_text = tokenizer_lib.tokenizer_json(vocab, merges)
+        with_tokenizer["tokenizer.json"] = tokenizer_text
+        with_tokenizer["tokenizer_config.json"] = tokenizer_config_text
     with_tokenizer["training.json"] = json.dumps(report, indent=2) + "\n"
     export.export(final, args.out, [], with_tokenizer)
     size_mb = os.path.getsize(os.path.join(args.out, "model.safetensors")) / 1e6

@@ -104,6 +104,32 @@ def test_realignment_moves_the_indexers_alone(trained):
     assert all(p.requires_grad for p in model.parameters())  # the stage unfreezes what it froze
 
 
+def test_init_continues_from_an_exported_model_with_its_tokenizer(trained, tmp_path):
+    """--init: the checkpoint's tokenizer files are copied unchanged, its weights are the start
+    (the first dense loss is the trained model's, far below a fresh one's), the copy and short
+    stages are skipped by default, and every trained tensor moves."""
+    out, report, _ = trained
+    write_jsonl(tmp_path / "more.jsonl", data.synthetic_transcripts(40, seed=21))
+    again = tmp_path / "again"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(again), "--size", "smoke", "--init", str(out),
+                           "--transcripts", str(tmp_path / "more.jsonl"), "--threads", "1", "--dense-steps", "3",
+                           "--warmup-steps", "0", "--sparse-steps", "2", "--realign-steps", "0", "--lr-scale", "0.5",
+                           "--eval-limit", "4"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (again / name).read_bytes() == (out / name).read_bytes()
+    continued = json.loads((again / "training.json").read_text())
+    assert continued["init"] == str(out) and continued["lr_scale"] == 0.5
+    assert list(continued["stages"]) == ["dense", "warmup", "sparse"] and continued["stages"]["warmup"]["steps"] == 0
+    assert continued["stages"]["dense"]["loss_first"] < 0.5 * report["stages"]["short"]["loss_first"]
+    before, after = export.load(out).state_dict(), export.load(again).state_dict()
+    assert before.keys() == after.keys()
+    assert not torch.equal(before["model.embed_tokens.weight"], after["model.embed_tokens.weight"])
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "x"), "--init", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--init %s: no model.safetensors there" % tmp_path in bad.stderr
+
+
 def small_tokenizer():
     """(8 synthetic transcripts, a 400-id BPE trained on them)."""
     records = data.synthetic_transcripts(8, seed=5)
