@@ -9,7 +9,8 @@
 Every environment source is packed (`envforge env pack`), then `envforge rollout X.envdb --all
 --backend embedded:DIR -n N --json` plays every task N times, once with DSA (the indexer's top-k)
 and once with `--dense` (the same weights, dense attention). Tasks are grouped by their tier
-(task.json "difficulty"; held-out templates are reported as their own rows). Per row and mode:
+(task.json "difficulty"; held-out templates are reported as their own rows; an environment of
+`envforge synth`'s procedural generators, env.json "category", gets a row per category and level). Per row and mode:
 tasks, mean pass@1, pass@10, pass@N (the unbiased estimator per task, averaged; "-" when N is
 smaller), mean turns, and the fraction of model turns that were well-formed tool calls
 (1 - invalid calls / turns). With --tool-choice required every turn is decoded under the
@@ -41,16 +42,25 @@ DEFAULT_ENVS = ["data/envs/shop_eval_a", "data/envs/shop_eval_b"]
 BEGIN, END = "<!-- eval:begin -->", "<!-- eval:end -->"
 
 
+def env_category(source):
+    """A synth environment's category (env.json "category", envsynth/procedural), else "" (the
+    shops of policy_envs, whose rows are their tiers)."""
+    with open(os.path.join(source, "env.json")) as handle:
+        category = json.load(handle).get("category", "")
+    return "" if category == "shop" else category
+
+
 def task_table(source):
-    """{task id: (tier, template, held_out)} from an environment source's task.json files and
-    policy_envs.TEMPLATES (which templates were held out of training)."""
+    """{task id: (tier, template, held_out, category)} from an environment source's task.json
+    files, env.json and policy_envs.TEMPLATES (which templates were held out of training)."""
     held_out = {t.name for t in policy_envs.TEMPLATES if t.held_out}
+    category = env_category(source)
     tasks = {}
     for task_id in sorted(os.listdir(os.path.join(source, "tasks"))):
         with open(os.path.join(source, "tasks", task_id, "task.json")) as handle:
             task = json.load(handle)
         template = task.get("knobs", {}).get("template", task_id)
-        tasks[task_id] = (int(task.get("difficulty", 0)), template, template in held_out)
+        tasks[task_id] = (int(task.get("difficulty", 0)), template, template in held_out, category)
     return tasks
 
 
@@ -74,15 +84,19 @@ def rollout(envforge_bin, bundle, model, args, dense):
     return results, time.monotonic() - started
 
 
-def row_key(tier, template, held_out):
-    return ("held-out %s" % template, 100 + tier) if held_out else ("tier %d" % tier, tier)
+def row_key(tier, template, held_out, category=""):
+    """(label, order): a shop task's row is its tier (held-out templates apart), a synth task's
+    its category and level, after the shop rows."""
+    if category:
+        return "%s level %d" % (category, tier), (2, category, tier)
+    return ("held-out %s" % template, (1, "", tier)) if held_out else ("tier %d" % tier, (0, "", tier))
 
 
 def summarize(per_task, n):
     """Rows per tier (and held-out template): means over the row's tasks."""
     rows = {}
     for entry in per_task:
-        label, order = row_key(entry["tier"], entry["template"], entry["held_out"])
+        label, order = row_key(entry["tier"], entry["template"], entry["held_out"], entry.get("category", ""))
         rows.setdefault((order, label), []).append(entry)
     table = []
     for (order, label), entries in sorted(rows.items()):
@@ -103,12 +117,12 @@ def per_task_entries(results, tasks, n):
     pass@k at powers of two and n only), mean turns, outcomes, turns and invalid calls."""
     entries = []
     for result in results:
-        tier, template, held_out = tasks[result["task"]]
+        tier, template, held_out, category = tasks[result["task"]]
         episodes = result.get("episodes", [])
         scored, passed = int(result.get("scored", 0)), int(result.get("passed", 0))
         estimates = {str(k): pass_at_k(scored, passed, k) for k in sorted({1, 10, n})}
         entries.append({"env": result["env"], "task": result["task"], "tier": tier, "template": template, "held_out": held_out,
-                        "pass_at_k": estimates, "scored": scored, "passed": passed,
+                        "category": category, "pass_at_k": estimates, "scored": scored, "passed": passed,
                         "mean_turns": result["mean_turns"], "outcomes": result["outcomes"],
                         "turns": sum(e["turns"] for e in episodes), "invalid_calls": sum(e["invalid_calls"] for e in episodes)})
     return entries

@@ -38,9 +38,20 @@ def test_pass_at_10_is_computed_even_where_the_rollout_reports_powers_of_two():
     result = {"env": "e", "task": "t", "scored": 16, "passed": 4, "mean_turns": 2.0, "outcomes": {},
               "pass_at_k": {"1": 0.25, "2": 0.45, "4": 0.73, "8": 0.96, "16": 1.0},
               "episodes": [{"turns": 2, "invalid_calls": 0}] * 16}
-    entry, = policy_eval.per_task_entries([result], {"t": (1, "price_lookup", False)}, 16)
+    entry, = policy_eval.per_task_entries([result], {"t": (1, "price_lookup", False, "")}, 16)
     assert entry["pass_at_k"]["10"] == pytest.approx(_pass_at_k_by_enumeration(16, 4, 10))
     assert entry["pass_at_k"]["1"] == pytest.approx(0.25)
+
+
+def test_synth_environments_get_a_row_per_category_and_level_after_the_shop_tiers():
+    def entry(tier, category, passed):
+        return {"tier": tier, "template": "t", "held_out": False, "category": category, "mean_turns": 2.0,
+                "turns": 2, "invalid_calls": 0, "pass_at_k": {"1": passed, "10": passed, "16": passed}}
+    entries = [entry(2, "logistics", 0.1), entry(1, "", 0.9), entry(1, "logistics", 0.5), entry(1, "calendar", 0.0),
+               entry(1, "logistics", 0.3)]
+    rows = policy_eval.summarize(entries, 16)
+    assert [r["row"] for r in rows] == ["tier 1", "calendar level 1", "logistics level 1", "logistics level 2"]
+    assert rows[2]["tasks"] == 2 and rows[2]["pass@1"] == pytest.approx(0.4)
 
 
 @pytest.mark.parametrize("n,columns", [(1, ["pass@1"]), (10, ["pass@1", "pass@10"]),
