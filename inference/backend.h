@@ -50,7 +50,9 @@ struct CompletionRequest {
   OrderedJson tools = OrderedJson::array();
   // "auto", "none" (tools are not offered), "required" (a completion without a tool call is a
   // failed choice: finish_reason stays, parse_error says so), or a function name. The embedded
-  // backend decodes "required" and a name under the tool-call grammar (embedded_backend.h).
+  // backend decodes "required" and a name under the tool-call grammar (embedded_backend.h), and
+  // "auto" too when a tool says `strict: true` (OpenAI's strict function calling; the completion
+  // then either calls nothing or makes calls that parse).
   std::string tool_choice = "auto";
   // envforge's episodes: the task's answer schema (null: none). The embedded backend, decoding
   // under the tool-call grammar, writes submit_result's answer_text as one JSON value of it when

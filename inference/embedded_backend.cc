@@ -175,8 +175,29 @@ class EmbeddedBackend final : public Backend {
 
 constexpr size_t kMaxGrammars = 64;
 
+// OpenAI's strict function calling: a tool spec with `strict: true`, at the top (the Responses
+// API's form) or in its "function" object (Chat Completions').
+bool AnyStrictTool(const OrderedJson& tools) {
+  if (!tools.is_array()) return false;
+  for (const OrderedJson& tool : tools) {
+    if (!tool.is_object()) continue;
+    if (tool.value("strict", false) == true) return true;
+    auto function = tool.find("function");
+    if (function != tool.end() && function->is_object() && function->value("strict", false) == true) return true;
+  }
+  return false;
+}
+
+// Whether a request decodes under the tool-call grammar: tool_choice "required" or a tool's name,
+// or "auto" over strict tools (the calls then optional).
+bool DecodesUnderGrammar(const CompletionRequest& request) {
+  if (request.raw || request.tool_choice == "none") return false;
+  return request.tool_choice != "auto" || AnyStrictTool(request.tools);
+}
+
 // tool_choice "required" or a tool's name: the completion is decoded under the DSML tool-call
-// grammar (tool_call_grammar.h), so it always parses into calls of offered tools.
+// grammar (tool_call_grammar.h), so it always parses into calls of offered tools; "auto" over
+// strict tools: into content alone or calls of offered tools.
 Result<std::shared_ptr<const TokenConstraint>> EmbeddedBackend::ToolCallConstraintFor(
     const CompletionRequest& request) {
   const std::string answer = request.answer_schema.is_null() ? std::string() : DumpJson(request.answer_schema);
@@ -190,7 +211,11 @@ Result<std::shared_ptr<const TokenConstraint>> EmbeddedBackend::ToolCallConstrai
   if (grammar == nullptr) {
     ToolCallGrammarOptions options;
     options.thinking = request.thinking;
-    if (request.tool_choice != "required") options.only_tool = request.tool_choice;
+    if (request.tool_choice == "auto") {
+      options.calls_optional = true;
+    } else if (request.tool_choice != "required") {
+      options.only_tool = request.tool_choice;
+    }
     if (!request.answer_schema.is_null()) options.answer_schema = OrderedJson::parse(answer);
     if (!request.parallel_tool_calls) options.max_invokes = 1;
     auto built = ToolCallGrammar::Build(request.tools, options);
@@ -382,7 +407,7 @@ Result<CompletionResult> EmbeddedBackend::Complete(const CompletionRequest& requ
   if (request.top_logprobs < 0 || request.top_logprobs > 20)
     return InvalidArgumentError("top_logprobs must be in 0..20");
   std::shared_ptr<const TokenConstraint> constraint;
-  if (!request.raw && request.tool_choice != "auto" && request.tool_choice != "none") {
+  if (DecodesUnderGrammar(request)) {
     ENVFORGE_ASSIGN_OR_RETURN(constraint, ToolCallConstraintFor(request));
   }
   ENVFORGE_ASSIGN_OR_RETURN(PreparedPrompt prepared, Prepare(request));

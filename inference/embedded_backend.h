@@ -11,7 +11,9 @@
 // guided decoding does for JSON: such a choice always parses into at least one call of an offered
 // tool (that tool only, when named) with the properties its schema lists, required ones included,
 // unless max_tokens cuts it. InvalidArgument when the tools are not usable for the grammar (none
-// offered, a named tool that is not among them). "auto" decodes freely.
+// offered, a named tool that is not among them). "auto" decodes freely, unless a tool says
+// `strict: true` (OpenAI's strict function calling): then under the same grammar with the block
+// optional, so a choice is either content alone or content and calls that parse.
 //
 // Multi-turn reuse (what keeps an agent episode from re-prefilling its conversation): a chat choice
 // that ended on EOS or on max_tokens (not on a stop string) gets a cache_handle holding its KV

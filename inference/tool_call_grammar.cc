@@ -561,7 +561,9 @@ bool ToolCallGrammar::FeedFreeText(State& state, uint8_t byte) const {
         EnterChoice(state, block_rest_);
         return true;
       }
-      if (state.bytes >= options_.max_content_bytes && state.utf8_due == 0) EnterForced(state, forced_open_);
+      if (!options_.calls_optional && state.bytes >= options_.max_content_bytes && state.utf8_due == 0) {
+        EnterForced(state, forced_open_);
+      }
       return true;
     case Phase::kTextValue:
       if (HasSpecialToken(state, false)) return false;
@@ -944,7 +946,7 @@ bool ToolCallGrammar::TakesPlainText(const State& state, int64_t max_bytes) cons
   if (state.utf8_due != 0) return false;
   switch (state.phase) {
     case Phase::kReasoning: return true;
-    case Phase::kContent: return state.bytes + max_bytes < options_.max_content_bytes;
+    case Phase::kContent: return options_.calls_optional || state.bytes + max_bytes < options_.max_content_bytes;
     case Phase::kTextValue: return options_.max_value_bytes <= 0 || state.bytes + max_bytes < options_.max_value_bytes;
     default: return false;
   }

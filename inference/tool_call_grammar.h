@@ -43,6 +43,9 @@
 // only where the schema says so, and the session still validates the arguments. `patternProperties`
 // keeps an object open.
 //
+// With calls_optional (tool_choice "auto" over strict tools) the block is optional: the language
+// is then also [thinking: reasoning "</think>"] content EOS, content unbounded.
+//
 // Bounds: content longer than max_content_bytes continues only with the block opening. With
 // max_value_bytes > 0, a text value longer than that continues only with its closing tag and a
 // JSON value only with the shortest way to close it (strings close, containers close, an expected
@@ -72,6 +75,10 @@ struct ToolCallGrammarOptions {
   // Calls per completion, 0: any (1: OpenAI's parallel_tool_calls false).
   int64_t max_invokes = 0;
   int64_t max_value_bytes = 0;  // 0: unbounded (a file's contents may be long); max_tokens bounds it
+  // tool_choice "auto" with strict tools (OpenAI's `strict: true`): the completion may also end
+  // after its content, calling nothing, and content is then unbounded here (max_tokens bounds it);
+  // once it opens the block, the calls are held to the grammar as under "required".
+  bool calls_optional = false;
   // envforge's episodes: the task's answer schema (null: none). When it admits no string (a
   // structured answer), submit_result's answer_text is one JSON value of it, as a property with
   // contentMediaType application/json and this contentSchema would be. A string answer stays
@@ -147,8 +154,12 @@ class ToolCallGrammar {
   // Advances by one byte; false when the byte leaves the grammar (the state is then unusable).
   bool FeedByte(State& state, uint8_t byte) const;
   bool Feed(State& state, std::string_view bytes) const;
-  // Whether the completion may end here (EOS): after the block's closing tag.
-  bool CanEnd(const State& state) const { return state.phase == Phase::kAfterBlock; }
+  // Whether the completion may end here (EOS): after the block's closing tag, or with
+  // calls_optional after whole UTF-8 characters of content.
+  bool CanEnd(const State& state) const {
+    return state.phase == Phase::kAfterBlock ||
+           (options_.calls_optional && state.phase == Phase::kContent && state.utf8_due == 0);
+  }
   // Whether any run of at most `max_bytes` bytes of whole UTF-8 characters without '>' and 0xEF
   // is accepted from here (free text away from its bounds): the token mask's shortcut.
   bool TakesPlainText(const State& state, int64_t max_bytes) const;

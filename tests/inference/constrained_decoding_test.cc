@@ -3,7 +3,9 @@
 // never do), each token drawn from exactly the set the grammar allows (the recorded kept sets and
 // logprobs are the masked distribution's); policy-small under tool_choice "required" or a named
 // tool calls offered tools every time (its answer_text JSON of the task's answer schema when one
-// is given), and an unusable tool_choice is refused by name.
+// is given), and an unusable tool_choice is refused by name; under "auto" over strict tools
+// (OpenAI's `strict: true`) every choice parses, calling tools or not, where the same request
+// decoded freely gives malformed calls.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -184,6 +186,51 @@ TEST_SUITE("inference.constrained_decoding") {
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.status().code() == StatusCode::kInvalidArgument);
     CHECK(refused.status().message().find("'launch_rocket'") != std::string::npos);
+  }
+
+  TEST_CASE("policy-small under tool_choice auto over strict tools: every choice parses, with or without calls") {
+    auto backend = OpenBackend("embedded:" + std::string(ENVFORGE_TEST_SOURCE_DIR) + "/data/models/policy-small", {});
+    REQUIRE(backend.ok());
+    // OpenAI's Chat Completions form, `strict: true` in the function object.
+    OrderedJson strict = OrderedJson::array();
+    for (const OrderedJson& tool : ShopTools()) {
+      strict.push_back({{"type", "function"},
+                        {"function",
+                         {{"name", tool["name"]},
+                          {"description", tool["description"]},
+                          {"parameters", tool["inputSchema"]},
+                          {"strict", true}}}});
+    }
+    CompletionRequest request;
+    request.messages = ShopConversation();
+    request.tools = strict;
+    request.tool_choice = "auto";
+    request.n = 16;
+    request.max_tokens = 400;
+    request.sampling.seed = 3;
+    auto result = (*backend)->Complete(request);
+    INFO(result.status().ToString());
+    REQUIRE(result.ok());
+    int calling = 0;
+    for (const Completion& completion : result->choices) {
+      INFO(completion.text);
+      CHECK(completion.parse_error.empty());
+      CHECK(completion.finish_reason == (completion.message.tool_calls.empty() ? "stop" : "tool_calls"));
+      for (const ChatToolCall& call : completion.message.tool_calls) {
+        CHECK((call.name == "get_product" || call.name == "list_products" || call.name == "submit_result"));
+        if (call.name == "list_products") CHECK(call.arguments["category"].is_string());
+      }
+      calling += completion.message.tool_calls.empty() ? 0 : 1;
+    }
+    CHECK(calling > 0);  // the model calls tools; the grammar only keeps the calls well-formed
+    // The same request over tools that are not strict decodes freely: some choices do not parse.
+    request.tools = ShopTools();
+    auto free_result = (*backend)->Complete(request);
+    REQUIRE(free_result.ok());
+    int malformed = 0;
+    for (const Completion& completion : free_result->choices) malformed += completion.parse_error.empty() ? 0 : 1;
+    MESSAGE("strict: " << calling << " of 16 choices call tools, none malformed; free: " << malformed << " malformed");
+    CHECK(malformed > 0);
   }
 }
 

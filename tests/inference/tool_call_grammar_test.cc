@@ -246,6 +246,35 @@ TEST_SUITE("inference.tool_call_grammar") {
     CHECK(grammar->CanEnd(state));
   }
 
+  TEST_CASE("calls_optional (auto over strict tools): content alone may end, unbounded; a block opened is held") {
+    auto required = MustBuild({.max_content_bytes = 16});
+    auto optional = MustBuild({.max_content_bytes = 16, .calls_optional = true});
+    CHECK_FALSE(AcceptsWhole(*required, "The price is 12."));
+    CHECK(AcceptsWhole(*optional, "The price is 12."));
+    CHECK(AcceptsWhole(*optional, ""));
+    // Past max_content_bytes the block is not forced: content runs on and may still end.
+    const std::string long_text(200, 'a');
+    CHECK_FALSE(AcceptsPrefix(*required, long_text));
+    CHECK(AcceptsWhole(*optional, long_text));
+    // Not inside a UTF-8 character.
+    auto state = optional->Start();
+    REQUIRE(optional->Feed(state, "caf\xC3"));
+    CHECK_FALSE(optional->CanEnd(state));
+    REQUIRE(optional->FeedByte(state, 0xA9));
+    CHECK(optional->CanEnd(state));
+    // Once the block opens, the calls are the grammar's as under "required".
+    const std::string call = Block(Invoke("list_products", Param("category", true, "garden")));
+    CHECK(AcceptsWhole(*optional, "Let me look." + call));
+    CHECK_FALSE(AcceptsPrefix(*optional, "Let me look." + Block(Invoke("launch_rocket", ""))));
+    auto opened = optional->Start();
+    REQUIRE(optional->Feed(opened, "Let me look.\n\n<｜DSML｜function_calls>"));
+    CHECK_FALSE(optional->CanEnd(opened));
+    // Thinking: reasoning must close before content may end.
+    auto thinking = MustBuild({.thinking = true, .calls_optional = true});
+    CHECK_FALSE(AcceptsWhole(*thinking, "still thinking"));
+    CHECK(AcceptsWhole(*thinking, "done</think>The answer is 3."));
+  }
+
   // A random walk: at every step a byte the grammar accepts, drawn uniformly, until an end (taken
   // with probability 1/4 where allowed). Every such text must parse into offered, well-typed calls.
   TEST_CASE("every text a random walk brings to an end parses into calls of the offered tools") {
