@@ -97,7 +97,8 @@ TEST_CASE("v1 npm: the openai package talks to envforge serve") {
 
 // tool_choice "required" and a named tool against the embedded policy-small: the engine decodes
 // under the tool-call grammar, so every choice the client reads is a call with JSON arguments
-// (exactly one with parallel_tool_calls false).
+// (exactly one with parallel_tool_calls false); tool_choice "auto" over tools marked `strict: true`
+// decodes under the same grammar with the calls optional, so every call the client reads parses.
 constexpr const char* kRequiredScript = R"JS(
 import OpenAI from "openai";
 
@@ -108,9 +109,10 @@ const tools = [
     parameters: { type: "object", properties: { name: { type: "string" } }, required: ["name"] } } },
   { type: "function", function: { name: "submit_result", description: "The final answer.",
     parameters: { type: "object", properties: { answer_text: { type: "string" } }, required: ["answer_text"] } } }];
+const strictTools = tools.map((t) => ({ ...t, function: { ...t.function, strict: true } }));
 const out = [];
 const requests = [{ tool_choice: "required" }, { tool_choice: { type: "function", function: { name: "submit_result" } } },
-                  { tool_choice: "required", parallel_tool_calls: false }];
+                  { tool_choice: "required", parallel_tool_calls: false }, { tool_choice: "auto", tools: strictTools }];
 for (const extra of requests) {
   const reply = await client.chat.completions.create({
     model: "policy-small", n: 6, seed: 4, max_tokens: 300, tools, ...extra,
@@ -124,7 +126,8 @@ for (const extra of requests) {
 console.log(JSON.stringify(out));
 )JS";
 
-TEST_CASE("v1 npm: tool_choice required from the openai package gets calls decoded under the grammar") {
+TEST_CASE(
+    "v1 npm: tool_choice required, or auto over strict tools, from the openai package decodes under the grammar") {
   if (auto missing = NodeClientsMissing({"openai"})) {
     MESSAGE("skipped: " << *missing);
     return;
@@ -140,20 +143,27 @@ TEST_CASE("v1 npm: tool_choice required from the openai package gets calls decod
   REQUIRE(run->exit_code == 0);
   auto out = ParseJson(run->stdout_text, "client output");
   REQUIRE(out.ok());
-  REQUIRE(out->size() == 18);
+  REQUIRE(out->size() == 24);
+  size_t strict_calling = 0;
   for (size_t i = 0; i < out->size(); ++i) {
     const Json& choice = (*out)[i];
     CAPTURE(choice.dump());
-    CHECK(choice["finish_reason"] == "tool_calls");
-    REQUIRE_FALSE(choice["calls"].empty());
+    if (i >= 18) {  // auto over strict tools: content alone, or calls that parsed (JSON.parse above)
+      CHECK(choice["finish_reason"] == (choice["calls"].empty() ? "stop" : "tool_calls"));
+      strict_calling += choice["calls"].empty() ? 0 : 1;
+    } else {
+      CHECK(choice["finish_reason"] == "tool_calls");
+      REQUIRE_FALSE(choice["calls"].empty());
+    }
     for (const Json& call : choice["calls"]) {
       if (i >= 6 && i < 12) CHECK(call["name"] == "submit_result");
       if (call["name"] == "get_product") CHECK(call["arguments"]["name"].is_string());
       if (call["name"] == "submit_result") CHECK(call["arguments"]["answer_text"].is_string());
       CHECK((call["name"] == "get_product" || call["name"] == "submit_result"));
     }
-    if (i >= 12) CHECK(choice["calls"].size() == 1);  // parallel_tool_calls: false
+    if (i >= 12 && i < 18) CHECK(choice["calls"].size() == 1);  // parallel_tool_calls: false
   }
+  CHECK(strict_calling > 0);
 }
 
 }  // namespace
