@@ -42,6 +42,11 @@ class EpisodeRun {
         store_(options.store),
         deadline_(Clock::now() + options.episode_timeout),
         tools_(spec.env->tools) {
+    if (options.strict_tools) {
+      for (Json& tool : tools_) {
+        if (tool.is_object()) tool["strict"] = true;
+      }
+    }
     result_.task_id = spec.task->id;
     result_.sample_index = spec.sample_index;
   }

@@ -33,6 +33,7 @@ OrderedJson ToOpenAiTools(const OrderedJson& tools) {
     if (!tool.is_object()) continue;
     OrderedJson function = {{"name", tool.value("name", "")}, {"description", tool.value("description", "")}};
     function["parameters"] = tool.value("inputSchema", OrderedJson::object());
+    if (tool.value("strict", false) == true) function["strict"] = true;
     out.push_back({{"type", "function"}, {"function", std::move(function)}});
   }
   return out;

@@ -219,7 +219,8 @@ Result<ObjectReply> CompleteForObject(Backend& backend, CompletionRequest reques
                                       const std::function<std::string(const std::string&)>& retry_message,
                                       int64_t* requests = nullptr);
 
-// The OpenAI function-tool form of MCP-style specs, and back (either form is accepted by both).
+// The OpenAI function-tool form of MCP-style specs, and back (either form is accepted by both). An
+// MCP-style spec's top-level `strict: true` becomes the function's.
 OrderedJson ToOpenAiTools(const OrderedJson& tools);
 
 }  // namespace envforge::inference

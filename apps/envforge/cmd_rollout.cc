@@ -109,6 +109,7 @@ Status ReadOptions(const ParsedArgs& args, agents::RolloutOptions& options) {
                             agents::ParseContextStrategy(args.OptionOr("--context-strategy")));
   options.thinking = args.Has("--thinking");
   options.tool_choice = args.OptionOr("--tool-choice");
+  options.strict_tools = args.Has("--strict-tools");
   options.record_routing = args.Has("--record-routing");
   options.record_kept_sets = args.Has("--record-kept-sets");
   if (auto limits = args.Option("--limits")) {
@@ -292,6 +293,9 @@ std::vector<Command> RolloutCommands() {
               .help = "required: every turn calls a tool (embedded: decoded under the tool-call grammar, a "
                       "structured answer as JSON of the task's answer_schema)",
               .default_text = "auto"},
+             {.name = "--strict-tools",
+              .help = "offer the tools with strict: true (embedded, with --tool-choice auto: a turn is text alone or "
+                      "calls decoded under the tool-call grammar)"},
              {.name = "--max-turns", .metavar = "T", .help = "model turns per episode", .default_text = "32"},
              {.name = "--max-tokens", .metavar = "M", .help = "generated tokens per episode", .default_text = "16384"},
              {.name = "--max-tokens-per-turn",

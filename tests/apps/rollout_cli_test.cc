@@ -214,6 +214,35 @@ TEST_CASE("--tool-choice required: policy-small's every turn is a call of a shop
   }
 }
 
+TEST_CASE("--strict-tools under --tool-choice auto: policy-small's calls parse where free decoding breaks them") {
+  TempDir dir;
+  const std::string bundle = dir / "shop_eval_a.envdb";
+  auto packed = Envforge({"env", "pack", SourceDir() + "/data/envs/shop_eval_a", "-o", bundle});
+  REQUIRE(packed.exit_code == 0);
+  // The held-out template, where free decoding writes broken markup.
+  auto invalid_calls = [&](bool strict) {
+    std::vector<std::string> args = {"rollout",     bundle,
+                                     "--task",      "supplier_phone_00",
+                                     "--backend",   "embedded:" + SourceDir() + "/data/models/policy-small",
+                                     "-n",          "8",
+                                     "--max-turns", "4",
+                                     "--seed",      "5",
+                                     "--json"};
+    if (strict) args.push_back("--strict-tools");
+    auto run = Envforge(args);
+    INFO(run.stderr_text);
+    REQUIRE(run.exit_code == 0);
+    auto result = ParseJson(run.stdout_text.substr(run.stdout_text.find('{')));
+    REQUIRE(result.ok());
+    int64_t invalid = 0;
+    for (const Json& episode : (*result)["episodes"]) invalid += episode["invalid_calls"].get<int64_t>();
+    return invalid;
+  };
+  const int64_t strict = invalid_calls(true), free = invalid_calls(false);
+  MESSAGE("invalid calls in 8 episodes: strict " << strict << ", free " << free);
+  CHECK(strict < free);
+}
+
 // `envforge serve` as a child process, killed when the test ends.
 class Server {
  public:

@@ -201,6 +201,26 @@ TEST_CASE("openai: tools reach the server in the order the caller gave their key
   CHECK((*echoed)["body"]["tools"][0].dump() == OrderedJson::parse(spec_text).dump());
 }
 
+TEST_CASE("openai: an MCP-style spec marked strict reaches the server as a strict function") {
+  auto backend = Open(Server().base());
+  CompletionRequest request = Request("echo/body");
+  request.tools = OrderedJson::parse(R"([
+    {"name": "lookup", "description": "Look up.", "strict": true,
+     "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
+                     "additionalProperties": false}},
+    {"name": "loose", "description": "Not strict.", "inputSchema": {"type": "object"}}])");
+  Result<CompletionResult> result = Complete(*backend, request);
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  Result<OrderedJson> echoed = ParseOrderedJson(result->choices[0].message.content, "echo");
+  REQUIRE(echoed.ok());
+  const OrderedJson& tools = (*echoed)["body"]["tools"];
+  REQUIRE(tools.size() == 2);
+  CHECK(tools[0]["function"]["strict"] == true);
+  CHECK(tools[0]["function"]["parameters"]["required"] == OrderedJson::array({"q"}));
+  CHECK_FALSE(tools[1]["function"].contains("strict"));
+}
+
 TEST_CASE("openai: thinking off sends no reasoning; tool_choice none drops the tools; a named choice is a function") {
   auto backend = Open(Server().base());
   CompletionRequest request = Request("echo/choice", {Msg("user", "q"), Msg("assistant", "a", "thought")});
