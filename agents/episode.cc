@@ -42,11 +42,6 @@ class EpisodeRun {
         store_(options.store),
         deadline_(Clock::now() + options.episode_timeout),
         tools_(spec.env->tools) {
-    if (options.strict_tools) {
-      for (Json& tool : tools_) {
-        if (tool.is_object()) tool["strict"] = true;
-      }
-    }
     result_.task_id = spec.task->id;
     result_.sample_index = spec.sample_index;
   }
@@ -198,6 +193,7 @@ class EpisodeRun {
     request.model = backend_.info().model;
     request.tools = tools_;
     request.tool_choice = options_.tool_choice;
+    request.strict_tools = options_.strict_tools;
     request.answer_schema = spec_.task->answer_schema;
     request.thinking = options_.thinking;
     request.sampling = options_.sampling;

@@ -90,9 +90,10 @@ struct RolloutOptions {
   // is a call of an offered tool with its required arguments unless max tokens cut it; an openai
   // server gets tool_choice "required", which vLLM and SGLang honour with guided decoding).
   std::string tool_choice = "auto";
-  // Offer every tool with `strict: true` (OpenAI's strict function calling): under "auto" the
-  // embedded engine then decodes under the tool-call grammar with the calls optional (a turn is
-  // either text alone or calls that parse); an openai server gets strict function specs.
+  // Every tool strict (OpenAI's strict function calling; CompletionRequest::strict_tools, the
+  // prompt unchanged): under "auto" the embedded engine then decodes under the tool-call grammar
+  // with the calls optional (a turn is either text alone or calls that parse); an openai server
+  // gets strict function specs.
   bool strict_tools = false;
   std::chrono::milliseconds episode_timeout{600'000};
   int64_t concurrency = 0;                                      // episodes at once; 0: min(all episodes, 256)

@@ -62,6 +62,10 @@ struct CompletionRequest {
   // decodes so under the tool-call grammar and marks a freely decoded choice with more calls
   // (parse_error); openai sends it on.
   bool parallel_tool_calls = true;
+  // Every tool strict (OpenAI's `strict: true`) without changing the specs the prompt renders:
+  // the embedded backend decodes "auto" under the tool-call grammar as for a strict spec; the
+  // openai backend sends each function with strict true.
+  bool strict_tools = false;
   int64_t n = 1;
   int64_t max_tokens = 512;       // per choice
   SamplingParams sampling;        // temperature, top_p, top_k, seed

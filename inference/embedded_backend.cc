@@ -192,7 +192,7 @@ bool AnyStrictTool(const OrderedJson& tools) {
 // or "auto" over strict tools (the calls then optional).
 bool DecodesUnderGrammar(const CompletionRequest& request) {
   if (request.raw || request.tool_choice == "none") return false;
-  return request.tool_choice != "auto" || AnyStrictTool(request.tools);
+  return request.tool_choice != "auto" || request.strict_tools || AnyStrictTool(request.tools);
 }
 
 // tool_choice "required" or a tool's name: the completion is decoded under the DSML tool-call

@@ -294,8 +294,8 @@ std::vector<Command> RolloutCommands() {
                       "structured answer as JSON of the task's answer_schema)",
               .default_text = "auto"},
              {.name = "--strict-tools",
-              .help = "offer the tools with strict: true (embedded, with --tool-choice auto: a turn is text alone or "
-                      "calls decoded under the tool-call grammar)"},
+              .help = "every tool strict, the prompt unchanged (embedded, with --tool-choice auto: a turn is text "
+                      "alone or calls decoded under the tool-call grammar; openai: strict function specs)"},
              {.name = "--max-turns", .metavar = "T", .help = "model turns per episode", .default_text = "32"},
              {.name = "--max-tokens", .metavar = "M", .help = "generated tokens per episode", .default_text = "16384"},
              {.name = "--max-tokens-per-turn",

@@ -145,6 +145,9 @@ Status AddTools(const CompletionRequest& request, OrderedJson& body) {
     tools.push_back(std::move(*parsed));
   }
   body["tools"] = ToOpenAiTools(tools);
+  if (request.strict_tools) {
+    for (OrderedJson& tool : body["tools"]) tool["function"]["strict"] = true;
+  }
   if (choice == "auto" || choice == "required") {
     body["tool_choice"] = choice;
   } else {

@@ -201,7 +201,7 @@ TEST_CASE("openai: tools reach the server in the order the caller gave their key
   CHECK((*echoed)["body"]["tools"][0].dump() == OrderedJson::parse(spec_text).dump());
 }
 
-TEST_CASE("openai: an MCP-style spec marked strict reaches the server as a strict function") {
+TEST_CASE("openai: an MCP-style spec marked strict, or strict_tools, reaches the server as a strict function") {
   auto backend = Open(Server().base());
   CompletionRequest request = Request("echo/body");
   request.tools = OrderedJson::parse(R"([
@@ -219,6 +219,13 @@ TEST_CASE("openai: an MCP-style spec marked strict reaches the server as a stric
   CHECK(tools[0]["function"]["strict"] == true);
   CHECK(tools[0]["function"]["parameters"]["required"] == OrderedJson::array({"q"}));
   CHECK_FALSE(tools[1]["function"].contains("strict"));
+  // strict_tools marks every function strict, whatever the specs say.
+  request.strict_tools = true;
+  Result<CompletionResult> all = Complete(*backend, request);
+  REQUIRE(all.ok());
+  Result<OrderedJson> all_echoed = ParseOrderedJson(all->choices[0].message.content, "echo");
+  REQUIRE(all_echoed.ok());
+  for (const OrderedJson& tool : (*all_echoed)["body"]["tools"]) CHECK(tool["function"]["strict"] == true);
 }
 
 TEST_CASE("openai: thinking off sends no reasoning; tool_choice none drops the tools; a named choice is a function") {
