@@ -42,19 +42,11 @@ DEFAULT_ENVS = ["data/envs/shop_eval_a", "data/envs/shop_eval_b"]
 BEGIN, END = "<!-- eval:begin -->", "<!-- eval:end -->"
 
 
-def env_category(source):
-    """A synth environment's category (env.json "category", envsynth/procedural), else "" (the
-    shops of policy_envs, whose rows are their tiers)."""
-    with open(os.path.join(source, "env.json")) as handle:
-        category = json.load(handle).get("category", "")
-    return "" if category == "shop" else category
-
-
 def task_table(source):
     """{task id: (tier, template, held_out, category)} from an environment source's task.json
     files, env.json and policy_envs.TEMPLATES (which templates were held out of training)."""
     held_out = {t.name for t in policy_envs.TEMPLATES if t.held_out}
-    category = env_category(source)
+    category = rollouts.synth_category(source)  # "" for a shop: its rows are its tiers
     tasks = {}
     for task_id in sorted(os.listdir(os.path.join(source, "tasks"))):
         with open(os.path.join(source, "tasks", task_id, "task.json")) as handle:

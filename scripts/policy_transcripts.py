@@ -271,6 +271,7 @@ def wrong_first_call(session, rng, name, arguments):
 def transcripts_of_env(envforge, connection, seed, name, source, choice_seed, thinking_fraction,
                        recovery_fraction=0.0):
     parameters = tool_parameter_order(os.path.join(source, "tools.py"))
+    category = rollouts.synth_category(source)
     for task_id in sorted(os.listdir(os.path.join(source, "tasks"))):
         task_dir = os.path.join(source, "tasks", task_id)
         with open(os.path.join(task_dir, "task.json")) as handle:
@@ -309,10 +310,10 @@ def transcripts_of_env(envforge, connection, seed, name, source, choice_seed, th
             session.close()
         # A synth task's template is named by its category too (templates repeat across categories).
         template = knobs.get("template", task_id)
-        if "level" in knobs:
-            template = "%s/%s" % (name.rsplit("_", 1)[0], template)
+        if category:
+            template = "%s/%s" % (category, template)
         yield {"env": name, "seed": seed, "task": task_id, "template": template,
-               "tier": task.get("difficulty", knobs.get("level", 0)), "thinking": thinking, "recovery": mistake is not None,
+               "tier": task.get("difficulty", 0), "thinking": thinking, "recovery": mistake is not None,
                "calls": len(tools.calls) + 1,
                "text": text, "spans": spans, "messages": messages}
 

@@ -12,6 +12,7 @@ difficulty, and "held-out T" for tasks whose template (knobs.template, else the 
 occurs in the training environments.
 """
 
+import json
 import math
 import os
 import subprocess
@@ -47,6 +48,14 @@ def pack_sources(envforge_bin, directory, out_dir):
     if not found:
         raise RuntimeError("%s holds no environment (*.envdb files or source directories with env.json)" % directory)
     return out_dir
+
+
+def synth_category(source):
+    """The category of an environment source made by `envforge synth`'s procedural generators
+    (env.json "category"), or "" for the policy's own shops (category "shop") and sources without one."""
+    with open(os.path.join(source, "env.json"), encoding="utf-8") as handle:
+        category = json.load(handle).get("category", "")
+    return "" if category == "shop" else category
 
 
 def template_of(task):
