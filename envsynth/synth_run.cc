@@ -144,6 +144,7 @@ Json SynthOptions::ToJson() const {
           {"max_tokens", max_tokens},
           {"temperature", temperature},
           {"tool_choice", tool_choice},
+          {"strict_tools", strict_tools},
           {"shard", {shard_index, shard_count}}};
 }
 
@@ -171,7 +172,8 @@ Result<SynthOptions> SynthOptions::FromJson(const Json& json) {
     o.max_turns = json.at("max_turns").get<int64_t>();
     o.max_tokens = json.at("max_tokens").get<int64_t>();
     o.temperature = json.at("temperature").get<double>();
-    o.tool_choice = json.value("tool_choice", "auto");  // runs begun before the option: auto
+    o.tool_choice = json.value("tool_choice", "auto");   // runs begun before the option: auto
+    o.strict_tools = json.value("strict_tools", false);  // the same
     o.shard_index = json.at("shard").at(0).get<int64_t>();
     o.shard_count = json.at("shard").at(1).get<int64_t>();
   } catch (const Json::exception& error) {
@@ -564,6 +566,7 @@ struct SynthRun::Impl {
     episode.max_tokens_per_turn = std::min<int64_t>(run.options_.max_tokens, 2048);
     episode.sampling.temperature = run.options_.temperature;
     episode.tool_choice = run.options_.tool_choice;
+    episode.strict_tools = run.options_.strict_tools;
     episode.sampling.seed = run.options_.seed;
     std::vector<std::string> ids;
     for (Candidate* c : pending) ids.push_back(c->draft.id);

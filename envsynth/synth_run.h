@@ -78,6 +78,9 @@ struct SynthOptions {
   // The filter episodes' tool_choice (agents::RolloutOptions): "required" decodes every policy
   // turn under the tool-call grammar, so pass@k measures the tasks rather than the markup.
   std::string tool_choice = "auto";
+  // Every tool strict (agents::RolloutOptions::strict_tools): with tool_choice auto, the embedded
+  // policy's calls are decoded under the grammar while a turn may still be text alone.
+  bool strict_tools = false;
   int64_t shard_index = 0, shard_count = 1;  // this run makes environments i with i % count == index
 
   Json ToJson() const;                                     // what the run database stores as its config

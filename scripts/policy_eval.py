@@ -3,6 +3,7 @@
 
     policy_eval.py --model DIR [--envs data/envs/shop_eval_a,data/envs/shop_eval_b] [-n 100]
                    [--modes dsa,dense] [--seed S] [--max-turns T] [--top-p P] [--tool-choice auto|required]
+                   [--strict-tools]
                    [--json OUT.json]
                    [--readme DIR/README.md] [--build DIR]
 
@@ -67,6 +68,8 @@ def rollout(envforge_bin, bundle, model, args, dense):
                "--temperature", str(args.temperature), "--top-p", str(args.top_p), "--tool-choice", args.tool_choice]
     if dense:
         command.append("--dense")
+    if args.strict_tools:
+        command.append("--strict-tools")
     print("policy_eval: %s" % " ".join(command), file=sys.stderr, flush=True)
     started = time.monotonic()
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True)  # stderr (the progress bar) passes through
@@ -168,6 +171,9 @@ def main(argv=None):
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--tool-choice", default="auto", choices=["auto", "required"],
                         help="required: every turn decoded under the tool-call grammar (well-formed by construction)")
+    parser.add_argument("--strict-tools", action="store_true",
+                        help="every tool strict: with --tool-choice auto a turn is text alone or calls decoded "
+                             "under the grammar (envforge rollout --strict-tools)")
     parser.add_argument("--top-p", type=float, default=1.0,
                         help="nucleus sampling (DeepSeek-V3.2's recommended setting is 0.95)")
     parser.add_argument("--json", help="write every figure here")
@@ -184,7 +190,7 @@ def main(argv=None):
     envforge_bin = os.path.join(args.build, "bin", "envforge")
     sources = [os.path.join(ROOT, s) if not os.path.isabs(s) else s for s in args.envs.split(",") if s.strip()]
     report = {"model": args.model, "n": args.n, "seed": args.seed, "temperature": args.temperature,
-              "top_p": args.top_p, "tool_choice": args.tool_choice, "modes": {}}
+              "top_p": args.top_p, "tool_choice": args.tool_choice, "strict_tools": args.strict_tools, "modes": {}}
     tables = {}
     try:
         with tempfile.TemporaryDirectory(prefix="policy-eval-") as scratch:
@@ -207,6 +213,7 @@ def main(argv=None):
             json.dump(report, out, indent=1)
     if args.readme:
         tool_choice = "" if args.tool_choice == "auto" else " --tool-choice " + args.tool_choice
+        tool_choice += " --strict-tools" if args.strict_tools else ""
         update_readme(args.readme, "Measured by `/usr/bin/python3 scripts/policy_eval.py --model %s -n %d --seed %d "
                                    "--top-p %g%s` (temperature %g):\n\n%s"
                       % (args.model, args.n, args.seed, args.top_p, tool_choice, args.temperature, block))

@@ -109,6 +109,7 @@ int BenchRollout(const ParsedArgs& parsed) {
   options.max_tokens = *max_turns * *per_turn;
   options.sampling.seed = static_cast<uint64_t>(*seed);
   options.tool_choice = parsed.OptionOr("--tool-choice");
+  options.strict_tools = parsed.Has("--strict-tools");
 
   RaiseFileLimit();
   InstallCleanupSignalHandlers();
@@ -127,6 +128,7 @@ int BenchRollout(const ParsedArgs& parsed) {
                  {"max_turns", *max_turns},
                  {"max_tokens_per_turn", *per_turn},
                  {"tool_choice", options.tool_choice},
+                 {"strict_tools", options.strict_tools},
                  {"concurrent", concurrent->ToJson()}};
   report["recompute_ratio"] = static_cast<double>(concurrent->prefilled_tokens) /
                               static_cast<double>(std::max<int64_t>(concurrent->unique_context_tokens, 1));
@@ -193,6 +195,9 @@ std::vector<Command> BenchRolloutCommands() {
                      .metavar = "auto|required",
                      .help = "required: turns decoded under the tool-call grammar (its mask time is reported)",
                      .default_text = "auto"},
+                    {.name = "--strict-tools",
+                     .help = "every tool strict (with --tool-choice auto: a turn is text alone or calls decoded "
+                             "under the tool-call grammar)"},
                     JsonOption("the figures as JSON")}},
        BenchRollout},
   };

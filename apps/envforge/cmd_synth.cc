@@ -84,6 +84,7 @@ Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
   o.band.chunk = std::min<int64_t>(20, o.band.k);
   ENVFORGE_ASSIGN_OR_RETURN(o.temperature, args.DoubleOption("--temperature"));
   o.tool_choice = args.OptionOr("--tool-choice");
+  o.strict_tools = args.Has("--strict-tools");
   ENVFORGE_ASSIGN_OR_RETURN(auto band, ParseBand(args.OptionOr("--band")));
   o.band.lo = band.first;
   o.band.hi = band.second;
@@ -378,6 +379,10 @@ std::vector<Command> SynthCommands() {
               .metavar = "auto|required",
               .help = "required: the policy's turns decoded under the tool-call grammar (embedded)",
               .default_text = "auto",
+              .section = filter},
+             {.name = "--strict-tools",
+              .help = "every tool strict, the prompt unchanged (embedded, with --tool-choice auto: a turn is text "
+                      "alone or calls decoded under the tool-call grammar; openai: strict function specs)",
               .section = filter},
              {.name = "--model", .metavar = "NAME", .help = model.help, .section = filter},
              {.name = "--api-key-env", .metavar = "VAR", .help = api_key.help, .section = filter},

@@ -243,6 +243,42 @@ TEST_CASE("--strict-tools under --tool-choice auto: policy-small's calls parse w
   CHECK(strict < free);
 }
 
+TEST_CASE("bench rollout --strict-tools: under tool_choice auto the calls are decoded under the grammar") {
+  TempDir dir;
+  const std::string bundle = dir / "shop_eval_a.envdb";
+  auto packed = Envforge({"env", "pack", SourceDir() + "/data/envs/shop_eval_a", "-o", bundle});
+  REQUIRE(packed.exit_code == 0);
+  auto constrained_tokens = [&](bool strict) {
+    std::vector<std::string> args = {"bench",
+                                     "rollout",
+                                     "--model",
+                                     SourceDir() + "/data/models/policy-small",
+                                     "--env",
+                                     bundle,
+                                     "--task",
+                                     "supplier_city_00",
+                                     "-n",
+                                     "4",
+                                     "--max-turns",
+                                     "2",
+                                     "--max-tokens-per-turn",
+                                     "48",
+                                     "--skip-sequential",
+                                     "--json"};
+    if (strict) args.push_back("--strict-tools");
+    auto run = Envforge(args);
+    INFO(run.stderr_text);
+    REQUIRE(run.exit_code == 0);
+    auto report = ParseJson(run.stdout_text);
+    REQUIRE(report.ok());
+    CHECK((*report)["strict_tools"] == strict);
+    CHECK((*report)["tool_choice"] == "auto");
+    return (*report)["concurrent"]["engine"]["constrained_tokens"].get<int64_t>();
+  };
+  CHECK(constrained_tokens(false) == 0);
+  CHECK(constrained_tokens(true) > 0);
+}
+
 // `envforge serve` as a child process, killed when the test ends.
 class Server {
  public:

@@ -65,7 +65,8 @@ def test_the_table_has_each_pass_column_once(n, columns):
 
 def test_a_model_measured_end_to_end_by_tier(tmp_path):
     """A tiny random model on one evaluation shop: every tier and the held-out template get a row,
-    every task its n episodes, and --json and --readme are written."""
+    every task its n episodes, and --json and --readme are written. --strict-tools reaches
+    `envforge rollout` and is recorded."""
     envforge = os.environ.get("ENVFORGE") or os.path.join(ROOT, "build", "bin", "envforge")
     if not os.access(envforge, os.X_OK):
         pytest.skip("no built envforge (set ENVFORGE)")
@@ -78,12 +79,13 @@ def test_a_model_measured_end_to_end_by_tier(tmp_path):
     report = tmp_path / "eval.json"
     done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "policy_eval.py"), "--model", str(model),
                            "--envs", "data/envs/shop_eval_a", "-n", "2", "--modes", "dsa", "--max-turns", "2",
-                           "--max-tokens-per-turn", "16", "--top-p", "0.95", "--json", str(report),
+                           "--max-tokens-per-turn", "16", "--top-p", "0.95", "--strict-tools", "--json", str(report),
                            "--readme", str(readme), "--build", build],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(report.read_text())
     assert figures["top_p"] == 0.95 and "--top-p 0.95" in done.stderr
+    assert figures["strict_tools"] is True and " --strict-tools" in done.stderr
     rows = [r["row"] for r in figures["modes"]["dsa"]["rows"]]
     assert rows == ["tier 1", "tier 2", "tier 3", "tier 4", "tier 5", "held-out supplier_phone"]
     tasks = figures["modes"]["dsa"]["tasks"]
@@ -91,7 +93,7 @@ def test_a_model_measured_end_to_end_by_tier(tmp_path):
     assert "| tier 1 | 8 |" in done.stdout
     text = readme.read_text()
     assert text.startswith("# a model\n") and policy_eval.BEGIN in text and "| tier 5 | 4 |" in text
-    assert "--top-p 0.95` (temperature 1)" in text
+    assert "--top-p 0.95 --strict-tools` (temperature 1)" in text
 
 
 def test_a_top_p_outside_the_unit_interval_is_refused():

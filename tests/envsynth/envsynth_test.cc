@@ -249,9 +249,14 @@ TEST_SUITE("envsynth") {
     o.band.hi = 0.9;
     o.shard_index = 1;
     o.shard_count = 2;
+    o.strict_tools = true;
     auto back = SynthOptions::FromJson(o.ToJson());
     REQUIRE(back.ok());
     CHECK(back->ToJson() == o.ToJson());
+    CHECK(back->strict_tools);
+    Json before_the_option = o.ToJson();
+    before_the_option.erase("strict_tools");  // a run begun before --strict-tools
+    CHECK_FALSE(SynthOptions::FromJson(before_the_option)->strict_tools);
     CHECK(SynthOptions::FromJson(Json{{"envs", 1}}).status().code() == StatusCode::kInvalidArgument);
     CHECK(o.Validate().ok());
     SynthOptions bad = o;

@@ -338,9 +338,11 @@ def test_the_shipped_policy_is_the_default_filter_from_the_source_tree(tmp_path)
     if not os.path.isfile(os.path.join(SOURCE, "data", "models", "policy-small", "model.safetensors")):
         pytest.skip("data/models/policy-small is not in this checkout")
     done = run("synth", "--categories", "shop", "--envs", "1", "--tasks-per-env", "1", "--max-levels", "1",
-               "--k", "4", "--max-turns", "8", "--seed", "4", "--out", str(tmp_path / "o"), "--json", cwd=SOURCE)
+               "--k", "4", "--max-turns", "8", "--seed", "4", "--strict-tools", "--out", str(tmp_path / "o"), "--json",
+               cwd=SOURCE)
     assert done.returncode == 0, done.stderr[-3000:]
     funnel = json.loads(done.stdout)
     assert funnel["config"]["policy"] == "embedded:" + os.path.join(SOURCE, "data", "models", "policy-small")
+    assert funnel["config"]["strict_tools"] is True
     (row,) = [r for r in funnel["funnel"] if r["category"] == "shop"]
     assert row["filtered"] == 1 and funnel["cost"]["model_calls"] >= 4

@@ -223,6 +223,16 @@ TEST_SUITE("inference.constrained_decoding") {
       calling += completion.message.tool_calls.empty() ? 0 : 1;
     }
     CHECK(calling > 0);  // the model calls tools; the grammar only keeps the calls well-formed
+    // The same strict specs given as JSON text (CompletionRequest::tools allows it) decode so too.
+    OrderedJson as_text = OrderedJson::array();
+    for (const OrderedJson& tool : strict) as_text.push_back(tool.dump());
+    request.tools = as_text;
+    auto text_result = (*backend)->Complete(request);
+    REQUIRE(text_result.ok());
+    for (const Completion& completion : text_result->choices) {
+      INFO(completion.text);
+      CHECK(completion.parse_error.empty());
+    }
     // The same request over tools that are not strict decodes freely: some choices do not parse.
     request.tools = ShopTools();
     auto free_result = (*backend)->Complete(request);

@@ -276,12 +276,18 @@ TEST_SUITE("inference.tool_call_grammar") {
   }
 
   // A random walk: at every step a byte the grammar accepts, drawn uniformly, until an end (taken
-  // with probability 1/4 where allowed). Every such text must parse into offered, well-typed calls.
+  // with probability 1/4 where allowed). Every such text must parse into offered, well-typed calls;
+  // with calls_optional (auto over strict tools) into content alone or such calls.
   TEST_CASE("every text a random walk brings to an end parses into calls of the offered tools") {
-    for (bool thinking : {false, true}) {
-      auto grammar = MustBuild({.thinking = thinking, .max_content_bytes = 12, .max_value_bytes = 24});
-      std::mt19937_64 rng(thinking ? 7 : 11);
+    for (auto [thinking, optional] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+      CAPTURE(thinking);
+      CAPTURE(optional);
+      auto grammar =
+          MustBuild({.thinking = thinking, .max_content_bytes = 12, .max_value_bytes = 24, .calls_optional = optional});
+      std::mt19937_64 rng((thinking ? 7 : 11) + (optional ? 100 : 0));
       int calls_seen = 0;
+      int content_only = 0;
+      const std::string block_open = "\n\n<｜DSML｜function_calls>";
       for (int walk = 0; walk < 400; ++walk) {
         auto state = grammar->Start();
         std::string text;
@@ -308,6 +314,15 @@ TEST_SUITE("inference.tool_call_grammar") {
             text += kThinkEnd;
             continue;
           }
+          // Optional calls: content is never forced into the block, so open it now and then.
+          if (optional && state.phase == ToolCallGrammar::Phase::kContent && rng() % 4 == 0) {
+            auto copy = state;
+            if (grammar->Feed(copy, block_open)) {
+              state = copy;
+              text += block_open;
+              continue;
+            }
+          }
           REQUIRE(grammar->FeedByte(state, byte));
           text.push_back(static_cast<char>(byte));
         }
@@ -317,7 +332,8 @@ TEST_SUITE("inference.tool_call_grammar") {
         REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
         CHECK(parsed->finished);
         const auto& message = parsed->message;
-        REQUIRE_FALSE(message.tool_calls.empty());
+        if (!optional) REQUIRE_FALSE(message.tool_calls.empty());
+        content_only += message.tool_calls.empty() ? 1 : 0;
         CHECK_NOTHROW((void)Json(message.content).dump());
         for (const ChatToolCall& call : message.tool_calls) {
           ++calls_seen;
@@ -350,7 +366,12 @@ TEST_SUITE("inference.tool_call_grammar") {
           }
         }
       }
-      CHECK(calls_seen >= 400);
+      if (optional) {
+        CHECK(content_only > 0);
+        CHECK(calls_seen >= 100);
+      } else {
+        CHECK(calls_seen >= 400);
+      }
     }
   }
 
