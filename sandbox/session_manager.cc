@@ -259,6 +259,7 @@ class SessionManager::Impl {
   // The rest runs on the io thread.
   struct Session;
   void DoCreate(const std::string& env_id, SessionOptions options, std::function<void(Result<SessionId>)> done);
+  Status DoPrewarm(const std::string& env_id);
   void DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done);
   void DoSolve(SessionId id, std::function<void(Result<SolveOutput>)> done);
   void DoJudge(SessionId id, Judge judge, std::vector<std::string> answers,
@@ -1622,6 +1623,20 @@ std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeRecycle
   return nullptr;
 }
 
+Status SessionManager::Impl::DoPrewarm(const std::string& env_id) {
+  auto env = FindEnv(env_id);
+  if (!env) return NotFoundError("unknown environment '" + env_id + "' (open it first)");
+  if (!Warmable(*env, options_.limits)) {
+    return FailedPreconditionError("sessions of " + env->label + " are never warm (warm sessions " +
+                                   std::to_string(options_.warm_sessions) +
+                                   "; interpreter, code and search environments have none)");
+  }
+  // A zygote that cannot start is reported here, not only in the log of a later create.
+  ENVFORGE_RETURN_IF_ERROR(EnsureZygote(env).status());
+  RefillWarm(env);
+  return Status::Ok();
+}
+
 bool SessionManager::Impl::Warmable(const Environment& env, const SandboxLimits& limits) const {
   return options_.warm_sessions > 0 && !shutting_down_ && !env.kernels && !IsCode(env) && !IsSearch(env) &&
          limits == options_.limits;
@@ -2143,6 +2158,15 @@ std::vector<ZygoteInfo> SessionManager::Zygotes() const {
   return std::move(impl_->RunOnIo<std::vector<ZygoteInfo>>(
                        [&] { return Result<std::vector<ZygoteInfo>>(impl_->DoZygotes()); }))
       .value();
+}
+
+Status SessionManager::Prewarm(const std::string& env_id) {
+  return impl_
+      ->RunOnIo<bool>([&]() -> Result<bool> {
+        ENVFORGE_RETURN_IF_ERROR(impl_->DoPrewarm(env_id));
+        return true;
+      })
+      .status();
 }
 
 ManagerStats SessionManager::Stats() const {

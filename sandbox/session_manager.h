@@ -319,6 +319,14 @@ class SessionManager {
   // nullptr when unknown. The bundle lives as long as the manager. Any thread.
   const EnvBundle* FindEnvironment(const std::string& env_id) const;
   std::vector<std::string> EnvironmentIds() const;
+  // Starts env_id's zygote(s) and fills its warm pool (ManagerOptions::warm_sessions) now instead
+  // of at its first create, so that the first burst of creates finds ready sessions and no
+  // zygote start. Returns once the fill has begun; the pool fills in the background
+  // (Stats().warm_ready). NotFound for an unknown environment; FailedPrecondition when sessions
+  // of this manager or environment are never warm (warm_sessions 0; interpreter, code and search
+  // environments) or the manager is shutting down; the zygote's launch error when it cannot
+  // start. Any thread, callbacks included.
+  Status Prewarm(const std::string& env_id);
 
   // A new session of env_id (a fork of its zygote, started on first use). Errors: NotFound
   // (unknown environment or task), InvalidArgument (bad limits), ResourceExhausted (max_sessions

@@ -322,6 +322,33 @@ int ServeHttp(RpcService& service, const ParsedArgs& parsed, HttpServerOptions o
   return kExitOk;
 }
 
+// --prewarm: starts every served environment's zygote and fills its warm pool, then waits (up to
+// kPrewarmWait) until the pools are full, so that once the server listens the first burst of
+// creates forks nothing. Environments whose sessions are never warm (interpreter, code, search)
+// are skipped; a zygote that cannot start is an error.
+constexpr std::chrono::seconds kPrewarmWait{60};
+
+Status PrewarmEnvironments(sandbox::SessionManager& manager) {
+  const auto start = std::chrono::steady_clock::now();
+  size_t prewarmed = 0;
+  for (const std::string& id : manager.EnvironmentIds()) {
+    Status begun = manager.Prewarm(id);
+    if (begun.code() == StatusCode::kFailedPrecondition) continue;  // a kind with no warm sessions
+    ENVFORGE_RETURN_IF_ERROR(begun);
+    ++prewarmed;
+  }
+  const size_t target = prewarmed * manager.options().warm_sessions;
+  size_t ready = manager.Stats().warm_ready;
+  while (ready < target && std::chrono::steady_clock::now() - start < kPrewarmWait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ready = manager.Stats().warm_ready;
+  }
+  auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  std::fprintf(stderr, "envforge serve: prewarmed %zu environments: %zu of %zu warm sessions ready in %lld ms\n",
+               prewarmed, ready, target, static_cast<long long>(elapsed.count()));
+  return Status::Ok();
+}
+
 int Serve(const ParsedArgs& parsed) {
   bool stdio = parsed.Has("--stdio");
   if (parsed.Has("--mcp") && !stdio) {
@@ -340,6 +367,11 @@ int Serve(const ParsedArgs& parsed) {
   RaiseFileLimit();  // before the HTTP options: the connection bound's default depends on it
   auto options = ServiceOptionsFrom(parsed);
   if (!options.ok()) return Fail(options.status(), kExitUsage);
+  if (parsed.Has("--prewarm") && options->manager.warm_sessions == 0) {
+    return Fail(
+        InvalidArgumentError("envforge serve: --prewarm fills the warm pools: it needs --warm-sessions 1 or more"),
+        kExitUsage);
+  }
   std::optional<HttpServerOptions> http_options;
   if (!stdio) {
     auto checked = HttpOptionsFrom(parsed);
@@ -351,6 +383,10 @@ int Serve(const ParsedArgs& parsed) {
   if (!signal_fd.ok()) return Fail(signal_fd.status(), kExitInfra);
   auto service = RpcService::Create(*options);
   if (!service.ok()) return Fail(service.status().WithContext("envforge serve"), ExitCodeFor(service.status()));
+  if (parsed.Has("--prewarm")) {
+    Status prewarmed = PrewarmEnvironments((*service)->manager());
+    if (!prewarmed.ok()) return Fail(prewarmed.WithContext("envforge serve: --prewarm"), ExitCodeFor(prewarmed));
+  }
   if (stdio) return ServeStdio(**service, parsed.Has("--mcp"), signal_fd->get());
   return ServeHttp(**service, parsed, std::move(*http_options), signal_fd->get());
 }
@@ -440,6 +476,10 @@ std::vector<OptionDecl> ServeOptions() {
        .help = "per environment, sessions forked and isolated ahead of demand (from its first create; about "
                "one session's memory each): a create or a verdict takes one instead of forking; 0: none",
        .default_text = "64",
+       .section = service},
+      {.name = "--prewarm",
+       .help = "before listening, start every environment's zygote and fill its warm pool (--warm-sessions; "
+               "waits up to 60 s): the first burst of creates then forks nothing",
        .section = service},
       {.name = "--judgements-per-judge",
        .metavar = "N",

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <memory>
 
 #include "base/fd.h"
 #include "base/json.h"
@@ -98,9 +99,9 @@ class FrameReader {
       buffer_.erase(0, start_);
       start_ = 0;
     }
-    size_t old = buffer_.size();
-    buffer_.resize(old + 65536);
-    iovec io{buffer_.data() + old, 65536};
+    // Read into a chunk allocated once and append what came: growing buffer_ by the chunk's size
+    // would zero 64 KiB on every read, most of it never written (a call's frame is ~100 bytes).
+    iovec io{chunk_.get(), kChunkBytes};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
     msghdr message{};
     message.msg_iov = &io;
@@ -111,7 +112,7 @@ class FrameReader {
     do {
       n = recvmsg(fd_, &message, MSG_CMSG_CLOEXEC);
     } while (n < 0 && errno == EINTR);
-    buffer_.resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    if (n > 0) buffer_.append(chunk_.get(), static_cast<size_t>(n));
     for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
       size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -124,7 +125,9 @@ class FrameReader {
     return n > 0;
   }
 
+  static constexpr size_t kChunkBytes = 65536;
   int fd_;
+  std::unique_ptr<char[]> chunk_ = std::make_unique_for_overwrite<char[]>(kChunkBytes);
   std::string buffer_;
   size_t start_ = 0;
   std::deque<UniqueFd> fds_;

@@ -82,6 +82,44 @@ TEST_CASE("a create takes a warm session, which gets its task, and the pool refi
   CHECK(WaitFor([&] { return fixture.manager->Stats().warm_ready == kPool; }, std::chrono::seconds(20)));
 }
 
+TEST_CASE("Prewarm starts the zygote and fills the pool before any create; the first creates fork nothing") {
+  ManagerFixture fixture(WarmOptions());
+  CHECK(fixture.manager->Zygotes().empty());
+  REQUIRE(fixture.manager->Prewarm(fixture.env_id).ok());
+  CHECK(fixture.manager->Zygotes().size() >= 1);
+  REQUIRE(WaitFor([&] { return fixture.manager->Stats().warm_ready == kPool; }, std::chrono::seconds(20)));
+  CHECK(fixture.manager->ListSessions().empty());
+  // Again: the pool is full, nothing more starts.
+  REQUIRE(fixture.manager->Prewarm(fixture.env_id).ok());
+  CHECK(fixture.manager->Stats().zygote_starts == 1);
+
+  std::vector<SessionManager::SessionId> sessions;
+  for (size_t i = 0; i < kPool; ++i) sessions.push_back(fixture.NewSession("sum_task"));
+  const ManagerStats stats = fixture.manager->Stats();
+  CHECK(stats.warm_taken == kPool);
+  CHECK(stats.warm_missed == 0);
+  for (SessionManager::SessionId session : sessions) {
+    toolsets::ToolResult verdict = fixture.manager->CallTool(session, Call("submit_result", {{"answer_text", "5"}}));
+    REQUIRE_MESSAGE(verdict.ok(), verdict.message);
+    CHECK(verdict.content["passed"] == true);
+  }
+}
+
+TEST_CASE("Prewarm names what it cannot do") {
+  ManagerFixture fixture(WarmOptions());
+  Status unknown = fixture.manager->Prewarm("no-such-environment");
+  CHECK(unknown.code() == StatusCode::kNotFound);
+  CHECK(unknown.message().find("no-such-environment") != std::string::npos);
+
+  ManagerOptions cold = WarmOptions();
+  cold.warm_sessions = 0;
+  ManagerFixture without_pool(cold);
+  Status never_warm = without_pool.manager->Prewarm(without_pool.env_id);
+  CHECK(never_warm.code() == StatusCode::kFailedPrecondition);
+  CHECK(never_warm.message().find("never warm") != std::string::npos);
+  CHECK(without_pool.manager->Zygotes().empty());
+}
+
 TEST_CASE("warm sessions are nobody's: not listed, not counted in max_sessions, each a fresh process") {
   ManagerOptions options = WarmOptions();
   options.max_sessions = 2;

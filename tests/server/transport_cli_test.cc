@@ -241,6 +241,39 @@ TEST_SUITE("server.transport.cli") {
     REQUIRE(unknown.ok());
     CHECK(unknown->exit_code == 2);
     CHECK(Contains(unknown->stderr_text, "--prot"));
+    auto prewarm_nothing =
+        RunCommand({Envforge(), "serve", "--envs", "/nonexistent", "--prewarm", "--warm-sessions", "0"});
+    REQUIRE(prewarm_nothing.ok());
+    CHECK(prewarm_nothing->exit_code == 2);
+    CHECK(Contains(prewarm_nothing->stderr_text, "--prewarm fills the warm pools: it needs --warm-sessions 1 or more"));
+  }
+
+  TEST_CASE("serve --prewarm: the pools are full before the port is written, and the first creates fork nothing") {
+    ServeProcess serve({"--prewarm", "--warm-sessions", "8"});
+    CHECK(Contains(serve.child->StderrText(), "prewarmed 1 environments: 8 of 8 warm sessions ready"));
+    auto stats = ProbeStats(serve.port);
+    REQUIRE(stats.has_value());
+    CHECK((*stats)["manager"]["zygote_starts"].get<int>() >= 1);
+    CHECK((*stats)["manager"]["warm_ready"] == 8);
+    CHECK((*stats)["sessions"]["created"] == 0);
+
+    auto client = RpcClient::Connect(serve.Url() + "/rpc");
+    REQUIRE(client.ok());
+    std::vector<std::string> sessions;
+    for (int i = 0; i < 8; ++i) {
+      Json created = MustCall(**client, "session/create", Json{{"env", "manager_fixture"}, {"task", "sum_task"}});
+      sessions.push_back(created["session"]);
+    }
+    stats = ProbeStats(serve.port);
+    REQUIRE(stats.has_value());
+    const Json& manager = (*stats)["manager"];
+    INFO("manager stats: ", manager.dump());
+    CHECK(manager["warm_missed"] == 0);
+    CHECK(manager["warm_taken"] == 8);
+    for (const std::string& session : sessions) {
+      Json verdict = MustCall(**client, "session/submit", Json{{"session", session}, {"answer", "5"}});
+      CHECK(verdict["passed"] == true);
+    }
   }
 
   TEST_CASE("bench serve with chaos: the server stays up, killed episodes end crashed, nothing is lost") {
