@@ -39,17 +39,23 @@ def _remember(note, notes=[]):
     return len(notes)
 
 
+def _scaled(x, factor=2, label=("x",)):
+    return x * factor
+
+
 def episode_state(note):
     old_umask = os.umask(0o022)
     seen = {
         "seen": len(_seen), "mode": _config["mode"], "ledger": len(_Ledger.entries),
         "items": [r["name"] for r in db.query("SELECT name FROM items ORDER BY id")],
         "files": sorted(os.listdir(".")), "env": os.environ.get("EPISODE_NOTE"),
+        "environ": dict(os.environ),
         "random": random.random(), "precision": decimal.getcontext().prec,
         "last": globals().get("LAST"), "remembered": _remember(note),
         "cache": _squared.cache_info().currsize, "umask": old_umask,
         "sigusr1_default": signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL,
-        "rowid": db.last_insert_rowid(),
+        "sigusr2_ignored": signal.getsignal(signal.SIGUSR2) == signal.SIG_IGN,
+        "rowid": db.last_insert_rowid(), "scaled": _scaled(1),
     }
     _seen.append(note)
     _config["mode"] = note
@@ -67,6 +73,11 @@ def episode_state(note):
     decimal.getcontext().prec = 5
     _squared(7)
     signal.signal(signal.SIGUSR1, lambda *args: None)
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    _scaled.__defaults__ = (10, ("y",))  # immutable defaults, replaced rather than changed
+    for key in sorted(os.environ)[:1]:  # one the zygote had (EPISODE_NOTE is set above)
+        if key != "EPISODE_NOTE":
+            del os.environ[key]
     os.chdir("sub")
     return seen
 
@@ -195,7 +206,8 @@ TEST_CASE("a recycled session's next episode sees nothing of the one before") {
   CHECK(fixture.manager->Stats().recycled_taken == 1);
   Json again = fixture.Ok(second, "episode_state", {{"note", "two"}});
   // Data, scratch files, working directory, globals, containers, class attributes, default
-  // arguments, lru caches, decimal, environ, umask, signal handlers: as the fork had them; random
+  // arguments (changed in place or replaced), lru caches, decimal, environ (set and removed),
+  // umask, signal handlers (a function's and SIG_IGN): as the fork had them; random
   // reseeded, as every fork reseeds it.
   CHECK(again["random"] != fresh["random"]);
   again.erase("random");

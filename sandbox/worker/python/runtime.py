@@ -19,6 +19,8 @@ import signal
 import sys
 import types
 
+import _signal
+
 import _envforge
 import _envforge_analyze as _analysis
 import _envforge_schema  # toolsets/json_schema.h, the one validator (sandbox/worker/schema_module.cc)
@@ -888,8 +890,8 @@ _pristine = None
 
 
 class _Pristine:
-    __slots__ = ("module", "bindings", "values", "caches", "defaults", "class_attributes",
-                 "decimal_context", "environ", "handlers", "umask",
+    __slots__ = ("module", "bindings", "values", "caches", "defaults", "fixed_defaults",
+                 "class_attributes", "decimal_context", "environ", "environ_data", "handlers", "umask",
                  "recursion_limit", "unrecyclable")
 
 
@@ -913,6 +915,7 @@ def _snapshot_pristine(module):
     p.values = {}
     p.caches = []
     p.defaults = []
+    p.fixed_defaults = []
     p.class_attributes = []
     p.unrecyclable = ""
     try:
@@ -920,8 +923,13 @@ def _snapshot_pristine(module):
             if callable(getattr(value, "cache_clear", None)):
                 p.caches.append(value)
             if isinstance(value, types.FunctionType) and value.__globals__ is module.__dict__:
-                p.defaults.append((value, copy.deepcopy(value.__defaults__),
-                                   copy.deepcopy(value.__kwdefaults__)))
+                defaults = copy.deepcopy(value.__defaults__)
+                if value.__kwdefaults__ is None and defaults is value.__defaults__:
+                    # Immutable all the way down (deepcopy gave the object back): putting the
+                    # tuple back is enough, no copy per episode.
+                    p.fixed_defaults.append((value, value.__defaults__))
+                else:
+                    p.defaults.append((value, defaults, copy.deepcopy(value.__kwdefaults__)))
             elif isinstance(value, type) and value.__module__ == "tools":
                 p.class_attributes.append((value, copy.deepcopy(_plain_class_attributes(value))))
             elif not _is_code_like(value) and not name.startswith("__"):
@@ -930,10 +938,11 @@ def _snapshot_pristine(module):
         p.unrecyclable = "tools.py keeps a module-level value that cannot be copied (%s)" % _describe(exc)
     p.decimal_context = decimal.getcontext().copy()
     p.environ = dict(os.environ)
+    p.environ_data = _environ_data()
     p.handlers = {}
     for number in signal.valid_signals():
         try:
-            p.handlers[number] = signal.getsignal(number)
+            p.handlers[number] = _signal.getsignal(number)
         except (ValueError, OSError):
             pass
     p.umask = os.umask(0o077)
@@ -942,12 +951,21 @@ def _snapshot_pristine(module):
     _pristine = p
 
 
+def _environ_data():
+    """os.environ's encoded mapping: comparing it is a plain dict comparison, where comparing
+    os.environ itself decodes every key and value (about 60 us a recycle)."""
+    data = getattr(os.environ, "_data", None)
+    return dict(data) if isinstance(data, dict) else dict(os.environ)
+
+
 def _restore_signal_handlers(handlers):
+    # _signal's raw handlers (ints for SIG_DFL and SIG_IGN): signal.getsignal would build an enum
+    # per signal, most of a recycle's time here.
     for number, handler in handlers.items():
-        if handler is None or signal.getsignal(number) is handler:
+        if handler is None or _signal.getsignal(number) is handler:
             continue
         try:
-            signal.signal(number, handler)
+            _signal.signal(number, handler)
         except (ValueError, OSError, TypeError):
             pass
 
@@ -976,6 +994,10 @@ def recycle():
         for fn, defaults, kwdefaults in p.defaults:
             fn.__defaults__ = copy.deepcopy(defaults)
             fn.__kwdefaults__ = copy.deepcopy(kwdefaults)
+        for fn, defaults in p.fixed_defaults:
+            if fn.__defaults__ is not defaults or fn.__kwdefaults__ is not None:
+                fn.__defaults__ = defaults
+                fn.__kwdefaults__ = None
         for cls, attributes in p.class_attributes:
             for name in list(_plain_class_attributes(cls)):
                 if name not in attributes:
@@ -984,7 +1006,7 @@ def recycle():
                 setattr(cls, name, copy.deepcopy(value))
         random.seed()  # as a fork does (random's after-fork hook): no two episodes share a stream
         decimal.setcontext(p.decimal_context.copy())
-        if os.environ != p.environ:
+        if _environ_data() != p.environ_data:
             os.environ.clear()
             os.environ.update(p.environ)
         _restore_signal_handlers(p.handlers)
