@@ -226,6 +226,7 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
     std::string payload = "{\"jsonrpc\":\"2.0\",\"id\":" + std::to_string(++next_id_) +
                           ",\"method\":\"tools/call\",\"params\":{\"session\":" + DumpJson(episode_->handle) +
                           tool_call_tail_;
+    first_call_ = step_ == 0;
     SendPayload(kToolsCall, std::move(payload), true, std::move(on_reply));
   }
 
@@ -286,7 +287,9 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
       http_status = static_cast<int>(response.result_int());
       text = std::move(response.body());
     }
-    stats_.latency_ms[method_].push_back(std::chrono::duration<double, std::milli>(Clock::now() - sent_at_).count());
+    const double latency_ms = std::chrono::duration<double, std::milli>(Clock::now() - sent_at_).count();
+    stats_.latency_ms[method_].push_back(latency_ms);
+    if (method_ == kToolsCall && first_call_) stats_.first_call_latency_ms.push_back(latency_ms);
     // The bulky members of a result (a tool's content, a new session's tools and prompt) are
     // never read here: skipping them keeps the client's parse cheap.
     Json parsed = Json::parse(
@@ -509,6 +512,7 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
   int64_t next_id_ = 0;
   EpisodeTally* episode_ = nullptr;
   size_t step_ = 0;
+  bool first_call_ = false;  // the request in flight is its episode's first tools/call
   int create_attempts_ = 0;
   int connect_failures_ = 0;
   std::atomic<bool> done_{false};  // read by the client that starts everyone (ArriveAtStart)
@@ -554,6 +558,8 @@ void LoadStats::MergeInto(LoadStats& total) const {
     auto& all = total.latency_ms[method];
     all.insert(all.end(), samples.begin(), samples.end());
   }
+  total.first_call_latency_ms.insert(total.first_call_latency_ms.end(), first_call_latency_ms.begin(),
+                                     first_call_latency_ms.end());
   for (const auto& [kind, n] : errors) total.errors[kind] += n;
   for (const auto& [kind, n] : outcomes) total.outcomes[kind] += n;
   total.dropped += dropped;

@@ -105,10 +105,13 @@ struct EpisodeTally {
 
 struct LoadStats {
   std::map<std::string, std::vector<double>> latency_ms;  // per method, every answered request
-  std::map<std::string, uint64_t> errors;                 // by kind (see the header comment)
-  std::map<std::string, uint64_t> outcomes;               // tools/call results by outcome
-  uint64_t dropped = 0;                                   // connections dropped on purpose (drop_rate)
-  uint64_t reconnects = 0;                                // connections opened, the first of each client included
+  // The first tools/call of each episode (also in latency_ms["tools/call"]): the call that meets a
+  // session process fresh from its start or its recycle, where a server's tail usually is.
+  std::vector<double> first_call_latency_ms;
+  std::map<std::string, uint64_t> errors;    // by kind (see the header comment)
+  std::map<std::string, uint64_t> outcomes;  // tools/call results by outcome
+  uint64_t dropped = 0;                      // connections dropped on purpose (drop_rate)
+  uint64_t reconnects = 0;                   // connections opened, the first of each client included
 
   void MergeInto(LoadStats& total) const;
 };

@@ -512,6 +512,7 @@ Json LoadReport(const BenchConfig& config, const server::LoadRun& run, const ser
               {"calls_per_s", std::round(tool_calls / seconds)},
               {"rpc_per_s", std::round(static_cast<double>(answered_rpc) / seconds)},
               {"latency_ms", latency},
+              {"first_tool_call_ms", Percentiles(stats.first_call_latency_ms)},
               {"tool_outcomes", stats.outcomes},
               {"episode_ends", EpisodeEnds(run.episodes())},
               {"servers", PerServer(run.episodes())},
@@ -530,6 +531,11 @@ void PrintSummary(const Json& report) {
               report["sessions"]["created"].dump().c_str(), report["tool_calls"].dump().c_str(),
               report["wall_seconds"].get<double>(), report["calls_per_s"].get<double>(),
               tool_latency.value("p50", Json()).dump().c_str(), tool_latency.value("p99", Json()).dump().c_str());
+  const Json& first = report.value("first_tool_call_ms", Json::object());
+  if (first.value("n", 0) > 0) {
+    std::printf("  an episode's first tools/call: p50 %s ms, p99 %s ms\n", first.value("p50", Json()).dump().c_str(),
+                first.value("p99", Json()).dump().c_str());
+  }
   if (report.contains("reconciliation"))
     std::printf("reconciliation: %s\n", DumpJson(report["reconciliation"]).c_str());
   if (!report["errors"].empty()) std::printf("errors: %s\n", DumpJson(report["errors"]).c_str());
@@ -713,7 +719,8 @@ std::vector<Command> BenchServeCommands() {
         .details =
             "C asynchronous clients each run whole episodes in turn: session/create, --steps tools/call, "
             "session/submit, session/close, one request at a time per connection. Latency is measured per method "
-            "from writing the request to reading its answer.\n"
+            "from writing the request to reading its answer; each episode's first tools/call is also reported "
+            "apart (first_tool_call_ms), since it meets a session process fresh from its start or recycle.\n"
             "--chaos: a killer SIGKILLs a random session process of the server (found through /proc) every "
             "--chaos-interval-ms, and clients drop their connection right after writing a tools/call (about "
             "--chaos-drop-rate of them), reconnect and go on with the same session.\n"

@@ -410,6 +410,11 @@ TEST_SUITE("server.transport.cli") {
       Json report = ParseJson(bench->stdout_text).value();
       CHECK(report["lost"] == 0);
       CHECK(report["episode_ends"].value("submitted", 0) == 30);
+      // Each episode's first call is reported apart too (2 calls each: 60 in all, 30 first ones).
+      CHECK(report["latency_ms"]["tools/call"]["n"] == 60);
+      CHECK(report["first_tool_call_ms"]["n"] == 30);
+      CHECK(report["first_tool_call_ms"]["max"].get<double>() <=
+            report["latency_ms"]["tools/call"]["max"].get<double>());
       auto stats = ProbeStats(serve.port);
       REQUIRE(stats.has_value());
       int kept = (*stats)["manager"]["judgements_in_kept_process"].get<int>();
