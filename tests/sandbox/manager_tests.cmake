@@ -11,6 +11,7 @@ envforge_add_test(sandbox_manager_test
     ${CMAKE_CURRENT_SOURCE_DIR}/manager_wire_abuse_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/manager_interpreter_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/manager_warm_test.cc
+    ${CMAKE_CURRENT_SOURCE_DIR}/manager_gate_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/manager_recycle_test.cc
     ${CMAKE_CURRENT_SOURCE_DIR}/manager_pidfd_watch_test.cc
   LIBS envforge_sandbox Boost::headers

@@ -276,6 +276,24 @@ TEST_SUITE("server.transport.cli") {
     }
   }
 
+  TEST_CASE("serve --max-running-calls: calls past the bound wait their turn, every episode is answered") {
+    ServeProcess serve({"--max-running-calls", "2"});
+    CommandOptions options;
+    options.timeout = std::chrono::seconds(120);
+    auto bench = RunCommand(BenchServeFixture(serve.Url(), 24, 4, 8, {}), options);
+    REQUIRE(bench.ok());
+    INFO(bench->stderr_text, bench->stdout_text, serve.child->StderrText());
+    REQUIRE(bench->exit_code == 0);
+    Json report = ParseJson(bench->stdout_text).value();
+    CHECK(report["episode_ends"].value("submitted", 0) == 24);
+    CHECK(report["latency_ms"]["tools/call"]["n"] == 24 * 4);
+    CHECK(report["tool_outcomes"].value("ok", 0) == 24 * 4);
+    auto stats = ProbeStats(serve.port);
+    REQUIRE(stats.has_value());
+    CHECK((*stats)["manager"]["calls_gated"].get<int>() > 0);
+    CHECK((*stats)["manager"]["calls_waiting"] == 0);
+  }
+
   TEST_CASE("bench serve with chaos: the server stays up, killed episodes end crashed, nothing is lost") {
     ServeProcess serve;
     CommandOptions options;
