@@ -260,8 +260,13 @@ class SessionManager::Impl {
   struct Session;
   void DoCreate(const std::string& env_id, SessionOptions options, std::function<void(Result<SessionId>)> done);
   Status DoPrewarm(const std::string& env_id);
-  // admitted: the call comes through the call gate (AdmitGatedCalls) and takes a place at once.
-  void DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done, bool admitted = false);
+  void DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done);
+  // Why a call on session `id` (FindCreated's `session`) cannot go to its process (unknown, or
+  // dead), or nullopt.
+  std::optional<ToolResult> UnreachableSession(const Session* session, SessionId id, const std::string& call_id);
+  // A validated call of a plain worker session's tool: through the call gate, then to its process.
+  void CallWorker(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
+  void SendToWorker(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done);
   // The call gate. GateIsFull forgets running calls past their grace first; a call's end (or the
   // grace timer) posts AdmitGatedCalls, which sends waiting calls while places are free.
   bool GateIsFull();
@@ -939,21 +944,28 @@ bool SessionManager::Impl::SessionAlive(const Session& session) {
   return session.created && !session.closing && session.channel->state() == SessionChannel::State::kStarting;
 }
 
-void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done,
-                                  bool admitted) {
-  Session* session = FindCreated(id);
+std::optional<ToolResult> SessionManager::Impl::UnreachableSession(const Session* session, SessionId id,
+                                                                   const std::string& call_id) {
   if (session == nullptr) {
     ToolResult result =
         ToolResult::Error(Outcome::kInvalidCall,
-                          "unknown session " + std::to_string(id) + " (never created, or already closed)", call.id);
+                          "unknown session " + std::to_string(id) + " (never created, or already closed)", call_id);
     result.session_alive = false;
-    return done(std::move(result));
+    return result;
   }
   if (const auto& death = session->channel->death()) {
-    ToolResult result = ToolResult::Error(death->outcome, death->message, call.id);
+    ToolResult result = ToolResult::Error(death->outcome, death->message, call_id);
     result.limit = death->limit;
     result.session_alive = false;
-    return done(std::move(result));
+    return result;
+  }
+  return std::nullopt;
+}
+
+void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
+  Session* session = FindCreated(id);
+  if (std::optional<ToolResult> unreachable = UnreachableSession(session, id, call.id)) {
+    return done(std::move(*unreachable));
   }
   auto schema = session->env->schemas.find(call.name);
   if (schema == session->env->schemas.end()) {
@@ -981,31 +993,40 @@ void SessionManager::Impl::DoCall(SessionId id, toolsets::ToolCall call, std::fu
   if (session->code && toolsets::IsCodeTool(call.name)) return CallCode(*session, std::move(call), std::move(done));
   if (IsSearch(*session->env) && toolsets::IsSearchTool(call.name))
     return CallSearch(*session, std::move(call), std::move(done));
-  if (options_.max_running_calls > 0 && !admitted && (!gated_calls_.empty() || GateIsFull())) {
+  CallWorker(*session, std::move(call), std::move(done));
+}
+
+void SessionManager::Impl::CallWorker(Session& session, toolsets::ToolCall call, std::function<void(ToolResult)> done) {
+  if (options_.max_running_calls > 0 && (!gated_calls_.empty() || GateIsFull())) {
     ++stats_.calls_gated;
-    gated_calls_.push_back(GatedCall{id, std::move(call), std::move(done)});
+    gated_calls_.push_back(GatedCall{session.id, std::move(call), std::move(done)});
     ArmGateTimer();
     return;
   }
+  SendToWorker(session, std::move(call), std::move(done));
+}
+
+void SessionManager::Impl::SendToWorker(Session& session, toolsets::ToolCall call,
+                                        std::function<void(ToolResult)> done) {
   const uint64_t ticket = options_.max_running_calls > 0 ? next_call_ticket_++ : 0;
   if (ticket != 0) running_calls_.emplace(ticket, std::chrono::steady_clock::now());
   Json request = {{"op", "call"}, {"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}};
-  std::weak_ptr<Session> weak = sessions_.at(id);
-  SendPendingBind(*session);
-  session->channel->Request(std::move(request), HardDeadline(session->limits), {},
-                            [this, weak, ticket, started = std::chrono::steady_clock::now(),
-                             call_id = std::move(call.id), done = std::move(done)](SessionReply reply) mutable {
-                              if (ticket != 0) EndRunningCall(ticket);
-                              const bool answered = !reply.failure;
-                              ToolResult result = ResultFromReply(std::move(reply), std::move(call_id));
-                              if (auto s = weak.lock()) {
-                                if (answered) ++s->calls;
-                                s->busy += std::chrono::steady_clock::now() - started;
-                                if (!result.limit.empty()) s->limit_hit = true;
-                              }
-                              ++stats_.calls;
-                              done(std::move(result));
-                            });
+  std::weak_ptr<Session> weak = sessions_.at(session.id);
+  SendPendingBind(session);
+  session.channel->Request(std::move(request), HardDeadline(session.limits), {},
+                           [this, weak, ticket, started = std::chrono::steady_clock::now(),
+                            call_id = std::move(call.id), done = std::move(done)](SessionReply reply) mutable {
+                             if (ticket != 0) EndRunningCall(ticket);
+                             const bool answered = !reply.failure;
+                             ToolResult result = ResultFromReply(std::move(reply), std::move(call_id));
+                             if (auto s = weak.lock()) {
+                               if (answered) ++s->calls;
+                               s->busy += std::chrono::steady_clock::now() - started;
+                               if (!result.limit.empty()) s->limit_hit = true;
+                             }
+                             ++stats_.calls;
+                             done(std::move(result));
+                           });
 }
 
 bool SessionManager::Impl::GateIsFull() {
@@ -1030,8 +1051,13 @@ void SessionManager::Impl::AdmitGatedCalls() {
   while (!gated_calls_.empty() && !shutting_down_ && !GateIsFull()) {
     GatedCall next = std::move(gated_calls_.front());
     gated_calls_.pop_front();
-    // Checked afresh: the session may have died or been closed while the call waited.
-    DoCall(next.session, std::move(next.call), std::move(next.done), /*admitted=*/true);
+    // The session may have died or been closed while the call waited (its arguments were checked).
+    Session* session = FindCreated(next.session);
+    if (std::optional<ToolResult> unreachable = UnreachableSession(session, next.session, next.call.id)) {
+      next.done(std::move(*unreachable));
+      continue;
+    }
+    SendToWorker(*session, std::move(next.call), std::move(next.done));
   }
   ArmGateTimer();
 }

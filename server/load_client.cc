@@ -226,7 +226,6 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
     std::string payload = "{\"jsonrpc\":\"2.0\",\"id\":" + std::to_string(++next_id_) +
                           ",\"method\":\"tools/call\",\"params\":{\"session\":" + DumpJson(episode_->handle) +
                           tool_call_tail_;
-    first_call_ = step_ == 0;
     SendPayload(kToolsCall, std::move(payload), true, std::move(on_reply));
   }
 
@@ -289,7 +288,8 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
     }
     const double latency_ms = std::chrono::duration<double, std::milli>(Clock::now() - sent_at_).count();
     stats_.latency_ms[method_].push_back(latency_ms);
-    if (method_ == kToolsCall && first_call_) stats_.first_call_latency_ms.push_back(latency_ms);
+    // step_ counts answered calls once this answer's callback ran: 0 here is the episode's first.
+    if (method_ == kToolsCall && step_ == 0) stats_.first_call_latency_ms.push_back(latency_ms);
     // The bulky members of a result (a tool's content, a new session's tools and prompt) are
     // never read here: skipping them keeps the client's parse cheap.
     Json parsed = Json::parse(
@@ -512,7 +512,6 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
   int64_t next_id_ = 0;
   EpisodeTally* episode_ = nullptr;
   size_t step_ = 0;
-  bool first_call_ = false;  // the request in flight is its episode's first tools/call
   int create_attempts_ = 0;
   int connect_failures_ = 0;
   std::atomic<bool> done_{false};  // read by the client that starts everyone (ArriveAtStart)

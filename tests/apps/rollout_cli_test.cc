@@ -31,6 +31,15 @@ std::string SourceDir() {
   return dir != nullptr ? dir : ENVFORGE_TEST_SOURCE_DIR;
 }
 
+// data/envs/shop_eval_a packed into `dir`: the bundle's path.
+std::string PackShopEvalA(const TempDir& dir) {
+  const std::string bundle = dir / "shop_eval_a.envdb";
+  auto packed = Envforge({"env", "pack", SourceDir() + "/data/envs/shop_eval_a", "-o", bundle});
+  INFO(packed.stderr_text);
+  REQUIRE(packed.exit_code == 0);
+  return bundle;
+}
+
 struct Fixture {
   TempDir dir;
   std::string bundle = dir / "rollout_lab.envdb";
@@ -163,9 +172,7 @@ TEST_CASE("--dense plays the embedded model with dense attention and records it"
 
 TEST_CASE("--tool-choice required: policy-small's every turn is a call of a shop tool with its arguments") {
   TempDir dir;
-  const std::string bundle = dir / "shop_eval_a.envdb";
-  auto packed = Envforge({"env", "pack", SourceDir() + "/data/envs/shop_eval_a", "-o", bundle});
-  REQUIRE(packed.exit_code == 0);
+  const std::string bundle = PackShopEvalA(dir);
   // A held-out template and the tier beyond training: free decoding writes broken markup there.
   // Each answer is JSON of the task's answer schema ({"phone": string}, {"total": integer}, ...).
   const std::vector<std::pair<std::string, std::string>> tasks = {
@@ -216,9 +223,7 @@ TEST_CASE("--tool-choice required: policy-small's every turn is a call of a shop
 
 TEST_CASE("--strict-tools under --tool-choice auto: policy-small's calls parse where free decoding breaks them") {
   TempDir dir;
-  const std::string bundle = dir / "shop_eval_a.envdb";
-  auto packed = Envforge({"env", "pack", SourceDir() + "/data/envs/shop_eval_a", "-o", bundle});
-  REQUIRE(packed.exit_code == 0);
+  const std::string bundle = PackShopEvalA(dir);
   // The held-out template, where free decoding writes broken markup.
   auto invalid_calls = [&](bool strict) {
     std::vector<std::string> args = {"rollout",     bundle,
@@ -245,9 +250,7 @@ TEST_CASE("--strict-tools under --tool-choice auto: policy-small's calls parse w
 
 TEST_CASE("bench rollout --strict-tools: under tool_choice auto the calls are decoded under the grammar") {
   TempDir dir;
-  const std::string bundle = dir / "shop_eval_a.envdb";
-  auto packed = Envforge({"env", "pack", SourceDir() + "/data/envs/shop_eval_a", "-o", bundle});
-  REQUIRE(packed.exit_code == 0);
+  const std::string bundle = PackShopEvalA(dir);
   auto constrained_tokens = [&](bool strict) {
     std::vector<std::string> args = {"bench",
                                      "rollout",

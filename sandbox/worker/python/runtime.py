@@ -938,7 +938,7 @@ def _snapshot_pristine(module):
         p.unrecyclable = "tools.py keeps a module-level value that cannot be copied (%s)" % _describe(exc)
     p.decimal_context = decimal.getcontext().copy()
     p.environ = dict(os.environ)
-    p.environ_data = _environ_data()
+    p.environ_data = dict(_environ_data())
     p.handlers = {}
     for number in signal.valid_signals():
         try:
@@ -955,7 +955,7 @@ def _environ_data():
     """os.environ's encoded mapping: comparing it is a plain dict comparison, where comparing
     os.environ itself decodes every key and value (about 60 us a recycle)."""
     data = getattr(os.environ, "_data", None)
-    return dict(data) if isinstance(data, dict) else dict(os.environ)
+    return data if isinstance(data, dict) else dict(os.environ)
 
 
 def _restore_signal_handlers(handlers):
