@@ -39,6 +39,22 @@ OrderedJson ToOpenAiTools(const OrderedJson& tools) {
   return out;
 }
 
+Result<OrderedJson> ParseToolSpecs(const OrderedJson& tools, std::string_view what) {
+  OrderedJson out = OrderedJson::array();
+  if (!tools.is_array()) return out;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    if (!tools[i].is_string()) {
+      out.push_back(tools[i]);
+      continue;
+    }
+    ENVFORGE_ASSIGN_OR_RETURN(OrderedJson parsed,
+                              ParseOrderedJson(tools[i].get_ref<const std::string&>(),
+                                               std::string(what) + "[" + std::to_string(i) + "]", kMaxJsonValueDepth));
+    out.push_back(std::move(parsed));
+  }
+  return out;
+}
+
 Result<Json> ReplyJsonObject(std::string_view content) {
   const size_t open = content.find('{');
   const size_t close = content.rfind('}');

@@ -227,4 +227,9 @@ Result<ObjectReply> CompleteForObject(Backend& backend, CompletionRequest reques
 // MCP-style spec's top-level `strict: true` becomes the function's.
 OrderedJson ToOpenAiTools(const OrderedJson& tools);
 
+// `tools` (CompletionRequest::tools: spec objects, or JSON text of one) with every text entry
+// parsed, at most kMaxJsonValueDepth deep. Errors: InvalidArgument naming `what`[i] for text that
+// does not parse.
+Result<OrderedJson> ParseToolSpecs(const OrderedJson& tools, std::string_view what);
+
 }  // namespace envforge::inference

@@ -176,23 +176,14 @@ class EmbeddedBackend final : public Backend {
 constexpr size_t kMaxGrammars = 64;
 
 // OpenAI's strict function calling: a tool spec with `strict: true`, at the top (the Responses
-// API's form) or in its "function" object (Chat Completions').
-bool IsStrictSpec(const OrderedJson& tool) {
-  if (!tool.is_object()) return false;
-  if (tool.value("strict", false) == true) return true;
-  auto function = tool.find("function");
-  return function != tool.end() && function->is_object() && function->value("strict", false) == true;
-}
-
-// A spec may be given as JSON text of one (CompletionRequest::tools); text that does not parse is
-// not strict here, and the prompt's rendering reports it.
+// API's form) or in its "function" object (Chat Completions'); ToOpenAiTools moves the first into
+// the second. Text that does not parse is not strict here, and the prompt's rendering reports it.
 bool AnyStrictTool(const OrderedJson& tools) {
-  if (!tools.is_array()) return false;
-  for (const OrderedJson& tool : tools) {
-    if (IsStrictSpec(tool)) return true;
-    if (tool.is_string() && IsStrictSpec(OrderedJson::parse(tool.get_ref<const std::string&>(), nullptr, false))) {
-      return true;
-    }
+  Result<OrderedJson> specs = ParseToolSpecs(tools, "tools");
+  if (!specs.ok()) return false;
+  for (const OrderedJson& tool : ToOpenAiTools(*specs)) {
+    const OrderedJson& function = tool["function"];
+    if (function.is_object() && function.value("strict", false) == true) return true;
   }
   return false;
 }

@@ -235,18 +235,7 @@ int ToolCallGrammar::CompileNode(const OrderedJson& schema, int depth) {
 
 // Entries may be JSON text (chat_format.h's ChatEncodeOptions::tools); the specs in OpenAI form.
 static Result<OrderedJson> FunctionSpecs(const OrderedJson& tools) {
-  OrderedJson objects = OrderedJson::array();
-  if (tools.is_array()) {
-    for (const OrderedJson& tool : tools) {
-      if (!tool.is_string()) {
-        objects.push_back(tool);
-        continue;
-      }
-      ENVFORGE_ASSIGN_OR_RETURN(OrderedJson parsed,
-                                ParseOrderedJson(tool.get<std::string>(), "tool-call grammar: a tool"));
-      objects.push_back(std::move(parsed));
-    }
-  }
+  ENVFORGE_ASSIGN_OR_RETURN(OrderedJson objects, ParseToolSpecs(tools, "tool-call grammar: tools"));
   return ToOpenAiTools(objects);
 }
 

@@ -132,18 +132,7 @@ Status AddTools(const CompletionRequest& request, OrderedJson& body) {
   if (choice.empty())
     return InvalidArgumentError("tool_choice is empty (expected auto, none, required or a tool name)");
   // chat_format accepts a spec as JSON text; the server needs the object.
-  OrderedJson tools = OrderedJson::array();
-  for (size_t i = 0; i < request.tools.size(); ++i) {
-    const OrderedJson& spec = request.tools[i];
-    if (!spec.is_string()) {
-      tools.push_back(spec);
-      continue;
-    }
-    Result<OrderedJson> parsed =
-        ParseOrderedJson(spec.get<std::string>(), "tools[" + std::to_string(i) + "]", kMaxJsonValueDepth);
-    if (!parsed.ok()) return parsed.status();
-    tools.push_back(std::move(*parsed));
-  }
+  ENVFORGE_ASSIGN_OR_RETURN(OrderedJson tools, ParseToolSpecs(request.tools, "tools"));
   body["tools"] = ToOpenAiTools(tools);
   if (request.strict_tools) {
     for (OrderedJson& tool : body["tools"]) tool["function"]["strict"] = true;
