@@ -3,7 +3,7 @@
 
     /usr/bin/python3 scripts/train_policy.py --out DIR [--transcripts F.jsonl]
         [--eval-transcripts G.jsonl] [--steps N] [--seed S] [--size small|smoke] [--threads 2]
-        [--copy-steps K --short-steps S --dense-steps A --warmup-steps B --sparse-steps C]
+        [--copy-stage fixed|induction] [--copy-steps K --short-steps S --dense-steps A --warmup-steps B --sparse-steps C]
         [--realign-steps R] [--vocab-size V]
         [--batch-tokens T] [--eval-every N] [--value-weight W] [--init MODEL_DIR --lr-scale F]
 
@@ -23,7 +23,10 @@ Steps (scripts/policy/ holds the parts):
      (scripts/policy_envs.py says how): measured on held-out seeds, copies at 40 tokens were
      exact after 150 transcript steps, and copies at 38 or 42 tokens were not. A size with
      lookup_records > 0 gives half the stage to key-value look-ups (lookup_sequences), which
-     were not learnt in this budget;
+     were not learnt in this budget. --copy-stage induction replaces the fixed distance with
+     distances varied per row (data.induction_sequences), in phases of rising range (2-8, 2-24,
+     2-64 tokens for the small size): content-based copying, which the fixed stage does not teach
+     and which a single phase over the whole range did not learn;
   5. the DSA recipe (policy/train.py): dense pre-training, dense warm-up of the indexers (KL),
      sparse training, the tokens of tool-call argument values weighing --value-weight in the LM
      loss (a name or number is a few tokens among a turn's ~50 format tokens, whose gradient
@@ -79,6 +82,7 @@ SIZES = {
         "tie_embeddings": True, "vocab_size": 1024, "batch_tokens": 8192, "steps": (700, 50, 150), "lr": (2e-3, 1e-3, 5e-4),
         "short_steps": 150, "short_batch_tokens": 4096, "realign_steps": 150,
         "copy_steps": 150, "copy_batch_tokens": 4096, "copy_half": 40, "lookup_records": 0,
+        "induction_phases": ((250, 2, 8, 1.0), (150, 2, 24, 0.5), (150, 2, 64, 0.5)),
         "value_weight": 10.0,
         "synthetic": 3000,
     },
@@ -91,6 +95,7 @@ SIZES = {
         "tie_embeddings": True, "vocab_size": 512, "batch_tokens": 2048, "steps": (16, 6, 8), "lr": (3e-3, 2e-3, 1e-3),
         "short_steps": 0, "short_batch_tokens": 1024, "realign_steps": 6,
         "copy_steps": 0, "copy_batch_tokens": 1024, "copy_half": 16, "lookup_records": 6,
+        "induction_phases": ((2, 2, 8, 1.0), (1, 2, 24, 0.5)),
         "value_weight": 1.0,
         "synthetic": 240,
     },
@@ -157,6 +162,10 @@ def parse_args(argv):
                         "against the final weights (default: the size's; see the stage list above)")
     parser.add_argument("--copy-steps", type=int, help="steps on synthetic repeat sequences (random ids, "
                         "repeated) before the transcripts (default: the size's)")
+    parser.add_argument("--copy-stage", choices=("fixed", "induction"), default="fixed",
+                        help="the copy stage's sequences: repeats at the fixed distance copy_half (the "
+                        "shipped checkpoint's), or at distances varied per row over phases of rising range "
+                        "(content-based copying; --copy-steps N splits N over the phases)")
     parser.add_argument("--value-weight", type=float, help="loss weight of the tokens of tool-call argument "
                         "values (names, categories, answers) against 1 for the other generated tokens "
                         "(default: the size's)")
@@ -193,6 +202,36 @@ def stage_steps(args, size):
     return (args.dense_steps if args.dense_steps is not None else dense,
             args.warmup_steps if args.warmup_steps is not None else warmup,
             args.sparse_steps if args.sparse_steps is not None else sparse)
+
+
+def induction_stage(data, train, model, tok, size, total_steps, lr, rng, args):
+    """The copy stage on data.induction_sequences, phase by phase (steps, shortest and longest
+    distance, factor on lr) as the size lists them; total_steps (when set) is split over the
+    phases in their proportions. Returns the stage's record, with each phase's record in
+    "phases"."""
+    phases = size["induction_phases"]
+    if total_steps is not None:
+        planned = sum(p[0] for p in phases)
+        phases = [(max(1, round(total_steps * p[0] / planned)),) + tuple(p[1:]) for p in phases]
+    record = {"steps": 0, "tokens": 0, "computed_rows": 0, "loss_tokens": 0, "losses": [], "kl": [], "seconds": 0.0,
+              "phases": []}
+    for index, (steps, shortest, longest, lr_factor) in enumerate(phases):
+        count = steps * max(1, size["copy_batch_tokens"] // (2 * longest + 1))
+        ids, masks = data.induction_sequences(tok, count, shortest, longest, seed=args.seed + 100 + index)
+        label = "copy d%d-%d" % (shortest, longest)
+        phase = train.run_stage(model, data.Dataset.from_sequences(tok, ids, masks), "dense", steps,
+                                size["copy_batch_tokens"], lr * lr_factor, rng, log_every=args.log_every,
+                                label=label)
+        tail = phase["losses"][-10:]
+        log("stage %s: %d steps, %d tokens in %.0fs, loss %.4f at the end"
+            % (label, steps, phase["tokens"], phase["seconds"], sum(tail) / len(tail)))
+        for key in ("steps", "tokens", "computed_rows", "loss_tokens", "seconds"):
+            record[key] += phase[key]
+        record["losses"] += phase["losses"]
+        record["phases"].append({"distances": [shortest, longest], "lr": lr * lr_factor, "steps": steps,
+                                 "tokens": phase["tokens"], "seconds": phase["seconds"],
+                                 "loss_last": sum(tail) / len(tail)})
+    return record
 
 
 def log(message):
@@ -282,7 +321,10 @@ def main(argv=None):
     batch_tokens = args.batch_tokens or size["batch_tokens"]
     stages = {}
     copy_steps = size["copy_steps"] if args.copy_steps is None else args.copy_steps
-    if copy_steps:
+    if copy_steps and args.copy_stage == "induction":
+        stages["copy"] = induction_stage(data, train, model, tok, size, copy_steps if args.copy_steps is not None
+                                         else None, lrs[0], rng, args)
+    elif copy_steps:
         half = size["copy_half"]
         count = copy_steps * max(1, size["copy_batch_tokens"] // (2 * half + 1))
         # repeats, or half repeats and half key-value look-ups (mixed by the batch plan's length order)
@@ -334,6 +376,8 @@ def main(argv=None):
                "tokens_per_second": round(record["tokens"] / max(record["seconds"], 1e-9), 1),
                "loss_first": losses[0] if losses else None, "loss_last_10pct": float(np.mean(tail)) if tail else None,
                "losses": [round(v, 5) for v in losses]}
+        if "phases" in record:
+            out["phases"] = record["phases"]
         if record["kl"]:
             out["kl_first"], out["kl_last_10pct"] = record["kl"][0], float(np.mean(record["kl"][-len(tail):]))
         return out

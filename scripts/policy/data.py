@@ -292,6 +292,30 @@ def copy_sequences(tokenizer, count, half, seed):
     return ids, masks
 
 
+def induction_sequences(tokenizer, count, min_distance, max_distance, seed):
+    """(ids, masks) of `count` repeat sequences at varied distance: BOS, d ordinary ids drawn
+    uniformly, then the same ids again, with d uniform in [min_distance, max_distance] per row; the
+    loss on the repeat after its first token.
+
+    Why: a token's next one can then be found only by its content (the ids after its earlier
+    occurrence), not at a fixed offset, so this teaches content-based copying (induction). Trained
+    at once over the full range of distances the small model stays at chance (copy_sequences says
+    so); over short distances first (2-8, then 2-24) it learns within ~400 steps, and copies at
+    distances it never saw (measured in session 32: exact 0.94 at 8-40 tokens, 0.28 at 41-80 after
+    the 2-24 phase)."""
+    ordinary = _ordinary_ids(tokenizer)
+    rng = np.random.default_rng(seed)
+    bos = tokenizer.vocab[tok.BOS]
+    ids, masks = [], []
+    for distance in rng.integers(min_distance, max_distance + 1, count):
+        body = ordinary[rng.integers(0, len(ordinary), int(distance))]
+        ids.append(np.concatenate(([bos], body, body)).astype(np.int64))
+        mask = np.zeros(1 + 2 * int(distance), dtype=np.float32)
+        mask[int(distance) + 2:] = 1
+        masks.append(mask)
+    return ids, masks
+
+
 def lookup_sequences(tokenizer, count, records, seed):
     """(ids, masks) of `count` key-value lookup sequences: BOS, `records` records
     `key SEP value... END` (distinct keys, 1-3 value ids, SEP and END fixed per sequence), then a

@@ -50,7 +50,7 @@ def trained(tmp_path_factory):
     out = work / "model"
     done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--size", "smoke",
                            "--transcripts", str(work / "train.jsonl"), "--eval-transcripts", str(work / "eval.jsonl"),
-                           "--seed", "3", "--log-every", "1", "--threads", "1", "--copy-steps", "3", "--short-steps", "4",
+                           "--seed", "3", "--log-every", "1", "--threads", "1", "--copy-steps", "3", "--copy-stage", "induction", "--short-steps", "4",
                            "--eval-every", "8", "--value-weight", "3"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     with open(out / "training.json") as f:
@@ -76,7 +76,9 @@ def test_each_stage_runs_and_the_loss_falls(trained):
     realign = stages["realign"]
     assert realign["kl_last_10pct"] < realign["kl_first"], realign["losses"]
     # progress lines: stage, step, loss, throughput, ETA
-    assert "[copy] step" in stderr and "[short] step" in stderr and "[dense] step" in stderr and "[warmup] step" in stderr
+    # --copy-stage induction: the smoke size's phases (2-8 then 2-24 tokens), 3 steps split 2 + 1
+    assert [(p["distances"], p["steps"]) for p in stages["copy"]["phases"]] == [([2, 8], 2), ([2, 24], 1)]
+    assert "[copy d2-8] step" in stderr and "[copy d2-24] step" in stderr and "[short] step" in stderr and "[dense] step" in stderr and "[warmup] step" in stderr
     assert "[sparse] step" in stderr and "[realign] step" in stderr
     # --eval-every: the periodic evaluation, and the final one, report exact arguments per tier
     assert "[dense] step 8: eval loss" in stderr and "exact arguments by tier" in stderr
@@ -139,6 +141,7 @@ def small_tokenizer():
 
 def test_copy_and_lookup_sequences_train_only_what_can_be_copied():
     """copy_sequences: BOS, ids, the same ids, the loss on the repeat after its first token;
+    induction_sequences: the same at every distance of its range;
     lookup_sequences: the loss on the asked key's value and END, found earlier after that key and
     SEP. Neither uses a special token."""
     _, tok = small_tokenizer()
@@ -159,6 +162,15 @@ def test_copy_and_lookup_sequences_train_only_what_can_be_copied():
         start = row.index(key)  # the key's record: key SEP value... END, keys distinct
         assert start < targets[0] - 2 and row[start + 1] == sep
         assert row[start + 2:start + 2 + len(targets)] == row[targets[0]:]
+    ids_varied, masks_varied = data.induction_sequences(tok, 200, 2, 9, seed=3)
+    distances = set()
+    for row, mask in zip(ids_varied, masks_varied):
+        d = (len(row) - 1) // 2
+        distances.add(d)
+        assert len(row) == 2 * d + 1 and row[0] == bos and list(row[1:d + 1]) == list(row[d + 1:])
+        assert np.flatnonzero(mask).tolist() == list(range(d + 2, 2 * d + 1))
+        assert not special & set(row[1:].tolist())
+    assert distances == set(range(2, 10))
     ds = data.Dataset.from_sequences(tok, ids, masks)
     assert len(ds) == 20 and ds.total_tokens == sum(len(r) for r in ids)
     batch_ids, batch_masks, lengths = ds.collate([0, 1])
