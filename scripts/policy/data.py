@@ -275,7 +275,8 @@ def copy_sequences(tokenizer, count, half, seed):
     What it teaches (measured, session 9): copying at a FIXED distance (`half`), i.e. a positional
     attention head and an identity output path, not content-based induction. With the distance
     varied per row (random filler before and between the two copies) the same model stayed at
-    chance (loss ln V) for 300 steps at lr 2e-3 and 4e-3, and a model trained on this fixed-distance
+    chance (loss ln V) for 300 steps at lr 2e-3 and 4e-3 (induction_sequences' schedule of rising
+    distance ranges does learn it), and a model trained on this fixed-distance
     stage to 100% accuracy did not transfer to key-value recall (`k v k v ... k -> v`). Names
     transfer because in a transcript they sit at nearly fixed positions (after a fixed system
     prompt and prompt opening)."""
