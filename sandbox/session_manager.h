@@ -215,9 +215,9 @@ struct ManagerOptions {
   // runnable process, and on few cores the kernel's scheduler leaves some of them waiting for
   // hundreds of milliseconds while others run (`envforge serve`, 64 clients on 2 cores: p99
   // 44-68 ms, max 314-992 ms; with 8, p99 23-27 ms, max 124-391 ms, and 0.3-20% fewer calls/s).
-  // A call that has run for
-  // running_call_grace without answering (it sleeps, waits on I/O, or is long) stops counting, so
-  // slow tools cannot hold the gate shut: they delay the calls behind them by the grace at most.
+  // A call that has run for running_call_grace without answering (it sleeps, waits on I/O, or is
+  // long) stops counting, so slow tools cannot hold the gate shut: they delay the calls behind
+  // them by the grace at most.
   // Verdicts, binds, recycles and interpreter, code and search calls pass outside it. 0: no gate.
   size_t max_running_calls = 0;
   std::chrono::milliseconds running_call_grace{10};
