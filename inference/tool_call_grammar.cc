@@ -4,6 +4,7 @@
 #include "inference/tool_call_grammar.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <set>
 
@@ -141,25 +142,70 @@ uint8_t KindOf(const std::string& type, bool* integer) {
   return kAnyKind;
 }
 
-// A property's flags from its schema's type (either flag when it has none).
-ToolCallGrammar::Param ReadParam(const std::string& name, const OrderedJson& schema) {
-  ToolCallGrammar::Param param;
-  param.name = name;
-  std::vector<std::string> types = TypeNames(schema);
-  if (types.empty()) return param;
-  bool has_string = false, has_other = false;
-  for (const std::string& type : types) {
-    bool integer = false;
-    (KindOf(type, &integer) == kString ? has_string : has_other) = true;
-  }
-  param.allow_text = has_string;
-  param.allow_json = has_other;
-  return param;
-}
-
 // A JSON string literal as the grammar matches it after its opening quote: the escaped text and
 // the closing quote.
 std::string QuotedRest(const std::string& text) { return OrderedJson(text).dump().substr(1); }
+
+// Hops of "$ref" to "$ref" followed before a schema counts as untyped (a cycle of references).
+constexpr int kMaxRefHops = 16;
+
+// A URI fragment with its percent-escapes decoded (RFC 3986); a malformed escape stays as it is.
+std::string PercentDecoded(const std::string& text) {
+  std::string decoded;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto hex = [&](size_t at) { return at < text.size() && std::isxdigit(static_cast<unsigned char>(text[at])); };
+    if (text[i] == '%' && hex(i + 1) && hex(i + 2)) {
+      decoded.push_back(static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16)));
+      i += 2;
+    } else {
+      decoded.push_back(text[i]);
+    }
+  }
+  return decoded;
+}
+
+// The schema a local "$ref" points to ("#", "#/$defs/Name", "#/definitions/Name": a JSON pointer
+// into the document that holds it, RFC 6901, percent-escapes decoded), following references to
+// references; null when the reference is not local, points nowhere, or loops.
+const OrderedJson* ResolveRefs(const OrderedJson& schema, const OrderedJson& root) {
+  const OrderedJson* at = &schema;
+  for (int hop = 0; at->is_object() && at->contains("$ref"); ++hop) {
+    const OrderedJson& ref = (*at)["$ref"];
+    if (hop == kMaxRefHops || !ref.is_string()) return nullptr;
+    const std::string text = ref.get<std::string>();
+    if (text.empty() || text[0] != '#') return nullptr;
+    try {
+      const OrderedJson::json_pointer pointer(PercentDecoded(text.substr(1)));
+      if (!root.contains(pointer)) return nullptr;
+      at = &root.at(pointer);
+    } catch (const OrderedJson::exception&) {
+      return nullptr;  // not a JSON pointer (an anchor name): untyped
+    }
+  }
+  return at;
+}
+
+// The allowed values of a string enum or const; false when the schema lists none.
+bool StringValues(const OrderedJson& schema, std::vector<std::string>& values, bool& only_strings) {
+  only_strings = true;
+  const OrderedJson* listed = nullptr;
+  OrderedJson single;
+  if (schema.contains("const")) {
+    single = OrderedJson::array({schema["const"]});
+    listed = &single;
+  } else if (schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty()) {
+    listed = &schema["enum"];
+  }
+  if (listed == nullptr) return false;
+  for (const auto& value : *listed) {
+    if (value.is_string()) {
+      values.push_back(value.get<std::string>());
+    } else {
+      only_strings = false;
+    }
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -172,10 +218,47 @@ int ToolCallGrammar::AddTable(TableKind kind, std::vector<Entry> entries) {
   return static_cast<int>(tables_.size()) - 1;
 }
 
+int ToolCallGrammar::AddNode(JsonNode node) {
+  const bool narrows =
+      node.kinds != kAnyKind || node.integer || node.strings >= 0 || node.keys >= 0 || node.closed || node.items >= 0;
+  if (!narrows || nodes_.size() >= kMaxNodes) return -1;
+  nodes_.push_back(std::move(node));
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
+// A string enum's node fields: its values and their table.
+void ToolCallGrammar::SetStrings(JsonNode& node, std::vector<std::string> values) {
+  std::vector<Entry> entries;
+  for (const std::string& value : values) entries.push_back({QuotedRest(value), 0});
+  node.string_values = std::move(values);
+  node.strings = AddTable(TableKind::kJsonEnum, std::move(entries));
+}
+
 // The node of a schema (the header's file comment says which keywords narrow it); -1 when nothing
-// does, the schema is a $ref (draft-07 ignores its siblings) or it lies kTypedDepth levels deep.
-int ToolCallGrammar::CompileNode(const OrderedJson& schema, int depth) {
-  if (!schema.is_object() || depth >= kTypedDepth || schema.contains("$ref")) return -1;
+// does or it lies kTypedDepth levels deep. A local $ref is followed (its siblings ignored, as
+// draft-07 does); anyOf and oneOf narrow to the union of their branches, allOf to the
+// intersection with each, both a superset of the exact set where one node cannot hold it.
+int ToolCallGrammar::CompileNode(const OrderedJson& schema_in, int depth, const OrderedJson& root) {
+  const OrderedJson* resolved = ResolveRefs(schema_in, root);
+  if (resolved == nullptr || !resolved->is_object() || depth >= kTypedDepth) return -1;
+  // A schema reached again at the same depth (by $refs above all) compiles to the same node.
+  const auto key = std::make_pair(resolved, depth);
+  if (const auto found = compiled_.find(key); found != compiled_.end()) return found->second;
+  compiled_[key] = -1;  // a cycle through anyOf/allOf at this depth: untyped
+  const OrderedJson& schema = *resolved;
+  int node = CompileOwn(schema, depth, root);
+  for (const char* keyword : {"anyOf", "oneOf"}) {
+    if (schema.contains(keyword)) node = Intersect(node, CompileUnion(schema[keyword], depth, root));
+  }
+  if (schema.contains("allOf") && schema["allOf"].is_array()) {
+    for (const auto& branch : schema["allOf"]) node = Intersect(node, CompileNode(branch, depth, root));
+  }
+  compiled_[key] = node;
+  return node;
+}
+
+// The keywords of the schema itself: type, enum and const, properties, items.
+int ToolCallGrammar::CompileOwn(const OrderedJson& schema, int depth, const OrderedJson& root) {
   JsonNode node;
   bool has_integer = false, has_number = false;
   std::vector<std::string> types = TypeNames(schema);
@@ -189,21 +272,14 @@ int ToolCallGrammar::CompileNode(const OrderedJson& schema, int depth) {
     }
   }
   node.integer = has_integer && !has_number;
-  std::vector<Entry> strings;
-  if (schema.contains("const") && schema["const"].is_string()) {
-    strings.push_back({QuotedRest(schema["const"].get<std::string>()), 0});
-  } else if (schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty()) {
-    for (const auto& value : schema["enum"]) {
-      if (!value.is_string()) {
-        strings.clear();  // a mixed enum narrows nothing here
-        break;
-      }
-      strings.push_back({QuotedRest(value.get<std::string>()), 0});
-    }
-  }
-  if (!strings.empty() && (node.kinds & kString) != 0) {
-    node.kinds = kString;
-    node.strings = AddTable(TableKind::kJsonEnum, std::move(strings));
+  std::vector<std::string> strings;
+  bool only_strings = true;
+  if (StringValues(schema, strings, only_strings) && (node.kinds & kString) != 0) {
+    // A mixed enum's strings still narrow its strings; one without strings admits none (unless
+    // nothing else is left: a contradictory schema stays a superset, the session reports it).
+    const uint8_t narrowed = only_strings ? kString : strings.empty() ? node.kinds & ~kString : node.kinds;
+    if (narrowed != 0) node.kinds = narrowed;
+    if (!strings.empty()) SetStrings(node, std::move(strings));
   }
   if (schema.contains("properties") && schema["properties"].is_object()) {
     std::vector<Entry> keys;
@@ -211,7 +287,7 @@ int ToolCallGrammar::CompileNode(const OrderedJson& schema, int depth) {
     for (auto it = schema["properties"].begin(); it != schema["properties"].end(); ++it) {
       keys.push_back({QuotedRest(it.key()), static_cast<int32_t>(node.properties.size())});
       names.push_back(it.key());
-      node.properties.push_back(CompileNode(it.value(), depth + 1));
+      node.properties.push_back(CompileNode(it.value(), depth + 1, root));
     }
     if (schema.contains("required") && schema["required"].is_array()) {
       for (const auto& name : schema["required"]) {
@@ -225,12 +301,72 @@ int ToolCallGrammar::CompileNode(const OrderedJson& schema, int depth) {
   // patternProperties admits keys of its own beside the listed ones.
   node.closed = schema.contains("additionalProperties") && schema["additionalProperties"] == false &&
                 !schema.contains("patternProperties");
-  if (schema.contains("items") && schema["items"].is_object()) node.items = CompileNode(schema["items"], depth + 1);
-  const bool narrows =
-      node.kinds != kAnyKind || node.integer || node.strings >= 0 || node.keys >= 0 || node.closed || node.items >= 0;
-  if (!narrows) return -1;
-  nodes_.push_back(std::move(node));
-  return static_cast<int>(nodes_.size()) - 1;
+  if (schema.contains("items") && schema["items"].is_object()) {
+    node.items = CompileNode(schema["items"], depth + 1, root);
+  }
+  return AddNode(std::move(node));
+}
+
+// One node admitting what any branch admits. Where two branches allow objects (or arrays) their
+// structure is dropped: one node cannot hold "these keys or those".
+int ToolCallGrammar::CompileUnion(const OrderedJson& branches, int depth, const OrderedJson& root) {
+  if (!branches.is_array() || branches.empty()) return -1;
+  std::vector<int> compiled;
+  for (const auto& branch : branches) {
+    const int node = CompileNode(branch, depth, root);
+    if (node < 0) return -1;  // a branch that admits anything
+    compiled.push_back(node);
+  }
+  if (compiled.size() == 1) return compiled[0];
+  JsonNode merged;
+  merged.kinds = 0;
+  bool all_integer = true, strings_open = false;
+  std::vector<std::string> strings;
+  int objects = 0, arrays = 0, object_from = -1, array_from = -1;
+  for (const int index : compiled) {
+    const JsonNode& branch = nodes_[static_cast<size_t>(index)];
+    merged.kinds |= branch.kinds;
+    if ((branch.kinds & kNumber) != 0) all_integer = all_integer && branch.integer;
+    if ((branch.kinds & kString) != 0) {
+      strings_open = strings_open || branch.strings < 0;
+      strings.insert(strings.end(), branch.string_values.begin(), branch.string_values.end());
+    }
+    if ((branch.kinds & kObject) != 0) objects += 1, object_from = index;
+    if ((branch.kinds & kArray) != 0) arrays += 1, array_from = index;
+  }
+  merged.integer = (merged.kinds & kNumber) != 0 && all_integer;
+  if ((merged.kinds & kString) != 0 && !strings_open) SetStrings(merged, std::move(strings));
+  if (objects == 1) CopyObject(merged, nodes_[static_cast<size_t>(object_from)]);
+  if (arrays == 1) merged.items = nodes_[static_cast<size_t>(array_from)].items;
+  return AddNode(std::move(merged));
+}
+
+void ToolCallGrammar::CopyObject(JsonNode& to, const JsonNode& from) {
+  to.keys = from.keys;
+  to.properties = from.properties;
+  to.required = from.required;
+  to.closed = from.closed;
+}
+
+// One node admitting only what both admit, where a node can say so; otherwise a superset of
+// that (each side's structure, the narrower one kept). A contradiction (no kind in common)
+// keeps `a`: the session's validation reports such a schema's values, not the grammar.
+int ToolCallGrammar::Intersect(int a, int b) {
+  if (a < 0) return b;
+  if (b < 0) return a;
+  JsonNode both = nodes_[static_cast<size_t>(a)];
+  const JsonNode& other = nodes_[static_cast<size_t>(b)];
+  const uint8_t kinds = both.kinds & other.kinds;
+  if (kinds == 0) return a;
+  both.kinds = kinds;
+  both.integer = both.integer || other.integer;
+  if (both.strings < 0) {
+    both.strings = other.strings;
+    both.string_values = other.string_values;
+  }
+  if (both.keys < 0 && !both.closed && both.required == 0) CopyObject(both, other);
+  if (both.items < 0) both.items = other.items;
+  return AddNode(std::move(both));
 }
 
 // Entries may be JSON text (chat_format.h's ChatEncodeOptions::tools); the specs in OpenAI form.
@@ -239,40 +375,46 @@ static Result<OrderedJson> FunctionSpecs(const OrderedJson& tools) {
   return ToOpenAiTools(objects);
 }
 
-// One property: its flags, the enum table of its text, and the schema nodes of its JSON.
-ToolCallGrammar::Param ToolCallGrammar::ReadProperty(const std::string& name, const OrderedJson& schema) {
-  Param param = ReadParam(name, schema);
-  if (!schema.is_object()) return param;
-  if (param.allow_text) {
-    std::vector<Entry> values;
-    auto add = [&](const OrderedJson& value) {
-      if (value.is_string()) values.push_back({value.get<std::string>() + std::string(kParameterClose), 0});
-    };
-    if (schema.contains("const")) add(schema["const"]);
-    if (schema.contains("enum") && schema["enum"].is_array())
-      std::for_each(schema["enum"].begin(), schema["enum"].end(), add);
-    if (!values.empty()) param.table = AddTable(TableKind::kValueEnd, std::move(values));
-  }
-  if (param.allow_text && param.table < 0 && schema.value("contentMediaType", "") == "application/json") {
-    param.text_json = true;
-    if (schema.contains("contentSchema")) param.content_node = CompileNode(schema["contentSchema"], 0);
-  }
-  if (param.allow_json) {
-    param.node = CompileNode(schema, 0);
-    // A string goes as text (string="true") when the type allows one; JSON is then the rest.
-    if (param.node >= 0 && param.allow_text) {
-      JsonNode& node = nodes_[static_cast<size_t>(param.node)];
-      node.kinds &= static_cast<uint8_t>(~kString);
-      node.strings = -1;
-      if (node.kinds == 0) param.allow_json = false;
+// One property: its flags from its node's kinds (string="true" for a string, "false" for the
+// rest), the enum table of its text, and the schema nodes of its JSON. `root` is the document
+// its local $refs point into.
+ToolCallGrammar::Param ToolCallGrammar::ReadProperty(const std::string& name, const OrderedJson& schema,
+                                                     const OrderedJson& root) {
+  Param param;
+  param.name = name;
+  const int node = CompileNode(schema, 0, root);
+  if (node >= 0) {
+    const JsonNode& compiled = nodes_[static_cast<size_t>(node)];
+    param.allow_text = (compiled.kinds & kString) != 0;
+    param.allow_json = (compiled.kinds & ~kString & kAnyKind) != 0;
+    if (param.allow_text && compiled.strings >= 0) {
+      std::vector<Entry> values;
+      for (const std::string& value : compiled.string_values) {
+        values.push_back({value + std::string(kParameterClose), 0});
+      }
+      param.table = AddTable(TableKind::kValueEnd, std::move(values));
     }
+  }
+  const OrderedJson* resolved = ResolveRefs(schema, root);
+  if (param.allow_text && param.table < 0 && resolved != nullptr && resolved->is_object() &&
+      resolved->value("contentMediaType", "") == "application/json") {
+    param.text_json = true;
+    if (resolved->contains("contentSchema")) param.content_node = CompileNode((*resolved)["contentSchema"], 0, root);
+  }
+  if (param.allow_json && node >= 0) {
+    // A string goes as text (string="true"); JSON is then the rest.
+    JsonNode json = nodes_[static_cast<size_t>(node)];
+    json.kinds &= static_cast<uint8_t>(~kString);
+    json.strings = -1;
+    json.string_values.clear();
+    param.node = AddNode(std::move(json));
   }
   return param;
 }
 
 void ToolCallGrammar::ApplyAnswerSchema(Param& param) {
   if (options_.answer_schema.is_null() || !param.allow_text) return;
-  const int node = CompileNode(options_.answer_schema, 0);
+  const int node = CompileNode(options_.answer_schema, 0, options_.answer_schema);
   if (node < 0 || (nodes_[static_cast<size_t>(node)].kinds & kString) != 0) return;
   param.text_json = true;
   param.content_node = node;
@@ -294,7 +436,7 @@ Result<ToolCallGrammar::Tool> ToolCallGrammar::ReadTool(const OrderedJson& spec,
   tool.open_params = !listed && !(parameters.is_object() && parameters.value("additionalProperties", true) == false);
   if (listed) {
     for (auto it = parameters["properties"].begin(); it != parameters["properties"].end(); ++it) {
-      tool.params.push_back(ReadProperty(it.key(), it.value()));
+      tool.params.push_back(ReadProperty(it.key(), it.value(), parameters));
       if (tool.name == "submit_result" && it.key() == "answer_text") ApplyAnswerSchema(tool.params.back());
     }
   }
@@ -355,9 +497,7 @@ Result<std::shared_ptr<const ToolCallGrammar>> ToolCallGrammar::Build(const Orde
   }
   grammar->names_ = grammar->AddTable(TableKind::kNames, std::move(names));
   grammar->AddFixedTables();
-  if (grammar->nodes_.size() > static_cast<size_t>(INT16_MAX)) {
-    return InvalidArgumentError("tool-call grammar: the tools' schemas are too large (at most 32767 typed nodes)");
-  }
+  grammar->compiled_.clear();  // its keys point into specs
   // State holds table indices and entry ranges in 16 bits.
   for (const Table& table : grammar->tables_) {
     if (grammar->tables_.size() > UINT16_MAX || table.entries.size() > UINT16_MAX) {

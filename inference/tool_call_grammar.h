@@ -32,16 +32,19 @@
 //     4-space indents fits).
 //
 // JSON values are typed by their schema down to kTypedDepth levels of nesting: `type` (a name or
-// a list; "integer": no fraction or exponent), string `enum` and `const` (written as the schema
-// spells them, JSON-escaped), and for objects `properties`, `required` (an object closes only
-// once its first 64 properties' required ones were given) and `additionalProperties: false`
-// (then only listed keys, each once; listed keys are written as the schema spells them). An
-// array's `items` types its elements. A schema with `$ref` is left untyped (draft-07 ignores its
-// siblings), as is everything deeper; `anyOf`, `oneOf`, `allOf`, `not` and `if` narrow nothing
-// here (their sibling keywords still do), and the rest of JSON Schema (bounds, patterns,
-// formats) is not enforced: what the grammar takes is a superset of what validates, narrowed
-// only where the schema says so, and the session still validates the arguments. `patternProperties`
-// keeps an object open.
+// a list; "integer": no fraction or exponent), `enum` and `const` (their strings written as the
+// schema spells them, JSON-escaped; a string type with no string listed admits no string), and
+// for objects `properties`, `required` (an object closes only once its first 64 properties'
+// required ones were given) and `additionalProperties: false` (then only listed keys, each once;
+// listed keys are written as the schema spells them). An array's `items` types its elements. A
+// local `$ref` (a JSON pointer into the tool's parameters schema: "#/$defs/Name",
+// "#/definitions/Name", "#") is followed and its siblings ignored, as draft-07 does; a remote one
+// leaves the value untyped. `anyOf` and `oneOf` narrow to the union of their branches (kinds,
+// string enums, and the object or array structure of the only branch that allows one), `allOf`
+// to the intersection with each branch (the narrower structure kept); `not`, `if`, bounds,
+// patterns and formats are not enforced. What the grammar takes is a superset of what validates,
+// narrowed only where the schema says so, and the session still validates the arguments.
+// `patternProperties` keeps an object open.
 //
 // With calls_optional (tool_choice "auto" over strict tools) the block is optional: the language
 // is then also [thinking: reasoning "</think>"] content EOS, content unbounded.
@@ -57,6 +60,7 @@
 
 #include <bitset>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -94,6 +98,8 @@ class ToolCallGrammar {
   static constexpr int kMaxJsonDepth = 32;
   // Nesting levels of a JSON value typed by its schema (the top level is 0).
   static constexpr int kTypedDepth = 6;
+  // Schema nodes per grammar (State holds a node in 16 bits); past it values are untyped.
+  static constexpr size_t kMaxNodes = INT16_MAX;
 
   enum class Phase : uint8_t {
     kReasoning,
@@ -175,14 +181,15 @@ class ToolCallGrammar {
   };
   // A schema compiled for the JSON recognizer (the file comment says which keywords count).
   struct JsonNode {
-    uint8_t kinds = 0x3F;         // allowed kinds (bits: tool_call_grammar.cc)
-    bool integer = false;         // numbers without fraction or exponent
-    int items = -1;               // array: its elements' node
-    int keys = -1;                // object with properties: the table of their keys (value: property index)
-    std::vector<int> properties;  // node of each property
-    uint64_t required = 0;        // required properties among the first 64
-    bool closed = false;          // only listed keys (additionalProperties false)
-    int strings = -1;             // string enum: the table of its values
+    uint8_t kinds = 0x3F;                    // allowed kinds (bits: tool_call_grammar.cc)
+    bool integer = false;                    // numbers without fraction or exponent
+    int items = -1;                          // array: its elements' node
+    int keys = -1;                           // object with properties: the table of their keys (value: property index)
+    std::vector<int> properties;             // node of each property
+    uint64_t required = 0;                   // required properties among the first 64
+    bool closed = false;                     // only listed keys (additionalProperties false)
+    int strings = -1;                        // string enum: the table of its values
+    std::vector<std::string> string_values;  // ... and the values themselves
   };
   struct Tool {
     std::string name;
@@ -229,7 +236,13 @@ class ToolCallGrammar {
   bool CloseContainer(State& state, uint8_t byte) const;
   bool MoreKeys(const State& state) const;
   const JsonNode* Container(const State& state) const;
-  int CompileNode(const OrderedJson& schema, int depth);
+  int CompileNode(const OrderedJson& schema, int depth, const OrderedJson& root);
+  int CompileOwn(const OrderedJson& schema, int depth, const OrderedJson& root);
+  int CompileUnion(const OrderedJson& branches, int depth, const OrderedJson& root);
+  int Intersect(int a, int b);
+  int AddNode(JsonNode node);
+  void SetStrings(JsonNode& node, std::vector<std::string> values);
+  static void CopyObject(JsonNode& to, const JsonNode& from);
   bool FeedJsonString(State& state, uint8_t byte, bool closing) const;
   bool FeedJsonStringByte(State& state, uint8_t byte, bool closing) const;
   NumberStep FeedJsonNumber(State& state, uint8_t byte, bool closing) const;
@@ -238,7 +251,7 @@ class ToolCallGrammar {
   bool AnyLive(const State& state) const;
   int AddTable(TableKind kind, std::vector<Entry> entries);
   Result<Tool> ReadTool(const OrderedJson& spec, size_t index);
-  Param ReadProperty(const std::string& name, const OrderedJson& schema);
+  Param ReadProperty(const std::string& name, const OrderedJson& schema, const OrderedJson& root);
   void ApplyAnswerSchema(Param& param);
   void AddFixedTables();
   void StartFreeText(State& state, Phase phase) const;
@@ -248,9 +261,10 @@ class ToolCallGrammar {
   ToolCallGrammarOptions options_;
   std::vector<Tool> tools_;
   std::vector<Table> tables_;
-  std::vector<JsonNode> nodes_;
-  int block_first_ = -1;    // "<｜DSML｜invoke name=\""
-  int block_next_ = -1;     // that or "</｜DSML｜function_calls>"
+  std::vector<JsonNode> nodes_;                                 // immutable once added: nodes are shared
+  std::map<std::pair<const OrderedJson*, int>, int> compiled_;  // (schema, depth) -> node, while building
+  int block_first_ = -1;                                        // "<｜DSML｜invoke name=\""
+  int block_next_ = -1;                                         // that or "</｜DSML｜function_calls>"
   int block_last_ = -1;     // "</｜DSML｜function_calls>" only (max_invokes reached)
   int names_ = -1;          // tool names + "\">"
   int invoke_both_ = -1;    // parameter opening or "</｜DSML｜invoke>"

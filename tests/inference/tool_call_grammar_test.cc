@@ -432,6 +432,152 @@ TEST_SUITE("inference.tool_call_grammar") {
     }
   }
 
+  // Pydantic's shapes: models under $defs reached by $ref (a recursive one too), Optional[int] as
+  // anyOf with null, Literal unions, a tagged choice as oneOf, v1's allOf around a $ref.
+  OrderedJson PydanticTools() {
+    return OrderedJson::parse(R"([
+      {"name": "ship", "inputSchema": {"type": "object", "additionalProperties": false, "required": ["order"],
+        "$defs": {
+          "Address": {"type": "object", "additionalProperties": false, "required": ["city"],
+                      "properties": {"city": {"type": "string", "enum": ["Oslo", "Rome"]},
+                                     "zip": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}},
+          "Speed": {"enum": ["slow", "fast"]},
+          "Node": {"type": "object", "additionalProperties": false,
+                   "properties": {"next": {"$ref": "#/$defs/Node"}, "v": {"type": "integer"}}},
+          "a b": {"type": "boolean"}},
+        "properties": {
+          "order": {"type": "object", "additionalProperties": false, "required": ["to", "speed"], "properties": {
+            "to": {"$ref": "#/$defs/Address", "description": "where"},
+            "speed": {"$ref": "#/$defs/Speed"},
+            "gift": {"oneOf": [{"type": "boolean"},
+                               {"type": "object", "additionalProperties": false, "required": ["note"],
+                                "properties": {"note": {"type": "string"}}}]},
+            "chain": {"$ref": "#/$defs/Node"},
+            "wrap": {"$ref": "#/$defs/a%20b"}}},
+          "priority": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+          "mode": {"anyOf": [{"const": "air"}, {"const": "sea"}]},
+          "label": {"allOf": [{"$ref": "#/$defs/Speed"}], "description": "Pydantic v1's field with a description"}}}}
+    ])");
+  }
+
+  std::string ShipParam(const std::string& name, bool text, const std::string& value) {
+    return "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"ship\">\n<｜DSML｜parameter name=\"" + name +
+           "\" string=\"" + (text ? "true" : "false") + "\">" + value;
+  }
+
+  TEST_CASE("local $refs are followed and anyOf, oneOf and allOf narrow values (Pydantic's schemas)") {
+    auto built = ToolCallGrammar::Build(PydanticTools(), {});
+    INFO(built.status().ToString());
+    REQUIRE(built.ok());
+    const ToolCallGrammar& grammar = **built;
+    const std::string close = "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>";
+    CHECK(AcceptsWhole(grammar,
+                       ShipParam("order", false, R"({"to": {"city": "Oslo", "zip": null}, "speed": "fast"})") + close));
+    CHECK(AcceptsWhole(grammar, ShipParam("order", false,
+                                          R"({"speed": "slow", "to": {"city": "Rome", "zip": 101}, "gift": true, )"
+                                          R"("chain": {"next": {"next": {"v": 3}}}, "wrap": false})") +
+                                    close));
+    CHECK(AcceptsWhole(
+        grammar,
+        ShipParam("order", false, R"({"to": {"city": "Rome"}, "speed": "slow", "gift": {"note": "hi"}})") + close));
+    for (const char* refused : {
+             R"({"to": {"city": "Bergen)",                                                // the $ref'd model's enum
+             R"({"to": {"city": "Oslo", "zip": 1.5)",                                     // anyOf integer or null
+             R"({"to": {"city": "Oslo", "zip": "1)",                                      // ... not a string
+             R"({"to": {"city": "Oslo", "country)",                                       // the $ref'd model is closed
+             R"({"to": {"city": "Oslo"}, "speed": "medium)",                              // an enum behind a $ref
+             R"({"to": {"city": "Oslo"}, "speed": "fast", "gift": 3)",                    // oneOf boolean or object
+             R"({"to": {"city": "Oslo"}, "speed": "fast", "gift": {"x)",                  // the object branch is closed
+             R"({"to": {"city": "Oslo"}, "speed": "fast", "gift": {})",                   // ... and requires its note
+             R"({"to": {"city": "Oslo"}, "speed": "fast", "chain": {"next": {"v": 1.5)",  // recursion stays typed
+             R"({"to": {"city": "Oslo"}, "speed": "fast", "wrap": 1)",                    // a percent-escaped pointer
+         }) {
+      CAPTURE(refused);
+      CHECK_FALSE(AcceptsPrefix(grammar, ShipParam("order", false, refused)));
+    }
+    // Optional[int]: JSON only, an integer or null.
+    CHECK(AcceptsPrefix(grammar, ShipParam("priority", false, "7<")));
+    CHECK(AcceptsPrefix(grammar, ShipParam("priority", false, "null<")));
+    CHECK_FALSE(AcceptsPrefix(grammar, ShipParam("priority", false, "\"")));
+    CHECK_FALSE(AcceptsPrefix(grammar, ShipParam("priority", true, "")));
+    // Literal["air", "sea"] and an allOf around an enum's $ref: text, one of the values.
+    CHECK(AcceptsPrefix(grammar, ShipParam("mode", true, "sea<")));
+    CHECK_FALSE(AcceptsPrefix(grammar, ShipParam("mode", true, "bus")));
+    CHECK_FALSE(AcceptsPrefix(grammar, ShipParam("mode", false, "")));
+    CHECK(AcceptsPrefix(grammar, ShipParam("label", true, "slow<")));
+    CHECK_FALSE(AcceptsPrefix(grammar, ShipParam("label", true, "quick")));
+  }
+
+  TEST_CASE("a remote, dangling or looping $ref leaves its value untyped; a recursive fan-out stays bounded") {
+    auto built = ToolCallGrammar::Build(OrderedJson::parse(R"([
+      {"name": "f", "inputSchema": {"type": "object", "$defs": {"loop": {"$ref": "#/$defs/loop"}},
+        "properties": {"remote": {"$ref": "other.json#/x"}, "dangling": {"$ref": "#/$defs/missing"},
+                       "loop": {"$ref": "#/$defs/loop"}, "anchor": {"$ref": "#name"}}}}
+    ])"),
+                                        {});
+    REQUIRE(built.ok());
+    for (const char* name : {"remote", "dangling", "loop", "anchor"}) {
+      CAPTURE(name);
+      const std::string head = "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"" +
+                               std::string(name) + "\" string=\"";
+      CHECK(AcceptsPrefix(**built, head + "true\">anything<"));
+      CHECK(AcceptsPrefix(**built, head + "false\">[1, {\"a\": null}]<"));
+    }
+    // Eight properties, each the model again: 8^6 nodes unbounded; the budget cuts it.
+    OrderedJson fan = OrderedJson::parse(R"({"type": "object", "additionalProperties": false, "properties": {}})");
+    for (int p = 0; p < 8; ++p) fan["properties"]["p" + std::to_string(p)] = {{"$ref", "#/$defs/T"}};
+    OrderedJson tool = {
+        {"name", "tree"},
+        {"inputSchema",
+         {{"type", "object"}, {"$defs", {{"T", fan}}}, {"properties", {{"t", {{"$ref", "#/$defs/T"}}}}}}}};
+    auto tree = ToolCallGrammar::Build(OrderedJson::array({tool}), {});
+    REQUIRE(tree.ok());
+    const std::string head =
+        "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"tree\">\n<｜DSML｜parameter name=\"t\" string=\"false\">";
+    CHECK(AcceptsPrefix(**tree, head + R"({"p0": {"p7": {}}, "p1": {})"));
+    CHECK_FALSE(AcceptsPrefix(**tree, head + R"({"q)"));
+  }
+
+  TEST_CASE("every argument a random walk writes validates against a schema of $refs and anyOf/oneOf/allOf") {
+    const OrderedJson tools = PydanticTools();
+    const Json schema = Json::parse(tools[0]["inputSchema"].dump());
+    auto built = ToolCallGrammar::Build(tools, {.max_content_bytes = 8, .max_value_bytes = 48});
+    REQUIRE(built.ok());
+    const ToolCallGrammar& grammar = **built;
+    std::mt19937_64 rng(11);
+    int calls = 0;
+    for (int walk = 0; walk < 200; ++walk) {
+      auto state = grammar.Start();
+      std::string text;
+      for (int step = 0; step < 20000 && !grammar.CanEnd(state); ++step) {
+        std::vector<uint8_t> next;
+        for (int byte = 1; byte < 256; ++byte) {
+          auto copy = state;
+          if (grammar.FeedByte(copy, static_cast<uint8_t>(byte))) next.push_back(static_cast<uint8_t>(byte));
+        }
+        REQUIRE_MESSAGE(!next.empty(), "dead end after: " << text);
+        std::vector<uint8_t> closers;
+        for (uint8_t byte : next) {
+          if (byte == '"' || byte == '}' || byte == ']' || byte == '<') closers.push_back(byte);
+        }
+        const auto& pool = !closers.empty() && rng() % 2 == 0 ? closers : next;
+        const uint8_t byte = pool[rng() % pool.size()];
+        REQUIRE(grammar.FeedByte(state, byte));
+        text.push_back(static_cast<char>(byte));
+      }
+      REQUIRE(grammar.CanEnd(state));
+      auto parsed = ParseCompletion(text + kEos, false);
+      INFO(Printable(text));
+      REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
+      for (const ChatToolCall& call : parsed->message.tool_calls) {
+        ++calls;
+        auto violations = toolsets::Validate(schema, call.arguments);
+        CHECK_MESSAGE(violations.empty(), call.arguments.dump() << ": " << violations.front().message);
+      }
+    }
+    CHECK(calls >= 150);
+  }
+
   TEST_CASE("a JSON string never spells DSML markup or a special token, which would end the value early") {
     auto grammar = MustBuild();
     const std::string head =
