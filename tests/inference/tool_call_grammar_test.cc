@@ -106,6 +106,31 @@ std::string Printable(std::string text) {
   return text;
 }
 
+// A random walk through the grammar to an end (at most 20000 bytes): each byte drawn from those it
+// takes, toward structure half of the time (the bytes that end strings and containers).
+std::string WalkToEnd(const ToolCallGrammar& grammar, std::mt19937_64& rng) {
+  auto state = grammar.Start();
+  std::string text;
+  for (int step = 0; step < 20000 && !grammar.CanEnd(state); ++step) {
+    std::vector<uint8_t> next;
+    for (int byte = 1; byte < 256; ++byte) {
+      auto copy = state;
+      if (grammar.FeedByte(copy, static_cast<uint8_t>(byte))) next.push_back(static_cast<uint8_t>(byte));
+    }
+    REQUIRE_MESSAGE(!next.empty(), "dead end after: " << Printable(text));
+    std::vector<uint8_t> closers;
+    for (uint8_t byte : next) {
+      if (byte == '"' || byte == '}' || byte == ']' || byte == '<') closers.push_back(byte);
+    }
+    const auto& pool = !closers.empty() && rng() % 2 == 0 ? closers : next;
+    const uint8_t byte = pool[rng() % pool.size()];
+    REQUIRE(grammar.FeedByte(state, byte));
+    text.push_back(static_cast<char>(byte));
+  }
+  REQUIRE_MESSAGE(grammar.CanEnd(state), "no end within 20000 bytes: " << Printable(text.substr(text.size() - 300)));
+  return text;
+}
+
 std::string BookTrip(const std::string& trip_json) {
   return "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"book\">\n"
          "<｜DSML｜parameter name=\"trip\" string=\"false\">" +
@@ -547,25 +572,7 @@ TEST_SUITE("inference.tool_call_grammar") {
     std::mt19937_64 rng(11);
     int calls = 0;
     for (int walk = 0; walk < 200; ++walk) {
-      auto state = grammar.Start();
-      std::string text;
-      for (int step = 0; step < 20000 && !grammar.CanEnd(state); ++step) {
-        std::vector<uint8_t> next;
-        for (int byte = 1; byte < 256; ++byte) {
-          auto copy = state;
-          if (grammar.FeedByte(copy, static_cast<uint8_t>(byte))) next.push_back(static_cast<uint8_t>(byte));
-        }
-        REQUIRE_MESSAGE(!next.empty(), "dead end after: " << text);
-        std::vector<uint8_t> closers;
-        for (uint8_t byte : next) {
-          if (byte == '"' || byte == '}' || byte == ']' || byte == '<') closers.push_back(byte);
-        }
-        const auto& pool = !closers.empty() && rng() % 2 == 0 ? closers : next;
-        const uint8_t byte = pool[rng() % pool.size()];
-        REQUIRE(grammar.FeedByte(state, byte));
-        text.push_back(static_cast<char>(byte));
-      }
-      REQUIRE(grammar.CanEnd(state));
+      const std::string text = WalkToEnd(grammar, rng);
       auto parsed = ParseCompletion(text + kEos, false);
       INFO(Printable(text));
       REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
@@ -604,31 +611,7 @@ TEST_SUITE("inference.tool_call_grammar") {
       std::mt19937_64 rng(static_cast<uint64_t>(bound) + 3);
       int answers = 0, books = 0;
       for (int walk = 0; walk < 300; ++walk) {
-        auto state = grammar.Start();
-        std::string text;
-        bool ended = false;
-        for (int step = 0; step < 20000 && !ended; ++step) {
-          if (grammar.CanEnd(state)) {
-            ended = true;
-            break;
-          }
-          std::vector<uint8_t> next;
-          for (int byte = 1; byte < 256; ++byte) {
-            auto copy = state;
-            if (grammar.FeedByte(copy, static_cast<uint8_t>(byte))) next.push_back(static_cast<uint8_t>(byte));
-          }
-          REQUIRE_MESSAGE(!next.empty(), "dead end after: " << text);
-          // Toward structure: prefer the bytes that end strings and containers half of the time.
-          std::vector<uint8_t> closers;
-          for (uint8_t byte : next) {
-            if (byte == '"' || byte == '}' || byte == ']' || byte == '<') closers.push_back(byte);
-          }
-          const auto& pool = !closers.empty() && rng() % 2 == 0 ? closers : next;
-          const uint8_t byte = pool[rng() % pool.size()];
-          REQUIRE(grammar.FeedByte(state, byte));
-          text.push_back(static_cast<char>(byte));
-        }
-        REQUIRE_MESSAGE(ended, "no end within 20000 bytes: " << Printable(text.substr(text.size() - 300)));
+        const std::string text = WalkToEnd(grammar, rng);
         auto parsed = ParseCompletion(text + kEos, false);
         INFO(text);
         REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
