@@ -32,7 +32,9 @@ OrderedJson ToOpenAiTools(const OrderedJson& tools) {
     }
     if (!tool.is_object()) continue;
     OrderedJson function = {{"name", tool.value("name", "")}, {"description", tool.value("description", "")}};
-    function["parameters"] = tool.value("inputSchema", OrderedJson::object());
+    // MCP names the schema inputSchema; the Responses API's flat function tool, parameters.
+    function["parameters"] =
+        tool.contains("inputSchema") ? tool["inputSchema"] : tool.value("parameters", OrderedJson::object());
     if (tool.value("strict", false) == true) function["strict"] = true;
     out.push_back({{"type", "function"}, {"function", std::move(function)}});
   }

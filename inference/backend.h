@@ -223,8 +223,10 @@ Result<ObjectReply> CompleteForObject(Backend& backend, CompletionRequest reques
                                       const std::function<std::string(const std::string&)>& retry_message,
                                       int64_t* requests = nullptr);
 
-// The OpenAI function-tool form of MCP-style specs, and back (either form is accepted by both). An
-// MCP-style spec's top-level `strict: true` becomes the function's.
+// The OpenAI Chat Completions function-tool form ({"type": "function", "function": {...}}) of
+// specs in any of the three forms: that one (kept as it is), MCP's ({"name", "inputSchema"}) and
+// the Responses API's flat one ({"type": "function", "name", "parameters"}). A flat spec's
+// top-level `strict: true` becomes the function's.
 OrderedJson ToOpenAiTools(const OrderedJson& tools);
 
 // `tools` (CompletionRequest::tools: spec objects, or JSON text of one) with every text entry

@@ -107,6 +107,27 @@ TEST_SUITE("inference.backend") {
           StatusCode::kInvalidArgument);  // nested past the depth limit
   }
 
+  TEST_CASE("ToOpenAiTools: MCP, Chat Completions and the Responses API's flat form become function tools") {
+    const OrderedJson schema = OrderedJson::parse(R"({"type": "object", "properties": {"q": {"type": "string"}}})");
+    const OrderedJson chat = {{"type", "function"}, {"function", {{"name", "search"}, {"parameters", schema}}}};
+    const OrderedJson tools = OrderedJson::array({
+        {{"name", "mcp_tool"}, {"description", "d"}, {"inputSchema", schema}},
+        chat,
+        {{"type", "function"}, {"name", "flat"}, {"parameters", schema}, {"strict", true}},
+        {{"name", "bare"}},
+    });
+    const OrderedJson out = ToOpenAiTools(tools);
+    REQUIRE(out.size() == 4);
+    CHECK(out[0]["function"]["name"] == "mcp_tool");
+    CHECK(out[0]["function"]["parameters"] == schema);
+    CHECK(out[1] == chat);
+    CHECK(out[2]["type"] == "function");
+    CHECK(out[2]["function"]["name"] == "flat");
+    CHECK(out[2]["function"]["parameters"] == schema);
+    CHECK(out[2]["function"]["strict"] == true);
+    CHECK(out[3]["function"]["parameters"] == OrderedJson::object());
+  }
+
   TEST_CASE("backend specs: unknown schemes and malformed specs are refused by name") {
     for (const char* spec : {"nonsense", "grpc:host", "embedded:", ":x"}) {
       auto backend = OpenBackend(spec, {});
