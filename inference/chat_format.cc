@@ -158,6 +158,8 @@ Result<OrderedJson> NormalizeTool(const OrderedJson& tool, const std::string& wh
     }
     return function;
   }
+  // The Responses API's flat function tool: the function itself, as Chat Completions nests it.
+  if (spec.value("type", "") == "function") spec.erase("type");
   return spec;
 }
 

@@ -124,6 +124,8 @@ TEST_SUITE("inference.chat_format") {
         Json::parse(
             R"({"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}})"),
         Json::parse(R"({"name": "g", "inputSchema": {"type": "object"}})"),
+        // The Responses API's flat form renders as the function it names.
+        Json::parse(R"({"type": "function", "name": "h", "parameters": {"type": "object"}})"),
     });
     options.response_format = Json::parse(R"({"type": "json_object"})");
     auto prompt = EncodeChat({Msg("system", "S"), Msg("user", "u")}, options);
@@ -133,7 +135,8 @@ TEST_SUITE("inference.chat_format") {
     CHECK(Contains(text,
                    "Here are the functions available in JSONSchema format:\n<functions>\n"
                    "{\"description\": \"d\", \"name\": \"f\", \"parameters\": {\"type\": \"object\"}}\n"
-                   "{\"name\": \"g\", \"parameters\": {\"type\": \"object\"}}\n</functions>\n"
+                   "{\"name\": \"g\", \"parameters\": {\"type\": \"object\"}}\n"
+                   "{\"name\": \"h\", \"parameters\": {\"type\": \"object\"}}\n</functions>\n"
                    "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
                    "{\"type\": \"json_object\"}" +
                        kUser + "u"));
