@@ -430,7 +430,9 @@ Result<ToolCallGrammar::Tool> ToolCallGrammar::ReadTool(const OrderedJson& spec,
   }
   Tool tool;
   tool.name = (*function)["name"].get<std::string>();
-  const OrderedJson parameters = function->contains("parameters") ? (*function)["parameters"] : OrderedJson::object();
+  static const OrderedJson kNoParameters = OrderedJson::object();
+  const OrderedJson& parameters = function->contains("parameters") ? (*function)["parameters"] : kNoParameters;
+  compiled_.clear();  // a tool's $refs resolve in its own parameters
   const bool listed =
       parameters.is_object() && parameters.contains("properties") && parameters["properties"].is_object();
   tool.open_params = !listed && !(parameters.is_object() && parameters.value("additionalProperties", true) == false);

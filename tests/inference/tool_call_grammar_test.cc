@@ -563,6 +563,27 @@ TEST_SUITE("inference.tool_call_grammar") {
     CHECK_FALSE(AcceptsPrefix(**tree, head + R"({"q)"));
   }
 
+  TEST_CASE("each tool's $refs point into its own parameters, however alike the tools' schemas") {
+    // The same shapes at the same places: what one tool compiled must not stand for the other's.
+    auto built = ToolCallGrammar::Build(OrderedJson::parse(R"([
+      {"name": "a", "inputSchema": {"type": "object", "$defs": {"T": {"type": "integer"}},
+                                    "properties": {"x": {"$ref": "#/$defs/T"}}}},
+      {"name": "b", "inputSchema": {"type": "object", "$defs": {"T": {"enum": ["yes", "no"]}},
+                                    "properties": {"x": {"$ref": "#/$defs/T"}}}}
+    ])"),
+                                        {});
+    REQUIRE(built.ok());
+    auto head = [](const std::string& tool, bool text) {
+      return "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"" + tool +
+             "\">\n<｜DSML｜parameter name=\"x\" string=\"" + (text ? "true" : "false") + "\">";
+    };
+    CHECK(AcceptsPrefix(**built, head("a", false) + "12<"));
+    CHECK_FALSE(AcceptsPrefix(**built, head("a", true)));
+    CHECK(AcceptsPrefix(**built, head("b", true) + "yes<"));
+    CHECK_FALSE(AcceptsPrefix(**built, head("b", true) + "maybe"));
+    CHECK_FALSE(AcceptsPrefix(**built, head("b", false)));
+  }
+
   TEST_CASE("every argument a random walk writes validates against a schema of $refs and anyOf/oneOf/allOf") {
     const OrderedJson tools = PydanticTools();
     const Json schema = Json::parse(tools[0]["inputSchema"].dump());
