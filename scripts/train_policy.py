@@ -31,10 +31,10 @@ Steps (scripts/policy/ holds the parts):
      sparse training, the tokens of tool-call argument values weighing --value-weight in the LM
      loss (a name or number is a few tokens among a turn's ~50 format tokens, whose gradient
      otherwise drowns theirs); --steps N splits N steps over the stages in the size's
-     proportions, --dense-steps/--warmup-steps/--sparse-steps set them one by one (the small
-     size's warm-up is 200 steps: after the induction copy stage, 50 left the indexers at a
-     top-k recall of 0.963 and sparse training then broke the model, LM loss 0.11 to 0.72,
-     session 32); --short-steps
+     proportions, --dense-steps/--warmup-steps/--sparse-steps set them one by one (the shipped
+     checkpoint warms up 200 steps over two commands, its README says how: after the induction
+     copy stage, 50 left the indexers at a top-k recall of 0.963 and sparse training then broke
+     the model, LM loss 0.11 to 0.72, session 32); --short-steps
      S opens dense pre-training with S steps on the transcripts cut to BOS + their turns (no
      system prompt and tools block, whose 42 opening quotes otherwise compete with the one
      before the name in the prompt while the copying is learnt; 150 for the small size);
@@ -56,8 +56,7 @@ Steps (scripts/policy/ holds the parts):
 --init MODEL_DIR continues from an exported checkpoint instead of a fresh one: its tokenizer and
 weights are kept (no tokenizer is trained, its tokenizer files are copied into DIR), the copy and
 short stages default to 0 steps, and --lr-scale F (default 1) scales the size's learning rates.
-It is how the shipped checkpoint learnt the synth categories on top of the shops (the model's
-README, "Synth categories").
+The shipped checkpoint's second command is one (the model's README, "Reproduce").
 
 The process re-executes itself once with glibc malloc tunables that keep freed memory in the
 heap: PyTorch allocates many tensors of tens of MB per step, and glibc otherwise maps and unmaps
