@@ -4,10 +4,10 @@
 #include "inference/tool_call_grammar.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <set>
 
+#include "base/percent_decode.h"
 #include "inference/backend.h"
 #include "inference/chat_format.h"
 
@@ -149,21 +149,6 @@ std::string QuotedRest(const std::string& text) { return OrderedJson(text).dump(
 // Hops of "$ref" to "$ref" followed before a schema counts as untyped (a cycle of references).
 constexpr int kMaxRefHops = 16;
 
-// A URI fragment with its percent-escapes decoded (RFC 3986); a malformed escape stays as it is.
-std::string PercentDecoded(const std::string& text) {
-  std::string decoded;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto hex = [&](size_t at) { return at < text.size() && std::isxdigit(static_cast<unsigned char>(text[at])); };
-    if (text[i] == '%' && hex(i + 1) && hex(i + 2)) {
-      decoded.push_back(static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16)));
-      i += 2;
-    } else {
-      decoded.push_back(text[i]);
-    }
-  }
-  return decoded;
-}
-
 // The schema a local "$ref" points to ("#", "#/$defs/Name", "#/definitions/Name": a JSON pointer
 // into the document that holds it, RFC 6901, percent-escapes decoded), following references to
 // references; null when the reference is not local, points nowhere, or loops.
@@ -175,7 +160,7 @@ const OrderedJson* ResolveRefs(const OrderedJson& schema, const OrderedJson& roo
     const std::string text = ref.get<std::string>();
     if (text.empty() || text[0] != '#') return nullptr;
     try {
-      const OrderedJson::json_pointer pointer(PercentDecoded(text.substr(1)));
+      const OrderedJson::json_pointer pointer(PercentDecode(std::string_view(text).substr(1)));
       if (!root.contains(pointer)) return nullptr;
       at = &root.at(pointer);
     } catch (const OrderedJson::exception&) {

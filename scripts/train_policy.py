@@ -323,10 +323,9 @@ def main(argv=None):
     batch_tokens = args.batch_tokens or size["batch_tokens"]
     stages = {}
     copy_steps = size["copy_steps"] if args.copy_steps is None else args.copy_steps
-    if args.copy_stage == "induction":
-        if args.copy_steps != 0:  # unset: the size's phases as listed
-            stages["copy"] = induction_stage(data, train, model, tok, size, args.copy_steps, lrs[0], rng, args)
-    elif copy_steps:
+    if args.copy_stage == "induction" and args.copy_steps != 0:  # unset: the size's phases as listed
+        stages["copy"] = induction_stage(data, train, model, tok, size, args.copy_steps, lrs[0], rng, args)
+    elif args.copy_stage == "fixed" and copy_steps:
         half = size["copy_half"]
         count = copy_steps * max(1, size["copy_batch_tokens"] // (2 * half + 1))
         # repeats, or half repeats and half key-value look-ups (mixed by the batch plan's length order)
