@@ -6,6 +6,7 @@
 #include "agents/pass_at_k.h"
 #include "agents/replay.h"
 #include "agents/trajectory_store.h"
+#include "base/percent_decode.h"
 #include "base/json.h"
 #include "server/generated/ui_assets.h"
 #include "server/internal/ui_http.h"
@@ -18,7 +19,6 @@ using internal::ErrorAnswer;
 using internal::IntParameter;
 using internal::JsonAnswer;
 using internal::ParseQuery;
-using internal::PercentDecode;
 
 constexpr int64_t kDefaultPageSize = 50;
 constexpr int64_t kMaxPageSize = 500;
@@ -121,7 +121,7 @@ UiResponse UiApi::Handle(std::string_view target) const {
   }
   const std::string_view route = path.substr(kApiPrefix.size());
   if (route == "episodes") return Episodes(query);
-  if (route.starts_with("episodes/") && route.size() > 9) return OneEpisode(PercentDecode(route.substr(9), false));
+  if (route.starts_with("episodes/") && route.size() > 9) return OneEpisode(PercentDecode(route.substr(9)));
   if (route == "counts") return Counts();
   if (route == "task") return Task(query);
   if (UiRuns::IsRunsRoute(route)) return runs_->Handle(route, query);
@@ -246,7 +246,7 @@ void UiApi::ReplayAsync(std::string_view target, std::function<void(UiResponse)>
   const std::string_view path = target.substr(0, question);
   const std::map<std::string, std::string> parameters =
       ParseQuery(question == std::string_view::npos ? std::string_view() : target.substr(question + 1));
-  const std::string id = PercentDecode(path.substr(17, path.size() - 17 - 7), false);
+  const std::string id = PercentDecode(path.substr(17, path.size() - 17 - 7));
   auto drift = parameters.find("allow_version_drift");
   const bool allow_drift = drift != parameters.end() && (drift->second == "1" || drift->second == "true");
   if (replay_manager_ == nullptr) {

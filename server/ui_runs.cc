@@ -10,6 +10,7 @@
 #include <system_error>
 #include <vector>
 
+#include "base/percent_decode.h"
 #include "base/json.h"
 #include "envsynth/funnel.h"
 #include "envsynth/run_store.h"
@@ -22,7 +23,6 @@ using internal::ErrorAnswer;
 using internal::IntParameter;
 using internal::JsonAnswer;
 using internal::ParseQuery;
-using internal::PercentDecode;
 
 namespace fs = std::filesystem;
 
@@ -129,7 +129,7 @@ bool UiRuns::IsRunsRoute(std::string_view route) { return route == "runs" || rou
 
 UiResponse UiRuns::Handle(std::string_view route, std::string_view query) const {
   if (route == "runs") return List();
-  return OneRun(PercentDecode(route.substr(5), false), query);
+  return OneRun(PercentDecode(route.substr(5)), query);
 }
 
 UiResponse UiRuns::List() const {

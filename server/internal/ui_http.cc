@@ -3,17 +3,9 @@
 
 #include <charconv>
 
+#include "base/percent_decode.h"
+
 namespace envforge::server::internal {
-namespace {
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
 
 UiResponse JsonAnswer(int status, const Json& body) {
   return UiResponse{status, "application/json", body.dump(-1, ' ', false, Json::error_handler_t::replace)};
@@ -23,21 +15,6 @@ UiResponse ErrorAnswer(int status, std::string message) {
   return JsonAnswer(status, Json{{"error", std::move(message)}});
 }
 
-std::string PercentDecode(std::string_view text, bool plus_is_space) {
-  std::string decoded;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (plus_is_space && text[i] == '+') {
-      decoded += ' ';
-    } else if (text[i] == '%' && i + 2 < text.size() && HexValue(text[i + 1]) >= 0 && HexValue(text[i + 2]) >= 0) {
-      decoded += static_cast<char>(HexValue(text[i + 1]) * 16 + HexValue(text[i + 2]));
-      i += 2;
-    } else {
-      decoded += text[i];
-    }
-  }
-  return decoded;
-}
-
 std::map<std::string, std::string> ParseQuery(std::string_view query) {
   std::map<std::string, std::string> parameters;
   while (!query.empty()) {
@@ -45,8 +22,8 @@ std::map<std::string, std::string> ParseQuery(std::string_view query) {
     const std::string_view pair = query.substr(0, end);
     const size_t equals = pair.find('=');
     if (!pair.empty()) {
-      parameters[PercentDecode(pair.substr(0, equals), true)] =
-          equals == std::string_view::npos ? "" : PercentDecode(pair.substr(equals + 1), true);
+      parameters[PercentDecode(pair.substr(0, equals), PlusSign::kSpace)] =
+          equals == std::string_view::npos ? "" : PercentDecode(pair.substr(equals + 1), PlusSign::kSpace);
     }
     query = end == std::string_view::npos ? std::string_view() : query.substr(end + 1);
   }

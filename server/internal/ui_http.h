@@ -1,5 +1,5 @@
 // The small HTTP pieces the viewer's endpoints share (server/ui_api.h, server/ui_runs.h): JSON
-// answers, percent-decoding, query strings and bounded integer parameters.
+// answers, query strings and bounded integer parameters.
 #pragma once
 
 #include <cstdint>
@@ -16,10 +16,8 @@ namespace envforge::server::internal {
 UiResponse JsonAnswer(int status, const Json& body);
 UiResponse ErrorAnswer(int status, std::string message);  // {"error": message}
 
-// %XX is a byte (a malformed escape stays as it is); with plus_is_space, '+' is a space
-// (application/x-www-form-urlencoded query values), else a plus (path segments).
-std::string PercentDecode(std::string_view text, bool plus_is_space);
-// "a=1&b=x%20y" -> {a: "1", b: "x y"}; a name without '=' has the value "".
+// "a=1&b=x%20y+z" -> {a: "1", b: "x y z"} (envforge::PercentDecode, '+' a space); a name without
+// '=' has the value "".
 std::map<std::string, std::string> ParseQuery(std::string_view query);
 // parameters[name] as an integer in [low, high], `fallback` when absent or empty; InvalidArgument
 // naming the parameter and the bounds otherwise.

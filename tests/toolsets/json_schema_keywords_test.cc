@@ -130,6 +130,8 @@ TEST_SUITE("toolsets.json_schema.keywords") {
     CHECK(Contains(SchemaError(R"({"$ref": "#node"})"), "/$ref: '#node' names an anchor"));
     CHECK(SchemaError(R"({"$ref": "#/$defs/missing"})") == "/$ref: '#/$defs/missing' points at nothing in this schema");
     CHECK(SchemaError(R"({"$ref": 3})") == "/$ref: must be a string (a URI reference)");
+    CHECK(SchemaError(R"({"$defs": {"a": {}}, "$ref": "#/$defs/a%2"})") ==
+          "/$ref: '#/$defs/a%2' has a malformed percent-escape");
     CHECK(Contains(SchemaError(R"({"$defs": {"a": {"$id": "https://x/a.json", "$ref": "#/$defs/b"}, "b": {}}})"),
                    "/$defs/a/$ref: a $ref below a nested \"$id\""));
     CHECK(SchemaError(R"({"$defs": {"a": {"$id": "#a", "type": "string"}}})") == "");  // a plain-name $id is fine

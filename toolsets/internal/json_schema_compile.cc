@@ -10,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "base/percent_decode.h"
 #include "toolsets/internal/json_schema_tree.h"
 
 namespace envforge::toolsets::internal {
@@ -91,29 +92,12 @@ Status CheckAnnotation(std::string_view keyword, const Json& value, const std::s
   return Status::Ok();
 }
 
-// "%7E" -> "~": a $ref is a URI, so its fragment may be percent-encoded.
-std::optional<std::string> PercentDecode(std::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
-    }
-    if (i + 2 >= text.size() || !std::isxdigit(static_cast<unsigned char>(text[i + 1])) ||
-        !std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
-      return std::nullopt;
-    }
-    out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
-    i += 2;
-  }
-  return out;
-}
-
 // The canonical pointer (as ChildPointer builds them) of a "#/a/b" fragment, resolved against
 // the document so that a pointer to nothing fails here.
 Result<std::string> ResolveFragment(const Json& root, std::string_view fragment, const std::string& at,
                                     const std::string& ref) {
-  std::optional<std::string> decoded = PercentDecode(fragment);
+  // A $ref is a URI, so its fragment may be percent-encoded ("%7E" -> "~").
+  std::optional<std::string> decoded = PercentDecodeStrict(fragment);
   if (!decoded) return Error(at, "'" + ref + "' has a malformed percent-escape");
   std::string pointer;
   const Json* here = &root;
