@@ -6,6 +6,7 @@
                    [--strict-tools]
                    [--json OUT.json]
                    [--readme DIR/README.md] [--build DIR]
+    policy_eval.py --from-json DSA.json,DENSE.json [--readme DIR/README.md]
 
 Every environment source is packed (`envforge env pack`), then `envforge rollout X.envdb --all
 --backend embedded:DIR -n N --json` plays every task N times, once with DSA (the indexer's top-k)
@@ -20,7 +21,12 @@ budget cuts it or the session refuses its arguments.
 
 --readme replaces the block between "<!-- eval:begin -->" and "<!-- eval:end -->" in that file
 with the table (the block is appended when absent). Progress goes to stderr; --json writes
-every figure, per task included.
+every figure, per task included. Under the table, each mode's well-formed share of every model
+turn over all rows.
+
+--from-json plays nothing: it joins the modes of earlier runs' --json reports (one mode from each,
+say, when DSA and dense ran as two commands) into one table, refusing reports whose settings
+differ (model, n, seed, temperature, top_p, tool choice, strict tools) or that repeat a mode.
 """
 
 import argparse
@@ -146,6 +152,48 @@ def markdown(tables, n):
     return "\n".join(lines)
 
 
+def well_formed_totals(report):
+    """Per mode: the well-formed share of every model turn over all rows."""
+    lines = []
+    for mode, figures in report["modes"].items():
+        turns = sum(e["turns"] for e in figures["tasks"])
+        invalid = sum(e["invalid_calls"] for e in figures["tasks"])
+        share = "%.1f%%" % (100.0 * (1.0 - invalid / turns)) if turns else "-"
+        lines.append("%s: %s of all %d model turns well-formed." % (mode, share, turns))
+    return "\n".join(lines)
+
+
+SETTINGS = ("model", "n", "seed", "temperature", "top_p", "tool_choice", "strict_tools")
+
+
+def join_reports(paths):
+    """One report holding the modes of several --json reports; ValueError on a conflict."""
+    joined = None
+    for path in paths:
+        with open(path) as handle:
+            report = json.load(handle)
+        if joined is None:
+            joined = {key: report.get(key) for key in SETTINGS}
+            joined["modes"] = {}
+        for key in SETTINGS:
+            if report.get(key) != joined[key]:
+                raise ValueError("%s: %s is %r, the first report's is %r" % (path, key, report.get(key), joined[key]))
+        for mode, figures in report["modes"].items():
+            if mode in joined["modes"]:
+                raise ValueError("%s: mode %s is in an earlier report too" % (path, mode))
+            joined["modes"][mode] = figures
+    return joined
+
+
+def readme_block(report, block):
+    tool_choice = "" if report["tool_choice"] == "auto" else " --tool-choice " + report["tool_choice"]
+    tool_choice += " --strict-tools" if report["strict_tools"] else ""
+    return ("Measured by `/usr/bin/python3 scripts/policy_eval.py --model %s -n %d --seed %d --top-p %g%s` "
+            "(temperature %g; modes %s):\n\n%s"
+            % (report["model"], report["n"], report["seed"], report["top_p"], tool_choice, report["temperature"],
+               ", ".join(report["modes"]), block))
+
+
 def update_readme(path, block):
     text = open(path).read() if os.path.exists(path) else ""
     section = BEGIN + "\n" + block + "\n" + END
@@ -161,7 +209,8 @@ def update_readme(path, block):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True)
+    parser.add_argument("--model", help="the model directory to play (required unless --from-json)")
+    parser.add_argument("--from-json", help="comma-separated --json reports to join into one table; plays nothing")
     parser.add_argument("--envs", default=",".join(DEFAULT_ENVS), help="comma-separated environment source dirs")
     parser.add_argument("-n", type=int, default=100)
     parser.add_argument("--modes", default="dsa,dense")
@@ -180,6 +229,10 @@ def main(argv=None):
     parser.add_argument("--readme", help="put the table into this markdown file")
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     args = parser.parse_args(argv)
+    if args.from_json:
+        return print_joined(args)
+    if not args.model:
+        parser.error("--model is required (or --from-json)")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes or any(m not in ("dsa", "dense") for m in modes):
         parser.error("--modes takes dsa and/or dense")
@@ -191,7 +244,6 @@ def main(argv=None):
     sources = [os.path.join(ROOT, s) if not os.path.isabs(s) else s for s in args.envs.split(",") if s.strip()]
     report = {"model": args.model, "n": args.n, "seed": args.seed, "temperature": args.temperature,
               "top_p": args.top_p, "tool_choice": args.tool_choice, "strict_tools": args.strict_tools, "modes": {}}
-    tables = {}
     try:
         with tempfile.TemporaryDirectory(prefix="policy-eval-") as scratch:
             packed = [(pack(envforge_bin, s, scratch), task_table(s)) for s in sources]
@@ -201,22 +253,40 @@ def main(argv=None):
                     results, took = rollout(envforge_bin, bundle, args.model, args, mode == "dense")
                     entries += per_task_entries(results, tasks, args.n)
                     seconds += took
-                tables[mode] = summarize(entries, args.n)
-                report["modes"][mode] = {"seconds": round(seconds, 1), "rows": tables[mode], "tasks": entries}
+                report["modes"][mode] = {"seconds": round(seconds, 1), "rows": summarize(entries, args.n),
+                                         "tasks": entries}
     except RuntimeError as error:
         print("policy_eval: %s" % error, file=sys.stderr)
         return 2
-    block = markdown(tables, args.n)
-    print(block)
     if args.json:
         with open(args.json, "w") as out:
             json.dump(report, out, indent=1)
-    if args.readme:
-        tool_choice = "" if args.tool_choice == "auto" else " --tool-choice " + args.tool_choice
-        tool_choice += " --strict-tools" if args.strict_tools else ""
-        update_readme(args.readme, "Measured by `/usr/bin/python3 scripts/policy_eval.py --model %s -n %d --seed %d "
-                                   "--top-p %g%s` (temperature %g):\n\n%s"
-                      % (args.model, args.n, args.seed, args.top_p, tool_choice, args.temperature, block))
+    publish(report, args.readme)
+    return 0
+
+
+def publish(report, readme):
+    """Prints the table and the well-formed totals; puts both into the README when asked."""
+    block = markdown({mode: figures["rows"] for mode, figures in report["modes"].items()}, report["n"])
+    block += "\n\n" + well_formed_totals(report)
+    print(block)
+    if readme:
+        update_readme(readme, readme_block(report, block))
+
+
+def print_joined(args):
+    try:
+        report = join_reports([p.strip() for p in args.from_json.split(",") if p.strip()])
+    except (OSError, ValueError, KeyError) as error:
+        print("policy_eval: --from-json: %s" % error, file=sys.stderr)
+        return 2
+    if report is None:
+        print("policy_eval: --from-json: no report named", file=sys.stderr)
+        return 2
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=1)
+    publish(report, args.readme)
     return 0
 
 

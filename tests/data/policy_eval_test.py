@@ -93,7 +93,8 @@ def test_a_model_measured_end_to_end_by_tier(tmp_path):
     assert "| tier 1 | 8 |" in done.stdout
     text = readme.read_text()
     assert text.startswith("# a model\n") and policy_eval.BEGIN in text and "| tier 5 | 4 |" in text
-    assert "--top-p 0.95 --strict-tools` (temperature 1)" in text
+    assert "--top-p 0.95 --strict-tools` (temperature 1; modes dsa)" in text
+    assert "dsa: " in text and "model turns well-formed" in text
 
 
 def test_a_top_p_outside_the_unit_interval_is_refused():
@@ -101,3 +102,50 @@ def test_a_top_p_outside_the_unit_interval_is_refused():
         done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "policy_eval.py"), "--model", "m",
                                "--top-p", bad], cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and "--top-p must be in (0, 1]" in done.stderr
+
+
+def _report(mode, **settings):
+    report = {"model": "m", "n": 4, "seed": 1, "temperature": 1.0, "top_p": 1.0, "tool_choice": "auto",
+              "strict_tools": False}
+    report.update(settings)
+
+    def task(tier, held_out, category, turns, invalid):
+        return {"tier": tier, "template": "t", "held_out": held_out, "category": category, "turns": turns,
+                "invalid_calls": invalid, "mean_turns": 2.0, "pass_at_k": {"1": 0.5, "4": 1.0}}
+    tasks = [task(1, False, "", 10, 1), task(2, False, "", 10, 0), task(5, True, "", 20, 10),
+             task(1, False, "logistics", 10, 10)]
+    report["modes"] = {mode: {"seconds": 1.0, "rows": policy_eval.summarize(tasks, 4), "tasks": tasks}}
+    return report
+
+
+def test_reports_of_two_commands_join_into_one_table(tmp_path):
+    dsa, dense = tmp_path / "dsa.json", tmp_path / "dense.json"
+    dsa.write_text(json.dumps(_report("dsa")))
+    dense.write_text(json.dumps(_report("dense")))
+    readme = tmp_path / "README.md"
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "policy_eval.py"), "--from-json",
+                           "%s,%s" % (dsa, dense), "--readme", str(readme)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    header = done.stdout.splitlines()[0]
+    assert "dsa pass@1" in header and "dense pass@1" in header
+    # 21 of 50 turns invalid over all rows
+    assert "dsa: 58.0% of all 50 model turns well-formed." in done.stdout
+    assert "dense: 58.0% of all 50" in done.stdout
+    assert "(temperature 1; modes dsa, dense)" in readme.read_text()
+
+
+@pytest.mark.parametrize("second,message", [(_report("dense", seed=2), "seed is 2, the first report's is 1"),
+                                            (_report("dsa"), "mode dsa is in an earlier report too")])
+def test_reports_that_disagree_are_not_joined(tmp_path, second, message):
+    first, other = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(_report("dsa")))
+    other.write_text(json.dumps(second))
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "policy_eval.py"), "--from-json",
+                           "%s,%s" % (first, other)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr
+
+
+def test_without_a_model_or_reports_it_says_so():
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "policy_eval.py")], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "--model is required (or --from-json)" in done.stderr
