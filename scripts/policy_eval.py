@@ -258,20 +258,20 @@ def main(argv=None):
     except RuntimeError as error:
         print("policy_eval: %s" % error, file=sys.stderr)
         return 2
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(report, out, indent=1)
-    publish(report, args.readme)
+    publish(report, args)
     return 0
 
 
-def publish(report, readme):
-    """Prints the table and the well-formed totals; puts both into the README when asked."""
+def publish(report, args):
+    """Writes --json; prints the table and the well-formed totals, into --readme too when asked."""
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=1)
     block = markdown({mode: figures["rows"] for mode, figures in report["modes"].items()}, report["n"])
     block += "\n\n" + well_formed_totals(report)
     print(block)
-    if readme:
-        update_readme(readme, readme_block(report, block))
+    if args.readme:
+        update_readme(args.readme, readme_block(report, block))
 
 
 def print_joined(args):
@@ -283,10 +283,7 @@ def print_joined(args):
     if report is None:
         print("policy_eval: --from-json: no report named", file=sys.stderr)
         return 2
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(report, out, indent=1)
-    publish(report, args.readme)
+    publish(report, args)
     return 0
 
 
