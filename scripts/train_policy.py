@@ -6,6 +6,7 @@
         [--copy-stage fixed|induction] [--copy-steps K --short-steps S --dense-steps A --warmup-steps B --sparse-steps C]
         [--realign-steps R] [--vocab-size V]
         [--batch-tokens T] [--eval-every N] [--value-weight W] [--init MODEL_DIR --lr-scale F]
+        [--copy-mix F --copy-mix-distance D]
 
 Steps (scripts/policy/ holds the parts):
   1. tokenizer: a byte-level BPE in DeepSeek-V3's structure trained on the transcripts' text
@@ -26,7 +27,12 @@ Steps (scripts/policy/ holds the parts):
      copy of the shop's look-up tiers sits there in non-thinking transcripts (scripts/
      policy_envs.py says how), and copies at 38 or 42 tokens were not learnt. A size with
      lookup_records > 0 gives half of the fixed stage to key-value look-ups (lookup_sequences),
-     which were not learnt in this budget;
+     which were not learnt in this budget. The transcripts' stages undo it: the shipped
+     checkpoint repeats random ids at chance (exact 0.002-0.011 at d 2-120), since a shop name is
+     two tokens of a 96-word lexicon. --copy-mix F keeps it: the short, dense and sparse stages
+     train on the transcripts with induction sequences (d 2 to --copy-mix-distance, 64) among
+     them, F of the tokens (session 35: 0.3 over 300 steps from the shipped checkpoint brought
+     it back to 0.98 at d 2-64, and the synth categories' argument values began to be learnt);
   5. the DSA recipe (policy/train.py): dense pre-training, dense warm-up of the indexers (KL),
      sparse training, the tokens of tool-call argument values weighing --value-weight in the LM
      loss (a name or number is a few tokens among a turn's ~50 format tokens, whose gradient
@@ -51,7 +57,8 @@ Steps (scripts/policy/ holds the parts):
      parameters, tokens and wall time per stage, losses, and the evaluation of the exported
      weights (dense and sparse LM loss, token and turn accuracy on the spans, per tier the
      fraction of tool-call argument values predicted exactly, the indexer's top-k recall of the
-     dense attention mass per layer); --eval-every N prints that evaluation during training.
+     dense attention mass per layer, and per band of distances the exact share of repeated
+     random ids, train.copy_exactness); --eval-every N prints that evaluation during training.
 
 --init MODEL_DIR continues from an exported checkpoint instead of a fresh one: its tokenizer and
 weights are kept (no tokenizer is trained, its tokenizer files are copied into DIR), the copy and
@@ -168,6 +175,12 @@ def parse_args(argv):
                         help="the copy stage's sequences: at distances varied per row over phases of rising "
                         "range (content-based copying, the shipped checkpoint's; --copy-steps N splits N over "
                         "the phases), or repeats at the fixed distance copy_half (the previous checkpoint's)")
+    parser.add_argument("--copy-mix", type=float, default=0.0, help="share of the tokens of the short, dense "
+                        "and sparse stages given to repeat sequences at distances varied per row (2 to "
+                        "--copy-mix-distance, the copy stage's kind) mixed among the transcripts, so that copying "
+                        "arbitrary ids is kept while the transcripts train (0: none)")
+    parser.add_argument("--copy-mix-distance", type=int, default=64, help="the longest distance of --copy-mix's "
+                        "repeat sequences")
     parser.add_argument("--value-weight", type=float, help="loss weight of the tokens of tool-call argument "
                         "values (names, categories, answers) against 1 for the other generated tokens "
                         "(default: the size's)")
@@ -188,6 +201,10 @@ def parse_args(argv):
         parser.error("--init %s: no model.safetensors there" % args.init)
     if not args.lr_scale > 0:
         parser.error("--lr-scale must be positive")
+    if not 0 <= args.copy_mix < 1:
+        parser.error("--copy-mix must be in [0, 1)")
+    if args.copy_mix_distance < 2:
+        parser.error("--copy-mix-distance must be at least 2")
     if args.init:  # a trained checkpoint already copies and knows the turns' form
         args.copy_steps = 0 if args.copy_steps is None else args.copy_steps
         args.short_steps = 0 if args.short_steps is None else args.short_steps
@@ -339,10 +356,21 @@ def main(argv=None):
                                          lrs[0], rng, log_every=args.log_every, label="copy")
         log("stage copy: %d steps, %d tokens in %.0fs" % (copy_steps, stages["copy"]["tokens"],
                                                           stages["copy"]["seconds"]))
+    def mixed(transcripts, salt):  # the transcripts with --copy-mix's repeat sequences among them
+        if not args.copy_mix:
+            return transcripts
+        out = data.with_induction_rows(transcripts, args.copy_mix, 2, args.copy_mix_distance,
+                                       args.seed + 300 + salt)
+        added = len(out) - len(transcripts)
+        log("--copy-mix %.2f: %d repeat sequences among %d transcripts (%d of %d tokens)"
+            % (args.copy_mix, added, len(transcripts), out.total_tokens - transcripts.total_tokens, out.total_tokens))
+        return out
+
     short_steps = size["short_steps"] if args.short_steps is None else args.short_steps
     if short_steps:
         short_set = data.Dataset(tok, [data.without_system_prompt(r) for r in dataset.records],
                                  mark_values=mark_values)
+        short_set = mixed(short_set, 1)
         stages["short"] = train.run_stage(model, short_set, "dense", short_steps, size["short_batch_tokens"],
                                           lrs[0], rng,
                                           log_every=args.log_every, checkpoint=checkpoint,
@@ -350,8 +378,10 @@ def main(argv=None):
                                           value_weight=value_weight)
         log("stage short: %d steps, %d tokens in %.0fs" % (short_steps, stages["short"]["tokens"],
                                                            stages["short"]["seconds"]))
+    trained = mixed(dataset, 2)
     for stage, count, lr in zip(train.STAGES, steps, lrs):
-        stages[stage] = train.run_stage(model, dataset, stage, count, batch_tokens, lr, rng, log_every=args.log_every,
+        stage_set = dataset if stage == "warmup" else trained  # the warm-up fits attention: transcripts only
+        stages[stage] = train.run_stage(model, stage_set, stage, count, batch_tokens, lr, rng, log_every=args.log_every,
                                         checkpoint=checkpoint, checkpoint_every=args.eval_every,
                                         value_weight=value_weight)
         record = stages[stage]
@@ -367,6 +397,7 @@ def main(argv=None):
     t0 = time.time()
     final = export.rounded_copy(model)
     evaluation = train.evaluate(final, eval_set, by_argument=True)
+    evaluation["copy_exact_by_distance"] = train.copy_exactness(final, tok)
     log("evaluation (%.0fs): %s" % (time.time() - t0, json.dumps(evaluation)))
 
     def summary(record):
@@ -387,6 +418,7 @@ def main(argv=None):
         "command": " ".join(["scripts/train_policy.py"] + (argv if argv is not None else sys.argv[1:])),
         "size": args.size, "seed": args.seed, "init": os.path.abspath(args.init) if args.init else None,
         "lr_scale": args.lr_scale, "threads": args.threads, "torch": torch.__version__,
+        "copy_mix": {"share": args.copy_mix, "longest_distance": args.copy_mix_distance} if args.copy_mix else None,
         "parameters": parameters, "indexer_parameters": indexer_parameters,
         "config": config, "vocab_size": tok.vocab_size, "merges": len(merges),
         "data": {"train": source, "train_transcripts": len(dataset), "train_tokens": dataset.total_tokens,

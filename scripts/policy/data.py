@@ -317,6 +317,27 @@ def induction_sequences(tokenizer, count, min_distance, max_distance, seed):
     return ids, masks
 
 
+def with_induction_rows(dataset, fraction, min_distance, max_distance, seed):
+    """A dataset of `dataset`'s sequences plus data.induction_sequences rows (distances
+    min_distance-max_distance) making up about `fraction` of its tokens, mixed by the batch plan.
+
+    Why: after the copy stage, the transcripts' stages make the model forget copying arbitrary ids
+    (the shipped checkpoint repeats a random sequence at chance: exact next token 0.005-0.013 at
+    distances 2-120), since a shop's names are two tokens from a 96-word lexicon and need only a
+    choice among those. The synth categories' names are 3-5 tokens over the whole vocabulary, so a
+    policy for them has to keep copying by content while it learns their turns."""
+    if not 0 <= fraction < 1:
+        raise ValueError("fraction must be in [0, 1), not %r" % fraction)
+    base = Dataset.from_sequences(dataset.tokenizer, dataset.ids, dataset.masks)
+    if fraction == 0:
+        return base
+    wanted = fraction / (1 - fraction) * base.total_tokens
+    mean_length = 1 + (min_distance + max_distance)  # 1 + 2 * mean distance
+    count = max(1, int(wanted / mean_length))
+    ids, masks = induction_sequences(dataset.tokenizer, count, min_distance, max_distance, seed)
+    return Dataset.from_sequences(dataset.tokenizer, list(base.ids) + ids, list(base.masks) + masks)
+
+
 def lookup_sequences(tokenizer, count, records, seed):
     """(ids, masks) of `count` key-value lookup sequences: BOS, `records` records
     `key SEP value... END` (distinct keys, 1-3 value ids, SEP and END fixed per sequence), then a

@@ -255,3 +255,29 @@ def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None, by_a
                                     "queries": int(max(c for _, c in recall.values()))}
         result[mode] = entry
     return result
+
+
+COPY_BANDS = ((2, 8), (9, 24), (25, 64), (65, 120))
+
+
+@torch.no_grad()
+def copy_exactness(model, tokenizer, bands=COPY_BANDS, per_band=40, seed=7, mode="dense"):
+    """Per band of distances "lo-hi": the share of the repeated tokens of data.induction_sequences
+    (random ordinary ids, then the same ids again; the first repeated token excluded) that the
+    model predicts exactly, teacher forced. 1/V is chance: whether the model still copies ids it
+    has no prior for, by content, which the synth categories' multi-token names need."""
+    from . import data
+    model.eval()
+    out = {}
+    for index, (lo, hi) in enumerate(bands):
+        ids, masks = data.induction_sequences(tokenizer, per_band, lo, hi, seed=seed + index)
+        dataset = data.Dataset.from_sequences(tokenizer, ids, masks)
+        hits = total = 0
+        for i in range(len(dataset)):
+            batch = Batch(*dataset.collate([i]))
+            h, layout = model.hidden(batch.prefix, batch.suffix, mode, None, batch.suffix_lengths)
+            w = batch.weight[0] > 0
+            hits += int((model.lm_head(layout.suffix(h)[0][w]).argmax(-1) == batch.target[0][w]).sum())
+            total += int(w.sum())
+        out["%d-%d" % (lo, hi)] = round(hits / max(total, 1), 4)
+    return out

@@ -84,6 +84,9 @@ def test_each_stage_runs_and_the_loss_falls(trained):
     assert "[dense] step 8: eval loss" in stderr and "exact arguments by tier" in stderr
     exact = report["evaluation"]["dense"]["argument_exact_by_tier"]
     assert set(exact) == {"1", "2", "3", "4"} and all(0 <= v <= 1 for v in exact.values())
+    # copying random ids by content, per band of distances (chance: 1/V)
+    copying = report["evaluation"]["copy_exact_by_distance"]
+    assert list(copying) == ["2-8", "9-24", "25-64", "65-120"] and all(0 <= v <= 1 for v in copying.values())
     assert "tok/s" in stderr and "ETA" in stderr
     recall = report["evaluation"]["dense"]["topk_recall"]
     assert 0 < recall["mean"] <= 1 and len(recall["per_layer"]) == report["config"]["num_hidden_layers"]
@@ -122,6 +125,7 @@ def test_init_continues_from_an_exported_model_with_its_tokenizer(trained, tmp_p
         assert (again / name).read_bytes() == (out / name).read_bytes()
     continued = json.loads((again / "training.json").read_text())
     assert continued["init"] == str(out) and continued["lr_scale"] == 0.5
+    assert continued["copy_mix"] is None
     assert list(continued["stages"]) == ["dense", "warmup", "sparse"] and continued["stages"]["warmup"]["steps"] == 0
     assert continued["stages"]["dense"]["loss_first"] < 0.5 * report["stages"]["short"]["loss_first"]
     before, after = export.load(out).state_dict(), export.load(again).state_dict()
@@ -130,6 +134,32 @@ def test_init_continues_from_an_exported_model_with_its_tokenizer(trained, tmp_p
     bad = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "x"), "--init", str(tmp_path)],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--init %s: no model.safetensors there" % tmp_path in bad.stderr
+
+
+def test_copy_mix_trains_repeat_sequences_among_the_transcripts(trained, tmp_path):
+    """--copy-mix: the dense and sparse stages train on the transcripts with repeat sequences
+    making up the asked share of the tokens (said on stderr, recorded in training.json); the
+    evaluation reports copying by distance; a share outside [0, 1) is a usage error."""
+    out, _, _ = trained
+    write_jsonl(tmp_path / "more.jsonl", data.synthetic_transcripts(40, seed=21))
+    again = tmp_path / "again"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(again), "--size", "smoke", "--init", str(out),
+                           "--transcripts", str(tmp_path / "more.jsonl"), "--threads", "1", "--dense-steps", "3",
+                           "--warmup-steps", "1", "--sparse-steps", "2", "--realign-steps", "0", "--eval-limit", "4",
+                           "--copy-mix", "0.25", "--copy-mix-distance", "16"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    said = re.findall(r"--copy-mix 0\.25: (\d+) repeat sequences among 36 transcripts \((\d+) of (\d+) tokens\)",
+                      done.stderr)
+    assert len(said) == 1 and int(said[0][0]) > 0, done.stderr
+    assert 0.2 < int(said[0][1]) / int(said[0][2]) < 0.3
+    continued = json.loads((again / "training.json").read_text())
+    assert continued["copy_mix"] == {"share": 0.25, "longest_distance": 16}
+    assert set(continued["evaluation"]["copy_exact_by_distance"]) == {"2-8", "9-24", "25-64", "65-120"}
+    for bad, message in ((["--copy-mix", "1"], "--copy-mix must be in [0, 1)"),
+                         (["--copy-mix-distance", "1"], "--copy-mix-distance must be at least 2")):
+        refused = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "x")] + bad,
+                                 capture_output=True, text=True)
+        assert refused.returncode == 2 and message in refused.stderr
 
 
 def small_tokenizer():
@@ -175,6 +205,29 @@ def test_copy_and_lookup_sequences_train_only_what_can_be_copied():
     assert len(ds) == 20 and ds.total_tokens == sum(len(r) for r in ids)
     batch_ids, batch_masks, lengths = ds.collate([0, 1])
     assert lengths == [len(ids[0]), len(ids[1])] and batch_masks[0, :lengths[0]].tolist() == masks[0].tolist()
+
+
+def test_induction_rows_are_mixed_in_at_the_asked_share():
+    """with_induction_rows keeps every sequence of the dataset (ids and masks, value marks
+    included) and adds repeat sequences making up about the asked share of the tokens; 0 adds
+    none; a share outside [0, 1) is refused."""
+    records, tok = small_tokenizer()
+    transcripts = data.Dataset(tok, records, mark_values=True)
+    mixed = data.with_induction_rows(transcripts, 0.3, 2, 24, seed=4)
+    kept = len(transcripts)
+    assert all(np.array_equal(a, b) for a, b in zip(mixed.ids[:kept], transcripts.ids))
+    assert all(np.array_equal(a, b) for a, b in zip(mixed.masks[:kept], transcripts.masks))
+    added = mixed.total_tokens - transcripts.total_tokens
+    assert 0.25 < added / mixed.total_tokens < 0.35
+    bos = tok.vocab[tokenizer_lib.BOS]
+    for row, mask in zip(mixed.ids[kept:], mixed.masks[kept:]):
+        d = (len(row) - 1) // 2
+        assert 2 <= d <= 24 and row[0] == bos and list(row[1:d + 1]) == list(row[d + 1:])
+        assert np.flatnonzero(mask).tolist() == list(range(d + 2, 2 * d + 1))
+    assert len(data.with_induction_rows(transcripts, 0, 2, 24, seed=4)) == kept
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="fraction must be in"):
+            data.with_induction_rows(transcripts, bad, 2, 24, seed=4)
 
 
 def test_argument_values_and_the_short_form():
