@@ -356,6 +356,7 @@ def main(argv=None):
                                          lrs[0], rng, log_every=args.log_every, label="copy")
         log("stage copy: %d steps, %d tokens in %.0fs" % (copy_steps, stages["copy"]["tokens"],
                                                           stages["copy"]["seconds"]))
+
     def mixed(transcripts, salt):  # the transcripts with --copy-mix's repeat sequences among them
         if not args.copy_mix:
             return transcripts

@@ -322,8 +322,8 @@ def with_induction_rows(dataset, fraction, min_distance, max_distance, seed):
     min_distance-max_distance) making up about `fraction` of its tokens, mixed by the batch plan.
 
     Why: after the copy stage, the transcripts' stages make the model forget copying arbitrary ids
-    (the shipped checkpoint repeats a random sequence at chance: exact next token 0.005-0.013 at
-    distances 2-120), since a shop's names are two tokens from a 96-word lexicon and need only a
+    (the shipped checkpoint repeats a random sequence at chance: train.copy_exactness 0.002-0.011
+    at distances 2-120), since a shop's names are two tokens from a 96-word lexicon and need only a
     choice among those. The synth categories' names are 3-5 tokens over the whole vocabulary, so a
     policy for them has to keep copying by content while it learns their turns."""
     if not 0 <= fraction < 1:
