@@ -109,18 +109,25 @@ def test_realignment_moves_the_indexers_alone(trained):
     assert all(p.requires_grad for p in model.parameters())  # the stage unfreezes what it froze
 
 
+def continue_training(out, tmp_path, *options):
+    """(model dir, finished process) of a short smoke run continued from `out` (--init) on 40 more
+    synthetic transcripts: 3 dense and 2 sparse steps, no realignment, then `options`."""
+    write_jsonl(tmp_path / "more.jsonl", data.synthetic_transcripts(40, seed=21))
+    again = tmp_path / "again"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(again), "--size", "smoke", "--init", str(out),
+                           "--transcripts", str(tmp_path / "more.jsonl"), "--threads", "1", "--dense-steps", "3",
+                           "--sparse-steps", "2", "--realign-steps", "0", "--eval-limit", "4", *options],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return again, done
+
+
 def test_init_continues_from_an_exported_model_with_its_tokenizer(trained, tmp_path):
     """--init: the checkpoint's tokenizer files are copied unchanged, its weights are the start
     (the first dense loss is the trained model's, far below a fresh one's), the copy and short
     stages are skipped by default, and every trained tensor moves."""
     out, report, _ = trained
-    write_jsonl(tmp_path / "more.jsonl", data.synthetic_transcripts(40, seed=21))
-    again = tmp_path / "again"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(again), "--size", "smoke", "--init", str(out),
-                           "--transcripts", str(tmp_path / "more.jsonl"), "--threads", "1", "--dense-steps", "3",
-                           "--warmup-steps", "0", "--sparse-steps", "2", "--realign-steps", "0", "--lr-scale", "0.5",
-                           "--eval-limit", "4"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    again, _ = continue_training(out, tmp_path, "--warmup-steps", "0", "--lr-scale", "0.5")
     for name in ("tokenizer.json", "tokenizer_config.json"):
         assert (again / name).read_bytes() == (out / name).read_bytes()
     continued = json.loads((again / "training.json").read_text())
@@ -140,14 +147,8 @@ def test_copy_mix_trains_repeat_sequences_among_the_transcripts(trained, tmp_pat
     """--copy-mix: the dense and sparse stages train on the transcripts with repeat sequences
     making up the asked share of the tokens (said on stderr, recorded in training.json); the
     evaluation reports copying by distance; a share outside [0, 1) is a usage error."""
-    out, _, _ = trained
-    write_jsonl(tmp_path / "more.jsonl", data.synthetic_transcripts(40, seed=21))
-    again = tmp_path / "again"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(again), "--size", "smoke", "--init", str(out),
-                           "--transcripts", str(tmp_path / "more.jsonl"), "--threads", "1", "--dense-steps", "3",
-                           "--warmup-steps", "1", "--sparse-steps", "2", "--realign-steps", "0", "--eval-limit", "4",
-                           "--copy-mix", "0.25", "--copy-mix-distance", "16"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    again, done = continue_training(trained[0], tmp_path, "--warmup-steps", "1", "--copy-mix", "0.25",
+                                    "--copy-mix-distance", "16")
     said = re.findall(r"--copy-mix 0\.25: (\d+) repeat sequences among 36 transcripts \((\d+) of (\d+) tokens\)",
                       done.stderr)
     assert len(said) == 1 and int(said[0][0]) > 0, done.stderr
