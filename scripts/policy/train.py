@@ -264,20 +264,13 @@ COPY_BANDS = ((2, 8), (9, 24), (25, 64), (65, 120))
 def copy_exactness(model, tokenizer, bands=COPY_BANDS, per_band=40, seed=7, mode="dense"):
     """Per band of distances "lo-hi": the share of the repeated tokens of data.induction_sequences
     (random ordinary ids, then the same ids again; the first repeated token excluded) that the
-    model predicts exactly, teacher forced. 1/V is chance: whether the model still copies ids it
-    has no prior for, by content, which the synth categories' multi-token names need."""
+    model predicts exactly, teacher forced (evaluate's token accuracy on them). 1/V is chance:
+    whether the model still copies ids it has no prior for, by content, which the synth
+    categories' multi-token names need."""
     from . import data
-    model.eval()
     out = {}
     for index, (lo, hi) in enumerate(bands):
         ids, masks = data.induction_sequences(tokenizer, per_band, lo, hi, seed=seed + index)
-        dataset = data.Dataset.from_sequences(tokenizer, ids, masks)
-        hits = total = 0
-        for i in range(len(dataset)):
-            batch = Batch(*dataset.collate([i]))
-            h, layout = model.hidden(batch.prefix, batch.suffix, mode, None, batch.suffix_lengths)
-            w = batch.weight[0] > 0
-            hits += int((model.lm_head(layout.suffix(h)[0][w]).argmax(-1) == batch.target[0][w]).sum())
-            total += int(w.sum())
-        out["%d-%d" % (lo, hi)] = round(hits / max(total, 1), 4)
+        figures = evaluate(model, data.Dataset.from_sequences(tokenizer, ids, masks), modes=(mode,))[mode]
+        out["%d-%d" % (lo, hi)] = round(figures["token_accuracy"], 4)
     return out
