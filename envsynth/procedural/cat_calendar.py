@@ -11,7 +11,7 @@ enough for the level.
 """
 
 import synth_common
-from synth_common import insert_rows, object_schema, rng_for, spec_source, unique_words
+from synth_common import insert_rows, object_schema, quoted, rng_for, spec_source, unique_words
 
 ID = "calendar"
 TITLE = "Meeting rooms and team calendars"
@@ -1008,7 +1008,7 @@ def _prompt(world, spec):
                                       _hh(spec["start_hour"] + length)))
         rules.append("the room is free for that whole time range")
     elif spec["meeting"] is None:
-        who = (" for %s" % _names(spec["people"])) if spec["people"] else ""
+        who = (" for %s" % _names(map(quoted, spec["people"]))) if spec["people"] else ""
         when = (" on %s" % spec["day"]) if "day" not in f else " on any day from Monday to Friday"
         pick = "a room and a start hour" if "day" not in f else "a room, a day and a start hour"
         intro = ("Using the tools, schedule a %d-hour meeting%s%s: choose %s such that all of "
@@ -1021,23 +1021,23 @@ def _prompt(world, spec):
         if spec["same_time"]:
             intro = ("Meeting %s has to leave its current room but keep its day and hours. Using "
                      "the tools (get_meeting gives its day, hours, room and attendees), name any "
-                     "other room for it." % mid)
+                     "other room for it." % quoted(mid))
             rules.append("the room is not the meeting's current room")
             rules.append("the room is free for the meeting's whole time range on its day")
         elif spec["same_day"]:
             intro = ("Meeting %s must move to another start hour on the same day, keeping its "
                      "length. Using the tools (get_meeting gives its day, hours, room and "
                      "attendees), choose a room (its current room is allowed) and a new start "
-                     "hour such that all of the following hold." % mid)
+                     "hour such that all of the following hold." % quoted(mid))
             rules.append("the start hour differs from the meeting's current start hour, and the "
                          "meeting still lies within the office day (08:00 to 18:00)")
             rules.append("the room is free for the whole new time range; meeting %s itself does "
-                         "not count as a booking" % mid)
+                         "not count as a booking" % quoted(mid))
         else:
             intro = ("Meeting %s must move to another day of the week (Monday to Friday), "
                      "keeping its length. Using the tools (get_meeting gives its day, hours, "
                      "room and attendees), choose a room, a day and a start hour such that all of "
-                     "the following hold." % mid)
+                     "the following hold." % quoted(mid))
             rules.append("the day differs from the meeting's current day, and the meeting lies "
                          "within the office day (08:00 to 18:00)")
             rules.append("the room is free for the whole new time range")
@@ -1046,19 +1046,20 @@ def _prompt(world, spec):
                          "(organizer included)")
         if spec["attendees_free"]:
             rules.append("every attendee of the meeting is free for the whole new time range "
-                         "(meeting %s itself does not count)" % mid)
+                         "(meeting %s itself does not count)" % quoted(mid))
         if spec["same_equipment"]:
             rules.append("the room has every equipment item of the meeting's current room")
     if spec["people"]:
         rules.append("%s %s free for the whole meeting" % (
-            _names(spec["people"]), "is" if len(spec["people"]) == 1 else "are each"))
+            _names(map(quoted, spec["people"])),
+            "is" if len(spec["people"]) == 1 else "are each"))
     if spec["local_hours"]:
         rules.append("the meeting lies within the working hours of every %s in their own time "
                      "zone" % ("attendee" if spec["attendees_free"] else "person named above"))
     if spec["min_capacity"] is not None:
         rules.append("the room's capacity is at least %d people" % spec["min_capacity"])
     if spec["building"] is not None:
-        rules.append("the room is in %s" % spec["building"])
+        rules.append("the room is in %s" % quoted(spec["building"]))
     for item in spec["equipment"]:
         rules.append("the room has %s" % _ITEM_WORDS[item])
     if spec["days_allowed"] is not None:
@@ -1072,7 +1073,8 @@ def _prompt(world, spec):
                          % (_hh(c["from_hour"]), _ITEM_WORDS[c["item"]]))
         elif c["kind"] == "building_items":
             rules.append("if the room is in %s it must have %s; if it is in any other building "
-                         "it must have %s" % (c["building"], _ITEM_WORDS[c["then_item"]],
+                         "it must have %s" % (quoted(c["building"]),
+                                              _ITEM_WORDS[c["then_item"]],
                                               _ITEM_WORDS[c["else_item"]]))
         else:
             rules.append("if the meeting is on %s, the room's capacity must be at least %d "

@@ -15,7 +15,7 @@ level-sized set of acceptable answers.
 import itertools
 
 import synth_common
-from synth_common import insert_rows, object_schema, rng_for, spec_source, unique_words
+from synth_common import insert_rows, object_schema, quoted, rng_for, spec_source, unique_words
 
 ID = "course_planning"
 TITLE = "University course planning"
@@ -993,10 +993,12 @@ def _rules(world, spec):
     if spec["department"] is not None:
         if field == "instructor":
             rules.append("the instructor teaches in the %s department (%s)"
-                         % (_dept_name(world, spec["department"]), spec["department"]))
+                         % (quoted(_dept_name(world, spec["department"])),
+                            quoted(spec["department"])))
         else:
             rules.append("the course belongs to the %s department (code %s)"
-                         % (_dept_name(world, spec["department"]), spec["department"]))
+                         % (quoted(_dept_name(world, spec["department"])),
+                            quoted(spec["department"])))
     if spec["min_credits"] is not None:
         rules.append("the course is worth at least %d credits" % spec["min_credits"])
     if spec["max_credits"] is not None:
@@ -1005,11 +1007,12 @@ def _rules(world, spec):
         rules.append("the course's level is %d or higher" % spec["min_level"])
     if spec["not_taken"]:
         rules.append("%s has not already taken %s (a grade other than F counts as taken)"
-                     % (spec["student"], "any of the courses" if field == "sections"
+                     % (quoted(spec["student"]), "any of the courses" if field == "sections"
                         else "the course"))
     if spec["prereqs_ok"]:
         rules.append("%s has passed every prerequisite of %s with A, B or C"
-                     % (spec["student"], "each course" if field == "sections" else "the course"))
+                     % (quoted(spec["student"]),
+                        "each course" if field == "sections" else "the course"))
     each = "every section" if field == "sections" else "the section"
     if spec["min_rating"] is not None:
         rules.append("%s's instructor is rated at least %.1f" % (each, spec["min_rating"])
@@ -1027,7 +1030,7 @@ def _rules(world, spec):
                      % ("every section" if field == "sections" else "the section"))
     for rid in spec["registered"]:
         rules.append("%s is already registered in section %s: %s may neither clash with it "
-                     "nor be a section of its course" % (spec["student"], rid,
+                     "nor be a section of its course" % (quoted(spec["student"]), quoted(rid),
                                                          "each chosen section"
                                                          if field == "sections"
                                                          else "the section"))
@@ -1065,17 +1068,19 @@ def _prompt(world, spec):
         intro = "Using the tools, name any instructor who satisfies all of the following."
         form = '{"instructor": "<instructor name>"}'
     elif field == "course":
-        who = (" that %s could take next term" % spec["student"]) if spec["student"] else ""
+        who = (" that %s could take next term" % quoted(spec["student"])
+               if spec["student"] else "")
         intro = "Using the tools, name any course%s satisfying all of the following." % who
         form = '{"course": "<course code, e.g. BIO214>"}'
     elif field == "section":
-        who = (" for %s" % spec["student"]) if spec["student"] else ""
+        who = (" for %s" % quoted(spec["student"])) if spec["student"] else ""
         intro = ("Using the tools, name any section (of any course) this term%s satisfying all "
                  "of the following." % who)
         form = '{"section": "<section id, e.g. BIO214-A>"}'
     else:
         intro = ("Using the tools, build a term schedule for %s: choose exactly %d sections "
-                 "such that all of the following hold." % (spec["student"], spec["count"]))
+                 "such that all of the following hold." % (quoted(spec["student"]),
+                                                            spec["count"]))
         form = ('{"sections": ["<section id>", "<section id>", "<section id>"]} (any order)')
     rules = _rules(world, spec)
     text = intro + "\nRules:\n" + "".join("- %s;\n" % r for r in rules).rstrip(";\n") + ".\n"

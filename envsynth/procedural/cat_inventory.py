@@ -22,7 +22,8 @@ import functools
 import itertools
 
 import synth_common
-from synth_common import cents_text, insert_rows, object_schema, rng_for, string_prop, unique_words
+from synth_common import (cents_text, insert_rows, object_schema, quoted, rng_for, string_prop,
+                          unique_words)
 
 ID = "inventory"
 TITLE = "Warehouse inventory and restocking"
@@ -365,7 +366,7 @@ def _t_low_item(w, ix, rng, lineage, level):
     low = _low(ix, wh)
     prompt = ("Name any item that %s carries whose on-hand stock is strictly below its reorder "
               "point (on_hand < reorder_point; an item exactly at its reorder point is not "
-              "below it). Any such item is accepted. " % wh
+              "below it). Any such item is accepted. " % quoted(wh)
               + _SUBMIT % "{\"item\": \"<item name>\"}")
     consts = [("WAREHOUSE", wh)]
     sol = _solution("One stock listing; the first item below its reorder point.", consts, '''
@@ -427,7 +428,8 @@ def _t_warehouse_holding(w, ix, rng, lineage, level):
     valid = sum(1 for s in w["stock"] if s["item"] == item and s["on_hand"] >= need)
     prompt = ("Name any warehouse that carries %s and has at least %d units of it on hand "
               "(on_hand >= %d; exactly %d qualifies). Any such warehouse is accepted. "
-              % (item, need, need, need) + _SUBMIT % "{\"warehouse\": \"<warehouse name>\"}")
+              % (quoted(item), need, need, need)
+              + _SUBMIT % "{\"warehouse\": \"<warehouse name>\"}")
     consts = [("ITEM", item), ("MIN_UNITS", need)]
     sol = _solution("Scan every warehouse's stock for the item.", consts, '''
 def solve(tools):
@@ -491,7 +493,7 @@ def _t_supplier_fast_item(w, ix, rng, lineage, level):
     valid = sum(1 for o in ix["sells"][sup] if o["lead_time_days"] <= lim)
     prompt = ("Name any item that %s sells with a lead time of at most %d days "
               "(lead_time_days <= %d; exactly %d qualifies). Any such item is accepted. "
-              % (sup, lim, lim, lim) + _SUBMIT % "{\"item\": \"<item name>\"}")
+              % (quoted(sup), lim, lim, lim) + _SUBMIT % "{\"item\": \"<item name>\"}")
     consts = [("SUPPLIER", sup), ("MAX_LEAD", lim)]
     sol = _solution("One catalogue listing; the first fast enough offer.", consts, '''
 def solve(tools):
@@ -549,10 +551,10 @@ def _t_low_item_category(w, ix, rng, lineage, level):
                 narrow.append((wh["name"], cat))
     wh, cat = rng.choice(narrow or options)
     valid = [s["item"] for s in _low(ix, wh) if ix["item"][s["item"]]["category"] == cat]
-    prompt = ("Name any item of category %r that %s carries with its on-hand stock strictly "
+    prompt = ("Name any item of category %s that %s carries with its on-hand stock strictly "
               "below its reorder point (on_hand < reorder_point; an item exactly at its reorder "
               "point is not below it). Categories are given by list_items. Any such item is "
-              "accepted. " % (cat, wh) + _SUBMIT % "{\"item\": \"<item name>\"}")
+              "accepted. " % (quoted(cat), quoted(wh)) + _SUBMIT % "{\"item\": \"<item name>\"}")
     consts = [("WAREHOUSE", wh), ("CATEGORY", cat)]
     sol = _solution("Category listing intersected with the warehouse's low stock.", consts, '''
 def solve(tools):
@@ -625,7 +627,7 @@ def _t_supplier_offer(w, ix, rng, lineage, level):
               "(lead_time_days <= %d) and a unit cost of at most %s EUR (unit_cost <= %s); "
               "both bounds include equality. Suppliers are listed by list_suppliers and their "
               "catalogues by get_supplier_offers. Any such supplier is accepted. "
-              % (item, lim, lim, cents_text(price), cents_text(price))
+              % (quoted(item), lim, lim, cents_text(price), cents_text(price))
               + _SUBMIT % "{\"supplier\": \"<supplier name>\"}")
     consts = [("ITEM", item), ("MAX_LEAD", lim), ("MAX_COST_CENTS", price)]
     sol = _solution("Scan every supplier's catalogue for the item within both limits.", consts, '''
@@ -692,7 +694,7 @@ def _t_supplier_low_item(w, ix, rng, lineage, level):
     sup, wh, hits = rng.choice([x for x in options if len(x[2]) <= 2] or options)
     prompt = ("Name any item that %s sells AND that %s carries with its on-hand stock strictly "
               "below its reorder point (on_hand < reorder_point). Any such item is accepted. "
-              % (sup, wh) + _SUBMIT % "{\"item\": \"<item name>\"}")
+              % (quoted(sup), quoted(wh)) + _SUBMIT % "{\"item\": \"<item name>\"}")
     consts = [("SUPPLIER", sup), ("WAREHOUSE", wh)]
     sol = _solution("Supplier catalogue joined with the warehouse's low stock.", consts, '''
 def solve(tools):
@@ -797,13 +799,13 @@ def _t_single_reorder(w, ix, rng, lineage, level):
     if fam == 1:
         extra = "; (e) the supplier's rating is at least %.1f" % (min_rating / 10.0)
     if fam == 2:
-        extra = "; (e) the item is in category %r (see list_items)" % cat
+        extra = "; (e) the item is in category %s (see list_items)" % quoted(cat)
     prompt = ("Place one restocking order line for %s. Choose an item, a supplier and a "
               "quantity such that: (a) %s carries the item and its on_hand is strictly below its "
               "reorder_point; (b) the supplier sells the item (get_item_offers lists an item's "
               "offers); (c) the offer's lead_time_days is at most %d; (d) %s; and the line's "
               "cost is at most %d EUR (cost <= %d)%s. Any line meeting every rule is accepted. "
-              % (wh, wh, lim, _QTY_RULES, budget, budget, extra)
+              % (quoted(wh), quoted(wh), lim, _QTY_RULES, budget, budget, extra)
               + _SUBMIT % "{\"item\": \"<item name>\", \"supplier\": \"<supplier name>\", "
                           "\"quantity\": <integer>}")
     consts = [("WAREHOUSE", wh), ("MAX_LEAD", lim), ("BUDGET_CENTS", budget * 100),
@@ -1010,7 +1012,8 @@ def _t_restock_plan(w, ix, rng, lineage, level):
               "its lines >= %d). (e) The plan's total -- all line costs plus the shipping fees "
               "charged -- is at most %d EUR (total <= %d).%s Lines may be in any order. Any plan "
               "meeting every rule is accepted. "
-              % (wh, wh, lim, _QTY_RULES, fee, waive, waive, budget, budget, rule)
+              % (quoted(wh), quoted(wh), lim, _QTY_RULES, fee, waive, waive, budget, budget,
+                 rule)
               + _SUBMIT % "{\"orders\": [{\"item\": \"<item name>\", \"supplier\": \"<supplier "
                           "name>\", \"quantity\": <integer>}, ...]}")
     consts = [("WAREHOUSE", wh), ("MAX_LEAD", lim), ("FEE_CENTS", fee * 100),

@@ -21,7 +21,8 @@ import itertools
 import math
 
 import synth_common
-from synth_common import cents_text, insert_rows, object_schema, rng_for, string_prop, unique_words
+from synth_common import (cents_text, insert_rows, object_schema, quoted, rng_for, string_prop,
+                          unique_words)
 
 ID = "logistics"
 TITLE = "Freight logistics"
@@ -580,7 +581,7 @@ def _t_shipment_destination(w, ix, rng, lineage, level):
     s = rng.choice(w["shipments"])
     prompt = ("Shipment %s is being delivered to a city. Which city? Submit only a JSON object of "
               "the form {\"city\": \"<city name>\"} with the name spelled exactly as the tools "
-              "return it, and nothing else." % s["id"])
+              "return it, and nothing else." % quoted(s["id"]))
     consts = [("SHIPMENT", s["id"])]
     sol = _solution("One look-up: the shipment's destination city.", consts, '''
 def solve(tools):
@@ -639,7 +640,7 @@ def _t_depot_to_hub(w, ix, rng, lineage, level):
               "%d km long (distance_km <= %d; exactly %d km qualifies). Any such route is "
               "accepted. Submit only a JSON object of the form {\"route\": \"<route code>\"} with "
               "the code spelled exactly as the tools return it, and nothing else."
-              % (d["name"], limit, limit, limit))
+              % (quoted(d["name"]), limit, limit, limit))
     consts = [("DEPOT", d["name"]), ("MAX_KM", limit)]
     sol = _solution("Depot -> city -> outgoing routes, keep hub destinations within the limit.",
                     consts, '''
@@ -784,7 +785,7 @@ def _t_shipment_direct_route(w, ix, rng, lineage, level):
               "shipment's origin depot is located to the shipment's destination city. Load "
               "limits, prices and days do not matter here. Any such route is accepted. Submit "
               "only a JSON object of the form {\"route\": \"<route code>\"} with the code spelled "
-              "exactly as the tools return it, and nothing else." % s["id"])
+              "exactly as the tools return it, and nothing else." % quoted(s["id"]))
     consts = [("SHIPMENT", s["id"])]
     sol = _solution("Shipment -> origin depot -> city -> outgoing routes to the destination.",
                     consts, '''
@@ -883,7 +884,7 @@ def _t_direct_carrier(w, ix, rng, lineage, level):
                   "tie at the lowest cost, take the one whose carrier name comes first in plain "
                   "character-code order, then the lowest route code in the same order. Submit "
                   "only a JSON object of the form %s with names spelled exactly as the tools "
-                  "return them, and nothing else." % (s["id"], rules, cost_rule, fields))
+                  "return them, and nothing else." % (quoted(s["id"]), rules, cost_rule, fields))
         consts += [("MODE", mode), ("BUDGET_CENTS", 0), ("MIN_ON_TIME", 0)]
         extra = {"objective": "min cost, ties by carrier then route",
                  "cheapest": cents_text(best[0])}
@@ -896,7 +897,7 @@ def _t_direct_carrier(w, ix, rng, lineage, level):
                   "carrier) such that %s; and (e) the cost is at most %d EUR (cost <= %d). %s "
                   "Any pair meeting all five rules is accepted. Submit only a JSON object of the "
                   "form %s with names spelled exactly as the tools return them, and nothing else."
-                  % (s["id"], rules, budget, budget, cost_rule, fields))
+                  % (quoted(s["id"]), rules, budget, budget, cost_rule, fields))
         consts += [("MODE", mode), ("BUDGET_CENTS", budget * 100), ("MIN_ON_TIME", 0)]
         extra = {"budget_eur": budget, "comparison": "<="}
     else:
@@ -912,7 +913,7 @@ def _t_direct_carrier(w, ix, rng, lineage, level):
                   "the cost is strictly less than %d EUR (cost < %d). %s Any pair meeting all six "
                   "rules is accepted. Submit only a JSON object of the form %s with names "
                   "spelled exactly as the tools return them, and nothing else."
-                  % (s["id"], rules, q, budget, budget, cost_rule, fields))
+                  % (quoted(s["id"]), rules, q, budget, budget, cost_rule, fields))
         consts += [("MODE", mode), ("BUDGET_CENTS", budget * 100), ("MIN_ON_TIME", q)]
         extra = {"budget_eur": budget, "comparison": "<", "min_on_time_pct": q}
     sol = _solution("Shipment -> depot city -> direct routes -> their carriers; keep feasible "
@@ -1122,7 +1123,7 @@ def _t_hub_plan(w, ix, rng, lineage, level):
               "object of the form {\"leg1_route\": \"<code>\", \"leg1_carrier\": \"<name>\", "
               "\"leg2_route\": \"<code>\", \"leg2_carrier\": \"<name>\"} with names spelled exactly "
               "as the tools return them, and nothing else."
-              % (s["id"], transfer_rule, budget, budget, fee, extra_rule))
+              % (quoted(s["id"]), transfer_rule, budget, budget, fee, extra_rule))
     consts = [("SHIPMENT", s["id"]), ("BUDGET_CENTS", budget * 100), ("FEE_CENTS", fee * 100),
               ("RAIL_TRANSFER_DAYS", 2 if fam == 2 else 1), ("MIN_ON_TIME", q)]
     sol = _solution("Enumerate hub routes out of the origin city and on to the destination, their "

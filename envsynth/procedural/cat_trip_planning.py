@@ -21,7 +21,7 @@ import itertools
 import math
 
 import synth_common
-from synth_common import insert_rows, object_schema, one_decimal, rng_for, unique_words
+from synth_common import insert_rows, object_schema, one_decimal, quoted, rng_for, unique_words
 
 ID = "trip_planning"
 TITLE = "Trip planning"
@@ -515,7 +515,7 @@ def _single_task(seed, lineage, level, attempt, kind, city, cons, theme):
               "1.0-5.0 scale; money is in CNY. Any %s meeting every requirement is accepted. "
               "Submit only a JSON object of the form {\"%s\": \"<%s name>\"}, with the name "
               "spelled exactly as the tools return it, and nothing else."
-              % (k["noun"], city, "this requirement" if len(cons) == 1 else
+              % (k["noun"], quoted(city), "this requirement" if len(cons) == 1 else
                  "all of these requirements", rules, k["noun"], kind, k["noun"]))
     consts = [("FIELD", kind), ("TABLE", k["table"]), ("CITY", city),
               ("CONSTRAINTS", [list(c) for c in cons])]
@@ -675,7 +675,7 @@ def _dest_task(seed, lineage, level, attempt, rng, w, origin, theme):
               "accepted. Submit only a JSON object of the form {\"city\": \"<destination>\", "
               "\"service\": \"<service code>\", \"%s\": \"<%s name>\"}, with names and codes "
               "spelled exactly as the tools return them, and nothing else."
-              % (origin, origin, origin, how, origin,
+              % (quoted(origin), quoted(origin), quoted(origin), how, quoted(origin),
                  ("an " if k["noun"][0] in "aeiou" else "a ") + k["noun"], rules, kind,
                  k["noun"]))
     consts = [("ORIGIN", origin), ("MODES", modes), ("MAX_MINUTES", max_minutes),
@@ -809,7 +809,7 @@ def _pair_task(seed, lineage, level, attempt, rng, w, city, theme):
               "meeting every requirement is accepted. Submit only a JSON object of the form "
               "{\"lunch\": \"<restaurant name>\", \"dinner\": \"<restaurant name>\"}, with names "
               "spelled exactly as the tools return them, and nothing else."
-              % (city, city, rating, rating, budget, budget))
+              % (quoted(city), quoted(city), rating, rating, budget, budget))
     consts = [("CITY", city), ("MIN_RATING", rating), ("BUDGET", budget)]
     verifier = _source("Verifier: lunch and dinner in %s, both rated >= %.1f, different "
                        "restaurants and cuisines, prices sum <= %d CNY." % (city, rating, budget),
@@ -1244,7 +1244,7 @@ def _plan_task(seed, lineage, level, attempt, rng, w, origin, theme):
     p["BUDGET"] = budget
     lines = []
     lines.append("1. Day 1 is spent in %s; %s, so all %d cities of the trip are pairwise "
-                 "different." % (origin, "day 2 is spent in another city" if days == 2 else
+                 "different." % (quoted(origin), "day 2 is spent in another city" if days == 2 else
                                  "days 2 and 3 are each spent in another city", days))
     lines.append("2. Each day has a hotel for that night, one attraction, a lunch restaurant and "
                  "a dinner restaurant, all located in that day's city (as the tools report it).")
@@ -1300,7 +1300,7 @@ def _plan_task(seed, lineage, level, attempt, rng, w, origin, theme):
               "of the form %s (dayN_city: the city of day N; dayN_service: the code of the "
               "service taken on the morning of day N), with every name and code spelled exactly "
               "as the tools return it, and nothing else."
-              % (days, origin, "\n".join(lines), shape))
+              % (days, quoted(origin), "\n".join(lines), shape))
     consts = [(k, p[k]) for k in ("ORIGIN", "DAYS", "MODES", "MAX_MINUTES", "HOTEL_MIN",
                                   "ATTR_MIN", "CUISINE_DIFF", "HIGH", "MID", "PAIR_CAP",
                                   "TICKET_HIGH", "TICKET_MID", "BOTH_MIN", "ONE_MIN_MID",

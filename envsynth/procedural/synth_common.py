@@ -47,6 +47,12 @@ def unique_words(rng, count, syllables=2, taken=None):
     return out
 
 
+def quoted(text):
+    """A name as a prompt writes it: in double quotes, so that its tokens are the ones a tool call
+    or answer writes after its opening quote (a name after a space tokenizes differently)."""
+    return '"%s"' % text
+
+
 def sql_literal(value):
     if value is None:
         return "NULL"

@@ -52,3 +52,43 @@ def test_the_seed_that_crashed_builds_a_whole_environment(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(os.listdir(out / "tasks")) == 12
+
+
+# Words a database may hold that prompts use as ordinary words (a weekday, an equipment item).
+PROMPT_WORDS = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
+
+
+def database_names(schema_sql):
+    """The names a task may have to copy: every text value of the environment's database with a capital
+    letter (entity names, codes and ids), fixed vocabulary left out."""
+    import sqlite3
+    db = sqlite3.connect(":memory:")
+    db.executescript(schema_sql)
+    names = set()
+    for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+        for row in db.execute('SELECT * FROM "%s"' % table):
+            names.update(v for v in row if isinstance(v, str) and len(v) >= 3 and len(v) <= 40
+                         and any(c.isupper() for c in v) and v not in PROMPT_WORDS)
+    return names
+
+
+@pytest.mark.parametrize("category", ["trip_planning", "logistics", "e_commerce", "calendar", "inventory",
+                                      "course_planning"])
+def test_prompts_write_every_database_name_in_double_quotes(category):
+    # A name after a space tokenizes unlike the same name after the quote a call writes, and the
+    # policy copies the call's tokens (data/models/policy-small/README.md, session 36).
+    import re
+    import propose
+    module = propose.load(category)
+    checked = 0
+    for seed in (1, 2, 3):
+        names = database_names(propose.environment(module, seed)["schema_sql"])
+        for lineage in range(3):
+            for level in range(1, 5):
+                prompt = propose.task(module, seed, lineage, level, 0)["prompt"]
+                outside_quotes = re.sub(r'"[^"]*"', '""', prompt)
+                bare = sorted(n for n in names if re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(n), outside_quotes))
+                assert not bare, "%s seed %d lineage %d level %d: %s unquoted in: %s" % (
+                    category, seed, lineage, level, bare, prompt)
+                checked += sum(1 for n in names if '"%s"' % n in prompt)
+    assert checked > 0, "no prompt of %s named anything from its database" % category
