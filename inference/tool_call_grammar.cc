@@ -17,6 +17,8 @@ namespace {
 constexpr std::string_view kBlockLead = "\n\n<｜DSML｜function_calls>";
 constexpr std::string_view kFunctionCallsRest = "function_calls>";
 constexpr std::string_view kParameterRest = "parameter>";
+// U+FF5C, of which every DSML tag and every ｜-delimited special token is built.
+constexpr std::string_view kFullwidthBar = "｜";
 constexpr std::string_view kSpecialTokens[] = {kBosToken,       kEosToken,   kUserToken,
                                                kAssistantToken, kThinkStart, kThinkEnd};
 constexpr int kMaxGapWhitespace = 8;
@@ -878,12 +880,14 @@ bool ToolCallGrammar::FeedJsonChoice(State& state, uint8_t byte, bool closing) c
 
 // Strings and their escapes. In closing mode a string only closes (an escape or a UTF-8 sequence
 // begun is finished, a surrogate pair completed). The raw bytes never spell DSML markup or a
-// special token, which the DSML parser would take for the value's end.
+// special token, which the DSML parser would take for the value's end, and never hold U+FF5C
+// (written \uff5c instead): a model that starts a closing tag inside an open string is turned
+// back at the tag's first "｜" to close the string, instead of being cut off mid-tag two tokens on.
 bool ToolCallGrammar::FeedJsonString(State& state, uint8_t byte, bool closing) const {
   if (!FeedJsonStringByte(state, byte, closing)) return false;
   if (state.json != kJString && state.json != kJEscape && state.json != kJHex) return true;  // it closed
   PushTail(state, byte);
-  return !EndsWith(state, kDsmlMarker) && !HasSpecialToken(state, false);
+  return !EndsWith(state, kFullwidthBar) && !HasSpecialToken(state, false);
 }
 
 bool ToolCallGrammar::FeedJsonStringByte(State& state, uint8_t byte, bool closing) const {

@@ -22,7 +22,8 @@
 //     "false" it is one JSON value (RFC 8259, nesting at most 32 deep) typed by the property's
 //     schema (below); numbers have at most 18 integer digits, 17 fraction digits and 2 exponent
 //     digits, so every one parses to a finite double; \u escapes pair their surrogates (as strict
-//     JSON parsers require); JSON strings hold neither DSML markup nor the chat's special tokens;
+//     JSON parsers require); JSON strings hold neither the chat's special tokens nor a raw
+//     U+FF5C ("｜", of which DSML markup is built; the escape \uff5c writes it);
 //   - reasoning, content and text values are valid UTF-8 without the chat's special tokens;
 //     content and text values hold no DSML markup ("｜DSML｜") but the block's opening and the
 //     value's closing tag: once content has written "\n\n<｜DSML｜" (or "<｜DSML｜" first) the

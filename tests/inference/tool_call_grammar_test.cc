@@ -611,11 +611,17 @@ TEST_SUITE("inference.tool_call_grammar") {
     const std::string head =
         "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"submit_result\">\n"
         "<｜DSML｜parameter name=\"answer\" string=\"false\">";
-    CHECK(AcceptsPrefix(*grammar, head + "{\"a\": \"x｜DSM"));
-    CHECK_FALSE(AcceptsPrefix(*grammar, head + "{\"a\": \"x｜DSML｜"));
-    CHECK_FALSE(AcceptsPrefix(*grammar, head + "{\"k｜DSML｜"));
+    // U+FF5C, of which all the markup is built, is refused raw at once: a string must close
+    // before the value's closing tag starts. Escaped it is a character like any other.
+    CHECK_FALSE(AcceptsPrefix(*grammar, head + "{\"a\": \"x</｜"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, head + "{\"a\": \"x｜"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, head + "{\"k｜"));
     CHECK_FALSE(AcceptsPrefix(*grammar, head + "[\"" + kEos));
-    CHECK(AcceptsPrefix(*grammar, head + "[\"<｜end"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, head + "[\"<｜end"));
+    CHECK(AcceptsPrefix(*grammar, head + "{\"a\": \"x\\uff5cDSML\\uff5c\"}</｜DSML｜parameter>"));
+    CHECK(AcceptsPrefix(*grammar, head + "[\"a</b\", \"\\uFF5C\"]</｜"));
+    CHECK(AcceptsPrefix(*grammar, head + "[\"<think\"]"));
+    CHECK_FALSE(AcceptsPrefix(*grammar, head + "[\"</think>"));
   }
 
   // Random walks through the nested tools: every call's arguments, and every answer_text parsed as
