@@ -887,7 +887,8 @@ bool ToolCallGrammar::FeedJsonString(State& state, uint8_t byte, bool closing) c
   if (!FeedJsonStringByte(state, byte, closing)) return false;
   if (state.json != kJString && state.json != kJEscape && state.json != kJHex) return true;  // it closed
   PushTail(state, byte);
-  return !EndsWith(state, kFullwidthBar) && !HasSpecialToken(state, false);
+  // Every special token but the think tags holds a "｜", refused already: those two are left.
+  return !EndsWith(state, kFullwidthBar) && !EndsWith(state, kThinkStart) && !EndsWith(state, kThinkEnd);
 }
 
 bool ToolCallGrammar::FeedJsonStringByte(State& state, uint8_t byte, bool closing) const {

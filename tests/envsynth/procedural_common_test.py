@@ -6,6 +6,8 @@ free, so "ticket_price < t" with t from the data admitted none).
 """
 import os
 import random
+import re
+import sqlite3
 import subprocess
 import sys
 
@@ -15,6 +17,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROCEDURAL = os.path.join(ROOT, "envsynth", "procedural")
 sys.path.insert(0, PROCEDURAL)
 
+import propose  # noqa: E402
 import synth_common  # noqa: E402
 
 
@@ -61,7 +64,6 @@ PROMPT_WORDS = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturda
 def database_names(schema_sql):
     """The names a task may have to copy: every text value of the environment's database with a capital
     letter (entity names, codes and ids), fixed vocabulary left out."""
-    import sqlite3
     db = sqlite3.connect(":memory:")
     db.executescript(schema_sql)
     names = set()
@@ -77,8 +79,6 @@ def database_names(schema_sql):
 def test_prompts_write_every_database_name_in_double_quotes(category):
     # A name after a space tokenizes unlike the same name after the quote a call writes, and the
     # policy copies the call's tokens (data/models/policy-small/README.md, session 36).
-    import re
-    import propose
     module = propose.load(category)
     checked = 0
     for seed in (1, 2, 3):
