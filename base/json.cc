@@ -1,6 +1,9 @@
 #include "base/json.h"
 
 #include <string>
+#include <utility>
+
+#include "base/preserialized_json.h"
 
 namespace envforge {
 
@@ -76,7 +79,10 @@ Result<OrderedJson> ParseOrderedJson(std::string_view text, std::string_view wha
   return ParseBounded<OrderedJson>(text, what, max_depth);
 }
 
-std::string DumpJson(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string DumpJson(const Json& value) {
+  if (auto spliced = DumpSplicingPreserialized(value)) return std::move(*spliced);
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 std::string DumpOrderedJson(const OrderedJson& value) {
   return value.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);

@@ -8,6 +8,8 @@ find_package(Boost 1.74 REQUIRED)
 set(Python3_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "Debian's python3" FORCE)
 find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Embed Development.Module)
 find_package(pybind11 CONFIG REQUIRED)
+# The load generator's answer reader (server/internal/answer_head.h): libsimdjson-dev.
+find_package(simdjson CONFIG REQUIRED)
 find_path(ENVFORGE_DOCTEST_INCLUDE doctest/doctest.h REQUIRED)
 find_library(ENVFORGE_SECCOMP_LIB seccomp REQUIRED)
 find_path(ENVFORGE_SECCOMP_INCLUDE seccomp.h REQUIRED)

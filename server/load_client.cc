@@ -16,6 +16,8 @@
 #include <thread>
 #include <utility>
 
+#include "server/internal/answer_head.h"
+
 namespace envforge::server {
 
 namespace beast = boost::beast;
@@ -291,21 +293,15 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
     // step_ counts answered calls once this answer's callback ran: 0 here is the episode's first.
     if (method_ == kToolsCall && step_ == 0) stats_.first_call_latency_ms.push_back(latency_ms);
     // The bulky members of a result (a tool's content, a new session's tools and prompt) are
-    // never read here: skipping them keeps the client's parse cheap.
-    Json parsed = Json::parse(
-        text,
-        [](int depth, Json::parse_event_t event, Json& parsed_value) {
-          return !(event == Json::parse_event_t::key && depth == 2 &&
-                   (parsed_value == "content" || parsed_value == "tools" || parsed_value == "prompt"));
-        },
-        /*allow_exceptions=*/false);
+    // never read here: skipping them keeps the client's parse cheap (server/internal/answer_head.h).
+    auto parsed = internal::ParseAnswerHead(text, {"content", "tools", "prompt"});
     if (!keep_alive) CloseStream();  // e.g. 413, or the server draining
-    if (parsed.is_discarded() || !parsed.is_object()) {
+    if (!parsed.ok()) {
       std::string what = IsBalancerOutage(http_status) ? "HTTP " + std::to_string(http_status) + " (balancer)"
                                                        : "not JSON-RPC: " + Utf8Excerpt(text, 120);
       return Finish(Reply{false, false, std::move(what), {}, http_status});
     }
-    Finish(Reply{true, false, {}, std::move(parsed), http_status});
+    Finish(Reply{true, false, {}, std::move(parsed).value(), http_status});
   }
 
   // Hands the reply over, reconnecting first when the connection is gone.

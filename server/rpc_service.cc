@@ -229,8 +229,10 @@ Result<std::unique_ptr<RpcService>> RpcService::Create(RpcServiceOptions options
 RpcService::RpcService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RpcService::~RpcService() = default;
 
-void RpcService::HandleAsync(std::string payload, const RequestContext& context,
+void RpcService::HandleAsync(std::string payload, const RequestContext& caller_context,
                              std::function<void(std::optional<std::string>)> done) {
+  RequestContext context = caller_context;
+  context.answer_written_as_text = true;  // dumped below
   auto parsed = ParseJson(payload, "request");
   if (!parsed.ok()) {
     impl_->CountParseError(context.transport);

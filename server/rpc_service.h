@@ -89,6 +89,10 @@ struct RequestContext {
   Dialect dialect = Dialect::kNative;
   std::string peer;       // "127.0.0.1:53412", "stdio"
   std::string transport;  // "http", "ws", "stdio" (metrics label)
+  // The answer goes out as DumpJson's text and its tree is never read, so a handler may put
+  // PreserializedJson members in it (base/preserialized_json.h). HandleAsync sets it; a caller of
+  // HandleJsonAsync that reads the answer's tree (the in-process Python Runtime) leaves it false.
+  bool answer_written_as_text = false;
 };
 
 struct RpcServiceOptions {

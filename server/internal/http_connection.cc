@@ -302,7 +302,8 @@ class WsConnection : public HttpConnectionBase, public std::enable_shared_from_t
   void Dispatch(std::string payload) {
     ++in_flight_;
     auto token = shared_->AcquireInFlight();
-    RequestContext context{Dialect::kNative, peer_, "ws"};
+    // Both paths below write the answer as DumpJson text (OnAnswer).
+    RequestContext context{Dialect::kNative, peer_, "ws", /*answer_written_as_text=*/true};
     std::weak_ptr<WsConnection> weak = weak_from_this();
     std::shared_ptr<TransportShared> shared = shared_;
     try {
@@ -568,7 +569,7 @@ class HttpConnection : public HttpConnectionBase, public std::enable_shared_from
 
   void Dispatch(Dialect dialect) {
     auto token = shared_->AcquireInFlight();
-    RequestContext context{dialect, peer_, "http"};
+    RequestContext context{dialect, peer_, "http", /*answer_written_as_text=*/true};
     std::weak_ptr<HttpConnection> weak = weak_from_this();
     std::shared_ptr<TransportShared> shared = shared_;
     try {

@@ -110,7 +110,7 @@ void NativeDialect::EnvsList(Json&, const RequestContext&, Reply reply) {
   reply(Json{{"envs", std::move(envs)}});
 }
 
-void NativeDialect::EnvsGet(Json& params, const RequestContext&, Reply reply) {
+void NativeDialect::EnvsGet(Json& params, const RequestContext& context, Reply reply) {
   std::string key;
   if (auto error = RequireString(params, "env", &key)) return reply(*error);
   auto bundle = sessions_.ResolveEnv(key);
@@ -123,7 +123,7 @@ void NativeDialect::EnvsGet(Json& params, const RequestContext&, Reply reply) {
              {"description", manifest.description},
              {"provenance", manifest.provenance},
              {"version", manifest.content_hash},
-             {"tools", sessions_.ToolSpecsOf(**bundle)},
+             {"tools", sessions_.ToolSpecsOf(**bundle, context.answer_written_as_text)},
              {"tasks", TasksJson(**bundle)}});
 }
 
@@ -142,10 +142,11 @@ void NativeDialect::SessionCreate(Json& params, const RequestContext& context, R
   if (auto error = OptionalInteger(params, "seed", &request.seed)) return reply(*error);
   if (auto error = OptionalObject(params, "limits", &request.limits)) return reply(*error);
   if (auto error = OptionalBool(params, "tools", &request.with_tools)) return reply(*error);
+  request.answer_written_as_text = context.answer_written_as_text;
   sessions_.Create(std::move(request), context.peer, std::move(reply));
 }
 
-void NativeDialect::ToolsList(Json& params, const RequestContext&, Reply reply) {
+void NativeDialect::ToolsList(Json& params, const RequestContext& context, Reply reply) {
   std::string handle;
   std::string env;
   if (auto error = OptionalString(params, "session", &handle)) return reply(*error);
@@ -162,7 +163,7 @@ void NativeDialect::ToolsList(Json& params, const RequestContext&, Reply reply) 
   } else {
     return reply(InvalidParams("session", "params.session is required (a string; or params.env)"));
   }
-  reply(Json{{"tools", sessions_.ToolSpecsOf(*bundle)}});
+  reply(Json{{"tools", sessions_.ToolSpecsOf(*bundle, context.answer_written_as_text)}});
 }
 
 void NativeDialect::ToolsCall(Json& params, const RequestContext&, Reply reply) {
@@ -201,7 +202,7 @@ void NativeDialect::SessionSubmit(Json& params, const RequestContext&, Reply rep
 void NativeDialect::SessionReset(Json& params, const RequestContext& context, Reply reply) {
   std::string handle;
   if (auto error = RequireString(params, "session", &handle)) return reply(*error);
-  sessions_.Reset(handle, context.peer, std::move(reply));
+  sessions_.Reset(handle, context.peer, context.answer_written_as_text, std::move(reply));
 }
 
 void NativeDialect::SessionFork(Json& params, const RequestContext& context, Reply reply) {

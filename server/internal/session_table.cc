@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "base/preserialized_json.h"
 #include "sandbox/sandbox_limits.h"
 
 namespace envforge::server::internal {
@@ -157,6 +158,7 @@ Status SessionTable::OpenEnvironments() {
     if (!id.ok()) return id.status().WithContext("opening environment " + path);
     if (std::find(env_ids_.begin(), env_ids_.end(), *id) == env_ids_.end()) env_ids_.push_back(*id);
     tool_specs_[*id] = ToolSpecs(*manager_->FindEnvironment(*id));
+    tool_specs_text_[*id] = PreserializedJson(tool_specs_[*id]);
   }
   std::sort(env_ids_.begin(), env_ids_.end(), [this](const std::string& a, const std::string& b) {
     const auto& name_a = manager_->FindEnvironment(a)->manifest.name;
@@ -245,8 +247,8 @@ void SessionTable::CloseAllAndWait(std::chrono::milliseconds grace) {
 
 const EnvBundle* SessionTable::Environment(const std::string& id) const { return manager_->FindEnvironment(id); }
 
-const Json& SessionTable::ToolSpecsOf(const EnvBundle& bundle) const {
-  return tool_specs_.at(bundle.manifest.content_hash);
+const Json& SessionTable::ToolSpecsOf(const EnvBundle& bundle, bool preserialized) const {
+  return (preserialized ? tool_specs_text_ : tool_specs_).at(bundle.manifest.content_hash);
 }
 
 Result<const EnvBundle*> SessionTable::ResolveEnv(const std::string& key) const {
@@ -317,16 +319,16 @@ void SessionTable::Create(CreateRequest request, const std::string& client, Repl
     session_options.limits = *limits;
   }
   if (auto full = Reserve()) return reply(std::move(*full));
-  auto on_created = [this, reply, bundle, task, seed = request.seed, client,
-                     with_tools = request.with_tools](Result<SessionId> id) {
-    FinishCreate(std::move(id), *bundle, task, seed, client, with_tools, reply);
+  const Json* tools = request.with_tools ? &ToolSpecsOf(*bundle, request.answer_written_as_text) : nullptr;
+  auto on_created = [this, reply, bundle, task, seed = request.seed, client, tools](Result<SessionId> id) {
+    FinishCreate(std::move(id), *bundle, task, seed, client, tools, reply);
   };
   manager_->CreateSessionAsync(bundle->manifest.content_hash, std::move(session_options),
                                Guard(reply, std::move(on_created)));
 }
 
 void SessionTable::FinishCreate(Result<SessionId> id, const EnvBundle& bundle, const TaskRecord* task,
-                                std::optional<int64_t> seed, const std::string& client, bool with_tools,
+                                std::optional<int64_t> seed, const std::string& client, const Json* tools,
                                 const Reply& reply) {
   if (!id.ok()) {
     registry_.CancelReservation();
@@ -334,7 +336,7 @@ void SessionTable::FinishCreate(Result<SessionId> id, const EnvBundle& bundle, c
   }
   auto entry = Register(*id, bundle, task, seed, client, "", 0);
   if (!entry) return reply(ShuttingDownError());
-  Json created = CreatedJson(*entry, bundle, task, with_tools ? &ToolSpecsOf(bundle) : nullptr);
+  Json created = CreatedJson(*entry, bundle, task, tools);
   AddServerId(options_.server_id, created);
   reply(std::move(created));
 }
@@ -376,15 +378,17 @@ std::shared_ptr<SessionEntry> SessionTable::Register(uint64_t manager_id, const 
   return entry;
 }
 
-void SessionTable::Reset(const std::string& handle, const std::string& client, Reply reply) {
+void SessionTable::Reset(const std::string& handle, const std::string& client, bool answer_written_as_text,
+                         Reply reply) {
   if (draining_) return reply(ShuttingDownError());
   auto old = registry_.Remove(handle, /*keep_reservation=*/true);
   if (!old) return reply(UnknownSessionError(handle));
   SessionGone(*old, agents::EpisodeOutcome::kReset, "reset");
   const EnvBundle* bundle = manager_->FindEnvironment(old->env_id);
   const TaskRecord* task = old->task_id.empty() ? nullptr : bundle->FindTask(old->task_id);
-  auto on_reset = [this, reply, bundle, task, seed = old->seed, client](Result<SessionId> id) {
-    FinishCreate(std::move(id), *bundle, task, seed, client, true, reply);
+  const Json* tools = &ToolSpecsOf(*bundle, answer_written_as_text);
+  auto on_reset = [this, reply, bundle, task, seed = old->seed, client, tools](Result<SessionId> id) {
+    FinishCreate(std::move(id), *bundle, task, seed, client, tools, reply);
   };
   manager_->ResetSessionAsync(old->manager_id, Guard(reply, std::move(on_reset)));
 }

@@ -81,6 +81,9 @@ struct CreateRequest {
   // false: the answer leaves out "tools" (a client that read them from envs/get once saves
   // about 8 KB per create, on both ends).
   bool with_tools = true;
+  // The answer is written as text (RequestContext::answer_written_as_text): its tool list is then
+  // the environment's preserialized one, spliced in without a copy of the tree.
+  bool answer_written_as_text = false;
 };
 
 class SessionTable {
@@ -101,15 +104,18 @@ class SessionTable {
   // empty; NotFound naming the known environments, or the candidates when ambiguous.
   Result<const sandbox::EnvBundle*> ResolveEnv(const std::string& key) const;
   // ToolSpecs of an environment this table opened, built once when it was opened (every create
-  // answers with them: about 8 KB of JSON for a dozen tools).
-  const Json& ToolSpecsOf(const sandbox::EnvBundle& bundle) const;
+  // answers with them: about 8 KB of JSON for a dozen tools). `preserialized`: the same as a
+  // PreserializedJson node (base/preserialized_json.h), for answers written as text; copying it is one memcpy
+  // where the tree's copy and dump cost a create about 30 us.
+  const Json& ToolSpecsOf(const sandbox::EnvBundle& bundle, bool preserialized = false) const;
 
   // session/create: replies {"session", "env", "task", "prompt", "tools" (unless
   // request.with_tools is false), "versions", "trajectory"} and "server" on a server with an id; -32006 once
   // StopCreating ran. Bad limits are -32602 naming params.limits; an unknown env or task -32002.
   void Create(CreateRequest request, const std::string& client, Reply reply);
   // session/reset: the old handle goes, a new session of the same task replies as Create does.
-  void Reset(const std::string& handle, const std::string& client, Reply reply);
+  // `answer_written_as_text` as CreateRequest's.
+  void Reset(const std::string& handle, const std::string& client, bool answer_written_as_text, Reply reply);
   // session/fork: replies {"session", "parent", "fork_step", "trajectory"}; a dead parent is
   // -32004.
   void Fork(const std::string& handle, const std::string& client, Reply reply);
@@ -150,10 +156,11 @@ class SessionTable {
                                          const sandbox::TaskRecord* task, std::optional<int64_t> seed,
                                          const std::string& client, const std::string& parent_episode,
                                          int64_t fork_step);
-  // The reply of a create or reset whose manager call finished with `id`.
+  // The reply of a create or reset whose manager call finished with `id`; `tools` (a ToolSpecsOf
+  // value, or null for none) goes into it.
   void FinishCreate(Result<sandbox::SessionManager::SessionId> id, const sandbox::EnvBundle& bundle,
                     const sandbox::TaskRecord* task, std::optional<int64_t> seed, const std::string& client,
-                    bool with_tools, const Reply& reply);
+                    const Json* tools, const Reply& reply);
   void FinishFork(Result<sandbox::SessionManager::SessionId> id, const Lease& parent, const std::string& client,
                   const Reply& reply);
   // Records the call as the episode's next step (and its end, when the call ends it).
@@ -179,8 +186,9 @@ class SessionTable {
   RpcMetrics& metrics_;
   std::unique_ptr<sandbox::SessionManager> manager_;
   std::unique_ptr<agents::TrajectoryStore> store_;
-  std::vector<std::string> env_ids_;        // sorted by name, then id
-  std::map<std::string, Json> tool_specs_;  // by environment id; fixed once the table is open
+  std::vector<std::string> env_ids_;             // sorted by name, then id
+  std::map<std::string, Json> tool_specs_;       // by environment id; fixed once the table is open
+  std::map<std::string, Json> tool_specs_text_;  // the same, PreserializedJson
   SessionRegistry registry_;
 
   std::atomic<bool> draining_{false};

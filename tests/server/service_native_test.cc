@@ -93,6 +93,32 @@ TEST_SUITE("server.service") {
     CHECK(f.Ok("envs/get", {{"env", "manager_fixture"}})["tools"] == full["tools"]);
   }
 
+  TEST_CASE("answers written as text splice the preserialized tool list: the same tools as the tree answers" *
+            doctest::timeout(60)) {
+    ServiceFixture f;
+    const Json tools = f.Ok("envs/get", {{"env", "manager_fixture"}})["tools"];  // the tree path
+    REQUIRE(tools.size() > 2);
+    // HandleAsync writes its answers as text, so these carry the preserialized list.
+    auto text_result = [&f](const std::string& method, const Json& params) {
+      auto answer = f.SendText(DumpJson(Json{{"jsonrpc", "2.0"}, {"id", 7}, {"method", method}, {"params", params}}));
+      REQUIRE(answer.has_value());
+      auto parsed = ParseJson(*answer);
+      REQUIRE_MESSAGE(parsed.ok(), *answer);
+      REQUIRE_MESSAGE(parsed->contains("result"), *answer);
+      CHECK((*parsed)["id"] == 7);
+      return (*parsed)["result"];
+    };
+    Json created = text_result("session/create", {{"env", "manager_fixture"}, {"task", "sum_task"}});
+    CHECK(created["tools"] == tools);
+    CHECK(created["prompt"] == f.Create()["prompt"]);
+    CHECK(f.CallTool(created["session"], "add", {{"a", 2}, {"b", 3}})["content"] == 5);
+    Json reset = text_result("session/reset", {{"session", created["session"]}});
+    CHECK(reset["tools"] == tools);
+    CHECK(text_result("tools/list", {{"session", reset["session"]}})["tools"] == tools);
+    CHECK(text_result("envs/get", {{"env", "manager_fixture"}})["tools"] == tools);
+    CHECK_FALSE(text_result("session/create", {{"env", "manager_fixture"}, {"tools", false}}).contains("tools"));
+  }
+
   TEST_CASE("a wrong answer is a verdict, not an error; submitting through tools/call records it too" *
             doctest::timeout(60)) {
     ServiceFixture f;

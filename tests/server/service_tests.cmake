@@ -14,3 +14,5 @@ envforge_add_test(server_service_test
 if(TARGET envforge-worker)
   add_dependencies(server_service_test envforge-worker)
 endif()
+# The load generator's answer reader (no server, no workers).
+envforge_add_test(server_answer_head_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/answer_head_test.cc LIBS envforge_server)
