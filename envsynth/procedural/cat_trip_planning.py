@@ -10,7 +10,9 @@ trains and flights between cities. Tasks, by lineage theme (lineage % 3), levels
     dining  restaurant under a price cap; rating floor + strict price cap; lunch + dinner pair
             under a budget (different cuisines); 3-day plan (lunch and dinner cuisines differ)
 
-Level 3 and 4 tasks need tools outside the base toolset (get_services, find_restaurants). Level 4
+Levels 1 and 2 are one search (find_hotels, find_restaurants, find_attractions list a city's places
+cheapest first, above a rating floor): the answer is its first row. Level 3 and 4 tasks need a tool
+outside the base toolset (get_services) or scan many places. Level 4
 plans carry the DeepSeek trip example's day-2 price-tier rule (a rule for every hotel price, so no
 loophole) and a total budget set just above the cheapest feasible plan, so few plans qualify.
 Every threshold is derived from the rows (oracle first), so every task is solvable.
@@ -81,6 +83,13 @@ def _names(table, city):
     _city(city)
     return [r["name"] for r in _q("SELECT name FROM %s WHERE city = ? ORDER BY name" % table,
                                   (city,))]
+
+
+def _rating_floor(min_rating):
+    if isinstance(min_rating, bool) or not isinstance(min_rating, (int, float)):
+        raise ValueError("min_rating must be a number between 0 and 5")
+    if not 0 <= min_rating <= 5:
+        raise ValueError("min_rating must be between 0 and 5, got %r" % (min_rating,))
 ''')
 
 TOOLS = {
@@ -178,6 +187,39 @@ def get_services(from_city: str, to_city: str):
               "ORDER BY depart_time, code", (from_city, to_city))
     return [dict(r) for r in rows]
 ''',
+    "find_hotels": '''
+def find_hotels(city: str, min_rating: float = 0.0):
+    """Search the hotels of a city, optionally by minimum rating. Returns a list of objects
+    {"name", "city", "stars", "price_per_night", "rating"} ordered by price for one night, then
+    name (the cheapest first).
+
+    Args:
+        city: exact city name as returned by list_cities().
+        min_rating: keep only hotels rated at least this (rating >= min_rating); 0 keeps all.
+    """
+    _city(city)
+    _rating_floor(min_rating)
+    rows = _q("SELECT name, city, stars, price_per_night, rating FROM hotels "
+              "WHERE city = ? ORDER BY price_per_night, name", (city,))
+    return [dict(r) for r in rows if r["rating"] >= min_rating - 1e-9]
+''',
+    "find_attractions": '''
+def find_attractions(city: str, min_rating: float = 0.0):
+    """Search the tourist attractions of a city, optionally by minimum rating. Returns a list of
+    objects {"name", "city", "category", "ticket_price", "rating"} ordered by ticket price, then
+    name (the cheapest first).
+
+    Args:
+        city: exact city name as returned by list_cities().
+        min_rating: keep only attractions rated at least this (rating >= min_rating); 0 keeps
+            all.
+    """
+    _city(city)
+    _rating_floor(min_rating)
+    rows = _q("SELECT name, city, category, ticket_price, rating FROM attractions "
+              "WHERE city = ? ORDER BY ticket_price, name", (city,))
+    return [dict(r) for r in rows if r["rating"] >= min_rating - 1e-9]
+''',
     "find_restaurants": '''
 def find_restaurants(city: str, cuisine: str = "", min_rating: float = 0.0):
     """Search the restaurants of a city, optionally by cuisine and minimum rating. Returns a
@@ -192,10 +234,7 @@ def find_restaurants(city: str, cuisine: str = "", min_rating: float = 0.0):
     _city(city)
     if not isinstance(cuisine, str):
         raise ValueError("cuisine must be a string")
-    if isinstance(min_rating, bool) or not isinstance(min_rating, (int, float)):
-        raise ValueError("min_rating must be a number between 0 and 5")
-    if not 0 <= min_rating <= 5:
-        raise ValueError("min_rating must be between 0 and 5, got %r" % (min_rating,))
+    _rating_floor(min_rating)
     if cuisine:
         known = [r["cuisine"] for r in _q("SELECT DISTINCT cuisine FROM restaurants "
                                           "ORDER BY cuisine")]
@@ -209,7 +248,8 @@ def find_restaurants(city: str, cuisine: str = "", min_rating: float = 0.0):
 }
 
 BASE_TOOLS = ["list_cities", "list_hotels", "list_restaurants", "list_attractions", "get_hotel",
-              "get_restaurant", "get_attraction"]
+              "get_restaurant", "get_attraction", "find_hotels", "find_restaurants",
+              "find_attractions"]
 
 # ------------------------------------------------------------------------------------ world
 
@@ -410,11 +450,13 @@ def _table(db, table):
 _S_COMMON = synth_common.SOLUTION_HOLDS
 
 _KINDS = {
-    "hotel": {"table": "hotels", "list": "list_hotels", "get": "get_hotel",
+    "hotel": {"table": "hotels", "list": "list_hotels", "get": "get_hotel", "find": "find_hotels",
               "price": "price_per_night", "noun": "hotel", "plural": "hotels"},
     "restaurant": {"table": "restaurants", "list": "list_restaurants", "get": "get_restaurant",
+                   "find": "find_restaurants",
                    "price": "price_per_person", "noun": "restaurant", "plural": "restaurants"},
     "attraction": {"table": "attractions", "list": "list_attractions", "get": "get_attraction",
+                   "find": "find_attractions",
                    "price": "ticket_price", "noun": "attraction", "plural": "attractions"},
 }
 _LABELS = {"price_per_night": ("price for one night", " CNY"),
@@ -498,12 +540,14 @@ def _judge(answer, db):
     return _yes()
 '''
 
+# The search lists the city's places cheapest first, above the rating floor when there is one:
+# every constraint of levels 1 and 2 is a price cap or that floor, so the first row that holds is
+# the first row.
 _S_SINGLE = '''
 def solve(tools):
-    for name in tools.%(list)s(CITY):
-        info = tools.%(get)s(name)
-        if all(_holds(info.get(c), op, b) for c, op, b in CONSTRAINTS):
-            return {FIELD: name}
+    for row in tools.%(find)s(%(arguments)s):
+        if all(_holds(row.get(c), op, b) for c, op, b in CONSTRAINTS):
+            return {FIELD: row["name"]}
     return {}
 '''
 
@@ -524,8 +568,10 @@ def _single_task(seed, lineage, level, attempt, kind, city, cons, theme):
     oracle = _source("Oracle: the set of acceptable %s, computed from the whole table in integer "
                      "hundredths, then membership." % k["plural"], consts,
                      _O_COMMON + _O_SINGLE, imports=("json",))
-    solution = _source("Gold solution: scan the city's %s with the tools." % k["plural"], consts,
-                       _S_COMMON + _S_SINGLE % {"list": k["list"], "get": k["get"]}, imports=(),
+    floors = [v for c, op, v in cons if c == "rating" and op == ">="]
+    arguments = "CITY" + (", min_rating=%s" % _fmt(floors[0]) if floors else "")
+    solution = _source("Gold solution: search the city's %s, cheapest first." % k["plural"], consts,
+                       _S_COMMON + _S_SINGLE % {"find": k["find"], "arguments": arguments}, imports=(),
                        envelope=False)
     schema = object_schema("%s answer" % theme, {kind: _field("%s.name" % k["table"],
                                                               "A %s in %s meeting the requirements."
@@ -536,7 +582,7 @@ def _single_task(seed, lineage, level, attempt, kind, city, cons, theme):
                       "constraints": len(cons), "rules": [list(c) for c in cons], "hops": 1,
                       "list_size": None, "distractors": 0, "hidden_steps": 0},
             "solution": solution, "verifier": verifier, "oracle": oracle,
-            "tools": ["list_cities", k["list"], k["get"]]}
+            "tools": [k["find"]]}
 
 
 # ------------------------------------------------------------ destination (level 3: services)

@@ -4,6 +4,7 @@ pick_thresholds draws a task's thresholds from the data itself; these cases pin 
 at the edges, where a generator used to crash (trip_planning seed 106: every attraction of a city
 free, so "ticket_price < t" with t from the data admitted none).
 """
+import json
 import os
 import random
 import re
@@ -92,3 +93,38 @@ def test_prompts_write_every_database_name_in_double_quotes(category):
                     category, seed, lineage, level, bare, prompt)
                 checked += sum(1 for n in names if '"%s"' % n in prompt)
     assert checked > 0, "no prompt of %s named anything from its database" % category
+
+
+@pytest.mark.parametrize("seed", [5, 106, 2024])
+def test_trip_planning_levels_1_and_2_are_answered_by_the_first_row_of_one_search(tmp_path, seed):
+    """The search tools list a city's places cheapest first, above the rating floor; every
+    level-1 and level-2 constraint is a price cap or that floor, so the first row meets them all.
+    Checked on the database itself, not through the gold solution, which relies on it."""
+    out = tmp_path / "trip"
+    done = subprocess.run([sys.executable, os.path.join(PROCEDURAL, "propose.py"), "build", "--category",
+                           "trip_planning", "--seed", str(seed), "--lineages", "6", "--levels", "2", "--out",
+                           str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    db = sqlite3.connect(":memory:")
+    db.executescript((out / "schema.sql").read_text())
+    ordering = {"hotel": ("hotels", "price_per_night"), "restaurant": ("restaurants", "price_per_person"),
+                "attraction": ("attractions", "ticket_price")}
+    tools_source = (out / "tools.py").read_text()
+    checked = 0
+    for task_id in sorted(os.listdir(out / "tasks")):
+        knobs = json.loads((out / "tasks" / task_id / "task.json").read_text())["knobs"]
+        table, price = ordering[knobs["kind"]]
+        floor = [value for key, op, value in knobs["rules"] if key == "rating" and op == ">="]
+        assert all(key == price or (key == "rating" and op == ">=") for key, op, _ in knobs["rules"]), knobs
+        rows = db.execute("SELECT * FROM %s WHERE city = ? AND rating >= ? ORDER BY %s, name" % (table, price),
+                          (knobs["city"], (floor[0] if floor else 0) - 1e-9)).fetchall()
+        names = [d[0] for d in db.execute("SELECT * FROM %s LIMIT 0" % table).description]
+        first = dict(zip(names, rows[0]))
+        assert satisfies(first, [tuple(rule) for rule in knobs["rules"]]), (task_id, first, knobs["rules"])
+        solution = (out / "tasks" / task_id / "solution.py").read_text()
+        search = "find_" + table
+        assert "tools.%s(CITY" % search in solution and "def %s(" % search in tools_source
+        if floor:
+            assert "min_rating=" in solution
+        checked += 1
+    assert checked == 12
