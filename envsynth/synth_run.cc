@@ -145,6 +145,7 @@ Json SynthOptions::ToJson() const {
           {"temperature", temperature},
           {"tool_choice", tool_choice},
           {"strict_tools", strict_tools},
+          {"dense_policy", dense_policy},
           {"shard", {shard_index, shard_count}}};
 }
 
@@ -174,6 +175,7 @@ Result<SynthOptions> SynthOptions::FromJson(const Json& json) {
     o.temperature = json.at("temperature").get<double>();
     o.tool_choice = json.value("tool_choice", "auto");   // runs begun before the option: auto
     o.strict_tools = json.value("strict_tools", false);  // the same
+    o.dense_policy = json.value("dense_policy", false);  // the same
     o.shard_index = json.at("shard").at(0).get<int64_t>();
     o.shard_count = json.at("shard").at(1).get<int64_t>();
   } catch (const Json::exception& error) {
@@ -198,6 +200,10 @@ Status SynthOptions::Validate() const {
   if (audit_lanes < 1 || audit_lanes > 16) return InvalidArgumentError("--audit-lanes must be 1..16");
   if (tool_choice != "auto" && tool_choice != "required") {
     return InvalidArgumentError("--tool-choice must be auto or required, got '" + tool_choice + "'");
+  }
+  if (dense_policy && (!filter || policy.rfind("embedded:", 0) != 0)) {
+    return InvalidArgumentError("--dense applies to an embedded policy only, got '" +
+                                (filter ? policy : std::string("--no-filter")) + "'");
   }
   if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count) {
     return InvalidArgumentError("--shard I/N needs 0 <= I < N, got " + std::to_string(shard_index) + "/" +

@@ -81,6 +81,9 @@ struct SynthOptions {
   // Every tool strict (agents::RolloutOptions::strict_tools): with tool_choice auto, the embedded
   // policy's calls are decoded under the grammar while a turn may still be text alone.
   bool strict_tools = false;
+  // The embedded policy plays with dense attention instead of DSA's top-k (the same weights;
+  // `envforge rollout --dense`): for a checkpoint whose indexers lag its dense training.
+  bool dense_policy = false;
   int64_t shard_index = 0, shard_count = 1;  // this run makes environments i with i % count == index
 
   Json ToJson() const;                                     // what the run database stores as its config

@@ -85,6 +85,7 @@ Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
   ENVFORGE_ASSIGN_OR_RETURN(o.temperature, args.DoubleOption("--temperature"));
   o.tool_choice = args.OptionOr("--tool-choice");
   o.strict_tools = args.Has("--strict-tools");
+  o.dense_policy = args.Has("--dense");
   ENVFORGE_ASSIGN_OR_RETURN(auto band, ParseBand(args.OptionOr("--band")));
   o.band.lo = band.first;
   o.band.hi = band.second;
@@ -123,6 +124,7 @@ Result<std::unique_ptr<inference::Backend>> OpenPolicy(const envsynth::SynthOpti
   backend_options.model_name = args.OptionOr("--model");
   backend_options.api_key_env = args.OptionOr("--api-key-env");
   backend_options.max_concurrency = 256;
+  backend_options.dense_attention = o.dense_policy;
   auto backend = inference::OpenBackend(o.policy, backend_options);
   if (!backend.ok()) return backend.status().WithContext("policy " + o.policy);
   return std::move(backend).value();
@@ -383,6 +385,9 @@ std::vector<Command> SynthCommands() {
              {.name = "--strict-tools",
               .help = "every tool strict, the prompt unchanged (embedded, with --tool-choice auto: a turn is text "
                       "alone or calls decoded under the tool-call grammar; openai: strict function specs)",
+              .section = filter},
+             {.name = "--dense",
+              .help = "an embedded policy plays with dense attention instead of DSA's top-k (same weights)",
               .section = filter},
              {.name = "--model", .metavar = "NAME", .help = model.help, .section = filter},
              {.name = "--api-key-env", .metavar = "VAR", .help = api_key.help, .section = filter},

@@ -257,6 +257,16 @@ TEST_SUITE("envsynth") {
     Json before_the_option = o.ToJson();
     before_the_option.erase("strict_tools");  // a run begun before --strict-tools
     CHECK_FALSE(SynthOptions::FromJson(before_the_option)->strict_tools);
+    SynthOptions dense = o;
+    dense.policy = "embedded:/tmp/model";
+    dense.dense_policy = true;
+    CHECK(dense.Validate().ok());
+    CHECK(SynthOptions::FromJson(dense.ToJson())->dense_policy);
+    before_the_option = dense.ToJson();
+    before_the_option.erase("dense_policy");  // a run begun before --dense
+    CHECK_FALSE(SynthOptions::FromJson(before_the_option)->dense_policy);
+    dense.policy = "scripted:/tmp/p.jsonl";
+    CHECK(dense.Validate().message().find("--dense applies to an embedded policy only") != std::string::npos);
     CHECK(SynthOptions::FromJson(Json{{"envs", 1}}).status().code() == StatusCode::kInvalidArgument);
     CHECK(o.Validate().ok());
     SynthOptions bad = o;
