@@ -12,9 +12,9 @@ trains and flights between cities. Tasks, by lineage theme (lineage % 3), levels
 
 Levels 1 and 2 are one search (find_hotels, find_restaurants, find_attractions list a city's places
 cheapest first, above a rating floor): the answer is its first row. Level 3 and 4 tasks need a tool
-outside the base toolset (get_services) or scan many places. Level 4
-plans carry the DeepSeek trip example's day-2 price-tier rule (a rule for every hotel price, so no
-loophole) and a total budget set just above the cheapest feasible plan, so few plans qualify.
+outside the base toolset (get_services) or scan many places. Level 4 plans carry the DeepSeek trip
+example's day-2 price-tier rule (a rule for every hotel price, so no loophole) and a total budget
+set just above the cheapest feasible plan, so few plans qualify.
 Every threshold is derived from the rows (oracle first), so every task is solvable.
 """
 
