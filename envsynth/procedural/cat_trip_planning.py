@@ -90,6 +90,15 @@ def _rating_floor(min_rating):
         raise ValueError("min_rating must be a number between 0 and 5")
     if not 0 <= min_rating <= 5:
         raise ValueError("min_rating must be between 0 and 5, got %r" % (min_rating,))
+
+
+def _cheapest_first(table, columns, price, city, min_rating):
+    """The city's rows of `table` rated at least min_rating, by `price`, then name."""
+    _city(city)
+    _rating_floor(min_rating)
+    rows = _q("SELECT %s FROM %s WHERE city = ? ORDER BY %s, name" % (columns, table, price),
+              (city,))
+    return [dict(r) for r in rows if r["rating"] >= min_rating - 1e-9]
 ''')
 
 TOOLS = {
@@ -197,11 +206,8 @@ def find_hotels(city: str, min_rating: float = 0.0):
         city: exact city name as returned by list_cities().
         min_rating: keep only hotels rated at least this (rating >= min_rating); 0 keeps all.
     """
-    _city(city)
-    _rating_floor(min_rating)
-    rows = _q("SELECT name, city, stars, price_per_night, rating FROM hotels "
-              "WHERE city = ? ORDER BY price_per_night, name", (city,))
-    return [dict(r) for r in rows if r["rating"] >= min_rating - 1e-9]
+    return _cheapest_first("hotels", "name, city, stars, price_per_night, rating",
+                           "price_per_night", city, min_rating)
 ''',
     "find_attractions": '''
 def find_attractions(city: str, min_rating: float = 0.0):
@@ -214,11 +220,8 @@ def find_attractions(city: str, min_rating: float = 0.0):
         min_rating: keep only attractions rated at least this (rating >= min_rating); 0 keeps
             all.
     """
-    _city(city)
-    _rating_floor(min_rating)
-    rows = _q("SELECT name, city, category, ticket_price, rating FROM attractions "
-              "WHERE city = ? ORDER BY ticket_price, name", (city,))
-    return [dict(r) for r in rows if r["rating"] >= min_rating - 1e-9]
+    return _cheapest_first("attractions", "name, city, category, ticket_price, rating",
+                           "ticket_price", city, min_rating)
 ''',
     "find_restaurants": '''
 def find_restaurants(city: str, cuisine: str = "", min_rating: float = 0.0):
@@ -571,8 +574,8 @@ def _single_task(seed, lineage, level, attempt, kind, city, cons, theme):
     floors = [v for c, op, v in cons if c == "rating" and op == ">="]
     arguments = "CITY" + (", min_rating=%s" % _fmt(floors[0]) if floors else "")
     solution = _source("Gold solution: search the city's %s, cheapest first." % k["plural"], consts,
-                       _S_COMMON + _S_SINGLE % {"find": k["find"], "arguments": arguments}, imports=(),
-                       envelope=False)
+                       _S_COMMON + _S_SINGLE % {"find": k["find"], "arguments": arguments},
+                       imports=(), envelope=False)
     schema = object_schema("%s answer" % theme, {kind: _field("%s.name" % k["table"],
                                                               "A %s in %s meeting the requirements."
                                                               % (k["noun"], city))})

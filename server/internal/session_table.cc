@@ -157,8 +157,9 @@ Status SessionTable::OpenEnvironments() {
     auto id = manager_->OpenEnvironment(path);
     if (!id.ok()) return id.status().WithContext("opening environment " + path);
     if (std::find(env_ids_.begin(), env_ids_.end(), *id) == env_ids_.end()) env_ids_.push_back(*id);
-    tool_specs_[*id] = ToolSpecs(*manager_->FindEnvironment(*id));
-    tool_specs_text_[*id] = PreserializedJson(tool_specs_[*id]);
+    Json tools = ToolSpecs(*manager_->FindEnvironment(*id));
+    Json text = PreserializedJson(tools);
+    tool_specs_[*id] = ToolList{std::move(tools), std::move(text)};
   }
   std::sort(env_ids_.begin(), env_ids_.end(), [this](const std::string& a, const std::string& b) {
     const auto& name_a = manager_->FindEnvironment(a)->manifest.name;
@@ -248,7 +249,8 @@ void SessionTable::CloseAllAndWait(std::chrono::milliseconds grace) {
 const EnvBundle* SessionTable::Environment(const std::string& id) const { return manager_->FindEnvironment(id); }
 
 const Json& SessionTable::ToolSpecsOf(const EnvBundle& bundle, bool preserialized) const {
-  return (preserialized ? tool_specs_text_ : tool_specs_).at(bundle.manifest.content_hash);
+  const ToolList& list = tool_specs_.at(bundle.manifest.content_hash);
+  return preserialized ? list.text : list.tree;
 }
 
 Result<const EnvBundle*> SessionTable::ResolveEnv(const std::string& key) const {

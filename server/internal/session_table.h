@@ -186,9 +186,12 @@ class SessionTable {
   RpcMetrics& metrics_;
   std::unique_ptr<sandbox::SessionManager> manager_;
   std::unique_ptr<agents::TrajectoryStore> store_;
-  std::vector<std::string> env_ids_;             // sorted by name, then id
-  std::map<std::string, Json> tool_specs_;       // by environment id; fixed once the table is open
-  std::map<std::string, Json> tool_specs_text_;  // the same, PreserializedJson
+  std::vector<std::string> env_ids_;  // sorted by name, then id
+  struct ToolList {
+    Json tree;
+    Json text;  // the same, PreserializedJson
+  };
+  std::map<std::string, ToolList> tool_specs_;  // by environment id; fixed once the table is open
   SessionRegistry registry_;
 
   std::atomic<bool> draining_{false};
