@@ -8,6 +8,12 @@ constraint by constraint; the oracle computes the whole set of acceptable answer
 read of the tables and tests membership. The generator uses the oracle's own code (run on an
 in-memory copy of the database) to draw parameters whose acceptable set is non-empty and small
 enough for the level.
+
+Levels 1 and 2 are one search: find_rooms takes the task's filters (min_capacity, equipment, a
+day, start_hour and duration to be free) and find_rooms_for_meeting takes the meeting to re-house
+(and whether its equipment must come along); both return only rooms passing every filter, the
+smallest room first, so the gold answer is the first row. Levels 3 and 4 (free hours, people,
+time zones, conditional rules) scan the rooms and schedules with the other tools.
 """
 
 import synth_common
@@ -83,6 +89,34 @@ def _check_day(day):
     if day not in _DAYS:
         raise ValueError("day must be one of %s (capitalised weekday name), got %r"
                          % (", ".join(_DAYS), day))
+
+
+def _whole(value, name):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("%s must be a whole number, got %r" % (name, value))
+
+
+def _rooms_found(min_capacity, items, day, start, end, other_than):
+    """Rows of the rooms seating min_capacity with every item of `items`, free over [start, end)
+    on `day` when a day is given, other than the room `other_than`; smallest first."""
+    have = {}
+    for r in _q("SELECT room, item FROM room_equipment ORDER BY room, item"):
+        have.setdefault(r["room"], []).append(r["item"])
+    busy = set()
+    if day:
+        busy = set(r["room"] for r in _q(
+            "SELECT room FROM meetings WHERE day = ? AND room IS NOT NULL AND start_hour < ? "
+            "AND end_hour > ?", (day, end, start)))
+    out = []
+    for r in _q("SELECT name, building, floor, capacity FROM rooms WHERE capacity >= ? "
+                "ORDER BY capacity, name", (min_capacity,)):
+        equipment = have.get(r["name"], [])
+        if r["name"] == other_than or r["name"] in busy or any(i not in equipment
+                                                               for i in items):
+            continue
+        out.append({"name": r["name"], "building": r["building"], "floor": r["floor"],
+                    "capacity": r["capacity"], "equipment": equipment})
+    return out
 ''')
 
 TOOLS = {}
@@ -220,8 +254,89 @@ def get_person_schedule(person: str, day: str):
              "end_hour": r["end_hour"], "room": r["room"]} for r in rows]
 '''
 
+TOOLS["find_rooms"] = '''
+def find_rooms(min_capacity: int = 0, equipment: str = "", day: str = "", start_hour: int = 0,
+               duration: int = 1):
+    """Search the meeting rooms by capacity, equipment and free time. Returns the rooms that
+    pass every filter given, as a list of {"name", "building", "floor", "capacity",
+    "equipment"} ordered by capacity, then name (the smallest room first); [] when none does.
+
+    Args:
+        min_capacity: keep only rooms that seat at least this many people; 0 keeps all.
+        equipment: keep only rooms that have this item, one of "projector", "speakerphone",
+            "video_conference", "whiteboard"; "" keeps all.
+        day: weekday name, "Monday" .. "Friday": keep only rooms free (no booking overlapping)
+            from start_hour for duration hours on that day; "" (the default) ignores bookings.
+        start_hour: office-time start hour of that time range, 8 to 17; give it with day.
+        duration: length of that time range in whole hours (default 1).
+    """
+    _whole(min_capacity, "min_capacity")
+    if min_capacity < 0:
+        raise ValueError("min_capacity must be 0 or more people, got %r" % (min_capacity,))
+    if not isinstance(equipment, str):
+        raise ValueError("equipment must be a string ('' keeps every room)")
+    items = ["projector", "speakerphone", "video_conference", "whiteboard"]
+    if equipment and equipment not in items:
+        raise ValueError("unknown equipment %r; the items are: %s" % (equipment,
+                                                                     ", ".join(items)))
+    if not isinstance(day, str):
+        raise ValueError("day must be a string ('' ignores bookings)")
+    _whole(start_hour, "start_hour")
+    _whole(duration, "duration")
+    if day == "":
+        if start_hour:
+            raise ValueError("start_hour needs a day: give day (e.g. 'Monday') as well")
+    else:
+        _check_day(day)
+        if not 1 <= duration <= 10:
+            raise ValueError("duration must be 1 to 10 hours (the office day), got %r"
+                             % (duration,))
+        if start_hour == 0:
+            raise ValueError("day needs a start_hour: give start_hour from 8 to %d as well"
+                             % (18 - duration))
+        if start_hour < 8 or start_hour + duration > 18:
+            raise ValueError("a %d-hour range starting at %r is outside the office day 08:00-18:00;"
+                             " give start_hour from 8 to %d" % (duration, start_hour,
+                                                               18 - duration))
+    return _rooms_found(min_capacity, [equipment] if equipment else [], day, start_hour,
+                        start_hour + duration, None)
+'''
+
+TOOLS["find_rooms_for_meeting"] = '''
+def find_rooms_for_meeting(meeting: str, same_equipment: bool = False):
+    """Search the rooms an existing meeting could move to while keeping its day and hours: the
+    rooms other than its current room that are free for its whole time range and seat all its
+    attendees (organizer included). Returns a list of {"name", "building", "floor",
+    "capacity", "equipment"} ordered by capacity, then name (the smallest room first); []
+    when none fits.
+
+    Args:
+        meeting: meeting id, e.g. "M012", as shown by get_room_bookings.
+        same_equipment: True keeps only rooms with every equipment item of the meeting's
+            current room; False (the default) ignores equipment.
+    """
+    _require_str(meeting, "meeting")
+    if not isinstance(same_equipment, bool):
+        raise ValueError("same_equipment must be true or false, got %r" % (same_equipment,))
+    rows = _q("SELECT id, day, start_hour, end_hour, room FROM meetings WHERE id = ?",
+              (meeting,))
+    if not rows:
+        raise ValueError("unknown meeting %r; meeting ids look like 'M012' and are listed by "
+                         "get_room_bookings" % (meeting,))
+    m = rows[0]
+    if same_equipment and m["room"] is None:
+        raise ValueError("meeting %r is a room-less call: it has no room equipment to match; "
+                         "call again with same_equipment=False" % (meeting,))
+    seats = len(_q("SELECT person FROM meeting_attendees WHERE meeting = ?", (meeting,)))
+    items = []
+    if same_equipment:
+        items = [r["item"] for r in _q("SELECT item FROM room_equipment WHERE room = ?",
+                                       (m["room"],))]
+    return _rooms_found(seats, items, m["day"], m["start_hour"], m["end_hour"], m["room"])
+'''
+
 BASE_TOOLS = ["list_rooms", "get_room", "get_room_bookings", "list_people", "get_person",
-              "get_meeting"]
+              "get_meeting", "find_rooms", "find_rooms_for_meeting"]
 
 # ------------------------------------------------------------------------------------- world
 
@@ -801,17 +916,80 @@ def solve(tools):
 '''
 
 
+# Levels 1 and 2: one search whose filters are exactly the task's rules (see _search_of), so
+# every row it returns is acceptable and the first one (the smallest room) is the answer.
+_SEARCH_SOLUTION = '''
+
+def solve(tools):
+    if SPEC["meeting"] is not None:
+        rows = tools.find_rooms_for_meeting(SPEC["meeting"],
+                                            same_equipment=SPEC["same_equipment"])
+    else:
+        filters = {}
+        if SPEC["min_capacity"] is not None:
+            filters["min_capacity"] = SPEC["min_capacity"]
+        for item in SPEC["equipment"]:
+            filters["equipment"] = item
+        if SPEC["day"] is not None:
+            filters.update(day=SPEC["day"], start_hour=SPEC["start_hour"],
+                           duration=SPEC["duration"])
+        rows = tools.find_rooms(**filters)
+    return {"room": rows[0]["name"] if rows else None}
+'''
+
+
+def _search_of(spec):
+    """The search tool whose filters are exactly the rules of `spec` ("find_rooms" or
+    "find_rooms_for_meeting"), or None when no single search answers it."""
+    plain = (spec["fields"] == ["room"] and not spec["people"] and not spec["local_hours"]
+             and spec["days_allowed"] is None and spec["conditional"] is None
+             and spec["building"] is None and not any(spec[k] for k in (
+                 "same_day", "other_day", "other_start", "attendees_free")))
+    if not plain:
+        return None
+    if spec["meeting"] is None:
+        untimed = spec["day"] is None and spec["start_hour"] is None and not spec["room_free"]
+        timed = spec["day"] is not None and spec["start_hour"] is not None and spec["room_free"]
+        if len(spec["equipment"]) <= 1 and not spec["same_time"] and (untimed or timed):
+            return "find_rooms"
+        return None
+    if (spec["same_time"] and spec["other_room"] and spec["seat_attendees"] and spec["room_free"]
+            and spec["min_capacity"] is None and not spec["equipment"]):
+        return "find_rooms_for_meeting"
+    return None
+
+
+def _search_hint(spec, search):
+    """The prompt's sentence naming the search that answers the task."""
+    if search == "find_rooms_for_meeting":
+        return (" The search find_rooms_for_meeting lists the other rooms that are free at the "
+                "meeting's day and hours and seat all its attendees, the smallest room first%s."
+                % ("; with same_equipment=True it keeps only the rooms that have every "
+                   "equipment item of the meeting's current room" if spec["same_equipment"]
+                   else ""))
+    parts = []
+    if spec["min_capacity"] is not None:
+        parts.append("seat at least min_capacity people")
+    if spec["equipment"]:
+        parts.append("have the equipment item")
+    if spec["day"] is not None:
+        parts.append("are free on day from start_hour for duration hours")
+    return (" The search find_rooms lists the rooms that %s, the smallest room first."
+            % _names(parts))
+
+
 _ORACLE_NOTE = ("# Independent of verifier.py: computes the whole set of acceptable answers from "
                 "one bulk read\n# of the tables, then tests membership.\n\n")
 
 
-def _sources(task_id, spec):
+def _sources(task_id, spec, search=None):
     verifier = spec_source("Verifier", ID, task_id, spec,
                            _CONSTANTS + synth_common.ANSWER_ENVELOPE + _VERIFIER_BODY)
     oracle = spec_source("Oracle", ID, task_id, spec,
                          _CONSTANTS + synth_common.ANSWER_ENVELOPE + _ORACLE_CORE + _ORACLE_BODY,
                          imports=("json", "math"), note=_ORACLE_NOTE)
-    solution = spec_source("Reference solution", ID, task_id, spec, _CONSTANTS + _SOLUTION_BODY)
+    solution = spec_source("Reference solution", ID, task_id, spec,
+                           _CONSTANTS + (_SEARCH_SOLUTION if search else _SOLUTION_BODY))
     return verifier, oracle, solution
 
 
@@ -995,7 +1173,7 @@ def _format(fields):
             % ", ".join(parts[f] for f in fields))
 
 
-def _prompt(world, spec):
+def _prompt(world, spec, search=None):
     f = spec["fields"]
     length = spec["duration"]
     rules = []
@@ -1018,7 +1196,10 @@ def _prompt(world, spec):
         rules.append("the room is free for the whole meeting")
     else:
         mid = spec["meeting"]
-        if spec["same_time"]:
+        if spec["same_time"] and search:
+            intro = ("Meeting %s has to leave its current room but keep its day and hours. Using "
+                     "the tools, name any other room for it." % quoted(mid))
+        elif spec["same_time"]:
             intro = ("Meeting %s has to leave its current room but keep its day and hours. Using "
                      "the tools (get_meeting gives its day, hours, room and attendees), name any "
                      "other room for it." % quoted(mid))
@@ -1080,6 +1261,8 @@ def _prompt(world, spec):
             rules.append("if the meeting is on %s, the room's capacity must be at least %d "
                          "(no extra rule on other days)" % (_names(c["days"], "or"),
                                                            c["min_capacity"]))
+    if search:
+        intro += _search_hint(spec, search)
     text = intro + "\nRules:\n" + "".join("- %s;\n" % r for r in rules).rstrip(";\n") + ".\n"
     notes = []
     timed = "day" in f or spec["day"] is not None or spec["meeting"] is not None
@@ -1159,24 +1342,34 @@ def task(seed, lineage, level, attempt):
     theme = _THEMES[lineage % len(_THEMES)]
     spec, acc = _choose(seed, lineage, level, attempt)
     task_id = "%s_l%d_%d" % (theme, level, lineage)
-    verifier, oracle, solution = _sources(task_id, spec)
+    search = _search_of(spec) if level <= 2 else None
+    if level <= 2 and search is None:
+        raise RuntimeError("calendar: %s has no one-search form" % task_id)
+    verifier, oracle, solution = _sources(task_id, spec, search)
     size = _space_size(world, spec)
     hidden = 0
     if spec["meeting"] is not None:
         hidden = 1 + sum(bool(spec[k]) for k in ("seat_attendees", "attendees_free",
                                                  "same_equipment"))
+    hops = (1 + (spec["room_free"] or bool(spec["equipment"]))
+            + bool(spec["people"] or spec["attendees_free"]) + bool(spec["meeting"])
+            + spec["local_hours"])
+    if search:
+        # One call; the search looks the meeting up itself and returns exactly the acceptable
+        # rooms (its filters are the rules), so they are the list the solver reads.
+        hops, hidden = 1, 0
     knobs = {"template": theme, "theme": theme, "level": level, "lineage": lineage,
              "attempt": attempt, "constraints": _constraint_count(spec),
-             "hops": 1 + (spec["room_free"] or bool(spec["equipment"]))
-             + bool(spec["people"] or spec["attendees_free"]) + bool(spec["meeting"])
-             + spec["local_hours"],
-             "list_size": len(world["rooms"]),
+             "hops": hops,
+             "list_size": len(acc) if search else len(world["rooms"]),
              "distractors": size - len(acc),
              "hidden_steps": hidden,
              "conditional_rules": int(spec["conditional"] is not None),
              "answer_space": size, "acceptable_answers": len(acc),
              "answer_fields": list(spec["fields"])}
-    return {"id": task_id, "prompt": _prompt(world, spec),
+    if search:
+        knobs["search"] = search
+    return {"id": task_id, "prompt": _prompt(world, spec, search),
             "answer_schema": _schema(world, spec, theme), "knobs": knobs,
             "solution": solution, "verifier": verifier, "oracle": oracle,
-            "tools": _tools_of(spec)}
+            "tools": [search] if search else _tools_of(spec)}

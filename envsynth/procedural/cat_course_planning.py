@@ -4,7 +4,10 @@ the transcripts of a few students.
 
 Tasks go from "name a course worth at least N credits" to building a term schedule of three
 sections for a student: credit range, no time clash, free seats, prerequisites satisfied by the
-student's transcript, and a conditional rule. Every task is a "find any X" task: the verifier
+student's transcript, and a conditional rule. Levels 1 and 2 are one search (find_courses,
+find_instructors, find_sections take the task's filters as arguments and list the rows that pass
+them, the most credits or the highest rating first): the answer is its first row. Levels 3 and 4
+scan the catalogue with a student's transcript. Every task is a "find any X" task: the verifier
 checks the submitted answer constraint by constraint with targeted queries on the pristine
 database; the oracle reads the tables in bulk, computes the set of eligible entities (and, for a
 schedule, tests the combination on an hour grid) and decides by membership. The generator runs
@@ -64,6 +67,57 @@ def _check(table, column, value, what, how):
                                           % (column, table, column))], value)
         raise ValueError("unknown %s %r; %s" % (what, value, "did you mean: " + ", ".join(
             repr(h) for h in hint) + "?" if hint else how))
+
+
+def _department_filter(department):
+    if not isinstance(department, str):
+        raise ValueError("department must be a department code such as 'BIO' (or '' for every "
+                         "department), got %r" % (department,))
+    if department:
+        _check("departments", "code", department, "department",
+               "call list_departments() for the codes")
+
+
+def _number(value, what, low, high, example):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("%s must be a number from %s to %s (e.g. %s), got %r"
+                         % (what, low, high, example, value))
+    if not low <= value <= high:
+        raise ValueError("%s must be from %s to %s, got %r" % (what, low, high, value))
+
+
+_DAY_NAMES = {"monday": "M", "tuesday": "T", "wednesday": "W", "thursday": "R", "friday": "F"}
+
+
+def _day_letter(day):
+    """The letter of a day given as a letter of MTWRF or its name ("Thursday", "thu"); ""."""
+    if not isinstance(day, str):
+        raise ValueError("day must be a string: one letter of M T W R F (R is Thursday)")
+    key = day.strip().lower()
+    if not key:
+        return ""
+    if len(key) == 1 and key.upper() in "MTWRF":
+        return key.upper()
+    names = [n for n in _DAY_NAMES if len(key) >= 3 and n.startswith(key)]
+    if len(names) == 1:
+        return _DAY_NAMES[names[0]]
+    raise ValueError("unknown day %r; give one letter: M (Monday), T (Tuesday), W (Wednesday), "
+                     "R (Thursday) or F (Friday)" % (day,))
+
+
+def _whole_hour(value, what):
+    """A whole hour 0-24 given as 13, 13.0, "13" or "13:00"."""
+    text = value.strip() if isinstance(value, str) else None
+    if text is not None and text.endswith(":00"):
+        text = text[:-3]
+    if text is not None and text.isdigit():
+        value = int(text)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 24:
+        raise ValueError("%s must be a whole hour from 0 to 24 (e.g. 13 for 13:00), got %r"
+                         % (what, value))
+    return value
 ''')
 
 TOOLS = {}
@@ -190,8 +244,85 @@ def get_transcript(student: str):
     return [dict(r) for r in rows]
 '''
 
+TOOLS["find_courses"] = '''
+def find_courses(department: str = "", min_credits: int = 0):
+    """Search the catalogue's courses, optionally by department and minimum credits. Returns a
+    list of objects {"code", "title", "department", "credits", "level"} ordered by credits, the
+    most first, then code.
+
+    Args:
+        department: keep only this department's courses (code as returned by
+            list_departments(), e.g. "BIO"); "" keeps every department.
+        min_credits: keep only courses worth at least this many credits (credits >=
+            min_credits); 0 keeps all.
+    """
+    _department_filter(department)
+    _number(min_credits, "min_credits", 0, 100, 3)
+    rows = _q("SELECT code, title, department, credits, level FROM courses "
+              "ORDER BY credits DESC, code")
+    return [dict(r) for r in rows if (not department or r["department"] == department)
+            and r["credits"] >= min_credits]
+'''
+
+TOOLS["find_instructors"] = '''
+def find_instructors(department: str = "", min_rating: float = 0.0):
+    """Search the instructors, optionally by department and minimum rating. Returns a list of
+    objects {"name", "department", "rating"} ordered by rating, the highest first, then name.
+
+    Args:
+        department: keep only this department's instructors (code as returned by
+            list_departments(), e.g. "BIO"); "" keeps every department.
+        min_rating: keep only instructors rated at least this (rating >= min_rating, 1.0-5.0);
+            0 keeps all.
+    """
+    _department_filter(department)
+    _number(min_rating, "min_rating", 0, 5, 4.2)
+    rows = _q("SELECT name, department, rating FROM instructors ORDER BY rating DESC, name")
+    return [dict(r) for r in rows if (not department or r["department"] == department)
+            and r["rating"] >= min_rating - 1e-9]
+'''
+
+TOOLS["find_sections"] = '''
+def find_sections(department: str = "", day: str = "", min_start: int = 0, max_end: int = 24,
+                  min_rating: float = 0.0):
+    """Search this term's sections of every course, optionally by department, meeting day,
+    hours and instructor rating. Returns a list of objects {"section", "course", "department",
+    "instructor", "instructor_rating", "days", "start_hour", "end_hour", "seats", "enrolled"}
+    (see list_sections) ordered by the instructor's rating, the highest first, then section id.
+
+    Args:
+        department: keep only sections of this department's courses (code as returned by
+            list_departments(), e.g. "BIO"); "" keeps every department.
+        day: keep only sections that meet on this day: one letter of M T W R F (R is Thursday),
+            or the day's name; "" keeps every day.
+        min_start: keep only sections starting at this hour or later (start_hour >= min_start,
+            a whole hour, e.g. 13 for 13:00); 0 keeps all.
+        max_end: keep only sections ending at this hour or earlier (end_hour <= max_end);
+            24 keeps all.
+        min_rating: keep only sections whose instructor is rated at least this (1.0-5.0);
+            0 keeps all.
+    """
+    _department_filter(department)
+    letter = _day_letter(day)
+    min_start = _whole_hour(min_start, "min_start")
+    max_end = _whole_hour(max_end, "max_end")
+    _number(min_rating, "min_rating", 0, 5, 4.2)
+    rows = _q("SELECT s.id, s.course, c.department, s.instructor, i.rating, s.days, "
+              "s.start_hour, s.end_hour, s.seats, s.enrolled FROM sections s "
+              "JOIN courses c ON c.code = s.course JOIN instructors i ON i.name = s.instructor "
+              "ORDER BY i.rating DESC, s.id")
+    return [{"section": r["id"], "course": r["course"], "department": r["department"],
+             "instructor": r["instructor"], "instructor_rating": r["rating"], "days": r["days"],
+             "start_hour": r["start_hour"], "end_hour": r["end_hour"], "seats": r["seats"],
+             "enrolled": r["enrolled"]}
+            for r in rows if (not department or r["department"] == department)
+            and (not letter or letter in r["days"]) and r["start_hour"] >= min_start
+            and r["end_hour"] <= max_end and r["rating"] >= min_rating - 1e-9]
+'''
+
 BASE_TOOLS = ["list_departments", "list_courses", "get_course", "list_sections", "get_section",
-              "list_instructors", "get_instructor"]
+              "list_instructors", "get_instructor", "find_courses", "find_instructors",
+              "find_sections"]
 
 # ------------------------------------------------------------------------------------- world
 
@@ -803,20 +934,79 @@ def solve(tools):
     return {"sections": []}
 '''
 
+# Levels 1 and 2: one search whose filter arguments are all of the task's constraints (find_courses
+# also lists the most credits first, find_instructors and find_sections the highest rating first),
+# so every row it returns, the first one too, is an answer.
+_SEARCH_SOLUTION_BODY = '''
+
+def solve(tools):
+    field = SPEC["field"]
+    department = SPEC["department"] or ""
+    if field == "course":
+        rows = tools.find_courses(department=department, min_credits=SPEC["min_credits"] or 0)
+        return {"course": rows[0]["code"] if rows else ""}
+    min_rating = SPEC["min_rating"] if SPEC["min_rating"] is not None else 0.0
+    if field == "instructor":
+        rows = tools.find_instructors(department=department, min_rating=min_rating)
+        return {"instructor": rows[0]["name"] if rows else ""}
+    rows = tools.find_sections(department=department, day=SPEC["meets_day"] or "",
+                               min_start=SPEC["min_start"] or 0,
+                               max_end=SPEC["max_end"] if SPEC["max_end"] is not None else 24,
+                               min_rating=min_rating)
+    return {"section": rows[0]["section"] if rows else ""}
+'''
+
+# The search tool of each answer field and the constraints it takes as filters.
+_SEARCHES = {"course": ("find_courses", ("department", "min_credits")),
+             "instructor": ("find_instructors", ("department", "min_rating")),
+             "section": ("find_sections", ("department", "meets_day", "min_start", "max_end",
+                                           "min_rating"))}
+
+
+def _search_tool(spec):
+    """The search that answers the spec in one call (its filters take every constraint), or
+    None when the spec has a constraint no search filters on."""
+    if spec["field"] not in _SEARCHES or spec["student"] is not None or spec["registered"] \
+            or spec["conditional"] is not None or spec["free_seat"] \
+            or spec["total_credits"] is not None:
+        return None
+    tool, filters = _SEARCHES[spec["field"]]
+    if any(spec[k] is not None and k not in filters
+           for k in ("department", "min_credits", "max_credits", "min_level", "min_rating",
+                     "meets_day", "min_start", "max_end")):
+        return None
+    return tool
+
+
+_SEARCH_NOTES = {
+    "find_courses": "find_courses lists the courses that pass its filters (department, "
+                    "min_credits), the most credits first.",
+    "find_instructors": "find_instructors lists the instructors that pass its filters "
+                        "(department, min_rating), the highest rated first.",
+    "find_sections": "find_sections lists this term's sections that pass its filters "
+                     "(department, day, min_start, max_end, min_rating), the highest-rated "
+                     "instructor first.",
+}
+
 
 _ORACLE_NOTE = ("# Independent of verifier.py: reads the tables in bulk, computes the set of "
                 "eligible values,\n# tests a schedule on an hour grid, and decides by "
                 "membership.\n\n")
 
 
-def _sources(task_id, spec):
+def _sources(task_id, spec, search=None):
+    """verifier, oracle and solution; search: the one search tool of a level-1/2 solution."""
     verifier = spec_source("Verifier", ID, task_id, spec,
                            _CONSTANTS + synth_common.ANSWER_ENVELOPE + _VERIFIER_BODY)
     oracle = spec_source("Oracle", ID, task_id, spec,
                          _CONSTANTS + synth_common.ANSWER_ENVELOPE + _ORACLE_CORE + _ORACLE_BODY,
                          note=_ORACLE_NOTE)
-    solution = spec_source("Reference solution", ID, task_id, spec, _CONSTANTS + _SOLUTION_BODY,
-                           imports=("itertools", "json"))
+    if search is not None:
+        solution = spec_source("Reference solution (one %s search)" % search, ID, task_id, spec,
+                               _SEARCH_SOLUTION_BODY)
+    else:
+        solution = spec_source("Reference solution", ID, task_id, spec,
+                               _CONSTANTS + _SOLUTION_BODY, imports=("itertools", "json"))
     return verifier, oracle, solution
 
 
@@ -1062,7 +1252,7 @@ def _rules(world, spec):
     return rules
 
 
-def _prompt(world, spec):
+def _prompt(world, spec, search=None):
     field = spec["field"]
     if field == "instructor":
         intro = "Using the tools, name any instructor who satisfies all of the following."
@@ -1094,6 +1284,8 @@ def _prompt(world, spec):
     if spec["min_rating"] is not None or spec["min_credits"] is not None \
             or (spec["conditional"] or {}).get("kind") == "early_rating":
         notes.append("\"At least\" includes equality.")
+    if search is not None:
+        notes.append("One search answers this: " + _SEARCH_NOTES[search])
     if notes:
         text += " ".join(notes) + "\n"
     return (text + "Any answer that satisfies every rule is accepted. Submit only a JSON object "
@@ -1171,7 +1363,11 @@ def task(seed, lineage, level, attempt):
     theme = _THEMES[lineage % len(_THEMES)]
     spec, acc = _choose(seed, lineage, level, attempt)
     task_id = "%s_l%d_%d" % (theme, level, lineage)
-    verifier, oracle, solution = _sources(task_id, spec)
+    search = _search_tool(spec) if level <= 2 else None
+    if level <= 2 and search is None:
+        raise RuntimeError("course_planning: level %d task %s is not one search"
+                           % (level, task_id))
+    verifier, oracle, solution = _sources(task_id, spec, search)
     size = _domain_size(world, spec)
     list_size = {"instructor": len(world["instructors"]), "course": len(world["courses"]),
                  "section": len(world["sections"]),
@@ -1182,10 +1378,13 @@ def task(seed, lineage, level, attempt):
     hops += spec["student"] is not None
     hops += spec["prereqs_ok"]
     hops += bool(spec["registered"])
+    distractors = list_size - (len(acc) if spec["field"] != "sections" else 0)
+    if search is not None:
+        # one call whose filters are the constraints: every row it lists is an answer
+        hops, list_size, distractors = 1, len(acc), 0
     knobs = {"template": theme, "theme": theme, "level": level, "lineage": lineage,
              "attempt": attempt, "constraints": _constraint_count(spec), "hops": hops,
-             "list_size": list_size, "distractors": list_size - (len(acc) if spec["field"]
-                                                                 != "sections" else 0),
+             "list_size": list_size, "distractors": distractors,
              "hidden_steps": int(spec["student"] is not None) + len(spec["registered"]),
              "conditional_rules": int(spec["conditional"] is not None),
              "answer_space": size, "answer_field": spec["field"]}
@@ -1195,6 +1394,9 @@ def task(seed, lineage, level, attempt):
         knobs["schedule_size"] = spec["count"]
     else:
         knobs["acceptable_answers"] = len(acc)
-    return {"id": task_id, "prompt": _prompt(world, spec), "answer_schema": _schema(spec, theme),
-            "knobs": knobs, "solution": solution, "verifier": verifier, "oracle": oracle,
-            "tools": _tools_of(spec)}
+    if search is not None:
+        knobs["search"] = search
+    return {"id": task_id, "prompt": _prompt(world, spec, search),
+            "answer_schema": _schema(spec, theme), "knobs": knobs, "solution": solution,
+            "verifier": verifier, "oracle": oracle,
+            "tools": [search] if search is not None else _tools_of(spec)}

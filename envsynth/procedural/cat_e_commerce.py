@@ -12,10 +12,13 @@ theme (lineage % 3), levels 1 to 4:
     delivery  product above a stock floor; + a handling-days cap (two hops); 2 products from one
               seller + a coupon under a budget; 3 products + a coupon, tier rule, budget
 
-The quality and delivery level-3 tasks and every level-4 task need tools outside the base
-toolset (get_reviews, list_coupons); search_products is a convenience never required. Budgets are
-whole dollars set at or just above the cheapest feasible basket's total (oracle first), so every
-task is solvable and few baskets qualify.
+Levels 1 and 2 are one search: find_products lists a category's products cheapest first, with
+the seller's rating and handling days in each row, and takes the other bounds (rating, stock,
+seller rating, handling days) as filters; the answer is its first row. The quality and delivery
+level-3 tasks and every level-4 task need tools outside the base toolset (get_reviews,
+list_coupons); search_products is a convenience never required. Budgets are whole dollars set at
+or just above the cheapest feasible basket's total (oracle first), so every task is solvable and
+few baskets qualify.
 """
 
 import functools
@@ -23,7 +26,7 @@ import itertools
 import math
 
 import synth_common
-from synth_common import insert_rows, object_schema, one_decimal, rng_for, unique_words
+from synth_common import insert_rows, object_schema, one_decimal, quoted, rng_for, unique_words
 
 ID = "e_commerce"
 TITLE = "E-commerce"
@@ -92,6 +95,14 @@ def _product_row(r):
     return {"name": r["name"], "category": r["category"], "seller": r["seller"],
             "price": r["price"], "stock": r["stock"], "rating": r["rating"],
             "review_count": r["review_count"]}
+
+
+def _bound(value, what, top=None):
+    """A search filter: a number >= 0 (0 keeps all), at most `top` when given."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or \
+            (top is not None and value > top):
+        raise ValueError("%s must be a number %s (0 keeps all), got %r"
+                         % (what, ">= 0" if top is None else "between 0 and %g" % top, value))
 
 
 _PRODUCT_SQL = ("SELECT p.name, p.category, p.seller, p.price, p.stock, p.rating, "
@@ -218,9 +229,43 @@ def search_products(category: str, max_price: float = 0.0, min_rating: float = 0
         out.append(_product_row(r))
     return out
 ''',
+    "find_products": '''
+def find_products(category: str, max_price: float = 0.0, min_rating: float = 0.0,
+                  min_stock: int = 0, min_seller_rating: float = 0.0, max_handling_days: int = 0):
+    """Search the products of a category, cheapest first. Returns a list of objects {"name",
+    "category", "seller", "price" (USD), "stock" (units available), "rating", "seller_rating"
+    (the seller's rating), "handling_days" (days before the seller ships)} ordered by price,
+    then name: the first row is the cheapest product that passes every filter.
+
+    Args:
+        category: exact category name as returned by list_categories().
+        max_price: keep only products priced at most this (USD); 0 keeps all.
+        min_rating: keep only products rated at least this (rating >= min_rating); 0 keeps all.
+        min_stock: keep only products with at least this many units in stock; 0 keeps all.
+        min_seller_rating: keep only products whose seller is rated at least this; 0 keeps all.
+        max_handling_days: keep only products whose seller ships within this many handling days
+            (handling_days <= max_handling_days); 0 keeps all.
+    """
+    _category(category)
+    _bound(max_price, "max_price")
+    _bound(min_rating, "min_rating", 5)
+    _bound(min_stock, "min_stock")
+    _bound(min_seller_rating, "min_seller_rating", 5)
+    _bound(max_handling_days, "max_handling_days")
+    rows = _q("SELECT p.name, p.category, p.seller, p.price, p.stock, p.rating, "
+              "s.rating AS seller_rating, s.handling_days FROM products p "
+              "JOIN sellers s ON s.name = p.seller WHERE p.category = ? ORDER BY p.price, p.name",
+              (category,))
+    return [dict(r) for r in rows
+            if (not max_price or r["price"] <= max_price + 1e-9)
+            and r["rating"] >= min_rating - 1e-9 and r["stock"] >= min_stock - 1e-9
+            and r["seller_rating"] >= min_seller_rating - 1e-9
+            and (not max_handling_days or r["handling_days"] <= max_handling_days + 1e-9)]
+''',
 }
 
-BASE_TOOLS = ["list_categories", "list_products", "get_product", "list_sellers", "get_seller"]
+BASE_TOOLS = ["list_categories", "list_products", "get_product", "list_sellers", "get_seller",
+              "find_products"]
 
 # ------------------------------------------------------------------------------------ world
 
@@ -505,46 +550,61 @@ def _judge(answer, db):
     return _yes()
 '''
 
+# The search lists the category's products cheapest first and filters by every other bound (the
+# seller's facts are in each row): every level-1 and level-2 constraint is a price cap or one of
+# those filters, so the first row that holds is the first row.
 _S_SINGLE = '''
 def solve(tools):
-    for name in tools.list_products(CATEGORY):
-        product = tools.get_product(name)
-        rows = {"product": product}
-        if any(where == "seller" for where, _, _, _ in CONSTRAINTS):
-            rows["seller"] = tools.get_seller(product["seller"])
-        if all(_holds(rows[where].get(col), op, b) for where, col, op, b in CONSTRAINTS):
-            return {"product": name}
+    for row in tools.find_products(%s):
+        if all(_holds(row.get("seller_rating" if (where, col) == ("seller", "rating") else col),
+                      op, b) for where, col, op, b in CONSTRAINTS):
+            return {"product": row["name"]}
     return {}
 '''
+
+# key -> (find_products argument, what it bounds, as the prompt names it); a price cap is the
+# search's order (cheapest first), not a filter.
+_FILTERS = {"rating": ("min_rating", "a floor on the product's rating"),
+            "stock": ("min_stock", "a floor on its stock"),
+            "seller_rating": ("min_seller_rating", "a floor on its seller's rating"),
+            "handling_days": ("max_handling_days", "a cap on its seller's handling days")}
 
 
 def _single_task(lineage, level, theme, category, cons):
     spec = [[_KEYS[k][0], _KEYS[k][1], op, v] for k, op, v in cons]
     rules = "; ".join(_phrase(k, op, v) for k, op, v in cons)
-    prompt = ("Using the tools, find any product in the category \"%s\" that meets %s: %s. "
+    filters = [(k, op, v) for k, op, v in cons if k in _FILTERS]
+    assert all(k == "price" and op in ("<=", "<") for k, op, _ in cons if k not in _FILTERS), cons
+    how = " and ".join("%s (%s)" % _FILTERS[k] for k, _, _ in filters)
+    how = (", and its argument%s %s filter%s them" % ("s" if len(filters) > 1 else "", how,
+                                                    "" if len(filters) > 1 else "s")
+           if filters else "")
+    prompt = ("Using the tools, find any product in the category %s that meets %s: %s. "
+              "The tool find_products lists a category's products cheapest first%s. "
               "Prices are in US dollars; ratings use the 1.0-5.0 scale. Any product meeting "
               "every requirement is accepted. Submit only a JSON object of the form "
               "{\"product\": \"<product name>\"}, with the name spelled exactly as the tools "
               "return it, and nothing else."
-              % (category, "this requirement" if len(cons) == 1 else
-                 "all of these requirements", rules))
+              % (quoted(category), "this requirement" if len(cons) == 1 else
+                 "all of these requirements", rules, how))
     consts = [("CATEGORY", category), ("CONSTRAINTS", spec)]
     verifier = _source("Verifier: a product of %s with %s." % (category, rules), consts,
                        _V_COMMON + _V_SINGLE)
     oracle = _source("Oracle: the set of acceptable products from one pass over the category "
                      "joined with the sellers, in integer cents, then membership.", consts,
                      _O_COMMON + _O_SINGLE, imports=("json",))
-    solution = _source("Gold solution: scan the category with the tools.", consts,
-                       _S_COMMON + _S_SINGLE, imports=(), envelope=False)
-    tools = ["list_categories", "list_products", "get_product"]
-    if any(s[0] == "seller" for s in spec):
-        tools.append("get_seller")
+    arguments = "CATEGORY" + "".join(", %s=%s" % (_FILTERS[k][0], _fmt(k, v))
+                                     for k, _, v in filters)
+    solution = _source("Gold solution: search the category's products, cheapest first, with the "
+                       "filters.", consts, _S_COMMON + _S_SINGLE % arguments, imports=(),
+                       envelope=False)
+    tools = ["find_products"]
     return {"id": "%s_l%d_%d" % (theme, level, lineage), "prompt": prompt,
             "answer_schema": object_schema("%s answer" % theme, {"product": _field(
                 "products.name", "A product of %s meeting the requirements." % category)}),
             "knobs": {"template": "product_filter", "theme": theme, "category": category,
                       "rules": spec, "constraints": 1 + len(spec),
-                      "hops": 2 if len(tools) == 4 else 1, "list_size": None, "distractors": 0,
+                      "hops": 1, "list_size": None, "distractors": 0,
                       "hidden_steps": 0},
             "solution": solution, "verifier": verifier, "oracle": oracle, "tools": tools}
 

@@ -8,13 +8,17 @@ at it (not below: a boundary distractor).
 
 Lineages rotate over three themes (lineage % 3): 0 low stock, 1 item sourcing, 2 supplier
 catalogues; the level makes the theme harder:
-    1  one look-up or a one-constraint filter
-    2  two constraints or a two-hop chain
+    1  one constraint, answered by one search
+    2  two constraints, answered by one search with two filter values
     3  one reorder line (item, supplier, quantity) under lead-time, stock-window and budget
        rules, with the augmented tool get_item_offers
     4  a restocking plan: one line per low item of a warehouse, lead-time limits, a shipping
        fee per supplier waived above a spend threshold, a budget, and a theme-specific
        conditional rule
+Levels 1 and 2 are one search (find_stock lists a warehouse's stock furthest below its reorder
+point first, by category or supplier; find_warehouses the warehouses of an item with the most
+units on hand first; find_offers the offers within a lead-time limit, cheapest first): the answer
+is its first row. Levels 3 and 4 scan stock rows and offers with the listing tools.
 Every threshold comes from the rows (oracle first), so every task is solvable by construction.
 """
 
@@ -65,6 +69,20 @@ def _check(kind, table, value, listing):
         if hint:
             msg += "; did you mean " + ", ".join(repr(h) for h in hint) + "?"
         raise ValueError(msg + "; call %s for the valid names" % listing)
+
+
+def _category(category):
+    if not isinstance(category, str):
+        raise ValueError("category must be a string")
+    valid = [r["category"] for r in _q("SELECT DISTINCT category FROM items ORDER BY category")]
+    if category not in valid:
+        raise ValueError("unknown category %r; valid categories: %s"
+                         % (category, ", ".join(valid)))
+
+
+def _count(value, what):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("%s must be a whole number >= 0, got %r" % (what, value))
 ''')
 
 TOOLS = {
@@ -161,11 +179,96 @@ def get_item_offers(item: str):
               "WHERE item = ? ORDER BY supplier", (item,))
     return [dict(r) for r in rows]
 ''',
+    "find_stock": '''
+def find_stock(warehouse: str, category: str = "", supplier: str = ""):
+    """Search a warehouse's stock, optionally by item category and by a supplier that sells the
+    item. Returns a list of objects {"item", "category", "on_hand", "reorder_point",
+    "max_stock"} ordered by on_hand minus reorder_point, then item: the item furthest below its
+    reorder point first (an item is below it when on_hand < reorder_point).
+
+    Args:
+        warehouse: exact warehouse name, as returned by list_warehouses().
+        category: keep only items of this exact category (see list_items()); "" keeps all.
+        supplier: keep only items this supplier sells (exact name, as returned by
+            list_suppliers()); "" keeps all.
+    """
+    _check("warehouse", "warehouses", warehouse, "list_warehouses()")
+    if not isinstance(category, str) or not isinstance(supplier, str):
+        raise ValueError("category and supplier must be strings")
+    sql = ("SELECT s.item AS item, i.category AS category, s.on_hand AS on_hand, "
+           "s.reorder_point AS reorder_point, s.max_stock AS max_stock FROM stock s "
+           "JOIN items i ON i.name = s.item WHERE s.warehouse = ?")
+    params = [warehouse]
+    if category:
+        _category(category)
+        sql += " AND i.category = ?"
+        params.append(category)
+    if supplier:
+        _check("supplier", "suppliers", supplier, "list_suppliers()")
+        sql += " AND s.item IN (SELECT item FROM offers WHERE supplier = ?)"
+        params.append(supplier)
+    rows = _q(sql + " ORDER BY s.on_hand - s.reorder_point, s.item", tuple(params))
+    return [dict(r) for r in rows]
+''',
+    "find_warehouses": '''
+def find_warehouses(item: str, min_on_hand: int = 0):
+    """Search the warehouses that carry an item, optionally by a minimum stock. Returns a list of
+    objects {"warehouse", "region", "item", "on_hand", "reorder_point", "max_stock"} ordered by
+    on_hand, then warehouse: the warehouse with the most units on hand first.
+
+    Args:
+        item: exact item name, as returned by list_items().
+        min_on_hand: keep only warehouses with at least this many units on hand
+            (on_hand >= min_on_hand); 0 keeps every warehouse that carries the item.
+    """
+    _check("item", "items", item, "list_items()")
+    _count(min_on_hand, "min_on_hand")
+    rows = _q("SELECT s.warehouse AS warehouse, w.region AS region, s.item AS item, "
+              "s.on_hand AS on_hand, s.reorder_point AS reorder_point, s.max_stock AS max_stock "
+              "FROM stock s JOIN warehouses w ON w.name = s.warehouse "
+              "WHERE s.item = ? AND s.on_hand >= ? ORDER BY s.on_hand DESC, s.warehouse",
+              (item, min_on_hand))
+    return [dict(r) for r in rows]
+''',
+    "find_offers": '''
+def find_offers(item: str = "", supplier: str = "", max_lead_days: int = 0):
+    """Search supplier offers by item, by supplier or both, optionally by a lead-time limit.
+    Returns a list of objects {"supplier", "item", "unit_cost" (EUR per unit), "lead_time_days",
+    "min_order_qty"} ordered by unit_cost, then lead_time_days, supplier and item: the cheapest
+    first.
+
+    Args:
+        item: keep only offers of this exact item (see list_items()); "" keeps all.
+        supplier: keep only offers of this exact supplier (see list_suppliers()); "" keeps all.
+        max_lead_days: keep only offers delivered within this many days
+            (lead_time_days <= max_lead_days); 0 means no limit.
+    """
+    if not isinstance(item, str) or not isinstance(supplier, str):
+        raise ValueError("item and supplier must be strings")
+    _count(max_lead_days, "max_lead_days")
+    sql = ("SELECT supplier, item, unit_cost, lead_time_days, min_order_qty FROM offers "
+           "WHERE 1 = 1")
+    params = []
+    if item:
+        _check("item", "items", item, "list_items()")
+        sql += " AND item = ?"
+        params.append(item)
+    if supplier:
+        _check("supplier", "suppliers", supplier, "list_suppliers()")
+        sql += " AND supplier = ?"
+        params.append(supplier)
+    if max_lead_days:
+        sql += " AND lead_time_days <= ?"
+        params.append(max_lead_days)
+    rows = _q(sql + " ORDER BY unit_cost, lead_time_days, supplier, item", tuple(params))
+    return [dict(r) for r in rows]
+''',
 }
 TOOLS = {name: source.strip("\n") + "\n" for name, source in TOOLS.items()}
 
 BASE_TOOLS = ["list_warehouses", "list_items", "get_item", "get_warehouse_stock", "get_stock",
-              "list_suppliers", "get_supplier_offers"]
+              "list_suppliers", "get_supplier_offers", "find_stock", "find_warehouses",
+              "find_offers"]
 
 # ------------------------------------------------------------------------------------ world
 
@@ -360,22 +463,31 @@ _SUBMIT = ("Submit only a JSON object of the form %s with names spelled exactly 
 
 # ----------------------------------------------------------------------- level 1 templates
 
+# Levels 1 and 2 are one search whose first row is an answer: find_stock lists the stock furthest
+# below its reorder point first (filtered by category or supplier), find_warehouses the most units
+# on hand first (filtered by the floor), find_offers the cheapest first (filtered by item or
+# supplier and the lead-time limit). Each constraint is either a filter of the search or the
+# bound its order puts first, so the first row holds whenever any row does.
+_S_FIRST_LOW = '''
+def solve(tools):
+    for row in tools.find_stock(%s):
+        if row["on_hand"] < row["reorder_point"]:
+            return {"item": row["item"]}
+    return {"item": ""}
+'''
+
 
 def _t_low_item(w, ix, rng, lineage, level):
     wh = rng.choice(w["warehouses"])["name"]
     low = _low(ix, wh)
     prompt = ("Name any item that %s carries whose on-hand stock is strictly below its reorder "
               "point (on_hand < reorder_point; an item exactly at its reorder point is not "
-              "below it). Any such item is accepted. " % quoted(wh)
+              "below it). find_stock lists a warehouse's stock, the item furthest below its "
+              "reorder point first. Any such item is accepted. " % quoted(wh)
               + _SUBMIT % "{\"item\": \"<item name>\"}")
     consts = [("WAREHOUSE", wh)]
-    sol = _solution("One stock listing; the first item below its reorder point.", consts, '''
-def solve(tools):
-    for row in tools.get_warehouse_stock(WAREHOUSE):
-        if row["on_hand"] < row["reorder_point"]:
-            return {"item": row["item"]}
-    return {"item": ""}
-''')
+    sol = _solution("One search of the warehouse's stock, the item furthest below its reorder "
+                    "point first: the answer is its first row.", consts, _S_FIRST_LOW % "WAREHOUSE")
     ver = _verifier("Verifier: the item exists, the warehouse carries it, on_hand < "
                     "reorder_point.", consts, '''
 def _verify(answer, db):
@@ -413,7 +525,7 @@ def _judge(value, db):
     knobs = {"template": "low_item", "constraints": 1, "hops": 1, "list_size": n,
              "distractors": n - len(low), "hidden_steps": 0, "valid_answers": len(low),
              "warehouse": wh, "comparison": "<"}
-    return ("low_item", prompt, schema, knobs, sol, ver, ora, ["get_warehouse_stock"])
+    return ("low_item", prompt, schema, knobs, sol, ver, ora, ["find_stock"])
 
 
 def _t_warehouse_holding(w, ix, rng, lineage, level):
@@ -427,16 +539,17 @@ def _t_warehouse_holding(w, ix, rng, lineage, level):
     need = vals[rng.randint(0, len(vals) - 2)]
     valid = sum(1 for s in w["stock"] if s["item"] == item and s["on_hand"] >= need)
     prompt = ("Name any warehouse that carries %s and has at least %d units of it on hand "
-              "(on_hand >= %d; exactly %d qualifies). Any such warehouse is accepted. "
-              % (quoted(item), need, need, need)
+              "(on_hand >= %d; exactly %d qualifies). find_warehouses lists the warehouses "
+              "that carry an item, the most units on hand first. Any such warehouse is "
+              "accepted. " % (quoted(item), need, need, need)
               + _SUBMIT % "{\"warehouse\": \"<warehouse name>\"}")
     consts = [("ITEM", item), ("MIN_UNITS", need)]
-    sol = _solution("Scan every warehouse's stock for the item.", consts, '''
+    sol = _solution("One search of the warehouses holding the item, the most units on hand "
+                    "first: the answer is its first row.", consts, '''
 def solve(tools):
-    for wh in tools.list_warehouses():
-        for row in tools.get_warehouse_stock(wh["name"]):
-            if row["item"] == ITEM and row["on_hand"] >= MIN_UNITS:
-                return {"warehouse": wh["name"]}
+    for row in tools.find_warehouses(ITEM, min_on_hand=MIN_UNITS):
+        if row["on_hand"] >= MIN_UNITS:
+            return {"warehouse": row["warehouse"]}
     return {"warehouse": ""}
 ''')
     ver = _verifier("Verifier: the warehouse exists, carries the item, on_hand >= MIN_UNITS.",
@@ -470,12 +583,11 @@ def _judge(value, db):
     schema = object_schema("warehouse_holding answer", {
         "warehouse": string_prop("warehouses.name", "Warehouse with >= %d units of %s."
                                                     % (need, item))})
-    knobs = {"template": "warehouse_holding", "constraints": 1, "hops": 2,
-             "list_size": len(w["warehouses"]), "distractors": len(w["warehouses"]) - valid,
-             "hidden_steps": 0, "valid_answers": valid, "item": item, "min_units": need,
-             "comparison": ">="}
-    return ("warehouse_holding", prompt, schema, knobs, sol, ver, ora,
-            ["list_warehouses", "get_warehouse_stock"])
+    # the search returns only the qualifying warehouses
+    knobs = {"template": "warehouse_holding", "constraints": 1, "hops": 1, "list_size": valid,
+             "distractors": 0, "hidden_steps": 0, "valid_answers": valid, "item": item,
+             "min_units": need, "comparison": ">="}
+    return ("warehouse_holding", prompt, schema, knobs, sol, ver, ora, ["find_warehouses"])
 
 
 def _t_supplier_fast_item(w, ix, rng, lineage, level):
@@ -492,12 +604,14 @@ def _t_supplier_fast_item(w, ix, rng, lineage, level):
     sup, lim = rng.choice(options)
     valid = sum(1 for o in ix["sells"][sup] if o["lead_time_days"] <= lim)
     prompt = ("Name any item that %s sells with a lead time of at most %d days "
-              "(lead_time_days <= %d; exactly %d qualifies). Any such item is accepted. "
+              "(lead_time_days <= %d; exactly %d qualifies). find_offers lists a supplier's "
+              "offers within a lead-time limit, the cheapest first. Any such item is accepted. "
               % (quoted(sup), lim, lim, lim) + _SUBMIT % "{\"item\": \"<item name>\"}")
     consts = [("SUPPLIER", sup), ("MAX_LEAD", lim)]
-    sol = _solution("One catalogue listing; the first fast enough offer.", consts, '''
+    sol = _solution("One search of the supplier's offers within the lead-time limit: the answer "
+                    "is its first row.", consts, '''
 def solve(tools):
-    for o in tools.get_supplier_offers(SUPPLIER):
+    for o in tools.find_offers(supplier=SUPPLIER, max_lead_days=MAX_LEAD):
         if o["lead_time_days"] <= MAX_LEAD:
             return {"item": o["item"]}
     return {"item": ""}
@@ -532,11 +646,11 @@ def _judge(value, db):
 ''')
     schema = object_schema("supplier_fast_item answer", {
         "item": string_prop("items.name", "Item %s sells within %d days." % (sup, lim))})
-    n = len(ix["sells"][sup])
-    knobs = {"template": "supplier_fast_item", "constraints": 1, "hops": 1, "list_size": n,
-             "distractors": n - valid, "hidden_steps": 0, "valid_answers": valid,
+    # the search returns only the offers within the limit
+    knobs = {"template": "supplier_fast_item", "constraints": 1, "hops": 1, "list_size": valid,
+             "distractors": 0, "hidden_steps": 0, "valid_answers": valid,
              "supplier": sup, "max_lead_days": lim, "comparison": "<="}
-    return ("supplier_fast_item", prompt, schema, knobs, sol, ver, ora, ["get_supplier_offers"])
+    return ("supplier_fast_item", prompt, schema, knobs, sol, ver, ora, ["find_offers"])
 
 
 # ----------------------------------------------------------------------- level 2 templates
@@ -553,17 +667,13 @@ def _t_low_item_category(w, ix, rng, lineage, level):
     valid = [s["item"] for s in _low(ix, wh) if ix["item"][s["item"]]["category"] == cat]
     prompt = ("Name any item of category %s that %s carries with its on-hand stock strictly "
               "below its reorder point (on_hand < reorder_point; an item exactly at its reorder "
-              "point is not below it). Categories are given by list_items. Any such item is "
-              "accepted. " % (quoted(cat), quoted(wh)) + _SUBMIT % "{\"item\": \"<item name>\"}")
+              "point is not below it). find_stock lists a warehouse's stock of one category, the "
+              "item furthest below its reorder point first. Any such item is accepted. "
+              % (quoted(cat), quoted(wh)) + _SUBMIT % "{\"item\": \"<item name>\"}")
     consts = [("WAREHOUSE", wh), ("CATEGORY", cat)]
-    sol = _solution("Category listing intersected with the warehouse's low stock.", consts, '''
-def solve(tools):
-    in_cat = [i["name"] for i in tools.list_items(CATEGORY)]
-    for row in tools.get_warehouse_stock(WAREHOUSE):
-        if row["item"] in in_cat and row["on_hand"] < row["reorder_point"]:
-            return {"item": row["item"]}
-    return {"item": ""}
-''')
+    sol = _solution("One search of the warehouse's stock of the category, the item furthest "
+                    "below its reorder point first: the answer is its first row.", consts,
+                    _S_FIRST_LOW % "WAREHOUSE, category=CATEGORY")
     ver = _verifier("Verifier: the item exists, is in CATEGORY, is carried by WAREHOUSE and "
                     "is below its reorder point.", consts, '''
 def _verify(answer, db):
@@ -601,12 +711,11 @@ def _judge(value, db):
     schema = object_schema("low_item_category answer", {
         "item": string_prop("items.name", "A %s item below its reorder point at %s."
                                           % (cat, wh))})
-    n = len(ix["at"][wh])
-    knobs = {"template": "low_item_category", "constraints": 2, "hops": 2, "list_size": n,
+    n = sum(1 for s in ix["at"][wh] if ix["item"][s["item"]]["category"] == cat)
+    knobs = {"template": "low_item_category", "constraints": 2, "hops": 1, "list_size": n,
              "distractors": n - len(valid), "hidden_steps": 0, "valid_answers": len(valid),
              "warehouse": wh, "category": cat}
-    return ("low_item_category", prompt, schema, knobs, sol, ver, ora,
-            ["list_items", "get_warehouse_stock"])
+    return ("low_item_category", prompt, schema, knobs, sol, ver, ora, ["find_stock"])
 
 
 def _t_supplier_offer(w, ix, rng, lineage, level):
@@ -625,18 +734,18 @@ def _t_supplier_offer(w, ix, rng, lineage, level):
     lim, price = o["lead_time_days"], _c(o["unit_cost"])
     prompt = ("Name any supplier that sells %s with a lead time of at most %d days "
               "(lead_time_days <= %d) and a unit cost of at most %s EUR (unit_cost <= %s); "
-              "both bounds include equality. Suppliers are listed by list_suppliers and their "
-              "catalogues by get_supplier_offers. Any such supplier is accepted. "
+              "both bounds include equality. find_offers lists an item's offers within a "
+              "lead-time limit, the cheapest first. Any such supplier is accepted. "
               % (quoted(item), lim, lim, cents_text(price), cents_text(price))
               + _SUBMIT % "{\"supplier\": \"<supplier name>\"}")
     consts = [("ITEM", item), ("MAX_LEAD", lim), ("MAX_COST_CENTS", price)]
-    sol = _solution("Scan every supplier's catalogue for the item within both limits.", consts, '''
+    sol = _solution("One search of the item's offers within the lead-time limit, the cheapest "
+                    "first: the answer is its first row.", consts, '''
 def solve(tools):
-    for s in tools.list_suppliers():
-        for o in tools.get_supplier_offers(s["name"]):
-            if (o["item"] == ITEM and o["lead_time_days"] <= MAX_LEAD
-                    and int(round(o["unit_cost"] * 100)) <= MAX_COST_CENTS):
-                return {"supplier": s["name"]}
+    for o in tools.find_offers(item=ITEM, max_lead_days=MAX_LEAD):
+        if (o["lead_time_days"] <= MAX_LEAD
+                and int(round(o["unit_cost"] * 100)) <= MAX_COST_CENTS):
+            return {"supplier": o["supplier"]}
     return {"supplier": ""}
 ''')
     ver = _verifier("Verifier: the supplier exists, offers ITEM, lead_time_days <= MAX_LEAD and "
@@ -676,11 +785,11 @@ def _judge(value, db):
     schema = object_schema("supplier_offer answer", {
         "supplier": string_prop("suppliers.name", "Supplier of %s within both limits."
                                                   % item)})
-    knobs = {"template": "supplier_offer", "constraints": 2, "hops": 2, "list_size": n,
+    n = sum(1 for p in ix["offers_of"][item] if p["lead_time_days"] <= lim)  # rows it returns
+    knobs = {"template": "supplier_offer", "constraints": 2, "hops": 1, "list_size": n,
              "distractors": n - valid, "hidden_steps": 0, "valid_answers": valid, "item": item,
              "max_lead_days": lim, "max_unit_cost": cents_text(price), "comparison": "<=, <="}
-    return ("supplier_offer", prompt, schema, knobs, sol, ver, ora,
-            ["list_suppliers", "get_supplier_offers"])
+    return ("supplier_offer", prompt, schema, knobs, sol, ver, ora, ["find_offers"])
 
 
 def _t_supplier_low_item(w, ix, rng, lineage, level):
@@ -693,17 +802,14 @@ def _t_supplier_low_item(w, ix, rng, lineage, level):
                 options.append((s["name"], wh["name"], hits))
     sup, wh, hits = rng.choice([x for x in options if len(x[2]) <= 2] or options)
     prompt = ("Name any item that %s sells AND that %s carries with its on-hand stock strictly "
-              "below its reorder point (on_hand < reorder_point). Any such item is accepted. "
+              "below its reorder point (on_hand < reorder_point). find_stock lists a "
+              "warehouse's stock of the items one supplier sells, the item furthest below its "
+              "reorder point first. Any such item is accepted. "
               % (quoted(sup), quoted(wh)) + _SUBMIT % "{\"item\": \"<item name>\"}")
     consts = [("SUPPLIER", sup), ("WAREHOUSE", wh)]
-    sol = _solution("Supplier catalogue joined with the warehouse's low stock.", consts, '''
-def solve(tools):
-    sold = [o["item"] for o in tools.get_supplier_offers(SUPPLIER)]
-    for row in tools.get_warehouse_stock(WAREHOUSE):
-        if row["item"] in sold and row["on_hand"] < row["reorder_point"]:
-            return {"item": row["item"]}
-    return {"item": ""}
-''')
+    sol = _solution("One search of the warehouse's stock of the supplier's items, the item "
+                    "furthest below its reorder point first: the answer is its first row.",
+                    consts, _S_FIRST_LOW % "WAREHOUSE, supplier=SUPPLIER")
     ver = _verifier("Verifier: the item exists, SUPPLIER sells it, WAREHOUSE carries it below "
                     "its reorder point.", consts, '''
 def _verify(answer, db):
@@ -741,12 +847,12 @@ def _judge(value, db):
 ''')
     schema = object_schema("supplier_low_item answer", {
         "item": string_prop("items.name", "Item sold by %s and low at %s." % (sup, wh))})
-    n = len(ix["sells"][sup])
-    knobs = {"template": "supplier_low_item", "constraints": 2, "hops": 2, "list_size": n,
-             "distractors": n - len(hits), "hidden_steps": 1, "valid_answers": len(hits),
+    sold = {o["item"] for o in ix["sells"][sup]}
+    n = sum(1 for s in ix["at"][wh] if s["item"] in sold)  # the rows the search returns
+    knobs = {"template": "supplier_low_item", "constraints": 2, "hops": 1, "list_size": n,
+             "distractors": n - len(hits), "hidden_steps": 0, "valid_answers": len(hits),
              "supplier": sup, "warehouse": wh}
-    return ("supplier_low_item", prompt, schema, knobs, sol, ver, ora,
-            ["get_supplier_offers", "get_warehouse_stock"])
+    return ("supplier_low_item", prompt, schema, knobs, sol, ver, ora, ["find_stock"])
 
 
 # ----------------------------------------------------------------------- level 3: one line

@@ -7,12 +7,17 @@ destination city, weight, days allowed).
 
 Lineages rotate over three themes (lineage % 3): 0 routes, 1 carriers, 2 shipments; the level
 makes the theme harder:
-    1  one look-up or a one-constraint filter
-    2  a two-hop chain or two constraints
+    1  one search or look-up: the first row of find_routes (shortest first) or find_carriers
+       (cheapest first, above a load floor), or the shipment's destination
+    2  a look-up, then one search with the looked-up value (depot -> find_routes to a hub;
+       shipment -> find_routes from its depot to its destination), or a search with two
+       constraints (find_carriers: load floor as a filter, price cap by its order)
     3  a route + carrier choice for a shipment on a direct route (weight, deadline, budget),
        with the augmented tool get_route_carriers
     4  a two-leg plan through a hub (four answer fields), weight, deadline with transfer time,
        budget with a conditional transfer fee, plus a theme-specific rule
+Levels 1 and 2 are answered by the first row of one search (find_routes, find_carriers: each
+orders by the bound the task sets and filters by the others), after at most one look-up.
 Every threshold comes from the rows (oracle first), so every task is solvable by construction.
 """
 
@@ -74,6 +79,12 @@ def _route_dict(r):
     return {"code": r["code"], "origin": r["origin"], "destination": r["destination"],
             "mode": r["mode"], "distance_km": r["distance_km"],
             "transit_days": r["transit_days"]}
+
+
+def _floor(value, what):
+    """A search filter: a whole number >= 0 (0 keeps all)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError("%s must be a number >= 0 (0 keeps all), got %r" % (what, value))
 ''')
 
 TOOLS = {
@@ -198,11 +209,71 @@ def get_route_carriers(code: str):
     return [r["carrier"] for r in _q("SELECT carrier FROM carrier_routes WHERE route = ? "
                                      "ORDER BY carrier", (code,))]
 ''',
+    "find_routes": '''
+def find_routes(origin: str = "", destination: str = "", origin_depot: str = "",
+                to_hub: bool = False, max_km: int = 0):
+    """Search the freight routes, shortest first. Returns a list of objects {"code", "origin",
+    "destination", "mode", "distance_km", "transit_days"} ordered by distance_km, then code:
+    the first row is the shortest route that passes every filter. With no filter it lists every
+    route of the network. Routes are directed (origin -> destination).
+
+    Args:
+        origin: exact origin city name, as returned by list_cities(); "" for any origin.
+        destination: exact destination city name; "" for any destination.
+        origin_depot: exact depot name, as returned by list_depots(): keep the routes leaving
+            the city that depot is located in; "" for none.
+        to_hub: true keeps only the routes that end in a hub city (is_hub in list_cities()).
+        max_km: keep only routes with distance_km <= max_km (exactly max_km km qualifies);
+            0 keeps all.
+    """
+    for value, what in ((origin, "origin"), (destination, "destination"),
+                        (origin_depot, "origin_depot")):
+        if not isinstance(value, str):
+            raise ValueError("%s must be a string (an empty one for any)" % what)
+    if not isinstance(to_hub, bool):
+        raise ValueError("to_hub must be true or false, got %r" % (to_hub,))
+    _floor(max_km, "max_km")
+    if origin:
+        _check_city(origin)
+    if destination:
+        _check_city(destination)
+    if origin_depot:
+        depot = _q("SELECT city FROM depots WHERE name = ?", (origin_depot,))
+        if not depot:
+            raise _unknown("depot", "depots", "name", origin_depot, "list_depots()")
+        if origin and origin != depot[0]["city"]:
+            raise ValueError("depot %r is in %s, not in origin %r; give one of origin and "
+                             "origin_depot" % (origin_depot, depot[0]["city"], origin))
+        origin = depot[0]["city"]
+    hubs = set(r["name"] for r in _q("SELECT name FROM cities WHERE is_hub = 1"))
+    rows = _q("SELECT code, origin, destination, mode, distance_km, transit_days FROM routes "
+              "ORDER BY distance_km, code")
+    return [_route_dict(r) for r in rows
+            if (not origin or r["origin"] == origin)
+            and (not destination or r["destination"] == destination)
+            and (not to_hub or r["destination"] in hubs)
+            and (not max_km or r["distance_km"] <= max_km)]
+''',
+    "find_carriers": '''
+def find_carriers(min_weight_kg: int = 0):
+    """Search the carriers, cheapest first. Returns a list of objects {"name", "price_per_km",
+    "max_weight_kg", "on_time_pct"} ordered by price_per_km, then name: the first row is the
+    cheapest carrier that passes the filter.
+
+    Args:
+        min_weight_kg: keep only carriers whose max_weight_kg is at least this (a carrier
+            taking exactly min_weight_kg kg qualifies); 0 keeps all.
+    """
+    _floor(min_weight_kg, "min_weight_kg")
+    rows = _q("SELECT name, price_per_km, max_weight_kg, on_time_pct FROM carriers "
+              "ORDER BY price_per_km, name")
+    return [dict(r) for r in rows if r["max_weight_kg"] >= min_weight_kg]
+''',
 }
 TOOLS = {name: source.strip("\n") + "\n" for name, source in TOOLS.items()}
 
 BASE_TOOLS = ["list_cities", "list_depots", "get_depot", "get_routes_from", "get_route",
-              "list_carriers", "get_carrier", "get_shipment"]
+              "list_carriers", "get_carrier", "get_shipment", "find_routes", "find_carriers"]
 
 # ------------------------------------------------------------------------------------ world
 
@@ -465,19 +536,20 @@ def _t_short_route(w, ix, rng, lineage, level):
         limit = dists[-1]
     valid = sum(1 for d in dists if d < limit)
     prompt = ("Name any freight route whose distance is strictly less than %d km "
-              "(distance_km < %d; a route of exactly %d km does not qualify). Routes are listed "
-              "per origin city by get_routes_from; cities by list_cities. Any qualifying route is "
-              "accepted. Submit only a JSON object of the form {\"route\": \"<route code>\"} with "
-              "the code spelled exactly as the tools return it, and nothing else."
-              % (limit, limit, limit))
+              "(distance_km < %d; a route of exactly %d km does not qualify). The tool "
+              "find_routes() lists every route of the network shortest first (by distance_km). "
+              "Any qualifying route is accepted. Submit only a JSON object of the form "
+              "{\"route\": \"<route code>\"} with the code spelled exactly as the tools return "
+              "it, and nothing else." % (limit, limit, limit))
     consts = [("MAX_KM", limit)]
-    sol = _solution("Scan every city's outgoing routes; return the first one under the limit.",
+    # find_routes lists the routes shortest first and some route is under the limit (the limit
+    # is drawn from the distances above the shortest), so the first row is an answer.
+    sol = _solution("One search: every route, shortest first; the first row is under the limit.",
                     consts, '''
 def solve(tools):
-    for city in tools.list_cities():
-        for r in tools.get_routes_from(city["name"]):
-            if r["distance_km"] < MAX_KM:
-                return {"route": r["code"]}
+    for r in tools.find_routes():
+        if r["distance_km"] < MAX_KM:
+            return {"route": r["code"]}
     return {"route": ""}
 ''')
     ver = _verifier("Verifier: the route exists and its distance_km is strictly below MAX_KM.",
@@ -513,8 +585,7 @@ def _judge(value, db):
     knobs = {"template": "short_route", "constraints": 1, "hops": 1, "list_size": n,
              "distractors": n - valid, "hidden_steps": 0, "valid_answers": valid,
              "max_km": limit, "comparison": "<"}
-    return ("short_route", prompt, schema, knobs, sol, ver, ora,
-            ["list_cities", "get_routes_from"])
+    return ("short_route", prompt, schema, knobs, sol, ver, ora, ["find_routes"])
 
 
 def _lineage_weight(w, rng):
@@ -532,16 +603,18 @@ def _t_heavy_carrier(w, ix, rng, lineage, level):
     wmin = _lineage_weight(w, rng)
     valid = sum(1 for c in w["carriers"] if c["max_weight_kg"] >= wmin)
     prompt = ("Name any carrier that accepts loads of at least %d kg (max_weight_kg >= %d; "
-              "exactly %d kg qualifies). Any such carrier is accepted. Submit only a JSON "
-              "object of the form {\"carrier\": \"<carrier name>\"} with the name spelled exactly "
-              "as the tools return it, and nothing else." % (wmin, wmin, wmin))
+              "exactly %d kg qualifies). The tool find_carriers lists the carriers cheapest "
+              "first, and its argument min_weight_kg keeps only those taking at least that "
+              "load. Any such carrier is accepted. Submit only a JSON object of the form "
+              "{\"carrier\": \"<carrier name>\"} with the name spelled exactly as the tools "
+              "return it, and nothing else." % (wmin, wmin, wmin))
     consts = [("MIN_KG", wmin)]
-    sol = _solution("Read every carrier; return the first whose load limit is large enough.",
+    sol = _solution("One search: the carriers taking MIN_KG, cheapest first; the first row.",
                     consts, '''
 def solve(tools):
-    for name in tools.list_carriers():
-        if tools.get_carrier(name)["max_weight_kg"] >= MIN_KG:
-            return {"carrier": name}
+    for c in tools.find_carriers(min_weight_kg=MIN_KG):
+        if c["max_weight_kg"] >= MIN_KG:
+            return {"carrier": c["name"]}
     return {"carrier": ""}
 ''')
     ver = _verifier("Verifier: the carrier exists and its max_weight_kg is >= MIN_KG.", consts, '''
@@ -570,11 +643,11 @@ def _judge(value, db):
 ''')
     schema = object_schema("heavy_carrier answer", {
         "carrier": string_prop("carriers.name", "A carrier taking >= %d kg." % wmin)})
+    # list_size: the rows of the search, which filters by the load floor
     knobs = {"template": "heavy_carrier", "constraints": 1, "hops": 1,
-             "list_size": len(w["carriers"]), "distractors": len(w["carriers"]) - valid,
+             "list_size": valid, "distractors": 0,
              "hidden_steps": 0, "valid_answers": valid, "min_kg": wmin, "comparison": ">="}
-    return ("heavy_carrier", prompt, schema, knobs, sol, ver, ora,
-            ["list_carriers", "get_carrier"])
+    return ("heavy_carrier", prompt, schema, knobs, sol, ver, ora, ["find_carriers"])
 
 
 def _t_shipment_destination(w, ix, rng, lineage, level):
@@ -637,18 +710,20 @@ def _t_depot_to_hub(w, ix, rng, lineage, level):
     valid = sum(1 for x in dists if x <= limit)
     prompt = ("Depot %s ships out of the city it is located in. Name any freight route that "
               "leaves that city, ends in a hub city (is_hub true in list_cities) and is at most "
-              "%d km long (distance_km <= %d; exactly %d km qualifies). Any such route is "
-              "accepted. Submit only a JSON object of the form {\"route\": \"<route code>\"} with "
-              "the code spelled exactly as the tools return it, and nothing else."
+              "%d km long (distance_km <= %d; exactly %d km qualifies). get_depot gives the "
+              "depot's city; find_routes(origin=<that city>, to_hub=true) then lists the routes "
+              "from it to hub cities shortest first. Any such route is accepted. Submit only a "
+              "JSON object of the form {\"route\": \"<route code>\"} with the code spelled "
+              "exactly as the tools return it, and nothing else."
               % (quoted(d["name"]), limit, limit, limit))
     consts = [("DEPOT", d["name"]), ("MAX_KM", limit)]
-    sol = _solution("Depot -> city -> outgoing routes, keep hub destinations within the limit.",
-                    consts, '''
+    # The limit is at least the shortest hub route's distance, so the first row is an answer.
+    sol = _solution("Depot -> its city -> one search of that city's routes to hubs, shortest "
+                    "first; the first row is within the limit.", consts, '''
 def solve(tools):
     city = tools.get_depot(DEPOT)["city"]
-    hubs = [c["name"] for c in tools.list_cities() if c["is_hub"]]
-    for r in tools.get_routes_from(city):
-        if r["destination"] in hubs and r["distance_km"] <= MAX_KM:
+    for r in tools.find_routes(origin=city, to_hub=True):
+        if r["distance_km"] <= MAX_KM:
             return {"route": r["code"]}
     return {"route": ""}
 ''')
@@ -692,12 +767,12 @@ def _judge(value, db):
     schema = object_schema("depot_to_hub answer", {
         "route": string_prop("routes.code", "Route from %s's city to a hub, <= %d km."
                                             % (d["name"], limit))})
-    n_out = len(ix["from"].get(d["city"], []))
-    knobs = {"template": "depot_to_hub", "constraints": 3, "hops": 3, "list_size": n_out,
-             "distractors": n_out - valid, "hidden_steps": 1, "valid_answers": valid,
+    # list_size: the rows of the search (the city's routes to hubs); hidden step: the city
+    knobs = {"template": "depot_to_hub", "constraints": 3, "hops": 3,
+             "list_size": len(hub_routes), "distractors": len(hub_routes) - valid,
+             "hidden_steps": 1, "valid_answers": valid,
              "depot": d["name"], "max_km": limit, "comparison": "<="}
-    return ("depot_to_hub", prompt, schema, knobs, sol, ver, ora,
-            ["get_depot", "list_cities", "get_routes_from"])
+    return ("depot_to_hub", prompt, schema, knobs, sol, ver, ora, ["get_depot", "find_routes"])
 
 
 def _t_heavy_cheap_carrier(w, ix, rng, lineage, level):
@@ -711,17 +786,21 @@ def _t_heavy_cheap_carrier(w, ix, rng, lineage, level):
                 and int(round(c["price_per_km"] * 100)) < pmax_c)
     prompt = ("Name any carrier that accepts loads of at least %d kg (max_weight_kg >= %d) AND "
               "charges strictly less than %s EUR per km (price_per_km < %s; a carrier charging "
-              "exactly %s does not qualify). Any such carrier is accepted. Submit only a JSON "
-              "object of the form {\"carrier\": \"<carrier name>\"} with the name spelled exactly "
-              "as the tools return it, and nothing else."
+              "exactly %s does not qualify). The tool find_carriers lists the carriers cheapest "
+              "first, and its argument min_weight_kg keeps only those taking at least that "
+              "load. Any such carrier is accepted. Submit only a JSON object of the form "
+              "{\"carrier\": \"<carrier name>\"} with the name spelled exactly as the tools "
+              "return it, and nothing else."
               % (wmin, wmin, cents_text(pmax_c), cents_text(pmax_c), cents_text(pmax_c)))
     consts = [("MIN_KG", wmin), ("MAX_PRICE_CENTS", pmax_c)]
-    sol = _solution("Read every carrier; return the first meeting both limits.", consts, '''
+    # The price limit is above the cheapest heavy carrier's price, so the first row of the
+    # search (filtered by the load floor, cheapest first) is an answer.
+    sol = _solution("One search: the carriers taking MIN_KG, cheapest first; the first row is "
+                    "under the price limit.", consts, '''
 def solve(tools):
-    for name in tools.list_carriers():
-        c = tools.get_carrier(name)
+    for c in tools.find_carriers(min_weight_kg=MIN_KG):
         if c["max_weight_kg"] >= MIN_KG and int(round(c["price_per_km"] * 100)) < MAX_PRICE_CENTS:
-            return {"carrier": name}
+            return {"carrier": c["name"]}
     return {"carrier": ""}
 ''')
     ver = _verifier("Verifier: carrier exists, max_weight_kg >= MIN_KG, price_per_km strictly "
@@ -760,12 +839,12 @@ def _judge(value, db):
     schema = object_schema("heavy_cheap_carrier answer", {
         "carrier": string_prop("carriers.name", "Carrier taking >= %d kg at < %s EUR/km."
                                                 % (wmin, cents_text(pmax_c)))})
+    n_heavy = len(heavy)  # the rows of the search, which filters by the load floor
     knobs = {"template": "heavy_cheap_carrier", "constraints": 2, "hops": 1,
-             "list_size": len(cs), "distractors": len(cs) - valid, "hidden_steps": 0,
+             "list_size": n_heavy, "distractors": n_heavy - valid, "hidden_steps": 0,
              "valid_answers": valid, "min_kg": wmin, "max_price_per_km": cents_text(pmax_c),
              "comparison": ">= weight, < price"}
-    return ("heavy_cheap_carrier", prompt, schema, knobs, sol, ver, ora,
-            ["list_carriers", "get_carrier"])
+    return ("heavy_cheap_carrier", prompt, schema, knobs, sol, ver, ora, ["find_carriers"])
 
 
 def _direct_shipments(w, ix):
@@ -783,16 +862,18 @@ def _t_shipment_direct_route(w, ix, rng, lineage, level):
     prompt = ("Shipment %s leaves from a depot and goes to a destination city. Name any freight "
               "route that runs directly (one route, no transfer) from the city where the "
               "shipment's origin depot is located to the shipment's destination city. Load "
-              "limits, prices and days do not matter here. Any such route is accepted. Submit "
-              "only a JSON object of the form {\"route\": \"<route code>\"} with the code spelled "
-              "exactly as the tools return it, and nothing else." % quoted(s["id"]))
+              "limits, prices and days do not matter here. get_shipment gives its origin_depot "
+              "and destination_city; find_routes(origin_depot=<that depot>, destination=<that "
+              "city>) then lists the direct routes between them. Any such route is accepted. "
+              "Submit only a JSON object of the form {\"route\": \"<route code>\"} with the "
+              "code spelled exactly as the tools return it, and nothing else." % quoted(s["id"]))
     consts = [("SHIPMENT", s["id"])]
-    sol = _solution("Shipment -> origin depot -> city -> outgoing routes to the destination.",
-                    consts, '''
+    # The shipment is drawn among those with a direct route, so the search has a first row.
+    sol = _solution("Shipment -> one search of the routes from its origin depot's city to its "
+                    "destination; the first row.", consts, '''
 def solve(tools):
     s = tools.get_shipment(SHIPMENT)
-    city = tools.get_depot(s["origin_depot"])["city"]
-    for r in tools.get_routes_from(city):
+    for r in tools.find_routes(origin_depot=s["origin_depot"], destination=s["destination_city"]):
         if r["destination"] == s["destination_city"]:
             return {"route": r["code"]}
     return {"route": ""}
@@ -837,12 +918,12 @@ def _judge(value, db):
 ''')
     schema = object_schema("shipment_direct_route answer", {
         "route": string_prop("routes.code", "Direct route for %s." % s["id"])})
-    n_out = len(ix["from"].get(origin, []))
+    # list_size: the rows of the search (the direct routes); hidden step: the depot and city
     knobs = {"template": "shipment_direct_route", "constraints": 2, "hops": 3,
-             "list_size": n_out, "distractors": n_out - len(valid_routes), "hidden_steps": 1,
+             "list_size": len(valid_routes), "distractors": 0, "hidden_steps": 1,
              "valid_answers": len(valid_routes), "shipment": s["id"]}
     return ("shipment_direct_route", prompt, schema, knobs, sol, ver, ora,
-            ["get_shipment", "get_depot", "get_routes_from"])
+            ["get_shipment", "find_routes"])
 
 
 # ----------------------------------------------------------------------- level 3: direct leg

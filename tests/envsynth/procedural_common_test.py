@@ -128,3 +128,81 @@ def test_trip_planning_levels_1_and_2_are_answered_by_the_first_row_of_one_searc
             assert "min_rating=" in solution
         checked += 1
     assert checked == 12
+
+
+class CountingTools:
+    """The `tools` a gold solution is handed, over an in-memory copy of the environment's data; it
+    records the name of every call."""
+
+    def __init__(self, tools_source, schema_sql):
+        self.namespace = {}
+        exec(compile(tools_source, "tools.py", "exec"), self.namespace)
+        self.db = synth_common.MemDb(schema_sql)
+        self.namespace["db"] = self.db
+        self.calls = []
+
+    def __getattr__(self, name):
+        def call(*args, **kwargs):
+            self.calls.append(name)
+            return self.namespace[name](*args, **kwargs)
+        return call
+
+
+@pytest.mark.parametrize("category", ["trip_planning", "logistics", "e_commerce", "calendar", "inventory",
+                                      "course_planning"])
+def test_levels_1_and_2_are_one_search_or_a_two_call_chain(tmp_path, category):
+    """A level-1 gold solution makes one tool call and a level-2 one at most two, whatever the data:
+    a scan with one get call per list entry asks a policy to copy an entry from turns back at every
+    step (data/models/policy-small/README.md, session 37). Each solution runs on its seed's
+    database and its own verifier passes it."""
+    checked = 0
+    for seed in (1, 2, 3, 106):
+        out = tmp_path / ("%s_%d" % (category, seed))
+        done = subprocess.run([sys.executable, os.path.join(PROCEDURAL, "propose.py"), "build", "--category",
+                               category, "--seed", str(seed), "--lineages", "6", "--levels", "2", "--out",
+                               str(out)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        tools_source, schema_sql = (out / "tools.py").read_text(), (out / "schema.sql").read_text()
+        for task_id in sorted(os.listdir(out / "tasks")):
+            task_dir = out / "tasks" / task_id
+            level = json.loads((task_dir / "task.json").read_text())["knobs"]["level"]
+            tools = CountingTools(tools_source, schema_sql)
+            solution, verifier = {}, {}
+            exec(compile((task_dir / "solution.py").read_text(), "solution.py", "exec"), solution)
+            exec(compile((task_dir / "verifier.py").read_text(), "verifier.py", "exec"), verifier)
+            answer = solution["solve"](tools)
+            verdict = verifier["verify"](json.dumps(answer), tools.db)
+            assert verdict["passed"], (category, seed, task_id, answer, verdict)
+            assert len(tools.calls) <= (1 if level == 1 else 2), (category, seed, task_id, tools.calls)
+            checked += 1
+    assert checked == 4 * 12
+
+
+# One bad argument per search: the error a policy reads names the argument (or the unknown value)
+# it got wrong, so the next call can fix it.
+BAD_SEARCH_CALLS = [
+    ("trip_planning", "find_hotels", {"city": "Atlantis"}, "Atlantis"),
+    ("logistics", "find_routes", {"max_km": -5}, "max_km"),
+    ("logistics", "find_routes", {"origin_depot": "Nowhere Depot"}, "Nowhere Depot"),
+    ("logistics", "find_carriers", {"min_weight_kg": "heavy"}, "min_weight_kg"),
+    ("e_commerce", "find_products", {"category": "Spaceships"}, "Spaceships"),
+    ("calendar", "find_rooms", {"min_capacity": "many"}, "min_capacity"),
+    ("calendar", "find_rooms_for_meeting", {"meeting": "no such meeting"}, "no such meeting"),
+    ("inventory", "find_stock", {"warehouse": "Moon Base"}, "Moon Base"),
+    ("inventory", "find_offers", {"max_lead_days": -1}, "max_lead_days"),
+    ("course_planning", "find_sections", {"day": "Caturday"}, "Caturday"),
+    ("course_planning", "find_instructors", {"min_rating": 9}, "min_rating"),
+]
+
+
+@pytest.mark.parametrize("category,search,arguments,named", BAD_SEARCH_CALLS)
+def test_a_search_given_a_bad_filter_names_it(tmp_path, category, search, arguments, named):
+    done = subprocess.run([sys.executable, os.path.join(PROCEDURAL, "propose.py"), "build", "--category",
+                           category, "--seed", "1", "--lineages", "1", "--levels", "1", "--out",
+                           str(tmp_path / "env")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tools = CountingTools((tmp_path / "env" / "tools.py").read_text(),
+                          (tmp_path / "env" / "schema.sql").read_text())
+    with pytest.raises(ValueError) as raised:
+        getattr(tools, search)(**arguments)
+    assert named in str(raised.value)
