@@ -66,6 +66,10 @@ void SessionChannel::SetPid(int pid) {
   WatchPidfd();
 }
 
+bool SessionChannel::ExitedNow() {
+  return process_exited_ || (pidfd_.is_open() && PidfdExited(pidfd_.native_handle()));
+}
+
 void SessionChannel::WatchPidfd() {
   // Not on the completion alone: acting on one that was no exit killed healthy sessions ("exited
   // with code 0"; pidfd.h).
