@@ -115,7 +115,8 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, const Com
     add(out_pipe.first, POLLIN, &output.stdout_text);
     add(err_pipe.first, POLLIN, &output.stderr_text);
     add(in_pipe.second, POLLOUT, nullptr);
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    // Rounded up, so that a command is never reported as timed out before its timeout has passed.
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       output.timed_out = true;
       ::kill(pid, SIGKILL);

@@ -471,9 +471,12 @@ struct PackBudget {
   std::chrono::milliseconds max_time{0};
   uint64_t max_bytes = 0;
 
+  // Rounded up: a step given this as its timeout cannot time out before the deadline, so a
+  // timeout under a binding budget is always reported as the budget's (truncated, it ended up to
+  // a millisecond early, and the step's failure was reported as its own).
   std::chrono::milliseconds Remaining() const {
     return std::max(std::chrono::milliseconds(0),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+                    std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
   }
   std::string TimeSpent(const std::string& where) const {
     char seconds[32];
