@@ -1569,7 +1569,7 @@ std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeKeptJud
     if (match == kept.rend()) return nullptr;
     std::shared_ptr<Session> process = *match;
     kept.erase(std::next(match).base());
-    if (process->channel->alive() && !process->channel->ExitedNow() && !process->closing) return process;
+    if (process->channel->AliveNow() && !process->closing) return process;
     if (!process->closing) Forget(process, nullptr);  // killed or crashed while it waited
   }
 }
@@ -1716,7 +1716,7 @@ std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeRecycle
   while (!idle.empty()) {
     std::shared_ptr<Session> process = std::move(idle.back());
     idle.pop_back();
-    if (process->channel->alive() && !process->channel->ExitedNow() && !process->closing) return process;
+    if (process->channel->AliveNow() && !process->closing) return process;
     if (!process->closing) Forget(process, nullptr);  // killed or crashed while it waited
   }
   return nullptr;
@@ -1748,7 +1748,7 @@ std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeWarm(
     std::shared_ptr<Session> session = std::move(ready.front());
     ready.pop_front();
     session->warm = false;
-    if (session->channel->alive() && !session->channel->ExitedNow()) {
+    if (session->channel->AliveNow()) {
       ++stats_.warm_taken;
       return session;
     }

@@ -66,8 +66,8 @@ void SessionChannel::SetPid(int pid) {
   WatchPidfd();
 }
 
-bool SessionChannel::ExitedNow() {
-  return process_exited_ || (pidfd_.is_open() && PidfdExited(pidfd_.native_handle()));
+bool SessionChannel::AliveNow() {
+  return alive() && !process_exited_ && !(pidfd_.is_open() && PidfdExited(pidfd_.native_handle()));
 }
 
 void SessionChannel::WatchPidfd() {

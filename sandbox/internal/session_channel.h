@@ -115,10 +115,10 @@ class SessionChannel : public std::enable_shared_from_this<SessionChannel> {
 
   State state() const { return state_; }
   bool alive() const { return state_ == State::kReady; }
-  // Whether the process has exited by now, asked of the kernel (its pidfd polls readable). alive()
-  // learns of an exit only when the io loop next runs the pidfd's or the socket's handler, so an
-  // idle session reused in the loop's turn that its death ended in looks alive to it.
-  bool ExitedNow();
+  // alive(), and the kernel agrees (the pidfd does not poll readable): alive() learns of an exit
+  // only when the io loop next runs the pidfd's or the socket's handler, so an idle session reused
+  // in the loop's turn that its death ended in looks alive to it. Check this before reusing one.
+  bool AliveNow();
   int pid() const { return pid_; }
   // Set once the session is dead: what every later request is answered with.
   const std::optional<SessionFailure>& death() const { return death_; }
