@@ -6,7 +6,7 @@
         [--copy-stage fixed|induction] [--copy-steps K --short-steps S --dense-steps A --warmup-steps B --sparse-steps C]
         [--realign-steps R] [--vocab-size V]
         [--batch-tokens T] [--eval-every N] [--value-weight W] [--init MODEL_DIR --lr-scale F]
-        [--copy-mix F --copy-mix-distance D]
+        [--copy-mix F --copy-mix-distance D] [--share-prefix]
 
 Steps (scripts/policy/ holds the parts):
   1. tokenizer: a byte-level BPE in DeepSeek-V3's structure trained on the transcripts' text
@@ -76,7 +76,11 @@ import os
 import sys
 import time
 
-MALLOC_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184"
+# Why: torch's large activations, each mmapped and unmapped by glibc, made most of a step page
+# faults. From the heap (mmap_max=0, never trimmed) they fault once; hugetlb=1 (glibc >= 2.35,
+# ignored before) asks for transparent huge pages on the heap, which cut the faults of one
+# 3,900-token forward and backward 40x more on session 40's machine (THP in madvise mode).
+MALLOC_TUNABLES = "glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184"
 
 # Architecture sizes. Engine constraints (inference/model_config.cc): kv_lora_rank a multiple of
 # 128, index_head_dim 128, qk_rope_head_dim even and <= index_head_dim, n_group dividing
@@ -190,6 +194,10 @@ def parse_args(argv):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--vocab-size", type=int, help="tokenizer vocabulary (default: the size's)")
     parser.add_argument("--batch-tokens", type=int, help="padded tokens per batch (default: the size's)")
+    parser.add_argument("--share-prefix", action="store_true", help="batch the transcripts of one system "
+                        "prompt (tool list) together and compute that prompt once per batch, --batch-tokens "
+                        "counting it once: more transcripts per step for the same compute (dense, warm-up, "
+                        "sparse and realign stages)")
     parser.add_argument("--eval-limit", type=int, default=200, help="evaluate on at most this many transcripts")
     parser.add_argument("--log-every", type=float, default=5.0, help="seconds between progress lines")
     parser.add_argument("--eval-every", type=int, default=0, help="every N steps of a stage, print the "
@@ -384,13 +392,14 @@ def main(argv=None):
         stage_set = dataset if stage == "warmup" else trained  # the warm-up fits attention: transcripts only
         stages[stage] = train.run_stage(model, stage_set, stage, count, batch_tokens, lr, rng, log_every=args.log_every,
                                         checkpoint=checkpoint, checkpoint_every=args.eval_every,
-                                        value_weight=value_weight)
+                                        value_weight=value_weight, share_prefix=args.share_prefix)
         record = stages[stage]
         log("stage %s: %d steps, %d tokens in %.0fs" % (stage, count, record["tokens"], record["seconds"]))
     realign_steps = size["realign_steps"] if args.realign_steps is None else args.realign_steps
     if realign_steps:
         stages["realign"] = train.run_stage(model, dataset, "warmup", realign_steps, batch_tokens, lrs[1], rng,
-                                            log_every=args.log_every, label="realign")
+                                            log_every=args.log_every, label="realign",
+                                            share_prefix=args.share_prefix)
         log("stage realign: %d steps, %d tokens in %.0fs" % (realign_steps, stages["realign"]["tokens"],
                                                              stages["realign"]["seconds"]))
 
@@ -424,7 +433,8 @@ def main(argv=None):
         "config": config, "vocab_size": tok.vocab_size, "merges": len(merges),
         "data": {"train": source, "train_transcripts": len(dataset), "train_tokens": dataset.total_tokens,
                  "train_loss_tokens": int(sum(int((m > 0).sum()) for m in dataset.masks)),
-                 "eval": eval_source, "eval_transcripts": len(eval_set), "batch_tokens": batch_tokens},
+                 "eval": eval_source, "eval_transcripts": len(eval_set), "batch_tokens": batch_tokens,
+                 "share_prefix": args.share_prefix},
         "stages": {stage: summary(record) for stage, record in stages.items()},
         "evaluation": evaluation,
     }

@@ -435,6 +435,45 @@ class Dataset:
         rng.shuffle(batches)
         return batches
 
+    def prompt_keys(self):
+        """Per sequence, the bytes of its ids before its first <｜User｜> token: the system prompt
+        with the tool list, the same in every transcript of one toolset (b"" for a sequence
+        without a user turn, such as a repeat row)."""
+        user = self.tokenizer.vocab.get(tok.USER)
+        keys = []
+        for ids in self.ids:
+            at = np.flatnonzero(np.asarray(ids) == user) if user is not None else []
+            keys.append(np.asarray(ids[:int(at[0])], dtype=np.int64).tobytes() if len(at) else b"")
+        return keys
+
+    def shared_prefix_plan(self, tokens_per_batch, rng):
+        """batch_plan for prefix-shared batches (train.Batch computes a batch's common prefix
+        once): sequences grouped by prompt_keys, by similar length within a group, so that the
+        computed rows, the group's prompt counted once plus every row's rest padded, are at most
+        tokens_per_batch (at least one sequence each). Why: a synth transcript is about 3,800
+        tokens, 81% of them the system prompt before the task, so a plain batch of two computes
+        that prompt twice; here it is computed once for every transcript of the batch."""
+        groups = {}
+        for index, key in enumerate(self.prompt_keys()):
+            groups.setdefault(key, []).append(index)
+        batches = []
+        for key, members in groups.items():
+            prefix = len(key) // 8
+            lengths = self.lengths[members]
+            order = np.asarray(members)[np.argsort(lengths + rng.random(len(members)), kind="stable")]
+            current, longest = [], 0
+            for index in order:
+                rest = int(self.lengths[index]) - prefix
+                if current and prefix + max(longest, rest) * (len(current) + 1) > tokens_per_batch:
+                    batches.append(current)
+                    current, longest = [], 0
+                current.append(int(index))
+                longest = max(longest, rest)
+            if current:
+                batches.append(current)
+        rng.shuffle(batches)
+        return batches
+
     def collate(self, indices):
         """(ids int64 [B, L], loss mask float32 [B, L] of targets, lengths) padded with EOS (1)."""
         length = max(int(self.lengths[i]) for i in indices)

@@ -127,8 +127,10 @@ class Progress:
 
 def run_stage(model, dataset, stage, steps, tokens_per_batch, lr, rng, bias_rate=0.005, weight_decay=0.1,
               warmup=None, log_every=5.0, out=sys.stderr, checkpoint=None, checkpoint_every=0, label=None,
-              value_weight=1.0):
-    """Trains `steps` steps of one stage; returns its record (losses, tokens, time). checkpoint:
+              value_weight=1.0, share_prefix=False):
+    """Trains `steps` steps of one stage; returns its record (losses, tokens, time). share_prefix:
+    batches from dataset.shared_prefix_plan (one toolset's transcripts per batch, tokens_per_batch
+    counting their system prompt once) instead of batch_plan. checkpoint:
     called as checkpoint(stage, step) every checkpoint_every steps and after the last (a periodic
     evaluation; the model is back in training mode afterwards). label names the stage in the
     progress lines and checkpoint calls (default: the stage)."""
@@ -152,7 +154,7 @@ def run_stage(model, dataset, stage, steps, tokens_per_batch, lr, rng, bias_rate
     plan = []
     for step in range(steps):
         if not plan:
-            plan = dataset.batch_plan(tokens_per_batch, rng)
+            plan = (dataset.shared_prefix_plan if share_prefix else dataset.batch_plan)(tokens_per_batch, rng)
         batch = Batch(*dataset.collate(plan.pop()), value_weight=value_weight)
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, steps, lr, warmup)

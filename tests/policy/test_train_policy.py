@@ -231,6 +231,42 @@ def test_induction_rows_are_mixed_in_at_the_asked_share():
             data.with_induction_rows(transcripts, bad, 2, 24, seed=4)
 
 
+def with_other_system_prompt(record):
+    """The record with one word of its system prompt changed (same length, so its spans hold)."""
+    cut = record["text"].find(tokenizer_lib.USER)
+    head = record["text"][:cut]
+    assert "tools" in head
+    return dict(record, text=head.replace("tools", "TOOLS") + record["text"][cut:])
+
+
+def test_a_shared_prefix_plan_batches_one_system_prompt_and_counts_it_once():
+    """shared_prefix_plan: every sequence once per plan, each batch of one system prompt (repeat
+    rows, which have none, among themselves), its computed rows (the prompt once, every row's
+    rest padded) within the budget unless it holds one sequence, the batch's computed prefix at
+    least that prompt; so it fits more transcripts per batch than batch_plan at the same budget."""
+    records = data.synthetic_transcripts(24, seed=5)
+    records = records[:12] + [with_other_system_prompt(r) for r in records[12:]]
+    tok = tokenizer_lib.Tokenizer(*tokenizer_lib.train_bpe(
+        tokenizer_lib.bpe_corpus([r["text"] for r in records]), 400))
+    transcripts = data.Dataset(tok, records)
+    mixed = data.with_induction_rows(transcripts, 0.2, 2, 24, seed=4)
+    keys = mixed.prompt_keys()
+    assert len(set(keys[:12])) == 1 and len(set(keys[12:24])) == 1 and keys[0] != keys[12]
+    assert all(key == b"" for key in keys[24:]) and len(keys[0]) // 8 > 100
+    budget = 3 * int(transcripts.lengths.max())
+    plan = mixed.shared_prefix_plan(budget, np.random.default_rng(1))
+    assert sorted(i for batch in plan for i in batch) == list(range(len(mixed)))
+    for indices in plan:
+        assert len({keys[i] for i in indices}) == 1
+        batch = train.Batch(*mixed.collate(indices))
+        assert batch.rows <= budget or len(indices) == 1
+        assert batch.P >= len(keys[indices[0]]) // 8
+    transcript_batches = [b for b in plan if b[0] < 24]
+    plain = [b for b in transcripts.batch_plan(budget, np.random.default_rng(1))]
+    assert len(transcript_batches) < len(plain)
+    assert max(len(b) for b in transcript_batches) > max(len(b) for b in plain)
+
+
 def test_argument_values_and_the_short_form():
     """argument_values finds exactly the tool-call argument values of the spans;
     without_system_prompt keeps every span's text."""
