@@ -60,6 +60,13 @@ Steps (scripts/policy/ holds the parts):
      dense attention mass per layer, and per band of distances the exact share of repeated
      random ids, train.copy_exactness); --eval-every N prints that evaluation during training.
 
+--share-prefix batches the transcripts of one system prompt (the same tool list) together, with
+--batch-tokens counting that prompt once: train.Batch computes a batch's common prefix once, so a
+batch of synth transcripts (about 3,800 tokens, 81% of them the prompt before the task) holds
+about 4 of them for the compute of 1.35 without it (session 40: 9.2 s against 7.9 s a step on 2
+cores, 3.2x the transcripts per second). Repeat rows of --copy-mix, which have no prompt, are
+batched among themselves. Off by default, so that the shipped recipe's batches stay as they were.
+
 --init MODEL_DIR continues from an exported checkpoint instead of a fresh one: its tokenizer and
 weights are kept (no tokenizer is trained, its tokenizer files are copied into DIR), the copy and
 short stages default to 0 steps, and --lr-scale F (default 1) scales the size's learning rates.
@@ -67,7 +74,9 @@ The shipped checkpoint's second command is one (the model's README, "Reproduce")
 
 The process re-executes itself once with glibc malloc tunables that keep freed memory in the
 heap: PyTorch allocates many tensors of tens of MB per step, and glibc otherwise maps and unmaps
-each of them, paying page faults on every step (about 2x the step time on this machine).
+each of them, paying page faults on every step (about 2x the step time on this machine; on
+session 40's machine a 3,900-token forward and backward took 21 s without them and 2 s with
+them).
 """
 
 import argparse
