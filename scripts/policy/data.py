@@ -422,17 +422,24 @@ class Dataset:
         """A shuffled list of index lists: sequences of similar length grouped so that the padded
         batch holds at most tokens_per_batch tokens (at least one sequence each)."""
         order = np.argsort(self.lengths + rng.random(len(self.lengths)), kind="stable")
+        batches = self._chunks(order, 0, tokens_per_batch)
+        rng.shuffle(batches)
+        return batches
+
+    def _chunks(self, order, shared, tokens_per_batch):
+        """`order` cut into consecutive batches whose computed rows, `shared` rows once plus every
+        sequence's rest (its length - shared) padded to the longest, stay within tokens_per_batch
+        (at least one sequence each)."""
         batches, current, longest = [], [], 0
         for index in order:
-            length = int(self.lengths[index])
-            if current and max(longest, length) * (len(current) + 1) > tokens_per_batch:
+            rest = int(self.lengths[index]) - shared
+            if current and shared + max(longest, rest) * (len(current) + 1) > tokens_per_batch:
                 batches.append(current)
                 current, longest = [], 0
             current.append(int(index))
-            longest = max(longest, length)
+            longest = max(longest, rest)
         if current:
             batches.append(current)
-        rng.shuffle(batches)
         return batches
 
     def prompt_keys(self):
@@ -458,19 +465,10 @@ class Dataset:
             groups.setdefault(key, []).append(index)
         batches = []
         for key, members in groups.items():
-            prefix = len(key) // 8
+            prefix = len(key) // 8  # the key holds int64 ids
             lengths = self.lengths[members]
             order = np.asarray(members)[np.argsort(lengths + rng.random(len(members)), kind="stable")]
-            current, longest = [], 0
-            for index in order:
-                rest = int(self.lengths[index]) - prefix
-                if current and prefix + max(longest, rest) * (len(current) + 1) > tokens_per_batch:
-                    batches.append(current)
-                    current, longest = [], 0
-                current.append(int(index))
-                longest = max(longest, rest)
-            if current:
-                batches.append(current)
+            batches.extend(self._chunks(order, prefix, tokens_per_batch))
         rng.shuffle(batches)
         return batches
 
