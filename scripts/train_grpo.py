@@ -30,7 +30,6 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-MALLOC_TUNABLES = "glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184"
 
 
 def parse_args(argv):
@@ -99,10 +98,11 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    if os.environ.get("GLIBC_TUNABLES") != MALLOC_TUNABLES:  # see train_policy.py: fewer page faults
+    sys.path.insert(0, HERE)
+    from train_policy import MALLOC_TUNABLES  # fewer page faults; train_policy.py says why
+    if os.environ.get("GLIBC_TUNABLES") != MALLOC_TUNABLES:
         os.environ["GLIBC_TUNABLES"] = MALLOC_TUNABLES
         os.execv(sys.executable, [sys.executable] + sys.argv)
-    sys.path.insert(0, HERE)
     sys.path.insert(0, os.path.join(args.build, "python"))
     try:
         import envforge  # noqa: F401

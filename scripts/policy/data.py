@@ -389,6 +389,7 @@ class Dataset:
         self.tokenizer = tokenizer
         self.ids, self.masks, self.records = [], [], []
         self._values = {}
+        self._groups = None
         self.dropped = 0
         for record in records:
             ids, mask = encode_transcript(tokenizer, record)
@@ -460,17 +461,23 @@ class Dataset:
         tokens_per_batch (at least one sequence each). Why: a synth transcript is about 3,800
         tokens, 81% of them the system prompt before the task, so a plain batch of two computes
         that prompt twice; here it is computed once for every transcript of the batch."""
-        groups = {}
-        for index, key in enumerate(self.prompt_keys()):
-            groups.setdefault(key, []).append(index)
         batches = []
-        for key, members in groups.items():
-            prefix = len(key) // 8  # the key holds int64 ids
-            lengths = self.lengths[members]
-            order = np.asarray(members)[np.argsort(lengths + rng.random(len(members)), kind="stable")]
-            batches.extend(self._chunks(order, prefix, tokens_per_batch))
+        for prompt_length, members in self._prompt_groups():
+            order = members[np.argsort(self.lengths[members] + rng.random(len(members)), kind="stable")]
+            batches.extend(self._chunks(order, prompt_length, tokens_per_batch))
         rng.shuffle(batches)
         return batches
+
+    def _prompt_groups(self):
+        """[(prompt length in ids, member indices)] per distinct prompt_keys value, computed on the
+        first call only (a plan is drawn every pass over the data; the keys are large)."""
+        if self._groups is None:
+            groups = {}
+            for index, key in enumerate(self.prompt_keys()):
+                groups.setdefault(key, []).append(index)
+            self._groups = [(len(key) // np.dtype(np.int64).itemsize, np.asarray(members))
+                            for key, members in groups.items()]
+        return self._groups
 
     def collate(self, indices):
         """(ids int64 [B, L], loss mask float32 [B, L] of targets, lengths) padded with EOS (1)."""

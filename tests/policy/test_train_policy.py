@@ -262,7 +262,7 @@ def test_a_shared_prefix_plan_batches_one_system_prompt_and_counts_it_once():
         assert batch.rows <= budget or len(indices) == 1
         assert batch.P >= len(keys[indices[0]]) // 8
     transcript_batches = [b for b in plan if b[0] < 24]
-    plain = [b for b in transcripts.batch_plan(budget, np.random.default_rng(1))]
+    plain = transcripts.batch_plan(budget, np.random.default_rng(1))
     assert len(transcript_batches) < len(plain)
     assert max(len(b) for b in transcript_batches) > max(len(b) for b in plain)
 
