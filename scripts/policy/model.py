@@ -287,7 +287,9 @@ def pair_dots(layout, q, k, suffix_bias=None):
     else:
         qt = q.transpose(0, 1).contiguous()  # [G, N, d]
         kt = k[:P].transpose(0, 1).contiguous()
-        zp = torch.stack([mm(qt[j], kt[j]) for j in range(g)]) if P else q.new_zeros(g, n, 0)
+        # unbind, not qt[j]: indexing's backward writes each head's gradient into a zeroed copy of
+        # the whole tensor, unbind's stacks the heads' gradients once.
+        zp = torch.stack([mm(qj, kj) for qj, kj in zip(qt.unbind(0), kt.unbind(0))]) if P else q.new_zeros(g, n, 0)
         zs = bmm(qt[:, P:].reshape(g * B, S, d),
                        layout.suffix(k).permute(2, 0, 3, 1).reshape(g * B, d, S)).reshape(g, B, S, S).transpose(0, 1)
     if suffix_bias is not None:
@@ -309,8 +311,9 @@ def apply_values(layout, p_prefix, p_suffix, v):
     if P:
         vt = v_prefix.permute(1, 2, 0).contiguous()  # [G, dv, P]
         p_sp = p_sp.transpose(0, 1).reshape(g, B * S, P)
-        out = out + torch.stack([mm(p_sp[j], vt[j]) for j in range(g)])
-        out = torch.cat((torch.stack([mm(p_prefix[j], vt[j]) for j in range(g)]), out), dim=1)
+        heads_v = vt.unbind(0)  # unbind for the reason pair_dots gives
+        out = out + torch.stack([mm(p, vj) for p, vj in zip(p_sp.unbind(0), heads_v)])
+        out = torch.cat((torch.stack([mm(p, vj) for p, vj in zip(p_prefix.unbind(0), heads_v)]), out), dim=1)
     return out.transpose(0, 1)  # [N, G, dv]
 
 
