@@ -58,7 +58,9 @@ Steps (scripts/policy/ holds the parts):
      weights (dense and sparse LM loss, token and turn accuracy on the spans, per tier the
      fraction of tool-call argument values predicted exactly, the indexer's top-k recall of the
      dense attention mass per layer, and per band of distances the exact share of repeated
-     random ids, train.copy_exactness); --eval-every N prints that evaluation during training.
+     random ids, train.copy_exactness); --eval-every N prints that evaluation during training,
+     the copy figures included (the synth categories' names need copying, which a stage of
+     transcripts alone has undone before).
 
 --share-prefix batches the transcripts of one system prompt (the same tool list) together, with
 --batch-tokens counting that prompt once: train.Batch computes a batch's common prefix once, so a
@@ -349,9 +351,10 @@ def main(argv=None):
     def checkpoint(stage, step):
         mode = "sparse" if stage == "sparse" else "dense"
         figures = train.evaluate(model, eval_set, modes=(mode,), max_sequences=args.eval_limit, by_argument=True)[mode]
-        log("[%s] step %d: eval loss %.4f, span token accuracy %.3f, exact arguments by tier %s"
-            % (stage, step, figures["loss"], figures["token_accuracy"],
-               json.dumps(figures.get("argument_exact_by_tier", {}))))
+        copying = train.copy_exactness(model, tok, mode=mode)
+        log("[%s] step %d: eval loss %.4f, span token accuracy %.3f, exact arguments by tier %s, copy exact by "
+            "distance %s" % (stage, step, figures["loss"], figures["token_accuracy"],
+                             json.dumps(figures.get("argument_exact_by_tier", {})), json.dumps(copying)))
 
     rng = np.random.default_rng(args.seed)
     batch_tokens = args.batch_tokens or size["batch_tokens"]

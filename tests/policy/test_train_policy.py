@@ -82,6 +82,8 @@ def test_each_stage_runs_and_the_loss_falls(trained):
     assert "[sparse] step" in stderr and "[realign] step" in stderr
     # --eval-every: the periodic evaluation, and the final one, report exact arguments per tier
     assert "[dense] step 8: eval loss" in stderr and "exact arguments by tier" in stderr
+    periodic = next(line for line in stderr.splitlines() if "[dense] step 8: eval loss" in line)
+    assert 'copy exact by distance {"2-8": ' in periodic and '"65-120": ' in periodic, periodic
     exact = report["evaluation"]["dense"]["argument_exact_by_tier"]
     assert set(exact) == {"1", "2", "3", "4"} and all(0 <= v <= 1 for v in exact.values())
     # copying random ids by content, per band of distances (chance: 1/V)
