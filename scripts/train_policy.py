@@ -56,7 +56,7 @@ Steps (scripts/policy/ holds the parts):
   7. report: a progress line every few seconds on stderr; DIR/training.json with the
      parameters, tokens and wall time per stage, losses, and the evaluation of the exported
      weights (dense and sparse LM loss, token and turn accuracy on the spans, per tier the
-     fraction of tool-call argument values predicted exactly, the indexer's top-k recall of the
+     fraction of tool-call argument values predicted exactly and of their first tokens, the indexer's top-k recall of the
      dense attention mass per layer, and per band of distances the exact share of repeated
      random ids, train.copy_exactness); --eval-every N prints that evaluation during training,
      the copy figures included (the synth categories' names need copying, which a stage of
@@ -212,7 +212,7 @@ def parse_args(argv):
     parser.add_argument("--eval-limit", type=int, default=200, help="evaluate on at most this many transcripts")
     parser.add_argument("--log-every", type=float, default=5.0, help="seconds between progress lines")
     parser.add_argument("--eval-every", type=int, default=0, help="every N steps of a stage, print the "
-                        "evaluation transcripts' exact argument values per tier (teacher forced; 0: never)")
+                        "evaluation transcripts' exact argument values and first tokens per tier (teacher forced; 0: never)")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 3:
         parser.error("--steps must be at least 3 (one per stage)")
@@ -352,9 +352,11 @@ def main(argv=None):
         mode = "sparse" if stage == "sparse" else "dense"
         figures = train.evaluate(model, eval_set, modes=(mode,), max_sequences=args.eval_limit, by_argument=True)[mode]
         copying = train.copy_exactness(model, tok, mode=mode)
-        log("[%s] step %d: eval loss %.4f, span token accuracy %.3f, exact arguments by tier %s, copy exact by "
-            "distance %s" % (stage, step, figures["loss"], figures["token_accuracy"],
-                             json.dumps(figures.get("argument_exact_by_tier", {})), json.dumps(copying)))
+        log("[%s] step %d: eval loss %.4f, span token accuracy %.3f, exact arguments by tier %s, their first "
+            "tokens %s, copy exact by distance %s"
+            % (stage, step, figures["loss"], figures["token_accuracy"],
+               json.dumps(figures.get("argument_exact_by_tier", {})),
+               json.dumps(figures.get("argument_first_token_by_tier", {})), json.dumps(copying)))
 
     rng = np.random.default_rng(args.seed)
     batch_tokens = args.batch_tokens or size["batch_tokens"]

@@ -202,7 +202,8 @@ def run_stage(model, dataset, stage, steps, tokens_per_batch, lr, rng, bias_rate
 def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None, by_argument=False):
     """Per mode: LM loss, token accuracy and exact-turn accuracy on the spans (teacher forced);
     with by_argument, per tier the fraction of tool-call argument values (names, categories,
-    answers: data.argument_values) predicted exactly; plus the indexer's top-k recall of the dense
+    answers: data.argument_values) predicted exactly, and the fraction whose first token is (where a
+    value is chosen: the rest of a name is copied once its start is); plus the indexer's top-k recall of the dense
     attention mass per layer (queries with more than index_topk candidates)."""
     model.eval()
     result = {}
@@ -236,10 +237,11 @@ def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None, by_a
                 # token t of the sequence is predicted at suffix row t - P - 1
                 hit_at = dict(zip((positions + batch.P + 1).tolist(), hit.tolist()))
                 tier = str(dataset.records[i].get("tier", "?"))
-                counts = values.setdefault(tier, [0, 0])
+                counts = values.setdefault(tier, [0, 0, 0])
                 for inside in dataset.argument_values(i):
                     counts[0] += int(all(hit_at.get(int(t), False) for t in inside))
                     counts[1] += 1
+                    counts[2] += int(hit_at.get(int(inside[0]), False))
             if stats is not None:
                 for layer, mass, count in stats["recall"]:
                     m, c = recall.get(layer, (0.0, 0))
@@ -249,7 +251,9 @@ def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None, by_a
                  "sequences": n}
         if values:
             entry["argument_exact_by_tier"] = {tier: round(ok / max(total, 1), 4)
-                                               for tier, (ok, total) in sorted(values.items())}
+                                               for tier, (ok, total, _) in sorted(values.items())}
+            entry["argument_first_token_by_tier"] = {tier: round(first / max(total, 1), 4)
+                                                     for tier, (_, total, first) in sorted(values.items())}
         if recall:
             per = {str(layer): (m / c if c else None) for layer, (m, c) in sorted(recall.items())}
             vals = [v for v in per.values() if v is not None]

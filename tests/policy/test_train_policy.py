@@ -86,6 +86,10 @@ def test_each_stage_runs_and_the_loss_falls(trained):
     assert 'copy exact by distance {"2-8": ' in periodic and '"65-120": ' in periodic, periodic
     exact = report["evaluation"]["dense"]["argument_exact_by_tier"]
     assert set(exact) == {"1", "2", "3", "4"} and all(0 <= v <= 1 for v in exact.values())
+    # a value predicted exactly has its first token right, so per tier first >= exact
+    first = report["evaluation"]["dense"]["argument_first_token_by_tier"]
+    assert set(first) == set(exact) and all(exact[t] <= first[t] <= 1 for t in exact), (first, exact)
+    assert "their first tokens {" in periodic, periodic
     # copying random ids by content, per band of distances (chance: 1/V)
     copying = report["evaluation"]["copy_exact_by_distance"]
     assert list(copying) == ["2-8", "9-24", "25-64", "65-120"] and all(0 <= v <= 1 for v in copying.values())
