@@ -56,11 +56,11 @@ Steps (scripts/policy/ holds the parts):
   7. report: a progress line every few seconds on stderr; DIR/training.json with the
      parameters, tokens and wall time per stage, losses, and the evaluation of the exported
      weights (dense and sparse LM loss, token and turn accuracy on the spans, per tier the
-     fraction of tool-call argument values predicted exactly and of their first tokens, the indexer's top-k recall of the
-     dense attention mass per layer, and per band of distances the exact share of repeated
-     random ids, train.copy_exactness); --eval-every N prints that evaluation during training,
-     the copy figures included (the synth categories' names need copying, which a stage of
-     transcripts alone has undone before).
+     fraction of tool-call argument values predicted exactly and of their first tokens, the
+     indexer's top-k recall of the dense attention mass per layer, and per band of distances the
+     exact share of repeated random ids, train.copy_exactness); --eval-every N prints that
+     evaluation during training, the copy figures included (the synth categories' names need
+     copying, which a stage of transcripts alone has undone before).
 
 --share-prefix batches the transcripts of one system prompt (the same tool list) together, with
 --batch-tokens counting that prompt once: train.Batch computes a batch's common prefix once, so a
@@ -212,7 +212,8 @@ def parse_args(argv):
     parser.add_argument("--eval-limit", type=int, default=200, help="evaluate on at most this many transcripts")
     parser.add_argument("--log-every", type=float, default=5.0, help="seconds between progress lines")
     parser.add_argument("--eval-every", type=int, default=0, help="every N steps of a stage, print the "
-                        "evaluation transcripts' exact argument values and first tokens per tier (teacher forced; 0: never)")
+                        "evaluation transcripts' exact argument values and first tokens per tier (teacher "
+                        "forced; 0: never)")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 3:
         parser.error("--steps must be at least 3 (one per stage)")

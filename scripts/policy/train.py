@@ -203,8 +203,8 @@ def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None, by_a
     """Per mode: LM loss, token accuracy and exact-turn accuracy on the spans (teacher forced);
     with by_argument, per tier the fraction of tool-call argument values (names, categories,
     answers: data.argument_values) predicted exactly, and the fraction whose first token is (where a
-    value is chosen: the rest of a name is copied once its start is); plus the indexer's top-k recall of the dense
-    attention mass per layer (queries with more than index_topk candidates)."""
+    value is chosen: the rest of a name is copied once its start is); plus the indexer's top-k
+    recall of the dense attention mass per layer (queries with more than index_topk candidates)."""
     model.eval()
     result = {}
     n = len(dataset) if max_sequences is None else min(max_sequences, len(dataset))
@@ -250,10 +250,10 @@ def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None, by_a
                  "turn_exact": turns_exact / max(turns, 1), "tokens": tokens, "turns": turns,
                  "sequences": n}
         if values:
-            entry["argument_exact_by_tier"] = {tier: round(ok / max(total, 1), 4)
-                                               for tier, (ok, total, _) in sorted(values.items())}
-            entry["argument_first_token_by_tier"] = {tier: round(first / max(total, 1), 4)
-                                                     for tier, (_, total, first) in sorted(values.items())}
+            exact, first_token = {}, {}
+            for tier, (ok, total, first) in sorted(values.items()):
+                exact[tier], first_token[tier] = round(ok / max(total, 1), 4), round(first / max(total, 1), 4)
+            entry["argument_exact_by_tier"], entry["argument_first_token_by_tier"] = exact, first_token
         if recall:
             per = {str(layer): (m / c if c else None) for layer, (m, c) in sorted(recall.items())}
             vals = [v for v in per.values() if v is not None]
