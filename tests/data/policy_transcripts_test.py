@@ -165,3 +165,37 @@ def test_an_unknown_synth_category_is_refused_with_its_name(tmp_path, capsys):
                                     "--work", str(tmp_path / "work"), "--build", BUILD, "--quiet"]) == 2
     assert "--category no_such" in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_synth_data_writes_a_held_out_eval_and_a_train_mix_with_shop_rows_reusing_its_parts(tmp_path, capsys):
+    """scripts/policy_synth_data.py: the training mix and the held-out set of the synth policy in
+    one command; its parts are kept and reused, and the mix is the same for the same seed."""
+    import policy_synth_data
+
+    arguments = ["--out", str(tmp_path / "data"), "--categories", "calendar", "--train-seeds", "1",
+                 "--eval-seeds", "2", "--shop-seeds", "1", "--shop-rows", "2", "--lineages", "1", "--levels", "2",
+                 "--build", BUILD]
+    assert policy_synth_data.main(arguments) == 0
+    train = open(tmp_path / "data" / "train.jsonl").read()
+    records = [json.loads(line) for line in train.splitlines()]
+    evaluation = [json.loads(line) for line in open(tmp_path / "data" / "eval.jsonl")]
+    report = json.load(open(tmp_path / "data" / "data.json"))
+    synth_envs = [record["env"] for record in records if record["env"].startswith("calendar_")]
+    assert set(synth_envs) == {"calendar_1"} and len(synth_envs) == 2
+    assert len(records) == 4 and {record["tier"] for record in records if record["env"] == "calendar_1"} == {1, 2}
+    assert {record["env"] for record in evaluation} == {"calendar_2"} and len(evaluation) == 2
+    assert (report["train"], report["train_synth"], report["train_shop"], report["eval"]) == (4, 2, 2, 2)
+    capsys.readouterr()
+    assert policy_synth_data.main(arguments) == 0
+    assert capsys.readouterr().err.count("reusing") == 3
+    assert open(tmp_path / "data" / "train.jsonl").read() == train
+
+
+def test_synth_data_refuses_eval_seeds_that_are_trained_on(tmp_path, capsys):
+    import policy_synth_data
+
+    with pytest.raises(SystemExit) as exit_info:
+        policy_synth_data.main(["--out", str(tmp_path / "d"), "--train-seeds", "1-10", "--eval-seeds", "10-12"])
+    assert exit_info.value.code == 2
+    assert "seed 10 is in --train-seeds too" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
