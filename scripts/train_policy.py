@@ -82,6 +82,7 @@ them).
 """
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -154,6 +155,23 @@ def generated_transcripts(args):
                 sys.exit("train_policy: policy_transcripts.py failed (exit %d)" % code)
         paths.append(path)
     return paths
+
+
+def recorded_path(path):
+    """A path as training.json records it: relative to the checkout when inside it (a committed
+    --init reads the same on every machine), else absolute."""
+    path = os.path.abspath(path)
+    inside = os.path.commonpath([path, ROOT]) == ROOT
+    return os.path.relpath(path, ROOT) if inside else path
+
+
+def file_sha256(path):
+    """The digest that names a transcripts file where its scratch path cannot."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as source:
+        for block in iter(lambda: source.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def reexec_with_malloc_tunables():
@@ -297,7 +315,7 @@ def main(argv=None):
         args.eval_transcripts = args.eval_transcripts or generated_eval
     if args.transcripts:
         records = data.load_jsonl(args.transcripts)
-        source = os.path.abspath(args.transcripts)
+        source = recorded_path(args.transcripts)
     else:
         records = data.synthetic_transcripts(size["synthetic"], seed=1000 + args.seed)
         source = "synthetic (scripts/policy/data.py, %d transcripts)" % len(records)
@@ -306,7 +324,7 @@ def main(argv=None):
         sys.exit("train_policy: no transcripts in %s" % source)
     if args.eval_transcripts:
         eval_records = data.load_jsonl(args.eval_transcripts)
-        eval_source = os.path.abspath(args.eval_transcripts)
+        eval_source = recorded_path(args.eval_transcripts)
     else:
         holdout = min(EVAL_HOLDOUT, len(records) // 10)
         order = np.random.default_rng(args.seed).permutation(len(records))
@@ -441,12 +459,14 @@ def main(argv=None):
 
     report = {
         "command": " ".join(["scripts/train_policy.py"] + (argv if argv is not None else sys.argv[1:])),
-        "size": args.size, "seed": args.seed, "init": os.path.abspath(args.init) if args.init else None,
+        "size": args.size, "seed": args.seed, "init": recorded_path(args.init) if args.init else None,
         "lr_scale": args.lr_scale, "threads": args.threads, "torch": torch.__version__,
         "copy_mix": {"share": args.copy_mix, "longest_distance": args.copy_mix_distance} if args.copy_mix else None,
         "parameters": parameters, "indexer_parameters": indexer_parameters,
         "config": config, "vocab_size": tok.vocab_size, "merges": len(merges),
-        "data": {"train": source, "train_transcripts": len(dataset), "train_tokens": dataset.total_tokens,
+        "data": {"train": source, "train_sha256": file_sha256(args.transcripts) if args.transcripts else None,
+                 "eval_sha256": file_sha256(args.eval_transcripts) if args.eval_transcripts else None,
+                 "train_transcripts": len(dataset), "train_tokens": dataset.total_tokens,
                  "train_loss_tokens": int(sum(int((m > 0).sum()) for m in dataset.masks)),
                  "eval": eval_source, "eval_transcripts": len(eval_set), "batch_tokens": batch_tokens,
                  "share_prefix": args.share_prefix},

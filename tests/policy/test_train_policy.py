@@ -10,6 +10,7 @@ top-k near-tie flip moves single positions by ~1e-4). A wrong rounding, pairing 
 moves logits by more than 1e-2.
 """
 
+import hashlib
 import json
 import re
 import os
@@ -138,6 +139,10 @@ def test_init_continues_from_an_exported_model_with_its_tokenizer(trained, tmp_p
         assert (again / name).read_bytes() == (out / name).read_bytes()
     continued = json.loads((again / "training.json").read_text())
     assert continued["init"] == str(out) and continued["lr_scale"] == 0.5
+    more = (tmp_path / "more.jsonl").read_bytes()
+    assert continued["data"]["train"] == str(tmp_path / "more.jsonl")
+    assert continued["data"]["train_sha256"] == hashlib.sha256(more).hexdigest()
+    assert continued["data"]["eval_sha256"] is None  # held out of the training file, no file of its own
     assert continued["copy_mix"] is None
     assert list(continued["stages"]) == ["dense", "warmup", "sparse"] and continued["stages"]["warmup"]["steps"] == 0
     assert continued["stages"]["dense"]["loss_first"] < 0.5 * report["stages"]["short"]["loss_first"]
@@ -413,3 +418,13 @@ def test_a_failed_export_leaves_the_previous_model_untouched(tmp_path, monkeypat
         export.export(model, str(out), [], {"note.txt": "second"})
     assert sorted(os.listdir(out)) == before and (out / "note.txt").read_text() == "first"
     assert sorted(os.listdir(tmp_path)) == ["model"]  # no temporary directory left behind
+
+
+def test_training_json_records_paths_inside_the_checkout_relative_to_it():
+    """A committed checkpoint's training.json names its --init as every checkout does."""
+    sys.path.insert(0, str(SOURCE_DIR / "scripts"))
+    import train_policy
+
+    inside = SOURCE_DIR / "data" / "models" / "policy-small"
+    assert train_policy.recorded_path(str(inside)) == os.path.join("data", "models", "policy-small")
+    assert train_policy.recorded_path("/tmp/elsewhere/x.jsonl") == "/tmp/elsewhere/x.jsonl"
