@@ -239,8 +239,11 @@ _ARGUMENT_VALUE = re.compile(r'string="(?:true|false)">(.*?)</｜DSML｜paramete
 
 def argument_values(tokenizer, record, ids):
     """Per tool-call argument value the model writes (the text between string="..."> and
-    </｜DSML｜parameter> inside a span), the indices of the tokens lying wholly inside it: the
-    names, categories and answers a policy has to copy or compute right."""
+    </｜DSML｜parameter> inside a span), the indices of the tokens lying wholly inside it and then
+    of the token that ends it (the one holding the closing tag's first byte): the names,
+    categories and answers a policy has to copy or compute right, and where it has to stop. The
+    end counts because in play a small model copying a quoted name out of the prompt goes on
+    copying the quote after it; a value is only right with its end."""
     text = record["text"]
     sizes = np.asarray([len(tokenizer.token_bytes(t)) for t in ids])
     ends = np.cumsum(sizes)
@@ -252,7 +255,8 @@ def argument_values(tokenizer, record, ids):
             b = len(text[:match.end(1)].encode("utf-8"))
             inside = np.flatnonzero((starts >= a) & (ends <= b))
             if len(inside):
-                out.append(inside)
+                closing = int(np.searchsorted(ends, b, side="right"))  # first token ending past b
+                out.append(np.append(inside, closing))
     return out
 
 

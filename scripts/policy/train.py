@@ -202,7 +202,8 @@ def run_stage(model, dataset, stage, steps, tokens_per_batch, lr, rng, bias_rate
 def evaluate(model, dataset, modes=("dense", "sparse"), max_sequences=None, by_argument=False):
     """Per mode: LM loss, token accuracy and exact-turn accuracy on the spans (teacher forced);
     with by_argument, per tier the fraction of tool-call argument values (names, categories,
-    answers: data.argument_values) predicted exactly, and the fraction whose first token is (where a
+    answers: data.argument_values) predicted exactly with the token that ends them (what play
+    needs: a value not ended is a wrong value), and the fraction whose first token is (where a
     value is chosen: the rest of a name is copied once its start is); plus the indexer's top-k
     recall of the dense attention mass per layer (queries with more than index_topk candidates)."""
     model.eval()

@@ -284,13 +284,17 @@ def test_argument_values_and_the_short_form():
     records, tok = small_tokenizer()
     for record in records:
         ids, _ = data.encode_transcript(tok, record)
-        found = [tok.decode([ids[i] for i in inside]) for inside in data.argument_values(tok, record, ids)]
+        values = data.argument_values(tok, record, ids)
+        found = [tok.decode([ids[i] for i in inside[:-1]]) for inside in values]
         wanted = [value for begin, end in record["spans"]
                   for value in re.findall(r'string="(?:true|false)">(.*?)</｜DSML｜parameter>', record["text"][begin:end])]
         assert len(found) == len(wanted) > 0
         # a value's first token may share bytes with the markup before it ('">{"'): compare the tails
         assert all(w.endswith(f) and len(f) >= len(w) // 2 for f, w in zip(found, wanted)), (found, wanted)
-        # mark_values: the value tokens (and only they) weigh value_weight in the loss
+        # then the token that ends the value: the next one, holding the closing tag's "<"
+        for inside in values:
+            assert inside[-1] == inside[-2] + 1 and "<" in tok.decode([ids[inside[-1]]])
+        # mark_values: the value tokens and their ends (and only they) weigh value_weight in the loss
         marked = data.Dataset(tok, [record], mark_values=True)
         values = sorted(int(i) for inside in data.argument_values(tok, record, ids) for i in inside)
         assert sorted(np.flatnonzero(marked.masks[0] == 2).tolist()) == values
