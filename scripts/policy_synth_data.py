@@ -15,7 +15,8 @@ Writes into DIR:
   data.json    the counts and the arguments, so that a checkpoint's README can name its data.
 
 Each part is scripts/policy_transcripts.py (gold solutions played in real sandbox sessions); the
-parts are kept in DIR/parts/ and reused when present, so a stopped run starts again where it was.
+training parts are kept in DIR/parts/ and, with eval.jsonl, reused when present, so a stopped run
+starts again where it was.
 Every file is written to a temporary name and renamed: whole or absent.
 
 Then, for example:
@@ -68,9 +69,9 @@ def mixed(synth_lines, shop_lines, shop_rows, seed):
     return lines
 
 
-def make_part(name, transcript_args, parts, build):
-    """Runs policy_transcripts.py for one part unless DIR/parts/NAME.jsonl is already whole."""
-    path = os.path.join(parts, name + ".jsonl")
+def make_part(name, transcript_args, path, build):
+    """Runs policy_transcripts.py for one part into `path` unless it is already there (whole:
+    policy_transcripts writes atomically)."""
     if os.path.exists(path):
         print("policy_synth_data: %s: reusing %s" % (name, path), file=sys.stderr, flush=True)
         return path
@@ -86,16 +87,17 @@ def write_data(args):
     os.makedirs(parts, exist_ok=True)
     synth = ["--categories", args.categories, "--lineages", str(args.lineages), "--levels", str(args.levels),
              "--thinking-fraction", str(args.thinking_fraction)]
-    train_part = make_part("synth-train", ["--seeds", args.train_seeds] + synth, parts, args.build)
-    eval_part = make_part("synth-eval", ["--seeds", args.eval_seeds] + synth, parts, args.build)
+    train_part = make_part("synth-train", ["--seeds", args.train_seeds] + synth,
+                           os.path.join(parts, "synth-train.jsonl"), args.build)
+    eval_lines = read_lines(make_part("synth-eval", ["--seeds", args.eval_seeds] + synth,
+                                      os.path.join(args.out, "eval.jsonl"), args.build))
     train_lines = read_lines(train_part)
     shop_lines = []
     if args.shop_rows > 0:
-        shop_lines = read_lines(make_part("shop", ["--seeds", args.shop_seeds], parts, args.build))
+        shop_lines = read_lines(make_part("shop", ["--seeds", args.shop_seeds], os.path.join(parts, "shop.jsonl"),
+                                          args.build))
     mix = mixed(train_lines, shop_lines, args.shop_rows, args.mix_seed)
     write_atomically(os.path.join(args.out, "train.jsonl"), mix)
-    eval_lines = read_lines(eval_part)
-    write_atomically(os.path.join(args.out, "eval.jsonl"), eval_lines)
     report = {"train": len(mix), "train_synth": len(train_lines), "train_shop": args.shop_rows,
               "eval": len(eval_lines), "categories": args.categories.split(","), "train_seeds": args.train_seeds,
               "eval_seeds": args.eval_seeds, "shop_seeds": args.shop_seeds, "lineages": args.lineages,

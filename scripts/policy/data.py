@@ -255,8 +255,8 @@ def argument_values(tokenizer, record, ids):
             b = len(text[:match.end(1)].encode("utf-8"))
             inside = np.flatnonzero((starts >= a) & (ends <= b))
             if len(inside):
-                closing = int(np.searchsorted(ends, b, side="right"))  # first token ending past b
-                out.append(np.append(inside, closing))
+                # the next token starts inside the value and, not being inside, ends past it
+                out.append(np.append(inside, inside[-1] + 1))
     return out
 
 
