@@ -15,8 +15,9 @@ Writes into DIR:
   data.json    the counts and the arguments, so that a checkpoint's README can name its data.
 
 Each part is scripts/policy_transcripts.py (gold solutions played in real sandbox sessions); the
-training parts are kept in DIR/parts/ and, with eval.jsonl, reused when present, so a stopped run
-starts again where it was.
+training parts are kept in DIR/parts/ and, with eval.jsonl, reused when present and made with the
+same arguments (recorded beside each as PART.args.json), so a stopped run starts again where it was
+and a changed argument (more shop seeds, say) makes its part again.
 Every file is written to a temporary name and renamed: whole or absent.
 
 Then, for example:
@@ -69,16 +70,37 @@ def mixed(synth_lines, shop_lines, shop_rows, seed):
     return lines
 
 
+def part_arguments_path(path):
+    return path + ".args.json"
+
+
+def made_with(path, transcript_args):
+    """Whether the part at `path` exists and was made with `transcript_args` (its .args.json says
+    so); a part without that record, or with other arguments, is not reused."""
+    if not os.path.exists(path):
+        return False
+    try:
+        with open(part_arguments_path(path), encoding="utf-8") as record:
+            return json.load(record).get("arguments") == transcript_args
+    except (OSError, ValueError):
+        return False
+
+
 def make_part(name, transcript_args, path, build):
-    """Runs policy_transcripts.py for one part into `path` unless it is already there (whole:
-    policy_transcripts writes atomically)."""
-    if os.path.exists(path):
+    """Runs policy_transcripts.py for one part into `path` unless that part is already there, made
+    with the same arguments (whole: policy_transcripts writes atomically, and the arguments are
+    recorded after it)."""
+    if made_with(path, transcript_args):
         print("policy_synth_data: %s: reusing %s" % (name, path), file=sys.stderr, flush=True)
         return path
+    if os.path.exists(path):
+        print("policy_synth_data: %s: %s was made with other arguments (or none recorded), playing again"
+              % (name, path), file=sys.stderr, flush=True)
     print("policy_synth_data: %s: playing the gold solutions" % name, file=sys.stderr, flush=True)
     code = policy_transcripts.main(["--out", path, "--build", build] + transcript_args)
     if code != 0:
         raise RuntimeError("the %s part failed (policy_transcripts.py exit %d)" % (name, code))
+    write_atomically(part_arguments_path(path), [json.dumps({"arguments": transcript_args}) + "\n"])
     return path
 
 

@@ -189,6 +189,13 @@ def test_synth_data_writes_a_held_out_eval_and_a_train_mix_with_shop_rows_reusin
     assert policy_synth_data.main(arguments) == 0
     assert capsys.readouterr().err.count("reusing") == 3
     assert open(tmp_path / "data" / "train.jsonl").read() == train
+    # Another shop seed: that part alone is played again, and its rows come from the new seed.
+    arguments[arguments.index("--shop-seeds") + 1] = "3"
+    assert policy_synth_data.main(arguments) == 0
+    log = capsys.readouterr().err
+    assert log.count("reusing") == 2 and "made with other arguments" in log
+    shop_envs = {json.loads(line)["env"] for line in open(tmp_path / "data" / "parts" / "shop.jsonl")}
+    assert shop_envs == {"shop_000003"}, shop_envs
 
 
 def test_synth_data_refuses_eval_seeds_that_are_trained_on(tmp_path, capsys):
