@@ -142,6 +142,7 @@ Json SynthOptions::ToJson() const {
           {"full_audit", full_audit},
           {"max_turns", max_turns},
           {"max_tokens", max_tokens},
+          {"max_tokens_per_turn", max_tokens_per_turn},
           {"temperature", temperature},
           {"tool_choice", tool_choice},
           {"strict_tools", strict_tools},
@@ -172,6 +173,8 @@ Result<SynthOptions> SynthOptions::FromJson(const Json& json) {
     o.full_audit = json.at("full_audit").get<bool>();
     o.max_turns = json.at("max_turns").get<int64_t>();
     o.max_tokens = json.at("max_tokens").get<int64_t>();
+    // Runs begun before the option capped a turn at min(max_tokens, 2048).
+    o.max_tokens_per_turn = json.value("max_tokens_per_turn", std::min<int64_t>(o.max_tokens, 2048));
     o.temperature = json.at("temperature").get<double>();
     o.tool_choice = json.value("tool_choice", "auto");   // runs begun before the option: auto
     o.strict_tools = json.value("strict_tools", false);  // the same
@@ -214,6 +217,9 @@ Status SynthOptions::Validate() const {
     if (policy.empty()) return InvalidArgumentError("the filter needs a policy: give --policy SPEC, or --no-filter");
   }
   if (max_turns < 1 || max_tokens < 1) return InvalidArgumentError("--max-turns and --max-tokens must be at least 1");
+  if (max_tokens_per_turn < 1 || max_tokens_per_turn > max_tokens)
+    return InvalidArgumentError("--max-tokens-per-turn must be 1.." + std::to_string(max_tokens) +
+                                " (--max-tokens), got " + std::to_string(max_tokens_per_turn));
   return Status::Ok();
 }
 
@@ -569,7 +575,7 @@ struct SynthRun::Impl {
     agents::RolloutOptions episode;
     episode.max_turns = run.options_.max_turns;
     episode.max_tokens = run.options_.max_tokens;
-    episode.max_tokens_per_turn = std::min<int64_t>(run.options_.max_tokens, 2048);
+    episode.max_tokens_per_turn = run.options_.max_tokens_per_turn;
     episode.sampling.temperature = run.options_.temperature;
     episode.tool_choice = run.options_.tool_choice;
     episode.strict_tools = run.options_.strict_tools;

@@ -74,6 +74,9 @@ struct SynthOptions {
   bool full_audit = false;  // false: the quick audit sizes (kQuickAudit in synth_run.cc)
   int64_t max_turns = 16;   // filter episodes
   int64_t max_tokens = 4096;
+  // Generated tokens per policy turn: a turn that runs on (a small policy repeating itself) ends
+  // here instead of spending the episode's max_tokens; at most max_tokens.
+  int64_t max_tokens_per_turn = 2048;
   double temperature = 1.0;
   // The filter episodes' tool_choice (agents::RolloutOptions): "required" decodes every policy
   // turn under the tool-call grammar, so pass@k measures the tasks rather than the markup.

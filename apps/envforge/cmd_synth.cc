@@ -81,6 +81,9 @@ Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
     *option.out = value;
   }
   o.seed = static_cast<uint64_t>(seed);
+  ENVFORGE_ASSIGN_OR_RETURN(
+      o.max_tokens_per_turn,
+      args.ComputedIntOption("--max-tokens-per-turn", std::min<int64_t>(o.max_tokens, 2048), 1, 10'000'000));
   o.band.chunk = std::min<int64_t>(20, o.band.k);
   ENVFORGE_ASSIGN_OR_RETURN(o.temperature, args.DoubleOption("--temperature"));
   o.tool_choice = args.OptionOr("--tool-choice");
@@ -372,6 +375,12 @@ std::vector<Command> SynthCommands() {
               .help = "generated tokens per episode",
               .default_text = "4096",
               .section = filter},
+             {.name = "--max-tokens-per-turn",
+              .metavar = "M",
+              .help = "generated tokens per policy turn, at most --max-tokens (a turn that runs on ends there)",
+              .default_text = "--max-tokens or 2048, the smaller",
+              .section = filter,
+              .computed = true},
              {.name = "--temperature",
               .metavar = "X",
               .help = "sampling temperature (also the llm proposer's)",

@@ -265,6 +265,17 @@ TEST_SUITE("envsynth") {
     before_the_option = dense.ToJson();
     before_the_option.erase("dense_policy");  // a run begun before --dense
     CHECK_FALSE(SynthOptions::FromJson(before_the_option)->dense_policy);
+    SynthOptions capped = o;
+    capped.max_tokens = 1000;
+    capped.max_tokens_per_turn = 300;
+    CHECK(capped.Validate().ok());
+    CHECK(SynthOptions::FromJson(capped.ToJson())->max_tokens_per_turn == 300);
+    before_the_option = capped.ToJson();
+    before_the_option.erase("max_tokens_per_turn");  // a run begun before --max-tokens-per-turn
+    CHECK(SynthOptions::FromJson(before_the_option)->max_tokens_per_turn == 1000);
+    capped.max_tokens_per_turn = 1001;
+    CHECK(capped.Validate().message().find("--max-tokens-per-turn must be 1..1000 (--max-tokens), got 1001") !=
+          std::string::npos);
     dense.policy = "scripted:/tmp/p.jsonl";
     CHECK(dense.Validate().message().find("--dense applies to an embedded policy only") != std::string::npos);
     CHECK(SynthOptions::FromJson(Json{{"envs", 1}}).status().code() == StatusCode::kInvalidArgument);

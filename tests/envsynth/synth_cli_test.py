@@ -266,6 +266,8 @@ def task(seed, lineage, level, attempt):
      "--tool-choice must be auto or required, got 'often'"),
     (["--categories", "calendar", "--policy", "scripted:p.jsonl", "--dense"],
      "--dense applies to an embedded policy only, got 'scripted:p.jsonl'"),
+    (["--categories", "calendar", "--policy", "scripted:p.jsonl", "--max-tokens", "100", "--max-tokens-per-turn", "200"],
+     "--max-tokens-per-turn must be 1..100 (--max-tokens), got 200"),
     (["--categories", "Bad-Id", "--no-filter", "--proposer", "llm", "--backend", "scripted:/dev/null"],
      "--backend scripted:/dev/null"),
 ])
@@ -340,12 +342,13 @@ def test_the_shipped_policy_is_the_default_filter_from_the_source_tree(tmp_path)
     if not os.path.isfile(os.path.join(SOURCE, "data", "models", "policy-small", "model.safetensors")):
         pytest.skip("data/models/policy-small is not in this checkout")
     done = run("synth", "--categories", "shop", "--envs", "1", "--tasks-per-env", "1", "--max-levels", "1",
-               "--k", "4", "--max-turns", "8", "--seed", "4", "--strict-tools", "--dense", "--out", str(tmp_path / "o"),
-               "--json", cwd=SOURCE)
+               "--k", "4", "--max-turns", "8", "--seed", "4", "--strict-tools", "--dense", "--max-tokens-per-turn", "256",
+               "--out", str(tmp_path / "o"), "--json", cwd=SOURCE)
     assert done.returncode == 0, done.stderr[-3000:]
     funnel = json.loads(done.stdout)
     assert funnel["config"]["policy"] == "embedded:" + os.path.join(SOURCE, "data", "models", "policy-small")
     assert funnel["config"]["strict_tools"] is True
     assert funnel["config"]["dense_policy"] is True
+    assert funnel["config"]["max_tokens_per_turn"] == 256 and funnel["config"]["max_tokens"] == 4096
     (row,) = [r for r in funnel["funnel"] if r["category"] == "shop"]
     assert row["filtered"] == 1 and funnel["cost"]["model_calls"] >= 4
