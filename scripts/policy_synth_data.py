@@ -97,6 +97,10 @@ def make_part(name, transcript_args, path, build):
         print("policy_synth_data: %s: %s was made with other arguments (or none recorded), playing again"
               % (name, path), file=sys.stderr, flush=True)
     print("policy_synth_data: %s: playing the gold solutions" % name, file=sys.stderr, flush=True)
+    # The old record goes first: a run stopped between the new part and its record must not leave
+    # the old arguments vouching for the new part.
+    if os.path.exists(part_arguments_path(path)):
+        os.unlink(part_arguments_path(path))
     code = policy_transcripts.main(["--out", path, "--build", build] + transcript_args)
     if code != 0:
         raise RuntimeError("the %s part failed (policy_transcripts.py exit %d)" % (name, code))
