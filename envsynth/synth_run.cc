@@ -173,8 +173,7 @@ Result<SynthOptions> SynthOptions::FromJson(const Json& json) {
     o.full_audit = json.at("full_audit").get<bool>();
     o.max_turns = json.at("max_turns").get<int64_t>();
     o.max_tokens = json.at("max_tokens").get<int64_t>();
-    // Runs begun before the option capped a turn at min(max_tokens, 2048).
-    o.max_tokens_per_turn = json.value("max_tokens_per_turn", std::min<int64_t>(o.max_tokens, 2048));
+    o.max_tokens_per_turn = json.value("max_tokens_per_turn", DefaultMaxTokensPerTurn(o.max_tokens));
     o.temperature = json.at("temperature").get<double>();
     o.tool_choice = json.value("tool_choice", "auto");   // runs begun before the option: auto
     o.strict_tools = json.value("strict_tools", false);  // the same

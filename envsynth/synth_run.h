@@ -57,6 +57,9 @@
 
 namespace envforge::envsynth {
 
+// The filter's per-turn cap when --max-tokens-per-turn is not given (and for runs begun before it).
+constexpr int64_t DefaultMaxTokensPerTurn(int64_t max_tokens) { return max_tokens < 2048 ? max_tokens : 2048; }
+
 struct SynthOptions {
   std::vector<std::string> categories;
   int64_t envs = 6;
@@ -76,7 +79,7 @@ struct SynthOptions {
   int64_t max_tokens = 4096;
   // Generated tokens per policy turn: a turn that runs on (a small policy repeating itself) ends
   // here instead of spending the episode's max_tokens; at most max_tokens.
-  int64_t max_tokens_per_turn = 2048;
+  int64_t max_tokens_per_turn = DefaultMaxTokensPerTurn(max_tokens);
   double temperature = 1.0;
   // The filter episodes' tool_choice (agents::RolloutOptions): "required" decodes every policy
   // turn under the tool-call grammar, so pass@k measures the tasks rather than the markup.

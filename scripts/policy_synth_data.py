@@ -26,6 +26,7 @@ Then, for example:
 """
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -99,7 +100,7 @@ def make_part(name, transcript_args, path, build):
     print("policy_synth_data: %s: playing the gold solutions" % name, file=sys.stderr, flush=True)
     # The old record goes first: a run stopped between the new part and its record must not leave
     # the old arguments vouching for the new part.
-    if os.path.exists(part_arguments_path(path)):
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(part_arguments_path(path))
     code = policy_transcripts.main(["--out", path, "--build", build] + transcript_args)
     if code != 0:

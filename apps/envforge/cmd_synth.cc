@@ -83,7 +83,7 @@ Status ReadSynthOptions(const ParsedArgs& args, envsynth::SynthOptions& o) {
   o.seed = static_cast<uint64_t>(seed);
   ENVFORGE_ASSIGN_OR_RETURN(
       o.max_tokens_per_turn,
-      args.ComputedIntOption("--max-tokens-per-turn", std::min<int64_t>(o.max_tokens, 2048), 1, 10'000'000));
+      args.ComputedIntOption("--max-tokens-per-turn", envsynth::DefaultMaxTokensPerTurn(o.max_tokens), 1, 10'000'000));
   o.band.chunk = std::min<int64_t>(20, o.band.k);
   ENVFORGE_ASSIGN_OR_RETURN(o.temperature, args.DoubleOption("--temperature"));
   o.tool_choice = args.OptionOr("--tool-choice");
