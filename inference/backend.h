@@ -161,6 +161,9 @@ struct BackendInfo {
   std::string spec;            // as opened ("embedded:/path")
   std::string model;           // model name (embedded: the directory's base name unless --model names it)
   int64_t context_window = 0;  // tokens; 0 when unknown
+  // embedded: Checkpoint::ContentSha256 of the weights (the spec names only a directory, whose
+  // contents change when a model is retrained in place); empty for the other kinds.
+  std::string weights_sha256;
 };
 
 class Backend {

@@ -14,6 +14,7 @@
 
 #include "base/fd.h"
 #include "base/json.h"
+#include "base/sha256.h"
 
 namespace envforge::inference {
 namespace {
@@ -176,6 +177,7 @@ const TensorInfo* SafetensorsFile::Find(const std::string& name) const {
 const std::map<std::string, TensorInfo>& SafetensorsFile::tensors() const { return tensors_; }
 
 const std::string& SafetensorsFile::path() const { return path_; }
+std::string_view SafetensorsFile::bytes() const { return {static_cast<const char*>(map_), map_size_}; }
 
 Result<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
   std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
@@ -232,6 +234,15 @@ Result<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
     }
   }
   return checkpoint;
+}
+
+std::string Checkpoint::ContentSha256() const {
+  Sha256 hash;
+  for (const auto& file : files_) {
+    hash.UpdateField(fs::path(file->path()).filename().string());
+    hash.Update(file->bytes());
+  }
+  return hash.FinishHex();
 }
 
 const TensorInfo* Checkpoint::Find(const std::string& name) const {

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -42,6 +43,7 @@ class SafetensorsFile {
   const TensorInfo* Find(const std::string& name) const;  // nullptr when absent
   const std::map<std::string, TensorInfo>& tensors() const;
   const std::string& path() const;
+  std::string_view bytes() const;  // the whole mapped file
 
  private:
   SafetensorsFile() = default;
@@ -60,6 +62,11 @@ class Checkpoint {
   Result<const TensorInfo*> Require(const std::string& name, const std::vector<int64_t>& shape) const;
   std::vector<std::string> TensorNames() const;
   size_t total_bytes() const;
+  // Which weights a recorded run played, whatever the directory is called: SHA-256 over, per file
+  // of the checkpoint in shard-name order, its base name's length (8 bytes, little-endian), its
+  // base name and its bytes. Reads the whole mapping: a pass over the checkpoint (tens of ms for
+  // a 15 MB model).
+  std::string ContentSha256() const;
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

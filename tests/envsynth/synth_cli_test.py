@@ -7,6 +7,7 @@ ENVFORGE=build/bin/envforge /usr/bin/python3 -m pytest tests/envsynth/synth_cli_
 """
 
 import glob
+import hashlib
 import json
 import os
 import re
@@ -170,6 +171,7 @@ def test_the_filter_keeps_only_tasks_the_policy_solves_sometimes(tmp_path):
         assert info["filter"]["decision"] == "in_band"
         assert info["filter"]["passed"] == 2 and info["filter"]["scored"] == 4
     assert kept["policy"].startswith("scripted:") and kept["k"] == 4
+    assert kept["policy_weights_sha256"] is None and kept["policy_attention"] is None, "no weights behind a script"
     assert funnel["cost"]["model_calls"] > 0
 
 
@@ -341,7 +343,7 @@ def _template_of(prompt):
 def test_the_shipped_policy_is_the_default_filter_from_the_source_tree(tmp_path):
     if not os.path.isfile(os.path.join(SOURCE, "data", "models", "policy-small", "model.safetensors")):
         pytest.skip("data/models/policy-small is not in this checkout")
-    done = run("synth", "--categories", "shop", "--envs", "1", "--tasks-per-env", "1", "--max-levels", "1",
+    done = run("synth", "--categories", "shop", "--envs", "1", "--tasks-per-env", "1", "--max-levels", "4",
                "--k", "4", "--max-turns", "8", "--seed", "4", "--strict-tools", "--dense", "--max-tokens-per-turn", "256",
                "--out", str(tmp_path / "o"), "--json", cwd=SOURCE)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -350,5 +352,17 @@ def test_the_shipped_policy_is_the_default_filter_from_the_source_tree(tmp_path)
     assert funnel["config"]["strict_tools"] is True
     assert funnel["config"]["dense_policy"] is True
     assert funnel["config"]["max_tokens_per_turn"] == 256 and funnel["config"]["max_tokens"] == 4096
-    (row,) = [r for r in funnel["funnel"] if r["category"] == "shop"]
-    assert row["filtered"] == 1 and funnel["cost"]["model_calls"] >= 4
+    rows = [r for r in funnel["funnel"] if r["category"] == "shop"]
+    assert [r["level"] for r in rows] == [1, 2, 3, 4] and all(r["filtered"] == 1 for r in rows)
+    assert funnel["cost"]["model_calls"] >= 16
+    # A kept bundle names the weights that filtered it: the checkpoint's content hash (the formula of
+    # inference/safetensors.h, Checkpoint::ContentSha256) and the attention they played with.
+    (bundle,) = glob.glob(str(tmp_path / "o" / "*.envdb"))
+    provenance = bundle_json(bundle)["manifest"]["provenance"]
+    weights = os.path.join(SOURCE, "data", "models", "policy-small", "model.safetensors")
+    digest = hashlib.sha256()
+    digest.update(len(b"model.safetensors").to_bytes(8, "little") + b"model.safetensors")
+    with open(weights, "rb") as f:
+        digest.update(f.read())
+    assert provenance["policy_weights_sha256"] == digest.hexdigest()
+    assert provenance["policy_attention"] == "dense"

@@ -7,6 +7,7 @@
 
 #include "base/fd.h"
 #include "base/json.h"
+#include "base/sha256.h"
 #include "inference/safetensors.h"
 #include "tests/inference/loader_test_util.h"
 
@@ -183,6 +184,47 @@ TEST_SUITE("inference.safetensors") {
                                {{"b", "F32", {1}, FloatBytes({2})}, {"a", "F32", {1}, FloatBytes({3})}})
                   .ok());
       CheckError(Checkpoint::Open(dir.path().string()), StatusCode::kDataLoss, "tensor 'a' appears in both");
+    }
+  }
+
+  // The documented formula, written out: per file, its name's length (8 bytes, little-endian), its name, its bytes.
+  std::string ContentHashInput(const fs::path& dir, const std::vector<std::string>& files) {
+    std::string input;
+    for (const std::string& name : files) {
+      for (int i = 0; i < 8; ++i) input.push_back(static_cast<char>(name.size() >> (8 * i) & 0xff));
+      Result<std::string> bytes = ReadFileToString((dir / name).string());
+      REQUIRE(bytes.ok());
+      input += name + *bytes;
+    }
+    return input;
+  }
+
+  TEST_CASE("ContentSha256 names the weights: the same bytes anywhere, another hash when one weight changes") {
+    TempDir first, second;
+    REQUIRE(WriteSafetensors(first / "model.safetensors", {{"w", "F32", {2}, FloatBytes({1, 2})}}).ok());
+    REQUIRE(WriteSafetensors(second / "model.safetensors", {{"w", "F32", {2}, FloatBytes({1, 2})}}).ok());
+    auto a = Checkpoint::Open(first.path().string());
+    auto b = Checkpoint::Open(second.path().string());
+    REQUIRE((a.ok() && b.ok()));
+    const std::string hash = (*a)->ContentSha256();
+    CHECK(hash == Sha256Hex(ContentHashInput(first.path(), {"model.safetensors"})));
+    CHECK(hash == (*b)->ContentSha256());
+
+    REQUIRE(WriteSafetensors(second / "model.safetensors", {{"w", "F32", {2}, FloatBytes({1, 2.5f})}}).ok());
+    auto changed = Checkpoint::Open(second.path().string());
+    REQUIRE(changed.ok());
+    CHECK((*changed)->ContentSha256() != hash);
+
+    SUBCASE("a sharded checkpoint hashes every shard in name order") {
+      TempDir dir;
+      REQUIRE(WriteSafetensors(dir / "s2.safetensors", {{"b", "F32", {1}, FloatBytes({2})}}).ok());
+      REQUIRE(WriteSafetensors(dir / "s1.safetensors", {{"a", "F32", {1}, FloatBytes({1})}}).ok());
+      Json index = {{"weight_map", {{"b", "s2.safetensors"}, {"a", "s1.safetensors"}}}};
+      REQUIRE(WriteFileAtomically(dir / "model.safetensors.index.json", index.dump()).ok());
+      auto sharded = Checkpoint::Open(dir.path().string());
+      REQUIRE(sharded.ok());
+      CHECK((*sharded)->ContentSha256() ==
+            Sha256Hex(ContentHashInput(dir.path(), {"s1.safetensors", "s2.safetensors"})));
     }
   }
 
