@@ -371,11 +371,13 @@ def main(argv=None):
         mode = "sparse" if stage == "sparse" else "dense"
         figures = train.evaluate(model, eval_set, modes=(mode,), max_sequences=args.eval_limit, by_argument=True)[mode]
         copying = train.copy_exactness(model, tok, mode=mode)
+        recall = figures.get("topk_recall", {}).get("mean")  # dense evaluations only: what the warm-ups train
         log("[%s] step %d: eval loss %.4f, span token accuracy %.3f, exact arguments by tier %s, their first "
-            "tokens %s, copy exact by distance %s"
+            "tokens %s, copy exact by distance %s%s"
             % (stage, step, figures["loss"], figures["token_accuracy"],
                json.dumps(figures.get("argument_exact_by_tier", {})),
-               json.dumps(figures.get("argument_first_token_by_tier", {})), json.dumps(copying)))
+               json.dumps(figures.get("argument_first_token_by_tier", {})), json.dumps(copying),
+               "" if recall is None else ", indexer top-k recall %.4f" % recall))
 
     rng = np.random.default_rng(args.seed)
     batch_tokens = args.batch_tokens or size["batch_tokens"]
