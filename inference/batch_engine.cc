@@ -89,7 +89,10 @@ Json EngineStats::ToJson() const {
           {"decode_seconds", decode_seconds},
           {"decode_steps", decode_steps},
           {"constrained_tokens", constrained_tokens},
-          {"constraint_seconds", constraint_seconds}};
+          {"constraint_seconds", constraint_seconds},
+          {"indexer_seconds", indexer_seconds},
+          {"attention_seconds", attention_seconds},
+          {"rest_seconds", rest_seconds}};
 }
 
 BatchEngine::BatchEngine(Model& model, EngineOptions options) : model_(model), options_(options) {
@@ -482,6 +485,10 @@ void BatchEngine::Step() {
   stats_.decode_steps += rows.size() > prefill_rows ? 1 : 0;
   stats_.constrained_tokens += std::exchange(step_constrained_tokens_, 0);
   stats_.constraint_seconds += std::exchange(step_constraint_seconds_, 0.0);
+  const ForwardProfile& profile = model_.profile();
+  stats_.indexer_seconds = profile.indexer_s;
+  stats_.attention_seconds = profile.attention_s;
+  stats_.rest_seconds = profile.rest_s;
 }
 
 }  // namespace envforge::inference

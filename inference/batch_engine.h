@@ -139,6 +139,11 @@ struct EngineStats {
   // their masks (on the engine thread, between Forward calls).
   int64_t constrained_tokens = 0;
   double constraint_seconds = 0;
+  // The model's own split of its Forward seconds (Model::profile(), copied at the end of each
+  // step): the indexer (scores and top-k), attention over the cache, and everything else.
+  double indexer_seconds = 0;
+  double attention_seconds = 0;
+  double rest_seconds = 0;
   Json ToJson() const;
 };
 

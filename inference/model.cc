@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -638,8 +639,17 @@ double Model::AttendDecodeBatch(int64_t layer_idx, std::span<const SequenceInput
     });
     select_seconds += SecondsSince(select_start);
   }
+  // Rows without a selection attend every position; those of one shared prompt go as a group.
+  thread_local std::vector<int64_t> dense_rows;
+  dense_rows.clear();
+  for (int64_t b = 0; b < n; ++b) {
+    if (s.selects[Sz(b)] == 0) dense_rows.push_back(b);
+  }
+  const bool dense_grouped = dense_rows.size() > 1;
+  if (dense_grouped) AttendDenseRows(layer_idx, batch, dense_rows, dense_rows);
   kernels::ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
+      if (s.selects[Sz(b)] == 0 && dense_grouped) continue;
       const int64_t pos = s.positions[Sz(b)];
       const int32_t* indices = s.selects[Sz(b)] != 0 ? &s.selected[Sz(b * topk)] : nullptr;
       const int64_t count = indices != nullptr ? topk : pos + 1;
@@ -650,6 +660,61 @@ double Model::AttendDecodeBatch(int64_t layer_idx, std::span<const SequenceInput
   return select_seconds;
 }
 
+void Model::AttendDenseRows(int64_t layer_idx, std::span<const SequenceInput> batch, std::span<const int64_t> rows,
+                            std::span<const int64_t> sequence_of_row) {
+  Scratch& s = *scratch_;
+  const int64_t heads = config_.num_attention_heads, rank = config_.kv_lora_rank;
+  const int64_t qk = rank + config_.qk_rope_head_dim;
+  // References: the pool threads of the ParallelFor below read this thread's vectors.
+  thread_local std::vector<kernels::SparseAttentionArgs> args_storage;
+  thread_local std::vector<float*> outs_storage;
+  std::vector<kernels::SparseAttentionArgs>& args = args_storage;
+  std::vector<float*>& outs = outs_storage;
+  args.resize(rows.size());
+  outs.resize(rows.size());
+  // Grouped by the first segment's rows: a shared prefix, or a sequence's only segment.
+  std::map<const uint8_t*, std::vector<size_t>> groups;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t row = rows[i], pos = s.positions[Sz(row)];
+    kernels::SparseAttentionArgs& a = args[i];
+    a = kernels::SparseAttentionArgs();
+    a.q = &s.q_absorbed[Sz(row * heads * qk)];
+    a.heads = heads;
+    SetLatentViews(*batch[Sz(sequence_of_row[i])].cache, layer_idx, a);
+    a.count = pos + 1;
+    a.scale = static_cast<float>(config_.softmax_scale());
+    outs[i] = &s.attn_latent[Sz(row * heads * rank)];
+    CountCacheReads(pos, false);
+    RecordSelection(layer_idx, row, nullptr, a.count, pos);
+    groups[a.cache.nope].push_back(i);
+  }
+  std::vector<kernels::SparseAttentionArgs> group_args;
+  std::vector<float*> group_outs;
+  std::vector<size_t> alone;  // queries that share no whole chunk with another
+  for (const auto& [first_rows, members] : groups) {
+    int64_t shared = std::numeric_limits<int64_t>::max();
+    for (size_t i : members) shared = std::min({shared, args[i].cache.rows, args[i].count});
+    if (members.size() < 2 || shared < kernels::kAttentionChunkRows) {
+      alone.insert(alone.end(), members.begin(), members.end());
+      continue;
+    }
+    group_args.clear();
+    group_outs.clear();
+    for (size_t i : members) {
+      group_args.push_back(args[i]);
+      group_outs.push_back(outs[i]);
+    }
+    kernels::DenseMqaAttentionGroup(group_args, shared, group_outs);
+  }
+  if (alone.size() == 1) {  // on this thread, so that the kernel parallelises over its chunks or heads
+    kernels::SparseMqaAttention(args[alone[0]], outs[alone[0]]);
+    return;
+  }
+  kernels::ParallelFor(static_cast<int64_t>(alone.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) kernels::SparseMqaAttention(args[alone[Sz(k)]], outs[alone[Sz(k)]]);
+  });
+}
+
 double Model::AttendSequences(int64_t layer_idx, std::span<const SequenceInput> batch) {
   // Queries one after another: the attention kernel parallelises over heads, and selection
   // (IndexerScores over keys, TopKRows over rows) inside each call.
@@ -657,6 +722,19 @@ double Model::AttendSequences(int64_t layer_idx, std::span<const SequenceInput> 
   const bool sparse = !dense_;
   const int64_t topk = config_.index_topk;
   double select_seconds = 0;
+  if (!sparse) {  // every row attends every position: the rows of one sequence or prefix as a group
+    thread_local std::vector<int64_t> rows, sequence_of_row;
+    rows.clear();
+    sequence_of_row.clear();
+    for (size_t b = 0; b < batch.size(); ++b) {
+      for (int64_t row = s.seq_first[b]; row < s.seq_first[b + 1]; ++row) {
+        rows.push_back(row);
+        sequence_of_row.push_back(static_cast<int64_t>(b));
+      }
+    }
+    AttendDenseRows(layer_idx, batch, rows, sequence_of_row);
+    return 0;
+  }
   for (size_t b = 0; b < batch.size(); ++b) {
     const KvCache& cache = *batch[b].cache;
     const int64_t first = s.seq_first[b], last = s.seq_first[b + 1];

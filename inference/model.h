@@ -170,6 +170,12 @@ class Model {
   // Attention of token row `row` over `count` cache rows: `indices` (absolute positions, -1
   // padded), or every position 0..count-1 when null. Safe on pool threads for distinct rows.
   void AttendRow(int64_t layer_idx, const KvCache& cache, int64_t row, const int32_t* indices, int64_t count);
+  // Dense attention (every position 0..pos) of the given token rows, rows of sequences whose
+  // caches start with the same rows (a shared prompt prefix, or one sequence's own rows) attended
+  // as one group (kernels::DenseMqaAttentionGroup: those rows dequantized once per group); the
+  // same outputs as AttendRow, bit for bit. `sequence_of_row[i]` is the batch index of rows[i].
+  void AttendDenseRows(int64_t layer_idx, std::span<const SequenceInput> batch, std::span<const int64_t> rows,
+                       std::span<const int64_t> sequence_of_row);
   // ForwardOptions::record_selection for one row (no-op when not recording).
   void RecordSelection(int64_t layer_idx, int64_t row, const int32_t* indices, int64_t count, int64_t pos);
   // ForwardProfile::cache_bytes of one query at `pos`, with or without a selection.

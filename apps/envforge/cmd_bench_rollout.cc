@@ -40,8 +40,11 @@ struct RunFigures {
 };
 
 Result<RunFigures> PlayOnce(sandbox::SessionManager& manager, const std::string& env_id, const std::string& task,
-                            const std::string& model_dir, agents::RolloutOptions options, const char* label) {
-  ENVFORGE_ASSIGN_OR_RETURN(auto backend, inference::OpenBackend("embedded:" + model_dir, {}));
+                            const std::string& model_dir, bool dense, agents::RolloutOptions options,
+                            const char* label) {
+  inference::BackendOptions backend_options;
+  backend_options.dense_attention = dense;
+  ENVFORGE_ASSIGN_OR_RETURN(auto backend, inference::OpenBackend("embedded:" + model_dir, backend_options));
   Progress progress(label, static_cast<size_t>(options.n));
   options.on_episode = [&progress](int64_t done, int64_t) { progress.Update(static_cast<size_t>(done)); };
   agents::RolloutRunner runner(manager, *backend, options);
@@ -81,6 +84,9 @@ void PrintEngineTime(const char* run, const Json& engine) {
               prefill_seconds, prefill_seconds > 0 ? prefill_tokens / prefill_seconds : 0.0,
               engine.value("decode_seconds", 0.0), DecodeTokensPerSecond(engine),
               static_cast<double>(engine.value("decode_tokens", int64_t{0})) / static_cast<double>(decode_steps));
+  std::printf("%s model: indexer %.2f s, attention %.2f s, the rest %.2f s\n", run,
+              engine.value("indexer_seconds", 0.0), engine.value("attention_seconds", 0.0),
+              engine.value("rest_seconds", 0.0));
   const auto constrained = engine.value("constrained_tokens", int64_t{0});
   if (constrained > 0) {
     const double seconds = engine.value("constraint_seconds", 0.0);
@@ -119,7 +125,8 @@ int BenchRollout(const ParsedArgs& parsed) {
   if (!env_id.ok()) return Fail(env_id.status(), ExitCodeFor(env_id.status()), kCommand);
 
   options.concurrency = *n;
-  auto concurrent = PlayOnce(**manager, *env_id, *task, *model_dir, options, "concurrent");
+  const bool dense = parsed.Has("--dense");
+  auto concurrent = PlayOnce(**manager, *env_id, *task, *model_dir, dense, options, "concurrent");
   if (!concurrent.ok()) return Fail(concurrent.status(), ExitCodeFor(concurrent.status()), kCommand);
   Json report = {{"model", *model_dir},
                  {"env", *env_path},
@@ -129,12 +136,13 @@ int BenchRollout(const ParsedArgs& parsed) {
                  {"max_tokens_per_turn", *per_turn},
                  {"tool_choice", options.tool_choice},
                  {"strict_tools", options.strict_tools},
+                 {"dense_attention", dense},
                  {"concurrent", concurrent->ToJson()}};
   report["recompute_ratio"] = static_cast<double>(concurrent->prefilled_tokens) /
                               static_cast<double>(std::max<int64_t>(concurrent->unique_context_tokens, 1));
   if (!parsed.Has("--skip-sequential")) {
     options.concurrency = 1;
-    auto sequential = PlayOnce(**manager, *env_id, *task, *model_dir, options, "sequential");
+    auto sequential = PlayOnce(**manager, *env_id, *task, *model_dir, dense, options, "sequential");
     if (!sequential.ok()) return Fail(sequential.status(), ExitCodeFor(sequential.status()), kCommand);
     report["sequential"] = sequential->ToJson();
     report["speedup_tokens_per_s"] = (static_cast<double>(concurrent->generated_tokens) / concurrent->seconds) /
@@ -191,6 +199,7 @@ std::vector<Command> BenchRolloutCommands() {
                      .default_text = "64"},
                     {.name = "--seed", .metavar = "S", .help = "the sampling seed", .default_text = "0"},
                     {.name = "--skip-sequential", .help = "only the concurrent run"},
+                    {.name = "--dense", .help = "dense attention instead of DSA's top-k (same weights)"},
                     {.name = "--tool-choice",
                      .metavar = "auto|required",
                      .help = "required: turns decoded under the tool-call grammar (its mask time is reported)",

@@ -1,12 +1,13 @@
 // MQA-mode sparse attention over the FP8 latent cache (sparse_attention.h).
 //
-// Fast path: the valid selected rows are processed in blocks of 16. Every thread owns a range of
-// heads; per block it dequantizes the 16 latent rows once (fp32, 16 x 576 floats, plus a
-// transposed copy), computes the scores of its heads as a small GEMM (6 heads x 16 rows per
-// micro-kernel call), and folds the block into each head's output with the online-softmax update
+// Fast path: the valid selected rows are processed in chunks of kAttentionChunkRows, each in blocks
+// of 16. Per block a pass dequantizes the 16 latent rows once (fp32, 16 x 576 floats, plus a
+// transposed copy), computes the scores of its query rows (heads) as a small GEMM (6 rows x 16
+// per micro-kernel call), and folds the block into each row's output with the online-softmax update
 //   m' = max(m, max z), o <- o * e^(m - m') + sum_b e^(z_b - m') row_b, l likewise,
-// the value sum again a 6x16 micro-kernel GEMM; o is divided by l at the end. All heads share the
-// rows (MQA), which is what makes blocking pay: the row traffic is per block, not per head.
+// the value sum again a 6x16 micro-kernel GEMM; chunks merge left to right and o is divided by l at
+// the end. All heads share the rows (MQA), which is what makes blocking pay: the row traffic is
+// per block, not per head -- and with DenseMqaAttentionGroup not per query either.
 #include "kernels/cpu/sparse_attention.h"
 
 #include <algorithm>
@@ -126,7 +127,14 @@ void AttendHeadsPortable(const SparseAttentionArgs& a, const std::vector<RowRef>
 #if ENVFORGE_KERNELS_X86
 
 constexpr int64_t kFastBlockRows = internal::kMicroCols;  // 16 rows: one micro-kernel width
-constexpr int64_t kRowsPerPart = 128;                     // fewest rows per thread when a selection is split by rows
+static_assert(kAttentionChunkRows % kFastBlockRows == 0, "a chunk is whole blocks");
+// Queries a thread takes through the shared rows together: enough head rows for full 6-row tiles
+// and to spread each dequantized block over many queries, few enough to keep the scratch in cache.
+constexpr int64_t kGroupQueries = 32;
+
+bool FastPathFits(const SparseAttentionArgs& a) {
+  return internal::UseAvx2() && a.cache.kv_rank % 8 == 0 && a.cache.rope_dim % 8 == 0;
+}
 
 // Dequantizes the block's rows to block[b * width] (rows past count are zeros).
 ENVFORGE_TARGET_AVX2 void DequantizeBlockAvx2(const RowRef* rows, int64_t count, int64_t width, float* block) {
@@ -177,88 +185,177 @@ ENVFORGE_TARGET_AVX2 void ScaleRowAvx2(float* row, int64_t n, float factor) {
   for (int64_t d = 0; d < n; d += 8) _mm256_storeu_ps(row + d, _mm256_mul_ps(_mm256_loadu_ps(row + d), f));
 }
 
-// Per block of 16 rows: Z = Q_heads x rows^T and O = O * correction + P x V_rows, both as 6x16
-// micro-kernel GEMMs (heads are the 6 broadcast rows).
-// Rows [row_begin, row_end) of `rows` for heads [h0, h1). With partial == nullptr, out holds the
-// normalised outputs; otherwise out keeps the unnormalised sums and partial[h - h0] the softmax
-// state, for merging with other row ranges.
-ENVFORGE_TARGET_AVX2 void AttendHeadsAvx2(const SparseAttentionArgs& a, const RowRef* rows, int64_t n, int64_t h0,
-                                          int64_t h1, float* out, HeadState* partial) {
-  constexpr int64_t kHeadsPerTile = internal::kMicroRows;
-  const int64_t width = RowWidth(a.cache), v_dim = a.cache.kv_rank;
+// One online-softmax pass over rows[0, n) (blocks of 16 from rows[0]) for m query rows (q + r *
+// width: each one head of one query) from a fresh state: out [m, v_dim] gets the unnormalised
+// sums and states[m] the softmax states. Per block, Z = Q x rows^T and O = O * correction + P x V
+// run as 6x16 micro-kernel GEMMs over tiles of 6 query rows; every value of a query row is
+// computed the same whichever rows share its tile (the micro-kernel accumulates each output on
+// its own), which is what lets a group of queries share the blocks (DenseMqaAttentionGroup).
+ENVFORGE_TARGET_AVX2 void PassAvx2(const float* q, int64_t m, int64_t width, int64_t v_dim, const RowRef* rows,
+                                   int64_t n, float scale, float* out, HeadState* states) {
+  constexpr int64_t kTileRows = internal::kMicroRows;
   thread_local internal::AlignedFloats block_buffer, transposed_buffer;
-  thread_local std::vector<HeadState> states;
   // +16: the micro-kernel reads a full 16-wide panel at the last (partial) value columns.
   float* block = block_buffer.Get(static_cast<size_t>(kFastBlockRows * width + 16));
   float* transposed = transposed_buffer.Get(static_cast<size_t>(kFastBlockRows * width));
-  states.assign(static_cast<size_t>(h1 - h0), HeadState());
-  std::fill(out + h0 * v_dim, out + h1 * v_dim, 0.0f);
-  alignas(32) float z[kHeadsPerTile * kFastBlockRows];
-  alignas(32) float p[kHeadsPerTile * kFastBlockRows];
+  std::fill(states, states + m, HeadState());
+  std::fill(out, out + m * v_dim, 0.0f);
+  alignas(32) float z[kTileRows * kFastBlockRows];
+  alignas(32) float p[kTileRows * kFastBlockRows];
   for (int64_t start = 0; start < n; start += kFastBlockRows) {
     const int64_t count = std::min(kFastBlockRows, n - start);
     DequantizeBlockAvx2(rows + start, count, width, block);
     internal::TransposeRows16(block, width, width, transposed);
-    for (int64_t h = h0; h < h1; h += kHeadsPerTile) {
-      const int64_t mr = std::min(kHeadsPerTile, h1 - h);
-      internal::RunMicroKernel(mr, a.q + h * width, width, transposed, kFastBlockRows, width, z, kFastBlockRows,
+    for (int64_t r = 0; r < m; r += kTileRows) {
+      const int64_t mr = std::min(kTileRows, m - r);
+      internal::RunMicroKernel(mr, q + r * width, width, transposed, kFastBlockRows, width, z, kFastBlockRows,
                                kFastBlockRows, false);
       for (int64_t i = 0; i < mr; ++i) {
-        const float correction = SoftmaxStepAvx2(states[static_cast<size_t>(h + i - h0)], z + i * kFastBlockRows,
-                                                 a.scale, count, p + i * kFastBlockRows);
-        if (correction != 1.0f) ScaleRowAvx2(out + (h + i) * v_dim, v_dim, correction);
+        const float correction =
+            SoftmaxStepAvx2(states[r + i], z + i * kFastBlockRows, scale, count, p + i * kFastBlockRows);
+        if (correction != 1.0f) ScaleRowAvx2(out + (r + i) * v_dim, v_dim, correction);
       }
       for (int64_t d0 = 0; d0 < v_dim; d0 += internal::kMicroCols) {
-        internal::RunMicroKernel(mr, p, kFastBlockRows, block + d0, width, kFastBlockRows, out + h * v_dim + d0, v_dim,
+        internal::RunMicroKernel(mr, p, kFastBlockRows, block + d0, width, kFastBlockRows, out + r * v_dim + d0, v_dim,
                                  std::min<int64_t>(internal::kMicroCols, v_dim - d0), true);
       }
     }
   }
-  if (partial != nullptr) {
-    std::copy(states.begin(), states.end(), partial);
-    return;
-  }
-  for (int64_t h = h0; h < h1; ++h) {
-    const float sum = states[static_cast<size_t>(h - h0)].sum;
-    ScaleRowAvx2(out + h * v_dim, v_dim, sum > 0.0f ? 1.0f / sum : 0.0f);
+}
+
+// acc <- acc merged with part, row by row (two passes over disjoint rows of the same queries):
+// M = max(m_a, m_p), o = o_a e^(m_a - M) + o_p e^(m_p - M), l likewise. Always left to right in row
+// order, so a query's result never depends on how its chunks were scheduled.
+ENVFORGE_TARGET_AVX2 void FoldAvx2(float* acc, HeadState* acc_states, const float* part, const HeadState* part_states,
+                                   int64_t m, int64_t v_dim) {
+  for (int64_t r = 0; r < m; ++r) {
+    HeadState& a = acc_states[r];
+    const HeadState& b = part_states[r];
+    const float max = std::max(a.max, b.max);
+    const float wa = a.max == kNegInf ? 0.0f : std::exp(a.max - max);
+    const float wb = b.max == kNegInf ? 0.0f : std::exp(b.max - max);
+    const __m256 wa_v = _mm256_set1_ps(wa), wb_v = _mm256_set1_ps(wb);
+    float* o = acc + r * v_dim;
+    const float* po = part + r * v_dim;
+    for (int64_t d = 0; d < v_dim; d += 8) {
+      _mm256_storeu_ps(o + d,
+                       _mm256_fmadd_ps(_mm256_loadu_ps(po + d), wb_v, _mm256_mul_ps(_mm256_loadu_ps(o + d), wa_v)));
+    }
+    a.sum = std::fma(b.sum, wb, a.sum * wa);
+    a.max = max;
   }
 }
 
-// Long selections: each thread takes a range of rows for every head (each row dequantized once,
-// heads in full micro-kernel tiles), then the ranges merge per head:
-//   M = max_p m_p, o = sum_p e^(m_p - M) o_p / sum_p e^(m_p - M) l_p.
-void AttendRowSplitAvx2(const SparseAttentionArgs& a, const std::vector<RowRef>& rows, int64_t parts, float* out) {
-  const int64_t heads = a.heads, v_dim = a.cache.kv_rank, n = static_cast<int64_t>(rows.size());
+ENVFORGE_TARGET_AVX2 void NormalizeAvx2(float* out, const HeadState* states, int64_t m, int64_t v_dim) {
+  for (int64_t r = 0; r < m; ++r)
+    ScaleRowAvx2(out + r * v_dim, v_dim, states[r].sum > 0.0f ? 1.0f / states[r].sum : 0.0f);
+}
+
+int64_t Chunks(int64_t n) { return (n + kAttentionChunkRows - 1) / kAttentionChunkRows; }
+
+// The query rows q [m, width] over selection entries [0, n), chunks [first_chunk, Chunks(n)) passed
+// and folded into acc (which holds chunks before first_chunk when first_chunk > 0); leaves acc
+// unnormalised. rows holds the entries from first_chunk's first on (rows[0] is entry
+// first_chunk * kAttentionChunkRows).
+ENVFORGE_TARGET_AVX2 void PassChunksAvx2(const float* q, int64_t m, int64_t width, int64_t v_dim, const RowRef* rows,
+                                         int64_t n, float scale, int64_t first_chunk, float* acc,
+                                         HeadState* acc_states) {
+  const int64_t offset = first_chunk * kAttentionChunkRows;
+  thread_local internal::AlignedFloats part_buffer;
+  thread_local std::vector<HeadState> part_states;
+  float* part = part_buffer.Get(static_cast<size_t>(m * v_dim));
+  part_states.resize(static_cast<size_t>(m));
+  for (int64_t k = first_chunk; k < Chunks(n); ++k) {
+    const int64_t begin = k * kAttentionChunkRows, rows_in_chunk = std::min(kAttentionChunkRows, n - begin);
+    if (k == 0) {
+      PassAvx2(q, m, width, v_dim, rows + begin - offset, rows_in_chunk, scale, acc, acc_states);
+      continue;
+    }
+    PassAvx2(q, m, width, v_dim, rows + begin - offset, rows_in_chunk, scale, part, part_states.data());
+    FoldAvx2(acc, acc_states, part, part_states.data(), m, v_dim);
+  }
+  if (n == 0) {  // no row: zeros
+    std::fill(acc, acc + m * v_dim, 0.0f);
+    std::fill(acc_states, acc_states + m, HeadState());
+  }
+}
+
+// One query (all heads) over a selection of more than one chunk: the chunks run in parallel, in
+// waves of one chunk per thread, and fold in chunk order (the same result as one thread).
+void AttendChunksParallelAvx2(const SparseAttentionArgs& a, const std::vector<RowRef>& rows, float* out) {
+  const int64_t heads = a.heads, width = RowWidth(a.cache), v_dim = a.cache.kv_rank;
+  const int64_t n = static_cast<int64_t>(rows.size()), chunks = Chunks(n);
+  const int64_t wave = std::max<int64_t>(1, std::min<int64_t>(ThreadCount(), chunks));
   thread_local std::vector<float> partial_out;
-  thread_local std::vector<HeadState> partial_states;
-  partial_out.resize(static_cast<size_t>(parts * heads * v_dim));
-  partial_states.resize(static_cast<size_t>(parts * heads));
+  thread_local std::vector<HeadState> partial_states, acc_states;
+  partial_out.resize(static_cast<size_t>(wave * heads * v_dim));
+  partial_states.resize(static_cast<size_t>(wave * heads));
+  acc_states.resize(static_cast<size_t>(heads));
   float* outs = partial_out.data();
   HeadState* states = partial_states.data();
-  ParallelFor(parts, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t part = begin; part < end; ++part) {
-      const int64_t row_begin = n * part / parts, row_end = n * (part + 1) / parts;
-      AttendHeadsAvx2(a, rows.data() + row_begin, row_end - row_begin, 0, heads, outs + part * heads * v_dim,
-                      states + part * heads);
+  for (int64_t first = 0; first < chunks; first += wave) {
+    const int64_t in_wave = std::min(wave, chunks - first);
+    ParallelFor(in_wave, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t row_begin = (first + i) * kAttentionChunkRows;
+        PassAvx2(a.q, heads, width, v_dim, rows.data() + row_begin, std::min(kAttentionChunkRows, n - row_begin),
+                 a.scale, outs + i * heads * v_dim, states + i * heads);
+      }
+    });
+    for (int64_t i = 0; i < in_wave; ++i) {
+      if (first + i == 0) {
+        std::copy(outs, outs + heads * v_dim, out);
+        std::copy(states, states + heads, acc_states.begin());
+        continue;
+      }
+      FoldAvx2(out, acc_states.data(), outs + i * heads * v_dim, states + i * heads, heads, v_dim);
     }
-  });
-  for (int64_t h = 0; h < heads; ++h) {
-    float max = kNegInf;
-    for (int64_t part = 0; part < parts; ++part) max = std::max(max, states[part * heads + h].max);
-    float* o = out + h * v_dim;
-    std::fill(o, o + v_dim, 0.0f);
-    float sum = 0.0f;
-    if (max == kNegInf) continue;
-    for (int64_t part = 0; part < parts; ++part) {
-      const HeadState& state = states[part * heads + h];
-      if (state.max == kNegInf) continue;
-      const float weight = std::exp(state.max - max);
-      sum += weight * state.sum;
-      const float* partial = outs + (part * heads + h) * v_dim;
-      for (int64_t d = 0; d < v_dim; ++d) o[d] += weight * partial[d];
+  }
+  NormalizeAvx2(out, acc_states.data(), heads, v_dim);
+}
+
+// Row e of a dense (indices == nullptr) selection: the two-segment mapping of ValidRows.
+RowRef DenseRow(const SparseAttentionArgs& a, int64_t e) {
+  if (a.suffix.rows > 0 && e >= a.suffix_begin) return {&a.suffix, e - a.suffix_begin};
+  return {&a.cache, e};
+}
+
+// DenseMqaAttentionGroup's queries [q0, q1) on this thread: the shared chunks once for all their
+// head rows, then each query's own chunks.
+void AttendGroupRangeAvx2(std::span<const SparseAttentionArgs> queries, int64_t shared_chunks,
+                          std::span<float* const> outs, int64_t q0, int64_t q1) {
+  const SparseAttentionArgs& first = queries[static_cast<size_t>(q0)];
+  const int64_t heads = first.heads, width = RowWidth(first.cache), v_dim = first.cache.kv_rank;
+  const int64_t m = (q1 - q0) * heads;
+  thread_local internal::AlignedFloats q_buffer, acc_buffer;
+  thread_local std::vector<HeadState> acc_states;
+  thread_local std::vector<RowRef> shared;
+  float* q = q_buffer.Get(static_cast<size_t>(m * width));
+  float* acc = acc_buffer.Get(static_cast<size_t>(m * v_dim));
+  acc_states.resize(static_cast<size_t>(m));
+  for (int64_t i = q0; i < q1; ++i) {
+    const float* source = queries[static_cast<size_t>(i)].q;
+    std::copy(source, source + heads * width, q + (i - q0) * heads * width);
+  }
+  shared.resize(static_cast<size_t>(shared_chunks * kAttentionChunkRows));
+  for (size_t e = 0; e < shared.size(); ++e) shared[e] = DenseRow(first, static_cast<int64_t>(e));
+  PassChunksAvx2(q, m, width, v_dim, shared.data(), static_cast<int64_t>(shared.size()), first.scale, 0, acc,
+                 acc_states.data());
+  thread_local std::vector<RowRef> tail;  // a query's entries after the shared chunks
+  const int64_t shared_count = shared_chunks * kAttentionChunkRows;
+  for (int64_t i = q0; i < q1; ++i) {
+    const SparseAttentionArgs& a = queries[static_cast<size_t>(i)];
+    tail.clear();
+    for (int64_t e = shared_count; e < a.count; ++e) {
+      const RowRef row = DenseRow(a, e);
+      if (row.row < row.view->rows) tail.push_back(row);  // as ValidRows: entries past the cache are skipped
     }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int64_t d = 0; d < v_dim; ++d) o[d] *= inv;
+    float* query_acc = acc + (i - q0) * heads * v_dim;
+    HeadState* query_states = acc_states.data() + (i - q0) * heads;
+    PassChunksAvx2(q + (i - q0) * heads * width, heads, width, v_dim, tail.data(),
+                   shared_count + static_cast<int64_t>(tail.size()), a.scale, shared_chunks, query_acc, query_states);
+    NormalizeAvx2(query_acc, query_states, heads, v_dim);
+    std::copy(query_acc, query_acc + heads * v_dim, outs[static_cast<size_t>(i)]);
   }
 }
 
@@ -519,26 +616,51 @@ void SparseMqaAttention(const SparseAttentionArgs& args, float* out) {
   const std::vector<RowRef>& rows = ValidRows(args);
   const int64_t threads = ThreadCount();
 #if ENVFORGE_KERNELS_X86
-  const bool avx2 = internal::UseAvx2() && args.cache.kv_rank % 8 == 0 && args.cache.rope_dim % 8 == 0;
-  // Enough rows: split them across threads (kRowsPerPart or more each) rather than the heads.
-  const int64_t parts = std::min<int64_t>(threads, static_cast<int64_t>(rows.size()) / kRowsPerPart);
-  if (avx2 && parts > 1) {
-    AttendRowSplitAvx2(args, rows, parts, out);
+  if (FastPathFits(args)) {
+    if (Chunks(static_cast<int64_t>(rows.size())) > 1) {
+      AttendChunksParallelAvx2(args, rows, out);
+      return;
+    }
+    // One chunk: the heads split across threads (each head's result is the same either way).
+    const int64_t grain = std::max<int64_t>(1, (args.heads + threads - 1) / threads);
+    const int64_t width = RowWidth(args.cache), v_dim = args.cache.kv_rank;
+    ParallelFor(args.heads, grain, [&](int64_t h0, int64_t h1) {
+      thread_local std::vector<HeadState> states;
+      states.resize(static_cast<size_t>(h1 - h0));
+      PassAvx2(args.q + h0 * width, h1 - h0, width, v_dim, rows.data(), static_cast<int64_t>(rows.size()), args.scale,
+               out + h0 * v_dim, states.data());
+      NormalizeAvx2(out + h0 * v_dim, states.data(), h1 - h0, v_dim);
+    });
     return;
   }
 #endif
   // One chunk of heads per thread: every chunk dequantizes all selected rows once, so more chunks
   // would repeat that work.
   const int64_t grain = std::max<int64_t>(1, (args.heads + threads - 1) / threads);
-  ParallelFor(args.heads, grain, [&](int64_t h0, int64_t h1) {
+  ParallelFor(args.heads, grain, [&](int64_t h0, int64_t h1) { AttendHeadsPortable(args, rows, h0, h1, out); });
+}
+
+void DenseMqaAttentionGroup(std::span<const SparseAttentionArgs> queries, int64_t shared_rows,
+                            std::span<float* const> outs) {
+  const auto n = static_cast<int64_t>(queries.size());
+  if (n == 0 || queries[0].heads <= 0) return;
 #if ENVFORGE_KERNELS_X86
-    if (avx2) {
-      AttendHeadsAvx2(args, rows.data(), static_cast<int64_t>(rows.size()), h0, h1, out, nullptr);
-      return;
-    }
+  if (FastPathFits(queries[0])) {
+    const int64_t shared_chunks = std::max<int64_t>(0, shared_rows) / kAttentionChunkRows;
+    // One contiguous range of queries per thread: each thread dequantizes the shared rows once.
+    const int64_t threads = ThreadCount();
+    const int64_t grain = std::max<int64_t>(1, (n + threads - 1) / threads);
+    ParallelFor(n, grain, [&](int64_t q0, int64_t q1) {
+      // At most kGroupQueries at a time, so that a whole prefill's rows keep bounded scratch.
+      for (int64_t begin = q0; begin < q1; begin += kGroupQueries) {
+        AttendGroupRangeAvx2(queries, shared_chunks, outs, begin, std::min(q1, begin + kGroupQueries));
+      }
+    });
+    return;
+  }
 #endif
-    AttendHeadsPortable(args, rows, h0, h1, out);
-  });
+  (void)shared_rows;
+  for (int64_t i = 0; i < n; ++i) SparseMqaAttention(queries[static_cast<size_t>(i)], outs[static_cast<size_t>(i)]);
 }
 
 void AbsorbQueries(const KvbProjection& p, const float* q, int64_t tokens, int64_t q_stride, float* q_out,

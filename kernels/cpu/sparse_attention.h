@@ -17,8 +17,22 @@
 // positions index both without copying rows. suffix.rows == 0 (the default) is the one-segment
 // case above. The two views must have the same kv_rank and rope_dim.
 //
-// Threading: SparseMqaAttention parallelises over heads on the kernels' pool; called from inside
-// a ParallelFor body (one sequence per item) it runs inline on that thread.
+// Order of the sums (AVX2 path): the selected rows are taken in chunks of kAttentionChunkRows, each
+// chunk an online-softmax pass in blocks of 16 from a fresh state, and the chunks' partial results
+// merged left to right. That order is fixed by the rows alone, so a query's output is the same bit
+// for bit whatever the thread count, whichever other queries ran beside it, and whether it ran
+// alone, in a decode batch or as one row of a prefill (the engine's batching-independent tokens
+// rest on it). The portable path (no AVX2) keeps its own order, also independent of threads.
+//
+// Threading: SparseMqaAttention parallelises over chunks when there are several, else over heads,
+// on the kernels' pool; called from inside a ParallelFor body (one sequence per item) it runs
+// inline on that thread.
+//
+// DenseMqaAttentionGroup: many dense queries (indices == nullptr) that read the same rows at the
+// start of their selections -- the n episodes of one task over their shared prompt, or the rows of
+// one prefill -- at once. Each chunk of the shared rows is dequantized once per thread for the
+// whole group and its scores and value sums run as GEMMs over all the group's heads, instead of
+// once per query. Each output equals SparseMqaAttention(queries[i]) bit for bit.
 //
 // AbsorbQueries / ProjectValues are the per-head products around the attention (4.7) with
 // kv_b_proj W = [heads * (nope + v_dim), kv_rank] in its stored dtype (no activation
@@ -31,6 +45,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu/linear.h"
 
@@ -59,8 +74,19 @@ struct SparseAttentionArgs {
   int64_t suffix_begin = 0;  // selection entry of suffix row 0
 };
 
+// Rows per chunk of the fixed summation order (see the file comment); a multiple of 16.
+inline constexpr int64_t kAttentionChunkRows = 256;
+
 // out: [heads, kv_rank].
 void SparseMqaAttention(const SparseAttentionArgs& args, float* out);
+
+// outs[i] ([heads, kv_rank]) = SparseMqaAttention(queries[i]). Contract: every query is dense
+// (indices == nullptr) with the same heads, scale, kv_rank and rope_dim, and its entries
+// [0, shared_rows) name the same cache rows as every other query's (the same shared prefix, or the
+// same sequence) with count >= shared_rows. Only whole chunks of shared_rows are shared; the rest
+// of each selection runs per query. Parallel over the queries.
+void DenseMqaAttentionGroup(std::span<const SparseAttentionArgs> queries, int64_t shared_rows,
+                            std::span<float* const> outs);
 
 struct KvbProjection {
   WeightMatrix w;                      // kv_b_proj, [heads * (nope + v_dim), kv_rank]

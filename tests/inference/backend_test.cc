@@ -252,6 +252,16 @@ TEST_SUITE("inference.backend") {
     CHECK(stats["decode_seconds"].get<double>() > 0);
     CHECK(stats["decode_steps"].get<int64_t>() >= 9);  // 10 tokens each; the first comes from the prefill
     CHECK(stats["decode_steps"].get<int64_t>() <= stats["decode_tokens"].get<int64_t>());
+    // The model's own split of those seconds.
+    CHECK(stats["attention_seconds"].get<double>() > 0);
+    CHECK(stats["rest_seconds"].get<double>() > 0);
+    CHECK(stats["attention_seconds"].get<double>() + stats["rest_seconds"].get<double>() <=
+          stats["prefill_seconds"].get<double>() + stats["decode_seconds"].get<double>() + 1e-3);
+    // Which weights played: the checkpoint's content hash, whatever the directory is called.
+    auto checkpoint = Checkpoint::Open(dir);
+    REQUIRE(checkpoint.ok());
+    CHECK(fresh->info().weights_sha256 == (*checkpoint)->ContentSha256());
+    CHECK(fresh->info().weights_sha256.size() == 64);
     for (int i = 0; i < 8; ++i) {
       REQUIRE(together[static_cast<size_t>(i)].choices.size() == 1);
       CompletionRequest alone = ChatRequest("Find the cheapest hotel in Paris.");

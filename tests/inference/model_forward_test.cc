@@ -350,6 +350,46 @@ TEST_SUITE("inference.model") {
     return cache;
   }
 
+  TEST_CASE("dense attention past two chunks of rows: forks decoded together and alone, prefill and decode agree") {
+    // 600 prompt rows: the shared prefix is attended as a group (kernels::DenseMqaAttentionGroup,
+    // its chunks dequantized once for all forks) in the decode batch and in the prefill; one fork
+    // decoded alone takes the per-query path. The attention is the same bit for bit on all paths;
+    // what differs is the GEMM blocking of the projections and experts (m = 1 vs m = 6 rows).
+    auto model = LoadModel(TinyModel("fp32"), /*dense=*/true);
+    const int64_t vocab = model->config().vocab_size;
+    auto prompt = PromptTokens(600, vocab, 41);
+    auto all = PrefillLogits(*model, prompt);
+    std::vector<int32_t> head(prompt.begin(), prompt.end() - 3);
+    auto prompt_cache = Prefilled(*model, head);
+    std::vector<float> logits, alone;
+    auto relative_diff = [&](const float* got, const float* expected) {
+      double diff = 0, scale = 0;
+      for (int64_t v = 0; v < vocab; ++v) {
+        scale = std::max(scale, static_cast<double>(std::fabs(expected[v])));
+        diff = std::max(diff, static_cast<double>(std::fabs(got[v] - expected[v])));
+      }
+      return diff / scale;
+    };
+    constexpr int kForks = 6;
+    std::vector<std::unique_ptr<KvCache>> batched, single;
+    for (int i = 0; i < kForks; ++i) {
+      batched.push_back(prompt_cache->Fork());
+      single.push_back(prompt_cache->Fork());
+    }
+    for (size_t t = head.size(); t < prompt.size(); ++t) {
+      std::vector<SequenceInput> batch;
+      for (auto& cache : batched) batch.push_back({cache.get(), std::span<const int32_t>(&prompt[t], 1)});
+      REQUIRE(model->Forward(batch, &logits).ok());
+      for (int i = 0; i < kForks; ++i) {
+        SequenceInput one{single[static_cast<size_t>(i)].get(), std::span<const int32_t>(&prompt[t], 1)};
+        REQUIRE(model->Forward(std::span<const SequenceInput>(&one, 1), &alone).ok());
+        CHECK(relative_diff(&logits[static_cast<size_t>(i * vocab)], alone.data()) < 1e-5);
+        // Every fork fed the prompt's own next token: the prefill's logits at t.
+        CHECK(relative_diff(alone.data(), &all[t * static_cast<size_t>(vocab)]) < 1e-4);
+      }
+    }
+  }
+
   TEST_CASE("a decode batch mixing shared prefixes selects exactly the keys each sequence selects alone") {
     // Decode rows sharing a prefix store score it in one indexer call per group; rows of another
     // prefix, a lone fork and a private cache (no prefix) sit in the same batch, interleaved.

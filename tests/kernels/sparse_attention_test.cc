@@ -283,8 +283,9 @@ TEST_SUITE("kernels.sparse_attention") {
 #endif
   }
 
-  TEST_CASE("long selections split across threads by rows match ref, also over two segments") {
-    // 600+ valid rows: the fast kernel splits the rows among threads and merges the softmax states.
+  TEST_CASE("long selections in chunks across threads match ref, also over two segments") {
+    // 600+ valid rows: the fast kernel passes chunks of rows on several threads and merges their
+    // softmax states in order.
     const int previous_threads = ThreadCount();
     SetThreadCount(3);
     const int64_t kv_rank = 512, rope_dim = 64, heads = 16, rows = 900, split = 700;
@@ -310,6 +311,91 @@ TEST_SUITE("kernels.sparse_attention") {
       CHECK(testing::RelativeError(Run(true, dense), expected_dense) < 1e-5);
       CHECK(Run(true, dense_segmented) == Run(true, dense));
     });
+    SetThreadCount(previous_threads);
+  }
+
+  TEST_CASE("a dense query's output is the same bit for bit at any thread count") {
+    // Chunks in parallel (several chunks) and heads in parallel (one chunk): the sums' order is
+    // fixed by the rows, so the engine's tokens cannot depend on the machine's thread count.
+    const int previous_threads = ThreadCount();
+    const int64_t kv_rank = 512, rope_dim = 64, heads = 16, rows = 900;
+    testing::TestLatentCache cache = testing::MakeTestLatentCache(rows, kv_rank, rope_dim, 51);
+    std::vector<float> q = testing::RandomFloats(static_cast<size_t>(heads * (kv_rank + rope_dim)), 52, 0.1f);
+    testing::OnEveryPath([&] {
+      for (int64_t count : {200, 850}) {
+        CAPTURE(count);
+        SparseAttentionArgs dense = Args(q, heads, cache, 0.1352338f);
+        dense.count = count;
+        SetThreadCount(1);
+        const std::vector<float> one_thread = Run(true, dense);
+        for (int threads : {2, 3}) {
+          SetThreadCount(threads);
+          CHECK(Run(true, dense) == one_thread);
+        }
+      }
+    });
+    SetThreadCount(previous_threads);
+  }
+
+  TEST_CASE("DenseMqaAttentionGroup gives every query what SparseMqaAttention gives it, bit for bit") {
+    // Episodes of one prompt: a shared 700-row prefix, each episode its own rows after it, and
+    // queries at many positions (a prefill's rows and decode rows) -- 41 of them, more than a
+    // thread takes at once. Five heads per query, so the 6-row tiles mix queries.
+    const int previous_threads = ThreadCount();
+    const int64_t kv_rank = 512, rope_dim = 64, heads = 5, prompt = 700;
+    const float scale = 0.1352338f;
+    testing::TestLatentCache prefix = testing::MakeTestLatentCache(prompt, kv_rank, rope_dim, 61);
+    std::vector<testing::TestLatentCache> own;
+    for (uint32_t e = 0; e < 3; ++e)
+      own.push_back(testing::MakeTestLatentCache(90 + 40 * e, kv_rank, rope_dim, 62 + e));
+    std::vector<std::vector<float>> q;
+    std::vector<SparseAttentionArgs> queries;
+    for (int64_t i = 0; i < 41; ++i) {
+      q.push_back(testing::RandomFloats(static_cast<size_t>(heads * (kv_rank + rope_dim)), 70 + i, 0.1f));
+    }
+    for (int64_t i = 0; i < 41; ++i) {
+      const testing::TestLatentCache& mine = own[static_cast<size_t>(i % 3)];
+      SparseAttentionArgs a = Args(q[static_cast<size_t>(i)], heads, prefix, scale);
+      a.suffix = mine.view;
+      a.suffix_begin = prompt;
+      a.count = prompt + 1 + (i * 7) % mine.view.rows;
+      queries.push_back(a);
+    }
+    std::vector<std::vector<float>> expected;
+    testing::OnEveryPath([&] {
+      expected.clear();
+      for (const SparseAttentionArgs& a : queries) expected.push_back(Run(true, a));
+      for (int threads : {1, 3}) {
+        CAPTURE(threads);
+        SetThreadCount(threads);
+        for (int64_t shared : {prompt, int64_t{300}, int64_t{100}}) {  // 2 whole chunks, 1, none
+          CAPTURE(shared);
+          std::vector<std::vector<float>> got(queries.size(), std::vector<float>(static_cast<size_t>(heads * kv_rank)));
+          std::vector<float*> outs;
+          for (auto& out : got) outs.push_back(out.data());
+          DenseMqaAttentionGroup(queries, shared, outs);
+          for (size_t i = 0; i < queries.size(); ++i) CHECK(got[i] == expected[i]);
+        }
+      }
+    });
+    SUBCASE("the rows of one prefill, one segment") {
+      testing::TestLatentCache sequence = testing::MakeTestLatentCache(600, kv_rank, rope_dim, 90);
+      std::vector<SparseAttentionArgs> rows;
+      for (int64_t i = 0; i < 20; ++i) {
+        SparseAttentionArgs a = Args(q[static_cast<size_t>(i)], heads, sequence, scale);
+        a.count = 560 + 2 * i;  // positions 559.. of the prefill
+        rows.push_back(a);
+      }
+      SetThreadCount(2);
+      std::vector<std::vector<float>> got(rows.size(), std::vector<float>(static_cast<size_t>(heads * kv_rank)));
+      std::vector<float*> outs;
+      for (auto& out : got) outs.push_back(out.data());
+      DenseMqaAttentionGroup(rows, 560, outs);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        CHECK(got[i] == Run(true, rows[i]));
+        CHECK(testing::RelativeError(got[i], Run(false, rows[i])) < 1e-5);
+      }
+    }
     SetThreadCount(previous_threads);
   }
 
