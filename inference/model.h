@@ -159,8 +159,9 @@ class Model {
   // RunAttentionProjections (q, and the latent rows into the caches), RunIndexer (DSA only: indexer
   // queries, keys into the caches, head weights), query absorption, AttendDecodeBatch (one token
   // per sequence, several sequences) or AttendSequences (otherwise), W_UV and W_o. The Attend*
-  // stages select keys (DSA) and attend each row with AttendRow; they return the seconds spent
-  // selecting, which the profile counts as indexer time.
+  // stages select keys (DSA) and attend each row with AttendRow, the rows without a selection
+  // (dense attention) with AttendDenseRows; they return the seconds spent selecting, which the
+  // profile counts as indexer time.
   void RunLayer(int64_t layer_idx, std::span<const SequenceInput> batch);
   void RunAttention(int64_t layer_idx, std::span<const SequenceInput> batch);
   void RunAttentionProjections(int64_t layer_idx, std::span<const SequenceInput> batch);
