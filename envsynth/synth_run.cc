@@ -620,14 +620,14 @@ struct SynthRun::Impl {
     }
     const SynthOptions& o = run.options_;
     // Which weights filtered, and how they attended: the policy spec names only a directory.
-    const inference::BackendInfo policy = o.filter ? run.policy_->info() : inference::BackendInfo{};
-    const bool embedded = policy.kind == "embedded";
+    const bool embedded = o.filter && run.policy_->info().kind == "embedded";
+    const std::string weights = embedded ? run.policy_->WeightsSha256() : "";
     return {{"generator", "envsynth " + run.proposer_.name()},
             {"category", env.category},
             {"seed", env.seed},
             {"run_seed", o.seed},
             {"policy", o.filter ? Json(o.policy) : Json()},
-            {"policy_weights_sha256", policy.weights_sha256.empty() ? Json() : Json(policy.weights_sha256)},
+            {"policy_weights_sha256", weights.empty() ? Json() : Json(weights)},
             {"policy_attention", embedded ? Json(o.dense_policy ? "dense" : "dsa") : Json()},
             {"band", o.filter ? Json::array({o.band.lo, o.band.hi}) : Json()},
             {"k", o.filter ? Json(o.band.k) : Json()},

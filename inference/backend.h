@@ -161,15 +161,16 @@ struct BackendInfo {
   std::string spec;            // as opened ("embedded:/path")
   std::string model;           // model name (embedded: the directory's base name unless --model names it)
   int64_t context_window = 0;  // tokens; 0 when unknown
-  // embedded: Checkpoint::ContentSha256 of the weights (the spec names only a directory, whose
-  // contents change when a model is retrained in place); empty for the other kinds.
-  std::string weights_sha256;
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual BackendInfo info() const = 0;
+  // Which weights answer: embedded, Checkpoint::ContentSha256 (the spec names only a directory,
+  // whose contents change when a model is retrained in place), computed on the first call -- a
+  // pass over the checkpoint, so nothing pays it at start-up -- and kept; empty for other kinds.
+  virtual std::string WeightsSha256() const { return ""; }
   // See the file comment. Thread-safe.
   virtual Result<CompletionResult> Complete(const CompletionRequest& request) = 0;
   // Tokens `text` occupies for this backend's model (embedded: exact; others: an estimate of

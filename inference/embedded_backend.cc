@@ -108,17 +108,18 @@ struct TextWatcher {
 class EmbeddedBackend final : public Backend {
  public:
   EmbeddedBackend(std::string spec, BackendOptions options, std::unique_ptr<Model> model)
-      : spec_(std::move(spec)),
-        options_(std::move(options)),
-        model_(std::move(model)),
-        weights_sha256_(model_->weights().checkpoint().ContentSha256()),
-        engine_(*model_) {}
+      : spec_(std::move(spec)), options_(std::move(options)), model_(std::move(model)), engine_(*model_) {}
 
   BackendInfo info() const override {
     std::string name = options_.model_name;
     if (name.empty()) name = std::filesystem::path(model_->dir()).filename().string();
     if (name.empty()) name = std::filesystem::path(model_->dir()).parent_path().filename().string();
-    return {"embedded", spec_, name, ContextWindow(), weights_sha256_};
+    return {"embedded", spec_, name, ContextWindow()};
+  }
+
+  std::string WeightsSha256() const override {
+    std::call_once(weights_hashed_, [this] { weights_sha256_ = model_->weights().checkpoint().ContentSha256(); });
+    return weights_sha256_;
   }
 
   int64_t CountTokens(std::string_view text) const override {
@@ -163,7 +164,8 @@ class EmbeddedBackend final : public Backend {
   std::string spec_;
   BackendOptions options_;
   std::unique_ptr<Model> model_;
-  std::string weights_sha256_;
+  mutable std::once_flag weights_hashed_;
+  mutable std::string weights_sha256_;
   BatchEngine engine_;
   mutable std::mutex mutex_;
   std::map<std::string, HandleState> handles_;

@@ -618,7 +618,7 @@ double Model::AttendDecodeBatch(int64_t layer_idx, std::span<const SequenceInput
   for (int64_t b = 0; b < n; ++b) {
     const int64_t pos = s.positions[Sz(b)];
     s.selects[Sz(b)] = sparse && pos + 1 > topk ? 1 : 0;
-    CountCacheReads(pos, s.selects[Sz(b)] != 0);
+    if (s.selects[Sz(b)] != 0) CountCacheReads(pos, true);  // AttendDenseRows counts the others
   }
   if (sparse) {
     auto select_start = Clock::now();
@@ -645,16 +645,13 @@ double Model::AttendDecodeBatch(int64_t layer_idx, std::span<const SequenceInput
   for (int64_t b = 0; b < n; ++b) {
     if (s.selects[Sz(b)] == 0) dense_rows.push_back(b);
   }
-  const bool dense_grouped = dense_rows.size() > 1;
-  if (dense_grouped) AttendDenseRows(layer_idx, batch, dense_rows, dense_rows);
+  if (!dense_rows.empty()) AttendDenseRows(layer_idx, batch, dense_rows, dense_rows);
   kernels::ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
-      if (s.selects[Sz(b)] == 0 && dense_grouped) continue;
-      const int64_t pos = s.positions[Sz(b)];
-      const int32_t* indices = s.selects[Sz(b)] != 0 ? &s.selected[Sz(b * topk)] : nullptr;
-      const int64_t count = indices != nullptr ? topk : pos + 1;
-      RecordSelection(layer_idx, b, indices, count, pos);
-      AttendRow(layer_idx, *batch[Sz(b)].cache, b, indices, count);
+      if (s.selects[Sz(b)] == 0) continue;  // attended above
+      const int32_t* indices = &s.selected[Sz(b * topk)];
+      RecordSelection(layer_idx, b, indices, topk, s.positions[Sz(b)]);
+      AttendRow(layer_idx, *batch[Sz(b)].cache, b, indices, topk);
     }
   });
   return select_seconds;
@@ -663,8 +660,6 @@ double Model::AttendDecodeBatch(int64_t layer_idx, std::span<const SequenceInput
 void Model::AttendDenseRows(int64_t layer_idx, std::span<const SequenceInput> batch, std::span<const int64_t> rows,
                             std::span<const int64_t> sequence_of_row) {
   Scratch& s = *scratch_;
-  const int64_t heads = config_.num_attention_heads, rank = config_.kv_lora_rank;
-  const int64_t qk = rank + config_.qk_rope_head_dim;
   // References: the pool threads of the ParallelFor below read this thread's vectors.
   thread_local std::vector<kernels::SparseAttentionArgs> args_storage;
   thread_local std::vector<float*> outs_storage;
@@ -676,17 +671,11 @@ void Model::AttendDenseRows(int64_t layer_idx, std::span<const SequenceInput> ba
   std::map<const uint8_t*, std::vector<size_t>> groups;
   for (size_t i = 0; i < rows.size(); ++i) {
     const int64_t row = rows[i], pos = s.positions[Sz(row)];
-    kernels::SparseAttentionArgs& a = args[i];
-    a = kernels::SparseAttentionArgs();
-    a.q = &s.q_absorbed[Sz(row * heads * qk)];
-    a.heads = heads;
-    SetLatentViews(*batch[Sz(sequence_of_row[i])].cache, layer_idx, a);
-    a.count = pos + 1;
-    a.scale = static_cast<float>(config_.softmax_scale());
-    outs[i] = &s.attn_latent[Sz(row * heads * rank)];
+    args[i] = RowAttentionArgs(layer_idx, *batch[Sz(sequence_of_row[i])].cache, row, nullptr, pos + 1);
+    outs[i] = RowAttentionOut(row);
     CountCacheReads(pos, false);
-    RecordSelection(layer_idx, row, nullptr, a.count, pos);
-    groups[a.cache.nope].push_back(i);
+    RecordSelection(layer_idx, row, nullptr, pos + 1, pos);
+    groups[args[i].cache.nope].push_back(i);
   }
   std::vector<kernels::SparseAttentionArgs> group_args;
   std::vector<float*> group_outs;
@@ -769,18 +758,25 @@ double Model::AttendSequences(int64_t layer_idx, std::span<const SequenceInput> 
   return select_seconds;
 }
 
-void Model::AttendRow(int64_t layer_idx, const KvCache& cache, int64_t row, const int32_t* indices, int64_t count) {
-  Scratch& s = *scratch_;
-  const int64_t heads = config_.num_attention_heads, rank = config_.kv_lora_rank;
-  const int64_t qk = rank + config_.qk_rope_head_dim;
+kernels::SparseAttentionArgs Model::RowAttentionArgs(int64_t layer_idx, const KvCache& cache, int64_t row,
+                                                     const int32_t* indices, int64_t count) {
+  const int64_t qk = config_.kv_lora_rank + config_.qk_rope_head_dim;
   kernels::SparseAttentionArgs args;
-  args.q = &s.q_absorbed[Sz(row * heads * qk)];
-  args.heads = heads;
+  args.q = &scratch_->q_absorbed[Sz(row * config_.num_attention_heads * qk)];
+  args.heads = config_.num_attention_heads;
   SetLatentViews(cache, layer_idx, args);
   args.indices = indices;
   args.count = count;
   args.scale = static_cast<float>(config_.softmax_scale());
-  kernels::SparseMqaAttention(args, &s.attn_latent[Sz(row * heads * rank)]);
+  return args;
+}
+
+float* Model::RowAttentionOut(int64_t row) {
+  return &scratch_->attn_latent[Sz(row * config_.num_attention_heads * config_.kv_lora_rank)];
+}
+
+void Model::AttendRow(int64_t layer_idx, const KvCache& cache, int64_t row, const int32_t* indices, int64_t count) {
+  kernels::SparseMqaAttention(RowAttentionArgs(layer_idx, cache, row, indices, count), RowAttentionOut(row));
 }
 
 void Model::RecordSelection(int64_t layer_idx, int64_t row, const int32_t* indices, int64_t count, int64_t pos) {

@@ -171,6 +171,10 @@ class Model {
   // Attention of token row `row` over `count` cache rows: `indices` (absolute positions, -1
   // padded), or every position 0..count-1 when null. Safe on pool threads for distinct rows.
   void AttendRow(int64_t layer_idx, const KvCache& cache, int64_t row, const int32_t* indices, int64_t count);
+  // The kernel's arguments for AttendRow's attention, and where its output row goes.
+  kernels::SparseAttentionArgs RowAttentionArgs(int64_t layer_idx, const KvCache& cache, int64_t row,
+                                                const int32_t* indices, int64_t count);
+  float* RowAttentionOut(int64_t row);
   // Dense attention (every position 0..pos) of the given token rows, rows of sequences whose
   // caches start with the same rows (a shared prompt prefix, or one sequence's own rows) attended
   // as one group (kernels::DenseMqaAttentionGroup: those rows dequantized once per group); the

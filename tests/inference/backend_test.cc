@@ -260,8 +260,8 @@ TEST_SUITE("inference.backend") {
     // Which weights played: the checkpoint's content hash, whatever the directory is called.
     auto checkpoint = Checkpoint::Open(dir);
     REQUIRE(checkpoint.ok());
-    CHECK(fresh->info().weights_sha256 == (*checkpoint)->ContentSha256());
-    CHECK(fresh->info().weights_sha256.size() == 64);
+    CHECK(fresh->WeightsSha256() == (*checkpoint)->ContentSha256());
+    CHECK(fresh->WeightsSha256().size() == 64);
     for (int i = 0; i < 8; ++i) {
       REQUIRE(together[static_cast<size_t>(i)].choices.size() == 1);
       CompletionRequest alone = ChatRequest("Find the cheapest hotel in Paris.");
