@@ -1,6 +1,7 @@
 // `envforge serve` and `envforge bench serve` as a user runs them: the real binary on an
 // ephemeral port, SIGTERM draining, and a small chaos run whose reconciliation loses nothing.
 #include <doctest/doctest.h>
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -170,6 +171,21 @@ TEST_SUITE("server.transport.cli") {
     CHECK(bad_origin->exit_code == 2);
   }
 
+  TEST_CASE("envforge serve --io-threads N serves on N network threads; 0 is a usage error") {
+    ServeProcess serve({"--io-threads", "3"});
+    std::string listening = "), 3 network threads";
+    for (int attempt = 0; attempt < 500 && !Contains(serve.child->StderrText(), listening); ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(Contains(serve.child->StderrText(), listening));
+    auto stats = ProbeStats(serve.port);
+    REQUIRE(stats.has_value());
+    auto zero = RunCommand({Envforge(), "serve", "--envs", "/nonexistent", "--io-threads", "0"});
+    REQUIRE(zero.ok());
+    CHECK(zero->exit_code == 2);
+    CHECK(Contains(zero->stderr_text, "--io-threads"));
+  }
+
   TEST_CASE("envforge serve: a foreign Origin is refused, a repeated --allow-origin is honoured") {
     ServeProcess serve({"--allow-origin", "https://a.example", "--allow-origin", "https://b.example"});
     for (const auto& [origin, status] : std::vector<std::pair<std::string, int>>{
@@ -191,6 +207,13 @@ TEST_SUITE("server.transport.cli") {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     CHECK(Contains(serve.child->StderrText(), listening));
+    // --io-threads defaults to one network thread per two usable cores, at least one.
+    cpu_set_t usable;
+    CPU_ZERO(&usable);
+    REQUIRE(sched_getaffinity(0, sizeof usable, &usable) == 0);
+    const int threads = std::max(1, CPU_COUNT(&usable) / 2);
+    CHECK(Contains(serve.child->StderrText(),
+                   "), " + std::to_string(threads) + (threads == 1 ? " network thread," : " network threads,")));
     RpcClientOptions options;
     options.token = "tok";
     auto http_client = RpcClient::Connect(serve.Url() + "/rpc", options);
