@@ -373,10 +373,18 @@ class SessionManager::Impl {
     // more than those under way; the first recycle to finish takes the first waiting create).
     size_t in_flight = 0;
     std::deque<WaitingCreate> waiting;
+    // Judge pools only: judgements of the environment in judge processes now, and the most there
+    // were at once since `peak_at` (KeepJudge keeps that many idle while it is recent).
+    size_t judging = 0;
+    size_t recent_peak = 0;
+    std::chrono::steady_clock::time_point peak_at;
   };
   // Parks `process` last in `pool`, closing the least recently used past `cap`; the pool's timer
   // and what it does when it fires (closes those idle that long, counted in `*closed`).
   void Park(IdlePool& pool, const std::shared_ptr<Session>& process, size_t cap, uint64_t* closed);
+  // A judgement of the pool's environment begins in a judge process: counted, and the recent peak
+  // raised (or restarted once older than idle_judge_timeout).
+  void CountJudging(IdlePool& pool);
   void ScheduleIdleExpiry(IdlePool& pool, uint64_t* closed);
   void CloseIdle(IdlePool& pool, uint64_t* closed);
   // Recycled sessions (ManagerOptions::episodes_per_session_process): whether sessions of `env`
@@ -1464,13 +1472,19 @@ void SessionManager::Impl::JudgeInJudgeProcess(const std::shared_ptr<const Envir
     return done(ResourceExhaustedError("too many judgements in flight: " + std::to_string(judges_) +
                                        " judge processes (max_sessions); retry"));
   }
-  auto finish = [this, done = std::move(done)](Result<std::vector<JudgeVerdict>> verdicts) {
+  const bool keepable = JudgeKeepable(*env, limits);
+  // Counted from here on; every path below ends through `finish` (`done` is moved into it).
+  ++judges_;
+  if (keepable) CountJudging(kept_judges_[env->id]);
+  auto finish = [this, keepable, env_id = env->id, done = std::move(done)](Result<std::vector<JudgeVerdict>> verdicts) {
     --judges_;
+    if (auto pool = kept_judges_.find(env_id); keepable && pool != kept_judges_.end() && pool->second.judging > 0) {
+      --pool->second.judging;
+    }
     done(std::move(verdicts));
   };
-  if (JudgeKeepable(*env, limits)) {
+  if (keepable) {
     if (std::shared_ptr<Session> kept = TakeKeptJudge(env, task_id)) {
-      ++judges_;
       ++stats_.judgements_in_kept_process;
       return RunJudgement(kept, judge, limits, std::move(answers), std::move(finish));
     }
@@ -1479,19 +1493,17 @@ void SessionManager::Impl::JudgeInJudgeProcess(const std::shared_ptr<const Envir
     std::shared_ptr<Session> warm = TakeWarm(env);
     ScheduleRefill(env);
     if (warm) {
-      ++judges_;
       warm->judge = true;
       AssignTask(*warm, task_id);
       return RunJudgement(warm, judge, limits, std::move(answers), std::move(finish));
     }
   }
   Result<std::shared_ptr<ZygoteProcess>> zygote = EnsureZygote(env);
-  if (!zygote.ok()) return done(zygote.status());
+  if (!zygote.ok()) return finish(zygote.status());
   UniqueFd worker_end;
   Result<std::shared_ptr<Session>> created =
       NewSession(env, task_id, limits, *zygote, nullptr, &worker_end, Role::kJudge);
-  if (!created.ok()) return done(created.status());
-  ++judges_;
+  if (!created.ok()) return finish(created.status());
   std::shared_ptr<Session> process = *created;
   std::weak_ptr<Session> weak = process;
   process->on_created = [this, weak, judge, limits, answers = std::move(answers),
@@ -1552,8 +1564,22 @@ bool SessionManager::Impl::MayJudgeAgain(const Session& process,
   return process.judgements < options_.judgements_per_judge_process && process.judging < cpu_budget;
 }
 
+void SessionManager::Impl::CountJudging(IdlePool& pool) {
+  ++pool.judging;
+  const auto now = std::chrono::steady_clock::now();
+  const bool peak_stale = options_.idle_judge_timeout.count() > 0 && now - pool.peak_at > options_.idle_judge_timeout;
+  if (pool.judging >= pool.recent_peak || peak_stale) {
+    pool.recent_peak = pool.judging;
+    pool.peak_at = now;
+  }
+}
+
 void SessionManager::Impl::KeepJudge(const std::shared_ptr<Session>& process) {
-  Park(kept_judges_[process->env->id], process, options_.idle_judges_per_environment, &stats_.idle_judges_closed);
+  IdlePool& pool = kept_judges_[process->env->id];
+  // As many as judged at once lately (a wave of verdicts finds its processes the next time), at
+  // least the configured count, never more than max_sessions.
+  const size_t cap = std::min(std::max(options_.idle_judges_per_environment, pool.recent_peak), options_.max_sessions);
+  Park(pool, process, cap, &stats_.idle_judges_closed);
 }
 
 std::shared_ptr<SessionManager::Impl::Session> SessionManager::Impl::TakeKeptJudge(

@@ -183,7 +183,10 @@ struct ManagerOptions {
   // environments under the default limits. Each new process costs a fork and its copy-on-write
   // faults, about as much as a session's whole life (the audit judges thousands of batches).
   size_t judgements_per_judge_process = 64;
-  // Idle judge processes kept per environment, the least recently used closed first.
+  // Idle judge processes kept per environment, the least recently used closed first: at least
+  // this many, and as many as the environment had judging at once within the last
+  // idle_judge_timeout (so the next wave of verdicts finds its processes instead of forking), at
+  // most max_sessions.
   size_t idle_judges_per_environment = 8;
   // An idle judge process (or recycled session, below) not taken for this long is closed (its
   // memory back to the machine); a server of many environments otherwise holds up to

@@ -503,8 +503,9 @@ std::vector<OptionDecl> ServeOptions() {
        .section = service},
       {.name = "--idle-judges",
        .metavar = "N",
-       .help = "judge processes kept per environment between verdicts (the least recently used closed past "
-               "it): a verdict that finds none idle forks one; 0: none kept",
+       .help = "judge processes kept per environment between verdicts, at least: as many as judged at once "
+               "within the last --idle-judge-seconds when that is more (the least recently used closed past "
+               "it); a verdict that finds none idle forks one; 0: none kept",
        .default_text = "64",
        .section = service},
       {.name = "--idle-judge-seconds",

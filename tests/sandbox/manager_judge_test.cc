@@ -261,6 +261,39 @@ def verify(answer, db):
   }
 }
 
+TEST_CASE("a wave of verdicts keeps as many judge processes idle as judged at once, past the configured count") {
+  PackedMini mini;
+  REQUIRE(WriteFileAtomically(mini.source + "/tasks/oldest_book/verifier.py", R"PY(
+def verify(answer, db):
+    total = 0
+    for i in range(3000000):
+        total += i
+    return {"passed": True, "reasons": [answer]}
+)PY")
+              .ok());
+  mini.Pack();
+  ManagerOptions options;
+  options.idle_judges_per_environment = 2;
+  auto manager = SessionManager::Create(options).value();
+  std::string env = manager->OpenEnvironment(mini.bundle).value();
+  constexpr int kWave = 5;
+  std::vector<SessionManager::SessionId> sessions;
+  for (int i = 0; i < kWave; ++i) sessions.push_back(manager->CreateSession(env, "oldest_book").value());
+  auto wave = [&] {
+    std::vector<std::thread> judging;
+    for (int i = 0; i < kWave; ++i) {
+      judging.emplace_back([&, i] { CHECK(manager->JudgeAnswers(sessions[i], Judge::kVerifier, {"a"}).ok()); });
+    }
+    for (std::thread& thread : judging) thread.join();
+  };
+  wave();
+  // The slow verifier keeps the five judgements in flight together, so all five processes wait.
+  CHECK(manager->Stats().idle_judges == kWave);
+  wave();  // served by them: no fork
+  CHECK(manager->Stats().judgements_in_kept_process == kWave);
+  CHECK(manager->Stats().idle_judges == kWave);
+}
+
 TEST_CASE("an idle judge process is closed after idle_judge_timeout, and the next judgement forks") {
   PackedMini mini;
   mini.Pack();
