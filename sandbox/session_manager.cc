@@ -1478,7 +1478,7 @@ void SessionManager::Impl::JudgeInJudgeProcess(const std::shared_ptr<const Envir
   if (keepable) CountJudging(kept_judges_[env->id]);
   auto finish = [this, keepable, env_id = env->id, done = std::move(done)](Result<std::vector<JudgeVerdict>> verdicts) {
     --judges_;
-    if (auto pool = kept_judges_.find(env_id); keepable && pool != kept_judges_.end() && pool->second.judging > 0) {
+    if (auto pool = kept_judges_.find(env_id); keepable && pool != kept_judges_.end()) {
       --pool->second.judging;
     }
     done(std::move(verdicts));

@@ -185,8 +185,8 @@ struct ManagerOptions {
   size_t judgements_per_judge_process = 64;
   // Idle judge processes kept per environment, the least recently used closed first: at least
   // this many, and as many as the environment had judging at once within the last
-  // idle_judge_timeout (so the next wave of verdicts finds its processes instead of forking), at
-  // most max_sessions.
+  // idle_judge_timeout (ever, when that timeout is zero or less; so the next wave of verdicts
+  // finds its processes instead of forking), at most max_sessions.
   size_t idle_judges_per_environment = 8;
   // An idle judge process (or recycled session, below) not taken for this long is closed (its
   // memory back to the machine); a server of many environments otherwise holds up to

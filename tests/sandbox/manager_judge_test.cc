@@ -261,16 +261,23 @@ def verify(answer, db):
   }
 }
 
-TEST_CASE("a wave of verdicts keeps as many judge processes idle as judged at once, past the configured count") {
-  PackedMini mini;
+// oldest_book's verifier for the kept-judge tests: it passes every answer, with the answer as its
+// reason; an answer "slow:N" first counts to N in Python (a judgement that holds its process).
+void WriteSlowOnAskVerifier(PackedMini& mini) {
   REQUIRE(WriteFileAtomically(mini.source + "/tasks/oldest_book/verifier.py", R"PY(
 def verify(answer, db):
-    total = 0
-    for i in range(3000000):
-        total += i
+    if answer.startswith("slow:"):
+        total = 0
+        for i in range(int(answer[5:])):
+            total += i
     return {"passed": True, "reasons": [answer]}
 )PY")
               .ok());
+}
+
+TEST_CASE("a wave of verdicts keeps as many judge processes idle as judged at once, past the configured count") {
+  PackedMini mini;
+  WriteSlowOnAskVerifier(mini);
   mini.Pack();
   ManagerOptions options;
   options.idle_judges_per_environment = 2;
@@ -282,7 +289,8 @@ def verify(answer, db):
   auto wave = [&] {
     std::vector<std::thread> judging;
     for (int i = 0; i < kWave; ++i) {
-      judging.emplace_back([&, i] { CHECK(manager->JudgeAnswers(sessions[i], Judge::kVerifier, {"a"}).ok()); });
+      judging.emplace_back(
+          [&, i] { CHECK(manager->JudgeAnswers(sessions[i], Judge::kVerifier, {"slow:3000000"}).ok()); });
     }
     for (std::thread& thread : judging) thread.join();
   };
@@ -339,15 +347,7 @@ TEST_CASE("an idle judge process is closed after idle_judge_timeout, and the nex
 
 TEST_CASE("a kept judge process that died while it waited is passed over for a live one of its task") {
   PackedMini mini;
-  REQUIRE(WriteFileAtomically(mini.source + "/tasks/oldest_book/verifier.py", R"PY(
-def verify(answer, db):
-    if answer == "slow":
-        total = 0
-        for i in range(10000000):
-            total += i
-    return {"passed": True, "reasons": [answer]}
-)PY")
-              .ok());
+  WriteSlowOnAskVerifier(mini);
   mini.Pack();
   ManagerOptions options;
   options.idle_judges_per_environment = 4;
@@ -356,7 +356,7 @@ def verify(answer, db):
   auto first = manager->CreateSession(env, "oldest_book").value();
   auto second = manager->CreateSession(env, "oldest_book").value();
   // Two judge processes of the task at once; the slow one is kept last, so it is the newest.
-  std::thread slow([&] { CHECK(manager->JudgeAnswers(second, Judge::kVerifier, {"slow"}).ok()); });
+  std::thread slow([&] { CHECK(manager->JudgeAnswers(second, Judge::kVerifier, {"slow:10000000"}).ok()); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   REQUIRE(manager->JudgeAnswers(first, Judge::kVerifier, {"quick"}).ok());
   slow.join();
